@@ -1,0 +1,80 @@
+"""Project tasks. `nox -s tests` runs everything; `nox -s demo` shows the main job.
+
+Per-package sessions (`nox -s "package(name='ort-graph')"`) install ONLY that package and the
+project packages it declares into a fresh environment, proving per-package pip installs work.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import tomllib
+
+import nox
+
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["tests"]
+
+ROOT = pathlib.Path(__file__).parent
+PACKAGES = ["ort-graph", "ort-partition", "ort-memplan", "ort-abi", "ort-cuda-ep", "ort-session"]
+TEST_TOOLS = ["pytest>=8", "onnxruntime>=1.20"]
+
+
+def _local_closure(name: str) -> list[str]:
+    """The package and every project package it declares, dependencies first."""
+    seen: list[str] = []
+
+    def visit(pkg: str) -> None:
+        meta = tomllib.loads((ROOT / "packages" / pkg / "pyproject.toml").read_text())
+        for dep in meta["project"]["dependencies"]:
+            dep_name = dep.split(">")[0].split("=")[0].split("<")[0].strip()
+            if dep_name in PACKAGES and dep_name not in seen:
+                visit(dep_name)
+        if pkg not in seen:
+            seen.append(pkg)
+
+    visit(name)
+    return seen
+
+
+def _install_all(session: nox.Session) -> None:
+    session.install(*TEST_TOOLS)
+    session.install(*[f"./packages/{p}" for p in PACKAGES])
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Every package's tests and the integration tests, in one environment."""
+    _install_all(session)
+    paths = [f"packages/{p}/tests" for p in PACKAGES] + ["tests/integration"]
+    session.run("pytest", *paths, *session.posargs)
+
+
+@nox.session
+@nox.parametrize("name", PACKAGES)
+def package(session: nox.Session, name: str) -> None:
+    """One package alone, with only its declared dependencies."""
+    session.install(*TEST_TOOLS)
+    session.install(*[f"./packages/{p}" for p in _local_closure(name)])
+    session.run("pytest", f"packages/{name}/tests", *session.posargs)
+
+
+@nox.session
+def integration(session: nox.Session) -> None:
+    """Cross-package tests: the ABI parity matrix and whole-pipeline runs."""
+    _install_all(session)
+    session.run("pytest", "tests/integration", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("ruff")
+    session.run("ruff", "check", ".")
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """The main job on the built-in demo decoder."""
+    session.install("onnxruntime>=1.20")
+    session.install(*[f"./packages/{p}" for p in PACKAGES])
+    session.run("ortrun", "demo", *session.posargs)

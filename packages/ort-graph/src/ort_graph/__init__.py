@@ -1,0 +1,31 @@
+"""ort-graph: the ONNX graph IR the other ort-* packages build on.
+
+Load a model (`load`), resolve its shapes with dimension overrides (`resolve_shapes`), walk it in
+topological order, apply L1 fusions that keep derivative node names, and save it back.
+"""
+
+from . import zoo
+from ._dtypes import dtype_name, from_numpy_dtype, itemsize, tensor_nbytes, to_numpy_dtype
+from ._errors import (
+    ExternalDataError,
+    GraphError,
+    GraphStructureError,
+    ModelLoadError,
+    ShapeAnnotationWarning,
+    ShapeResolutionError,
+    UnsupportedModelError,
+)
+from ._io import from_proto, load, save, to_proto
+from ._ir import LAYER_ANN_KEY, Attr, Dim, Graph, Model, Node, Shape, Value, is_static
+from ._tensor import ExternalLocation, Tensor
+from ._topo import topological_order, validate
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "LAYER_ANN_KEY", "Attr", "Dim", "ExternalDataError", "ExternalLocation", "Graph", "GraphError",
+    "GraphStructureError", "Model", "ModelLoadError", "Node", "Shape", "ShapeAnnotationWarning",
+    "ShapeResolutionError", "Tensor", "UnsupportedModelError", "Value", "__version__", "dtype_name",
+    "from_numpy_dtype", "from_proto", "is_static", "itemsize", "load", "save", "tensor_nbytes",
+    "to_numpy_dtype", "to_proto", "topological_order", "validate", "zoo",
+]

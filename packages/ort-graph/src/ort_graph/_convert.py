@@ -1,0 +1,139 @@
+"""ModelProto <-> IR conversion (no file I/O here)."""
+
+from __future__ import annotations
+
+import pathlib
+
+from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, ValueInfoProto, helper
+
+from ._ir import Attr, Dim, Graph, Model, Node, Shape, Value
+from ._tensor import Tensor
+
+
+def _shape_of(vi: ValueInfoProto) -> tuple[int, Shape | None]:
+    t = vi.type
+    if not t.HasField("tensor_type"):
+        return 0, None
+    tt = t.tensor_type
+    if not tt.HasField("shape"):
+        return tt.elem_type, None
+    dims: list[Dim] = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        elif d.HasField("dim_param") and d.dim_param:
+            dims.append(d.dim_param)
+        else:
+            dims.append(None)
+    return tt.elem_type, tuple(dims)
+
+
+def value_from_info(vi: ValueInfoProto) -> Value:
+    dtype, shape = _shape_of(vi)
+    return Value(vi.name, dtype, shape)
+
+
+def value_info(v: Value) -> ValueInfoProto:
+    shape = None if v.shape is None else [d if d is not None else None for d in v.shape]
+    return helper.make_tensor_value_info(v.name, v.dtype, shape)
+
+
+def graph_from_proto(gp: GraphProto, base_dir: pathlib.Path | None, parent: Node | None = None) -> Graph:
+    g = Graph(name=gp.name, doc_string=gp.doc_string, parent_node=parent)
+    for t in gp.initializer:
+        g.initializers[t.name] = Tensor.from_proto(t, base_dir)
+        g.values[t.name] = Value(t.name, t.data_type, tuple(int(d) for d in t.dims))
+    for vi in gp.input:
+        v = value_from_info(vi)
+        if vi.name in g.values and v.shape is None:  # initializer listed as input without a shape
+            continue
+        g.values[vi.name] = v
+        g.inputs.append(vi.name)
+    for vi in list(gp.value_info) + list(gp.output):
+        g.declared_value_info[vi.name] = value_from_info(vi)
+    g.outputs = [o.name for o in gp.output]
+    for i, np_ in enumerate(gp.node):
+        node = Node(index=i, name=np_.name, op_type=np_.op_type, domain=np_.domain,
+                    inputs=list(np_.input), outputs=list(np_.output), doc_string=np_.doc_string,
+                    metadata={p.key: p.value for p in np_.metadata_props})
+        for a in np_.attribute:
+            if a.type == AttributeProto.GRAPH:
+                value = graph_from_proto(a.g, base_dir, node)
+            elif a.type == AttributeProto.GRAPHS:
+                value = [graph_from_proto(sg, base_dir, node) for sg in a.graphs]
+            else:
+                value = helper.get_attribute_value(a)
+                if isinstance(value, bytes):
+                    value = value.decode("utf-8", errors="replace")
+                elif a.type == AttributeProto.STRINGS:
+                    value = [s.decode("utf-8", errors="replace") for s in value]
+            node.attributes[a.name] = Attr(a.name, a.type, value)
+        g.nodes.append(node)
+    for name, declared in g.declared_value_info.items():
+        v = g.value(name)
+        if v.shape is None and v.dtype == 0:
+            v.dtype, v.shape = declared.dtype, declared.shape
+    g.relink()
+    # relink renames duplicate node names; file order indices are kept
+    return g
+
+
+def model_from_proto(mp: ModelProto, base_dir: pathlib.Path | None, path: pathlib.Path | None = None) -> Model:
+    graph = graph_from_proto(mp.graph, base_dir)
+    return Model(
+        graph=graph, ir_version=mp.ir_version,
+        opset_imports={("" if o.domain == "ai.onnx" else o.domain): o.version for o in mp.opset_import},
+        producer_name=mp.producer_name, producer_version=mp.producer_version, domain=mp.domain,
+        model_version=mp.model_version, doc_string=mp.doc_string,
+        metadata={p.key: p.value for p in mp.metadata_props}, functions=list(mp.functions), path=path,
+    )
+
+
+def _attr_proto(a: Attr, embed: bool) -> AttributeProto:
+    if a.type == AttributeProto.GRAPH:
+        return helper.make_attribute(a.name, graph_to_proto(a.value, embed))
+    if a.type == AttributeProto.GRAPHS:
+        return helper.make_attribute(a.name, [graph_to_proto(g, embed) for g in a.value],
+                                     attr_type=AttributeProto.GRAPHS)
+    return helper.make_attribute(a.name, a.value, attr_type=a.type)
+
+
+def node_to_proto(n: Node, embed: bool = True) -> NodeProto:
+    p = NodeProto(name=n.name, op_type=n.op_type, domain=n.domain, doc_string=n.doc_string)
+    p.input.extend(n.inputs)
+    p.output.extend(n.outputs)
+    p.attribute.extend(_attr_proto(a, embed) for a in n.attributes.values())
+    for k, v in n.metadata.items():
+        entry = p.metadata_props.add()
+        entry.key, entry.value = k, v
+    return p
+
+
+def graph_to_proto(g: Graph, embed: bool = True, *, include_value_info: bool = True,
+                   initializer_filter=None) -> GraphProto:
+    gp = GraphProto(name=g.name, doc_string=g.doc_string)
+    gp.node.extend(node_to_proto(n, embed) for n in g.nodes)
+    for name, t in g.initializers.items():
+        if initializer_filter is None or initializer_filter(t):
+            gp.initializer.append(t.to_proto(embed))
+    gp.input.extend(value_info(g.values[n]) for n in g.inputs)
+    gp.output.extend(value_info(g.values.get(n) or g.declared_value_info.get(n) or Value(n)) for n in g.outputs)
+    if include_value_info:
+        skip = set(g.inputs) | set(g.outputs) | set(g.initializers)
+        for name, v in g.values.items():
+            if name not in skip and (v.dtype or v.shape is not None) and (v.producer is not None or v.consumers):
+                gp.value_info.append(value_info(v))
+    return gp
+
+
+def model_to_proto(m: Model, embed: bool = True) -> ModelProto:
+    gp = graph_to_proto(m.graph, embed)
+    mp = helper.make_model(gp, opset_imports=[helper.make_opsetid(d, v) for d, v in m.opset_imports.items()],
+                           ir_version=m.ir_version, producer_name=m.producer_name,
+                           producer_version=m.producer_version, domain=m.domain,
+                           model_version=m.model_version, doc_string=m.doc_string)
+    for k, v in m.metadata.items():
+        entry = mp.metadata_props.add()
+        entry.key, entry.value = k, v
+    mp.functions.extend(m.functions)
+    return mp

@@ -1,0 +1,31 @@
+"""The ort-graph exception hierarchy. Every error names the file, node or value and a fix."""
+
+from __future__ import annotations
+
+
+class GraphError(Exception):
+    """Base class of every error raised by ort-graph."""
+
+
+class ModelLoadError(GraphError):
+    """The file or bytes are not a loadable ONNX model (truncated, not ONNX, unreadable)."""
+
+
+class ExternalDataError(ModelLoadError):
+    """An initializer's external data file is missing, unreadable or too short."""
+
+
+class UnsupportedModelError(ModelLoadError):
+    """The model uses an IR version or feature this package does not support."""
+
+
+class GraphStructureError(GraphError):
+    """The graph is malformed: a cycle, a dangling input, duplicate producers."""
+
+
+class ShapeResolutionError(GraphError):
+    """A dimension override or max-shape bound is malformed or contradicts the model."""
+
+
+class ShapeAnnotationWarning(UserWarning):
+    """The file's declared shape of a value contradicts what inference computes."""

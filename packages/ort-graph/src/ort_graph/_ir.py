@@ -1,0 +1,264 @@
+"""The graph IR: Model, Graph, Node, Value, Attr. Plain attrs classes, linked by name."""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+from onnx import AttributeProto
+
+from ._dtypes import tensor_nbytes
+from ._errors import GraphStructureError
+from ._tensor import Tensor
+
+Dim = int | str | None  # static extent, symbolic name, or unknown
+Shape = tuple[Dim, ...]
+
+LAYER_ANN_KEY = "layer_ann"
+
+
+def is_static(shape: Shape | None) -> bool:
+    return shape is not None and all(isinstance(d, int) for d in shape)
+
+
+@attrs.define(eq=False)
+class Value:
+    """A named tensor flowing between nodes. `shape` is None when even the rank is unknown."""
+
+    name: str
+    dtype: int = 0
+    shape: Shape | None = None
+    producer: Node | None = attrs.field(default=None, repr=False)
+    consumers: list[Node] = attrs.field(factory=list, repr=False)
+
+    @property
+    def nbytes(self) -> int | None:
+        """Bytes of the value when its shape is static and its type sized; else None."""
+        if not is_static(self.shape):
+            return None
+        return tensor_nbytes(self.dtype, self.shape)  # type: ignore[arg-type]
+
+
+@attrs.define
+class Attr:
+    """A node attribute: its ONNX type and python value (Graph for subgraphs)."""
+
+    name: str
+    type: int
+    value: Any
+
+
+@attrs.define(eq=False)
+class Node:
+    """One operator application. `inputs` keeps '' for omitted optional inputs."""
+
+    index: int
+    name: str
+    op_type: str
+    domain: str = ""
+    inputs: list[str] = attrs.field(factory=list)
+    outputs: list[str] = attrs.field(factory=list)
+    attributes: dict[str, Attr] = attrs.field(factory=dict)
+    metadata: dict[str, str] = attrs.field(factory=dict)
+    doc_string: str = ""
+    ep: str | None = None
+    graph: Graph | None = attrs.field(default=None, repr=False)
+
+    @property
+    def layer_ann(self) -> str | None:
+        """The `layer_ann` metadata annotation, stripped, or None when absent or empty."""
+        ann = self.metadata.get(LAYER_ANN_KEY, "").strip()
+        return ann or None
+
+    @property
+    def qualified_op(self) -> str:
+        return f"{self.domain}::{self.op_type}" if self.domain not in ("", "ai.onnx") else self.op_type
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        a = self.attributes.get(name)
+        return default if a is None else a.value
+
+    @property
+    def subgraphs(self) -> list[Graph]:
+        out: list[Graph] = []
+        for a in self.attributes.values():
+            if a.type == AttributeProto.GRAPH:
+                out.append(a.value)
+            elif a.type == AttributeProto.GRAPHS:
+                out.extend(a.value)
+        return out
+
+    def implicit_inputs(self) -> list[str]:
+        """Outer-scope values that this node's subgraphs read."""
+        names: list[str] = []
+        for g in self.subgraphs:
+            for n in g.outer_references():
+                if n not in names:
+                    names.append(n)
+        return names
+
+
+@attrs.define(eq=False)
+class Graph:
+    """Nodes in file order plus values, initializers and graph inputs/outputs (by name)."""
+
+    name: str = "graph"
+    nodes: list[Node] = attrs.field(factory=list)
+    inputs: list[str] = attrs.field(factory=list)
+    outputs: list[str] = attrs.field(factory=list)
+    initializers: dict[str, Tensor] = attrs.field(factory=dict)
+    values: dict[str, Value] = attrs.field(factory=dict)
+    declared_value_info: dict[str, Value] = attrs.field(factory=dict, repr=False)
+    doc_string: str = ""
+    parent_node: Node | None = attrs.field(default=None, repr=False)
+    shape_warnings: list[str] = attrs.field(factory=list, repr=False)
+    _node_names: set[str] = attrs.field(factory=set, repr=False, alias="node_names")
+    _next_index: int = attrs.field(default=0, repr=False, alias="next_index")
+
+    # -- construction -------------------------------------------------------------------------
+    def value(self, name: str) -> Value:
+        v = self.values.get(name)
+        if v is None:
+            v = self.values[name] = Value(name)
+        return v
+
+    def add_node(self, op_type: str, inputs: list[str], outputs: list[str], *, name: str | None = None,
+                 domain: str = "", attributes: dict[str, Attr] | None = None,
+                 metadata: dict[str, str] | None = None, position: int | None = None) -> Node:
+        """Add a node; its name is made unique with `generate_node_name` (given name or op_type)."""
+        node = Node(index=self._next_index, name=self.generate_node_name(name or op_type), op_type=op_type,
+                    domain=domain, inputs=list(inputs), outputs=list(outputs),
+                    attributes=dict(attributes or {}), metadata=dict(metadata or {}), graph=self)
+        self._next_index += 1
+        if position is None:
+            self.nodes.append(node)
+        else:
+            self.nodes.insert(position, node)
+        self._link_node(node)
+        return node
+
+    def remove_node(self, node: Node) -> None:
+        self.nodes.remove(node)
+        self._node_names.discard(node.name)
+        for name in node.inputs:
+            if name and name in self.values and node in self.values[name].consumers:
+                self.values[name].consumers.remove(node)
+        for name in node.outputs:
+            if name and name in self.values and self.values[name].producer is node:
+                self.values[name].producer = None
+
+    def generate_node_name(self, base: str) -> str:
+        """`base` itself when unused in this graph, else `base_token_N` for the first free N."""
+        if not self._node_names:
+            self._node_names = {n.name for n in self.nodes}
+        name, token = base, 0
+        while name in self._node_names:
+            name = f"{base}_token_{token}"
+            token += 1
+        self._node_names.add(name)
+        return name
+
+    def _link_node(self, node: Node) -> None:
+        node.graph = self
+        for name in node.inputs:
+            if name:
+                self.value(name).consumers.append(node)
+        for name in node.implicit_inputs():
+            if name in self.values or name in self.initializers:
+                self.value(name).consumers.append(node)
+        for name in node.outputs:
+            if name:
+                v = self.value(name)
+                if v.producer is not None and v.producer is not node:
+                    raise GraphStructureError(
+                        f"value {name!r} is produced by both {v.producer.name!r} and {node.name!r}; "
+                        "every value must have exactly one producer (SSA) — rename one output"
+                    )
+                v.producer = node
+
+    def relink(self) -> None:
+        """Rebuild producers/consumers and node indices from scratch after bulk edits."""
+        for v in self.values.values():
+            v.producer, v.consumers = None, []
+        for name in list(self.inputs) + list(self.initializers):
+            self.value(name)
+        self._node_names = set()
+        for i, node in enumerate(self.nodes):
+            node.index = i
+            if node.name in self._node_names:
+                node.name = self.generate_node_name(node.name)
+            else:
+                self._node_names.add(node.name)
+        self._next_index = len(self.nodes)
+        for node in self.nodes:
+            self._link_node(node)
+
+    # -- queries ------------------------------------------------------------------------------
+    def node_by_name(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(f"no node named {name!r} in graph {self.name!r}")
+
+    def outer_references(self) -> list[str]:
+        """Names this (sub)graph reads but neither defines nor receives as inputs."""
+        defined = set(self.inputs) | set(self.initializers)
+        for n in self.nodes:
+            defined.update(o for o in n.outputs if o)
+        refs: list[str] = []
+        for n in self.nodes:
+            for name in list(n.inputs) + n.implicit_inputs():
+                if name and name not in defined and name not in refs:
+                    refs.append(name)
+        return refs
+
+    def walk(self) -> Iterator[Node]:
+        """Every node, subgraph nodes after their parent."""
+        for n in self.nodes:
+            yield n
+            for g in n.subgraphs:
+                yield from g.walk()
+
+    def is_initializer(self, name: str) -> bool:
+        return name in self.initializers
+
+    def output_nbytes(self, node: Node) -> int | None:
+        """Bytes of a node's outputs; None if any output's size is unknown."""
+        total = 0
+        for o in node.outputs:
+            if not o:
+                continue
+            n = self.values[o].nbytes if o in self.values else None
+            if n is None:
+                return None
+            total += n
+        return total
+
+    def initializer_nbytes(self, node: Node) -> int:
+        """Bytes of the initializers a node reads directly (each counted once for the node)."""
+        seen = {name for name in node.inputs if name in self.initializers}
+        return sum(self.initializers[name].nbytes for name in seen)
+
+
+@attrs.define(eq=False)
+class Model:
+    """A loaded model: the main graph plus the model-level fields that round-trip."""
+
+    graph: Graph
+    ir_version: int = 10
+    opset_imports: dict[str, int] = attrs.field(factory=lambda: {"": 21})
+    producer_name: str = ""
+    producer_version: str = ""
+    domain: str = ""
+    model_version: int = 0
+    doc_string: str = ""
+    metadata: dict[str, str] = attrs.field(factory=dict)
+    functions: list[Any] = attrs.field(factory=list, repr=False)
+    path: pathlib.Path | None = None
+
+    def opset(self, domain: str = "") -> int | None:
+        if domain == "ai.onnx":
+            domain = ""
+        return self.opset_imports.get(domain)

@@ -1,0 +1,125 @@
+"""Initializers: byte size known up front, data read lazily (external data memory-mapped)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import attrs
+import numpy as np
+from onnx import TensorProto, numpy_helper
+
+from ._dtypes import dtype_name, tensor_nbytes, to_numpy_dtype
+from ._errors import ExternalDataError
+
+
+@attrs.frozen
+class ExternalLocation:
+    """Where an initializer's bytes live on disk."""
+
+    path: pathlib.Path
+    offset: int
+    length: int | None
+
+
+@attrs.define(eq=False)
+class Tensor:
+    """A constant tensor. `nbytes` never reads data; `numpy()` reads (and mmaps external data)."""
+
+    name: str
+    dtype: int
+    dims: tuple[int, ...]
+    proto: TensorProto | None = attrs.field(default=None, repr=False)
+    external: ExternalLocation | None = None
+    _array: np.ndarray | None = attrs.field(default=None, repr=False, alias="array")
+
+    @property
+    def nbytes(self) -> int:
+        n = tensor_nbytes(self.dtype, self.dims)
+        if n is not None:
+            return n
+        if self.external is not None and self.external.length is not None:
+            return self.external.length
+        return len(self.proto.SerializeToString()) if self.proto is not None else 0
+
+    @property
+    def is_external(self) -> bool:
+        return self.external is not None
+
+    @classmethod
+    def from_numpy(cls, name: str, array: np.ndarray) -> Tensor:
+        proto = numpy_helper.from_array(np.asarray(array), name)
+        return cls(name=name, dtype=proto.data_type, dims=tuple(array.shape), proto=proto, array=None)
+
+    @classmethod
+    def from_proto(cls, proto: TensorProto, base_dir: pathlib.Path | None) -> Tensor:
+        dims = tuple(int(d) for d in proto.dims)
+        if proto.data_location != TensorProto.EXTERNAL:
+            return cls(name=proto.name, dtype=proto.data_type, dims=dims, proto=proto)
+        info = {e.key: e.value for e in proto.external_data}
+        if "location" not in info:
+            raise ExternalDataError(
+                f"initializer {proto.name!r} is marked external but names no 'location'; "
+                "re-export the model or embed the tensor"
+            )
+        path = (base_dir or pathlib.Path(".")) / info["location"]
+        offset = int(info.get("offset", 0))
+        length = int(info["length"]) if "length" in info else None
+        if not path.is_file():
+            raise ExternalDataError(
+                f"initializer {proto.name!r} needs external data file {str(path)!r}, which does not exist; "
+                "keep the .data file beside the .onnx file (same relative location as when it was saved)"
+            )
+        need = tensor_nbytes(proto.data_type, dims)
+        have = os.path.getsize(path) - offset
+        if (length is not None and length > have) or (need is not None and need > have):
+            raise ExternalDataError(
+                f"external data file {str(path)!r} is too short for initializer {proto.name!r}: "
+                f"needs {need if length is None else length} bytes at offset {offset}, the file has {max(have, 0)}; "
+                "the file is truncated or belongs to another model"
+            )
+        stripped = TensorProto()
+        stripped.CopyFrom(proto)
+        return cls(name=proto.name, dtype=proto.data_type, dims=dims, proto=stripped,
+                   external=ExternalLocation(path=path, offset=offset, length=length))
+
+    def numpy(self) -> np.ndarray:
+        """The tensor's values; external data is memory-mapped, not copied."""
+        if self._array is None:
+            self._array = self._load()
+        return self._array
+
+    def _load(self) -> np.ndarray:
+        if self.external is None:
+            return numpy_helper.to_array(self.proto)
+        np_dtype = to_numpy_dtype(self.dtype)
+        count = int(np.prod(self.dims)) if self.dims else 1
+        nbytes = tensor_nbytes(self.dtype, self.dims)
+        if count == 0:
+            return np.zeros(self.dims, dtype=np_dtype)
+        try:
+            raw = np.memmap(self.external.path, dtype=np.uint8, mode="r",
+                            offset=self.external.offset, shape=(nbytes,))
+        except (OSError, ValueError) as e:
+            raise ExternalDataError(f"cannot map external data of {self.name!r} from {str(self.external.path)!r}: {e}") from e
+        if nbytes != count * np_dtype.itemsize:  # packed 4-bit types: let onnx unpack them
+            proto = TensorProto()
+            proto.CopyFrom(self.proto)
+            proto.ClearField("external_data")
+            proto.data_location = TensorProto.DEFAULT
+            proto.raw_data = bytes(raw)
+            return numpy_helper.to_array(proto)
+        return raw.view(np_dtype).reshape(self.dims)
+
+    def to_proto(self, embed: bool = True) -> TensorProto:
+        """A TensorProto holding the data (embed) or the proto as loaded."""
+        if self.proto is not None and (self.external is None or not embed):
+            return self.proto
+        proto = numpy_helper.from_array(np.asarray(self.numpy()), self.name)
+        if proto.data_type != self.dtype:  # e.g. bfloat16 stored via ml_dtypes
+            proto.data_type = self.dtype
+        return proto
+
+    def __str__(self) -> str:
+        where = f" external {self.external.path.name}@{self.external.offset}" if self.external else ""
+        return f"Tensor({self.name!r}, {dtype_name(self.dtype)}, {list(self.dims)}, {self.nbytes} B{where})"
