@@ -1,0 +1,109 @@
+"""The CPU op table: one `OpImpl` per (domain, op_type, opset range).
+
+Each op module registers its implementations with `@register(...)`. The CPU execution provider wraps
+every OpImpl as a Python kernel in the ort-abi registry, so the op code itself stays plain numpy:
+
+    @register("Relu", since=6)
+    class Relu(OpImpl):
+        def compute(self, node, inputs):
+            return [np.maximum(inputs[0], 0)]
+
+Claims are honest: `supports()` returns None when this implementation handles the node's dtypes,
+shapes and attributes, or a `Decline` that says what was rejected, what is accepted and a remedy.
+A claimed node must not fail at run time for an ordinary dtype/shape/attribute reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+
+from ort_graph import Node
+
+
+@attrs.frozen
+class Decline:
+    """Why the CPU EP will not take a node: what was rejected, what it accepts, how to fix it."""
+
+    rejected: str  # e.g. "input 0 dtype STRING", "attribute mode='cubic'"
+    accepts: str  # e.g. "float32, float64, int32, int64"
+    remedy: str = "cast the input to a supported type or run this node on another execution provider"
+
+
+@attrs.frozen
+class InputInfo:
+    """What is known about one input when claiming: onnx elem type (0 unknown) and shape (None unknown)."""
+
+    dtype: int
+    shape: tuple[int | str | None, ...] | None
+    present: bool = True  # False for an omitted optional input ('')
+
+
+class OpImpl:
+    """Base class of CPU op implementations. Subclasses override `compute`, optionally the rest."""
+
+    op_type: ClassVar[str] = ""
+    domain: ClassVar[str] = ""
+    since: ClassVar[int] = 1
+    until: ClassVar[int | None] = None  # last opset this implementation covers (inclusive)
+    # ONNX elem types accepted on input 0 (None: any numeric type numpy handles)
+    dtypes: ClassVar[frozenset[int] | None] = None
+
+    def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
+        """None when this implementation will run the node correctly; else a Decline."""
+        if self.dtypes is not None and inputs and inputs[0].present and inputs[0].dtype:
+            if inputs[0].dtype not in self.dtypes:
+                from ort_graph import dtype_name
+
+                return Decline(
+                    rejected=f"input 0 dtype {dtype_name(inputs[0].dtype)}",
+                    accepts=", ".join(sorted(dtype_name(d) for d in self.dtypes)),
+                )
+        return None
+
+    def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
+        """Run the op on numpy inputs (None for omitted optional inputs); one array per output."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement compute")
+
+    def workspace_bytes(self, node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
+        """Scratch this op needs beyond its outputs as (slot_id, bytes); [] for none.
+
+        The same function serves the Level-1 estimate (max shapes) and the Level-2 declaration
+        (resolved shapes); `compute` may then ask `self.scratch(slot_id, nbytes)` for it."""
+        return []
+
+
+_TABLE: dict[tuple[str, str], list[OpImpl]] = {}
+
+
+def register(op_type: str, *, since: int = 1, until: int | None = None, domain: str = "") -> Callable[[type[OpImpl]], type[OpImpl]]:
+    """Class decorator adding an OpImpl for `domain::op_type` over opsets [since, until]."""
+
+    def deco(cls: type[OpImpl]) -> type[OpImpl]:
+        cls.op_type, cls.domain, cls.since, cls.until = op_type, domain, since, until
+        _TABLE.setdefault((domain, op_type), []).append(cls())
+        return cls
+
+    return deco
+
+
+def find(op_type: str, domain: str, opset: int) -> OpImpl | None:
+    """The implementation covering `opset`, preferring the newest `since`; None when none does."""
+    domain = "" if domain == "ai.onnx" else domain
+    best: OpImpl | None = None
+    for impl in _TABLE.get((domain, op_type), ()):
+        if impl.since <= opset and (impl.until is None or opset <= impl.until):
+            if best is None or impl.since > best.since:
+                best = impl
+    return best
+
+
+def all_ops() -> list[OpImpl]:
+    return [impl for impls in _TABLE.values() for impl in impls]
+
+
+def attrs_of(node: Node) -> dict[str, Any]:
+    return {name: a.value for name, a in node.attributes.items()}
