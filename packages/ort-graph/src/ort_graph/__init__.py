@@ -15,15 +15,18 @@ from ._errors import (
     ShapeResolutionError,
     UnsupportedModelError,
 )
+from ._fusions import FUSIONS, FusionRecord, apply_l1_fusions, remove_unused_initializers
 from ._io import from_proto, load, save, to_proto
 from ._ir import LAYER_ANN_KEY, Attr, Dim, Graph, Model, Node, Shape, Value, is_static
+from ._shapes import ShapeReport, parse_max_shape_override, resolve_shapes
 from ._tensor import ExternalLocation, Tensor
 from ._topo import topological_order, validate
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "LAYER_ANN_KEY", "Attr", "Dim", "ExternalDataError", "ExternalLocation", "Graph", "GraphError",
+    "FUSIONS", "FusionRecord", "LAYER_ANN_KEY", "ShapeReport", "apply_l1_fusions", "parse_max_shape_override",
+    "remove_unused_initializers", "resolve_shapes", "Attr", "Dim", "ExternalDataError", "ExternalLocation", "Graph", "GraphError",
     "GraphStructureError", "Model", "ModelLoadError", "Node", "Shape", "ShapeAnnotationWarning",
     "ShapeResolutionError", "Tensor", "UnsupportedModelError", "Value", "__version__", "dtype_name",
     "from_numpy_dtype", "from_proto", "is_static", "itemsize", "load", "save", "tensor_nbytes",

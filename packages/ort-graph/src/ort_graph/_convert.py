@@ -113,7 +113,7 @@ def graph_to_proto(g: Graph, embed: bool = True, *, include_value_info: bool = T
                    initializer_filter=None) -> GraphProto:
     gp = GraphProto(name=g.name, doc_string=g.doc_string)
     gp.node.extend(node_to_proto(n, embed) for n in g.nodes)
-    for name, t in g.initializers.items():
+    for t in g.initializers.values():
         if initializer_filter is None or initializer_filter(t):
             gp.initializer.append(t.to_proto(embed))
     gp.input.extend(value_info(g.values[n]) for n in g.inputs)

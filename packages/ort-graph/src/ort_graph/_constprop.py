@@ -1,0 +1,139 @@
+"""Values of small integer tensors computed from shapes (Shape -> Gather -> Concat -> Reshape...).
+
+Only what shape resolution needs: cheap ops on small tensors, evaluated with numpy. A node whose
+inputs are not all known, or whose result would be large, yields nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ._dtypes import to_numpy_dtype
+from ._ir import Node, Shape, is_static
+
+MAX_ELEMENTS = 4096
+Fn = Callable[[Node, list[np.ndarray]], np.ndarray]
+
+
+def _axes(node: Node, xs: list[np.ndarray], idx: int = 1) -> list[int] | None:
+    if len(xs) > idx and xs[idx] is not None:
+        return [int(a) for a in np.asarray(xs[idx]).reshape(-1)]
+    a = node.attr("axes")
+    return None if a is None else list(a)
+
+
+def _slice(node: Node, xs: list[np.ndarray]) -> np.ndarray:
+    x = xs[0]
+    if len(xs) > 1:
+        starts, ends = xs[1].reshape(-1), xs[2].reshape(-1)
+        axes = xs[3].reshape(-1) if len(xs) > 3 and xs[3] is not None else range(len(starts))
+        steps = xs[4].reshape(-1) if len(xs) > 4 and xs[4] is not None else [1] * len(starts)
+    else:
+        starts, ends = node.attr("starts"), node.attr("ends")
+        axes, steps = node.attr("axes") or range(len(starts)), [1] * len(starts)
+    index = [slice(None)] * x.ndim
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        index[int(a)] = slice(int(s), int(e), int(st))
+    return x[tuple(index)]
+
+
+def _unsqueeze(node: Node, xs: list[np.ndarray]) -> np.ndarray:
+    out = xs[0]
+    axes = _axes(node, xs) or []
+    rank = out.ndim + len(axes)
+    for a in sorted(a % rank for a in axes):
+        out = np.expand_dims(out, a)
+    return out
+
+
+def _squeeze(node: Node, xs: list[np.ndarray]) -> np.ndarray:
+    axes = _axes(node, xs)
+    return np.squeeze(xs[0]) if axes is None else np.squeeze(xs[0], axis=tuple(axes))
+
+
+def _reshape(node: Node, xs: list[np.ndarray]) -> np.ndarray:
+    shape = [int(s) for s in xs[1].reshape(-1)]
+    shape = [xs[0].shape[i] if s == 0 and not node.attr("allowzero", 0) else s for i, s in enumerate(shape)]
+    return xs[0].reshape(shape)
+
+
+def _cast(node: Node, xs: list[np.ndarray]) -> np.ndarray:
+    return xs[0].astype(to_numpy_dtype(int(node.attr("to"))))
+
+
+def _div(node: Node, xs: list[np.ndarray]) -> np.ndarray:
+    a, b = xs
+    if np.issubdtype(a.dtype, np.integer):
+        return np.trunc(a / b).astype(a.dtype)
+    return a / b
+
+
+_OPS: dict[str, Fn] = {
+    "Identity": lambda n, xs: xs[0],
+    "Gather": lambda n, xs: np.take(xs[0], xs[1], axis=int(n.attr("axis", 0))),
+    "Concat": lambda n, xs: np.concatenate(xs, axis=int(n.attr("axis"))),
+    "Unsqueeze": _unsqueeze,
+    "Squeeze": _squeeze,
+    "Slice": _slice,
+    "Cast": _cast,
+    "Reshape": _reshape,
+    "Add": lambda n, xs: xs[0] + xs[1],
+    "Sub": lambda n, xs: xs[0] - xs[1],
+    "Mul": lambda n, xs: xs[0] * xs[1],
+    "Div": _div,
+    "Neg": lambda n, xs: -xs[0],
+    "Max": lambda n, xs: np.maximum.reduce(xs),
+    "Min": lambda n, xs: np.minimum.reduce(xs),
+    "Equal": lambda n, xs: np.equal(xs[0], xs[1]),
+    "Less": lambda n, xs: np.less(xs[0], xs[1]),
+    "Greater": lambda n, xs: np.greater(xs[0], xs[1]),
+    "Not": lambda n, xs: np.logical_not(xs[0]),
+    "Where": lambda n, xs: np.where(xs[0], xs[1], xs[2]),
+    "Range": lambda n, xs: np.arange(xs[0].item(), xs[1].item(), xs[2].item()).astype(xs[0].dtype),
+    "ReduceProd": lambda n, xs: np.prod(xs[0], keepdims=bool(n.attr("keepdims", 1))),
+    "Expand": lambda n, xs: xs[0] * np.ones([int(s) for s in xs[1].reshape(-1)], dtype=xs[0].dtype),
+    "ConstantOfShape": lambda n, xs: np.full([int(s) for s in xs[0].reshape(-1)], _fill_value(n)),
+}
+
+
+def _fill_value(node: Node) -> np.ndarray:
+    from onnx import numpy_helper
+
+    v = node.attr("value")
+    return np.float32(0.0) if v is None else numpy_helper.to_array(v).reshape(-1)[0]
+
+
+def shape_value(node: Node, shape: Shape | None) -> np.ndarray | None:
+    """Value of a Shape node's output when its input's shape is static."""
+    if not is_static(shape):
+        return None
+    start, end = node.attr("start", 0), node.attr("end")
+    return np.array(shape[start:end], dtype=np.int64)
+
+
+def evaluate(node: Node, inputs: list[np.ndarray | None]) -> np.ndarray | None:
+    """The node's first output value, or None when unknown, unsupported or too large."""
+    if node.domain not in ("", "ai.onnx"):
+        return None
+    if node.op_type == "Constant":
+        from onnx import numpy_helper
+
+        v = node.attr("value")
+        if v is not None:
+            return numpy_helper.to_array(v)
+        for key in ("value_int", "value_ints", "value_float", "value_floats"):
+            if node.attr(key) is not None:
+                return np.array(node.attr(key), dtype=np.int64 if "int" in key else np.float32)
+        return None
+    fn = _OPS.get(node.op_type)
+    present = [x for x, name in zip(inputs, node.inputs) if name]
+    if fn is None or any(x is None for x in present) or any(x.size > MAX_ELEMENTS for x in present):
+        return None
+    try:
+        with np.errstate(all="ignore"):
+            out = np.asarray(fn(node, [x if name else None for x, name in zip(inputs, node.inputs)]))
+    except (ValueError, IndexError, TypeError, ZeroDivisionError, OverflowError, AttributeError):
+        return None
+    return out if out.size <= MAX_ELEMENTS else None

@@ -1,0 +1,130 @@
+"""Output types of ops that ONNX's own inference does not know (com.microsoft ops exported LLMs use).
+
+Each handler maps (node, input types, constant inputs) to output types. An input type is
+(dtype, shape | None); a handler returns one per output ((0, None) where it cannot tell).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from onnx import TensorProto
+
+from ._ir import Dim, Node, Shape
+
+Type = tuple[int, Shape | None]
+Handler = Callable[[Node, list[Type], dict[int, np.ndarray]], list[Type]]
+_HANDLERS: dict[tuple[str, str], Handler] = {}
+UNKNOWN: Type = (0, None)
+
+
+def _handles(*keys: tuple[str, str]):
+    def deco(fn: Handler) -> Handler:
+        for k in keys:
+            _HANDLERS[k] = fn
+        return fn
+
+    return deco
+
+
+def handler_for(domain: str, op_type: str) -> Handler | None:
+    return _HANDLERS.get(("" if domain == "ai.onnx" else domain, op_type))
+
+
+def _stat_shape(shape: Shape | None, axis: int) -> Shape | None:
+    if shape is None:
+        return None
+    axis = axis % len(shape) if shape else 0
+    return tuple(shape[:axis]) + (1,) * (len(shape) - axis)
+
+
+@_handles(("", "SimplifiedLayerNormalization"), ("com.microsoft", "SimplifiedLayerNormalization"),
+          ("com.microsoft", "LayerNormalization"))
+def _layer_norm(node: Node, ins: list[Type], _c: dict) -> list[Type]:
+    dtype, shape = ins[0]
+    stash = node.attr("stash_type", 1)
+    stat = (stash, _stat_shape(shape, node.attr("axis", -1)))
+    return [(dtype, shape), stat, stat][: len(node.outputs)]
+
+
+@_handles(("com.microsoft", "SkipSimplifiedLayerNormalization"), ("com.microsoft", "SkipLayerNormalization"))
+def _skip_layer_norm(node: Node, ins: list[Type], _c: dict) -> list[Type]:
+    dtype, shape = ins[0]
+    stat = (TensorProto.FLOAT, _stat_shape(shape, -1))
+    return [(dtype, shape), stat, stat, (dtype, shape)][: len(node.outputs)]
+
+
+@_handles(("com.microsoft", "MatMulNBits"))
+def _matmul_nbits(node: Node, ins: list[Type], _c: dict) -> list[Type]:
+    dtype, shape = ins[0]
+    n = node.attr("N")
+    if shape is None or n is None:
+        return [(dtype, None)]
+    return [(dtype, tuple(shape[:-1]) + (int(n),))]
+
+
+@_handles(("com.microsoft", "RotaryEmbedding"), ("", "RotaryEmbedding"), ("com.microsoft", "Gelu"),
+          ("com.microsoft", "FastGelu"), ("com.microsoft", "QuickGelu"), ("com.microsoft", "BiasGelu"),
+          ("com.microsoft", "BiasAdd"))
+def _same_as_input(node: Node, ins: list[Type], _c: dict) -> list[Type]:
+    return [ins[0]] + [UNKNOWN] * (len(node.outputs) - 1)
+
+
+def broadcast(a: Shape, b: Shape) -> Shape:
+    """Numpy broadcasting over possibly symbolic dims (None where it cannot tell)."""
+    out: list[Dim] = []
+    for i in range(max(len(a), len(b))):
+        x = a[len(a) - 1 - i] if i < len(a) else 1
+        y = b[len(b) - 1 - i] if i < len(b) else 1
+        if x == 1:
+            out.append(y)
+        elif y == 1 or x == y:
+            out.append(x)
+        elif isinstance(x, int) and isinstance(y, int):
+            raise ValueError(f"shapes {a} and {b} do not broadcast")
+        else:
+            out.append(x if isinstance(x, int) else y if isinstance(y, int) else None)
+    return tuple(reversed(out))
+
+
+@_handles(("com.microsoft", "FusedMatMul"))
+def _fused_matmul(node: Node, ins: list[Type], _c: dict) -> list[Type]:
+    (dt, a), (_, b) = ins[0], ins[1]
+    if a is None or b is None or len(a) < 2 or len(b) < 2:
+        return [(dt, None)]
+    if node.attr("transA", 0):
+        a = tuple(a[:-2]) + (a[-1], a[-2])
+    if node.attr("transB", 0):
+        b = tuple(b[:-2]) + (b[-1], b[-2])
+    return [(dt, broadcast(tuple(a[:-2]), tuple(b[:-2])) + (a[-2], b[-1]))]
+
+
+@_handles(("com.microsoft", "GroupQueryAttention"))
+def _gqa(node: Node, ins: list[Type], consts: dict[int, np.ndarray]) -> list[Type]:
+    def at(i: int) -> Type:
+        return ins[i] if i < len(ins) else UNKNOWN
+
+    dtype, q = at(0)
+    heads, kv_heads = int(node.attr("num_heads", 0)), int(node.attr("kv_num_heads", 0))
+    _, k = at(1)
+    _, past = at(3)
+    head: Dim = None
+    if past is not None and len(past) == 4:
+        head = past[3]
+    if not isinstance(head, int) and q is not None and len(q) == 3 and isinstance(q[2], int) and heads:
+        if k is not None:
+            head = q[2] // heads
+        elif heads + 2 * kv_heads:
+            head = q[2] // (heads + 2 * kv_heads)
+    if q is None or len(q) != 3:
+        return [(dtype, None), (dtype, None), (dtype, None)][: len(node.outputs)]
+    batch, seq = q[0], q[1]
+    out = (dtype, (batch, seq, heads * head if isinstance(head, int) else None))
+    total: Dim = None
+    if 6 in consts and consts[6].size == 1:
+        total = int(consts[6].reshape(-1)[0])
+        if past is not None and len(past) == 4 and isinstance(past[2], int):
+            total = max(total, past[2])
+    present = (dtype, (batch, kv_heads, total, head))
+    return [out, present, present][: len(node.outputs)]

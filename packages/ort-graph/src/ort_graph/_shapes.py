@@ -1,0 +1,278 @@
+"""Shape resolution: ONNX inference plus dimension overrides, max shapes and contrib-op handlers.
+
+`resolve_shapes(model, dims={"batch": 1}, max_shapes={"input_ids": [8, 4096]})` fills every value's
+dtype and shape in place. Shapes are computed, never trusted from the file: a declared annotation that
+contradicts inference is reported as a ShapeAnnotationWarning naming the value, and inference wins.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Mapping, Sequence
+
+import attrs
+import numpy as np
+import onnx
+from onnx import GraphProto, ModelProto, TypeProto, helper, numpy_helper
+
+from ._constprop import evaluate, shape_value
+from ._contrib_shapes import handler_for
+from ._convert import _shape_of, graph_to_proto
+from ._errors import ShapeAnnotationWarning, ShapeResolutionError
+from ._ir import Graph, Model, Node, Shape, Value, is_static
+from ._topo import topological_order
+
+SMALL_INITIALIZER = 4096  # bytes: initializers up to this size keep their data for data propagation
+
+
+@attrs.frozen
+class ShapeReport:
+    """What resolution achieved: counts of values by how well their shape is known, and warnings."""
+
+    static: int
+    symbolic: int
+    unknown: int
+    warnings: tuple[str, ...]
+    unresolved: tuple[str, ...]  # values whose rank is unknown
+
+
+def parse_max_shape_override(text: str) -> dict[str, list[int]]:
+    """Parse ONNX Runtime's `session.max_shape_override` format: `input_ids:[8,4096];mask:[8,4096]`."""
+    out: dict[str, list[int]] = {}
+    for entry in filter(None, (e.strip() for e in text.split(";"))):
+        m = re.fullmatch(r"([^:\[\]]+):\s*\[\s*([0-9,\s]*)\]", entry)
+        if not m:
+            raise ShapeResolutionError(
+                f"max shape entry {entry!r} in {text!r} is malformed; expected 'name:[d0,d1,...]' "
+                "entries separated by ';', e.g. 'input_ids:[8,4096];attention_mask:[8,4096]'"
+            )
+        out[m.group(1).strip()] = [int(d) for d in m.group(2).split(",") if d.strip()]
+    return out
+
+
+def _input_shapes(graph: Graph, dims: Mapping[str, int], max_shapes: Mapping[str, Sequence[int]]) -> dict[str, Shape | None]:
+    symbols = {d for n in graph.inputs for d in (graph.values[n].shape or ()) if isinstance(d, str)}
+    for name, value in dims.items():
+        if not isinstance(value, int | np.integer) or value < 0:
+            raise ShapeResolutionError(f"dimension override {name}={value!r} must be a non-negative integer")
+        if name not in symbols:
+            raise ShapeResolutionError(
+                f"dimension override {name!r} names no symbolic dimension of the model's inputs; "
+                f"known symbolic dimensions: {sorted(symbols)!r}"
+            )
+    for name, shape in max_shapes.items():
+        if name not in graph.inputs:
+            raise ShapeResolutionError(f"max shape given for {name!r}, which is not a graph input; inputs: {graph.inputs!r}")
+        declared = graph.values[name].shape
+        if declared is not None and len(declared) != len(shape):
+            raise ShapeResolutionError(f"max shape {list(shape)!r} for input {name!r} has rank {len(shape)}, "
+                                       f"but the input's rank is {len(declared)} (declared {list(declared)!r})")
+        for d, m in zip(declared or (), shape):
+            if isinstance(d, int) and d != m:
+                raise ShapeResolutionError(f"max shape {list(shape)!r} for input {name!r} contradicts its static "
+                                           f"dimension {d} (declared {list(declared)!r})")
+    out: dict[str, Shape | None] = {}
+    for name in graph.inputs:
+        if name in max_shapes:
+            out[name] = tuple(int(d) for d in max_shapes[name])
+        else:
+            shape = graph.values[name].shape
+            out[name] = None if shape is None else tuple(dims.get(d, d) if isinstance(d, str) else d for d in shape)
+    return out
+
+
+def _substitute(shape: Shape | None, dims: Mapping[str, int]) -> Shape | None:
+    return None if shape is None else tuple(dims.get(d, d) if isinstance(d, str) else d for d in shape)
+
+
+def _shape_only_proto(model: Model, inputs: dict[str, Shape | None]) -> ModelProto:
+    g = model.graph
+    small = lambda t: t.nbytes <= SMALL_INITIALIZER  # noqa: E731
+    gp = graph_to_proto(g, embed=True, include_value_info=False, initializer_filter=small)
+    del gp.input[:]
+    del gp.output[:]
+    for name in g.inputs:
+        gp.input.append(helper.make_tensor_value_info(name, g.values[name].dtype, inputs[name]))
+    for name, t in g.initializers.items():
+        if not small(t):
+            gp.input.append(helper.make_tensor_value_info(name, t.dtype, list(t.dims)))
+    gp.output.extend(helper.make_empty_tensor_value_info(n) for n in g.outputs)
+    mp = helper.make_model(gp, opset_imports=[helper.make_opsetid(d, v) for d, v in model.opset_imports.items()],
+                           ir_version=max(model.ir_version, 4))
+    mp.functions.extend(model.functions)
+    return mp
+
+
+def _read_back(gp: GraphProto, graph: Graph, inferred: dict[int, dict[str, tuple[int, Shape | None]]]) -> None:
+    table = inferred.setdefault(id(graph), {})
+    for vi in list(gp.value_info) + list(gp.output):
+        dtype, shape = _shape_of(vi)
+        if dtype or shape is not None:
+            table[vi.name] = (dtype, shape)
+    for node, np_ in zip(graph.nodes, gp.node):
+        subs = node.subgraphs
+        protos = [a.g for a in np_.attribute if a.type == onnx.AttributeProto.GRAPH] + \
+                 [sg for a in np_.attribute if a.type == onnx.AttributeProto.GRAPHS for sg in a.graphs]
+        for sub, sp in zip(subs, protos):
+            _read_back(sp, sub, inferred)
+
+
+def _type_proto(v: Value) -> TypeProto:
+    return helper.make_tensor_type_proto(v.dtype, None if v.shape is None else list(v.shape))
+
+
+def _complete(shape: Shape | None) -> bool:
+    return shape is not None and all(d is not None for d in shape)
+
+
+def _infer_node(node: Node, graph: Graph, opsets: dict[str, int], consts: dict[str, np.ndarray]) -> list[tuple[int, Shape | None]] | None:
+    ins = [(graph.values[n].dtype, graph.values[n].shape) if n and n in graph.values else (0, None) for n in node.inputs]
+    node_consts = {i: consts[n] for i, n in enumerate(node.inputs) if n in consts}
+    handler = handler_for(node.domain, node.op_type)
+    if handler is not None:
+        return handler(node, ins, node_consts)
+    domain = "" if node.domain == "ai.onnx" else node.domain
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opsets.get(domain, 1), domain)
+    except onnx.defs.SchemaError:
+        return None
+    from ._convert import node_to_proto
+
+    types = {n: _type_proto(graph.values[n]) for n in node.inputs if n and n in graph.values and graph.values[n].dtype}
+    data = {n: numpy_helper.from_array(consts[n], n) for n in node.inputs if n in consts}
+    try:
+        out = onnx.shape_inference.infer_node_outputs(
+            schema, node_to_proto(node), types, data,
+            opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()])
+    except (onnx.shape_inference.InferenceError, RuntimeError, KeyError, ValueError):
+        return None
+    result = []
+    for name in node.outputs:
+        tp = out.get(name)
+        if tp is None or not tp.HasField("tensor_type"):
+            result.append((0, None))
+            continue
+        vi = helper.make_value_info(name, tp)
+        result.append(_shape_of(vi))
+    return result
+
+
+def _conflict(declared: Shape | None, inferred: Shape | None) -> bool:
+    if declared is None or inferred is None:
+        return False
+    if len(declared) != len(inferred):
+        return True
+    return any(isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(declared, inferred))
+
+
+def _fmt(shape: Shape | None) -> str:
+    return "unknown rank" if shape is None else "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def _python_pass(graph: Graph, opsets: dict[str, int], dims: Mapping[str, int]) -> None:
+    """Values ONNX inference left incomplete, in topological order: contrib handlers, schemas, constants."""
+    consts: dict[str, np.ndarray] = {n: t.numpy() for n, t in graph.initializers.items()
+                                      if t.nbytes <= SMALL_INITIALIZER and t.dtype in (6, 7, 1, 9, 10, 11)}
+    for node in topological_order(graph):
+        outs = [graph.values[o] for o in node.outputs if o]
+        ins_static = all(is_static(graph.values[n].shape) for n in node.inputs if n and n in graph.values)
+        if any(not _complete(v.shape) or not v.dtype or (ins_static and not is_static(v.shape)) for v in outs):
+            result = _infer_node(node, graph, opsets, consts)
+            for name, (dtype, shape) in zip(node.outputs, result or ()):
+                if not name:
+                    continue
+                v = graph.values[name]
+                if dtype and not v.dtype:
+                    v.dtype = dtype
+                if shape is not None and (v.shape is None or _better(shape, v.shape)):
+                    v.shape = shape
+        if node.op_type == "Shape" and node.domain in ("", "ai.onnx"):
+            val = shape_value(node, graph.values[node.inputs[0]].shape)
+        else:
+            val = evaluate(node, [consts.get(n) for n in node.inputs])
+        if val is not None and node.outputs and node.outputs[0]:
+            consts[node.outputs[0]] = val
+            v = graph.values[node.outputs[0]]
+            if not _complete(v.shape) or len(v.shape) != val.ndim:
+                v.shape = tuple(val.shape)
+    for v in graph.values.values():  # last resort: the file's annotation, with overrides applied
+        declared = graph.declared_value_info.get(v.name)
+        if declared is not None:
+            if not v.dtype:
+                v.dtype = declared.dtype
+            named = _substitute(declared.shape, dims)
+            if v.shape is None:
+                v.shape = named
+            elif named is not None and len(named) == len(v.shape):
+                v.shape = tuple(d if _anonymous(i) and not _anonymous(d) else i for i, d in zip(v.shape, named))
+
+
+def _anonymous(dim) -> bool:
+    """An unknown dim, or a symbol onnx inference invented (`unk__N`)."""
+    return dim is None or (isinstance(dim, str) and dim.startswith("unk__"))
+
+
+def _better(new: Shape, old: Shape) -> bool:
+    if len(new) != len(old):
+        return True
+    return sum(isinstance(d, int) for d in new) > sum(isinstance(d, int) for d in old)
+
+
+def _apply(graph: Graph, table: dict[str, tuple[int, Shape | None]]) -> None:
+    for name, (dtype, shape) in table.items():
+        v = graph.values.get(name)
+        if v is None or name in graph.initializers:
+            continue
+        if dtype:
+            v.dtype = dtype
+        if shape is not None:
+            v.shape = shape
+
+
+def resolve_shapes(model: Model, dims: Mapping[str, int] | None = None,
+                   max_shapes: Mapping[str, Sequence[int]] | str | None = None) -> ShapeReport:
+    """Infer every value's dtype and shape in place, with free-dimension overrides and max-shape bounds."""
+    dims = dict(dims or {})
+    if isinstance(max_shapes, str):
+        max_shapes = parse_max_shape_override(max_shapes)
+    max_shapes = dict(max_shapes or {})
+    graph = model.graph
+    inputs = _input_shapes(graph, dims, max_shapes)
+    for v in graph.values.values():  # forget previous resolution; inputs restart from their declaration
+        if v.name not in graph.initializers and v.name not in graph.inputs:
+            v.shape, v.dtype = None, 0
+    for name, shape in inputs.items():
+        graph.values[name].shape = shape
+    table: dict[int, dict] = {}
+    try:
+        inferred = onnx.shape_inference.infer_shapes(_shape_only_proto(model, inputs), check_type=False,
+                                                     strict_mode=False, data_prop=True)
+        _read_back(inferred.graph, graph, table)
+    except (onnx.shape_inference.InferenceError, RuntimeError, ValueError):
+        pass  # the per-node pass below does the work
+    _apply(graph, table.get(id(graph), {}))
+    for node in graph.walk():
+        for sub in node.subgraphs:
+            _apply(sub, table.get(id(sub), {}))
+    _python_pass(graph, model.opset_imports, dims)
+    found: list[str] = []
+    for name, declared in graph.declared_value_info.items():
+        v = graph.values.get(name)
+        if v is None:
+            continue
+        shape = _substitute(declared.shape, dims)
+        if _conflict(shape, v.shape):
+            found.append(f"value {name!r}: the file declares shape {_fmt(declared.shape)} but inference gives "
+                         f"{_fmt(v.shape)}; using the inferred shape")
+    for msg in found:
+        warnings.warn(msg, ShapeAnnotationWarning, stacklevel=2)
+    graph.shape_warnings = found
+    values = [v for v in graph.values.values() if v.name not in graph.initializers]
+    return ShapeReport(
+        static=sum(is_static(v.shape) for v in values),
+        symbolic=sum(v.shape is not None and not is_static(v.shape) for v in values),
+        unknown=sum(v.shape is None for v in values),
+        warnings=tuple(found),
+        unresolved=tuple(v.name for v in values if v.shape is None),
+    )

@@ -1,0 +1,155 @@
+import pathlib
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+import ort_graph
+from ort_graph import zoo
+
+CFG = zoo.DecoderConfig(layers=2)
+
+
+def _run_ort(model_or_proto, feeds):
+    proto = model_or_proto if isinstance(model_or_proto, onnx.ModelProto) else ort_graph.to_proto(model_or_proto)
+    return ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def test_zoo_decoder_is_valid_and_runs_under_onnxruntime():
+    proto = zoo.decoder_proto(CFG)
+    onnx.checker.check_model(proto, full_check=True)
+    outs = _run_ort(proto, zoo.decoder_inputs(CFG, batch=2, sequence=5, past=3))
+    assert outs[0].shape == (2, 5, CFG.vocab)
+    assert outs[1].shape == (2, CFG.kv_heads, 8, CFG.head_dim)
+
+
+def test_zoo_hf_style_names():
+    names = [n.name for n in zoo.decoder(CFG).graph.nodes]
+    for expected in ("/model/embed_tokens/Gather", "/model/layers.0/self_attn/q_proj/MatMul",
+                     "/model/layers.1/mlp/gate_proj/MatMul", "/lm_head/MatMul"):
+        assert expected in names
+    assert any(n.startswith("/model/norm/") for n in names)
+
+
+@pytest.mark.parametrize("external", [False, True])
+def test_round_trip_keeps_names_metadata_and_outputs(tmp_path, external):
+    cfg = zoo.DecoderConfig(layers=2, layer_annotations=True)
+    model = zoo.decoder(cfg)
+    model.metadata["owner"] = "tests"
+    path = ort_graph.save(model, tmp_path / "m.onnx", external_data=external)
+    assert (tmp_path / "m.onnx.data").exists() == external
+    again = ort_graph.load(path)
+    assert [n.name for n in again.graph.nodes] == [n.name for n in model.graph.nodes]
+    assert [n.layer_ann for n in again.graph.nodes] == [n.layer_ann for n in model.graph.nodes]
+    assert again.metadata == {"owner": "tests"}
+    assert all(t.is_external == external for t in again.graph.initializers.values() if t.nbytes >= 1024)
+    feeds = zoo.decoder_inputs(cfg, sequence=4, past=2)
+    for a, b in zip(_run_ort(zoo.decoder_proto(cfg), feeds), _run_ort(again, feeds)):
+        np.testing.assert_array_equal(a, b)
+    # a second round trip is byte-identical in the graph
+    again2 = ort_graph.load(ort_graph.save(again, tmp_path / "m2.onnx", external_data=external))
+    assert ort_graph.to_proto(again2).graph == ort_graph.to_proto(again).graph
+
+
+def test_external_data_is_lazy_and_sized_without_reading(tmp_path):
+    path = zoo.write_decoder(tmp_path / "d.onnx", CFG)
+    model = ort_graph.load(path)
+    t = model.graph.initializers["model.layers.0.mlp.gate_proj.weight"]
+    assert t.is_external and t._array is None
+    assert t.nbytes == CFG.hidden * CFG.ffn * 4
+    arr = t.numpy()
+    assert isinstance(arr.base, np.memmap) or isinstance(arr, np.memmap)
+    assert arr.shape == (CFG.hidden, CFG.ffn)
+
+
+def test_missing_external_data_file(tmp_path):
+    path = zoo.write_decoder(tmp_path / "d.onnx", CFG)
+    (tmp_path / "d.onnx.data").unlink()
+    with pytest.raises(ort_graph.ExternalDataError, match=r"d\.onnx\.data.*does not exist"):
+        ort_graph.load(path)
+
+
+def test_truncated_external_data_file(tmp_path):
+    path = zoo.write_decoder(tmp_path / "d.onnx", CFG)
+    data = tmp_path / "d.onnx.data"
+    data.write_bytes(data.read_bytes()[:1000])
+    with pytest.raises(ort_graph.ExternalDataError, match="too short"):
+        ort_graph.load(path)
+
+
+def test_truncated_and_non_onnx_files(tmp_path):
+    good = zoo.decoder_proto(CFG).SerializeToString()
+    (tmp_path / "t.onnx").write_bytes(good[: len(good) // 3])
+    with pytest.raises(ort_graph.ModelLoadError):
+        ort_graph.load(tmp_path / "t.onnx")
+    (tmp_path / "x.onnx").write_text("this is not a model at all, just some text\n" * 10)
+    with pytest.raises(ort_graph.ModelLoadError, match="not"):
+        ort_graph.load(tmp_path / "x.onnx")
+    with pytest.raises(ort_graph.ModelLoadError, match="does not exist"):
+        ort_graph.load(tmp_path / "missing.onnx")
+
+
+def test_load_from_bytes():
+    m = ort_graph.load(zoo.decoder_proto(CFG).SerializeToString())
+    assert m.path is None and len(m.graph.nodes) > 50
+
+
+def _tiny(nodes, inputs=("x",), outputs=("y",), ir_version=8):
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(i, TensorProto.FLOAT, [2]) for i in inputs],
+                          [helper.make_tensor_value_info(o, TensorProto.FLOAT, [2]) for o in outputs])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=ir_version)
+
+
+def test_unsupported_ir_version():
+    mp = _tiny([helper.make_node("Relu", ["x"], ["y"], name="r")], ir_version=99)
+    with pytest.raises(ort_graph.UnsupportedModelError, match="IR version 99"):
+        ort_graph.load(mp.SerializeToString())
+
+
+def test_cycle_is_rejected_naming_nodes():
+    mp = _tiny([helper.make_node("Add", ["x", "b"], ["a"], name="first"),
+                helper.make_node("Relu", ["a"], ["b"], name="second"),
+                helper.make_node("Identity", ["a"], ["y"], name="out")])
+    with pytest.raises(ort_graph.GraphStructureError, match="cycle.*first"):
+        ort_graph.load(mp.SerializeToString())
+
+
+def test_dangling_input_is_rejected_naming_node_and_value():
+    mp = _tiny([helper.make_node("Add", ["x", "nowhere"], ["y"], name="adder")])
+    with pytest.raises(ort_graph.GraphStructureError, match="'adder'.*'nowhere'"):
+        ort_graph.load(mp.SerializeToString())
+
+
+def test_subgraph_links_to_parent_and_outer_scope():
+    then_g = helper.make_graph([helper.make_node("Relu", ["x"], ["t"], name="then_relu")], "then", [],
+                               [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2])])
+    else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"], name="else_neg")], "else", [],
+                               [helper.make_tensor_value_info("e", TensorProto.FLOAT, [2])])
+    g = helper.make_graph([helper.make_node("If", ["c"], ["y"], name="if", then_branch=then_g, else_branch=else_g)], "g",
+                          [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                           helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    m = ort_graph.load(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    node = m.graph.nodes[0]
+    assert [s.parent_node for s in node.subgraphs] == [node, node]
+    assert node.implicit_inputs() == ["x"]
+    assert node in m.graph.values["x"].consumers
+    walked = [n.name for n in m.graph.walk()]
+    assert walked[0] == "if" and sorted(walked[1:]) == ["else_neg", "then_relu"]
+
+
+def test_generate_node_name_appends_token_only_on_collision():
+    g = zoo.decoder(CFG).graph
+    assert g.generate_node_name("/fresh/name") == "/fresh/name"
+    assert g.generate_node_name("/lm_head/MatMul") == "/lm_head/MatMul_token_0"
+    assert g.generate_node_name("/lm_head/MatMul") == "/lm_head/MatMul_token_1"
+
+
+def test_real_exports_load(shared_models: pathlib.Path):
+    for path in sorted(shared_models.glob("llama_l4/**/*.onnx")):
+        m = ort_graph.load(path)
+        assert m.graph.nodes, path
+        total = sum(t.nbytes for t in m.graph.initializers.values())
+        assert total > 100_000, path

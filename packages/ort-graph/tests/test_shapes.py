@@ -1,0 +1,91 @@
+import pathlib
+import warnings
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+import ort_graph
+from ort_graph import zoo
+
+
+def test_overrides_make_a_dynamic_decoder_static():
+    m = zoo.decoder(zoo.DecoderConfig(layers=2))
+    report = ort_graph.resolve_shapes(m, dims={"batch": 2, "sequence": 8, "past_sequence": 4})
+    assert report.unknown == 0 and report.symbolic == 0
+    assert m.graph.values["logits"].shape == (2, 8, 256)
+    assert m.graph.values["present.1.value"].shape == (2, 2, 12, 16)
+
+
+def test_without_overrides_dims_stay_symbolic():
+    m = zoo.decoder(zoo.DecoderConfig(layers=1))
+    report = ort_graph.resolve_shapes(m)
+    assert m.graph.values["logits"].shape == ("batch", "sequence", 256)
+    assert report.symbolic > 0
+
+
+def test_resolved_sizes_match_onnxruntime_outputs():
+    cfg = zoo.DecoderConfig(layers=2)
+    m = zoo.decoder(cfg)
+    ort_graph.resolve_shapes(m, dims={"batch": 1, "sequence": 5, "past_sequence": 3})
+    sess = ort.InferenceSession(zoo.decoder_proto(cfg).SerializeToString())
+    outs = sess.run(None, zoo.decoder_inputs(cfg, 1, 5, 3))
+    for info, arr in zip(sess.get_outputs(), outs):
+        assert m.graph.values[info.name].shape == arr.shape
+        assert m.graph.values[info.name].nbytes == arr.nbytes
+
+
+def test_max_shapes_in_onnxruntime_option_format():
+    assert ort_graph.parse_max_shape_override("input_ids:[8,4096]; mask:[8, 4096]") == {
+        "input_ids": [8, 4096], "mask": [8, 4096]}
+    m = zoo.decoder(zoo.DecoderConfig(layers=1, kv_cache=False))
+    ort_graph.resolve_shapes(m, max_shapes="input_ids:[8,128]")
+    assert m.graph.values["logits"].shape == (8, 128, 256)
+
+
+@pytest.mark.parametrize("bad, match", [
+    ({"dims": {"nope": 1}}, "names no symbolic dimension"),
+    ({"dims": {"batch": -1}}, "non-negative"),
+    ({"max_shapes": {"input_ids": [1, 2, 3]}}, "rank 3"),
+    ({"max_shapes": {"ghost": [1]}}, "not a graph input"),
+    ({"max_shapes": "input_ids=[1,2]"}, "malformed"),
+])
+def test_bad_overrides_are_clear_errors(bad, match):
+    m = zoo.decoder(zoo.DecoderConfig(layers=1))
+    with pytest.raises(ort_graph.ShapeResolutionError, match=match):
+        ort_graph.resolve_shapes(m, **bad)
+
+
+GENAI_DIMS = {"batch_size": 1, "sequence_length": 8, "past_sequence_length": 0, "total_sequence_length": 8,
+              "kv_cache_dim": 16}
+
+
+@pytest.mark.parametrize("variant", ["genai_fp32_cpu", "genai_int8_cpu", "genai_int4_cpu", "genai_fp16_cuda",
+                                     "genai_int4_cuda", "genai_bf16_cuda"])
+def test_genai_exports_resolve_with_contrib_ops_and_warn_on_wrong_annotation(shared_models: pathlib.Path, variant):
+    m = ort_graph.load(shared_models / "llama_l4" / variant / "model.onnx")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = ort_graph.resolve_shapes(m, dims=GENAI_DIMS)
+    assert report.unknown == 0 and report.symbolic == 0
+    msgs = [str(w.message) for w in caught if issubclass(w.category, ort_graph.ShapeAnnotationWarning)]
+    assert any("/model/constants/INT64/[1]" in s and "declares shape []" in s for s in msgs), msgs
+    assert m.graph.values["/model/constants/INT64/[1]"].shape == (1,)  # never the wrong annotation
+    assert m.graph.values["logits"].shape == (1, 8, 256)
+    assert m.graph.values["present.3.key"].shape == (1, 2, 8, 16)
+
+
+@pytest.mark.parametrize("name", ["torchscript_kv_dynamic", "dynamo_kv_dynamic", "torchscript_dynamic", "dynamo_static"])
+def test_torch_exports_resolve_fully(shared_models: pathlib.Path, name):
+    m = ort_graph.load(shared_models / "llama_l4" / "torch" / f"{name}.onnx")
+    symbols = {d for n in m.graph.inputs for d in m.graph.values[n].shape if isinstance(d, str)}
+    dims = {"batch": 1, "seq": 8, "past_seq": 3, "total_seq": 11}
+    report = ort_graph.resolve_shapes(m, dims={k: v for k, v in dims.items() if k in symbols})
+    assert report.unknown == 0 and report.symbolic == 0
+    sess = ort.InferenceSession(str(shared_models / "llama_l4" / "torch" / f"{name}.onnx"))
+    feeds = {}
+    for i in sess.get_inputs():
+        shape = m.graph.values[i.name].shape
+        feeds[i.name] = (np.ones(shape, np.int64) if "int64" in i.type else np.zeros(shape, np.float32))
+    for info, arr in zip(sess.get_outputs(), sess.run(None, feeds)):
+        assert m.graph.values[info.name].shape == arr.shape
