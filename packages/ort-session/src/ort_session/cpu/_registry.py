@@ -51,6 +51,9 @@ class OpImpl:
     until: ClassVar[int | None] = None  # last opset this implementation covers (inclusive)
     # ONNX elem types accepted on input 0 (None: any numeric type numpy handles)
     dtypes: ClassVar[frozenset[int] | None] = None
+    # True for ops with subgraphs: compute() then receives the explicit inputs followed by the
+    # values of node.implicit_inputs() (outer-scope names the subgraphs read), in that order.
+    implicit_inputs: ClassVar[bool] = False
 
     def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
         """None when this implementation will run the node correctly; else a Decline."""

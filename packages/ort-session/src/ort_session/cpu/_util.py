@@ -1,0 +1,94 @@
+"""Helpers shared by the op modules: dtype sets, claim checks, attribute access."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+from onnx import TensorProto as T
+from onnx import numpy_helper
+
+from ort_graph import Node, dtype_name, to_numpy_dtype
+
+from ._registry import Decline, InputInfo
+
+F32, F64, F16, BF16 = T.FLOAT, T.DOUBLE, T.FLOAT16, T.BFLOAT16
+SINT = frozenset({T.INT8, T.INT16, T.INT32, T.INT64})
+UINT = frozenset({T.UINT8, T.UINT16, T.UINT32, T.UINT64})
+INTS = SINT | UINT
+FLOATS = frozenset({F32, F64, F16})
+FLOATS_BF = FLOATS | {BF16}
+NUMERIC = FLOATS | INTS
+NUMERIC_BF = NUMERIC | {BF16}
+ALL_PLAIN = NUMERIC_BF | {T.BOOL}
+ANY = ALL_PLAIN | {T.STRING, T.COMPLEX64, T.COMPLEX128} | frozenset(
+    getattr(T, n) for n in ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4", "INT4",
+                            "FLOAT4E2M1", "FLOAT8E8M0", "UINT2", "INT2") if hasattr(T, n))
+SEQ = -1  # marker: a sequence-typed value (dtype 0 with no shape in the IR)
+
+
+def names(types: Iterable[int]) -> str:
+    return ", ".join(sorted(dtype_name(t) for t in types))
+
+
+def check_dtype(inputs: Sequence[InputInfo], index: int, allowed: Iterable[int]) -> Decline | None:
+    """Decline when input `index` is present with a known dtype outside `allowed`."""
+    allowed = frozenset(allowed)
+    if index < len(inputs) and inputs[index].present and inputs[index].dtype and inputs[index].dtype not in allowed:
+        return Decline(rejected=f"input {index} dtype {dtype_name(inputs[index].dtype)}", accepts=names(allowed))
+    return None
+
+
+def check_all(inputs: Sequence[InputInfo], allowed: Iterable[int], indices: Iterable[int] | None = None) -> Decline | None:
+    allowed = frozenset(allowed)
+    for i in (range(len(inputs)) if indices is None else indices):
+        d = check_dtype(inputs, i, allowed)
+        if d:
+            return d
+    return None
+
+
+def rank(inputs: Sequence[InputInfo], index: int) -> int | None:
+    if index < len(inputs) and inputs[index].shape is not None:
+        return len(inputs[index].shape)
+    return None
+
+
+def decline_attr(name: str, value: object, accepts: str, remedy: str = "run this node on another execution provider") -> Decline:
+    return Decline(rejected=f"attribute {name}={value!r}", accepts=accepts, remedy=remedy)
+
+
+def out_dtype(node: Node) -> int:
+    """The dtype the graph declares for output 0 (0 when unknown)."""
+    g = node.graph
+    if g is not None and node.outputs and node.outputs[0] in g.values:
+        return g.values[node.outputs[0]].dtype
+    return 0
+
+
+def tensor_attr(node: Node, name: str) -> np.ndarray | None:
+    v = node.attr(name)
+    if v is None:
+        return None
+    return numpy_helper.to_array(v) if isinstance(v, T) else np.asarray(v)
+
+
+def np_dtype(elem_type: int) -> np.dtype:
+    return to_numpy_dtype(elem_type)
+
+
+def ints(x: np.ndarray | Sequence[int] | None) -> list[int] | None:
+    return None if x is None else [int(i) for i in np.asarray(x).reshape(-1)]
+
+
+def norm_axis(axis: int, r: int) -> int:
+    return axis + r if axis < 0 else axis
+
+
+def is_lowp(a: np.ndarray) -> bool:
+    """float16 / bfloat16 / float8 arrays: compute in float32 and cast back."""
+    return a.dtype.kind == "f" and a.dtype.itemsize < 4 or a.dtype.kind == "V" or a.dtype.name.startswith(("bfloat", "float8"))
+
+
+def upcast(a: np.ndarray) -> np.ndarray:
+    return a.astype(np.float32) if is_lowp(a) else a

@@ -1,0 +1,217 @@
+"""Element-wise binary ops with numpy broadcasting: arithmetic, comparison, logic, bitwise, Where."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from onnx import TensorProto as T
+
+from ort_graph import Node
+
+from ._registry import Decline, InputInfo, OpImpl, register
+from ._util import ALL_PLAIN, ANY, BF16, FLOATS_BF, INTS, NUMERIC_BF, UINT, check_all, decline_attr, upcast
+
+
+class _Binary(OpImpl):
+    allowed: frozenset[int] = NUMERIC_BF
+
+    def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
+        return check_all(inputs, self.allowed, range(2))
+
+    def fn(self, node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def compute(self, node: Node, inputs: list) -> list:
+        a, b = inputs[0], inputs[1]
+        if a.dtype == np.dtype(BF16_NP):
+            return [np.asarray(self.fn(node, upcast(a), upcast(b))).astype(a.dtype)]
+        with np.errstate(all="ignore"):
+            return [np.asarray(self.fn(node, a, b)).astype(a.dtype, copy=False)]
+
+
+BF16_NP = "bfloat16"
+
+
+def _ufunc_op(name: str, ufunc, since: int = 7) -> None:
+    cls = type(name, (_Binary,), {"fn": lambda self, node, a, b: ufunc(a, b)})
+    register(name, since=since)(cls)
+
+
+_ufunc_op("Add", np.add)
+_ufunc_op("Sub", np.subtract)
+_ufunc_op("Mul", np.multiply)
+
+
+@register("Div", since=7)
+class Div(_Binary):
+    def fn(self, node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if a.dtype.kind in "iu":
+            safe = np.where(b == 0, 1, b)
+            q = np.where(b == 0, 0, a // safe)
+            if a.dtype.kind == "i":  # C semantics: truncate toward zero
+                q = q + ((a % safe != 0) & ((a < 0) != (b < 0)))
+            return q
+        return a / b
+
+
+@register("Pow", since=7)
+class Pow(OpImpl):
+    def supports(self, node, inputs, opset):
+        return check_all(inputs, NUMERIC_BF - {T.UINT8, T.UINT16, T.INT8, T.INT16} | {T.INT32, T.INT64}, [0]) or \
+            check_all(inputs, NUMERIC_BF, [1])
+
+    def compute(self, node, inputs):
+        a, b = inputs
+        with np.errstate(all="ignore"):
+            if a.dtype.kind in "iu":
+                if b.dtype.kind in "iu" and (b >= 0).all():
+                    return [np.power(a, b.astype(a.dtype)).astype(a.dtype)]
+                return [np.power(a.astype(np.float64), b.astype(np.float64)).astype(a.dtype)]
+            af = upcast(a)
+            return [np.power(af, upcast(b).astype(af.dtype)).astype(a.dtype)]
+
+
+@register("Mod", since=10)
+class Mod(_Binary):
+    def supports(self, node, inputs, opset):
+        d = super().supports(node, inputs, opset)
+        if d:
+            return d
+        if node.attr("fmod", 0) == 0 and inputs[0].dtype in FLOATS_BF and opset < 28:
+            return decline_attr("fmod", 0, "fmod=1 for floating-point inputs before opset 28",
+                                "set fmod=1 on the node")
+        return None
+
+    def fn(self, node, a, b):
+        if node.attr("fmod", 0):
+            return np.fmod(a, b)
+        if a.dtype.kind == "f":
+            return np.mod(a, b)
+        safe = np.where(b == 0, 1, b)
+        return np.where(b == 0, 0, np.mod(a, safe))
+
+
+@register("BitShift", since=11)
+class BitShift(_Binary):
+    allowed = INTS
+
+    def supports(self, node, inputs, opset):
+        d = check_all(inputs, INTS if opset >= 28 else UINT, range(2))
+        if d is None and node.attr("direction") not in ("LEFT", "RIGHT"):
+            return decline_attr("direction", node.attr("direction"), "'LEFT' or 'RIGHT'")
+        return d
+
+    def fn(self, node, a, b):
+        bits = a.dtype.itemsize * 8
+        inrange = (b >= 0) & (b < bits)
+        sh = np.where(inrange, b, 0).astype(a.dtype)
+        if node.attr("direction") == "LEFT":
+            return np.where(inrange, np.left_shift(a, sh), 0)
+        full = np.where(a < 0, -1, 0) if a.dtype.kind == "i" else 0
+        return np.where(inrange, np.right_shift(a, sh), full)
+
+
+class _Compare(OpImpl):
+    ufunc = None
+    allowed = ALL_PLAIN
+
+    def supports(self, node, inputs, opset):
+        return check_all(inputs, self.allowed, range(2))
+
+    def compute(self, node, inputs):
+        a, b = inputs
+        if a.dtype.name == BF16_NP:
+            a, b = upcast(a), upcast(b)
+        return [np.asarray(type(self).ufunc(a, b), dtype=bool)]
+
+
+for _name, _uf, _allowed in [("Equal", np.equal, ALL_PLAIN | {T.STRING}), ("Less", np.less, NUMERIC_BF),
+                             ("Greater", np.greater, NUMERIC_BF), ("LessOrEqual", np.less_equal, NUMERIC_BF),
+                             ("GreaterOrEqual", np.greater_equal, NUMERIC_BF)]:
+    register(_name, since=7)(type(_name, (_Compare,), {"ufunc": staticmethod(_uf), "allowed": _allowed}))
+
+for _name, _uf in [("And", np.logical_and), ("Or", np.logical_or), ("Xor", np.logical_xor)]:
+    register(_name, since=7)(type(_name, (_Compare,), {"ufunc": staticmethod(_uf), "allowed": frozenset({T.BOOL})}))
+
+for _name, _uf in [("BitwiseAnd", np.bitwise_and), ("BitwiseOr", np.bitwise_or), ("BitwiseXor", np.bitwise_xor)]:
+    register(_name, since=18)(type(_name, (_Binary,), {"fn": (lambda uf: lambda self, node, a, b: uf(a, b))(_uf),
+                                                       "allowed": INTS}))
+
+
+@register("Not", since=1)
+class Not(OpImpl):
+    dtypes = frozenset({T.BOOL})
+
+    def compute(self, node, inputs):
+        return [np.logical_not(inputs[0])]
+
+
+@register("BitwiseNot", since=18)
+class BitwiseNot(OpImpl):
+    dtypes = INTS
+
+    def compute(self, node, inputs):
+        return [np.invert(inputs[0])]
+
+
+@register("Where", since=9)
+class Where(OpImpl):
+    def supports(self, node, inputs, opset):
+        return check_all(inputs, {T.BOOL}, [0]) or check_all(inputs, ANY, [1, 2])
+
+    def compute(self, node, inputs):
+        c, x, y = inputs
+        return [np.where(c, x, y).astype(x.dtype, copy=False)]
+
+
+class _Variadic(OpImpl):
+    allowed = NUMERIC_BF
+
+    def supports(self, node, inputs, opset):
+        return check_all(inputs, self.allowed)
+
+    def compute(self, node, inputs):
+        dt = inputs[0].dtype
+        xs = [upcast(x) for x in inputs]
+        out = xs[0]
+        for x in xs[1:]:
+            out = self.combine(out, x)
+        return [np.asarray(self.finish(out, len(xs))).astype(dt, copy=False)]
+
+    def combine(self, a, b):
+        raise NotImplementedError
+
+    def finish(self, out, n):
+        return np.array(out, copy=True)
+
+
+@register("Max", since=8)
+class Max(_Variadic):
+    def combine(self, a, b):
+        return np.maximum(a, b)
+
+
+@register("Min", since=8)
+class Min(_Variadic):
+    def combine(self, a, b):
+        return np.minimum(a, b)
+
+
+@register("Sum", since=8)
+class Sum(_Variadic):
+    allowed = FLOATS_BF
+
+    def combine(self, a, b):
+        return a + b
+
+
+@register("Mean", since=8)
+class Mean(_Variadic):
+    allowed = FLOATS_BF
+
+    def combine(self, a, b):
+        return a + b
+
+    def finish(self, out, n):
+        return out / n
