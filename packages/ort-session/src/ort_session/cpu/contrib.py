@@ -1,0 +1,303 @@
+"""Normalization and activation kernels of the ops exported LLMs use (ONNX Runtime contrib ops).
+
+Semantics follow ONNX Runtime's CPU kernels:
+
+- `SimplifiedLayerNormalization` (RMSNorm, default domain: the genai builder emits it there) and the ORT
+  `LayerNormalization` function of opsets 1-16: statistics in float32 (float64 for double inputs),
+  `var = E[x^2] - E[x]^2` as ORT computes it, `inv_std_var` output in float32.
+- com.microsoft `SkipLayerNormalization` / `SkipSimplifiedLayerNormalization`: `s = input + skip (+ bias)`
+  normalized over the last axis; outputs (y, mean, inv_std_var, s); the simplified op's mean is zeros.
+- com.microsoft `Gelu`, `FastGelu`, `QuickGelu`, `BiasGelu`, `FusedMatMul`.
+
+Importing this module also registers the attention (`ops_extra_attention`) and quantized matmul
+(`ops_extra_quant`) contrib kernels.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import ClassVar
+
+import numpy as np
+from onnx import TensorProto
+
+from ort_graph import Node, dtype_name
+
+from ._registry import Decline, InputInfo, OpImpl, attrs_of, register
+
+MS = "com.microsoft"
+F16, F32, F64 = TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE
+_FLOATS = frozenset({F16, F32})
+
+
+def check_dtypes(inputs: Sequence[InputInfo], allowed: dict[int, frozenset[int]], remedy: str | None = None) -> Decline | None:
+    """Decline when a present input with a known dtype is outside `allowed[index]`."""
+    for i, accepted in allowed.items():
+        if i < len(inputs) and inputs[i].present and inputs[i].dtype and inputs[i].dtype not in accepted:
+            return Decline(
+                rejected=f"input {i} dtype {dtype_name(inputs[i].dtype)}",
+                accepts=", ".join(sorted(dtype_name(d) for d in accepted)),
+                **({"remedy": remedy} if remedy else {}),
+            )
+    return None
+
+
+def _stat_dtype(x: np.ndarray) -> type:
+    return np.float64 if x.dtype == np.float64 else np.float32
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# LayerNormalization family (default domain: ORT's contrib registrations live there)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class _NormBase(OpImpl):
+    simplified: ClassVar[bool] = False
+
+    def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
+        x, scale = inputs[0], inputs[1] if len(inputs) > 1 else InputInfo(0, None)
+        if x.dtype and scale.dtype:
+            pair_ok = (x.dtype in _FLOATS and scale.dtype in _FLOATS) or (x.dtype == scale.dtype == F64)
+            if not pair_ok:
+                return Decline(
+                    rejected=f"X dtype {dtype_name(x.dtype)} with scale dtype {dtype_name(scale.dtype)}",
+                    accepts="X and scale each float16 or float32, or both double (as ONNX Runtime's CPU kernels)",
+                )
+        elif x.dtype and x.dtype not in (F16, F32, F64):
+            return Decline(rejected=f"input 0 dtype {dtype_name(x.dtype)}", accepts="float16, float32, double")
+        if x.shape is not None:
+            axis = int(node.attr("axis", -1))
+            if not -len(x.shape) <= axis < len(x.shape):
+                return Decline(rejected=f"axis={axis!r} for rank {len(x.shape)}",
+                               accepts="an axis in [-rank, rank)", remedy="fix the axis attribute")
+        return None
+
+    def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
+        x, scale = inputs[0], inputs[1]
+        bias = inputs[2] if not self.simplified and len(inputs) > 2 else None
+        a = attrs_of(node)
+        eps, axis = float(a.get("epsilon", 1e-5)), int(a.get("axis", -1))
+        axis = axis + x.ndim if axis < 0 else axis
+        axes = tuple(range(axis, x.ndim))
+        st = _stat_dtype(x)
+        xf = x.astype(st, copy=False)
+        n = int(np.prod([x.shape[i] for i in axes]))
+        msq = np.sum(xf * xf, axis=axes, keepdims=True) / st(n)
+        if self.simplified:
+            mean = None
+            denom = np.sqrt(msq + st(eps))
+            y = xf / denom * scale.astype(st)
+        else:
+            mean = np.sum(xf, axis=axes, keepdims=True) / st(n)
+            denom = np.sqrt(msq - mean * mean + st(eps))
+            y = (xf - mean) / denom * scale.astype(st)
+            if bias is not None:
+                y = y + bias.astype(st)
+        out_dtype = scale.dtype
+        inv = (st(1) / denom).astype(np.float32)
+        results: list[np.ndarray | None] = [y.astype(out_dtype)]
+        if self.simplified:
+            results.append(inv)
+        else:
+            results += [mean.astype(np.float32), inv]
+        return results[: max(1, len(node.outputs))]
+
+
+@register("SimplifiedLayerNormalization", since=1)
+class SimplifiedLayerNormalization(_NormBase):
+    """RMSNorm: y = x / sqrt(mean(x^2) + epsilon) * scale; outputs (Y, inv_std_var)."""
+
+    simplified = True
+
+
+@register("LayerNormalization", since=1, until=16)
+class LayerNormalizationContrib(_NormBase):
+    """ONNX Runtime's LayerNormalization for opsets before 17 (outputs Y, Mean, InvStdDev)."""
+
+    simplified = False
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Skip(Simplified)LayerNormalization (com.microsoft)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class _SkipNormBase(OpImpl):
+    simplified: ClassVar[bool] = False
+
+    def _idx(self) -> tuple[int | None, int]:
+        """(beta index or None, bias index)."""
+        return (None, 3) if self.simplified else (3, 4)
+
+    def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
+        d = check_dtypes(inputs, {i: frozenset({F16, F32}) for i in range(len(inputs))},
+                         remedy="cast input, skip, gamma (and beta/bias) to float32 or float16")
+        if d is not None:
+            return d
+        x, skip = inputs[0], inputs[1]
+        if x.shape is not None and len(x.shape) not in (2, 3):
+            return Decline(rejected=f"input rank {len(x.shape)} (shape {x.shape!r})",
+                           accepts="input of rank 3 (batch, sequence, hidden) or 2 (tokens, hidden)",
+                           remedy="reshape the input to 3D or run the node elsewhere")
+        if x.shape is not None and skip.shape is not None:
+            hid_x, hid_s = x.shape[-1], skip.shape[-1]
+            if isinstance(hid_x, int) and isinstance(hid_s, int) and hid_x != hid_s:
+                return Decline(rejected=f"skip hidden size {hid_s!r} != input hidden size {hid_x!r}",
+                               accepts="skip broadcastable to input over the leading dims",
+                               remedy="fix the skip input shape")
+        return None
+
+    def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
+        x, skip, gamma = inputs[0], inputs[1], inputs[2]
+        beta_i, bias_i = self._idx()
+        beta = inputs[beta_i] if beta_i is not None and len(inputs) > beta_i else None
+        bias = inputs[bias_i] if len(inputs) > bias_i else None
+        eps = float(node.attr("epsilon", 1e-5))
+        s = x.astype(np.float32) + skip.astype(np.float32)
+        if bias is not None:
+            s = s + bias.astype(np.float32)
+        hidden = np.float32(x.shape[-1])
+        msq = np.sum(s * s, axis=-1, keepdims=True) / hidden
+        if self.simplified:
+            mean = np.zeros_like(msq)
+            denom = np.sqrt(msq + np.float32(eps))
+            y = s / denom * gamma.astype(np.float32)
+        else:
+            mean = np.sum(s, axis=-1, keepdims=True) / hidden
+            denom = np.sqrt(msq - mean * mean + np.float32(eps))
+            y = (s - mean) / denom * gamma.astype(np.float32)
+            if beta is not None:
+                y = y + beta.astype(np.float32)
+        outs: list[np.ndarray | None] = [y.astype(x.dtype), mean, np.float32(1) / denom, s.astype(x.dtype)]
+        return outs[: max(1, len(node.outputs))]
+
+
+@register("SkipLayerNormalization", domain=MS)
+class SkipLayerNormalization(_SkipNormBase):
+    """LayerNorm of input + skip (+ bias) with gamma/beta; outputs (y, mean, inv_std_var, sum)."""
+
+
+@register("SkipSimplifiedLayerNormalization", domain=MS)
+class SkipSimplifiedLayerNormalization(_SkipNormBase):
+    """RMSNorm of input + skip (+ bias) with gamma; outputs (y, mean (zeros), inv_std_var, sum)."""
+
+    simplified = True
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Activations and FusedMatMul (com.microsoft)
+# ---------------------------------------------------------------------------------------------------------------
+
+_ACT_DTYPES = frozenset({F16, F32, F64})
+
+
+class _Elementwise(OpImpl):
+    dtypes = _ACT_DTYPES
+
+    def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
+        x = inputs[0]
+        bias = inputs[1] if len(inputs) > 1 else None
+        st = _stat_dtype(x)
+        xf = x.astype(st)
+        if bias is not None:
+            xf = xf + bias.astype(st)
+        return [self.fn(node, xf).astype(x.dtype)]
+
+    def fn(self, node: Node, x: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    """Vectorized erf: exact (math.erf) for float64, else a rational erfc fit with relative error < 1.2e-7."""
+    if x.dtype == np.float64:
+        return np.frompyfunc(math.erf, 1, 1)(x).astype(np.float64)
+    z = np.abs(x.astype(np.float64))
+    t = 1.0 / (1.0 + 0.5 * z)
+    poly = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
+        -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))
+    erfc = t * np.exp(poly)
+    return np.where(x >= 0, 1.0 - erfc, erfc - 1.0).astype(x.dtype)
+
+
+@register("Gelu", domain=MS)
+class GeluContrib(_Elementwise):
+    """y = 0.5 x (1 + erf(x / sqrt(2)))."""
+
+    def fn(self, node: Node, x: np.ndarray) -> np.ndarray:
+        return 0.5 * x * (1 + _erf(x * x.dtype.type(1 / math.sqrt(2))))
+
+
+@register("BiasGelu", domain=MS)
+class BiasGelu(GeluContrib):
+    """Gelu(A + B) with B a 1-D bias over the last axis."""
+
+
+@register("FastGelu", domain=MS)
+class FastGelu(_Elementwise):
+    """y = 0.5 x (1 + tanh(0.7978845608 (x + 0.044715 x^3))), with an optional bias added first."""
+
+    def fn(self, node: Node, x: np.ndarray) -> np.ndarray:
+        t = x.dtype.type
+        return t(0.5) * x * (t(1) + np.tanh(t(0.7978845608028654) * (x + t(0.044715) * x * x * x)))
+
+
+@register("QuickGelu", domain=MS)
+class QuickGelu(_Elementwise):
+    """y = x * sigmoid(alpha * x), alpha default 1.702."""
+
+    def fn(self, node: Node, x: np.ndarray) -> np.ndarray:
+        alpha = x.dtype.type(node.attr("alpha", 1.702))
+        return x / (x.dtype.type(1) + np.exp(-alpha * x))
+
+
+@register("FusedMatMul", domain=MS)
+class FusedMatMul(OpImpl):
+    """alpha * op(A) @ op(B) with transA/transB (last two axes) and transBatchA/transBatchB."""
+
+    dtypes = _ACT_DTYPES
+
+    def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
+        d = super().supports(node, inputs, opset)
+        if d is not None:
+            return d
+        for i in (0, 1):
+            if inputs[i].shape is not None and len(inputs[i].shape) < 2 and (
+                    node.attr("transBatchA" if i == 0 else "transBatchB", 0)
+                    or node.attr("transA" if i == 0 else "transB", 0)):
+                return Decline(rejected=f"input {i} of rank {len(inputs[i].shape)} with a transpose attribute",
+                               accepts="rank >= 2 inputs when transA/transB/transBatch* are set",
+                               remedy="remove the transpose attribute or reshape the input")
+        return None
+
+    @staticmethod
+    def _prep(x: np.ndarray, trans: int, trans_batch: int) -> np.ndarray:
+        if x.ndim < 2:
+            return x
+        if trans_batch and x.ndim > 2:
+            # [b1..bk, M, K] -> [M, b1..bk, K] semantics of ORT: move dim 0..rank-2 so that the first
+            # matrix dim comes from axis 1.. (transBatch: batch dims and the 1st matrix dim are swapped)
+            perm = list(range(1, x.ndim - 1)) + [0, x.ndim - 1]
+            x = np.transpose(x, perm)
+        if trans:
+            x = np.swapaxes(x, -1, -2)
+        return x
+
+    def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
+        a = attrs_of(node)
+        A = self._prep(inputs[0], int(a.get("transA", 0)), int(a.get("transBatchA", 0)))
+        B = self._prep(inputs[1], int(a.get("transB", 0)), int(a.get("transBatchB", 0)))
+        y = np.matmul(A, B)
+        alpha = float(a.get("alpha", 1.0))
+        if alpha != 1.0:
+            y = y * y.dtype.type(alpha)
+        return [y.astype(inputs[0].dtype, copy=False)]
+
+
+from . import ops_extra_attention as _attention  # noqa: E402,F401  (registers GroupQueryAttention, RotaryEmbedding)
+from . import ops_extra_quant as _quant  # noqa: E402,F401  (registers MatMulNBits)
+
+__all__ = [
+    "BiasGelu", "FastGelu", "FusedMatMul", "GeluContrib", "LayerNormalizationContrib", "QuickGelu",
+    "SimplifiedLayerNormalization", "SkipLayerNormalization", "SkipSimplifiedLayerNormalization", "check_dtypes",
+]

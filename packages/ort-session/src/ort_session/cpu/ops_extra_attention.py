@@ -1,0 +1,321 @@
+"""com.microsoft GroupQueryAttention and RotaryEmbedding (com.microsoft 1, ai.onnx 23), ORT CPU semantics.
+
+GroupQueryAttention (float32/float16, computed in float32):
+- query (B, S, N*H) with key/value (B, S, Nkv*H), or packed QKV (B, S, (N + 2 Nkv) * H) when key/value
+  are absent; past_key/past_value (B, Nkv, P, H) (BNSH, the genai layout); seqlens_k (B,) int32 = total
+  length - 1 per batch entry; total_sequence_length a scalar int32.
+- present length = max(total_sequence_length, P). The step is the first prompt when S == total_sequence_length
+  (past rows are not read, new K/V land at row 0); otherwise past rows [0, seqlens_k + 1 - S) are kept and
+  the new rows follow. Rows past each entry's total length are zeros.
+- do_rotary: Q and K rotated with cos_cache/sin_cache (rotary_dim = 2 * cos_cache.shape[1], half-split or
+  interleaved) at positions s (first prompt) or seqlens_k + 1 - S + s, or at position_ids when given.
+- scores = scale (default 1/sqrt(H)) * Q K^T; softcap c > 0: c * tanh(scores / c); attention_bias added;
+  causal mask; local_window_size w >= 0 keeps the last w key positions of each row's causal range;
+  softmax (smooth_softmax / head_sink add exp(sink) to the denominator).
+
+Workspace: the (B, N, S, P + S) float32 attention scores, `gqa_workspace_bytes`, one pure function of shapes
+and attributes used for both the Level-1 estimate and the Level-2 declaration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from onnx import TensorProto
+
+from ort_graph import Node, dtype_name
+
+from ._registry import Decline, InputInfo, OpImpl, attrs_of, register
+
+MS = "com.microsoft"
+_T = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16})
+
+
+def apply_rotary(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, interleaved: bool) -> np.ndarray:
+    """Rotate the first 2 * cos.shape[-1] features of x (..., H); cos/sin broadcast to (..., rot/2)."""
+    half = cos.shape[-1]
+    rot = 2 * half
+    out = x.copy()
+    if interleaved:
+        x1, x2 = x[..., 0:rot:2], x[..., 1:rot:2]
+        out[..., 0:rot:2] = x1 * cos - x2 * sin
+        out[..., 1:rot:2] = x2 * cos + x1 * sin
+    else:
+        x1, x2 = x[..., :half], x[..., half:rot]
+        out[..., :half] = x1 * cos - x2 * sin
+        out[..., half:rot] = x2 * cos + x1 * sin
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# GroupQueryAttention
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _gqa_dims(node: Node, q_shape: Sequence, packed: bool) -> tuple[int, int, int]:
+    n, nkv = int(node.attr("num_heads", 0)), int(node.attr("kv_num_heads", 0))
+    d = q_shape[-1]
+    h = d // (n + 2 * nkv) if packed else d // n
+    return n, nkv, h
+
+
+def gqa_workspace_bytes(node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
+    """[(0, bytes)] of the float32 score buffer (B, N, S, P + S): the same for estimate and declaration."""
+    q = input_shapes[0] if input_shapes else None
+    if q is None or len(q) != 3:
+        return []
+    past = input_shapes[3] if len(input_shapes) > 3 else None
+    past_len = int(past[2]) if past is not None and len(past) == 4 else 0
+    b, s = int(q[0]), int(q[1])
+    n = int(node.attr("num_heads", 0))
+    return [(0, 4 * b * n * s * (past_len + s))]
+
+
+def _opt(inputs: list, i: int) -> np.ndarray | None:
+    return inputs[i] if len(inputs) > i else None
+
+
+@register("GroupQueryAttention", domain=MS)
+class GroupQueryAttention(OpImpl):
+    """Grouped-query attention with KV cache, rotary, local window, softcap, bias and head sinks."""
+
+    _UNSUPPORTED_INPUTS = {12: "k_scale", 13: "v_scale", 14: "q_norm_weight", 15: "k_norm_weight",
+                           16: "query_seqlens"}
+
+    def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
+        a = attrs_of(node)
+        n, nkv = int(a.get("num_heads", 0)), int(a.get("kv_num_heads", 0))
+        if n <= 0 or nkv <= 0 or n % nkv:
+            return Decline(rejected=f"num_heads={n!r}, kv_num_heads={nkv!r}",
+                           accepts="positive num_heads that is a multiple of kv_num_heads",
+                           remedy="fix the head count attributes")
+        for name, ok in (("k_quant_type", "NONE"), ("v_quant_type", "NONE")):
+            if str(a.get(name, "NONE")).upper() != ok:
+                return Decline(rejected=f"{name}={a[name]!r} (quantized KV cache)", accepts=f"{name}='NONE'",
+                               remedy="use a float KV cache or run this node on ONNX Runtime")
+        for name, default in (("sliding_window_cache", 0), ("qk_output", 0)):
+            if int(a.get(name, default)) != default:
+                return Decline(rejected=f"{name}={a[name]!r}", accepts=f"{name}={default}",
+                               remedy="export without it or run this node on ONNX Runtime")
+        if int(a.get("causal", 1)) != 1:
+            return Decline(rejected=f"causal={a['causal']!r}", accepts="causal=1",
+                           remedy="use MultiHeadAttention for bidirectional attention")
+        for i, what in self._UNSUPPORTED_INPUTS.items():
+            if i < len(inputs) and inputs[i].present:
+                return Decline(rejected=f"input {i} ({what}) present", accepts=f"{what} absent",
+                               remedy="run this node on ONNX Runtime or export without it")
+        for i in (0, 1, 2, 3, 4, 7, 8, 10, 11):
+            if i < len(inputs) and inputs[i].present and inputs[i].dtype and inputs[i].dtype not in _T:
+                return Decline(rejected=f"input {i} dtype {dtype_name(inputs[i].dtype)}", accepts="float32, float16")
+        q = inputs[0]
+        packed = len(inputs) < 2 or not inputs[1].present
+        if packed and len(inputs) > 2 and inputs[2].present:
+            return Decline(rejected="value present without key", accepts="key and value both present or both absent",
+                           remedy="give both key and value, or pack Q/K/V into the query input")
+        if q.shape is not None:
+            if len(q.shape) != 3:
+                return Decline(rejected=f"query rank {len(q.shape)} (shape {q.shape!r})", accepts="rank-3 query",
+                               remedy="reshape the query to (batch, sequence, hidden)")
+            d = q.shape[2]
+            if isinstance(d, int) and d % (n + 2 * nkv if packed else n):
+                return Decline(rejected=f"query hidden size {d!r}",
+                               accepts=f"a multiple of {(n + 2 * nkv) if packed else n} (heads{' incl. packed K/V' if packed else ''})",
+                               remedy="fix num_heads/kv_num_heads")
+        if not packed and inputs[1].shape is not None and q.shape is not None:
+            ks, qs = inputs[1].shape, q.shape
+            if len(ks) == 3 and isinstance(ks[1], int) and isinstance(qs[1], int) and ks[1] != qs[1]:
+                return Decline(rejected=f"key sequence length {ks[1]!r} != query sequence length {qs[1]!r}",
+                               accepts="key/value with the query's sequence length (self-attention)",
+                               remedy="run cross-attention on ONNX Runtime")
+        if int(a.get("do_rotary", 0)) and not (len(inputs) > 8 and inputs[7].present and inputs[8].present):
+            return Decline(rejected="do_rotary=1 without cos_cache/sin_cache", accepts="both caches with do_rotary=1",
+                           remedy="give cos_cache and sin_cache inputs")
+        return None
+
+    def workspace_bytes(self, node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
+        return gqa_workspace_bytes(node, input_shapes)
+
+    def _score_buffer(self, shape: tuple[int, ...]) -> np.ndarray:
+        nbytes = 4 * int(np.prod(shape))
+        scratch = getattr(self, "scratch", None)
+        if scratch is not None:
+            buf = scratch(0, nbytes)
+            if buf is not None:
+                arr = buf if isinstance(buf, np.ndarray) else np.frombuffer(buf, dtype=np.uint8)
+                return arr.reshape(-1).view(np.uint8)[:nbytes].view(np.float32).reshape(shape)
+        return np.empty(shape, dtype=np.float32)
+
+    def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
+        a = attrs_of(node)
+        query, key, value = inputs[0], _opt(inputs, 1), _opt(inputs, 2)
+        past_k, past_v = _opt(inputs, 3), _opt(inputs, 4)
+        seqlens = np.asarray(inputs[5]).reshape(-1).astype(np.int64)
+        total = int(np.asarray(inputs[6]).reshape(-1)[0])
+        cos, sin, pos_in = _opt(inputs, 7), _opt(inputs, 8), _opt(inputs, 9)
+        bias, sink = _opt(inputs, 10), _opt(inputs, 11)
+        packed = key is None
+        n, nkv, h = _gqa_dims(node, query.shape, packed)
+        b, s = query.shape[0], query.shape[1]
+        f32 = np.float32
+        qf = query.astype(f32, copy=False)
+        if packed:
+            q = qf[..., : n * h]
+            k = qf[..., n * h: (n + nkv) * h]
+            v = qf[..., (n + nkv) * h: (n + 2 * nkv) * h]
+        else:
+            q, k, v = qf, key.astype(f32, copy=False), value.astype(f32, copy=False)
+        q = q.reshape(b, s, n, h).transpose(0, 2, 1, 3)
+        k = k.reshape(b, s, nkv, h).transpose(0, 2, 1, 3)
+        v = v.reshape(b, s, nkv, h).transpose(0, 2, 1, 3)
+
+        past_len = past_k.shape[2] if past_k is not None else 0
+        present_len = max(total, past_len)
+        total_b = seqlens + 1
+        first_prompt = s == total  # else token generation (S == 1) or a subsequent prompt chunk
+        if not first_prompt and s != 1 and b != 1:
+            raise ValueError(f"GroupQueryAttention {node.name!r}: sequence_length {s!r} with total_sequence_length "
+                             f"{total!r} is a subsequent prompt, which needs batch_size 1 (got {b!r}); "
+                             "feed the prompt in one step or one batch entry at a time")
+        past_b = np.zeros(b, dtype=np.int64) if first_prompt else total_b - s
+        if (past_b < 0).any() or (past_b > past_len).any():
+            raise ValueError(f"GroupQueryAttention {node.name!r}: seqlens_k {seqlens.tolist()!r} does not fit "
+                             f"past length {past_len!r} and sequence length {s!r}; seqlens_k must be past + new - 1")
+
+        if int(a.get("do_rotary", 0)):
+            if pos_in is not None:
+                pos = np.broadcast_to(np.asarray(pos_in, dtype=np.int64).reshape(-1, s), (b, s))
+            else:
+                pos = past_b[:, None] + np.arange(s)[None, :]
+            cf = cos.astype(f32)[pos][:, None]  # (B, 1, S, rot/2)
+            sf = sin.astype(f32)[pos][:, None]
+            inter = bool(int(a.get("rotary_interleaved", 0)))
+            q = apply_rotary(q, cf, sf, inter)
+            k = apply_rotary(k, cf, sf, inter)
+
+        present_k = np.zeros((b, nkv, present_len, h), dtype=f32)
+        present_v = np.zeros((b, nkv, present_len, h), dtype=f32)
+        for bi in range(b):  # per batch entry: past rows kept, new rows appended (a copy, not a loop over elements)
+            p = int(past_b[bi])
+            if p:
+                present_k[bi, :, :p] = past_k[bi, :, :p]
+                present_v[bi, :, :p] = past_v[bi, :, :p]
+            end = min(p + s, present_len)
+            present_k[bi, :, p:end] = k[bi, :, : end - p]
+            present_v[bi, :, p:end] = v[bi, :, : end - p]
+
+        group = n // nkv
+        scale = float(a.get("scale", 0.0)) or 1.0 / float(np.sqrt(h))
+        kk = present_k.reshape(b, nkv, 1, present_len, h)
+        scores = self._score_buffer((b, nkv, group, s, present_len))
+        np.matmul(q.reshape(b, nkv, group, s, h), kk.swapaxes(-1, -2), out=scores)
+        scores = scores.reshape(b, n, s, present_len)
+        scores *= f32(scale)
+        softcap = float(a.get("softcap", 0.0))
+        if softcap > 0:
+            np.tanh(scores / f32(softcap), out=scores)
+            scores *= f32(softcap)
+        if bias is not None:
+            cols = min(present_len, bias.shape[-1])
+            scores[..., :cols] += bias.astype(f32)[..., :cols]
+
+        # causal / window mask: row s of entry b sees [lo, eff) with eff = min(past_b + s + 1, total_b)
+        col = np.arange(present_len)[None, None, :]
+        eff = np.minimum(past_b[:, None] + np.arange(s)[None, :] + 1, total_b[:, None])[:, :, None]  # (B, S, 1)
+        valid = col < eff
+        w = int(a.get("local_window_size", -1))
+        if w >= 0:
+            valid &= col >= eff - w
+        valid = valid[:, None]  # (B, 1, S, T)
+        np.copyto(scores, f32(-np.inf), where=~valid)
+        m = scores.max(axis=-1, keepdims=True)
+        use_sink = sink is not None or int(a.get("smooth_softmax", 0))
+        if use_sink:
+            sk = (sink.astype(f32) if sink is not None else np.zeros(n, f32)).reshape(1, n, 1, 1)
+            m = np.maximum(m, sk)
+        m = np.where(np.isfinite(m), m, f32(0))
+        scores -= m
+        probs = np.exp(scores, out=scores)  # in place: the declared workspace holds scores, then probabilities
+        den = probs.sum(axis=-1, keepdims=True)
+        if use_sink:
+            den = den + np.exp(sk - m)
+        probs /= np.where(den > 0, den, f32(1))
+        vv = present_v.reshape(b, nkv, 1, present_len, h)
+        out = np.matmul(probs.reshape(b, nkv, group, s, present_len), vv).reshape(b, n, s, h)
+        out = out.transpose(0, 2, 1, 3).reshape(b, s, n * h).astype(query.dtype)
+        kv_dtype = past_k.dtype if past_k is not None else query.dtype
+        results = [out, present_k.astype(kv_dtype), present_v.astype(kv_dtype)]
+        return results[: max(1, len(node.outputs))]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# RotaryEmbedding
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class _RotaryBase(OpImpl):
+    def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
+        cache_idx = (2, 3) if self.domain == MS else (1, 2)
+        for i in (0,) + cache_idx:
+            if i < len(inputs) and inputs[i].dtype and inputs[i].dtype not in _T:
+                return Decline(rejected=f"input {i} dtype {dtype_name(inputs[i].dtype)}", accepts="float32, float16")
+        x = inputs[0]
+        if x.shape is not None and len(x.shape) not in (3, 4):
+            return Decline(rejected=f"input rank {len(x.shape)}", accepts="rank 3 (B, S, hidden) or 4 (B, N, S, H)",
+                           remedy="reshape the input")
+        if x.shape is not None and len(x.shape) == 3 and not int(node.attr("num_heads", 0)) and self.domain == "":
+            return Decline(rejected="3-D input without num_heads", accepts="num_heads set for 3-D input",
+                           remedy="set the num_heads attribute")
+        if int(node.attr("is_packed_batching", 0)):
+            return Decline(rejected="is_packed_batching=1", accepts="is_packed_batching=0",
+                           remedy="run ragged batches on ONNX Runtime")
+        return None
+
+    def _rotate(self, node: Node, x: np.ndarray, cos: np.ndarray, sin: np.ndarray,
+                pos: np.ndarray | None, bsnh_4d: bool) -> np.ndarray:
+        a = attrs_of(node)
+        nh, rot_attr = int(a.get("num_heads", 0)), int(a.get("rotary_embedding_dim", 0))
+        f32 = np.float32
+        if x.ndim == 4:
+            xs = x.transpose(0, 2, 1, 3) if not bsnh_4d else x  # to (B, S, N, H)
+        else:
+            bsz, seq, hid = x.shape
+            head = hid // nh if nh else 2 * cos.shape[-1]
+            xs = x.reshape(bsz, seq, hid // head, head)
+        bsz, seq = xs.shape[0], xs.shape[1]
+        rot = rot_attr or xs.shape[-1]
+        if pos is not None:
+            cs, sn = cos.astype(f32)[pos], sin.astype(f32)[pos]  # (B, S, rot/2)
+        else:
+            cs, sn = cos.astype(f32), sin.astype(f32)
+        cs, sn = cs[..., : rot // 2], sn[..., : rot // 2]
+        y = apply_rotary(xs.astype(f32), cs[:, :, None], sn[:, :, None], bool(int(a.get("interleaved", 0))))
+        if x.ndim == 4:
+            y = y.transpose(0, 2, 1, 3) if not bsnh_4d else y
+        return y.reshape(x.shape).astype(x.dtype)
+
+
+@register("RotaryEmbedding", domain=MS)
+class RotaryEmbeddingContrib(_RotaryBase):
+    """com.microsoft RotaryEmbedding(input, position_ids, cos_cache, sin_cache); 4-D input is (B, N, S, H)."""
+
+    def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
+        x, pos, cos, sin = inputs[0], inputs[1], inputs[2], inputs[3]
+        seq = x.shape[2] if x.ndim == 4 else x.shape[1]
+        pos = np.asarray(pos, dtype=np.int64)
+        if pos.size == 1:
+            pos = np.broadcast_to(pos.reshape(1, 1) + np.arange(seq)[None, :], (x.shape[0], seq))
+        return [self._rotate(node, x, cos, sin, pos, bsnh_4d=False)]
+
+
+@register("RotaryEmbedding", since=23)
+class RotaryEmbedding23(_RotaryBase):
+    """ai.onnx RotaryEmbedding-23(X, cos_cache, sin_cache, position_ids?); 4-D input is (B, N, S, H)."""
+
+    def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
+        x, cos, sin = inputs[0], inputs[1], inputs[2]
+        pos = _opt(inputs, 3)
+        return [self._rotate(node, x, cos, sin, None if pos is None else np.asarray(pos, np.int64), bsnh_4d=False)]
+
+
+__all__ = ["GroupQueryAttention", "RotaryEmbedding23", "RotaryEmbeddingContrib", "apply_rotary", "gqa_workspace_bytes"]

@@ -1,0 +1,126 @@
+"""com.microsoft MatMulNBits: A @ dequantize(B)^T with block-wise 2/4/8-bit weights (ONNX Runtime semantics).
+
+B is uint8 of shape (N, k_blocks, blob_size), k_blocks = ceil(K / block_size), blob_size =
+block_size * bits / 8: within a block, element i sits in byte (i * bits) // 8 at bit offset (i * bits) % 8
+(low bits first). scales are (N, k_blocks) (or flat N * k_blocks) in A's dtype. zero_points are absent
+(default 2^(bits-1)), packed uint8 (N, ceil(k_blocks * bits / 8)) packed the same way along the blocks, or
+unpacked in A's dtype (N, k_blocks). W[n, k] = (q[n, k] - zp[n, k // block_size]) * scale[n, k // block_size]
+and Y = A @ W^T (+ bias).
+
+accuracy_level 4 (int8 compute) makes ONNX Runtime quantize A per block to int8 on CPUs that support it;
+this kernel always computes with the float dequantized weights (accuracy_level is ignored), which differs
+from such a run by the rounding of A only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from onnx import TensorProto
+
+from ort_graph import Node, dtype_name
+
+from ._registry import Decline, InputInfo, OpImpl, attrs_of, register
+
+MS = "com.microsoft"
+_T1 = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16})
+_SUPPORTED_BITS = (2, 4, 8)
+
+
+def unpack_bits(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
+    """Unpack the last axis of uint8 `packed` into `count` unsigned `bits`-wide values (low bits first)."""
+    per_byte = 8 // bits
+    shifts = (np.arange(per_byte, dtype=np.uint8) * bits).astype(np.uint8)
+    mask = np.uint8((1 << bits) - 1)
+    vals = (packed[..., :, None] >> shifts) & mask  # (..., bytes, per_byte)
+    vals = vals.reshape(*packed.shape[:-1], packed.shape[-1] * per_byte)
+    return vals[..., :count]
+
+
+def dequantize_weight(b: np.ndarray, scales: np.ndarray, zero_points: np.ndarray | None, *, K: int, N: int,
+                      bits: int, block_size: int, dtype: type = np.float32) -> np.ndarray:
+    """The dequantized weight W of shape (N, K) in `dtype`, vectorized over all blocks."""
+    k_blocks = (K + block_size - 1) // block_size
+    blob = block_size * bits // 8
+    q = unpack_bits(np.asarray(b, dtype=np.uint8).reshape(N, k_blocks, blob), bits, block_size)
+    q = q.astype(dtype)  # (N, k_blocks, block_size)
+    sc = np.asarray(scales).reshape(N, k_blocks).astype(dtype)
+    if zero_points is None:
+        zp = np.full((N, k_blocks), 2 ** (bits - 1), dtype=dtype)
+    elif zero_points.dtype == np.uint8:
+        zp_bytes = (k_blocks * bits + 7) // 8
+        zp = unpack_bits(zero_points.reshape(N, zp_bytes), bits, k_blocks).astype(dtype)
+    else:
+        zp = np.asarray(zero_points).reshape(N, k_blocks).astype(dtype)
+    w = (q - zp[:, :, None]) * sc[:, :, None]
+    return w.reshape(N, k_blocks * block_size)[:, :K]
+
+
+def _attrs(node: Node) -> tuple[int, int, int, int]:
+    a = attrs_of(node)
+    return int(a.get("K", 0)), int(a.get("N", 0)), int(a.get("bits", 4)), int(a.get("block_size", 0))
+
+
+@register("MatMulNBits", domain=MS)
+class MatMulNBits(OpImpl):
+    """Y = A @ dequant(B)^T (+ bias) with 2/4/8-bit block-quantized B."""
+
+    def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
+        K, N, bits, block = _attrs(node)
+        if bits not in _SUPPORTED_BITS:
+            return Decline(rejected=f"attribute bits={bits!r}", accepts="bits in (2, 4, 8)",
+                           remedy="re-quantize the weights with 4 or 8 bits")
+        if block < 16 or block & (block - 1):
+            return Decline(rejected=f"attribute block_size={block!r}",
+                           accepts="block_size a power of two >= 16", remedy="re-quantize with block_size 32 or 128")
+        if K <= 0 or N <= 0:
+            return Decline(rejected=f"attributes K={K!r}, N={N!r}", accepts="positive K and N",
+                           remedy="set the K and N attributes")
+        if int(node.attr("weight_prepacked", 0)) != 0:
+            return Decline(rejected=f"weight_prepacked={node.attr('weight_prepacked')!r}",
+                           accepts="weight_prepacked=0 (plain block layout)",
+                           remedy="export without EP-specific prepacking")
+        a = inputs[0]
+        if a.dtype and a.dtype not in _T1:
+            return Decline(rejected=f"input A dtype {dtype_name(a.dtype)}", accepts="float32, float16")
+        if len(inputs) > 1 and inputs[1].dtype and inputs[1].dtype != TensorProto.UINT8:
+            return Decline(rejected=f"input B dtype {dtype_name(inputs[1].dtype)}", accepts="uint8 packed weights")
+        if len(inputs) > 4 and inputs[4].present:
+            return Decline(rejected="input g_idx (act-order group index) present", accepts="g_idx absent",
+                           remedy="re-quantize without act-order (desc_act=False) or reorder K beforehand")
+        if len(inputs) > 3 and inputs[3].present and inputs[3].dtype not in (0, TensorProto.UINT8, a.dtype):
+            return Decline(rejected=f"zero_points dtype {dtype_name(inputs[3].dtype)}",
+                           accepts="uint8 (packed) or the dtype of A (unpacked)")
+        if a.shape is not None and a.shape and isinstance(a.shape[-1], int) and a.shape[-1] != K:
+            return Decline(rejected=f"A last dim {a.shape[-1]!r} != K={K!r}", accepts="A of shape (..., K)",
+                           remedy="fix the K attribute or the input shape")
+        if len(inputs) > 1 and inputs[1].shape is not None:
+            k_blocks = (K + block - 1) // block
+            blob = block * bits // 8
+            want = (N, k_blocks, blob)
+            got = inputs[1].shape
+            static = all(isinstance(d, int) for d in got)
+            if static and int(np.prod(got)) not in (N * k_blocks * blob, 0):
+                return Decline(rejected=f"B shape {got!r}", accepts=f"B of shape {want!r} for K={K}, N={N}, "
+                               f"bits={bits}, block_size={block}", remedy="fix the K/N/bits/block_size attributes")
+        return None
+
+    def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
+        K, N, bits, block = _attrs(node)
+        a, b, scales = inputs[0], inputs[1], inputs[2]
+        zp = inputs[3] if len(inputs) > 3 else None
+        bias = inputs[5] if len(inputs) > 5 else None
+        out_shape = a.shape[:-1] + (N,)
+        if b.size == 0:  # omitted projection (ORT: zeros or the broadcast bias)
+            y = np.zeros(out_shape, dtype=np.float32)
+        else:
+            w = dequantize_weight(b, scales, zp, K=K, N=N, bits=bits, block_size=block, dtype=np.float32)
+            y = a.reshape(-1, K).astype(np.float32) @ w.T
+            y = y.reshape(out_shape)
+        if bias is not None:
+            y = y + bias.astype(np.float32)
+        return [y.astype(a.dtype, copy=False)]
+
+
+__all__ = ["MatMulNBits", "dequantize_weight", "unpack_bits"]
