@@ -15,7 +15,9 @@ A claimed node must not fail at run time for an ordinary dtype/shape/attribute r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import contextvars
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
 import attrs
@@ -77,6 +79,27 @@ class OpImpl:
         The same function serves the Level-1 estimate (max shapes) and the Level-2 declaration
         (resolved shapes); `compute` may then ask `self.scratch(slot_id, nbytes)` for it."""
         return []
+
+
+    def scratch(self, slot_id: int, nbytes: int) -> np.ndarray | None:
+        """Workspace for the node being computed: the session's planned slot when one was declared
+        large enough, else a counted scratch allocation; None outside a session run."""
+        provider = _WORKSPACE.get()
+        return None if provider is None else provider(slot_id, nbytes)
+
+
+WorkspaceProvider = Callable[[int, int], "np.ndarray | None"]
+_WORKSPACE: contextvars.ContextVar[WorkspaceProvider | None] = contextvars.ContextVar("ort_cpu_workspace", default=None)
+
+
+@contextlib.contextmanager
+def workspace_scope(provider: WorkspaceProvider) -> Iterator[None]:
+    """Make `provider(slot_id, nbytes)` answer `OpImpl.scratch` calls while a kernel computes."""
+    token = _WORKSPACE.set(provider)
+    try:
+        yield
+    finally:
+        _WORKSPACE.reset(token)
 
 
 _TABLE: dict[tuple[str, str], list[OpImpl]] = {}
