@@ -1,0 +1,107 @@
+// Multi-head attention with split-K over the keys (flash-decoding).
+// Q: [B, Sq, H, D], K/V: [B, L, H, D], O: [B, Sq, H, D] (BSNH, contiguous; D <= 256).
+// attn_split_f32: grid (Sq * num_splits, B * H), 128 threads; each block owns one query row and
+// one split of keys [s*keys_per_split, (s+1)*keys_per_split), runs an online softmax over it in
+// chunks of 128 keys and writes either the final output (num_splits == 1) or a normalized
+// partial output o_accum[s, b, h, q, 0:Dr] with its log-sum-exp lse_accum[s, b, h, q].
+// attn_combine_f32: grid (B * H * Sq), 128 threads; merges the splits with their LSEs.
+// softmax_lse[b, h, q] always receives the row's final log-sum-exp.
+#include "common.cuh"
+
+#define ATT_THREADS 128
+#define ATT_MAX_D 256
+
+extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_split_f32(
+    const float* __restrict__ Q, const float* __restrict__ K, const float* __restrict__ V,
+    float* __restrict__ O, float* __restrict__ softmax_lse, float* __restrict__ lse_accum,
+    float* __restrict__ o_accum, int B, int H, int Sq, int L, int D, int Dr, float scale, int causal,
+    int num_splits, int keys_per_split) {
+  __shared__ float qs[ATT_MAX_D];
+  __shared__ float p[ATT_THREADS];
+  __shared__ float scratch[32];
+  const int split = blockIdx.x % num_splits, qi = blockIdx.x / num_splits;
+  const int b = blockIdx.y / H, h = blockIdx.y % H;
+  const long long row_stride = (long long)H * D;
+  const float* q = Q + ((long long)b * Sq + qi) * row_stride + (long long)h * D;
+  const float* kbase = K + (long long)b * L * row_stride + (long long)h * D;
+  const float* vbase = V + (long long)b * L * row_stride + (long long)h * D;
+  for (int d = threadIdx.x; d < D; d += ATT_THREADS) qs[d] = q[d] * scale;
+  __syncthreads();
+
+  long long k_begin = (long long)split * keys_per_split;
+  long long k_end = min((long long)L, k_begin + keys_per_split);
+  if (causal) k_end = min(k_end, (long long)qi + (L - Sq) + 1);
+
+  float m = -ORT_INF, l = 0.f;
+  float acc0 = 0.f, acc1 = 0.f;  // output dims threadIdx.x and threadIdx.x + 128
+  for (long long kc = k_begin; kc < k_end; kc += ATT_THREADS) {
+    const long long j = kc + threadIdx.x;
+    float score = -ORT_INF;
+    if (j < k_end) {
+      const float* kr = kbase + j * row_stride;
+      float s = 0.f;
+      for (int d = 0; d < D; ++d) s = fmaf(qs[d], kr[d], s);
+      score = s;
+    }
+    const float cmax = block_max(score, scratch);
+    const float m_new = fmaxf(m, cmax);
+    const float pj = (j < k_end) ? expf(score - m_new) : 0.f;
+    p[threadIdx.x] = pj;
+    const float psum = block_sum(pj, scratch);  // also orders the p[] stores before the reads below
+    const float corr = (m == -ORT_INF) ? 0.f : expf(m - m_new);
+    l = l * corr + psum;
+    const int cnt = (int)min((long long)ATT_THREADS, k_end - kc);
+    const int d0 = threadIdx.x, d1 = threadIdx.x + ATT_THREADS;
+    float s0 = 0.f, s1 = 0.f;
+    for (int t = 0; t < cnt; ++t) {
+      const float* vr = vbase + (kc + t) * row_stride;
+      if (d0 < D) s0 = fmaf(p[t], vr[d0], s0);
+      if (d1 < D) s1 = fmaf(p[t], vr[d1], s1);
+    }
+    acc0 = acc0 * corr + s0;
+    acc1 = acc1 * corr + s1;
+    m = m_new;
+    __syncthreads();  // p[] is rewritten by the next chunk
+  }
+  const float inv = (l > 0.f) ? 1.f / l : 0.f;
+  const float lse = (l > 0.f) ? m + logf(l) : -ORT_INF;
+  const long long row = ((long long)b * H + h) * Sq + qi;
+  if (num_splits == 1) {
+    float* o = O + ((long long)b * Sq + qi) * row_stride + (long long)h * D;
+    if (threadIdx.x < D) o[threadIdx.x] = acc0 * inv;
+    if (threadIdx.x + ATT_THREADS < D) o[threadIdx.x + ATT_THREADS] = acc1 * inv;
+    if (threadIdx.x == 0) softmax_lse[row] = lse;
+  } else {
+    const long long srow = (long long)split * B * H * Sq + row;
+    float* o = o_accum + srow * Dr;
+    if (threadIdx.x < Dr) o[threadIdx.x] = (threadIdx.x < D) ? acc0 * inv : 0.f;
+    if (threadIdx.x + ATT_THREADS < Dr) o[threadIdx.x + ATT_THREADS] = (threadIdx.x + ATT_THREADS < D) ? acc1 * inv : 0.f;
+    if (threadIdx.x == 0) lse_accum[srow] = lse;
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_combine_f32(
+    const float* __restrict__ lse_accum, const float* __restrict__ o_accum, float* __restrict__ O,
+    float* __restrict__ softmax_lse, int B, int H, int Sq, int D, int Dr, int num_splits) {
+  __shared__ float w[128];  // num_splits <= 128
+  __shared__ float scratch[32];
+  const long long row = blockIdx.x;  // (b * H + h) * Sq + qi
+  const long long rows = (long long)B * H * Sq;
+  float v = (threadIdx.x < num_splits) ? lse_accum[threadIdx.x * rows + row] : -ORT_INF;
+  const float mx = block_max(v, scratch);
+  const float e = (threadIdx.x < num_splits && mx != -ORT_INF) ? expf(v - mx) : 0.f;
+  const float total = block_sum(e, scratch);
+  const float lse = (total > 0.f) ? mx + logf(total) : -ORT_INF;
+  if (threadIdx.x < 128) w[threadIdx.x] = (total > 0.f) ? e / total : 0.f;
+  __syncthreads();
+  const int qi = (int)(row % Sq);
+  const long long bh = row / Sq;
+  const int h = (int)(bh % H), b = (int)(bh / H);
+  float* o = O + ((long long)b * Sq + qi) * H * D + (long long)h * D;
+  for (int d = threadIdx.x; d < D; d += ATT_THREADS) {
+    float acc = 0.f;
+    for (int s = 0; s < num_splits; ++s) acc = fmaf(w[s], o_accum[(s * rows + row) * Dr + d], acc);
+    o[d] = acc;
+  }
+  if (threadIdx.x == 0) softmax_lse[row] = lse;
+}
