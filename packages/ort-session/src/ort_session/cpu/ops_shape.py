@@ -1,0 +1,267 @@
+"""Shape and layout ops: Shape, Size, Reshape, Flatten, (Un)Squeeze, Transpose, Concat, Split, Expand,
+ConstantOfShape, Range, Tile, Slice, Pad, EyeLike, Trilu, Depth/SpaceToDepth, CenterCropPad."""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto as T
+
+from ._registry import Decline, OpImpl, register
+from ._util import ANY, check_dtype, decline_attr, ints, norm_axis, np_dtype, tensor_attr
+
+
+@register("Shape", since=1)
+class Shape(OpImpl):
+    def compute(self, node, inputs):
+        shape = inputs[0].shape
+        r = len(shape)
+        start = node.attr("start", 0)
+        end = node.attr("end", None)
+        start = min(max(start + r if start < 0 else start, 0), r)
+        end = r if end is None else min(max(end + r if end < 0 else end, 0), r)
+        return [np.array(shape[start:end], dtype=np.int64)]
+
+
+@register("Size", since=1)
+class Size(OpImpl):
+    def compute(self, node, inputs):
+        return [np.array(inputs[0].size, dtype=np.int64)]
+
+
+@register("Reshape", since=5)
+class Reshape(OpImpl):
+    def compute(self, node, inputs):
+        x, shape = inputs[0], ints(inputs[1])
+        if not node.attr("allowzero", 0):
+            shape = [x.shape[i] if d == 0 else d for i, d in enumerate(shape)]
+        return [x.reshape(shape)]
+
+
+@register("Flatten", since=1)
+class Flatten(OpImpl):
+    def compute(self, node, inputs):
+        x = inputs[0]
+        axis = norm_axis(node.attr("axis", 1), x.ndim)
+        outer = int(np.prod(x.shape[:axis]))
+        return [x.reshape(outer, -1) if x.size or outer else x.reshape(outer, int(np.prod(x.shape[axis:])))]
+
+
+def _axes(node, inputs, index: int, opset: int, since: int) -> list[int] | None:
+    if opset >= since:
+        return ints(inputs[index]) if len(inputs) > index and inputs[index] is not None else None
+    return node.attr("axes")
+
+
+@register("Squeeze", since=1)
+class Squeeze(OpImpl):
+    def compute(self, node, inputs):
+        x = inputs[0]
+        axes = _axes(node, inputs, 1, _opset(node), 13)
+        if axes is None:
+            return [np.squeeze(x)]
+        return [np.squeeze(x, axis=tuple(norm_axis(a, x.ndim) for a in axes))]
+
+
+@register("Unsqueeze", since=1)
+class Unsqueeze(OpImpl):
+    def compute(self, node, inputs):
+        x = inputs[0]
+        axes = _axes(node, inputs, 1, _opset(node), 13)
+        r = x.ndim + len(axes)
+        return [np.expand_dims(x, tuple(sorted(norm_axis(a, r) for a in axes)))]
+
+
+def _opset(node) -> int:
+    from ._interp import node_opset
+
+    return node_opset(node)
+
+
+@register("Transpose", since=1)
+class Transpose(OpImpl):
+    def compute(self, node, inputs):
+        perm = node.attr("perm")
+        return [np.ascontiguousarray(np.transpose(inputs[0], perm))]
+
+
+@register("Concat", since=4)
+class Concat(OpImpl):
+    def compute(self, node, inputs):
+        xs = [x for x in inputs if x is not None]
+        axis = norm_axis(node.attr("axis"), xs[0].ndim)
+        return [np.concatenate(xs, axis=axis)]
+
+    def supports(self, node, inputs, opset):
+        if node.attr("axis") is None:
+            return decline_attr("axis", None, "an axis attribute", "set Concat's axis")
+        return None
+
+
+@register("Split", since=2)
+class Split(OpImpl):
+    def compute(self, node, inputs):
+        x = inputs[0]
+        axis = norm_axis(node.attr("axis", 0), x.ndim)
+        n = len(node.outputs)
+        split = ints(inputs[1]) if len(inputs) > 1 and inputs[1] is not None else node.attr("split")
+        dim = x.shape[axis]
+        if split is None:
+            k = node.attr("num_outputs", n)
+            size = -(-dim // k)
+            split = [min(size, dim - i * size) for i in range(k)]
+        points = np.cumsum(split)[:-1]
+        return list(np.split(x, points, axis=axis))
+
+
+@register("Expand", since=8)
+class Expand(OpImpl):
+    def compute(self, node, inputs):
+        x, shape = inputs[0], ints(inputs[1])
+        out = np.broadcast_shapes(x.shape, tuple(shape))
+        return [np.array(np.broadcast_to(x, out))]
+
+
+@register("ConstantOfShape", since=9)
+class ConstantOfShape(OpImpl):
+    def compute(self, node, inputs):
+        v = tensor_attr(node, "value")
+        if v is None:
+            v = np.zeros(1, dtype=np.float32)
+        return [np.full(ints(inputs[0]), v.reshape(-1)[0], dtype=v.dtype)]
+
+
+@register("Range", since=11)
+class Range(OpImpl):
+    def compute(self, node, inputs):
+        start, limit, delta = (np.asarray(i).reshape(()) for i in inputs)
+        n = max(int(np.ceil((float(limit) - float(start)) / float(delta))), 0)
+        return [(start + np.arange(n, dtype=start.dtype) * delta).astype(start.dtype)]
+
+
+@register("Tile", since=6)
+class Tile(OpImpl):
+    def compute(self, node, inputs):
+        return [np.tile(inputs[0], ints(inputs[1]))]
+
+
+@register("Slice", since=1)
+class Slice(OpImpl):
+    def compute(self, node, inputs):
+        x = inputs[0]
+        if _opset(node) < 10:
+            starts, ends, axes, steps = node.attr("starts"), node.attr("ends"), node.attr("axes"), None
+        else:
+            opt = lambda i: ints(inputs[i]) if len(inputs) > i and inputs[i] is not None else None  # noqa: E731
+            starts, ends, axes, steps = opt(1), opt(2), opt(3), opt(4)
+        if axes is None:
+            axes = list(range(len(starts)))
+        if steps is None:
+            steps = [1] * len(starts)
+        sl = [slice(None)] * x.ndim
+        for s, e, a, st in zip(starts, ends, axes, steps):
+            a = norm_axis(a, x.ndim)
+            dim = x.shape[a]
+            s = s + dim if s < 0 else s
+            e = e + dim if e < 0 else e
+            if st > 0:
+                s, e = min(max(s, 0), dim), min(max(e, 0), dim)
+            else:
+                s, e = min(max(s, -1), dim - 1), min(max(e, -1), dim - 1)
+            sl[a] = slice(s, None if (st < 0 and e < 0) else e, st)
+        return [np.array(x[tuple(sl)])]
+
+
+@register("Pad", since=2)
+class Pad(OpImpl):
+    def supports(self, node, inputs, opset):
+        mode = node.attr("mode", "constant")
+        if mode not in ("constant", "reflect", "edge", "wrap") or (mode == "wrap" and opset < 19):
+            return decline_attr("mode", mode, "'constant', 'reflect', 'edge' ('wrap' from opset 19)")
+        return None
+
+    def compute(self, node, inputs):
+        x = inputs[0]
+        mode = node.attr("mode", "constant")
+        if _opset(node) < 11:
+            pads, value, axes = node.attr("pads"), node.attr("value", 0.0), None
+        else:
+            pads = ints(inputs[1])
+            value = inputs[2] if len(inputs) > 2 and inputs[2] is not None and inputs[2].size else 0
+            value = np.asarray(value).reshape(-1)[0] if np.ndim(value) else value
+            axes = ints(inputs[3]) if len(inputs) > 3 and inputs[3] is not None else None
+        r = x.ndim
+        axes = list(range(r)) if axes is None else [norm_axis(a, r) for a in axes]
+        k = len(axes)
+        width = [[0, 0] for _ in range(r)]
+        for i, a in enumerate(axes):
+            width[a] = [pads[i], pads[i + k]]
+        # negative pads crop first
+        crop = tuple(slice(max(-b, 0), x.shape[i] - max(-e, 0)) for i, (b, e) in enumerate(width))
+        x = x[crop]
+        width = [(max(b, 0), max(e, 0)) for b, e in width]
+        if mode == "constant":
+            return [np.pad(x, width, mode="constant", constant_values=np.asarray(value).astype(x.dtype))]
+        return [np.pad(x, width, mode={"edge": "edge", "reflect": "reflect", "wrap": "wrap"}[mode])]
+
+
+@register("EyeLike", since=9)
+class EyeLike(OpImpl):
+    def compute(self, node, inputs):
+        x = inputs[0]
+        dt = np_dtype(node.attr("dtype")) if node.attr("dtype") is not None else x.dtype
+        return [np.eye(x.shape[0], x.shape[1], k=node.attr("k", 0), dtype=dt)]
+
+
+@register("Trilu", since=14)
+class Trilu(OpImpl):
+    def compute(self, node, inputs):
+        x = inputs[0]
+        k = int(np.asarray(inputs[1]).reshape(-1)[0]) if len(inputs) > 1 and inputs[1] is not None else 0
+        return [np.triu(x, k) if node.attr("upper", 1) else np.tril(x, k)]
+
+
+@register("DepthToSpace", since=1)
+class DepthToSpace(OpImpl):
+    def compute(self, node, inputs):
+        x = inputs[0]
+        b = node.attr("blocksize")
+        n, c, h, w = x.shape
+        if node.attr("mode", "DCR") == "DCR":
+            y = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
+        else:
+            y = x.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+        return [y.reshape(n, c // (b * b), h * b, w * b)]
+
+
+@register("SpaceToDepth", since=1)
+class SpaceToDepth(OpImpl):
+    def compute(self, node, inputs):
+        x = inputs[0]
+        b = node.attr("blocksize")
+        n, c, h, w = x.shape
+        y = x.reshape(n, c, h // b, b, w // b, b)
+        y = y.transpose(0, 1, 3, 5, 2, 4) if node.attr("mode", "DCR") == "CRD" else y.transpose(0, 3, 5, 1, 2, 4)
+        return [y.reshape(n, c * b * b, h // b, w // b)]
+
+
+@register("CenterCropPad", since=18)
+class CenterCropPad(OpImpl):
+    def compute(self, node, inputs):
+        x, shape = inputs[0], ints(inputs[1])
+        axes = node.attr("axes") or list(range(x.ndim))
+        axes = [norm_axis(a, x.ndim) for a in axes]
+        out_shape = list(x.shape)
+        for a, s in zip(axes, shape):
+            out_shape[a] = s
+        y = np.zeros(out_shape, dtype=x.dtype)
+        src, dst = [slice(None)] * x.ndim, [slice(None)] * x.ndim
+        for a, s in zip(axes, shape):
+            d = x.shape[a]
+            if s <= d:
+                off = (d - s) // 2
+                src[a] = slice(off, off + s)
+            else:
+                off = (s - d) // 2
+                dst[a] = slice(off, off + d)
+        y[tuple(dst)] = x[tuple(src)]
+        return [y]
