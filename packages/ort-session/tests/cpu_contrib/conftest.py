@@ -1,0 +1,97 @@
+"""Helpers for the contrib-op tests: run one node (or a whole model) with our kernels and with onnxruntime."""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import onnx
+import pytest
+from onnx import AttributeProto, helper
+
+from ort_graph import Attr, Node, from_numpy_dtype
+
+import ort_session.cpu as cpu
+from ort_session.cpu import InputInfo, find
+
+ort = pytest.importorskip("onnxruntime")
+
+MS = "com.microsoft"
+
+
+def _attr_type(v: object) -> int:
+    if isinstance(v, float):
+        return AttributeProto.FLOAT
+    if isinstance(v, str):
+        return AttributeProto.STRING
+    if isinstance(v, (list, tuple)):
+        return AttributeProto.FLOATS if v and isinstance(v[0], float) else AttributeProto.INTS
+    return AttributeProto.INT
+
+
+def make_node(op: str, n_in: int, n_out: int, domain: str = MS, **attrs: object) -> Node:
+    node = Node(0, f"test_{op}", op, domain, inputs=[f"i{i}" for i in range(n_in)],
+                outputs=[f"o{i}" for i in range(n_out)])
+    for k, v in attrs.items():
+        node.attributes[k] = Attr(k, _attr_type(v), v)
+    return node
+
+
+def infos(inputs: list[np.ndarray | None]) -> list[InputInfo]:
+    return [InputInfo(0, None, present=False) if a is None else InputInfo(from_numpy_dtype(a.dtype), tuple(a.shape))
+            for a in inputs]
+
+
+def ours(op: str, inputs: list[np.ndarray | None], n_out: int, domain: str = MS, opset: int = 1,
+         **attrs: object) -> list[np.ndarray]:
+    """Run one node with the registered CPU kernel; asserts the kernel claims the node first."""
+    impl = find(op, domain, opset)
+    assert impl is not None, f"no kernel registered for {domain}::{op} at opset {opset}"
+    node = make_node(op, len(inputs), n_out, domain, **attrs)
+    node.inputs = ["" if a is None else f"i{i}" for i, a in enumerate(inputs)]
+    decline = impl.supports(node, infos(inputs), opset)
+    assert decline is None, decline
+    return impl.compute(node, list(inputs))
+
+
+def decline_of(op: str, inputs: list[InputInfo], n_out: int = 1, domain: str = MS, opset: int = 1, **attrs: object):
+    impl = find(op, domain, opset)
+    node = make_node(op, len(inputs), n_out, domain, **attrs)
+    node.inputs = [f"i{i}" if info.present else "" for i, info in enumerate(inputs)]
+    return impl.supports(node, inputs, opset)
+
+
+def onnxruntime_node(op: str, inputs: list[np.ndarray | None], n_out: int, domain: str = MS, opset: int = 1,
+                     **attrs: object) -> list[np.ndarray]:
+    """Run one node on onnxruntime's CPU EP (a one-node model, default domain opset 22 unless the op's)."""
+    names, vis, feeds = [], [], {}
+    for i, a in enumerate(inputs):
+        if a is None:
+            names.append("")
+            continue
+        names.append(f"i{i}")
+        feeds[f"i{i}"] = a
+        vis.append(helper.make_tensor_value_info(f"i{i}", helper.np_dtype_to_tensor_dtype(a.dtype), a.shape))
+    outs = [f"o{i}" for i in range(n_out)]
+    node = helper.make_node(op, names, outs, domain=domain, **attrs)
+    graph = helper.make_graph([node], "g", vis, [onnx.ValueInfoProto(name=o) for o in outs])
+    opsets = [helper.make_opsetid("", opset if domain == "" else 22)]
+    if domain:
+        opsets.append(helper.make_opsetid(domain, opset))
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=10)
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(1234)
+
+
+@pytest.fixture
+def kit() -> types.SimpleNamespace:
+    """The helpers above, for test modules (importlib mode gives them no import path to this file)."""
+    return types.SimpleNamespace(ours=ours, ort=onnxruntime_node, decline_of=decline_of, infos=infos,
+                                 make_node=make_node, MS=MS, cpu=cpu)

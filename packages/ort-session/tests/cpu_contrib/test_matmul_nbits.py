@@ -1,0 +1,110 @@
+"""MatMulNBits against onnxruntime: bits 2/4/8, zero points absent/packed/float, ragged K, bias, float16."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto
+
+from ort_session.cpu import InputInfo
+from ort_session.cpu.ops_extra_quant import dequantize_weight, unpack_bits
+
+
+def _weights(rng, K, N, bits, bs, zp_kind, dt=np.float32):
+    kb = (K + bs - 1) // bs
+    b = rng.integers(0, 256, (N, kb, bs * bits // 8), dtype=np.uint8)
+    scales = (rng.random((N, kb)) * 0.1 + 0.01).astype(dt)
+    zp = None
+    if zp_kind == "packed":
+        zp = rng.integers(0, 256, (N, (kb * bits + 7) // 8), dtype=np.uint8)
+    elif zp_kind == "float":
+        zp = (rng.random((N, kb)) * 2**bits).astype(dt)
+    return b, scales, zp
+
+
+# onnxruntime's CPU kernel rejects 8-bit weights with float zero points; that case is checked elementwise below
+_CASES = [(bits, zp) for bits in (2, 4, 8) for zp in ("none", "packed", "float") if (bits, zp) != (8, "float")]
+
+
+@pytest.mark.parametrize("bits,zp_kind", _CASES)
+@pytest.mark.parametrize("K,N,bs", [(64, 48, 32), (80, 24, 16), (256, 16, 128)])
+@pytest.mark.parametrize("accuracy_level", [0, 4])
+def test_matmul_nbits_matches_onnxruntime(kit, rng, bits, K, N, bs, zp_kind, accuracy_level):
+    b, scales, zp = _weights(rng, K, N, bits, bs, zp_kind)
+    a = rng.standard_normal((2, 3, K)).astype(np.float32)
+    attrs = dict(K=K, N=N, bits=bits, block_size=bs, accuracy_level=accuracy_level)
+    ref = kit.ort("MatMulNBits", [a, b, scales, zp], 1, **attrs)[0]
+    got = kit.ours("MatMulNBits", [a, b, scales, zp], 1, **attrs)[0]
+    assert got.shape == ref.shape == (2, 3, N) and got.dtype == np.float32
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+
+
+def test_matmul_nbits_bias_and_float16(kit, rng):
+    K, N, bs = 64, 32, 32
+    b, scales, zp = _weights(rng, K, N, 4, bs, "packed", np.float16)
+    a = rng.standard_normal((5, K)).astype(np.float16)
+    bias = rng.standard_normal(N).astype(np.float16)
+    attrs = dict(K=K, N=N, bits=4, block_size=bs)
+    ref = kit.ort("MatMulNBits", [a, b, scales, zp, None, bias], 1, **attrs)[0]
+    got = kit.ours("MatMulNBits", [a, b, scales, zp, None, bias], 1, **attrs)[0]
+    assert got.dtype == np.float16 and got.shape == (5, N)
+    np.testing.assert_allclose(got.astype(np.float32), ref.astype(np.float32), rtol=1e-2, atol=2e-2)
+
+
+def test_dequantize_weight_is_the_documented_formula(rng):
+    K, N, bs = 40, 3, 16
+    b, scales, zp = _weights(rng, K, N, 4, bs, "packed")
+    w = dequantize_weight(b, scales, zp, K=K, N=N, bits=4, block_size=bs)
+    n, k = 2, 37
+    byte = b[n, k // bs, (k % bs) // 2]
+    q = (byte >> 4) if k % 2 else (byte & 0xF)
+    zbyte = zp[n, (k // bs) // 2]
+    z = (zbyte >> 4) if (k // bs) % 2 else (zbyte & 0xF)
+    assert w.shape == (N, K)
+    assert w[n, k] == pytest.approx((int(q) - int(z)) * float(scales[n, k // bs]))
+    assert unpack_bits(np.array([[0b11100100]], np.uint8), 2, 4).tolist() == [[0, 1, 2, 3]]
+
+
+def test_matmul_nbits_8bit_float_zero_points_elementwise(kit, rng):
+    K, N, bs = 48, 5, 16
+    b, scales, zp = _weights(rng, K, N, 8, bs, "float")
+    a = rng.standard_normal((3, K)).astype(np.float32)
+    w = np.empty((N, K), np.float64)
+    for n in range(N):
+        for k in range(K):
+            w[n, k] = (float(b[n, k // bs, k % bs]) - float(zp[n, k // bs])) * float(scales[n, k // bs])
+    got = kit.ours("MatMulNBits", [a, b, scales, zp], 1, K=K, N=N, bits=8, block_size=bs)[0]
+    np.testing.assert_allclose(got, a.astype(np.float64) @ w.T, rtol=1e-5, atol=1e-4)
+
+
+def test_matmul_nbits_empty_weight_gives_bias(kit, rng):
+    a = rng.standard_normal((2, 64)).astype(np.float32)
+    bias = rng.standard_normal(8).astype(np.float32)
+    ins = [a, np.zeros((8, 0, 16), np.uint8), np.zeros((8, 0), np.float32), None, None, bias]
+    ref = kit.ort("MatMulNBits", ins, 1, K=64, N=8, bits=4, block_size=32)[0]
+    got = kit.ours("MatMulNBits", ins, 1, K=64, N=8, bits=4, block_size=32)[0]
+    np.testing.assert_allclose(got, ref)
+    np.testing.assert_allclose(got, np.broadcast_to(bias, (2, 8)))
+
+
+@pytest.mark.parametrize("attrs,inputs,needle", [
+    (dict(bits=3), None, "bits=3"),
+    (dict(block_size=24), None, "block_size=24"),
+    (dict(weight_prepacked=1), None, "weight_prepacked"),
+    (dict(), "g_idx", "g_idx"),
+    (dict(), "double", "DOUBLE"),
+    (dict(), "badK", "!= K"),
+])
+def test_matmul_nbits_declines(kit, attrs, inputs, needle):
+    base = dict(K=64, N=32, bits=4, block_size=32) | attrs
+    infos = [InputInfo(TensorProto.FLOAT, (2, 64)), InputInfo(TensorProto.UINT8, (32, 2, 16)),
+             InputInfo(TensorProto.FLOAT, (32, 2))]
+    if inputs == "g_idx":
+        infos += [InputInfo(0, None, present=False), InputInfo(TensorProto.INT32, (64,))]
+    elif inputs == "double":
+        infos[0] = InputInfo(TensorProto.DOUBLE, (2, 64))
+    elif inputs == "badK":
+        infos[0] = InputInfo(TensorProto.FLOAT, (2, 65))
+    d = kit.decline_of("MatMulNBits", infos, **base)
+    assert d is not None and needle.upper() in d.rejected.upper(), d
+    assert d.accepts and d.remedy
