@@ -67,7 +67,7 @@ def run_node(node: Node, values: Mapping[str, Any], opsets: Mapping[str, int] | 
                              "check the graph")
     if impl.implicit_inputs:
         args.extend(values[n] for n in node.implicit_inputs())
-    outs = impl.compute(node, args)
+    outs = [np.asarray(o) if isinstance(o, np.generic) else o for o in impl.compute(node, args)]
     if len(outs) < len([o for o in node.outputs if o]):
         raise CpuOpError(f"{node.qualified_op} kernel returned {len(outs)} outputs, node {node.name!r} expects "
                          f"{len(node.outputs)}")

@@ -1,0 +1,118 @@
+"""Linear algebra and softmax family: MatMul, Gemm, Einsum, Det, Softmax, LogSoftmax, Hardmax."""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto as T
+
+from ._registry import OpImpl, register
+from ._util import FLOATS_BF, NUMERIC_BF, check_all, norm_axis, upcast
+
+MATMUL_TYPES = FLOATS_BF | {T.INT32, T.INT64, T.UINT32, T.UINT64}
+
+
+@register("MatMul", since=1)
+class MatMul(OpImpl):
+    def supports(self, node, inputs, opset):
+        return check_all(inputs, MATMUL_TYPES, range(2))
+
+    def compute(self, node, inputs):
+        a, b = inputs
+        if a.dtype.name == "bfloat16" or a.dtype == np.float16:
+            return [np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)]
+        return [np.asarray(np.matmul(a, b))]
+
+    def workspace_bytes(self, node, input_shapes):
+        return []
+
+
+@register("Gemm", since=7)
+class Gemm(OpImpl):
+    def supports(self, node, inputs, opset):
+        return check_all(inputs, MATMUL_TYPES)
+
+    def compute(self, node, inputs):
+        a, b = inputs[0], inputs[1]
+        c = inputs[2] if len(inputs) > 2 else None
+        dt = a.dtype
+        a, b = upcast(a), upcast(b)
+        if node.attr("transA", 0):
+            a = a.T
+        if node.attr("transB", 0):
+            b = b.T
+        alpha, beta = node.attr("alpha", 1.0), node.attr("beta", 1.0)
+        y = a @ b
+        if alpha != 1.0:
+            y = y * np.asarray(alpha, dtype=y.dtype) if y.dtype.kind == "f" else (y * alpha).astype(y.dtype)
+        if c is not None:
+            cc = upcast(c)
+            y = y + (cc * np.asarray(beta, dtype=cc.dtype) if beta != 1.0 else cc)
+        return [np.asarray(y).astype(dt)]
+
+
+@register("Einsum", since=12)
+class Einsum(OpImpl):
+    def supports(self, node, inputs, opset):
+        return check_all(inputs, NUMERIC_BF)
+
+    def compute(self, node, inputs):
+        eq = node.attr("equation").replace(" ", "")
+        dt = inputs[0].dtype
+        return [np.asarray(np.einsum(eq, *[upcast(x) for x in inputs], optimize=len(inputs) > 2)).astype(dt)]
+
+
+@register("Det", since=11)
+class Det(OpImpl):
+    dtypes = FLOATS_BF
+
+    def compute(self, node, inputs):
+        x = inputs[0]
+        return [np.asarray(np.linalg.det(upcast(x))).astype(x.dtype)]
+
+
+def _softmax_axes(node, x: np.ndarray, opset: int) -> tuple[np.ndarray, int, tuple[int, ...]]:
+    """(view, axis to normalize over, original shape); before opset 13 the input is coerced to 2-D."""
+    if opset < 13:
+        axis = norm_axis(node.attr("axis", 1), x.ndim)
+        return x.reshape(int(np.prod(x.shape[:axis])), -1), 1, x.shape
+    return x, norm_axis(node.attr("axis", -1), x.ndim), x.shape
+
+
+class _SoftmaxFamily(OpImpl):
+    dtypes = FLOATS_BF
+
+    def compute(self, node, inputs):
+        from ._interp import node_opset
+
+        x = inputs[0]
+        v, axis, shape = _softmax_axes(node, upcast(x), node_opset(node))
+        with np.errstate(all="ignore"):
+            y = self.fn(v, axis)
+        return [np.asarray(y).reshape(shape).astype(x.dtype)]
+
+
+@register("Softmax", since=1)
+class Softmax(_SoftmaxFamily):
+    @staticmethod
+    def fn(x, axis):
+        e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+        return e / np.sum(e, axis=axis, keepdims=True)
+
+
+@register("LogSoftmax", since=1)
+class LogSoftmax(_SoftmaxFamily):
+    @staticmethod
+    def fn(x, axis):
+        s = x - np.max(x, axis=axis, keepdims=True)
+        return s - np.log(np.sum(np.exp(s), axis=axis, keepdims=True))
+
+
+@register("Hardmax", since=1)
+class Hardmax(_SoftmaxFamily):
+    @staticmethod
+    def fn(x, axis):
+        idx = np.expand_dims(np.argmax(x, axis=axis), axis)
+        y = np.zeros_like(x)
+        np.put_along_axis(y, idx, 1, axis=axis)
+        return y
+
