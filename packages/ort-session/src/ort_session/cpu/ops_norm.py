@@ -1,0 +1,169 @@
+"""Normalizations: LayerNormalization, RMSNormalization, BatchNormalization, InstanceNormalization,
+GroupNormalization, LpNormalization, MeanVarianceNormalization, LRN."""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto as T
+
+from ._registry import OpImpl, register
+from ._util import FLOATS_BF, check_all, decline_attr, norm_axis, np_dtype, upcast
+
+
+class _NormBase(OpImpl):
+    def supports(self, node, inputs, opset):
+        return check_all(inputs, FLOATS_BF)
+
+
+@register("LayerNormalization", since=17)
+class LayerNormalization(_NormBase):
+    def supports(self, node, inputs, opset):
+        st = node.attr("stash_type", 1)
+        if st not in (T.FLOAT, T.DOUBLE, T.FLOAT16, T.BFLOAT16):
+            return decline_attr("stash_type", st, "1 (float32), 11 (double), 10, 16")
+        return super().supports(node, inputs, opset)
+
+    def compute(self, node, inputs):
+        x, scale = inputs[0], inputs[1]
+        bias = inputs[2] if len(inputs) > 2 else None
+        axis = norm_axis(node.attr("axis", -1), x.ndim)
+        eps = node.attr("epsilon", 1e-5)
+        st = np_dtype(node.attr("stash_type", 1))
+        xs = x.astype(st)
+        axes = tuple(range(axis, x.ndim))
+        mean = xs.mean(axis=axes, keepdims=True)
+        d = xs - mean
+        var = (d * d).mean(axis=axes, keepdims=True)
+        inv = 1.0 / np.sqrt(var + st.type(eps))
+        y = d * inv * scale.astype(st)
+        if bias is not None:
+            y = y + bias.astype(st)
+        return [y.astype(x.dtype), mean.astype(st), inv.astype(st)]
+
+
+@register("RMSNormalization", since=23)
+class RMSNormalization(_NormBase):
+    def supports(self, node, inputs, opset):
+        st = node.attr("stash_type", 1)
+        if st not in (T.FLOAT, T.DOUBLE, T.FLOAT16, T.BFLOAT16):
+            return decline_attr("stash_type", st, "1 (float32), 11 (double), 10, 16")
+        return super().supports(node, inputs, opset)
+
+    def compute(self, node, inputs):
+        x, scale = inputs[0], inputs[1]
+        axis = norm_axis(node.attr("axis", -1), x.ndim)
+        eps = node.attr("epsilon", 1e-5)
+        st = np_dtype(node.attr("stash_type", 1))
+        xs = x.astype(st)
+        ms = np.mean(xs * xs, axis=tuple(range(axis, x.ndim)), keepdims=True)
+        y = xs / np.sqrt(ms + st.type(eps)) * scale.astype(st)
+        return [y.astype(x.dtype)]
+
+
+@register("BatchNormalization", since=9)
+class BatchNormalization(_NormBase):
+    def compute(self, node, inputs):
+        x, scale, b, mean, var = inputs[:5]
+        eps = node.attr("epsilon", 1e-5)
+        bshape = (1, -1) + (1,) * (x.ndim - 2)
+        xf = upcast(x)
+        if node.attr("training_mode", 0):
+            axes = tuple(i for i in range(x.ndim) if i != 1)
+            m, v = xf.mean(axis=axes), xf.var(axis=axes)
+            mom = node.attr("momentum", 0.9)
+            y = (xf - m.reshape(bshape)) / np.sqrt(v.reshape(bshape) + eps) * upcast(scale).reshape(bshape) \
+                + upcast(b).reshape(bshape)
+            rm = upcast(mean) * mom + m * (1 - mom)
+            rv = upcast(var) * mom + v * (1 - mom)
+            return [y.astype(x.dtype), rm.astype(mean.dtype), rv.astype(var.dtype)]
+        y = (xf - upcast(mean).reshape(bshape)) / np.sqrt(upcast(var).reshape(bshape) + eps)
+        y = y * upcast(scale).reshape(bshape) + upcast(b).reshape(bshape)
+        return [y.astype(x.dtype)]
+
+
+@register("InstanceNormalization", since=6)
+class InstanceNormalization(_NormBase):
+    def compute(self, node, inputs):
+        x, scale, b = inputs
+        eps = node.attr("epsilon", 1e-5)
+        xf = upcast(x)
+        axes = tuple(range(2, x.ndim))
+        bshape = (1, -1) + (1,) * (x.ndim - 2)
+        m = xf.mean(axis=axes, keepdims=True)
+        v = xf.var(axis=axes, keepdims=True)
+        y = (xf - m) / np.sqrt(v + eps) * upcast(scale).reshape(bshape) + upcast(b).reshape(bshape)
+        return [y.astype(x.dtype)]
+
+
+@register("GroupNormalization", since=18)
+class GroupNormalization(_NormBase):
+    def compute(self, node, inputs):
+        from ._interp import node_opset
+
+        x, scale, b = inputs
+        g = node.attr("num_groups")
+        eps = node.attr("epsilon", 1e-5)
+        st = np_dtype(node.attr("stash_type", 1)) if node_opset(node) >= 21 else np.dtype(np.float32)
+        n, c = x.shape[:2]
+        xg = x.astype(st).reshape(n, g, -1)
+        m = xg.mean(axis=2, keepdims=True)
+        v = xg.var(axis=2, keepdims=True)
+        y = ((xg - m) / np.sqrt(v + eps)).reshape(x.shape)
+        bshape = (1, -1) + (1,) * (x.ndim - 2)
+        if node_opset(node) >= 21 or scale.shape[0] == c:
+            sc, bb = scale.astype(st).reshape(bshape), b.astype(st).reshape(bshape)
+        else:  # opset 18: scale and bias per group
+            rep = c // g
+            sc = np.repeat(scale.astype(st), rep).reshape(bshape)
+            bb = np.repeat(b.astype(st), rep).reshape(bshape)
+        return [(y * sc + bb).astype(x.dtype)]
+
+
+@register("LpNormalization", since=1)
+class LpNormalization(_NormBase):
+    def supports(self, node, inputs, opset):
+        if node.attr("p", 2) not in (1, 2):
+            return decline_attr("p", node.attr("p"), "1 or 2")
+        return super().supports(node, inputs, opset)
+
+    def compute(self, node, inputs):
+        x = inputs[0]
+        axis = norm_axis(node.attr("axis", -1), x.ndim)
+        xf = upcast(x)
+        if node.attr("p", 2) == 1:
+            n = np.sum(np.abs(xf), axis=axis, keepdims=True)
+        else:
+            n = np.sqrt(np.sum(xf * xf, axis=axis, keepdims=True))
+        with np.errstate(all="ignore"):
+            y = np.where(n == 0, 0, xf / n)
+        return [y.astype(x.dtype)]
+
+
+@register("MeanVarianceNormalization", since=9)
+class MeanVarianceNormalization(_NormBase):
+    def compute(self, node, inputs):
+        x = inputs[0]
+        axes = tuple(norm_axis(a, x.ndim) for a in (node.attr("axes") or [0, 2, 3]))
+        xf = upcast(x)
+        m = xf.mean(axis=axes, keepdims=True)
+        s = np.sqrt((xf * xf).mean(axis=axes, keepdims=True) - m * m)
+        return [((xf - m) / (s + 1e-9)).astype(x.dtype)]
+
+
+@register("LRN", since=1)
+class LRN(_NormBase):
+    def compute(self, node, inputs):
+        x = inputs[0]
+        size = node.attr("size")
+        alpha, beta, bias = node.attr("alpha", 1e-4), node.attr("beta", 0.75), node.attr("bias", 1.0)
+        xf = upcast(x)
+        sq = xf * xf
+        c = x.shape[1]
+        lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+        pad = [(0, 0)] * x.ndim
+        pad[1] = (lo, hi)
+        csum = np.cumsum(np.pad(sq, pad), axis=1)
+        csum = np.concatenate([np.zeros_like(csum[:, :1]), csum], axis=1)
+        window = csum[:, size:size + c] - csum[:, :c]
+        y = xf / (bias + alpha / size * window) ** beta
+        return [y.astype(x.dtype)]
