@@ -1,0 +1,126 @@
+"""Auto-fit by budget alone: as many whole decoder layers as fit, in layer order, the rest on the
+fallback provider (optionally continuing node by node into the first layer that does not fit)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+from ort_graph import topological_order
+
+from ._accounting import ResourceAccountant, WorkspaceEstimator, node_cost_for_budget
+from ._budget import Budgets, NodeAllocationStats, parse_budget
+from ._devices import CPU_EP, ep_info
+from ._errors import PlacementError
+from ._layers import node_group
+from ._loops import _estimate
+from ._placement import Placement, _AcceptAll, _graph, place
+
+
+@attrs.frozen
+class AutoFitResult:
+    """What auto-fit chose and the placement that realizes it."""
+
+    ep: str
+    budget: int
+    layers_on_device: int  # whole decoder layers placed on `ep`
+    total_layers: int
+    layer_ids: tuple[int, ...]  # the layers on `ep`, in order
+    tail_on_device: bool  # final norm / lm_head and other nodes after the last layer
+    partial_nodes: int  # nodes of the next layer taken by the node-level cut-off
+    cost_on_device: int  # bytes the chosen nodes cost on `ep`
+    placement: Placement = attrs.field(repr=False)
+
+    def summary(self) -> str:
+        text = (f"{self.layers_on_device}/{self.total_layers} decoder layers on {self.ep} "
+                f"({self.cost_on_device} of {self.budget} bytes)")
+        if self.tail_on_device:
+            text += ", output head too"
+        if self.partial_nodes:
+            text += f", plus {self.partial_nodes} node(s) of the next layer"
+        return text
+
+
+def _sum_cost(acc: ResourceAccountant, nodes: Sequence[Any], claims: Mapping[Any, Any],
+              estimator: WorkspaceEstimator | None) -> int:
+    total = 0
+    for node in nodes:
+        total += node_cost_for_budget(acc, node, _estimate(claims[node], estimator, node, acc.ep_name))
+        acc.account_for_node(node)
+    return total
+
+
+def auto_fit(graph: Any, eps: Sequence[Any], budgets: Budgets | str | Mapping[str, Any], *,
+             estimator: WorkspaceEstimator | None = None, fallback: str = CPU_EP, node_level: bool = False,
+             include_tail: bool = True, stats: Mapping[str, NodeAllocationStats] | None = None) -> AutoFitResult:
+    """Place the largest number of whole layers that fits the first budgeted provider's budget.
+
+    Layers come from node names (`layers.N`, or the path derived from torch dynamo metadata); nodes the
+    provider declines stay on the fallback and cost nothing. When every layer fits, the nodes after
+    the last layer (final norm, lm_head) are tried as one more unit (`include_tail`). `node_level`
+    continues into the first unit that does not fit, node by node, until the budget stops it.
+    """
+    g = _graph(graph)
+    providers = [_AcceptAll(e) if isinstance(e, str) else e for e in eps]
+    infos = [ep_info(p) for p in providers] + ([ep_info(fallback)] if fallback not in [p.name for p in providers] else [])
+    limits = parse_budget(budgets).resolve(infos)
+    target = next((p for p in providers if p.name != fallback and p.name in limits), None)
+    if target is None:
+        raise PlacementError(
+            f"auto-fit needs a budget for a non-fallback provider; budgets {limits} name none of "
+            f"{[p.name for p in providers if p.name != fallback]} — give one like 'cuda:6GiB'"
+        )
+    budget = limits[target.name]
+    order = topological_order(g)
+    pos = {n: i for i, n in enumerate(order)}
+    groups = {n: node_group(n) for n in order}
+    layer_ids = sorted({k for k in groups.values() if isinstance(k, int)})
+    if hasattr(target, "propose"):
+        claims = dict(target.propose(list(order)))
+    else:
+        claims = {n: target.claim(n) for n in order}
+    ok = {n for n in order if n in claims and claims[n].supported}
+    units: list[tuple[Any, list[Any]]] = [(lid, [n for n in order if groups[n] == lid and n in ok]) for lid in layer_ids]
+    if include_tail and layer_ids:
+        last = max(pos[n] for n in order if isinstance(groups[n], int))
+        tail = [n for n in order if not isinstance(groups[n], int) and pos[n] > last and n in ok]
+        if tail:
+            units.append(("tail", tail))
+
+    chosen: list[Any] = []
+    acc = ResourceAccountant(budget, stats, target.name)
+    taken: list[Any] = []
+    next_unit: list[Any] | None = None
+    for key, nodes in units:
+        if not nodes:
+            taken.append(key)
+            continue
+        if not chosen or min(pos[n] for n in nodes) > max(pos[n] for n in chosen):
+            trial = acc.copy()
+            _sum_cost(trial, nodes, claims, estimator)
+            merged = chosen + nodes
+        else:  # interleaved with what is already chosen: re-cost the union in topological order
+            merged = sorted(chosen + nodes, key=pos.__getitem__)
+            trial = ResourceAccountant(budget, stats, target.name)
+            _sum_cost(trial, merged, claims, estimator)
+        if trial.consumed > budget:
+            next_unit = nodes
+            break
+        acc, chosen = trial, merged
+        taken.append(key)
+
+    allowed = {n: target.name for n in chosen}
+    partial = 0
+    if node_level and next_unit is not None:
+        allowed.update({n: target.name for n in next_unit})
+    placement = place(g, eps, budgets={target.name: budget}, estimator=estimator, fallback=fallback,
+                      stats=stats, allowed=allowed, node_order=order)
+    on_device = set(placement.nodes_on(target.name))
+    if node_level and next_unit is not None:
+        partial = sum(1 for n in next_unit if n in on_device)
+    whole = [k for k in taken if isinstance(k, int)]
+    return AutoFitResult(ep=target.name, budget=budget, layers_on_device=len(whole), total_layers=len(layer_ids),
+                         layer_ids=tuple(whole), tail_on_device="tail" in taken,
+                         partial_nodes=partial, cost_on_device=placement.consumed.get(target.name, 0),
+                         placement=placement)

@@ -1,0 +1,237 @@
+"""Device budgets (`cuda:6GiB`), ONNX Runtime's `session.resource_cuda_partitioning_settings`, and
+the per-node memory statistics CSV a run writes and a later session reads."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from ._devices import CUDA_EP, match_device
+from ._errors import BudgetError, StatsFileError
+from ._units import parse_bytes
+
+RESOURCE_CUDA_PARTITIONING_KEY = "session.resource_cuda_partitioning_settings"
+STATS_HEADER = "#name,input_sizes,initializers_sizes,total_dynamic_sizes,total_temp_allocations"
+
+
+@attrs.frozen
+class Budgets:
+    """Byte limits per device designator, in the order given (`cuda`, `gpu:1`, an EP name...)."""
+
+    limits: tuple[tuple[str, int], ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.limits)
+
+    def resolve(self, eps: Sequence[Any]) -> dict[str, int]:
+        """Provider name -> limit; the first designator naming a provider wins. Unmatched
+        designators raise: a budget that silently applies to nothing is a configuration error."""
+        out: dict[str, int] = {}
+        for designator, limit in self.limits:
+            ep = match_device(designator, eps)
+            if ep is None:
+                names = [getattr(e, "name", e) for e in eps]
+                raise BudgetError(
+                    f"budget device {designator!r} matches no available execution provider {names}; "
+                    "use 'cuda', 'gpu', 'gpu:<index>', 'cpu' or a provider name"
+                )
+            out.setdefault(ep, limit)
+        return out
+
+
+def parse_budget(text: str | Budgets | Mapping[str, int | str] | None) -> Budgets:
+    """Parse `cuda:6GiB`, `cuda=6442450944`, `cuda:0:512MB`, `gpu:1=2GiB, cpu:32GiB` (entries split on
+    `,` or `;`). A mapping `{"cuda": "6GiB"}` or an existing `Budgets` is accepted too."""
+    if text is None:
+        return Budgets()
+    if isinstance(text, Budgets):
+        return text
+    if isinstance(text, Mapping):
+        items = [(str(k).strip(), v) for k, v in text.items()]
+        return _checked(items, repr(dict(text)))
+    if not isinstance(text, str):
+        raise BudgetError(f"budget {text!r} must be a string like 'cuda:6GiB' or a mapping")
+    if not text.strip():
+        raise BudgetError("budget string is empty; give one like 'cuda:6GiB' or 'cuda=6442450944'")
+    items: list[tuple[str, Any]] = []
+    for entry in re.split(r"[;,]", text):
+        entry = entry.strip()
+        if not entry:
+            continue
+        if "=" in entry:
+            device, _, amount = entry.rpartition("=")
+        elif ":" in entry:
+            device, _, amount = entry.rpartition(":")
+        else:
+            raise BudgetError(
+                f"budget entry {entry!r} in {text!r} names no device; write 'device:size', e.g. 'cuda:6GiB'"
+            )
+        device, amount = device.strip(), amount.strip()
+        if not device:
+            raise BudgetError(f"budget entry {entry!r} in {text!r} has an empty device; e.g. 'cuda:6GiB'")
+        if not amount:
+            raise BudgetError(f"budget for {device!r} in {text!r} is empty; give a size like '6GiB'")
+        items.append((device, amount))
+    return _checked(items, repr(text))
+
+
+def _checked(items: Iterable[tuple[str, Any]], shown: str) -> Budgets:
+    limits: list[tuple[str, int]] = []
+    seen: set[str] = set()
+    for device, amount in items:
+        key = device.lower()
+        if key in seen:
+            raise BudgetError(f"device {device!r} has two budgets in {shown}; give each device one budget")
+        seen.add(key)
+        try:
+            limits.append((device, parse_bytes(amount)))
+        except BudgetError as e:
+            raise BudgetError(f"budget for {device!r} in {shown}: {e}") from e
+    if not limits:
+        raise BudgetError(f"budget {shown} has no entries; give one like 'cuda:6GiB'")
+    return Budgets(tuple(limits))
+
+
+# -- measured per-node memory statistics ------------------------------------------------------
+@attrs.frozen
+class NodeAllocationStats:
+    """One CSV row: what a node allocated in a measured run (bytes)."""
+
+    input_sizes: int = 0
+    initializers_sizes: int = 0
+    total_dynamic_sizes: int = 0
+    total_temp_allocations: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.input_sizes + self.initializers_sizes + self.total_dynamic_sizes + self.total_temp_allocations
+
+    def max(self, other: NodeAllocationStats) -> NodeAllocationStats:
+        """Field-wise maximum (ONNX Runtime's UpdateIfGreater across runs)."""
+        return NodeAllocationStats(*(max(a, b) for a, b in zip(attrs.astuple(self), attrs.astuple(other), strict=True)))
+
+
+_HASHED = re.compile(r"^(.*)_(\d{6,})$")
+
+
+class NodeStats(dict):
+    """Node name -> `NodeAllocationStats`. `lookup` also finds rows ONNX Runtime keyed as
+    `<name>_<hash of inputs/outputs>`."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self._stripped: dict[str, NodeAllocationStats] | None = None
+
+    def lookup(self, node_name: str) -> NodeAllocationStats | None:
+        hit = self.get(node_name)
+        if hit is not None:
+            return hit
+        if self._stripped is None:
+            self._stripped = {}
+            for key, val in self.items():
+                m = _HASHED.match(key)
+                if m is not None:
+                    self._stripped.setdefault(m.group(1), val)
+        return self._stripped.get(node_name)
+
+
+def read_node_stats(path: str | os.PathLike[str]) -> NodeStats:
+    """Read the CSV (`#` lines are comments; rows `name,input,initializers,dynamic,temp`)."""
+    p = pathlib.Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise StatsFileError(f"cannot read node memory statistics file {str(p)!r}: {e.strerror}") from e
+    stats = NodeStats()
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        fields = [f.strip() for f in line.rsplit(",", 4)]
+        if len(fields) != 5 or not fields[0]:
+            raise StatsFileError(
+                f"{p}:{lineno}: row {line!r} must have 5 fields: {STATS_HEADER.lstrip('#')}"
+            )
+        try:
+            nums = [int(f) for f in fields[1:]]
+        except ValueError as e:
+            raise StatsFileError(f"{p}:{lineno}: row {line!r} has a non-integer size; sizes are bytes") from e
+        if any(n < 0 for n in nums):
+            raise StatsFileError(f"{p}:{lineno}: row {line!r} has a negative size")
+        stats[fields[0]] = NodeAllocationStats(*nums)
+    return stats
+
+
+def format_node_stats(stats: Mapping[str, NodeAllocationStats]) -> str:
+    lines = [STATS_HEADER]
+    for name, s in stats.items():
+        lines.append(f"{name},{s.input_sizes},{s.initializers_sizes},{s.total_dynamic_sizes},{s.total_temp_allocations}")
+    return "\n".join(lines) + "\n"
+
+
+def write_node_stats(path: str | os.PathLike[str], stats: Mapping[str, NodeAllocationStats]) -> pathlib.Path:
+    """Write the CSV in ONNX Runtime's format; returns the path written."""
+    p = pathlib.Path(path)
+    p.write_text(format_node_stats(stats))
+    return p
+
+
+class NodeStatsRecorder:
+    """Collects per-node statistics over one or more runs (field-wise maximum) and writes the CSV."""
+
+    def __init__(self) -> None:
+        self.stats: NodeStats = NodeStats()
+
+    def report(self, node_name: str, stats: NodeAllocationStats) -> None:
+        old = self.stats.get(node_name)
+        self.stats[node_name] = stats if old is None else old.max(stats)
+
+    def dump(self, path: str | os.PathLike[str]) -> pathlib.Path:
+        return write_node_stats(path, self.stats)
+
+
+@attrs.frozen
+class ResourcePartitioningSettings:
+    """Parsed `session.resource_cuda_partitioning_settings`: limit (bytes, None = no limit) + stats."""
+
+    limit_bytes: int | None
+    stats_path: pathlib.Path
+    stats: NodeStats = attrs.field(eq=False, repr=False)
+    ep_name: str = CUDA_EP
+
+    def budgets(self) -> Budgets:
+        return Budgets(((self.ep_name, self.limit_bytes),)) if self.limit_bytes is not None else Budgets()
+
+
+def parse_resource_partitioning_settings(value: str, model_dir: str | os.PathLike[str] | None = None,
+                                         ep_name: str = CUDA_EP) -> ResourcePartitioningSettings:
+    """Parse `"<limit_kb>,<stats_file>"` as ONNX Runtime does: the limit is in KiB (may be empty: no
+    limit), the stats file is required and relative to the model's directory."""
+    parts = value.split(",")
+    if len(parts) != 2:
+        raise BudgetError(
+            f"{RESOURCE_CUDA_PARTITIONING_KEY}={value!r}: expected '<limit_kb>,<stats_file>' "
+            "(two comma separated fields), e.g. '4194304,node_stats.csv'"
+        )
+    limit_txt, file_txt = parts[0].strip(), parts[1].strip()
+    if not file_txt:
+        raise BudgetError(
+            f"{RESOURCE_CUDA_PARTITIONING_KEY}={value!r}: the stats file is missing; give the CSV a previous "
+            "run wrote, or use a budget string such as 'cuda:4GiB' for a limit alone"
+        )
+    limit: int | None = None
+    if limit_txt:
+        if not limit_txt.isdigit():
+            raise BudgetError(
+                f"{RESOURCE_CUDA_PARTITIONING_KEY}={value!r}: limit {limit_txt!r} must be a whole number of KiB"
+            )
+        limit = int(limit_txt) * 1024
+    path = pathlib.Path(file_txt)
+    if not path.is_absolute() and model_dir is not None:
+        path = pathlib.Path(model_dir) / path
+    return ResourcePartitioningSettings(limit_bytes=limit, stats_path=path, stats=read_node_stats(path),
+                                        ep_name=ep_name)

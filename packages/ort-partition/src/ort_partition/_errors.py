@@ -1,0 +1,45 @@
+"""One exception hierarchy for ort-partition, plus the warnings it emits."""
+
+from __future__ import annotations
+
+
+class PartitionError(Exception):
+    """Base class of every error ort-partition raises."""
+
+
+class RuleSyntaxError(PartitionError, ValueError):
+    """A layer rule string does not parse. `str()` quotes the string with a caret under the column."""
+
+    def __init__(self, message: str, text: str, column: int) -> None:
+        self.message = message
+        self.text = text
+        self.column = max(0, min(column, len(text)))
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        shown = self.text.replace("\n", " ").replace("\t", " ")
+        return f"{self.message}\n  {shown}\n  {' ' * self.column}^"
+
+
+class RuleError(PartitionError, ValueError):
+    """Rules parse but cannot be used as configured (both options set, '=' in name mode, ...)."""
+
+
+class BudgetError(PartitionError, ValueError):
+    """A budget, byte size or resource-partitioning setting is malformed."""
+
+
+class StatsFileError(PartitionError, ValueError):
+    """The per-node memory statistics CSV cannot be read or is malformed."""
+
+
+class PlacementError(PartitionError):
+    """No execution provider can take a node, or the placement inputs are inconsistent."""
+
+
+class RuleDroppedWarning(UserWarning):
+    """A rule names a device that matches no available execution provider; it was dropped."""
+
+
+class BudgetOverrunWarning(UserWarning):
+    """The Level-2 re-check found a device over its budget (placement is kept as is)."""
