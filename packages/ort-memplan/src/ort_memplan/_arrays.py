@@ -1,0 +1,55 @@
+"""Requests as numpy columns, grouped per device, for the vectorised planners and bounds."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+import numpy as np
+
+from ._types import AllocationRequest
+
+
+@attrs.define(frozen=True, eq=False)
+class Columns:
+    """One device's requests as parallel int64 arrays (`size` is the reserved, aligned size)."""
+
+    ids: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+    size: np.ndarray
+    align: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return int(self.ids.shape[0])
+
+
+def columns(requests: Sequence[AllocationRequest], red_zone: int = 0) -> Columns:
+    n = len(requests)
+    ids = np.fromiter((r.id for r in requests), dtype=np.int64, count=n)
+    first = np.fromiter((r.first for r in requests), dtype=np.int64, count=n)
+    last = np.fromiter((r.last for r in requests), dtype=np.int64, count=n)
+    size = np.fromiter((r.reserved(red_zone) for r in requests), dtype=np.int64, count=n)
+    align = np.fromiter((r.alignment for r in requests), dtype=np.int64, count=n)
+    return Columns(ids, first, last, size, align)
+
+
+def by_device(requests: Sequence[AllocationRequest]) -> dict[str, list[AllocationRequest]]:
+    groups: dict[str, list[AllocationRequest]] = {}
+    for r in requests:
+        groups.setdefault(r.device, []).append(r)
+    return groups
+
+
+def live_profile(cols: Columns) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, live bytes) at every step where some block starts; the maximum lies among them."""
+    if cols.n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    steps = np.unique(cols.first)
+    start = np.searchsorted(steps, cols.first)                 # index of each block's first step
+    stop = np.searchsorted(steps, cols.last, side="right")     # one past the last start step it covers
+    delta = np.zeros(steps.shape[0] + 1, np.int64)
+    np.add.at(delta, start, cols.size)
+    np.add.at(delta, stop, -cols.size)
+    return steps, np.cumsum(delta[:-1])
