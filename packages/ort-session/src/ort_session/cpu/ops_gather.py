@@ -1,0 +1,196 @@
+"""Indexing ops: Gather, GatherElements, GatherND, Scatter*, TensorScatter, Compress, OneHot, NonZero,
+Unique, ReverseSequence."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._registry import OpImpl, register
+from ._util import decline_attr, ints, norm_axis
+
+_REDUCTIONS = ("none", "add", "mul", "max", "min")
+
+
+def _fix(idx: np.ndarray, dim: int) -> np.ndarray:
+    idx = idx.astype(np.int64)
+    return np.where(idx < 0, idx + dim, idx)
+
+
+@register("Gather", since=1)
+class Gather(OpImpl):
+    def compute(self, node, inputs):
+        x, idx = inputs
+        axis = norm_axis(node.attr("axis", 0), x.ndim)
+        return [np.take(x, _fix(idx, x.shape[axis]), axis=axis)]
+
+
+@register("GatherElements", since=11)
+class GatherElements(OpImpl):
+    def compute(self, node, inputs):
+        x, idx = inputs
+        axis = norm_axis(node.attr("axis", 0), x.ndim)
+        return [np.take_along_axis(x, _fix(idx, x.shape[axis]), axis=axis)]
+
+
+@register("GatherND", since=11)
+class GatherND(OpImpl):
+    def compute(self, node, inputs):
+        x, idx = inputs
+        b = node.attr("batch_dims", 0)
+        idx = idx.astype(np.int64)
+        k = idx.shape[-1]
+        bshape = x.shape[:b]
+        nb = int(np.prod(bshape))
+        xb = x.reshape((nb,) + x.shape[b:])
+        ib = idx.reshape((nb, -1, k))
+        dims = np.array(x.shape[b:b + k])
+        ib = np.where(ib < 0, ib + dims, ib)
+        batch = np.arange(nb)[:, None]
+        out = xb[(batch,) + tuple(ib[..., j] for j in range(k))]
+        return [out.reshape(idx.shape[:-1] + x.shape[b + k:])]
+
+
+def _apply(data: np.ndarray, index: tuple, updates: np.ndarray, reduction: str) -> None:
+    if reduction == "none":
+        data[index] = updates
+    elif reduction == "add":
+        np.add.at(data, index, updates)
+    elif reduction == "mul":
+        np.multiply.at(data, index, updates)
+    elif reduction == "max":
+        np.maximum.at(data, index, updates)
+    else:
+        np.minimum.at(data, index, updates)
+
+
+class _ScatterBase(OpImpl):
+    def supports(self, node, inputs, opset):
+        r = node.attr("reduction", "none")
+        if r not in _REDUCTIONS or (r in ("max", "min") and opset < 18):
+            return decline_attr("reduction", r, "'none', 'add', 'mul' ('max', 'min' from opset 18)")
+        return None
+
+
+@register("ScatterElements", since=11)
+class ScatterElements(_ScatterBase):
+    def compute(self, node, inputs):
+        x, idx, upd = inputs
+        axis = norm_axis(node.attr("axis", 0), x.ndim)
+        out = x.copy()
+        idx = _fix(idx, x.shape[axis])
+        grids = list(np.indices(idx.shape, sparse=True))
+        grids[axis] = idx
+        _apply(out, tuple(grids), upd, node.attr("reduction", "none"))
+        return [out]
+
+
+@register("Scatter", since=9, until=10)
+class Scatter(ScatterElements):
+    pass
+
+
+@register("ScatterND", since=11)
+class ScatterND(_ScatterBase):
+    def compute(self, node, inputs):
+        x, idx, upd = inputs
+        out = x.copy()
+        idx = idx.astype(np.int64)
+        k = idx.shape[-1]
+        dims = np.array(x.shape[:k])
+        idx = np.where(idx < 0, idx + dims, idx)
+        flat = idx.reshape(-1, k)
+        u = upd.reshape((flat.shape[0],) + x.shape[k:])
+        _apply(out, tuple(flat[:, j] for j in range(k)), u, node.attr("reduction", "none"))
+        return [out]
+
+
+@register("TensorScatter", since=24)
+class TensorScatter(OpImpl):
+    def supports(self, node, inputs, opset):
+        if node.attr("mode", "linear") not in ("linear", "circular"):
+            return decline_attr("mode", node.attr("mode"), "'linear' or 'circular'")
+        return None
+
+    def compute(self, node, inputs):
+        cache, upd = inputs[0], inputs[1]
+        wi = inputs[2] if len(inputs) > 2 and inputs[2] is not None else np.zeros(cache.shape[0], np.int64)
+        axis = norm_axis(node.attr("axis", -2), cache.ndim)
+        out = cache.copy()
+        n, size = upd.shape[axis], cache.shape[axis]
+        for b in range(cache.shape[0]):
+            pos = int(wi[b]) + np.arange(n)
+            if node.attr("mode", "linear") == "circular":
+                pos = pos % size
+            sl = [slice(None)] * (cache.ndim - 1)
+            sl[axis - 1] = pos
+            out[b][tuple(sl)] = upd[b]
+        return [out]
+
+
+@register("Compress", since=9)
+class Compress(OpImpl):
+    def compute(self, node, inputs):
+        x, cond = inputs
+        axis = node.attr("axis")
+        c = np.asarray(cond, dtype=bool)
+        if axis is None:
+            return [np.compress(c, x.reshape(-1))]
+        return [np.compress(c, x, axis=norm_axis(axis, x.ndim))]
+
+
+@register("OneHot", since=9)
+class OneHot(OpImpl):
+    def compute(self, node, inputs):
+        idx, depth, values = inputs
+        d = int(np.asarray(depth).reshape(-1)[0])
+        idx = np.asarray(idx).astype(np.int64)
+        idx = np.where(idx < 0, idx + d, idx)
+        r = idx.ndim + 1
+        axis = norm_axis(node.attr("axis", -1), r)
+        hot = np.expand_dims(idx, axis) == np.arange(d).reshape([-1 if i == axis else 1 for i in range(r)])
+        return [np.where(hot, values[1], values[0]).astype(values.dtype)]
+
+
+@register("NonZero", since=9)
+class NonZero(OpImpl):
+    def compute(self, node, inputs):
+        x = inputs[0]
+        if x.ndim == 0:
+            return [np.zeros((0, int(bool(x))), dtype=np.int64) if not x else np.zeros((0, 1), np.int64)]
+        return [np.array(np.nonzero(x), dtype=np.int64)]
+
+
+@register("Unique", since=11)
+class Unique(OpImpl):
+    def compute(self, node, inputs):
+        x = inputs[0]
+        axis = node.attr("axis")
+        if axis is None:
+            flat = x.reshape(-1)
+            u, first, inv, counts = np.unique(flat, return_index=True, return_inverse=True, return_counts=True)
+        else:
+            axis = norm_axis(axis, x.ndim)
+            u, first, inv, counts = np.unique(x, axis=axis, return_index=True, return_inverse=True,
+                                              return_counts=True)
+        inv = inv.reshape(-1)
+        if not node.attr("sorted", 1):
+            order = np.argsort(first, kind="stable")
+            rank = np.empty_like(order)
+            rank[order] = np.arange(len(order))
+            u = np.take(u, order, axis=0 if axis is None else axis)
+            first, counts, inv = first[order], counts[order], rank[inv]
+        return [u, first.astype(np.int64), inv.astype(np.int64), counts.astype(np.int64)]
+
+
+@register("ReverseSequence", since=10)
+class ReverseSequence(OpImpl):
+    def compute(self, node, inputs):
+        x, lens = inputs
+        bax, tax = node.attr("batch_axis", 1), node.attr("time_axis", 0)
+        out = x.copy()
+        for b, n in enumerate(ints(lens)):
+            src = [slice(None)] * x.ndim
+            src[bax], src[tax] = b, slice(0, n)
+            dst = list(src)
+            out[tuple(dst)] = np.flip(x[tuple(src)], axis=tax - (1 if bax < tax else 0))
+        return [out]
