@@ -85,6 +85,50 @@ def onnxruntime_node(op: str, inputs: list[np.ndarray | None], n_out: int, domai
     return sess.run(None, feeds)
 
 
+def _reference_node(node: Node, args: list, opsets: dict[str, int]) -> list[np.ndarray]:
+    """Fallback for standard ops the CPU table lacks: onnx.reference on a one-node model."""
+    from onnx.reference import ReferenceEvaluator
+
+    from ort_graph._convert import node_to_proto
+
+    proto = node_to_proto(node)
+    names = [n for n in node.inputs if n]
+    feeds = {n: a for n, a in zip(node.inputs, args) if n}
+    graph = helper.make_graph([proto], "one", [onnx.ValueInfoProto(name=n) for n in names],
+                              [onnx.ValueInfoProto(name=o) for o in node.outputs if o])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()])
+    outs = ReferenceEvaluator(model).run(None, feeds)
+    return [np.asarray(o) for o in outs]
+
+
+def run_model(model, feeds: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Run a whole ort_graph Model node by node in topological order with the CPU op table.
+
+    Nodes whose op the table lacks fall back to onnx.reference; returns (outputs, {node name: 'cpu'|'reference'})."""
+    from ort_graph import topological_order
+
+    graph = model.graph
+    opsets = {d: v for d, v in model.opset_imports.items()}
+    values: dict[str, np.ndarray] = {name: t.numpy() for name, t in graph.initializers.items()}
+    values.update(feeds)
+    ran: dict[str, str] = {}
+    for node in topological_order(graph):
+        args = [values[n] if n else None for n in node.inputs]
+        impl = find(node.op_type, node.domain, opsets.get(node.domain, 1))
+        decline = impl.supports(node, infos(args), opsets.get(node.domain, 1)) if impl is not None else "none"
+        if decline is None:
+            outs = impl.compute(node, args)
+            ran[node.name] = "cpu"
+        else:
+            assert node.domain in ("", "ai.onnx"), f"contrib node {node.name!r} not claimed: {decline}"
+            outs = _reference_node(node, args, opsets)
+            ran[node.name] = "reference"
+        for name, val in zip(node.outputs, outs):
+            if name:
+                values[name] = np.asarray(val)
+    return {name: values[name] for name in graph.outputs}, ran
+
+
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(1234)
@@ -94,4 +138,5 @@ def rng() -> np.random.Generator:
 def kit() -> types.SimpleNamespace:
     """The helpers above, for test modules (importlib mode gives them no import path to this file)."""
     return types.SimpleNamespace(ours=ours, ort=onnxruntime_node, decline_of=decline_of, infos=infos,
-                                 make_node=make_node, MS=MS, cpu=cpu)
+                                 make_node=make_node, MS=MS, cpu=cpu,
+                                 run_model=run_model)

@@ -108,3 +108,41 @@ def test_matmul_nbits_declines(kit, attrs, inputs, needle):
     d = kit.decline_of("MatMulNBits", infos, **base)
     assert d is not None and needle.upper() in d.rejected.upper(), d
     assert d.accepts and d.remedy
+
+
+def _const_b_model(a, b, scales, zp, **attrs):
+    """A one-node model whose B/scales/zero points are initializers (so onnxruntime prepacks B)."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    inits = [numpy_helper.from_array(b, "B"), numpy_helper.from_array(scales, "S")]
+    names = ["A", "B", "S"]
+    if zp is not None:
+        inits.append(numpy_helper.from_array(zp, "Z"))
+        names.append("Z")
+    node = helper.make_node("MatMulNBits", names, ["Y"], domain="com.microsoft", **attrs)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
+        "A", helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)], [onnx.ValueInfoProto(name="Y")], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)],
+                             ir_version=10)
+
+
+@pytest.mark.parametrize("bits,K,bs,zp_kind", [(4, 64, 32, "none"), (4, 300, 128, "packed"), (8, 100, 64, "packed"),
+                                               (2, 64, 32, "none"), (4, 64, 32, "float"), (8, 64, 16, "none")])
+@pytest.mark.parametrize("accuracy_level", [0, 4])
+def test_matmul_nbits_constant_weights_match_onnxruntime_int8_compute(kit, rng, bits, K, bs, zp_kind, accuracy_level):
+    """With constant B and accuracy_level 4 onnxruntime quantizes A per block to int8; we reproduce it."""
+    import onnxruntime as ort
+
+    import ort_graph
+
+    N = 24
+    b, scales, zp = _weights(rng, K, N, bits, bs, zp_kind)
+    a = rng.standard_normal((3, K)).astype(np.float32)
+    model = _const_b_model(a, b, scales, zp, K=K, N=N, bits=bits, block_size=bs, accuracy_level=accuracy_level)
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"A": a})[0]
+    g = ort_graph.from_proto(model).graph
+    node = g.nodes[0]
+    impl = kit.cpu.find("MatMulNBits", "com.microsoft", 1)
+    got = impl.compute(node, [a] + [g.initializers[n].numpy() for n in node.inputs[1:]])[0]
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())

@@ -7,9 +7,12 @@ block_size * bits / 8: within a block, element i sits in byte (i * bits) // 8 at
 unpacked in A's dtype (N, k_blocks). W[n, k] = (q[n, k] - zp[n, k // block_size]) * scale[n, k // block_size]
 and Y = A @ W^T (+ bias).
 
-accuracy_level 4 (int8 compute) makes ONNX Runtime quantize A per block to int8 on CPUs that support it;
-this kernel always computes with the float dequantized weights (accuracy_level is ignored), which differs
-from such a run by the rounding of A only.
+accuracy_level 4 (int8 compute): when B is a constant initializer (ONNX Runtime prepacks it) and the zero
+points are absent or uint8, ONNX Runtime's CPU kernel quantizes A per block of block_size along K to int8
+(symmetric, scale = max|a| / 127, round half to even) and accumulates integer dot products per block. This
+kernel reproduces that by multiplying the quantize-dequantized A with the dequantized weight (equal up to
+float32 summation order). Otherwise (accuracy_level 0-3, float zero points, B computed at run time) A is
+used as is.
 """
 
 from __future__ import annotations
@@ -55,6 +58,30 @@ def dequantize_weight(b: np.ndarray, scales: np.ndarray, zero_points: np.ndarray
         zp = np.asarray(zero_points).reshape(N, k_blocks).astype(dtype)
     w = (q - zp[:, :, None]) * sc[:, :, None]
     return w.reshape(N, k_blocks * block_size)[:, :K]
+
+
+def fake_quantize_a(a: np.ndarray, block_size: int) -> np.ndarray:
+    """A (M, K) float32 quantized per K-block to int8 (scale max|a|/127, round half even) and dequantized."""
+    m, k = a.shape
+    kb = (k + block_size - 1) // block_size
+    padded = np.zeros((m, kb * block_size), dtype=np.float32)
+    padded[:, :k] = a
+    blocks = padded.reshape(m, kb, block_size)
+    scale = (np.abs(blocks).max(axis=-1) / np.float32(127)).astype(np.float32)
+    nz = scale != 0
+    inv = np.where(nz, np.float32(1) / np.where(nz, scale, np.float32(1)), np.float32(0)).astype(np.float32)
+    q = np.rint(blocks * inv[..., None])
+    return (q * scale[..., None]).reshape(m, kb * block_size)[:, :k]
+
+
+def int8_compute(node: Node, zero_points: np.ndarray | None) -> bool:
+    """Whether ONNX Runtime's CPU kernel would quantize A to int8 for this node (see the module doc)."""
+    if int(node.attr("accuracy_level", 0)) != 4:
+        return False
+    if zero_points is not None and zero_points.dtype != np.uint8:
+        return False
+    graph = node.graph
+    return graph is not None and len(node.inputs) > 1 and node.inputs[1] in graph.initializers
 
 
 def _attrs(node: Node) -> tuple[int, int, int, int]:
@@ -116,11 +143,14 @@ class MatMulNBits(OpImpl):
             y = np.zeros(out_shape, dtype=np.float32)
         else:
             w = dequantize_weight(b, scales, zp, K=K, N=N, bits=bits, block_size=block, dtype=np.float32)
-            y = a.reshape(-1, K).astype(np.float32) @ w.T
+            a2 = a.reshape(-1, K).astype(np.float32)
+            if int8_compute(node, zp):
+                a2 = fake_quantize_a(a2, block)
+            y = a2 @ w.T
             y = y.reshape(out_shape)
         if bias is not None:
             y = y + bias.astype(np.float32)
         return [y.astype(a.dtype, copy=False)]
 
 
-__all__ = ["MatMulNBits", "dequantize_weight", "unpack_bits"]
+__all__ = ["MatMulNBits", "dequantize_weight", "fake_quantize_a", "int8_compute", "unpack_bits"]
