@@ -9,9 +9,8 @@ import onnx
 import pytest
 from onnx import AttributeProto, helper
 
-from ort_graph import Attr, Node, from_numpy_dtype
-
 import ort_session.cpu as cpu
+from ort_graph import Attr, Node, from_numpy_dtype
 from ort_session.cpu import InputInfo, find
 
 ort = pytest.importorskip("onnxruntime")
