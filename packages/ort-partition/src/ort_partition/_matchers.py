@@ -190,7 +190,7 @@ def _deepest_scope(metadata: dict[str, str]) -> str | None:
     ns = metadata.get(NAMESPACE_KEY)
     if ns:  # ": ...LlamaForCausalLM/model: ...LlamaModel/model.layers.0: ...LlamaDecoderLayer/..."
         names = [part.split(":", 1)[0].strip() for part in ns.split("/") if ":" in part]
-        names = [n for n in names if n]
+        names = [n for n in names if n][:-1]  # the last entry is the fx node itself
         return names[-1] if names else None
     return None
 
