@@ -18,7 +18,7 @@ class MatMul(OpImpl):
 
     def compute(self, node, inputs):
         a, b = inputs
-        if a.dtype.name == "bfloat16" or a.dtype == np.float16:
+        if a.dtype.name == "bfloat16":
             return [np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)]
         return [np.asarray(np.matmul(a, b))]
 
@@ -85,7 +85,7 @@ class _SoftmaxFamily(OpImpl):
         from ._interp import node_opset
 
         x = inputs[0]
-        v, axis, shape = _softmax_axes(node, upcast(x), node_opset(node))
+        v, axis, shape = _softmax_axes(node, x if x.dtype == np.float16 else upcast(x), node_opset(node))
         with np.errstate(all="ignore"):
             y = self.fn(v, axis)
         return [np.asarray(y).reshape(shape).astype(x.dtype)]

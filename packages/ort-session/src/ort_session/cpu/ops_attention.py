@@ -1,0 +1,130 @@
+"""ONNX Attention (opset 23+): scaled dot-product attention with GQA, KV cache, causal/sliding-window
+masks, softcap. Vectorized over batch and heads; 16-bit inputs are computed in float32."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from onnx import TensorProto as T
+
+from ._registry import Decline, OpImpl, register
+from ._util import FLOATS_BF, check_all, check_dtype, decline_attr, np_dtype, rank
+
+
+def _split_heads(x: np.ndarray, heads: int) -> np.ndarray:
+    b, s, hidden = x.shape
+    return x.reshape(b, s, heads, hidden // heads).transpose(0, 2, 1, 3)
+
+
+def _causal_allowed(sq: int, skv: int, offset) -> np.ndarray:
+    i = np.arange(sq).reshape(sq, 1)
+    j = np.arange(skv).reshape(1, skv)
+    if np.ndim(offset):
+        return (j <= i + np.reshape(offset, (-1, 1, 1)))[:, None]  # (B, 1, q, kv)
+    return j <= i + int(offset)
+
+
+def _window_allowed(sq: int, skv: int, offset, left: int, right: int) -> np.ndarray:
+    i = np.arange(sq).reshape(sq, 1)
+    j = np.arange(skv).reshape(1, skv)
+    diff = (i + np.reshape(offset, (-1, 1, 1)))[:, None] - j if np.ndim(offset) else i + int(offset) - j
+    ok = np.ones(np.shape(diff), dtype=bool)
+    if left >= 0:
+        ok &= diff <= left
+    if right >= 0:
+        ok &= -diff <= right
+    return ok
+
+
+def attention(q, k, v, mask=None, past_k=None, past_v=None, nonpad=None, *, scale=None, is_causal=False,
+              q_heads=None, kv_heads=None, softcap=0.0, qk_mode=-1, left=-1, right=-1, softmax_precision=None):
+    """(Y, present_key, present_value, qk_output) following the ONNX Attention definition."""
+    dt = q.dtype
+    three_d = q.ndim == 3
+    if three_d:
+        q, k, v = _split_heads(q, q_heads), _split_heads(k, kv_heads), _split_heads(v, kv_heads)
+    pk = k if past_k is None else np.concatenate([past_k, k], axis=2)
+    pv = v if past_v is None else np.concatenate([past_v, v], axis=2)
+    # float16 runs natively like the ONNX function body; bfloat16 in float32
+    ct = (np.dtype(np.float32) if dt.name == "bfloat16" else dt).type
+    qf, kf, vf = q.astype(ct), pk.astype(ct), pv.astype(ct)
+    sq, skv = qf.shape[2], kf.shape[2]
+    bias = np.zeros((sq, skv), dtype=ct)
+    if mask is not None:
+        pad = skv - mask.shape[-1]
+        if pad > 0:
+            mask = np.pad(mask, [(0, 0)] * (mask.ndim - 1) + [(0, pad)],
+                          constant_values=False if mask.dtype == bool else -np.inf)
+        m = np.where(mask, ct(0), ct(-np.inf)) if mask.dtype == bool else mask.astype(ct)
+        bias = bias + m
+    if past_k is None and nonpad is not None:
+        offset = nonpad.reshape(-1).astype(np.int64) - sq
+    else:
+        offset = past_k.shape[2] if past_k is not None else 0
+    if is_causal:
+        bias = np.where(_causal_allowed(sq, skv, offset), bias, ct(-np.inf))
+    if left >= 0 or right >= 0:
+        bias = np.where(_window_allowed(sq, skv, offset, left, right), bias, ct(-np.inf))
+    if nonpad is not None:
+        pm = np.arange(skv) < nonpad.reshape(-1, 1)
+        bias = bias + np.where(pm, ct(0), ct(-np.inf)).reshape(-1, 1, 1, skv)
+    hq, hk = qf.shape[1], kf.shape[1]
+    if hq != hk:
+        kf, vf = np.repeat(kf, hq // hk, axis=1), np.repeat(vf, hq // hk, axis=1)
+    if scale is None:
+        scale = 1 / math.sqrt(qf.shape[3])
+    root = ct(math.sqrt(scale))
+    qk = np.matmul(qf * root, np.swapaxes(kf, -1, -2) * root)
+    if softcap and softcap > 0:
+        qk = np.tanh(qk / ct(softcap)) * ct(softcap)
+    with_bias = qk + bias
+    qk_out = with_bias if qk_mode == 2 else qk
+    if softmax_precision is not None:
+        with_bias = with_bias.astype(np_dtype(softmax_precision))
+    row_masked = np.isneginf(np.max(bias, axis=-1, keepdims=True))
+    mx = np.max(with_bias, axis=-1, keepdims=True)
+    e = np.exp(with_bias - np.where(np.isneginf(mx), 0, mx))
+    s = np.sum(e, axis=-1, keepdims=True)
+    p = np.where(row_masked, 0, e / np.where(s == 0, 1, s)).astype(e.dtype)
+    if qk_mode == 3:
+        qk_out = p
+    y = np.matmul(p.astype(dt).astype(ct), vf)
+    if three_d:
+        y = y.transpose(0, 2, 1, 3).reshape(y.shape[0], y.shape[2], -1)
+    return y.astype(dt), pk, pv, np.broadcast_to(qk_out, qk.shape).astype(dt)
+
+
+@register("Attention", since=23)
+class Attention(OpImpl):
+    def supports(self, node, inputs, opset):
+        d = check_all(inputs, FLOATS_BF, [0, 1, 2, 4, 5])
+        if d:
+            return d
+        if len(inputs) > 3 and inputs[3].present:
+            d = check_dtype(inputs, 3, FLOATS_BF | {T.BOOL})
+            if d:
+                return d
+        r = rank(inputs, 0)
+        if r == 3 and (node.attr("q_num_heads") is None or node.attr("kv_num_heads") is None):
+            return Decline(rejected="3-D inputs without q_num_heads/kv_num_heads",
+                           accepts="both head-count attributes for 3-D Q/K/V", remedy="set the attributes")
+        if r not in (None, 3, 4):
+            return Decline(rejected=f"input rank {r}", accepts="3 or 4")
+        if node.attr("qk_matmul_output_mode", 0) not in (0, 1, 2, 3):
+            return decline_attr("qk_matmul_output_mode", node.attr("qk_matmul_output_mode"), "0..3")
+        sp = node.attr("softmax_precision")
+        if sp is not None and sp not in (T.FLOAT, T.DOUBLE, T.FLOAT16, T.BFLOAT16):
+            return decline_attr("softmax_precision", sp, "1, 10, 11, 16")
+        return None
+
+    def compute(self, node, inputs):
+        get = lambda i: inputs[i] if len(inputs) > i else None  # noqa: E731
+        out = attention(inputs[0], inputs[1], inputs[2], get(3), get(4), get(5), get(6),
+                        scale=node.attr("scale"), is_causal=bool(node.attr("is_causal", 0)),
+                        q_heads=node.attr("q_num_heads"), kv_heads=node.attr("kv_num_heads"),
+                        softcap=node.attr("softcap", 0.0), qk_mode=node.attr("qk_matmul_output_mode", 0),
+                        left=node.attr("left_window_size", -1), right=node.attr("right_window_size", -1),
+                        softmax_precision=node.attr("softmax_precision"))
+        return list(out)
+
