@@ -1,0 +1,106 @@
+"""Kernel workspace slots as one-step blocks, and the joint plan of activations and workspace.
+
+A kernel declares slots `(node_index, slot_id) -> bytes`. Each slot becomes a request live only
+at its node's step, with a synthetic negative id (-1, -2, ...) that can never collide with a
+value id (>= 0), so the planner packs workspace into activation memory that is dead at that step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+
+from ._bound import lower_bound
+from ._errors import InvalidRequestError, LookupMissError
+from ._graph import Activations, activation_lifetimes
+from ._planners import plan
+from ._types import DEFAULT_ALIGNMENT, AllocationRequest, MemoryPlan
+
+if TYPE_CHECKING:
+    from ort_graph import Graph, Node
+
+SlotKey = tuple[int, int]
+
+
+def workspace_requests(slots: Mapping[SlotKey, int], node_steps: Mapping[int, int],
+                       node_devices: Sequence[str], *, alignment: int = DEFAULT_ALIGNMENT,
+                       ) -> dict[SlotKey, AllocationRequest]:
+    """One request per slot, live at its node's step only, with ids -1, -2, ... in key order."""
+    out: dict[SlotKey, AllocationRequest] = {}
+    for k, key in enumerate(sorted(slots)):
+        node_index, slot_id = key
+        nbytes = slots[key]
+        step = node_steps.get(node_index)
+        if step is None:
+            raise InvalidRequestError(
+                f"workspace slot {key!r} names node index {node_index!r}, which is not in the execution "
+                "order; declare workspace only for nodes that run")
+        if not isinstance(nbytes, int) or nbytes < 0:
+            raise InvalidRequestError(f"workspace slot {key!r} asks for {nbytes!r} bytes; pass an int >= 0")
+        out[key] = AllocationRequest(-(k + 1), nbytes, step, step, node_devices[step], alignment)
+    return out
+
+
+@attrs.define(frozen=True)
+class GraphPlan:
+    """One plan for a graph's activations and kernel workspace, per device, with lookups.
+
+    `lower_bound` (on `plan`) counts in-place reuse; `lower_bound_without_inplace` is the bound
+    the same activations and workspace would have if no value were written in place.
+    """
+
+    plan: MemoryPlan
+    activations: Activations
+    slot_requests: Mapping[SlotKey, AllocationRequest]
+    names: Mapping[int, str]
+    by_id: Mapping[int, AllocationRequest] = attrs.field(repr=False)
+    lower_bound_without_inplace: Mapping[str, int]
+
+    @property
+    def requests(self) -> tuple[AllocationRequest, ...]:
+        return (*self.activations.requests, *self.slot_requests.values())
+
+    @property
+    def lower_bound(self) -> Mapping[str, int]:
+        return self.plan.lower_bound
+
+    def value_block(self, name: str) -> tuple[str, int, int]:
+        """(device, offset, nbytes) of a planned value (an in-place output shares its input's block)."""
+        rid = self.activations.value_ids.get(name)
+        if rid is None:
+            why = ("its size is unknown (dynamic shape)" if name in self.activations.unknown_sizes
+                   else "it is not an activation of this order (initializer or unknown name?)")
+            raise LookupMissError(f"value {name!r} has no planned block: {why}; allocate it dynamically")
+        req = self.by_id[rid]
+        return req.device, self.plan.offsets[rid], req.nbytes
+
+    def offset_of(self, name: str) -> int:
+        return self.value_block(name)[1]
+
+    def workspace(self, node_index: int, slot_id: int) -> tuple[int, int]:
+        """(offset, nbytes) of a declared workspace slot in its device's buffer."""
+        req = self.slot_requests.get((node_index, slot_id))
+        if req is None:
+            raise LookupMissError(
+                f"no workspace slot {(node_index, slot_id)!r} in the plan "
+                f"({len(self.slot_requests)} slots declared); fall back to a scratch allocation")
+        return self.plan.offsets[req.id], req.nbytes
+
+
+def plan_graph(graph: Graph, order: Sequence[Node], device_of: Callable[[Node], str], *,
+               workspace: Mapping[SlotKey, int] | None = None, inplace: bool = True,
+               algorithm: str = "auto", alignment: int = DEFAULT_ALIGNMENT, red_zone: int = 0) -> GraphPlan:
+    """Plan activations (and declared workspace slots) of `graph` run in `order`, per device."""
+    acts = activation_lifetimes(graph, order, device_of, inplace=inplace, alignment=alignment)
+    slots = workspace_requests(workspace or {}, acts.node_steps, acts.node_devices, alignment=alignment)
+    names = dict(acts.names)
+    for (_node, slot_id), req in slots.items():
+        names[req.id] = f"workspace of {acts.node_names[req.first]!r} slot {slot_id}"
+    requests = [*acts.requests, *slots.values()]
+    mplan = plan(requests, algorithm, red_zone=red_zone)
+    return GraphPlan(plan=mplan, activations=acts, slot_requests=slots, names=names,
+                     by_id={r.id: r for r in requests},
+                     lower_bound_without_inplace=lower_bound([*acts.plain_requests, *slots.values()],
+                                                             red_zone))
