@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import warnings
 
-import pytest
-from ort_graph import zoo
-
 import ort_graph
+import pytest
+from onnx import TensorProto, helper
+from ort_graph import zoo
 
 
 def _resolve(model, dims):
@@ -38,3 +38,36 @@ def static_decoder():
 @pytest.fixture
 def resolve():
     return _resolve
+
+
+def _node(op, inputs, outputs, name, ann=None, **kw):
+    n = helper.make_node(op, inputs, outputs, name=name, **kw)
+    if ann is not None:
+        e = n.metadata_props.add()
+        e.key, e.value = "layer_ann", ann
+    return n
+
+
+def make_control_flow_model():
+    """x -> outer_add[layers.0] -> If[layers.1] { then: t_plain, t_own[layers.0], t_if{ deep_plain } ; else: e_plain }
+    plus a top-level node without annotation."""
+    f = TensorProto.FLOAT
+    vi = lambda n: helper.make_tensor_value_info(n, f, [2])  # noqa: E731
+    deep = helper.make_graph([_node("Identity", ["a"], ["d"], "/deep_plain")], "deep", [], [vi("d")])
+    then = helper.make_graph(
+        [_node("Neg", ["a"], ["t1"], "/t_plain"), _node("Abs", ["t1"], ["t2"], "/t_own", ann="layers.0"),
+         _node("If", ["c"], ["t3"], "/t_if", then_branch=deep, else_branch=deep)],
+        "then", [], [vi("t3")])
+    other = helper.make_graph([_node("Neg", ["a"], ["e1"], "/e_plain")], "else", [], [vi("e1")])
+    g = helper.make_graph(
+        [_node("Add", ["x", "x"], ["a"], "/outer_add", ann="layers.0"),
+         _node("ReduceSum", ["a"], ["s"], "/plain", keepdims=0),
+         _node("Greater", ["s", "zero"], ["c"], "/cmp", ann="  layers.1  "),
+         _node("If", ["c"], ["y"], "/the_if", ann="layers.1", then_branch=then, else_branch=other)],
+        "main", [vi("x")], [vi("y")], [helper.make_tensor("zero", f, [], [0.0])])
+    return ort_graph.from_proto(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+@pytest.fixture
+def control_flow_model():
+    return make_control_flow_model

@@ -1,8 +1,6 @@
 import warnings
 
-import ort_graph
 import pytest
-from onnx import TensorProto, helper
 
 from ort_partition import (
     CPU_EP,
@@ -20,39 +18,11 @@ from ort_partition import (
 EPS = [CUDA_EP, CPU_EP]
 
 
-def _node(op, inputs, outputs, name, ann=None, **kw):
-    n = helper.make_node(op, inputs, outputs, name=name, **kw)
-    if ann is not None:
-        e = n.metadata_props.add()
-        e.key, e.value = "layer_ann", ann
-    return n
-
-
-def control_flow_model():
-    """x -> outer_add[layers.0] -> If[layers.1] { then: t_plain, t_own[layers.0], t_if{ deep_plain } ; else: e_plain }
-    plus a top-level node without annotation."""
-    f = TensorProto.FLOAT
-    vi = lambda n: helper.make_tensor_value_info(n, f, [2])  # noqa: E731
-    deep = helper.make_graph([_node("Identity", ["a"], ["d"], "/deep_plain")], "deep", [], [vi("d")])
-    then = helper.make_graph(
-        [_node("Neg", ["a"], ["t1"], "/t_plain"), _node("Abs", ["t1"], ["t2"], "/t_own", ann="layers.0"),
-         _node("If", ["c"], ["t3"], "/t_if", then_branch=deep, else_branch=deep)],
-        "then", [], [vi("t3")])
-    other = helper.make_graph([_node("Neg", ["a"], ["e1"], "/e_plain")], "else", [], [vi("e1")])
-    g = helper.make_graph(
-        [_node("Add", ["x", "x"], ["a"], "/outer_add", ann="layers.0"),
-         _node("ReduceSum", ["a"], ["s"], "/plain", keepdims=0),
-         _node("Greater", ["s", "zero"], ["c"], "/cmp", ann="  layers.1  "),
-         _node("If", ["c"], ["y"], "/the_if", ann="layers.1", then_branch=then, else_branch=other)],
-        "main", [vi("x")], [vi("y")], [helper.make_tensor("zero", f, [], [0.0])])
-    return ort_graph.from_proto(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
-
-
 def _by_name(index, model):
     return {n.name: index.ep_of(n) for n in model.graph.walk()}
 
 
-def test_annotation_mode_inherits_into_subgraphs():
+def test_annotation_mode_inherits_into_subgraphs(control_flow_model):
     model = control_flow_model()
     index = assign_layers(model, annotation_rules="cuda(layers.0); cpu(layers.1)", available_eps=EPS)
     got = _by_name(index, model)
@@ -65,7 +35,7 @@ def test_annotation_mode_inherits_into_subgraphs():
     assert got["/t_if"] == CPU_EP and got["/deep_plain"] == CPU_EP  # inherited two levels down
 
 
-def test_name_mode_has_no_inheritance():
+def test_name_mode_has_no_inheritance(control_flow_model):
     model = control_flow_model()
     index = assign_layers(model, name_rules="cuda(the_if, _own)", available_eps=EPS)
     got = _by_name(index, model)
@@ -73,7 +43,7 @@ def test_name_mode_has_no_inheritance():
     assert got["/t_plain"] is None and got["/deep_plain"] is None
 
 
-def test_dropped_rule_leaves_its_nodes_unassigned_as_onnxruntime_does():
+def test_dropped_rule_leaves_its_nodes_unassigned_as_onnxruntime_does(control_flow_model):
     model = control_flow_model()
     with pytest.warns(RuleDroppedWarning, match=r"'npu'.*'layers.1'.*fallback"):
         index = assign_layers(model, annotation_rules="npu(layers.1); cuda(layers)", available_eps=EPS)
@@ -83,7 +53,7 @@ def test_dropped_rule_leaves_its_nodes_unassigned_as_onnxruntime_does():
     assert got["/the_if"] is None and got["/t_plain"] is None  # best rule dropped: no fallback to rule 1
 
 
-def test_both_options_is_an_error_naming_both_keys():
+def test_both_options_is_an_error_naming_both_keys(control_flow_model):
     model = control_flow_model()
     with pytest.raises(RuleError) as info:
         assign_layers(model, name_rules="cuda(layers.0/)", annotation_rules="cuda(layers.0)", available_eps=EPS)
@@ -93,14 +63,14 @@ def test_both_options_is_an_error_naming_both_keys():
         assign_layers_from_options(model, {LAYER_ASSIGNMENT_KEY: "cuda(a)", NAME_LAYER_ASSIGNMENT_KEY: "cpu(b)"})
 
 
-def test_neither_option_gives_no_index():
+def test_neither_option_gives_no_index(control_flow_model):
     model = control_flow_model()
     assert assign_layers(model, available_eps=EPS) is None
     assert assign_layers(model, name_rules="  ", annotation_rules="", available_eps=EPS) is None
     assert assign_layers_from_options(model, {NAME_LAYER_ASSIGNMENT_KEY: ""}) is None
 
 
-def test_name_mode_refuses_exact_qualifier():
+def test_name_mode_refuses_exact_qualifier(control_flow_model):
     with pytest.raises(RuleError, match="'='"):
         assign_layers(control_flow_model(), name_rules="cuda(=/plain)", available_eps=EPS)
 
