@@ -1,5 +1,86 @@
-"""The C kernel ABI, its cffi bridge, and the kernel registry."""
+"""ort-abi: the C kernel ABI, its cffi bridge, the kernel registry, and the EP contract types.
+
+Kernels of every language (in-tree Python, shared-source CUDA, third-party C libraries) are
+registered through `KernelRegistry.add_kernel_v2` and reached through one host path:
+`estimate_workspace` (Level 1), `declare_workspace` (Level 2) and `kernel.compute(KernelContext)`.
+The pure-Python parts import without the compiled bridge; C features then raise
+`CFeaturesUnavailableError`.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+from ._buffers import (
+    Allocator,
+    Device,
+    DeviceBuffer,
+    HostAllocator,
+    NullDeviceAllocator,
+    copy_device_to_device,
+    copy_device_to_host,
+    copy_host_to_device,
+)
+from ._context import ContextCounters, KernelContext, KernelInfo, OutputAllocator, numpy_output_allocator
+from ._ep import Capability, Declined, EpIdentity, EpInfo, Supported
+from ._errors import (
+    AbiError,
+    AbiVersionMismatchError,
+    AllocationError,
+    BorrowedFreeError,
+    CFeaturesUnavailableError,
+    CrossDeviceFreeError,
+    CrossEpFreeError,
+    DoubleFreeError,
+    DuplicateKernelError,
+    ForeignFreeError,
+    HandleError,
+    KernelDefError,
+    KernelError,
+    KernelLibraryError,
+    LibraryNotFoundError,
+    MissingSymbolError,
+    OwnershipError,
+    RegistrationError,
+    RegistrationFailedError,
+    TransferError,
+    UseAfterFreeError,
+    WorkspaceDeclarationError,
+)
+from ._ffi import c_available
+from ._handles import live_handles
+from ._hostapi import HOST_API, HostApi
+from ._kerneldef import KernelDef, KernelDefBuilder
+from ._library import KernelLibrary, load_kernel_library
+from ._registry import KernelEntry, KernelRegistry, declare_workspace, estimate_workspace, release_kernel
+from ._status import ErrorCode, check, live_status_count, status_misuse
+from ._workspace import MAX_SLOTS, InputState, WorkspaceInputShape, WorkspaceSlot, workspace_input_shapes
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+ABI_VERSION = 2  # == ORT_KERNEL_ABI_VERSION in the header (a test checks they agree)
+ABI_MIN_VERSION = 1
+ABI_VERSION_WORKSPACE = 2
+HEADER_NAME = "ort_kernel_abi.h"
+
+
+def get_include() -> str:
+    """The directory holding ort_kernel_abi.h, for `cc -I$(python -c 'import ort_abi; print(ort_abi.get_include())')`."""
+    return str(pathlib.Path(__file__).resolve().parent / "include")
+
+
+__all__ = [
+    "ABI_MIN_VERSION", "ABI_VERSION", "ABI_VERSION_WORKSPACE", "HEADER_NAME", "HOST_API", "MAX_SLOTS",
+    "AbiError", "AbiVersionMismatchError", "AllocationError", "Allocator", "BorrowedFreeError",
+    "CFeaturesUnavailableError", "Capability", "ContextCounters", "CrossDeviceFreeError", "CrossEpFreeError",
+    "Declined", "Device", "DeviceBuffer", "DoubleFreeError", "DuplicateKernelError", "EpIdentity", "EpInfo",
+    "ErrorCode", "ForeignFreeError", "HandleError", "HostAllocator", "HostApi", "InputState", "KernelContext",
+    "KernelDef", "KernelDefBuilder", "KernelDefError", "KernelEntry", "KernelError", "KernelInfo",
+    "KernelLibrary", "KernelLibraryError", "KernelRegistry", "LibraryNotFoundError", "MissingSymbolError",
+    "NullDeviceAllocator", "OutputAllocator", "OwnershipError", "RegistrationError", "RegistrationFailedError",
+    "Supported", "TransferError", "UseAfterFreeError", "WorkspaceDeclarationError", "WorkspaceInputShape",
+    "WorkspaceSlot", "__version__", "c_available", "check", "copy_device_to_device", "copy_device_to_host",
+    "copy_host_to_device", "declare_workspace", "estimate_workspace", "get_include", "live_handles",
+    "live_status_count", "load_kernel_library", "numpy_output_allocator", "release_kernel", "status_misuse",
+    "workspace_input_shapes",
+]

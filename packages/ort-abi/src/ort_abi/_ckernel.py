@@ -1,0 +1,152 @@
+"""C kernels behind the Python roles: create function, estimate function, kernel object."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+from ._errors import AbiError, AbiVersionMismatchError, KernelError, WorkspaceDeclarationError
+from ._ffi import require_c
+from ._status import ErrorCode, check
+from ._views import ContextView, EpView, InfoView, NodeView, close_handle, open_handle
+from ._workspace import MAX_SLOTS, WorkspaceInputShape, WorkspaceSlot
+
+
+def _host_version() -> tuple[int, int, int]:
+    _, lib = require_c("C kernels")
+    return lib.ORT_KERNEL_ABI_VERSION, lib.ORT_KERNEL_ABI_MIN_VERSION, lib.ORT_KERNEL_ABI_VERSION_WORKSPACE
+
+
+class CEstimateFunc:
+    """An `OrtKernelWorkspaceEstimateFunc` in the Python role `estimate_func(api, node, ep) -> int`.
+    The C function receives the host's OrtKernelApi table whatever `api` is passed."""
+
+    def __init__(self, fn: Any, library: str | None) -> None:
+        self.fn = fn
+        self.library = library
+
+    def __call__(self, api: Any, node: Any, ep: Any) -> int:
+        ffi, lib = require_c("C workspace estimates")
+        node_h = open_handle("OrtNode", NodeView(node))
+        try:
+            ep_h = open_handle("OrtEp", EpView(ep)) if ep is not None else ffi.NULL
+        except TypeError:
+            ep_h = ffi.NULL
+        out = ffi.new("size_t*")
+        try:
+            status = self.fn(lib.ort_abi_host_api(), node_h, ep_h, out)
+        finally:
+            close_handle("OrtNode", node_h)
+            if ep_h != ffi.NULL:
+                close_handle("OrtEp", ep_h)
+        check(status, node=getattr(node, "name", None), library=self.library, operation="workspace estimate")
+        return int(out[0])
+
+
+class CCreateFunc:
+    """An `OrtKernelCreateFunc` in the Python role `create_func(state, info) -> kernel`."""
+
+    def __init__(self, fn: Any, library: str | None) -> None:
+        self.fn = fn
+        self.library = library
+
+    def __call__(self, state: Any, info: Any) -> CKernel:
+        ffi, _ = require_c("C kernels")
+        info_h = open_handle("OrtKernelInfo", InfoView(info))
+        out = ffi.new("OrtKernelImpl**")
+        try:
+            status = self.fn(ffi.NULL if state is None else state, info_h, out)
+        finally:
+            close_handle("OrtKernelInfo", info_h)
+        check(status, node=info.node_name, library=self.library, operation="create")
+        if out[0] == ffi.NULL:
+            raise KernelError(ErrorCode.FAIL, "create function returned success but no kernel (*kernel_out is NULL)",
+                              node=info.node_name, library=self.library, operation="create")
+        return CKernel(out[0], library=self.library, node=info.node_name)
+
+
+def _release_impl(impl: Any) -> None:
+    impl.Release(impl)
+
+
+class CKernel:
+    """A C `OrtKernelImpl` with the Python kernel interface: `compute(ctx)`, `declare_workspace(shapes)`
+    (None when the kernel predates ABI v2 or its entry is NULL) and `release()` (exactly once)."""
+
+    def __init__(self, impl: Any, *, library: str | None, node: str | None) -> None:
+        ffi, _ = require_c("C kernels")
+        host, oldest, ws_version = _host_version()
+        self.library, self.node = library, node
+        version = int(impl.ort_version_supported)
+        if not oldest <= version <= host or impl.Compute == ffi.NULL or impl.Release == ffi.NULL:
+            if impl.Release != ffi.NULL and oldest <= version:
+                impl.Release(impl)
+            if not oldest <= version <= host:
+                raise AbiVersionMismatchError(
+                    f"kernel for node {node!r} from {library!r} reports ort_version_supported={version}, but this host "
+                    f"accepts {oldest}..{host}; set it to ORT_KERNEL_ABI_VERSION and rebuild against this header")
+            raise KernelError(ErrorCode.INVALID_ARGUMENT, "OrtKernelImpl has a NULL Compute or Release; both are required",
+                              node=node, library=library, operation="create")
+        self.abi_version = version
+        self._impl = impl
+        self.has_declaration = version >= ws_version and impl.DeclareWorkspaceRequirements != ffi.NULL
+        self._finalizer = weakref.finalize(self, _release_impl, impl)
+        self._finalizer.atexit = False
+
+    @property
+    def released(self) -> bool:
+        return not self._finalizer.alive
+
+    def _live_impl(self, what: str) -> Any:
+        if self.released:
+            raise AbiError(f"{what} on the released C kernel for node {self.node!r}; create a new kernel")
+        return self._impl
+
+    def compute(self, ctx: Any) -> None:
+        impl = self._live_impl("compute")
+        if getattr(ctx, "node_name", None) is None:
+            ctx.node_name = self.node
+        ctx_h = open_handle("OrtKernelContext", ContextView(ctx))
+        try:
+            status = impl.Compute(impl, ctx_h)
+        finally:
+            close_handle("OrtKernelContext", ctx_h)
+        check(status, node=self.node, library=self.library, operation="compute")
+
+    def declare_workspace(self, shapes: Sequence[WorkspaceInputShape]) -> list[WorkspaceSlot] | None:
+        impl = self._live_impl("declare_workspace")
+        if not self.has_declaration:
+            return None
+        ffi, _ = require_c("C workspace declarations")
+        c_shapes = ffi.new("OrtWorkspaceInputShape[]", max(len(shapes), 1))
+        keep = []
+        for i, s in enumerate(shapes):
+            c_shapes[i].state = int(s.state)
+            c_shapes[i].elem_type = int(s.elem_type)
+            if s.dims is not None:
+                dims = ffi.new("int64_t[]", list(s.dims) or [0])
+                keep.append(dims)
+                c_shapes[i].dims, c_shapes[i].rank = dims, len(s.dims)
+        slots = ffi.new("OrtWorkspaceSlot[]", MAX_SLOTS)
+        count = ffi.new("size_t*")
+        status = impl.DeclareWorkspaceRequirements(impl, c_shapes, len(shapes), slots, MAX_SLOTS, count)
+        check(status, node=self.node, library=self.library, operation="DeclareWorkspaceRequirements")
+        if count[0] > MAX_SLOTS:
+            raise WorkspaceDeclarationError(
+                f"kernel for node {self.node!r} from {self.library!r} reported {int(count[0])} slots, more than the "
+                f"capacity {MAX_SLOTS} it was given; write at most max_slots entries")
+        return [WorkspaceSlot(int(slots[i].slot_id), int(slots[i].size_bytes)) for i in range(count[0])]
+
+    def release(self) -> None:
+        """Call the kernel's Release (once; later calls do nothing)."""
+        self._finalizer()
+
+    def __enter__(self) -> CKernel:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        return f"CKernel(node={self.node!r}, library={self.library!r}, abi={self.abi_version})"

@@ -1,0 +1,180 @@
+"""What a kernel sees: `KernelInfo` at creation, `KernelContext` during compute (any kernel language)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import attrs
+import numpy as np
+
+_MISSING = object()
+
+
+class OutputAllocator(Protocol):
+    """Makes the array for output `index`: C-contiguous, exactly `shape` and `dtype`. The session
+    plugs in one that hands out planned buffers; the default allocates with numpy."""
+
+    def __call__(self, index: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray: ...
+
+
+def numpy_output_allocator(index: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    return np.empty(shape, dtype=dtype)
+
+
+@attrs.define
+class ContextCounters:
+    """What compute calls cost in memory. Share one instance across the contexts of a run to total it.
+    `allocations` counts arrays the context itself allocated (default-allocator outputs and scratch)."""
+
+    allocations: int = 0
+    workspace_from_plan: int = 0
+    workspace_misses: int = 0
+    scratch_fallbacks: int = 0
+    scratch_bytes: int = 0
+
+
+def _elem_type_of(dtype: np.dtype) -> int:
+    from ort_graph import from_numpy_dtype
+
+    return from_numpy_dtype(dtype)
+
+
+def _numpy_dtype(elem_type_or_dtype: Any) -> np.dtype:
+    if isinstance(elem_type_or_dtype, (int, np.integer)) and not isinstance(elem_type_or_dtype, bool):
+        from ort_graph import to_numpy_dtype
+
+        return to_numpy_dtype(int(elem_type_or_dtype))
+    return np.dtype(elem_type_or_dtype)
+
+
+@attrs.frozen(eq=False)
+class KernelInfo:
+    """What a create function knows about its node: name, op, attributes (python values), input and
+    output counts and element types (0 unknown), the EP, and the ort_graph Node when there is one."""
+
+    node_name: str
+    op_type: str
+    domain: str = ""
+    attributes: Mapping[str, Any] = attrs.field(factory=dict)
+    input_count: int = 0
+    output_count: int = 1
+    input_types: tuple[int, ...] = ()
+    output_types: tuple[int, ...] = ()
+    ep: Any = None
+    node: Any = None
+
+    @classmethod
+    def from_node(cls, node: Any, ep: Any = None) -> KernelInfo:
+        graph = node.graph
+
+        def elem(name: str) -> int:
+            if not name or graph is None:
+                return 0
+            v = graph.values.get(name)
+            if v is not None and v.dtype:
+                return v.dtype
+            t = graph.initializers.get(name)
+            return t.dtype if t is not None else 0
+
+        return cls(node.name, node.op_type, node.domain, {n: a.value for n, a in node.attributes.items()},
+                   len(node.inputs), len(node.outputs), tuple(elem(n) for n in node.inputs),
+                   tuple(elem(n) for n in node.outputs), ep, node)
+
+    def attr(self, name: str, default: Any = _MISSING) -> Any:
+        if name in self.attributes:
+            return self.attributes[name]
+        if default is _MISSING:
+            raise KeyError(f"node {self.node_name!r} ({self.op_type}) has no attribute {name!r}; "
+                           f"it has {sorted(self.attributes)!r}; pass a default")
+        return default
+
+
+class KernelContext:
+    """Inputs, outputs, scratch and planned workspace for one compute call.
+
+    `inputs`: numpy arrays (None for an omitted optional input). `output_types`: ONNX element types
+    (or numpy dtypes) of the outputs; an output without a known type takes input 0's dtype.
+    `workspace`: slot id -> uint8 array planned for this node (None: nothing planned)."""
+
+    def __init__(self, inputs: Sequence[np.ndarray | None], *, output_count: int | None = None,
+                 output_types: Sequence[Any] | None = None, output_allocator: OutputAllocator | None = None,
+                 workspace: Mapping[int, np.ndarray] | None = None, counters: ContextCounters | None = None,
+                 node_name: str | None = None) -> None:
+        self.inputs: list[np.ndarray | None] = [None if a is None else np.asarray(a) for a in inputs]
+        self.output_types = list(output_types or [])
+        n_out = output_count if output_count is not None else max(len(self.output_types), 1)
+        self.outputs: list[np.ndarray | None] = [None] * n_out
+        self._allocator: Callable[..., np.ndarray] = output_allocator or numpy_output_allocator
+        self._default_allocator = output_allocator is None
+        self.workspace = dict(workspace or {})
+        self.counters = counters if counters is not None else ContextCounters()
+        self.node_name = node_name
+        self._scratch: list[np.ndarray] = []
+
+    @property
+    def input_count(self) -> int:
+        return len(self.inputs)
+
+    @property
+    def output_count(self) -> int:
+        return len(self.outputs)
+
+    def input(self, index: int) -> np.ndarray | None:
+        if not 0 <= index < len(self.inputs):
+            raise IndexError(f"input index {index!r} out of range: node {self.node_name!r} has {len(self.inputs)} inputs")
+        return self.inputs[index]
+
+    def output_dtype(self, index: int) -> np.dtype:
+        if index < len(self.output_types) and self.output_types[index] not in (None, 0):
+            return _numpy_dtype(self.output_types[index])
+        first = next((a for a in self.inputs if a is not None), None)
+        if first is None:
+            raise ValueError(f"output {index} of node {self.node_name!r} has no declared type and there is no input "
+                             "to take it from; pass output_types to KernelContext")
+        return first.dtype
+
+    def output(self, index: int, shape: Sequence[int], dtype: Any = None) -> np.ndarray:
+        """The array for output `index`, allocated on first request (same shape/dtype afterwards)."""
+        if not 0 <= index < len(self.outputs):
+            raise IndexError(f"output index {index!r} out of range: node {self.node_name!r} has {len(self.outputs)} outputs")
+        shape = tuple(int(d) for d in shape)
+        if any(d < 0 for d in shape):
+            raise ValueError(f"output {index} shape {shape!r} has a negative extent; every extent must be >= 0")
+        dt = self.output_dtype(index) if dtype is None else _numpy_dtype(dtype)
+        existing = self.outputs[index]
+        if existing is not None:
+            if existing.shape != shape or existing.dtype != dt:
+                raise ValueError(f"output {index} was already allocated as {existing.shape} {existing.dtype}, "
+                                 f"now requested as {shape} {dt}; request each output once")
+            return existing
+        arr = self._allocator(index, shape, dt)
+        if not isinstance(arr, np.ndarray) or arr.shape != shape or arr.dtype != dt or not arr.flags.c_contiguous:
+            raise TypeError(f"output allocator returned {type(arr).__name__} "
+                            f"{getattr(arr, 'shape', None)!r} {getattr(arr, 'dtype', None)!r} for output {index}; "
+                            f"it must return a C-contiguous ndarray of shape {shape} and dtype {dt}")
+        if self._default_allocator:
+            self.counters.allocations += 1
+        self.outputs[index] = arr
+        return arr
+
+    def scratch(self, nbytes: int) -> np.ndarray:
+        """A fresh uint8 host buffer valid until the context is dropped (the unplanned fallback)."""
+        if not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
+            raise ValueError(f"scratch size must be a byte count >= 0, got {nbytes!r}")
+        buf = np.empty(int(nbytes), dtype=np.uint8)
+        self._scratch.append(buf)
+        self.counters.allocations += 1
+        self.counters.scratch_fallbacks += 1
+        self.counters.scratch_bytes += int(nbytes)
+        return buf
+
+    def preallocated_workspace(self, slot_id: int, requested_bytes: int) -> np.ndarray | None:
+        """The planned buffer for `slot_id` (first `requested_bytes` of it), or None when nothing was
+        planned for the slot or the request exceeds what was declared: then use `scratch`."""
+        buf = self.workspace.get(int(slot_id))
+        if buf is None or requested_bytes > buf.nbytes or requested_bytes < 0:
+            self.counters.workspace_misses += 1
+            return None
+        self.counters.workspace_from_plan += 1
+        return buf.reshape(-1).view(np.uint8)[: int(requested_bytes)]

@@ -1,0 +1,97 @@
+"""EP contract values (003): identity, the device properties estimates read, and honest claims."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+
+@attrs.frozen
+class EpIdentity:
+    """A stable EP name plus the device it drives: `EpIdentity('CUDAExecutionProvider', 'cuda', 0)`."""
+
+    name: str
+    device_type: str = "cpu"
+    device_id: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.name}({self.device_type}:{self.device_id})"
+
+
+def _freeze_props(props: Mapping[str, int] | None) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted((str(k), int(v)) for k, v in (props or {}).items()))
+
+
+@attrs.frozen
+class EpInfo:
+    """The EP handle an estimate function receives: identity plus integer device properties
+    (e.g. {'multi_processor_count': 132, 'total_memory': ...}). The C side reads the same values
+    through `Ep_GetName/GetDeviceType/GetDeviceId/GetDeviceProperty`."""
+
+    identity: EpIdentity
+    device_properties: tuple[tuple[str, int], ...] = attrs.field(default=(), converter=_freeze_props)
+
+    @property
+    def name(self) -> str:
+        return self.identity.name
+
+    def property(self, key: str, default: int | None = None) -> int | None:
+        return dict(self.device_properties).get(key, default)
+
+
+def ep_info(ep: Any) -> EpInfo:
+    """Normalize what callers pass as `ep`: an EpInfo, an EpIdentity, or any object with
+    `.identity` (EpIdentity) and optional `.device_properties` (mapping)."""
+    if isinstance(ep, EpInfo):
+        return ep
+    if isinstance(ep, EpIdentity):
+        return EpInfo(ep)
+    identity = getattr(ep, "identity", None)
+    if isinstance(identity, EpIdentity):
+        props = getattr(ep, "device_properties", None)
+        return EpInfo(identity, dict(props) if props else None)
+    raise TypeError(f"expected an EpInfo, an EpIdentity or an EP with .identity, got {ep!r}")
+
+
+@attrs.frozen
+class Supported:
+    """The EP claims the node; `cost_bytes` is what it will cost on the device (base + workspace)."""
+
+    cost_bytes: int
+
+    @property
+    def supported(self) -> bool:
+        return True
+
+
+@attrs.frozen
+class Declined:
+    """The EP will not take the node, and says exactly why and what would work."""
+
+    node: str
+    op_type: str
+    domain: str
+    opset: int | None
+    rejected: str  # the dtype / shape / attribute / layout it rejects, e.g. "input 0 dtype STRING"
+    ep: str
+    accepts: str  # what it accepts instead, e.g. "FLOAT, FLOAT16"
+    remedy: str  # a useful next step, e.g. "cast input 0 to FLOAT or leave the node on CPU"
+
+    @property
+    def supported(self) -> bool:
+        return False
+
+    @property
+    def message(self) -> str:
+        op = f"{self.domain}::{self.op_type}" if self.domain not in ("", "ai.onnx") else self.op_type
+        opset = f" (opset {self.opset})" if self.opset is not None else ""
+        return (f"{self.ep} declined node {self.node!r} ({op}{opset}): rejected {self.rejected}; "
+                f"it accepts {self.accepts}; remedy: {self.remedy}")
+
+    def __str__(self) -> str:
+        return self.message
+
+
+Capability = Supported | Declined

@@ -1,0 +1,34 @@
+"""Access to the compiled cffi bridge, which may be absent: pure-Python parts keep working without it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._errors import CFeaturesUnavailableError
+
+try:
+    from ._cffi_bridge import ffi as _ffi
+    from ._cffi_bridge import lib as _lib
+
+    _IMPORT_ERROR: BaseException | None = None
+except ImportError as e:  # the extension did not build or was not installed
+    _ffi = _lib = None
+    _IMPORT_ERROR = e
+
+
+def c_available() -> bool:
+    """True when the compiled bridge is importable (C kernels and libraries can be used)."""
+    return _ffi is not None
+
+
+def require_c(feature: str) -> tuple[Any, Any]:
+    """(ffi, lib), or a clear error naming the feature that needs the compiled bridge."""
+    if _ffi is None:
+        raise CFeaturesUnavailableError(
+            f"{feature} needs the compiled cffi bridge 'ort_abi._cffi_bridge', which failed to import "
+            f"({_IMPORT_ERROR!r}); reinstall ort-abi with a C compiler and cffi>=1.16 available "
+            "(pip install --force-reinstall ort-abi)"
+        ) from _IMPORT_ERROR
+    from . import _host_c  # noqa: F401  (binds the extern "Python" host functions)
+
+    return _ffi, _lib

@@ -1,0 +1,110 @@
+"""cffi out-of-line API-mode build of `ort_abi._cffi_bridge` (run by setup.py's `cffi_modules`).
+
+The cdef is the public header's marked section (see `_cdef.py`) plus private declarations that are
+GENERATED from it: one `extern "Python"` host function per field of `struct OrtKernelApi`, and a C
+table that points each field at its host function. Adding a function to the header therefore only
+needs its Python implementation in `_host_c.py`.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import importlib.util
+import pathlib
+import shutil
+import sys
+
+import cffi
+
+HERE = pathlib.Path(__file__).resolve().parent
+PACKAGED_INCLUDE = HERE / "include"
+REPO_HEADER = HERE.parents[3] / "abi" / "include" / "ort_kernel_abi.h"  # <repo>/abi/include when in-tree
+HOST_PREFIX = "_ort_host_"
+
+
+def _load_cdef_module():
+    spec = importlib.util.spec_from_file_location("_ort_abi_cdef", HERE / "_cdef.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def sync_header() -> pathlib.Path:
+    """Copy the canonical header into the package when building in-tree; return the packaged copy."""
+    packaged = PACKAGED_INCLUDE / "ort_kernel_abi.h"
+    if REPO_HEADER.is_file() and (not packaged.is_file() or not filecmp.cmp(REPO_HEADER, packaged, shallow=False)):
+        PACKAGED_INCLUDE.mkdir(exist_ok=True)
+        shutil.copyfile(REPO_HEADER, packaged)
+    if not packaged.is_file():
+        raise FileNotFoundError(f"{packaged} is missing and no canonical header at {REPO_HEADER}; "
+                                "build from the repository checkout or an sdist that contains it")
+    return packaged
+
+
+def host_function_decls(cdef_mod, public_cdef: str) -> list[tuple[str, str]]:
+    """(field name, C declaration of its host function) for every function field of OrtKernelApi."""
+    return [(name, f"{ret} {HOST_PREFIX}{name}({params})")
+            for name, ret, params in cdef_mod.api_functions(public_cdef)]
+
+
+def make_ffibuilder() -> cffi.FFI:
+    cdef_mod = _load_cdef_module()
+    header = sync_header()
+    public = cdef_mod.read_cdef(header)
+    decls = host_function_decls(cdef_mod, public)
+    private = "\n".join(f'extern "Python" {decl};' for _, decl in decls) + """
+const OrtKernelApi* ort_abi_host_api(void);
+void* ort_abi_dlopen(const char* path, char* err, size_t errlen);
+void* ort_abi_dlsym(void* handle, const char* name, char* err, size_t errlen);
+"""
+    table = ",\n".join(f"  .{name} = {HOST_PREFIX}{name}" for name, _ in decls)
+    forward = "\n".join(f"static {decl};" for _, decl in decls)
+    source = f"""
+#include <stdio.h>
+#include <dlfcn.h>
+#include "ort_kernel_abi.h"
+
+{forward}
+
+static const OrtKernelApi ort_abi_host_api_table = {{
+  .version = ORT_KERNEL_ABI_VERSION,
+{table}
+}};
+
+const OrtKernelApi* ort_abi_host_api(void) {{ return &ort_abi_host_api_table; }}
+
+void* ort_abi_dlopen(const char* path, char* err, size_t errlen) {{
+  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (handle == NULL) {{
+    const char* e = dlerror();
+    snprintf(err, errlen, "%s", e ? e : "dlopen failed");
+  }}
+  return handle;
+}}
+
+void* ort_abi_dlsym(void* handle, const char* name, char* err, size_t errlen) {{
+  dlerror();
+  void* sym = dlsym(handle, name);
+  if (sym == NULL) {{
+    const char* e = dlerror();
+    snprintf(err, errlen, "%s", e ? e : "symbol is NULL");
+  }}
+  return sym;
+}}
+"""
+    ffibuilder = cffi.FFI()
+    ffibuilder.cdef(public + private)
+    ffibuilder.set_source(
+        "ort_abi._cffi_bridge",
+        source,
+        include_dirs=[str(PACKAGED_INCLUDE)],
+        libraries=["dl"] if sys.platform.startswith("linux") else [],
+    )
+    return ffibuilder
+
+
+ffibuilder = make_ffibuilder()
+
+if __name__ == "__main__":
+    ffibuilder.compile(verbose=True)

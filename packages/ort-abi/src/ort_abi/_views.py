@@ -1,0 +1,108 @@
+"""Python objects behind the opaque C handles, each keeping alive what it handed to C."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._ep import ep_info
+from ._handles import HANDLES
+
+
+class _View:
+    """Caches the cdata (strings, arrays) a handle gave out, so pointers stay valid for the call."""
+
+    def __init__(self) -> None:
+        self.keep: dict[Any, Any] = {}
+        self.children: list[tuple[str, Any]] = []  # handles created on behalf of this one
+
+    def cstr(self, key: Any, text: str) -> Any:
+        from ._ffi import _ffi
+
+        if key not in self.keep:
+            self.keep[key] = _ffi.new("char[]", text.encode("utf-8"))
+        return self.keep[key]
+
+    def int64s(self, key: Any, values: Any) -> Any:
+        from ._ffi import _ffi
+
+        values = [int(v) for v in values]
+        self.keep[key] = arr = _ffi.new("int64_t[]", max(len(values), 1))
+        for i, v in enumerate(values):
+            arr[i] = v
+        return arr
+
+    def child(self, kind: str, obj: Any) -> Any:
+        ptr = HANDLES.new(kind, obj)
+        self.children.append((kind, ptr))
+        return ptr
+
+    def close(self) -> None:
+        for kind, ptr in self.children:
+            HANDLES.release(kind, ptr)
+        self.children.clear()
+
+
+class NodeView(_View):
+    def __init__(self, node: Any) -> None:
+        super().__init__()
+        self.node = node
+
+
+class EpView(_View):
+    def __init__(self, ep: Any) -> None:
+        super().__init__()
+        self.ep = ep_info(ep)
+
+
+class InfoView(_View):
+    def __init__(self, info: Any) -> None:
+        super().__init__()
+        self.info = info
+        self.ep_handle: Any = None
+
+
+class ValueView(_View):
+    def __init__(self, array: np.ndarray, writable: bool) -> None:
+        from ._ffi import _ffi
+
+        super().__init__()
+        if not array.flags.c_contiguous:
+            array = np.ascontiguousarray(array)
+        self.array = array
+        self.writable = writable
+        self.data = _ffi.from_buffer(array, require_writable=writable) if array.nbytes else None
+
+    def pointer(self) -> Any:
+        from ._ffi import _ffi
+
+        return _ffi.cast("void*", self.data) if self.data is not None else _ffi.NULL
+
+
+class ContextView(_View):
+    def __init__(self, ctx: Any) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.inputs: dict[int, Any] = {}
+        self.outputs: dict[int, Any] = {}
+
+
+class RegistryScope:
+    """The registry a library's registration entry adds to, plus what happened during the call."""
+
+    def __init__(self, registry: Any, library: str) -> None:
+        self.registry = registry
+        self.library = library
+        self.added: list[Any] = []
+        self.errors: list[BaseException] = []
+
+
+def open_handle(kind: str, view: _View) -> Any:
+    return HANDLES.new(kind, view)
+
+
+def close_handle(kind: str, ptr: Any) -> None:
+    view = HANDLES.release(kind, ptr)
+    if isinstance(view, _View):
+        view.close()
