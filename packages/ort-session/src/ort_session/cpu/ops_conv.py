@@ -1,0 +1,148 @@
+"""Convolutions: Conv (im2col + tensordot per group), ConvTranspose (per-kernel-tap scatter), Col2Im."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._registry import Decline, OpImpl, register
+from ._util import FLOATS_BF, check_all, decline_attr, ints, rank, upcast
+from ._window import conv_pads, out_size, windows
+
+_AUTO = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+
+def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, node) -> np.ndarray:
+    n = x.ndim - 2
+    kernel = list(node.attr("kernel_shape") or w.shape[2:])
+    strides = list(node.attr("strides") or [1] * n)
+    dil = list(node.attr("dilations") or [1] * n)
+    group = node.attr("group", 1)
+    pads = conv_pads(node, x.shape[2:], kernel, strides, dil)
+    outs = [out_size(x.shape[2 + i], kernel[i], strides[i], dil[i], pads[i], pads[n + i], False) for i in range(n)]
+    xf, wf = upcast(x), upcast(w)
+    win = windows(xf, kernel, strides, dil, pads, outs, 0)  # (N, C, *out, *k)
+    cg, mg = x.shape[1] // group, w.shape[0] // group
+    parts = []
+    axes_x = [1] + list(range(2 + n, 2 + 2 * n))
+    axes_w = list(range(1, 2 + n - 1 + 1))
+    for g in range(group):
+        xg = win[:, g * cg:(g + 1) * cg]
+        wg = wf[g * mg:(g + 1) * mg]
+        parts.append(np.tensordot(xg, wg, axes=(axes_x, axes_w)))  # (N, *out, Mg)
+    y = np.concatenate(parts, axis=-1) if group > 1 else parts[0]
+    y = np.moveaxis(y, -1, 1)
+    if b is not None:
+        y = y + upcast(b).reshape((1, -1) + (1,) * n)
+    return np.ascontiguousarray(y).astype(x.dtype)
+
+
+class _ConvBase(OpImpl):
+    def supports(self, node, inputs, opset):
+        if node.attr("auto_pad", "NOTSET") not in _AUTO:
+            return decline_attr("auto_pad", node.attr("auto_pad"), ", ".join(_AUTO))
+        r = rank(inputs, 0)
+        if r is not None and r < 3:
+            return Decline(rejected=f"input rank {r}", accepts="rank >= 3 (N, C, spatial...)")
+        return check_all(inputs, FLOATS_BF, range(3))
+
+
+@register("Conv", since=1)
+class Conv(_ConvBase):
+    def compute(self, node, inputs):
+        return [conv(inputs[0], inputs[1], inputs[2] if len(inputs) > 2 else None, node)]
+
+    def workspace_bytes(self, node, input_shapes):
+        """im2col buffer: N * C * prod(out) * prod(kernel) elements of the input type (float32 bound)."""
+        xs, ws = (input_shapes + [None, None])[:2]
+        if not xs or not ws or any(not isinstance(d, int) for d in list(xs) + list(ws)):
+            return []
+        n = len(xs) - 2
+        strides = list(node.attr("strides") or [1] * n)
+        dil = list(node.attr("dilations") or [1] * n)
+        kernel = list(node.attr("kernel_shape") or ws[2:])
+        pads = conv_pads(node, xs[2:], kernel, strides, dil)
+        outs = [out_size(xs[2 + i], kernel[i], strides[i], dil[i], pads[i], pads[n + i], False) for i in range(n)]
+        elems = xs[0] * xs[1] * int(np.prod(outs)) * int(np.prod(kernel))
+        return [(0, elems * 8)]
+
+
+@register("ConvTranspose", since=1)
+class ConvTranspose(_ConvBase):
+    def compute(self, node, inputs):
+        x, w = inputs[0], inputs[1]
+        b = inputs[2] if len(inputs) > 2 else None
+        n = x.ndim - 2
+        kernel = list(node.attr("kernel_shape") or w.shape[2:])
+        strides = list(node.attr("strides") or [1] * n)
+        dil = list(node.attr("dilations") or [1] * n)
+        group = node.attr("group", 1)
+        opad = list(node.attr("output_padding") or [0] * n)
+        ins = x.shape[2:]
+        full = [strides[i] * (ins[i] - 1) + opad[i] + (kernel[i] - 1) * dil[i] + 1 for i in range(n)]
+        oshape = node.attr("output_shape")
+        auto = node.attr("auto_pad", "NOTSET")
+        if oshape is not None or auto in ("SAME_UPPER", "SAME_LOWER"):
+            target = list(oshape)[-n:] if oshape is not None else [ins[i] * strides[i] for i in range(n)]
+            begin, end = [], []
+            for i in range(n):
+                total = max(full[i] - target[i], 0)
+                if auto == "SAME_UPPER":
+                    begin.append(total // 2)
+                    end.append(total - total // 2)
+                else:
+                    begin.append(total - total // 2)
+                    end.append(total // 2)
+            pads = begin + end
+        elif auto == "VALID":
+            pads = [0] * (2 * n)
+        else:
+            pads = list(node.attr("pads") or [0] * (2 * n))
+        xf, wf = upcast(x), upcast(w)
+        cg = x.shape[1] // group
+        mg = w.shape[1]
+        y = np.zeros((x.shape[0], mg * group, *full), dtype=xf.dtype)
+        for g in range(group):
+            xg = xf[:, g * cg:(g + 1) * cg]
+            wg = wf[g * cg:(g + 1) * cg]  # (Cg, Mg, *k)
+            cols = np.tensordot(xg, wg, axes=([1], [0]))  # (N, *in, Mg, *k)
+            cols = np.moveaxis(cols, 1 + n, 1)  # (N, Mg, *in, *k)
+            for tap in np.ndindex(*kernel):
+                sl = [slice(None), slice(g * mg, (g + 1) * mg)]
+                sl += [slice(tap[i] * dil[i], tap[i] * dil[i] + strides[i] * (ins[i] - 1) + 1, strides[i])
+                       for i in range(n)]
+                y[tuple(sl)] += cols[(Ellipsis,) + tuple(tap)]
+        crop = [slice(None), slice(None)] + [slice(pads[i], full[i] - pads[n + i]) for i in range(n)]
+        y = y[tuple(crop)]
+        if oshape is not None:  # an output_shape beyond the full result implies zero output padding
+            extra = [max(int(t) - y.shape[2 + i], 0) for i, t in enumerate(list(oshape)[-n:])]
+            if any(extra):
+                y = np.pad(y, [(0, 0), (0, 0)] + [(0, e) for e in extra])
+        if b is not None:
+            y = y + upcast(b).reshape((1, -1) + (1,) * n)
+        return [np.ascontiguousarray(y).astype(x.dtype)]
+
+
+@register("Col2Im", since=18)
+class Col2Im(OpImpl):
+    def supports(self, node, inputs, opset):
+        return check_all(inputs, FLOATS_BF, [0])
+
+    def compute(self, node, inputs):
+        x, image, block = inputs[0], ints(inputs[1]), ints(inputs[2])
+        n = len(image)
+        strides = list(node.attr("strides") or [1] * n)
+        dil = list(node.attr("dilations") or [1] * n)
+        pads = list(node.attr("pads") or [0] * (2 * n))
+        nb, ck, _ = x.shape
+        c = ck // int(np.prod(block))
+        outs = [out_size(image[i], block[i], strides[i], dil[i], pads[i], pads[n + i], False) for i in range(n)]
+        cols = x.reshape(nb, c, *block, *outs)
+        padded = [image[i] + pads[i] + pads[n + i] for i in range(n)]
+        y = np.zeros((nb, c, *padded), dtype=x.dtype)
+        for tap in np.ndindex(*block):
+            sl = [slice(None), slice(None)]
+            sl += [slice(tap[i] * dil[i], tap[i] * dil[i] + strides[i] * (outs[i] - 1) + 1, strides[i])
+                   for i in range(n)]
+            y[tuple(sl)] += cols[(slice(None), slice(None)) + tuple(tap)]
+        crop = [slice(None), slice(None)] + [slice(pads[i], pads[i] + image[i]) for i in range(n)]
+        return [np.ascontiguousarray(y[tuple(crop)])]
