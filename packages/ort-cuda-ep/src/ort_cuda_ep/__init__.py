@@ -1,5 +1,32 @@
-"""CUDA execution provider with NVRTC-compiled kernels and exact workspace recipes."""
+"""CUDA execution provider with NVRTC-compiled kernels and exact workspace recipes.
+
+Kernels are ``.cu`` sources in this package compiled with NVRTC (no GPU needed to compile);
+workspace recipes are pure functions of shapes, attributes and device properties, shared by
+the Level-1 estimate, the Level-2 declaration and the runtime request.
+"""
+
+from ._attention_recipe import (
+    MAX_SPLITS,
+    AttentionRecipe,
+    attention_recipe,
+    attention_workspace_envelope,
+    num_splits_heuristic,
+)
+from ._compile import KERNEL_SOURCES, CompiledKernel, KernelCache, KernelSource, compile_kernel, default_cache
+from ._device import NO_DEVICE_REMEDY, DeviceInfo, discover
+from ._errors import CudaEpError, DeviceUnavailableError, KernelCompileError, KernelLaunchError, UnknownProfileError
+from ._nbits_recipe import GEMV_MAX_M, MatMulNBitsRecipe, matmul_nbits_recipe, matmul_nbits_workspace_envelope
+from ._ops import OP_SPECS, NodeFacts, OpSpec, Rejection, check_node, supported_ops
+from ._profiles import PROFILES, DeviceProfile, get_profile, profile_names
+from ._workspace import SLOT_ID, estimate_bytes, workspace_bytes
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = [
+    "AttentionRecipe", "CompiledKernel", "CudaEpError", "DeviceInfo", "DeviceProfile", "DeviceUnavailableError",
+    "GEMV_MAX_M", "KERNEL_SOURCES", "KernelCache", "KernelCompileError", "KernelLaunchError", "KernelSource",
+    "MAX_SPLITS", "MatMulNBitsRecipe", "NO_DEVICE_REMEDY", "NodeFacts", "OP_SPECS", "OpSpec", "PROFILES", "Rejection",
+    "SLOT_ID", "UnknownProfileError", "__version__", "attention_recipe", "attention_workspace_envelope", "check_node",
+    "compile_kernel", "default_cache", "discover", "estimate_bytes", "get_profile", "matmul_nbits_recipe",
+    "matmul_nbits_workspace_envelope", "num_splits_heuristic", "profile_names", "supported_ops", "workspace_bytes",
+]

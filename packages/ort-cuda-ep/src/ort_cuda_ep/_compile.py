@@ -180,9 +180,11 @@ class KernelCache:
         except Exception as e:
             if "nvrtc" in repr(e).lower() and "not found" in repr(e).lower():
                 nvrtc_version()  # raises the install hint
+            log = logs.getvalue() or str(e)
             raise KernelCompileError(
-                f"NVRTC failed to compile {src.file!r} for {arch!r} with options {options!r}: {e}\n{logs.getvalue()}",
-                logs.getvalue(),
+                f"NVRTC failed to compile {src.file!r} for {arch!r} with options {options!r}; fix the source or the "
+                f"options. Compile log:\n{log}",
+                log,
             ) from e
         return bytes(obj.code), logs.getvalue()
 

@@ -34,7 +34,7 @@ def matmul_nbits_recipe(m: object, n: object, k: object, bits: object = 4, block
     mm, nn, kk = dim(m), dim(n), dim(k)
     if mm is None or not _valid_attrs(nn, kk, bits, block_size):
         return None
-    if mul(mm, nn) is None or mul(mm, kk) is None:
+    if mul(4, mm, nn) is None or mul(4, mm, kk) is None:  # bytes of Y and of A
         return None
     if mm == 0 or nn == 0:
         return MatMulNBitsRecipe("empty", 0)

@@ -1,0 +1,251 @@
+"""Host-side launch code of every kernel: shapes -> grid, args, workspace, outputs.
+
+Each kernel that uses workspace asks for its planned workspace first (``preallocated``) and
+falls back to a scratch allocation; the size comes from the same recipe as the estimate and the
+declaration, and the runtime counters record which source it got and the bytes it used.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from ._attention_recipe import attention_recipe
+from ._errors import KernelLaunchError
+from ._nbits_recipe import matmul_nbits_recipe
+from ._ops import BINARY_OPS, MAX_RANK, UNARY_OPS, OpSpec
+from ._runtime import CudaRuntime, DeviceArray, f32, i32, i64, ptr
+from ._workspace import SLOT_ID, workspace_bytes
+
+__all__ = ["WorkspaceSource", "ScratchOnly", "compute"]
+
+
+class WorkspaceSource(Protocol):
+    """Where a kernel's workspace comes from: the memory plan, else a scratch allocation."""
+
+    def preallocated(self, slot_id: int, nbytes: int) -> int | None: ...
+
+    def scratch(self, nbytes: int) -> int: ...
+
+
+class ScratchOnly:
+    """No memory plan: every request is a scratch allocation freed after the call."""
+
+    def __init__(self, runtime: CudaRuntime) -> None:
+        self.runtime = runtime
+        self.allocated: list[int] = []
+
+    def preallocated(self, slot_id: int, nbytes: int) -> int | None:
+        return None
+
+    def scratch(self, nbytes: int) -> int:
+        p = self.runtime.alloc(nbytes)
+        self.allocated.append(p)
+        return p
+
+    def release(self) -> None:
+        while self.allocated:
+            self.runtime.free(self.allocated.pop())
+
+
+def _workspace(rt: CudaRuntime, ws: WorkspaceSource, node: str, nbytes: int) -> int:
+    if nbytes == 0:
+        rt.counters.record(node, "none", 0)
+        return 0
+    p = ws.preallocated(SLOT_ID, nbytes)
+    source = "planned"
+    if not p:
+        p, source = ws.scratch(nbytes), "scratch"
+    rt.counters.record(node, source, nbytes)
+    return p
+
+
+def _grid1d(n: int, block: int = 256) -> int:
+    return max(1, min(math.ceil(n / block), 1 << 20))
+
+
+def _binary(rt: CudaRuntime, op: str, a: DeviceArray, b: DeviceArray) -> DeviceArray:
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    if len(shape) > MAX_RANK:
+        raise KernelLaunchError(f"{op}: broadcast rank {len(shape)} exceeds {MAX_RANK}")
+    out = rt.empty(shape)
+    dims = (1,) * (MAX_RANK - len(shape)) + tuple(shape)
+
+    def strides(s: tuple[int, ...]) -> list[int]:
+        s = (1,) * (MAX_RANK - len(s)) + s
+        st, acc = [0] * MAX_RANK, 1
+        for k in range(MAX_RANK - 1, -1, -1):
+            st[k] = 0 if s[k] == 1 and dims[k] != 1 else acc
+            acc *= s[k]
+        return st
+
+    n = out.size
+    if n:
+        rt.launch("elementwise", "binary_f32", (_grid1d(n),), (256,),
+                  [ptr(a), ptr(b), ptr(out), i64(n), i32(BINARY_OPS[op]), *map(i64, dims),
+                   *map(i64, strides(a.shape)), *map(i64, strides(b.shape))])
+    return out
+
+
+def _unary(rt: CudaRuntime, op: str, x: DeviceArray, attrs: Mapping[str, Any]) -> DeviceArray:
+    out = rt.empty(x.shape)
+    code = UNARY_OPS[op]
+    if op == "Gelu" and attrs.get("approximate", "none") in ("tanh", b"tanh"):
+        code = 11
+    if x.size:
+        rt.launch("elementwise", "unary_f32", (_grid1d(x.size),), (256,), [ptr(x), ptr(out), i64(x.size), i32(code)])
+    return out
+
+
+def _gemm_launch(rt, a, b, c, bias, M, N, K, a_m, a_k, b_k, b_n, batch, ba, bb, bc, bias_m, bias_n, alpha, beta):
+    rt.launch("matmul", "matmul_f32", (math.ceil(N / 64), math.ceil(M / 64), batch), (256,),
+              [ptr(a), ptr(b), ptr(c), ptr(bias), i32(M), i32(N), i32(K), i64(a_m), i64(a_k), i64(b_k), i64(b_n),
+               i64(ba), i64(bb), i64(bc), i64(bias_m), i64(bias_n), i64(0), f32(alpha), f32(beta)])
+
+
+def _matmul(rt: CudaRuntime, a: DeviceArray, b: DeviceArray) -> DeviceArray:
+    sa = a.shape if len(a.shape) > 1 else (1,) + a.shape
+    sb = b.shape if len(b.shape) > 1 else b.shape + (1,)
+    (M, K), (K2, N) = sa[-2:], sb[-2:]
+    if K != K2:
+        raise KernelLaunchError(f"MatMul: inner dims differ, {a.shape!r} x {b.shape!r}")
+    ba, bb = sa[:-2], sb[:-2]
+    batch_dims = ba or bb
+    if ba and bb and ba != bb:
+        raise KernelLaunchError(f"MatMul: batch dims {ba!r} and {bb!r} need a broadcast this kernel does not do")
+    out_shape = tuple(batch_dims) + (M, N)
+    out = rt.empty(out_shape)
+    if out.size == 0:
+        return out
+    if not bb:  # weights shared by every batch: fold the batch into M
+        Mf = int(np.prod(ba, dtype=np.int64)) * M if ba else M
+        _gemm_launch(rt, a, b, out, None, Mf, N, K, K, 1, N, 1, 1, 0, 0, 0, 0, 0, 1.0, 0.0)
+    else:
+        batch = int(np.prod(batch_dims, dtype=np.int64))
+        _gemm_launch(rt, a, b, out, None, M, N, K, K, 1, N, 1, batch, M * K if ba else 0, K * N, M * N, 0, 0, 1.0, 0.0)
+    if len(a.shape) == 1 or len(b.shape) == 1:
+        final = tuple(batch_dims) + ((M,) if len(a.shape) > 1 else ()) + ((N,) if len(b.shape) > 1 else ())
+        view = out.view(final)
+        view.owned, out.owned = True, False  # ownership moves to the reshaped handle
+        return view
+    return out
+
+
+def _gemm(rt: CudaRuntime, a: DeviceArray, b: DeviceArray, c: DeviceArray | None, attrs: Mapping[str, Any]) -> DeviceArray:
+    ta, tb = int(attrs.get("transA", 0)), int(attrs.get("transB", 0))
+    M, K = (a.shape[1], a.shape[0]) if ta else a.shape
+    N = b.shape[0] if tb else b.shape[1]
+    out = rt.empty((M, N))
+    bias_m = bias_n = 0
+    if c is not None:
+        cs = (1,) * (2 - len(c.shape)) + tuple(c.shape)
+        bias_m = cs[1] if cs[0] != 1 else 0
+        bias_n = 1 if cs[1] != 1 else 0
+    if out.size:
+        _gemm_launch(rt, a, b, out, c, M, N, K, 1 if ta else K, M if ta else 1, 1 if tb else N, K if tb else 1,
+                     1, 0, 0, 0, bias_m, bias_n, float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0)))
+    return out
+
+
+def _softmax(rt: CudaRuntime, x: DeviceArray) -> DeviceArray:
+    out = rt.empty(x.shape)
+    cols = x.shape[-1] if x.shape else 1
+    rows = x.size // cols if cols else 0
+    if rows and cols:
+        rt.launch("softmax", "softmax_f32", (min(rows, 1 << 20),), (256,), [ptr(x), ptr(out), i64(rows), i32(cols)])
+    return out
+
+
+def _rms_norm(rt: CudaRuntime, x: DeviceArray, scale: DeviceArray, attrs: Mapping[str, Any], n_out: int) -> list[DeviceArray]:
+    axis = int(attrs.get("axis", -1)) % len(x.shape)
+    cols = int(np.prod(x.shape[axis:], dtype=np.int64))
+    if scale.size != cols:
+        raise KernelLaunchError(f"SimplifiedLayerNormalization: scale {scale.shape!r} does not cover dims {x.shape[axis:]!r}")
+    rows = x.size // cols if cols else 0
+    y = rt.empty(x.shape)
+    inv = rt.empty(x.shape[:axis] + (1,) * (len(x.shape) - axis)) if n_out > 1 else None
+    if rows and cols:
+        rt.launch("rms_norm", "rms_norm_f32", (min(rows, 1 << 20),), (256,),
+                  [ptr(x), ptr(scale), ptr(y), ptr(inv), i64(rows), i32(cols), f32(attrs.get("epsilon", 1e-5))])
+    return [y] if inv is None else [y, inv]
+
+
+def _matmul_nbits(rt, node, inputs, attrs, ws) -> DeviceArray:
+    a, b, scales = inputs[0], inputs[1], inputs[2]
+    zp = inputs[3] if len(inputs) > 3 else None
+    bias = inputs[5] if len(inputs) > 5 else None
+    N, K, bs = int(attrs["N"]), int(attrs["K"]), int(attrs["block_size"])
+    M = int(np.prod(a.shape[:-1], dtype=np.int64))
+    k_blocks = -(-K // bs)
+    recipe = matmul_nbits_recipe(M, N, K, attrs.get("bits", 4), bs)
+    if recipe is None:
+        raise KernelLaunchError(f"MatMulNBits: shape {a.shape!r} with N={N!r}, K={K!r} is out of range")
+    out = rt.empty(a.shape[:-1] + (N,))
+    wsp = _workspace(rt, ws, node, recipe.workspace_bytes)
+    if recipe.path == "gemv":
+        rt.launch("matmul_nbits", "mnb4_gemv_f32", (math.ceil(N / 4),), (128,),
+                  [ptr(a), ptr(b), ptr(scales), ptr(zp), ptr(bias), ptr(out), i32(M), i32(N), i32(K), i32(bs), i32(k_blocks)])
+    elif recipe.path == "tiled":
+        rt.launch("matmul_nbits", "mnb4_dequant_f32", (_grid1d(N * K),), (256,),
+                  [ptr(b), ptr(scales), ptr(zp), ptr(wsp), i32(N), i32(K), i32(bs), i32(k_blocks)])
+        _gemm_launch(rt, a, wsp, out, bias, M, N, K, K, 1, N, 1, 1, 0, 0, 0, 0, 1, 1.0, 1.0)
+    return out
+
+
+def _attention(rt, node, inputs, attrs, ws) -> DeviceArray:
+    q, k, v = inputs[0], inputs[1], inputs[2]
+    B, S, hidden = q.shape
+    L, H = k.shape[1], int(attrs["num_heads"])
+    D = hidden // H
+    r = attention_recipe(B, S, L, H, D, rt.device.profile.sm_count)
+    if r is None:
+        raise KernelLaunchError(f"MultiHeadAttention: shapes {q.shape!r}, {k.shape!r} are out of range")
+    out = rt.empty(q.shape)
+    if out.size == 0:
+        return out
+    base = _workspace(rt, ws, node, r.total_bytes)
+    scale = float(attrs.get("scale", 0.0)) or 1.0 / math.sqrt(D)
+    causal = int(attrs.get("unidirectional", 0))
+    kps = r.blocks_per_split * r.block_n if r.num_splits > 1 else max(L, 1)
+    lse = base + r.lse_offset
+    lse_acc = base + r.lse_accum_offset if r.num_splits > 1 else 0
+    o_acc = base + r.out_accum_offset if r.num_splits > 1 else 0
+    rt.launch("attention", "attn_split_f32", (S * r.num_splits, B * H), (128,),
+              [ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse), ptr(lse_acc), ptr(o_acc), i32(B), i32(H), i32(S), i32(L),
+               i32(D), i32(r.head_size_rounded), f32(scale), i32(causal), i32(r.num_splits), i32(kps)])
+    if r.num_splits > 1:
+        rt.launch("attention", "attn_combine_f32", (B * H * S,), (128,),
+                  [ptr(lse_acc), ptr(o_acc), ptr(out), ptr(lse), i32(B), i32(H), i32(S), i32(D),
+                   i32(r.head_size_rounded), i32(r.num_splits)])
+    return out
+
+
+def compute(rt: CudaRuntime, spec: OpSpec, node: str, inputs: Sequence[DeviceArray | None], attrs: Mapping[str, Any],
+            ws: WorkspaceSource, n_outputs: int = 1) -> list[DeviceArray]:
+    """Run one node on the device; returns its outputs (owned by ``rt``)."""
+    op = spec.op_type
+    if op in BINARY_OPS:
+        return [_binary(rt, op, inputs[0], inputs[1])]  # type: ignore[arg-type]
+    if op in UNARY_OPS:
+        return [_unary(rt, op, inputs[0], attrs)]  # type: ignore[arg-type]
+    if op == "Softmax":
+        return [_softmax(rt, inputs[0])]  # type: ignore[arg-type]
+    if op == "SimplifiedLayerNormalization":
+        return _rms_norm(rt, inputs[0], inputs[1], attrs, n_outputs)  # type: ignore[arg-type]
+    if op == "MatMul":
+        return [_matmul(rt, inputs[0], inputs[1])]  # type: ignore[arg-type]
+    if op == "Gemm":
+        return [_gemm(rt, inputs[0], inputs[1], inputs[2] if len(inputs) > 2 else None, attrs)]  # type: ignore[arg-type]
+    if op == "MatMulNBits":
+        return [_matmul_nbits(rt, node, inputs, attrs, ws)]
+    if op == "MultiHeadAttention":
+        return [_attention(rt, node, inputs, attrs, ws)]
+    raise KernelLaunchError(f"no launch code for {op!r}")
+
+
+def declared_bytes(spec: OpSpec, shapes: Sequence[tuple[int, ...] | None], attrs: Mapping[str, Any], profile) -> int | None:
+    """What the kernel declares at Level 2 (the same recipe as ``compute`` requests)."""
+    return workspace_bytes(spec.recipe, shapes, attrs, profile)

@@ -1,0 +1,226 @@
+"""What the CUDA EP runs: op, domain, opset range, dtypes, shapes, attributes, kernel source.
+
+``check_node`` returns None when the EP can run the node for every shape the graph allows, or a
+``Rejection`` naming what was rejected, what is accepted, and a remedy. Claims are decided here,
+before any kernel exists, so nothing the graph already says can make a claimed node fail later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+from onnx import TensorProto
+
+__all__ = ["OpSpec", "Rejection", "NodeFacts", "OP_SPECS", "find_spec", "check_node", "supported_ops",
+           "BINARY_OPS", "UNARY_OPS", "MAX_RANK"]
+
+F32, U8 = TensorProto.FLOAT, TensorProto.UINT8
+MAX_RANK = 6
+BINARY_OPS = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3, "Pow": 4}
+UNARY_OPS = {"Relu": 0, "Sigmoid": 1, "Tanh": 2, "Neg": 3, "Exp": 4, "Log": 5, "Sqrt": 6, "Abs": 7, "Erf": 8,
+             "Reciprocal": 9, "Gelu": 10, "Identity": 12}
+
+
+@attrs.define(frozen=True)
+class Rejection:
+    """Why a node is declined: the rejected aspect and value, what is accepted, and a remedy."""
+
+    aspect: str  # "op", "dtype", "shape", "attribute", "input", "device"
+    detail: str
+    accepts: str
+    remedy: str
+
+
+@attrs.define(frozen=True)
+class NodeFacts:
+    """What a claim needs from a node, independent of the graph library."""
+
+    name: str
+    op_type: str
+    domain: str
+    inputs: tuple[str, ...]  # '' for an omitted optional input
+    dtypes: tuple[int, ...]  # 0 unknown
+    shapes: tuple[tuple[object, ...] | None, ...]  # None: unknown rank or omitted
+    attrs: Mapping[str, Any]
+
+    @classmethod
+    def from_node(cls, node) -> NodeFacts:
+        values = node.graph.values if node.graph is not None else {}
+        dtypes, shapes = [], []
+        for name in node.inputs:
+            v = values.get(name) if name else None
+            dtypes.append(v.dtype if v is not None else 0)
+            shapes.append(tuple(v.shape) if v is not None and v.shape is not None else None)
+        return cls(node.name, node.op_type, "" if node.domain == "ai.onnx" else node.domain, tuple(node.inputs),
+                   tuple(dtypes), tuple(shapes), {k: a.value for k, a in node.attributes.items()})
+
+    def present(self, i: int) -> bool:
+        return i < len(self.inputs) and self.inputs[i] != ""
+
+    def rank(self, i: int) -> int | None:
+        s = self.shapes[i] if i < len(self.shapes) else None
+        return None if s is None else len(s)
+
+
+Check = Callable[[NodeFacts, int], Rejection | None]
+
+
+@attrs.define(frozen=True)
+class OpSpec:
+    op_type: str
+    domain: str
+    since: int
+    until: int | None
+    kernel: str  # source name in KERNEL_SOURCES
+    recipe: str  # workspace recipe name ("none" for kernels that use none)
+    check: Check
+
+
+def _dtypes(f: NodeFacts, want: Mapping[int, tuple[int, ...]]) -> Rejection | None:
+    for i, ok in want.items():
+        if not f.present(i):
+            continue
+        got = f.dtypes[i]
+        if got not in ok:
+            from ort_graph import dtype_name
+
+            names = "/".join(dtype_name(t) for t in ok)
+            return Rejection("dtype", f"input {i} ({f.inputs[i]!r}) has dtype {dtype_name(got) if got else 'unknown'!r}",
+                             f"{names} for input {i}",
+                             "cast to float32 before this node, or leave it to the CPU EP")
+    return None
+
+
+def _ranks_known(f: NodeFacts, idx: tuple[int, ...], max_rank: int = MAX_RANK) -> Rejection | None:
+    for i in idx:
+        if f.present(i) and (f.rank(i) is None or f.rank(i) > max_rank):  # type: ignore[operator]
+            return Rejection("shape", f"input {i} ({f.inputs[i]!r}) has shape {f.shapes[i]!r}",
+                             f"a known rank of at most {max_rank}", "resolve shapes first (ort_graph.resolve_shapes)")
+    return None
+
+
+def _first(*checks: Rejection | None) -> Rejection | None:
+    return next((c for c in checks if c is not None), None)
+
+
+def _elementwise(f: NodeFacts, opset: int) -> Rejection | None:
+    n = 2 if f.op_type in BINARY_OPS else 1
+    r = _first(_dtypes(f, {i: (F32,) for i in range(n)}), _ranks_known(f, tuple(range(n))))
+    if r is None and f.op_type == "Gelu" and f.attrs.get("approximate", "none") not in ("none", "tanh", b"none", b"tanh"):
+        return Rejection("attribute", f"approximate={f.attrs.get('approximate')!r}", "approximate in {'none', 'tanh'}",
+                         "use the ONNX Gelu attribute values")
+    return r
+
+
+def _softmax(f: NodeFacts, opset: int) -> Rejection | None:
+    r = _first(_dtypes(f, {0: (F32,)}), _ranks_known(f, (0,), 64))
+    if r:
+        return r
+    rank = f.rank(0) or 0
+    axis = f.attrs.get("axis", -1 if opset >= 13 else 1)
+    if rank and axis % rank != rank - 1:
+        return Rejection("attribute", f"axis={axis!r} for rank {rank}", "softmax over the last axis",
+                         "transpose the axis last, or leave this node to the CPU EP")
+    return None
+
+
+def _rms_norm(f: NodeFacts, opset: int) -> Rejection | None:
+    r = _first(_dtypes(f, {0: (F32,), 1: (F32,)}), _ranks_known(f, (0, 1), 64))
+    if r:
+        return r
+    if f.present(2):
+        return Rejection("input", "a bias input", "X and scale only", "leave this node to the CPU EP")
+    return None
+
+
+def _matmul(f: NodeFacts, opset: int) -> Rejection | None:
+    r = _first(_dtypes(f, {0: (F32,), 1: (F32,)}), _ranks_known(f, (0, 1), 64))
+    if r:
+        return r
+    a, b = f.shapes[0], f.shapes[1]
+    ba, bb = tuple(a[:-2]) if len(a) > 2 else (), tuple(b[:-2]) if len(b) > 2 else ()  # type: ignore[index]
+    if ba and bb and ba != bb:
+        return Rejection("shape", f"batch dims {ba!r} x {bb!r}", "equal batch dims, or batch dims on one side only",
+                         "reshape the operands, or leave this node to the CPU EP")
+    return None
+
+
+def _gemm(f: NodeFacts, opset: int) -> Rejection | None:
+    r = _first(_dtypes(f, {0: (F32,), 1: (F32,), 2: (F32,)}), _ranks_known(f, (0, 1, 2), 2))
+    if r:
+        return r
+    if f.rank(0) != 2 or f.rank(1) != 2:
+        return Rejection("shape", f"A {f.shapes[0]!r}, B {f.shapes[1]!r}", "2-D A and B", "fix the model's Gemm inputs")
+    return None
+
+
+def _matmul_nbits(f: NodeFacts, opset: int) -> Rejection | None:
+    r = _first(_dtypes(f, {0: (F32,), 1: (U8,), 2: (F32,), 3: (U8,), 5: (F32,)}), _ranks_known(f, (0,), 64))
+    if r:
+        return r
+    bits, bs, k = f.attrs.get("bits", 4), f.attrs.get("block_size"), f.attrs.get("K")
+    if bits != 4:
+        return Rejection("attribute", f"bits={bits!r}", "bits=4", "quantize to 4 bits, or leave this node to the CPU EP")
+    if not isinstance(bs, int) or bs < 16 or bs & (bs - 1):
+        return Rejection("attribute", f"block_size={bs!r}", "a power of two >= 16", "re-quantize with block_size 32/64/128")
+    if f.present(4):
+        return Rejection("input", "g_idx (act-order) input", "no g_idx", "export without act-order, or use the CPU EP")
+    last = f.shapes[0][-1] if f.shapes[0] else None
+    if not f.shapes[0] or (isinstance(last, int) and last != k):
+        return Rejection("shape", f"A shape {f.shapes[0]!r} with K={k!r}", "A[..., K]", "fix the model")
+    return None
+
+
+def _mha(f: NodeFacts, opset: int) -> Rejection | None:
+    r = _first(_dtypes(f, {0: (F32,), 1: (F32,), 2: (F32,)}), _ranks_known(f, (0, 1, 2), 3))
+    if r:
+        return r
+    extra = [i for i in range(3, len(f.inputs)) if f.present(i)]
+    if extra or not (f.present(1) and f.present(2)):
+        return Rejection("input", f"inputs present at positions {extra or 'key/value missing'}",
+                         "query, key and value only (no bias, masks or past)", "leave this node to the CPU EP")
+    if any(f.rank(i) != 3 for i in range(3)):
+        return Rejection("shape", f"ranks {[f.rank(i) for i in range(3)]}", "3-D [batch, seq, hidden] query/key/value",
+                         "pack heads into the last dim")
+    h, hid, vhid = f.attrs.get("num_heads"), f.shapes[0][-1], f.shapes[2][-1]  # type: ignore[index]
+    if not isinstance(h, int) or h <= 0 or not isinstance(hid, int) or hid % h or hid // h > 256 or vhid != hid:
+        return Rejection("attribute", f"num_heads={h!r} with hidden {hid!r} (value hidden {vhid!r})",
+                         "a static hidden size divisible by num_heads, head size <= 256, value hidden == query hidden",
+                         "leave this node to the CPU EP")
+    return None
+
+
+OP_SPECS: tuple[OpSpec, ...] = (
+    *(OpSpec(op, "", 7, None, "elementwise", "none", _elementwise) for op in BINARY_OPS),
+    *(OpSpec(op, "", 6 if op not in ("Erf", "Gelu", "Identity") else {"Erf": 9, "Gelu": 20, "Identity": 1}[op], None,
+             "elementwise", "none", _elementwise) for op in UNARY_OPS),
+    OpSpec("Softmax", "", 1, None, "softmax", "none", _softmax),
+    OpSpec("SimplifiedLayerNormalization", "", 1, None, "rms_norm", "none", _rms_norm),
+    OpSpec("SimplifiedLayerNormalization", "com.microsoft", 1, None, "rms_norm", "none", _rms_norm),
+    OpSpec("MatMul", "", 1, None, "matmul", "none", _matmul),
+    OpSpec("Gemm", "", 7, None, "matmul", "none", _gemm),
+    OpSpec("MatMulNBits", "com.microsoft", 1, None, "matmul_nbits", "matmul_nbits", _matmul_nbits),
+    OpSpec("MultiHeadAttention", "com.microsoft", 1, None, "attention", "attention", _mha),
+)
+
+
+def supported_ops() -> list[str]:
+    return sorted({(f"{s.domain}::" if s.domain else "") + s.op_type for s in OP_SPECS})
+
+
+def find_spec(op_type: str, domain: str, opset: int) -> OpSpec | None:
+    domain = "" if domain == "ai.onnx" else domain
+    for s in OP_SPECS:
+        if s.op_type == op_type and s.domain == domain and s.since <= opset and (s.until is None or opset <= s.until):
+            return s
+    return None
+
+
+def check_node(f: NodeFacts, opset: int) -> tuple[OpSpec | None, Rejection | None]:
+    spec = find_spec(f.op_type, f.domain, opset)
+    if spec is None:
+        return None, Rejection("op", f"{(f.domain + '::') if f.domain else ''}{f.op_type} at opset {opset!r}",
+                               ", ".join(supported_ops()), "leave this node to the CPU EP (it is next in the list)")
+    return spec, spec.check(f, opset)

@@ -1,0 +1,150 @@
+"""One workspace recipe per kernel, shared by the Level-1 estimate, the Level-2 declaration and the
+runtime request. Recipes see positional input shapes (None = omitted or shapeless), the node's
+attributes and the device profile; they return bytes, or None when the shapes are malformed,
+overflow, or are not known well enough (never a guess).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ._attention_recipe import attention_recipe, attention_workspace_envelope
+from ._checked import dim, mul, span
+from ._nbits_recipe import matmul_nbits_recipe, matmul_nbits_workspace_envelope
+from ._profiles import DeviceProfile
+
+__all__ = ["SLOT_ID", "InputShapes", "Ranges", "WorkspaceRecipe", "RECIPES", "zero_recipe", "recipe_for",
+           "workspace_bytes", "estimate_bytes"]
+
+SLOT_ID = 0  # every kernel here declares at most one slot
+InputShapes = Sequence[tuple[int, ...] | None]
+# Ranges: per input, per dim, an inclusive (lo, hi) span (static dims give (d, d)).
+Ranges = Sequence[tuple[tuple[int, int], ...] | None]
+
+Exact = Callable[[InputShapes, Mapping[str, Any], DeviceProfile], int | None]
+Envelope = Callable[[Ranges, Mapping[str, Any], DeviceProfile], int | None]
+
+
+class WorkspaceRecipe:
+    """``exact`` for one static shape; ``envelope`` for the largest need over ranges of shapes."""
+
+    def __init__(self, name: str, exact: Exact, envelope: Envelope) -> None:
+        self.name, self.exact, self.envelope = name, exact, envelope
+
+    def __repr__(self) -> str:
+        return f"WorkspaceRecipe({self.name!r})"
+
+
+def _static(shapes: InputShapes, i: int, rank: int | None = None) -> tuple[int, ...] | None:
+    if i >= len(shapes) or shapes[i] is None:
+        return None
+    s = tuple(shapes[i])  # type: ignore[arg-type]
+    if rank is not None and len(s) != rank:
+        return None
+    return s if all(dim(d) is not None for d in s) else None
+
+
+def _zero_exact(shapes: InputShapes, attrs: Mapping[str, Any], device: DeviceProfile) -> int | None:
+    return 0
+
+
+def _zero_envelope(ranges: Ranges, attrs: Mapping[str, Any], device: DeviceProfile) -> int | None:
+    return 0
+
+
+zero_recipe = WorkspaceRecipe("none", _zero_exact, _zero_envelope)
+
+
+# -- attention (com.microsoft MultiHeadAttention, 3-D query/key/value) --------------------------
+def _heads(attrs: Mapping[str, Any], hidden: int) -> tuple[int, int] | None:
+    h = dim(attrs.get("num_heads"))
+    if not h or hidden % h:
+        return None
+    return h, hidden // h
+
+
+def _attention_exact(shapes: InputShapes, attrs: Mapping[str, Any], device: DeviceProfile) -> int | None:
+    q, k = _static(shapes, 0, 3), _static(shapes, 1, 3)
+    if q is None or k is None or q[0] != k[0]:
+        return None
+    hd = _heads(attrs, q[2])
+    if hd is None:
+        return None
+    r = attention_recipe(q[0], q[1], k[1], hd[0], hd[1], device.sm_count)
+    return None if r is None else r.total_bytes
+
+
+def _attention_envelope(ranges: Ranges, attrs: Mapping[str, Any], device: DeviceProfile) -> int | None:
+    if len(ranges) < 2 or ranges[0] is None or ranges[1] is None or len(ranges[0]) != 3 or len(ranges[1]) != 3:
+        return None
+    (b, sq, hid), (_, skv, _) = ranges[0], ranges[1]
+    if hid[0] != hid[1]:
+        return None  # the hidden size must be known to split it into heads
+    hd = _heads(attrs, hid[0])
+    if hd is None:
+        return None
+    return attention_workspace_envelope(b, sq, skv, hd[0], hd[1], device.sm_count)
+
+
+attention_recipe_ws = WorkspaceRecipe("attention", _attention_exact, _attention_envelope)
+
+
+# -- MatMulNBits --------------------------------------------------------------------------------
+def _nbits_exact(shapes: InputShapes, attrs: Mapping[str, Any], device: DeviceProfile) -> int | None:
+    a = _static(shapes, 0)
+    if a is None or len(a) < 1 or a[-1] != attrs.get("K"):
+        return None
+    r = matmul_nbits_recipe(mul(*a[:-1]), attrs.get("N"), attrs.get("K"), attrs.get("bits", 4), attrs.get("block_size"))
+    return None if r is None else r.workspace_bytes
+
+
+def _nbits_envelope(ranges: Ranges, attrs: Mapping[str, Any], device: DeviceProfile) -> int | None:
+    if not ranges or ranges[0] is None or len(ranges[0]) < 1:
+        return None
+    a = ranges[0]
+    if a[-1] != (attrs.get("K"), attrs.get("K")):
+        return None
+    lo, hi = mul(*(r[0] for r in a[:-1])), mul(*(r[1] for r in a[:-1]))
+    if lo is None or hi is None or span((lo, hi)) is None:
+        return None
+    return matmul_nbits_workspace_envelope((lo, hi), attrs.get("N"), attrs.get("K"), attrs.get("bits", 4), attrs.get("block_size"))
+
+
+matmul_nbits_recipe_ws = WorkspaceRecipe("matmul_nbits", _nbits_exact, _nbits_envelope)
+
+RECIPES: dict[str, WorkspaceRecipe] = {"none": zero_recipe, "attention": attention_recipe_ws,
+                                       "matmul_nbits": matmul_nbits_recipe_ws}
+
+
+def recipe_for(kernel: str) -> WorkspaceRecipe:
+    return RECIPES.get(kernel, zero_recipe)
+
+
+def workspace_bytes(kernel: str, shapes: InputShapes, attrs: Mapping[str, Any], device: DeviceProfile) -> int | None:
+    """Exact bytes for static shapes (Level 2 and the runtime request)."""
+    return recipe_for(kernel).exact(shapes, attrs, device)
+
+
+def estimate_bytes(kernel: str, shapes: Sequence[tuple[object, ...] | None], attrs: Mapping[str, Any],
+                   device: DeviceProfile, dim_ranges: Mapping[str, tuple[int, int]] | None = None) -> int | None:
+    """Level-1 estimate from graph shapes: exact when static, the envelope when symbolic dims have
+    ranges in ``dim_ranges`` (name -> inclusive (lo, hi)); None when a needed dim is unknown."""
+    recipe = recipe_for(kernel)
+    if recipe is zero_recipe:
+        return 0
+    if all(s is None or all(dim(d) is not None for d in s) for s in shapes):
+        return recipe.exact([None if s is None else tuple(s) for s in shapes], attrs, device)  # type: ignore[misc]
+    ranges: list[tuple[tuple[int, int], ...] | None] = []
+    for s in shapes:
+        if s is None:
+            ranges.append(None)
+            continue
+        row = []
+        for d in s:
+            r = span(d) if dim(d) is not None else (span((dim_ranges or {}).get(d)) if isinstance(d, str) and dim_ranges and d in dim_ranges else None)  # type: ignore[arg-type]
+            if r is None:
+                return None
+            row.append(r)
+        ranges.append(tuple(row))
+    return recipe.envelope(ranges, attrs, device)
