@@ -58,7 +58,8 @@ def test_name_matcher_refuses_exact_qualifier():
 
 def test_name_matcher_auto_strategy_switches():
     assert NameMatcher(parse_rules("cuda(a,b)")).strategy == "loop"
-    assert NameMatcher(parse_rules("cuda(layers.[0-40]/)")).strategy == "automaton"
+    assert NameMatcher(parse_rules("cuda(layers.[0-128]/)")).strategy == "automaton"
+    assert NameMatcher(parse_rules("cuda(layers.[0-127]/)")).strategy == "loop"
 
 
 def test_automaton_agrees_with_loop_on_random_inputs():

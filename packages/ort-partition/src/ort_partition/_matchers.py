@@ -59,10 +59,10 @@ class NameMatcher:
 
     `strategy` is "automaton" (Aho-Corasick: one pass over the name whatever the number of patterns),
     "loop" (ONNX Runtime's reference: patterns longest-first, first `in` hit wins) or "auto" (the
-    loop for a handful of patterns, the automaton beyond). Both give the same answer.
+    loop up to LOOP_MAX_PATTERNS patterns, the automaton beyond). Both give the same answer.
     """
 
-    LOOP_MAX_PATTERNS = 8
+    LOOP_MAX_PATTERNS = 128  # measured: the C-level `in` loop wins below ~100 patterns
 
     def __init__(self, rules: Rules | Sequence[Rule], strategy: str = "auto") -> None:
         rules = list(rules)
