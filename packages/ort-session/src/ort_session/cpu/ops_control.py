@@ -1,0 +1,118 @@
+"""Control flow: If, Loop, Scan. Subgraphs run with the sequential interpreter; the kernels receive
+the node's implicit (outer-scope) inputs after the explicit ones."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ort_graph import Graph, Node, to_numpy_dtype
+
+from ._registry import Decline, OpImpl, register
+from ._util import norm_axis
+
+
+def _outer(node: Node, inputs: list, n_explicit: int) -> dict:
+    return dict(zip(node.implicit_inputs(), inputs[n_explicit:]))
+
+
+def _empty_like_output(g: Graph, name: str) -> np.ndarray:
+    v = g.values.get(name)
+    dt = to_numpy_dtype(v.dtype) if v is not None and v.dtype else np.dtype(np.float32)
+    shape = v.shape if v is not None and v.shape is not None and all(isinstance(d, int) for d in v.shape) else ()
+    return np.zeros((0, *shape), dtype=dt)
+
+
+def _run(g: Graph, feeds: dict, outer: dict) -> list:
+    from ._interp import run_graph
+
+    out = run_graph(g, feeds, outer)
+    return [out[o] for o in g.outputs]
+
+
+@register("If", since=1)
+class If(OpImpl):
+    implicit_inputs = True
+
+    def compute(self, node, inputs):
+        cond = bool(np.asarray(inputs[0]).reshape(-1)[0])
+        g = node.attr("then_branch") if cond else node.attr("else_branch")
+        return _run(g, {}, _outer(node, inputs, len(node.inputs)))
+
+
+@register("Loop", since=1)
+class Loop(OpImpl):
+    implicit_inputs = True
+
+    def compute(self, node, inputs):
+        body: Graph = node.attr("body")
+        ne = len(node.inputs)
+        outer = _outer(node, inputs, ne)
+        m = inputs[0]
+        trip = None if m is None else int(np.asarray(m).reshape(-1)[0])
+        cond = True if inputs[1] is None else bool(np.asarray(inputs[1]).reshape(-1)[0])
+        carried = list(inputs[2:ne])
+        n_carried = len(carried)
+        n_scan = len(body.outputs) - 1 - n_carried
+        scans: list[list] = [[] for _ in range(n_scan)]
+        i = 0
+        while (trip is None or i < trip) and cond:
+            feeds = {body.inputs[0]: np.array(i, dtype=np.int64), body.inputs[1]: np.array(cond)}
+            feeds.update(zip(body.inputs[2:], carried))
+            outs = _run(body, feeds, outer)
+            cond = bool(np.asarray(outs[0]).reshape(-1)[0])
+            carried = outs[1:1 + n_carried]
+            for k in range(n_scan):
+                scans[k].append(outs[1 + n_carried + k])
+            i += 1
+        scan_out = []
+        for k in range(n_scan):
+            if scans[k] and isinstance(scans[k][0], list):
+                scan_out.append(scans[k])
+            elif scans[k]:
+                scan_out.append(np.stack(scans[k]))
+            else:
+                scan_out.append(_empty_like_output(body, body.outputs[1 + n_carried + k]))
+        return carried + scan_out
+
+
+@register("Scan", since=9)
+class Scan(OpImpl):
+    implicit_inputs = True
+
+    def supports(self, node, inputs, opset):
+        if node.attr("body") is None or node.attr("num_scan_inputs") is None:
+            return Decline(rejected="Scan without body/num_scan_inputs", accepts="a well-formed Scan",
+                           remedy="fix the model")
+        return None
+
+    def compute(self, node, inputs):
+        body: Graph = node.attr("body")
+        ne = len(node.inputs)
+        outer = _outer(node, inputs, ne)
+        m = node.attr("num_scan_inputs")
+        n_state = ne - m
+        state = list(inputs[:n_state])
+        xs = list(inputs[n_state:ne])
+        in_axes = node.attr("scan_input_axes") or [0] * m
+        in_dirs = node.attr("scan_input_directions") or [0] * m
+        xs = [np.moveaxis(x, norm_axis(a, x.ndim), 0) for x, a in zip(xs, in_axes)]
+        xs = [x[::-1] if d else x for x, d in zip(xs, in_dirs)]
+        steps = xs[0].shape[0] if xs else 0
+        n_out = len(body.outputs) - n_state
+        ys: list[list] = [[] for _ in range(n_out)]
+        for t in range(steps):
+            feeds = dict(zip(body.inputs[:n_state], state))
+            feeds.update(zip(body.inputs[n_state:], (x[t] for x in xs)))
+            outs = _run(body, feeds, outer)
+            state = outs[:n_state]
+            for k in range(n_out):
+                ys[k].append(outs[n_state + k])
+        out_axes = node.attr("scan_output_axes") or [0] * n_out
+        out_dirs = node.attr("scan_output_directions") or [0] * n_out
+        results = []
+        for k in range(n_out):
+            y = np.stack(ys[k]) if ys[k] else _empty_like_output(body, body.outputs[n_state + k])
+            if out_dirs[k]:
+                y = y[::-1]
+            results.append(np.ascontiguousarray(np.moveaxis(y, 0, norm_axis(out_axes[k], y.ndim))))
+        return state + results
