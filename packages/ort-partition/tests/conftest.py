@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import warnings
 
-import ort_graph
 import pytest
 from onnx import TensorProto, helper
+
+import ort_graph
 from ort_graph import zoo
 
 

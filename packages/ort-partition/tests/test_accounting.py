@@ -1,8 +1,8 @@
 import numpy as np
-import ort_graph
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import ort_graph
 from ort_partition import (
     NodeAllocationStats,
     ResourceAccountant,
@@ -130,3 +130,16 @@ def test_unknown_output_sizes_count_zero_and_are_reported():
     graph = ort_graph.from_proto(helper.make_model(g)).graph
     cost = node_cost_breakdown(ResourceAccountant(), graph.nodes[0], None)
     assert cost.total == 0 and cost.unknown_outputs == 1
+
+
+def test_failing_estimator_falls_back_to_the_heuristic_with_a_warning():
+    from ort_partition import CPU_EP, WorkspaceEstimateWarning, place
+
+    class Broken:
+        def estimate(self, node, ep_name):
+            raise RuntimeError("no device properties")
+
+    g = shared_weight_graph()
+    with pytest.warns(WorkspaceEstimateWarning, match=r"'mm_a'.*no device properties.*heuristic"):
+        p = place(g, [CPU_EP], estimator=Broken())
+    assert p.costs[nodes(g)["mm_a"]].workspace_source == "heuristic"

@@ -3,7 +3,14 @@ import random
 import attrs
 import pytest
 
-from ort_partition import AnnotationMatcher, NameMatcher, RuleError, derived_node_path, name_match_target, parse_rules
+from ort_partition import (
+    AnnotationMatcher,
+    NameMatcher,
+    RuleError,
+    derived_node_path,
+    name_match_target,
+    parse_rules,
+)
 
 
 def ann(text):

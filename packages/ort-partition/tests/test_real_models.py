@@ -3,9 +3,9 @@
 import collections
 import warnings
 
-import ort_graph
 import pytest
 
+import ort_graph
 from ort_partition import (
     CPU_EP,
     CUDA_EP,

@@ -17,6 +17,7 @@ from ._accounting import (
     apply_workspace_heuristic,
     node_cost_breakdown,
     node_cost_for_budget,
+    safe_estimate,
 )
 from ._autofit import AutoFitResult, auto_fit
 from ._budget import (
@@ -52,6 +53,7 @@ from ._errors import (
     RuleError,
     RuleSyntaxError,
     StatsFileError,
+    WorkspaceEstimateWarning,
 )
 from ._layering import (
     LAYER_ASSIGNMENT_KEY,
@@ -79,11 +81,12 @@ __all__ = [
     "NameMatcher", "NodeAllocationStats", "NodeCost", "NodeStats", "NodeStatsRecorder", "OpSetProvider", "Overrun",
     "PartitionError", "Placement", "PlacementError", "PlacementReport", "PluginAdapter", "PluginProviderSpec",
     "RecheckResult", "ReportRow", "ResourceAccountant", "ResourcePartitioningSettings", "Rule", "RuleDroppedWarning",
-    "RuleError", "RuleSyntaxError", "Rules", "StatsFileError", "Supported", "WorkspaceEstimator", "__version__",
+    "RuleError", "RuleSyntaxError", "Rules", "StatsFileError", "Supported", "WorkspaceEstimateWarning",
+    "WorkspaceEstimator", "__version__",
     "apply_workspace_heuristic", "assign_layers", "assign_layers_from_options", "auto_fit", "bench",
     "derived_node_path", "ep_info", "format_bytes", "format_node_stats", "group_label", "group_of", "host_loop",
     "in_tree_loop", "layer_groups", "layer_id", "match_device", "name_match_target", "node_cost_breakdown",
     "node_cost_for_budget", "node_group", "parse_budget", "parse_bytes", "parse_resource_partitioning_settings",
-    "parse_rules", "place", "placement_report", "read_node_stats", "recheck_budget", "run_capability",
+    "parse_rules", "place", "placement_report", "read_node_stats", "recheck_budget", "run_capability", "safe_estimate",
     "write_node_stats",
 ]

@@ -8,12 +8,14 @@ statistics CSV) has a row for the node, the larger of measured and computed cost
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
 from ._budget import NodeAllocationStats, NodeStats
+from ._errors import WorkspaceEstimateWarning
 
 WORKSPACE_HEURISTIC = 1.5
 
@@ -23,6 +25,22 @@ class WorkspaceEstimator(Protocol):
     """Level-1 workspace estimates (e.g. ort-abi's kernel registry): bytes, or None if unknown."""
 
     def estimate(self, node: Any, ep_name: str) -> int | None: ...
+
+
+def safe_estimate(estimator: WorkspaceEstimator | None, node: Any, ep_name: str) -> int | None:
+    """Ask an estimator; a failing estimator counts as "no estimate" (the heuristic applies), as an
+    error status from an ONNX Runtime estimate function does, but with a warning naming the node."""
+    if estimator is None:
+        return None
+    try:
+        return estimator.estimate(node, ep_name)
+    except Exception as e:  # noqa: BLE001 - any estimator failure degrades to the heuristic
+        warnings.warn(
+            f"workspace estimate for node {node.name!r} ({node.op_type}) on {ep_name} failed: {e!r}; "
+            "using the 1.5x heuristic — fix the estimate function of this kernel",
+            WorkspaceEstimateWarning, stacklevel=3,
+        )
+        return None
 
 
 def apply_workspace_heuristic(base: int) -> int:

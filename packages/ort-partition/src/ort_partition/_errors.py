@@ -43,3 +43,7 @@ class RuleDroppedWarning(UserWarning):
 
 class BudgetOverrunWarning(UserWarning):
     """The Level-2 re-check found a device over its budget (placement is kept as is)."""
+
+
+class WorkspaceEstimateWarning(UserWarning):
+    """A Level-1 workspace estimator failed for a node; the 1.5x heuristic was used instead."""

@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 
-from ._accounting import ResourceAccountant, WorkspaceEstimator, node_cost_for_budget
+from ._accounting import ResourceAccountant, WorkspaceEstimator, node_cost_for_budget, safe_estimate
 from ._claims import Claim, Declined
 
 
@@ -42,8 +42,8 @@ class CapabilityResult:
 
 def _estimate(claim: Claim, estimator: WorkspaceEstimator | None, node: Any, ep_name: str) -> int | None:
     est = getattr(claim, "workspace_estimate", None)
-    if est is None and estimator is not None:
-        est = estimator.estimate(node, ep_name)
+    if est is None:
+        est = safe_estimate(estimator, node, ep_name)
     return est
 
 

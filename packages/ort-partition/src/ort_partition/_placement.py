@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
+
 from ort_graph import topological_order
 
 from ._accounting import NodeCost, ResourceAccountant, WorkspaceEstimator

@@ -7,9 +7,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
+
 from ort_graph import topological_order
 
-from ._accounting import NodeCost, ResourceAccountant, WorkspaceEstimator, node_cost_breakdown
+from ._accounting import NodeCost, ResourceAccountant, WorkspaceEstimator, node_cost_breakdown, safe_estimate
 from ._budget import Budgets, NodeAllocationStats, parse_budget
 from ._errors import BudgetOverrunWarning
 from ._placement import _graph
@@ -61,7 +62,7 @@ def recheck_budget(graph: Any, budgets: Budgets | str | Mapping[str, Any], *,
         if not node.ep:
             continue
         acc = accs.setdefault(node.ep, ResourceAccountant(limits.get(node.ep), stats, node.ep))
-        est = estimator.estimate(node, node.ep) if estimator is not None else None
+        est = safe_estimate(estimator, node, node.ep)
         costs[node] = node_cost_breakdown(acc, node, est)
         acc.account_for_node(node)
     totals = {ep: a.consumed for ep, a in accs.items()}
