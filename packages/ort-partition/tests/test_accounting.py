@@ -140,6 +140,8 @@ def test_failing_estimator_falls_back_to_the_heuristic_with_a_warning():
             raise RuntimeError("no device properties")
 
     g = shared_weight_graph()
-    with pytest.warns(WorkspaceEstimateWarning, match=r"'mm_a'.*no device properties.*heuristic"):
+    with pytest.warns(WorkspaceEstimateWarning) as record:
         p = place(g, [CPU_EP], estimator=Broken())
+    assert len(record) == 3
+    assert "'mm_a'" in str(record[0].message) and "no device properties" in str(record[0].message)
     assert p.costs[nodes(g)["mm_a"]].workspace_source == "heuristic"
