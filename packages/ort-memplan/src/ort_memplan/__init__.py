@@ -6,6 +6,8 @@ can beat, and `validate` proves the plan correct.
 """
 
 from ._bound import busiest_step, lower_bound
+from ._buffers import Allocator, ExecutionBuffers, HostAccess, HostAllocator
+from ._cache import PatternCache, ShapeKey, TraceRecorder, requests_from_trace, shape_key
 from ._errors import (
     BudgetExceededError,
     ConcurrentRunError,
@@ -18,16 +20,22 @@ from ._errors import (
     RedZoneViolation,
     TraceError,
 )
+from ._graph import Activations, activation_lifetimes, may_inplace
 from ._online import OnlinePlanner
 from ._planners import ALGORITHMS, plan
+from ._redzone import RedZoneGuard
 from ._types import DEFAULT_ALIGNMENT, AllocationRequest, MemoryPlan, align_up
 from ._validate import validate
+from ._workspace import GraphPlan, SlotKey, plan_graph, workspace_requests
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "ALGORITHMS", "DEFAULT_ALIGNMENT", "AllocationRequest", "BudgetExceededError", "ConcurrentRunError",
-    "InvalidRequestError", "LookupMissError", "MemPlanError", "MemoryPlan", "MisalignedError",
-    "OnlinePlanner", "OverlapError", "PlanValidationError", "RedZoneViolation", "TraceError",
-    "__version__", "align_up", "busiest_step", "lower_bound", "plan", "validate",
+    "ALGORITHMS", "DEFAULT_ALIGNMENT", "Activations", "AllocationRequest", "Allocator", "BudgetExceededError",
+    "ConcurrentRunError", "ExecutionBuffers", "GraphPlan", "HostAccess", "HostAllocator", "InvalidRequestError",
+    "LookupMissError", "MemPlanError", "MemoryPlan", "MisalignedError", "OnlinePlanner", "OverlapError",
+    "PatternCache", "PlanValidationError", "RedZoneGuard", "RedZoneViolation", "ShapeKey", "SlotKey",
+    "TraceError", "TraceRecorder", "__version__", "activation_lifetimes", "align_up", "busiest_step",
+    "lower_bound", "may_inplace", "plan", "plan_graph", "requests_from_trace", "shape_key", "validate",
+    "workspace_requests",
 ]

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ._bound import lower_bound
+from ._buffers import Allocator, ExecutionBuffers
 from ._errors import InvalidRequestError, LookupMissError
 from ._graph import Activations, activation_lifetimes
 from ._planners import plan
@@ -78,6 +79,12 @@ class GraphPlan:
 
     def offset_of(self, name: str) -> int:
         return self.value_block(name)[1]
+
+    def buffers(self, allocators: Mapping[str, Allocator], budgets: Mapping[str, int] | None = None,
+                ) -> ExecutionBuffers:
+        """Pre-allocated execution buffers for this plan (fails here if a budget is too small)."""
+        return ExecutionBuffers(self.plan, allocators, requests=self.requests, budgets=budgets,
+                                names=self.names)
 
     def workspace(self, node_index: int, slot_id: int) -> tuple[int, int]:
         """(offset, nbytes) of a declared workspace slot in its device's buffer."""

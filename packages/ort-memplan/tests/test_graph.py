@@ -1,0 +1,159 @@
+"""The graph adapter: lifetimes, devices, unknown sizes, in-place reuse and workspace packing."""
+
+from __future__ import annotations
+
+import pytest
+
+import ort_memplan as mp
+from ort_graph import topological_order
+
+
+def cpu(_node) -> str:
+    return "cpu"
+
+
+def lifetimes(acts: mp.Activations) -> dict[str, tuple[int, int, str]]:
+    by_id = {r.id: r for r in acts.requests}
+    return {name: (by_id[i].first, by_id[i].last, by_id[i].device) for name, i in acts.value_ids.items()}
+
+
+def test_lifetimes_without_inplace(chain_graph) -> None:
+    g = chain_graph
+    acts = mp.activation_lifetimes(g, g.nodes, cpu, inplace=False)
+    life = lifetimes(acts)
+    assert life["x"] == (0, 4, "cpu")          # graph input: from step 0 to its last reader (add4)
+    assert life["a"] == (1, 2, "cpu")
+    assert life["d"] == (4, 5, "cpu")
+    assert life["y"] == (5, 6, "cpu")          # graph outputs live to the last step
+    assert life["z"] == (6, 6, "cpu")
+    assert "w" not in acts.value_ids            # initializers are weights, not activations
+    assert acts.unknown_sizes == ("u",)
+    assert acts.inplace == {}
+    assert acts.steps == 7 and acts.node_names[2] == "relu2"
+    assert acts.lower_bound == acts.lower_bound_without_inplace == {"cpu": 5 * 1024}   # x, a, b at step 2
+
+
+def test_inplace_reuse_and_its_limits(chain_graph) -> None:
+    g = chain_graph
+    acts = mp.activation_lifetimes(g, g.nodes, cpu)
+    # relu2 overwrites a (dies at step 2); add4 overwrites c, never the graph input x; relu6 must not
+    # overwrite y, a graph output
+    assert acts.inplace == {"b": "a", "d": "c"}
+    assert acts.value_ids["b"] == acts.value_ids["a"]
+    assert acts.value_ids["y"] != acts.value_ids["z"]
+    assert len(acts.requests) == len(acts.plain_requests) - 2
+    assert acts.lower_bound == {"cpu": 4 * 1024}                            # x, a/b, c at step 3
+    assert acts.lower_bound_without_inplace == {"cpu": 5 * 1024}
+    gp = mp.plan_graph(g, g.nodes, cpu)
+    mp.validate(gp.plan, gp.requests)
+    assert gp.value_block("b") == gp.value_block("a")
+    assert gp.plan.peak == {"cpu": 4 * 1024}
+    assert gp.lower_bound_without_inplace == acts.lower_bound_without_inplace
+
+
+def test_inplace_needs_same_device_and_enough_bytes(graph_builder) -> None:
+    g = graph_builder([("mm0", "MatMul", ["x", "w"], ["a"]), ("add1", "Add", ["a", "a"], ["b"]),
+               ("mm2", "MatMul", ["b", "w"], ["c"]), ("cast3", "Cast", ["c"], ["d"]),
+               ("mm4", "MatMul", ["d", "w"], ["y"])],
+              {"x": (1, 256), "a": (1, 256), "b": (1, 256), "c": (1, 256), "d": (2, 256), "y": (1, 256)},
+              ["x"], ["y"])
+    order = topological_order(g)
+    acts = mp.activation_lifetimes(g, order, lambda n: "cuda" if n.name == "add1" else "cpu")
+    assert acts.inplace == {}       # add1 runs on another device than a's producer; d outgrows c
+    assert lifetimes(acts)["b"][2] == "cuda"
+    same = mp.activation_lifetimes(g, order, cpu)
+    assert same.inplace == {"b": "a"}
+
+
+def test_devices_split_the_requests(chain_graph) -> None:
+    g = chain_graph
+    order = topological_order(g)
+    acts = mp.activation_lifetimes(g, order, lambda n: "cuda:0" if n.name in ("mm3", "add4") else "cpu")
+    life = lifetimes(acts)
+    assert life["c"][2] == "cuda:0" and life["x"][2] == "cpu" and life["y"][2] == "cpu"
+    gp = mp.plan_graph(g, order, lambda n: "cuda:0" if n.name in ("mm3", "add4") else "cpu")
+    assert set(gp.plan.peak) == {"cpu", "cuda:0"}
+    mp.validate(gp.plan, gp.requests)
+
+
+def test_unknown_values_are_reported_not_dropped_silently(chain_graph) -> None:
+    g = chain_graph
+    gp = mp.plan_graph(g, topological_order(g), cpu)
+    assert gp.activations.unknown_sizes == ("u",)
+    with pytest.raises(mp.LookupMissError, match="'u' has no planned block: its size is unknown"):
+        gp.value_block("u")
+    with pytest.raises(mp.LookupMissError, match="'w' has no planned block"):
+        gp.offset_of("w")
+
+
+def test_order_must_be_topological_and_unique(chain_graph) -> None:
+    g = chain_graph
+    order = topological_order(g)
+    with pytest.raises(mp.InvalidRequestError, match="reads 'a' before its producer 'mm1'"):
+        mp.activation_lifetimes(g, [order[0], order[2], order[1], *order[3:]], cpu)
+    with pytest.raises(mp.InvalidRequestError, match="appears twice"):
+        mp.activation_lifetimes(g, [*order, order[0]], cpu)
+
+
+@pytest.fixture
+def workspace_graph(graph_builder):
+    big, small = (4, 256), (1, 64)      # 4 KiB and 256 B
+    return graph_builder([("sm0", "Softmax", ["x"], ["a"]), ("sm1", "Softmax", ["a"], ["b"]),
+                  ("rm2", "ReduceMax", ["b"], ["c"]), ("mm3", "MatMul", ["c", "w"], ["y"])],
+                 {"x": small, "a": big, "b": big, "c": small, "y": small}, ["x"], ["y"])
+
+
+def test_workspace_reuses_dead_activation_memory(workspace_graph) -> None:
+    g = workspace_graph
+    order = topological_order(g)
+    mm3 = next(n for n in order if n.name == "mm3")
+    plain = mp.plan_graph(g, order, cpu)
+    gp = mp.plan_graph(g, order, cpu, workspace={(mm3.index, 0): 4096, (mm3.index, 1): 1000})
+    mp.validate(gp.plan, gp.requests)
+    # a and b (4 KiB each) are dead at mm3's step: the slots go into their bytes, the peak stays put
+    assert gp.plan.peak == plain.plan.peak == {"cpu": 8192}
+    off0, nb0 = gp.workspace(mm3.index, 0)
+    off1, nb1 = gp.workspace(mm3.index, 1)
+    assert (nb0, nb1) == (4096, 1000)
+    dead = [gp.value_block(v) for v in ("a", "b")]
+    for off, nb in ((off0, nb0), (off1, nb1)):
+        assert any(o < off + nb and off < o + n for _, o, n in dead)
+    ids = [r.id for r in gp.slot_requests.values()]
+    assert sorted(ids) == [-2, -1]
+    assert all(r.first == r.last == gp.activations.node_steps[mm3.index] for r in gp.slot_requests.values())
+    assert not set(ids) & set(gp.activations.value_ids.values())
+    assert gp.names[-1] == "workspace of 'mm3' slot 0"
+
+
+def test_workspace_lookup_errors(workspace_graph) -> None:
+    g = workspace_graph
+    order = topological_order(g)
+    gp = mp.plan_graph(g, order, cpu, workspace={(order[0].index, 3): 512})
+    with pytest.raises(mp.LookupMissError, match=r"no workspace slot \(0, 4\)"):
+        gp.workspace(order[0].index, 4)
+    with pytest.raises(mp.InvalidRequestError, match="node index 99"):
+        mp.plan_graph(g, order, cpu, workspace={(99, 0): 16})
+    with pytest.raises(mp.InvalidRequestError, match="asks for -5 bytes"):
+        mp.plan_graph(g, order, cpu, workspace={(order[0].index, 0): -5})
+
+
+def test_workspace_requests_graph_free() -> None:
+    reqs = mp.workspace_requests({(7, 0): 100, (3, 1): 50}, {3: 0, 7: 4}, ["cpu"] * 5, alignment=64)
+    assert reqs[(3, 1)] == mp.AllocationRequest(-1, 50, 0, 0, "cpu", 64)
+    assert reqs[(7, 0)] == mp.AllocationRequest(-2, 100, 4, 4, "cpu", 64)
+
+
+def test_zoo_decoder_plans_at_the_lower_bound() -> None:
+    import ort_graph
+    from ort_graph import zoo
+
+    m = zoo.decoder(zoo.DecoderConfig(batch=1, sequence=64, past_sequence=0))
+    ort_graph.resolve_shapes(m)
+    g = m.graph
+    gp = mp.plan_graph(g, topological_order(g), cpu)
+    mp.validate(gp.plan, gp.requests)
+    assert gp.activations.unknown_sizes == ()
+    assert gp.plan.peak["cpu"] >= gp.plan.lower_bound["cpu"]
+    assert gp.plan.lower_bound["cpu"] < gp.lower_bound_without_inplace["cpu"]
+    for base in ("online", "greedy_by_size"):
+        assert gp.plan.peak["cpu"] <= gp.plan.candidates[base]
