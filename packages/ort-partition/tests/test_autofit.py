@@ -86,3 +86,11 @@ def test_auto_fit_needs_a_budget_for_an_accelerator(static_decoder):
     graph = static_decoder(layers=1).graph
     with pytest.raises(PlacementError, match="needs a budget"):
         auto_fit(graph, [cuda_ep(), CPU_EP], "cpu:1GiB")
+
+
+def test_auto_fit_keeps_other_budgets(static_decoder):
+    graph = static_decoder(layers=2).graph
+    with pytest.raises(PlacementError, match="budget"):  # the CPU budget still applies to the rest
+        auto_fit(graph, [cuda_ep(), CPU_EP], "cuda:1MiB, cpu:1KiB")
+    fit = auto_fit(graph, [cuda_ep(), CPU_EP], "cuda:1MiB, cpu:1GiB")
+    assert fit.placement.budgets == {CUDA_EP: 2**20, CPU_EP: 2**30}

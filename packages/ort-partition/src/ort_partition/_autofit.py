@@ -82,7 +82,11 @@ def auto_fit(graph: Any, eps: Sequence[Any], budgets: Budgets | str | Mapping[st
     else:
         claims = {n: target.claim(n) for n in order}
     ok = {n for n in order if n in claims and claims[n].supported}
-    units: list[tuple[Any, list[Any]]] = [(lid, [n for n in order if groups[n] == lid and n in ok]) for lid in layer_ids]
+    by_layer: dict[int, list[Any]] = {lid: [] for lid in layer_ids}
+    for n in order:
+        if isinstance(groups[n], int) and n in ok:
+            by_layer[groups[n]].append(n)
+    units: list[tuple[Any, list[Any]]] = [(lid, by_layer[lid]) for lid in layer_ids]
     if include_tail and layer_ids:
         last = max(pos[n] for n in order if isinstance(groups[n], int))
         tail = [n for n in order if not isinstance(groups[n], int) and pos[n] > last and n in ok]
@@ -93,11 +97,12 @@ def auto_fit(graph: Any, eps: Sequence[Any], budgets: Budgets | str | Mapping[st
     acc = ResourceAccountant(budget, stats, target.name)
     taken: list[Any] = []
     next_unit: list[Any] | None = None
+    last_pos = -1
     for key, nodes in units:
         if not nodes:
             taken.append(key)
             continue
-        if not chosen or min(pos[n] for n in nodes) > max(pos[n] for n in chosen):
+        if min(pos[n] for n in nodes) > last_pos:
             trial = acc.copy()
             _sum_cost(trial, nodes, claims, estimator)
             merged = chosen + nodes
@@ -109,13 +114,14 @@ def auto_fit(graph: Any, eps: Sequence[Any], budgets: Budgets | str | Mapping[st
             next_unit = nodes
             break
         acc, chosen = trial, merged
+        last_pos = max(last_pos, max(pos[n] for n in nodes))
         taken.append(key)
 
     allowed = {n: target.name for n in chosen}
     partial = 0
     if node_level and next_unit is not None:
         allowed.update({n: target.name for n in next_unit})
-    placement = place(g, eps, budgets={target.name: budget}, estimator=estimator, fallback=fallback,
+    placement = place(g, eps, budgets=dict(limits), estimator=estimator, fallback=fallback,
                       stats=stats, allowed=allowed, node_order=order)
     on_device = set(placement.nodes_on(target.name))
     if node_level and next_unit is not None:
