@@ -14,16 +14,21 @@ from ._attention_recipe import (
 )
 from ._compile import KERNEL_SOURCES, CompiledKernel, KernelCache, KernelSource, compile_kernel, default_cache
 from ._device import NO_DEVICE_REMEDY, DeviceInfo, discover
+from ._ep import EP_NAME, CudaExecutionProvider
 from ._errors import CudaEpError, DeviceUnavailableError, KernelCompileError, KernelLaunchError, UnknownProfileError
 from ._nbits_recipe import GEMV_MAX_M, MatMulNBitsRecipe, matmul_nbits_recipe, matmul_nbits_workspace_envelope
 from ._ops import OP_SPECS, NodeFacts, OpSpec, Rejection, check_node, supported_ops
+from ._kernel import CudaKernel, declared_slots
+from ._launch import ScratchOnly, WorkspaceSource
 from ._profiles import PROFILES, DeviceProfile, get_profile, profile_names
+from ._runtime import CudaAllocator, CudaRuntime, DeviceArray, WorkspaceCounters
 from ._workspace import SLOT_ID, estimate_bytes, workspace_bytes
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AttentionRecipe", "CompiledKernel", "CudaEpError", "DeviceInfo", "DeviceProfile", "DeviceUnavailableError",
+    "AttentionRecipe", "CompiledKernel", "CudaAllocator", "CudaEpError", "CudaExecutionProvider", "CudaKernel",
+    "CudaRuntime", "DeviceArray", "EP_NAME", "ScratchOnly", "WorkspaceCounters", "WorkspaceSource", "declared_slots", "DeviceInfo", "DeviceProfile", "DeviceUnavailableError",
     "GEMV_MAX_M", "KERNEL_SOURCES", "KernelCache", "KernelCompileError", "KernelLaunchError", "KernelSource",
     "MAX_SPLITS", "MatMulNBitsRecipe", "NO_DEVICE_REMEDY", "NodeFacts", "OP_SPECS", "OpSpec", "PROFILES", "Rejection",
     "SLOT_ID", "UnknownProfileError", "__version__", "attention_recipe", "attention_workspace_envelope", "check_node",

@@ -36,19 +36,19 @@ class ScratchOnly:
 
     def __init__(self, runtime: CudaRuntime) -> None:
         self.runtime = runtime
-        self.allocated: list[int] = []
+        self.allocated: list = []  # ort_abi DeviceBuffers, freed by release()
 
     def preallocated(self, slot_id: int, nbytes: int) -> int | None:
         return None
 
     def scratch(self, nbytes: int) -> int:
-        p = self.runtime.alloc(nbytes)
-        self.allocated.append(p)
-        return p
+        buf = self.runtime.allocator.alloc(nbytes)
+        self.allocated.append(buf)
+        return buf.ptr
 
     def release(self) -> None:
         while self.allocated:
-            self.runtime.free(self.allocated.pop())
+            self.runtime.allocator.free(self.allocated.pop())
 
 
 def _workspace(rt: CudaRuntime, ws: WorkspaceSource, node: str, nbytes: int) -> int:
@@ -128,9 +128,7 @@ def _matmul(rt: CudaRuntime, a: DeviceArray, b: DeviceArray) -> DeviceArray:
         _gemm_launch(rt, a, b, out, None, M, N, K, K, 1, N, 1, batch, M * K if ba else 0, K * N, M * N, 0, 0, 1.0, 0.0)
     if len(a.shape) == 1 or len(b.shape) == 1:
         final = tuple(batch_dims) + ((M,) if len(a.shape) > 1 else ()) + ((N,) if len(b.shape) > 1 else ())
-        view = out.view(final)
-        view.owned, out.owned = True, False  # ownership moves to the reshaped handle
-        return view
+        return DeviceArray(out.buffer, final, out.dtype)  # same owned buffer, numpy's 1-D result shape
     return out
 
 

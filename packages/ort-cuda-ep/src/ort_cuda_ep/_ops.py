@@ -83,11 +83,14 @@ def _dtypes(f: NodeFacts, want: Mapping[int, tuple[int, ...]]) -> Rejection | No
         if not f.present(i):
             continue
         got = f.dtypes[i]
+        if got == 0:
+            return Rejection("dtype", f"input {i} ({f.inputs[i]!r}) has an unknown dtype", "a known float32 input",
+                             "resolve shapes and types first (ort_graph.resolve_shapes)")
         if got not in ok:
             from ort_graph import dtype_name
 
             names = "/".join(dtype_name(t) for t in ok)
-            return Rejection("dtype", f"input {i} ({f.inputs[i]!r}) has dtype {dtype_name(got) if got else 'unknown'!r}",
+            return Rejection("dtype", f"input {i} ({f.inputs[i]!r}) has dtype {dtype_name(got)!r}",
                              f"{names} for input {i}",
                              "cast to float32 before this node, or leave it to the CPU EP")
     return None

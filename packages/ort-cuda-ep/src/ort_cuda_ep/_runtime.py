@@ -7,23 +7,24 @@ DeviceArray is owned by the CudaRuntime that allocated it and is freed exactly o
 from __future__ import annotations
 
 import ctypes
-import threading
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 import numpy as np
+from ort_abi import Allocator, Device, DeviceBuffer, EpIdentity, copy_device_to_host, copy_host_to_device
 
 from ._compile import KERNEL_SOURCES, KernelCache, default_cache
 from ._device import DeviceInfo
 from ._errors import CudaEpError, KernelLaunchError
 
-__all__ = ["DeviceArray", "CudaRuntime", "WorkspaceCounters", "Arg", "ptr", "i32", "i64", "f32"]
+__all__ = ["DeviceArray", "CudaAllocator", "CudaRuntime", "WorkspaceCounters", "Arg", "ptr", "i32", "i64", "f32"]
 
 Arg = tuple[object, object]  # (value, ctypes type)
 
 
-def ptr(v: int | DeviceArray | None) -> Arg:
-    return (0 if v is None else int(v.ptr if isinstance(v, DeviceArray) else v), ctypes.c_void_p)
+def ptr(v: int | DeviceArray | DeviceBuffer | None) -> Arg:
+    return (0 if v is None else int(v if isinstance(v, int) else v.ptr), ctypes.c_void_p)
 
 
 def i32(v: int) -> Arg:
@@ -40,30 +41,56 @@ def f32(v: float) -> Arg:
 
 @attrs.define(eq=False)
 class DeviceArray:
-    """A tensor in device memory. ``owned`` arrays are freed exactly once by their runtime;
-    views (``owned=False``) borrow memory and free nothing."""
+    """A typed tensor over an ort_abi DeviceBuffer. Ownership is the buffer's: an owned buffer is
+    freed exactly once by the allocator that made it; a view borrows and frees nothing."""
 
-    ptr: int
+    buffer: DeviceBuffer
     shape: tuple[int, ...]
     dtype: np.dtype
-    runtime: CudaRuntime | None = attrs.field(repr=False)
-    owned: bool = True
-    freed: bool = False
 
     @property
-    def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+    def ptr(self) -> int:
+        return self.buffer.ptr
 
     @property
     def size(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64))
 
-    def view(self, shape: Sequence[int]) -> DeviceArray:
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def reshaped(self, shape: Sequence[int]) -> DeviceArray:
         """A borrowed view with another shape over the same bytes."""
-        new = DeviceArray(self.ptr, tuple(int(d) for d in shape), self.dtype, self.runtime, owned=False)
-        if new.nbytes != self.nbytes:
-            raise CudaEpError(f"view shape {tuple(shape)!r} does not cover the {self.nbytes} bytes of {self.shape!r}")
-        return new
+        shape = tuple(int(d) for d in shape)
+        if int(np.prod(shape, dtype=np.int64)) != self.size:
+            raise CudaEpError(f"cannot view {self.shape!r} as {shape!r}: element counts differ")
+        return DeviceArray(self.buffer.view(0, self.buffer.nbytes), shape, self.dtype)
+
+
+class CudaAllocator(Allocator):
+    """cuMemAlloc/cuMemFree and explicit cuMemcpy transfers, under ort_abi's ownership rules."""
+
+    def __init__(self, runtime: CudaRuntime, ep: EpIdentity) -> None:
+        super().__init__(ep, Device("cuda", runtime.device.ordinal))
+        self._rt = runtime
+
+    def _alloc(self, nbytes: int) -> tuple[Any, int]:
+        self._rt.activate()
+        p = int(_check(self._rt._driver.cuMemAlloc(max(nbytes, 1)), f"cuMemAlloc({nbytes})"))
+        return p, p
+
+    def _free(self, handle: Any) -> None:
+        _check(self._rt._driver.cuMemFree(handle), "cuMemFree")
+
+    def _write(self, handle: Any, offset: int, src: np.ndarray) -> None:
+        if src.nbytes:
+            _check(self._rt._driver.cuMemcpyHtoD(handle + offset, src, src.nbytes), "cuMemcpyHtoD")
+
+    def _read(self, handle: Any, offset: int, dst: np.ndarray) -> None:
+        if dst.nbytes:
+            self._rt.synchronize()
+            _check(self._rt._driver.cuMemcpyDtoH(dst, handle + offset, dst.nbytes), "cuMemcpyDtoH")
 
 
 @attrs.define
@@ -97,7 +124,7 @@ def _check(result, what: str):
 class CudaRuntime:
     """One device's primary context, its loaded kernels and its allocations."""
 
-    def __init__(self, device: DeviceInfo, cache: KernelCache | None = None) -> None:
+    def __init__(self, device: DeviceInfo, cache: KernelCache | None = None, identity: EpIdentity | None = None) -> None:
         from cuda.bindings import driver
 
         self.device = device
@@ -107,10 +134,9 @@ class CudaRuntime:
         self._ctx = _check(driver.cuDevicePrimaryCtxRetain(self._dev), "cuDevicePrimaryCtxRetain")
         self._modules: dict[str, object] = {}
         self._functions: dict[tuple[str, str], object] = {}
-        self._live: dict[int, int] = {}  # ptr -> bytes, owned allocations not yet freed
-        self._lock = threading.Lock()
         self.counters = WorkspaceCounters()
         self.activate()
+        self.allocator = CudaAllocator(self, identity or EpIdentity("CUDAExecutionProvider", "cuda", device.ordinal))
 
     @property
     def arch(self) -> str:
@@ -119,56 +145,27 @@ class CudaRuntime:
     def activate(self) -> None:
         _check(self._driver.cuCtxSetCurrent(self._ctx), "cuCtxSetCurrent")
 
-    # -- memory -----------------------------------------------------------------------------------
-    def alloc(self, nbytes: int) -> int:
-        self.activate()
-        p = int(_check(self._driver.cuMemAlloc(max(int(nbytes), 1)), f"cuMemAlloc({nbytes})"))
-        with self._lock:
-            self._live[p] = int(nbytes)
-        return p
-
-    def free(self, p: int) -> None:
-        with self._lock:
-            if p not in self._live:
-                raise CudaEpError(f"free of pointer {p:#x} that this runtime does not own (double free, or another EP's memory)")
-            del self._live[p]
-        _check(self._driver.cuMemFree(p), "cuMemFree")
-
+    # -- memory: every allocation is an ort_abi DeviceBuffer from self.allocator -------------------
     def empty(self, shape: Sequence[int], dtype=np.float32) -> DeviceArray:
         dt = np.dtype(dtype)
         shape = tuple(int(d) for d in shape)
-        return DeviceArray(self.alloc(int(np.prod(shape, dtype=np.int64)) * dt.itemsize), shape, dt, self)
+        return DeviceArray(self.allocator.alloc(int(np.prod(shape, dtype=np.int64)) * dt.itemsize), shape, dt)
 
     def release(self, arr: DeviceArray) -> None:
-        if not arr.owned:
-            raise CudaEpError("release of a borrowed view: free the array that owns the memory instead")
-        if arr.runtime is not self:
-            raise CudaEpError("release through a runtime that did not allocate the array (cross-device or cross-EP free)")
-        if arr.freed:
-            raise CudaEpError(f"double free of device array {arr.shape!r} at {arr.ptr:#x}")
-        self.free(arr.ptr)
-        arr.freed = True
-
-    def live_bytes(self) -> int:
-        return sum(self._live.values())
+        self.allocator.free(arr.buffer)
 
     def to_device(self, host: np.ndarray) -> DeviceArray:
+        """Explicit host -> device copy into a new owned array."""
         host = np.ascontiguousarray(host)
         arr = self.empty(host.shape, host.dtype)
-        if host.nbytes:
-            _check(self._driver.cuMemcpyHtoD(arr.ptr, host, host.nbytes), "cuMemcpyHtoD")
+        copy_host_to_device(host, arr.buffer)
         return arr
 
     def to_host(self, arr: DeviceArray) -> np.ndarray:
+        """Explicit device -> host copy (waits for the work queued before it)."""
         out = np.empty(arr.shape, arr.dtype)
-        if out.nbytes:
-            self.synchronize()
-            _check(self._driver.cuMemcpyDtoH(out, arr.ptr, out.nbytes), "cuMemcpyDtoH")
+        copy_device_to_host(arr.buffer, out)
         return out
-
-    def memset(self, p: int, nbytes: int) -> None:
-        if nbytes:
-            _check(self._driver.cuMemsetD8(p, 0, nbytes), "cuMemsetD8")
 
     # -- kernels ----------------------------------------------------------------------------------
     def function(self, source: str, entry: str):

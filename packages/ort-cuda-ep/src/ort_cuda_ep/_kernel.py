@@ -1,0 +1,123 @@
+"""The registry face of the CUDA kernels: create, Level-1 estimate, Level-2 declaration, compute.
+
+All three workspace numbers come from one recipe (``_workspace``): the estimate reads the SM count
+from the EP handle through the host API, the declaration from the kernel's EP, and compute asks
+for the same bytes at run time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from ort_abi import DeviceBuffer, KernelContext, KernelInfo, WorkspaceInputShape, WorkspaceSlot, copy_device_to_host
+
+from ._launch import compute
+from ._ops import NodeFacts, OpSpec
+from ._profiles import DeviceProfile
+from ._runtime import CudaRuntime
+from ._workspace import SLOT_ID, estimate_bytes, workspace_bytes
+
+if TYPE_CHECKING:
+    from ._ep import CudaExecutionProvider
+
+__all__ = ["CudaKernel", "make_estimate_func", "declared_slots"]
+
+
+def declared_slots(spec: OpSpec, shapes: Sequence[WorkspaceInputShape], attrs: Mapping[str, Any],
+                   profile: DeviceProfile) -> list[WorkspaceSlot] | None:
+    """Level 2: one slot with the recipe's bytes; [] when the kernel needs none; None when the shapes
+    are not static or the recipe says unavailable (the kernel then falls back to scratch)."""
+    if spec.recipe == "none":
+        return []
+    dims: list[tuple[int, ...] | None] = []
+    for s in shapes:
+        if not s.present:
+            dims.append(None)
+        elif not s.is_static:
+            return None
+        else:
+            dims.append(tuple(s.dims or ()))
+    n = workspace_bytes(spec.recipe, dims, attrs, profile)
+    if n is None:
+        return None
+    return [WorkspaceSlot(SLOT_ID, n)] if n else []
+
+
+def make_estimate_func(ep: CudaExecutionProvider, spec: OpSpec):
+    """Level 1: ``estimate(api, node, ep_handle) -> bytes | None``; the SM count comes from the handle."""
+
+    def estimate(api: Any, node: Any, ep_handle: Any) -> int | None:
+        profile = ep.profile_for(api, ep_handle)
+        if profile is None:
+            return None
+        facts = NodeFacts.from_node(node)
+        return estimate_bytes(spec.recipe, list(facts.shapes), facts.attrs, profile, ep.estimate_ranges(facts))
+
+    estimate.__name__ = f"estimate_{spec.op_type}"
+    return estimate
+
+
+class _ContextWorkspace:
+    """Planned device workspace from the context when the plan holds a CUDA DeviceBuffer for the slot,
+    else a device scratch buffer (freed after compute). Counters go to the context and the runtime."""
+
+    def __init__(self, ctx: KernelContext, rt: CudaRuntime) -> None:
+        self.ctx, self.rt = ctx, rt
+        self.scratch_buffers: list[DeviceBuffer] = []
+
+    def preallocated(self, slot_id: int, nbytes: int) -> int | None:
+        planned = self.ctx.workspace.get(slot_id)
+        if isinstance(planned, DeviceBuffer) and planned.device.type == "cuda" and planned.nbytes >= nbytes:
+            self.ctx.counters.workspace_from_plan += 1
+            return planned.ptr
+        self.ctx.counters.workspace_misses += 1
+        return None
+
+    def scratch(self, nbytes: int) -> int:
+        buf = self.rt.allocator.alloc(nbytes)
+        self.scratch_buffers.append(buf)
+        self.ctx.counters.scratch_fallbacks += 1
+        self.ctx.counters.scratch_bytes += nbytes
+        return buf.ptr
+
+    def release(self) -> None:
+        while self.scratch_buffers:
+            self.rt.allocator.free(self.scratch_buffers.pop())
+
+
+class CudaKernel:
+    """One node's kernel. Inputs arrive as host arrays (the ABI's KernelContext) and are copied to
+    the device explicitly; outputs are copied back into the context's output arrays."""
+
+    has_declaration = True
+
+    def __init__(self, ep: CudaExecutionProvider, spec: OpSpec, info: KernelInfo) -> None:
+        self.ep, self.spec, self.info = ep, spec, info
+        self.attrs = dict(info.attributes)
+        self.node_name = info.node_name
+
+    def declare_workspace(self, shapes: list[WorkspaceInputShape]) -> list[WorkspaceSlot] | None:
+        return declared_slots(self.spec, shapes, self.attrs, self.ep.require_profile())
+
+    def compute(self, ctx: KernelContext) -> None:
+        rt = self.ep.runtime
+        ws = _ContextWorkspace(ctx, rt)
+        owned = []
+        try:
+            inputs = []
+            for a in ctx.inputs:
+                d = None if a is None else rt.to_device(np.ascontiguousarray(a))
+                inputs.append(d)
+                if d is not None:
+                    owned.append(d)
+            outs = compute(rt, self.spec, self.node_name, inputs, self.attrs, ws, ctx.output_count)
+            owned.extend(outs)
+            for i, o in enumerate(outs):
+                host = ctx.output(i, o.shape, o.dtype)
+                copy_device_to_host(o.buffer, host.reshape(-1).view(np.uint8))
+        finally:
+            ws.release()
+            for d in owned:
+                rt.release(d)

@@ -1,0 +1,224 @@
+"""The EP without a GPU: declines at initialization, plans for a profile, registers through ort-abi."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from ort_abi import (
+    Declined,
+    KernelRegistry,
+    Supported,
+    declare_workspace,
+    estimate_workspace,
+    workspace_input_shapes,
+)
+from ort_graph import from_proto, resolve_shapes, zoo
+
+import ort_cuda_ep
+from ort_cuda_ep import (
+    EP_NAME,
+    CudaExecutionProvider,
+    DeviceInfo,
+    DeviceUnavailableError,
+    attention_recipe,
+    declared_slots,
+    get_profile,
+)
+from ort_cuda_ep._ops import find_spec
+
+
+def _no_device(monkeypatch):
+    def fail(device_id=0):
+        raise DeviceUnavailableError("the CUDA driver library could not be loaded: libcuda.so.1 not found")
+
+    monkeypatch.setattr("ort_cuda_ep._ep.discover", fail)
+
+
+def _decoder():
+    model = zoo.decoder(zoo.DecoderConfig(batch=1, sequence=8, past_sequence=0))
+    resolve_shapes(model)
+    return model
+
+
+def test_without_a_device_every_node_is_declined_with_reason_and_remedy(monkeypatch):
+    _no_device(monkeypatch)
+    ep = CudaExecutionProvider()
+    assert ep.unavailable_reason and not ep.can_run
+    monkeypatch.setattr("ort_cuda_ep._ep.discover", lambda *a: pytest.fail("discovery must happen once, at init"))
+    model = _decoder()
+    verdicts = [ep.claim(n, model.opset("")) for n in model.graph.nodes]
+    assert verdicts and all(isinstance(v, Declined) for v in verdicts)
+    v = verdicts[0]
+    assert v.rejected.startswith("no CUDA driver/device: the CUDA driver library could not be loaded")
+    assert "profile" in v.remedy and v.ep == EP_NAME and v.node == model.graph.nodes[0].name
+    assert "no CUDA driver/device" in v.message
+
+
+def test_real_discovery_here_explains_itself():
+    ep = CudaExecutionProvider()
+    if ep.can_run:
+        pytest.skip("a CUDA device is present")
+    assert ep.unavailable_reason
+    with pytest.raises(DeviceUnavailableError, match="no CUDA driver/device"):
+        ep.runtime  # noqa: B018
+
+
+def test_profile_plans_without_a_device(monkeypatch):
+    _no_device(monkeypatch)
+    ep = CudaExecutionProvider(profile="h100")
+    assert ep.device_properties["multi_processor_count"] == 132
+    model = _decoder()
+    by_name = {n.name: ep.claim(n, model.opset("")) for n in model.graph.nodes}
+    assert isinstance(by_name["/model/layers.0/self_attn/q_proj/MatMul"], Supported)
+    assert isinstance(by_name["/model/layers.0/self_attn/Softmax"], Supported)
+    assert isinstance(by_name["/model/layers.0/mlp/act_fn/Sigmoid"], Supported)
+    reshape = by_name["/model/layers.0/self_attn/Reshape"]
+    assert isinstance(reshape, Declined) and reshape.rejected.startswith("op: Reshape")
+    assert "MatMul" in reshape.accepts and "CPU" in reshape.remedy
+    # cost = outputs + initializers, no workspace for MatMul
+    node = model.graph.node_by_name("/model/layers.0/self_attn/q_proj/MatMul")
+    assert by_name[node.name].cost_bytes == model.graph.output_nbytes(node) + model.graph.initializer_nbytes(node)
+    with pytest.raises(DeviceUnavailableError, match="cannot run"):
+        ep.runtime  # noqa: B018
+
+
+def _mha_model(batch, seq, kv, hidden=128, heads=2, extra_inputs=(), dtype=TensorProto.FLOAT):
+    inputs = [helper.make_tensor_value_info(n, dtype, s) for n, s in
+              (("q", [batch, seq, hidden]), ("k", [batch, kv, hidden]), ("v", [batch, kv, hidden]))]
+    node = helper.make_node("MultiHeadAttention", ["q", "k", "v", *extra_inputs], ["o"], domain="com.microsoft",
+                            num_heads=heads, name="/model/layers.0/attn/MultiHeadAttention")
+    for e in extra_inputs:
+        inputs.append(helper.make_tensor_value_info(e, dtype, [batch, kv]))
+    g = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("o", dtype, [batch, seq, hidden])])
+    mp = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+    return from_proto(mp)
+
+
+def test_attention_estimate_declaration_and_registry_agree(monkeypatch):
+    _no_device(monkeypatch)
+    ep = CudaExecutionProvider(profile="a100")  # 108 SMs
+    model = _mha_model(1, 1, 13824)
+    node = model.graph.nodes[0]
+    expected = attention_recipe(1, 1, 13824, 2, 64, 108).total_bytes
+    assert ep.estimate(node) == expected
+    registry = KernelRegistry()
+    ep.register(registry)
+    entry = registry.find("MultiHeadAttention", "com.microsoft", 1, EP_NAME)
+    assert entry is not None and entry.has_estimate
+    assert estimate_workspace(entry, node, ep) == expected  # the host's Level-1 path
+    slots = declared_slots(find_spec("MultiHeadAttention", "com.microsoft", 1), workspace_input_shapes(node),
+                           {"num_heads": 2}, ep.profile)
+    assert [(s.slot_id, s.size_bytes) for s in slots] == [(0, expected)]  # Level 2
+
+
+def test_estimate_takes_sm_count_from_the_ep_handle(monkeypatch):
+    _no_device(monkeypatch)
+    ep = CudaExecutionProvider(profile="h100")
+    registry = KernelRegistry()
+    ep.register(registry)
+    entry = registry.find("MultiHeadAttention", "com.microsoft", 1, EP_NAME)
+    node = _mha_model(1, 1, 13825).nodes[0] if False else _mha_model(1, 1, 13825).graph.nodes[0]
+    other = CudaExecutionProvider(profile="a100")
+    assert estimate_workspace(entry, node, other) == attention_recipe(1, 1, 13825, 2, 64, 108).total_bytes
+    assert estimate_workspace(entry, node, ep) == attention_recipe(1, 1, 13825, 2, 64, 132).total_bytes
+
+
+def test_max_shapes_give_the_envelope_not_the_value_at_the_maximum(monkeypatch):
+    _no_device(monkeypatch)
+    model = _mha_model(1, 1, 13825)
+    node = model.graph.nodes[0]
+    at_max = CudaExecutionProvider(profile="a100").estimate(node)
+    env = CudaExecutionProvider(profile="a100", shapes_are_maxima=True).estimate(node)
+    assert env == ort_cuda_ep.attention_workspace_envelope(1, 1, (1, 13825), 2, 64, 108)
+    assert env > at_max
+
+
+def test_symbolic_dims_need_ranges(monkeypatch):
+    _no_device(monkeypatch)
+    model = _mha_model("batch", 1, "total")
+    node = model.graph.nodes[0]
+    assert CudaExecutionProvider(profile="a100").estimate(node) is None  # unavailable, never a guess
+    ep = CudaExecutionProvider(profile="a100", dim_ranges={"batch": (1, 1), "total": (1, 14000)})
+    assert ep.estimate(node) == ort_cuda_ep.attention_workspace_envelope(1, 1, (1, 14000), 2, 64, 108)
+    assert isinstance(ep.claim(node, 1), Supported)
+
+
+@pytest.mark.parametrize("make,aspect", [
+    (lambda: _mha_model(1, 1, 64, extra_inputs=("mask",)), "input"),
+    (lambda: _mha_model(1, 1, 64, hidden=130, heads=4), "attribute"),
+    (lambda: _mha_model(1, 1, 64, dtype=TensorProto.FLOAT16), "dtype"),
+])
+def test_attention_declines_what_it_cannot_run(monkeypatch, make, aspect):
+    _no_device(monkeypatch)
+    node = make().graph.nodes[0]
+    v = CudaExecutionProvider(profile="h100").claim(node, 1)
+    assert isinstance(v, Declined) and v.rejected.startswith(aspect + ":") and v.remedy
+
+
+def _nbits_model(m, n=256, k=128, block=32):
+    kb = k // block
+    inits = [helper.make_tensor("B", TensorProto.UINT8, [n, kb, block // 2], np.zeros(n * kb * block // 2, np.uint8).tobytes(), raw=True),
+             helper.make_tensor("scales", TensorProto.FLOAT, [n * kb], np.ones(n * kb, np.float32).tolist())]
+    node = helper.make_node("MatMulNBits", ["A", "B", "scales"], ["Y"], domain="com.microsoft", K=k, N=n, bits=4,
+                            block_size=block, name="/model/layers.0/mlp/down_proj/MatMul_Q4")
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("A", TensorProto.FLOAT, [m, k])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [m, n])], inits)
+    return from_proto(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)]))
+
+
+@pytest.mark.parametrize("m,expected", [(1, 0), (8, 0), (9, 4 * 128 * 256), (0, 0)])
+def test_matmul_nbits_estimate_equals_declaration(monkeypatch, m, expected):
+    _no_device(monkeypatch)
+    ep = CudaExecutionProvider(profile="l4")
+    node = _nbits_model(m).graph.nodes[0]
+    assert ep.estimate(node) == expected
+    slots = declared_slots(find_spec("MatMulNBits", "com.microsoft", 1), workspace_input_shapes(node),
+                           {"K": 128, "N": 256, "bits": 4, "block_size": 32}, ep.profile)
+    assert sum(s.size_bytes for s in slots) == expected and len(slots) == (1 if expected else 0)
+    cost = ep.claim(node, 1)
+    assert isinstance(cost, Supported)
+    assert cost.cost_bytes == node.graph.output_nbytes(node) + node.graph.initializer_nbytes(node) + expected
+
+
+def test_kernel_creation_without_a_device_fails_at_initialization(monkeypatch):
+    _no_device(monkeypatch)
+    ep = CudaExecutionProvider(profile="h100")
+    registry = KernelRegistry()
+    ep.register(registry)
+    node = _nbits_model(16).graph.nodes[0]
+    entry = registry.find("MatMulNBits", "com.microsoft", 1, EP_NAME)
+    from ort_abi import KernelInfo
+
+    with pytest.raises(DeviceUnavailableError, match="no CUDA driver/device.*libcuda"):
+        entry.create_kernel(KernelInfo.from_node(node, ep))
+
+
+def test_with_a_device_the_driver_profile_is_used(monkeypatch):
+    fake = DeviceInfo(0, "NVIDIA H200", get_profile("h200"), 13000)
+    monkeypatch.setattr("ort_cuda_ep._ep.discover", lambda device_id=0: fake)
+    ep = CudaExecutionProvider()
+    assert ep.can_run and ep.profile.sm_count == 132
+    kernel = ep.create_kernel(_nbits_model(32).graph.nodes[0], 1)
+    slots = declare_workspace(kernel, workspace_input_shapes(kernel.info.node), node=kernel.node_name)
+    assert [(s.slot_id, s.size_bytes) for s in slots] == [(0, 4 * 128 * 256)]
+
+
+def test_registration_covers_every_op_once():
+    registry = KernelRegistry()
+    entries = CudaExecutionProvider(profile="h100").register(registry)
+    assert len(entries) == len(ort_cuda_ep.OP_SPECS) == len(registry)
+    assert {e.ep for e in entries} == {EP_NAME}
+    assert all(e.has_estimate for e in entries)
+
+
+def test_resolved_decoder_claims_are_stable(monkeypatch):
+    _no_device(monkeypatch)
+    model = zoo.decoder(zoo.DecoderConfig(batch="batch", sequence="sequence", past_sequence=0))
+    resolve_shapes(model, dims={"batch": 1, "sequence": 8})
+    ep = CudaExecutionProvider(profile="rtx4090")
+    claimed = [n.op_type for n in model.graph.nodes if isinstance(ep.claim(n, model.opset("")), Supported)]
+    assert {"MatMul", "Softmax", "Add", "Mul", "Sigmoid", "Pow", "Sqrt", "Div"} <= set(claimed)
+    assert "Transpose" not in claimed and "Reshape" not in claimed
+    onnx.checker.check_model(zoo.decoder_proto(zoo.DecoderConfig(batch=1, sequence=8, past_sequence=0)))
