@@ -1,0 +1,253 @@
+"""Runtime pieces: the shape-key cache, pre-allocated buffers (budget, concurrency), red zones."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import ort_memplan as mp
+from ort_memplan import AllocationRequest as R
+
+
+# -- pattern cache -------------------------------------------------------------------------------
+def test_shape_key_from_arrays_and_shapes() -> None:
+    k1 = mp.shape_key({"b": np.zeros((2, 3)), "a": (1, 4)})
+    assert k1 == (("a", (1, 4)), ("b", (2, 3)))
+    assert mp.shape_key({"a": [1, 4], "b": (2, 3)}) == k1
+    with pytest.raises(mp.InvalidRequestError, match="feed 'a'"):
+        mp.shape_key({"a": ("batch", 4)})
+
+
+def test_static_model_is_planned_at_initialization() -> None:
+    cache = mp.PatternCache()
+    key = mp.shape_key({"x": (1, 8)})
+    reqs = [R(0, 512, 0, 1), R(1, 512, 1, 2), R(2, 512, 2, 3)]
+    planned = cache.plan_static(key, reqs)
+    mp.validate(planned, reqs)
+    assert cache.get(key) is planned
+    assert cache.get(mp.shape_key({"x": (1, 9)})) is None
+    assert (cache.hits, cache.misses, len(cache)) == (1, 1, 1)
+
+
+def fake_run(recorder: mp.TraceRecorder, seq: int) -> None:
+    """A 4-node chain whose activations scale with the sequence length; frees when a value dies."""
+    recorder.allocate(0, 64 * seq)           # node 0 output
+    recorder.allocate(1, 128 * seq)          # node 1 output
+    recorder.free(0)
+    recorder.allocate(2, 64 * seq)           # node 2 output
+    recorder.allocate(-1, 1000)              # node 2 workspace
+    recorder.free(-1)
+    recorder.free(1)
+    recorder.allocate(3, 32 * seq)           # graph output, never freed
+
+
+def test_dynamic_model_traces_first_run_per_shape_key() -> None:
+    cache = mp.PatternCache()
+    k8, k16 = mp.shape_key({"ids": (1, 8)}), mp.shape_key({"ids": (1, 16)})
+    assert cache.get(k8) is None
+    with cache.trace(k8) as rec:
+        fake_run(rec, 8)
+    p8 = cache.get(k8)
+    assert p8 is not None and k8 in cache and k16 not in cache
+    reqs = rec.requests()
+    mp.validate(p8, reqs)
+    assert {r.id for r in reqs} == {0, 1, 2, 3, -1}
+    by = {r.id: r for r in reqs}
+    assert (by[0].first, by[0].last) == (0, 1)       # allocated at event 0, freed at event 2
+    assert by[3].last == by[3].first                  # never freed: live to the end of the trace
+    # the workspace is allocated after block 0 died: it may take 0's bytes
+    assert by[-1].first > by[0].last
+    assert cache.get(k16) is None
+    with cache.trace(k16) as rec16:
+        fake_run(rec16, 16)
+    assert cache.get(k16).peak["cpu"] > p8.peak["cpu"]
+    assert cache.get(k8) is p8
+    assert len(cache.keys()) == 2
+
+
+def test_failed_first_run_caches_nothing() -> None:
+    cache = mp.PatternCache()
+    key = mp.shape_key({"x": (3,)})
+    with pytest.raises(RuntimeError), cache.trace(key) as rec:
+        rec.allocate(0, 10)
+        raise RuntimeError("kernel failed")
+    assert cache.get(key) is None
+
+
+def test_trace_errors_and_published_trace() -> None:
+    rec = mp.PatternCache().trace(mp.shape_key({}))
+    rec.allocate(1, 8)
+    with pytest.raises(mp.TraceError, match="allocated twice"):
+        rec.allocate(1, 8)
+    with pytest.raises(mp.TraceError, match="not live"):
+        rec.free(2)
+    events = [("alloc", 0, 1024), ("alloc", 1, 256), ("alloc", 2, 512), ("alloc", 3, 1024), ("free", 1),
+              ("alloc", 4, 512), ("free", 3), ("alloc", 5, 600), ("alloc", 6, 200)]
+    reqs = mp.requests_from_trace(events)
+    p = mp.plan(reqs, "online")
+    assert [p.offsets[i] for i in range(7)] == [0, 1024, 1280, 1792, 2816, 1792, 1024]
+    assert p.peak["cpu"] == 3328
+    assert mp.plan(reqs).peak["cpu"] <= 3328
+    with pytest.raises(mp.TraceError, match="unknown trace event"):
+        mp.requests_from_trace([("realloc", 1)])
+
+
+# -- pre-allocated buffers -----------------------------------------------------------------------
+def two_device_plan() -> tuple[mp.MemoryPlan, list[R]]:
+    reqs = [R(0, 1000, 0, 1), R(1, 3000, 1, 2), R(2, 500, 2, 3), R(3, 4096, 0, 3, "cuda"),
+            R(-1, 256, 2, 2, "cuda")]
+    return mp.plan(reqs), reqs
+
+
+def test_buffers_are_allocated_once_and_reused() -> None:
+    p, reqs = two_device_plan()
+    host, dev = mp.HostAllocator(), mp.HostAllocator()
+    bufs = mp.ExecutionBuffers(p, {"cpu": host, "cuda": dev}, requests=reqs)
+    assert (host.allocations, dev.allocations) == (1, 1)
+    assert host.allocated_bytes == p.peak["cpu"] and dev.allocated_bytes == p.peak["cuda"]
+    first = bufs.buffers["cpu"]
+    for i in range(3):
+        with bufs.run() as run:
+            run.view(1)[:] = i + 1
+            assert run.view(1).shape == (3000,)
+    assert bufs.buffers["cpu"] is first and host.allocations == 1 and bufs.runs == 3
+    assert int(bufs.view(1)[0]) == 3
+    buf, off, nb = bufs.block(-1)
+    assert buf is bufs.buffers["cuda"] and off == p.offsets[-1] and nb == 256
+    with pytest.raises(mp.LookupMissError, match="request id 9"):
+        bufs.block(9)
+
+
+def test_concurrent_run_is_refused() -> None:
+    p, reqs = two_device_plan()
+    bufs = mp.ExecutionBuffers(p, {"cpu": mp.HostAllocator(), "cuda": mp.HostAllocator()}, requests=reqs)
+    entered, release = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def first_run() -> None:
+        try:
+            with bufs.run():
+                entered.set()
+                release.wait(10)
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    t = threading.Thread(target=first_run)
+    t.start()
+    assert entered.wait(10)
+    assert bufs.busy
+
+    refused: list[BaseException] = []
+
+    def second_run() -> None:
+        try:
+            with bufs.run():
+                pass
+        except mp.ConcurrentRunError as e:
+            refused.append(e)
+
+    t2 = threading.Thread(target=second_run)
+    t2.start()
+    t2.join(10)
+    release.set()
+    t.join(10)
+    assert not errors
+    assert len(refused) == 1 and "one run at a time" in str(refused[0])
+    with bufs.run():          # after the first run ends, the next run is accepted
+        pass
+    assert bufs.runs == 2
+
+
+def test_budget_exceeded_at_creation_names_the_numbers() -> None:
+    p, reqs = two_device_plan()
+    host = mp.HostAllocator()
+    names = {0: "/a/MatMul_output_0", 1: "/b/Softmax_output_0", 2: "/c/Add_output_0"}
+    with pytest.raises(mp.BudgetExceededError) as e:
+        mp.ExecutionBuffers(p, {"cpu": host, "cuda": mp.HostAllocator()}, requests=reqs,
+                            budgets={"cpu": 2048}, names=names)
+    err = e.value
+    assert (err.device, err.needed, err.available) == ("cpu", p.peak["cpu"], 2048)
+    assert err.contributors[0] == ("/b/Softmax_output_0", 3000)
+    assert f"needs {p.peak['cpu']} bytes" in str(err) and "allows 2048 bytes" in str(err)
+    assert "'/b/Softmax_output_0'" in str(err)
+    assert host.allocations == 0          # nothing allocated when the plan does not fit
+    with pytest.raises(mp.InvalidRequestError, match="no allocator was given for it"):
+        mp.ExecutionBuffers(p, {"cpu": host}, requests=reqs)
+    ok = mp.ExecutionBuffers(p, {"cpu": host, "cuda": mp.HostAllocator()}, requests=reqs,
+                             budgets={"cpu": p.peak["cpu"], "cuda": 1 << 20})
+    assert ok.buffers["cpu"].nbytes == p.peak["cpu"]
+
+
+def test_graph_plan_buffers_budget_names_values(chain_graph) -> None:
+    gp = mp.plan_graph(chain_graph, chain_graph.nodes, lambda n: "cpu", inplace=False)
+    with pytest.raises(mp.BudgetExceededError, match=r"'a' 2.00 KiB") as e:
+        gp.buffers({"cpu": mp.HostAllocator()}, budgets={"cpu": 1024})
+    assert {name for name, _ in e.value.contributors} == {"a", "b", "x"}
+
+
+# -- red zones -----------------------------------------------------------------------------------
+def run_graph(nodes, gp: mp.GraphPlan, bufs: mp.ExecutionBuffers, guard: mp.RedZoneGuard,
+              overrun: dict[str, int] | None = None, ws_overrun: int = 0) -> None:
+    """Execute `nodes` with fake kernels that fill their outputs (and workspace) completely."""
+    overrun = overrun or {}
+    with bufs.run():
+        for step, node in enumerate(nodes):
+            guard.before_step(step)
+            for value in node.outputs:
+                if value in gp.activations.value_ids:
+                    buf, off, nb = bufs.block(gp.activations.value_ids[value])
+                    buf[off:off + nb + overrun.get(node.name, 0)] = step + 1
+            for (node_index, slot), req in gp.slot_requests.items():
+                if node_index == node.index:
+                    off, nb = gp.workspace(node_index, slot)
+                    bufs.buffers[req.device][off:off + nb + ws_overrun] = 7
+            guard.after_step(step)
+
+
+def test_red_zone_clean_run_passes(chain_graph) -> None:
+    order = chain_graph.nodes
+    gp = mp.plan_graph(chain_graph, order, lambda n: "cpu", workspace={(order[3].index, 0): 700},
+                       red_zone=64)
+    mp.validate(gp.plan, gp.requests)
+    bufs = gp.buffers({"cpu": mp.HostAllocator()})
+    guard = mp.RedZoneGuard(bufs, node_names=gp.activations.node_names)
+    run_graph(order, gp, bufs, guard)
+    assert guard.checks > 0
+
+
+@pytest.mark.parametrize("bad_node, ws_overrun", [("relu2", 0), ("mm5", 0), ("mm3", 1)])
+def test_red_zone_names_the_node_that_wrote_past_its_block(chain_graph, bad_node: str,
+                                                            ws_overrun: int) -> None:
+    order = chain_graph.nodes
+    gp = mp.plan_graph(chain_graph, order, lambda n: "cpu", workspace={(order[3].index, 0): 700},
+                       red_zone=32)
+    bufs = gp.buffers({"cpu": mp.HostAllocator()})
+    guard = mp.RedZoneGuard(bufs, node_names=gp.activations.node_names)
+    overrun = {} if ws_overrun else {bad_node: 1}
+    with pytest.raises(mp.RedZoneViolation) as e:
+        run_graph(order, gp, bufs, guard, overrun, ws_overrun)
+    assert e.value.node == bad_node
+    assert f"node {bad_node!r}" in str(e.value)
+    assert e.value.first_bad_byte == 0
+    if ws_overrun:
+        assert e.value.block == "workspace of 'mm3' slot 0"
+
+
+def test_red_zone_needs_guard_bytes_and_host_access() -> None:
+    reqs = [R(0, 100, 0, 0)]
+    plain = mp.plan(reqs)
+    bufs = mp.ExecutionBuffers(plain, {"cpu": mp.HostAllocator()}, requests=reqs)
+    with pytest.raises(mp.InvalidRequestError, match="red_zone=0"):
+        mp.RedZoneGuard(bufs)
+
+    class Opaque:
+        def allocate(self, nbytes: int) -> bytearray:
+            return bytearray(nbytes)
+
+    guarded = mp.plan(reqs, red_zone=16)
+    opaque = mp.ExecutionBuffers(guarded, {"cpu": Opaque()}, requests=reqs)
+    with pytest.raises(mp.InvalidRequestError, match="no read/write host access"):
+        mp.RedZoneGuard(opaque)
+    assert isinstance(Opaque(), mp.Allocator)
