@@ -1,5 +1,30 @@
-"""InferenceSession, the CPU execution provider and the ortrun command."""
+"""ort-session: InferenceSession, the CPU execution provider, the ONNX backend and `ortrun`.
+
+    from ort_session import InferenceSession
+    sess = InferenceSession("model.onnx", {"budgets": "cuda:6GiB"}, providers=["CUDAExecutionProvider"])
+    print(sess.plan.to_table())
+    outputs = sess.run(None, {"input_ids": ids})
+"""
+
+from ._cpu_ep import CpuExecutionProvider, SimulatedGpuExecutionProvider
+from ._errors import InvalidInputError, InvalidOptionError, KernelRunError, PlacementError, SessionError
+from ._executor import RunStats
+from ._feeds import generate_inputs, validate_feeds
+from ._options import (
+    CUDA_PARTITIONING,
+    LAYER_ASSIGNMENT,
+    MAX_SHAPE_OVERRIDE,
+    NAME_BASED_ASSIGNMENT,
+    PRE_ALLOCATE,
+    SessionOptions,
+)
+from ._session import InferenceSession
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = [
+    "CUDA_PARTITIONING", "LAYER_ASSIGNMENT", "MAX_SHAPE_OVERRIDE", "NAME_BASED_ASSIGNMENT", "PRE_ALLOCATE",
+    "CpuExecutionProvider", "InferenceSession", "InvalidInputError", "InvalidOptionError", "KernelRunError",
+    "PlacementError", "RunStats", "SessionError", "SessionOptions", "SimulatedGpuExecutionProvider",
+    "__version__", "generate_inputs", "validate_feeds",
+]

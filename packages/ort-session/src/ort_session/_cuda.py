@@ -1,0 +1,80 @@
+"""The CUDA execution provider as the session sees it (ort-cuda-ep is optional).
+
+When ort-cuda-ep is not installed, or no CUDA driver/device is present, the provider declines every
+node at initialization with the reason and a remedy — never later."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ort_graph import Graph, Node
+from ort_partition import Declined, Supported
+
+from ._options import SessionOptions
+
+NAME = "CUDAExecutionProvider"
+
+
+class UnavailableCudaProvider:
+    name = NAME
+    device_type = "gpu"
+    device_id = 0
+    device = "cuda:0"
+
+    def __init__(self, reason: str, remedy: str) -> None:
+        self.reason, self.remedy = reason, remedy
+
+    def claim(self, node: Node) -> Declined:
+        return Declined(ep=NAME, node=node.name, op=node.op_type, domain=node.domain,
+                        rejected=self.reason, accepts="nodes on a machine with a CUDA device", remedy=self.remedy)
+
+    def estimate(self, node: Node) -> int | None:
+        return None
+
+    def create_kernel(self, node: Node) -> Any:
+        raise RuntimeError(f"{NAME} is unavailable ({self.reason}); node {node.name!r} should have been declined")
+
+
+class CudaProvider:
+    """Adapter from ort_cuda_ep's provider (claim(node, opset)) to the session's protocol."""
+
+    name = NAME
+    device_type = "gpu"
+
+    def __init__(self, inner: Any, graph: Graph, opsets: Mapping[str, int]) -> None:
+        self.inner, self.graph, self.opsets = inner, graph, dict(opsets)
+        self.device_id = getattr(inner, "device_id", 0)
+        self.device = f"cuda:{self.device_id}"
+
+    def _opset(self, node: Node) -> int:
+        return self.opsets.get("" if node.domain == "ai.onnx" else node.domain, 1)
+
+    def claim(self, node: Node) -> Any:
+        claim = self.inner.claim(node, self._opset(node))
+        if getattr(claim, "supported", False):
+            return Supported(self.estimate(node))
+        return claim
+
+    def estimate(self, node: Node) -> int | None:
+        return self.inner.estimate(node, self._opset(node))
+
+    def create_kernel(self, node: Node) -> Any:
+        return self.inner.create_kernel(node, self._opset(node))
+
+
+def cuda_provider(graph: Graph, opsets: Mapping[str, int], options: SessionOptions) -> Any:
+    try:
+        import ort_cuda_ep
+    except ImportError as e:
+        return UnavailableCudaProvider(f"ort-cuda-ep is not installed ({e})", "pip install ort-session[cuda]")
+    factory = getattr(ort_cuda_ep, "CudaExecutionProvider", None)
+    if factory is None:
+        return UnavailableCudaProvider("this ort-cuda-ep build has no CudaExecutionProvider",
+                                       "upgrade ort-cuda-ep")
+    try:
+        inner = factory(device_id=0, profile=options.device_profile)
+    except Exception as e:  # no driver / no device: a decline, never a crash
+        return UnavailableCudaProvider(f"no CUDA driver/device: {e}",
+                                       "run on a machine with an NVIDIA GPU and driver, or plan with --device-profile")
+    return CudaProvider(inner, graph, opsets)

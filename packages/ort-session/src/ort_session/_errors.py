@@ -1,0 +1,23 @@
+"""The ort-session exception hierarchy."""
+
+from __future__ import annotations
+
+
+class SessionError(Exception):
+    """Base class of every error raised by ort-session."""
+
+
+class InvalidOptionError(SessionError):
+    """A session option is unknown, malformed or contradicts another option."""
+
+
+class InvalidInputError(SessionError):
+    """A run's feeds do not match the model's inputs (name, dtype, rank or shape)."""
+
+
+class PlacementError(SessionError):
+    """A node could not be placed on any execution provider; the message lists every decline."""
+
+
+class KernelRunError(SessionError):
+    """A kernel failed during a run; the message names the node, op and execution provider."""

@@ -1,0 +1,115 @@
+"""Run inputs: validation against the model, and generated inputs for `ortrun run`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+import ort_graph
+from ort_graph import Graph
+
+from ._errors import InvalidInputError
+
+SEQUENCE_DEFAULT = 8
+
+
+def required_inputs(graph: Graph) -> list[str]:
+    """Graph inputs that are not initializers (ONNX IR < 4 lists initializers as inputs too)."""
+    return [n for n in graph.inputs if n not in graph.initializers]
+
+
+def validate_feeds(graph: Graph, feeds: Mapping[str, object],
+                   declared: Mapping[str, tuple | None] | None = None) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """Check names, dtypes, ranks and shapes (against `declared` input shapes when given, e.g. the
+    model's own before max-shape resolution); returns the arrays and the symbolic-dim bindings."""
+    expected = required_inputs(graph)
+    unknown = [n for n in feeds if n not in graph.inputs]
+    if unknown:
+        raise InvalidInputError(f"unknown input name(s) {unknown!r}; the model's inputs are {expected!r}")
+    missing = [n for n in expected if n not in feeds]
+    if missing:
+        raise InvalidInputError(f"missing input(s) {missing!r}; the model needs {expected!r}")
+    arrays: dict[str, np.ndarray] = {}
+    bindings: dict[str, int] = {}
+    for name, raw in feeds.items():
+        value = graph.values[name]
+        arr = np.asarray(raw)
+        want = value.dtype
+        if want and ort_graph.from_numpy_dtype(arr.dtype) != want:
+            np_want = ort_graph.to_numpy_dtype(want)
+            raise InvalidInputError(
+                f"input {name!r} has dtype {arr.dtype} but the model expects {ort_graph.dtype_name(want)} "
+                f"({np_want}); convert it with .astype(np.{np_want})"
+            )
+        shape = declared.get(name, value.shape) if declared is not None else value.shape
+        if shape is not None:
+            if arr.ndim != len(shape):
+                raise InvalidInputError(
+                    f"input {name!r} has rank {arr.ndim} (shape {list(arr.shape)}) but the model expects rank "
+                    f"{len(shape)} {list(shape)}"
+                )
+            for axis, (dim, got) in enumerate(zip(shape, arr.shape)):
+                if isinstance(dim, int) and dim != got:
+                    raise InvalidInputError(
+                        f"input {name!r} dimension {axis} is {got} but the model fixes it to {dim} "
+                        f"(expected shape {list(shape)}, got {list(arr.shape)})"
+                    )
+                if isinstance(dim, str):
+                    if dim in bindings and bindings[dim] != got:
+                        raise InvalidInputError(
+                            f"symbolic dimension {dim!r} is {bindings[dim]} in one input but {got} in input "
+                            f"{name!r} (axis {axis}); inputs sharing a dimension name must agree"
+                        )
+                    bindings[dim] = got
+        arrays[name] = arr
+    return arrays, bindings
+
+
+def default_dim(symbol: str) -> int:
+    """The documented default for a symbolic dimension with no `--dim`: past*->0, *seq*->8, else 1."""
+    s = symbol.lower()
+    if "past" in s:
+        return 0
+    if "seq" in s or "length" in s or "len" in s:
+        return SEQUENCE_DEFAULT
+    return 1
+
+
+def _token_limit(graph: Graph, name: str) -> int:
+    """For integer ids feeding an embedding Gather, the table's row count; else 16."""
+    for node in graph.values[name].consumers:
+        if node.op_type == "Gather" and len(node.inputs) > 1 and node.inputs[1] == name and node.inputs[0] in graph.initializers:
+            return int(graph.initializers[node.inputs[0]].dims[0])
+    return 16
+
+
+def generate_inputs(graph: Graph, dims: Mapping[str, int] | None = None, seed: int = 0) -> dict[str, np.ndarray]:
+    """Inputs for every required graph input: symbolic dims from `dims`, else `default_dim`."""
+    dims = dict(dims or {})
+    rng = np.random.default_rng(seed)
+    symbols = {d for n in required_inputs(graph) for d in (graph.values[n].shape or ()) if isinstance(d, str)}
+    for s in sorted(symbols):
+        if s not in dims and "total" not in s.lower():
+            dims[s] = default_dim(s)
+    past = next((v for k, v in dims.items() if "past" in k.lower()), 0)
+    seq = next((v for k, v in dims.items() if "seq" in k.lower() and "past" not in k.lower() and "total" not in k.lower()),
+               SEQUENCE_DEFAULT)
+    for s in symbols:
+        dims.setdefault(s, past + seq)  # total_* dims: past + new tokens
+    feeds: dict[str, np.ndarray] = {}
+    for name in required_inputs(graph):
+        v = graph.values[name]
+        if v.shape is None:
+            raise InvalidInputError(f"input {name!r} has unknown rank; pass it with --input {name}=file.npy")
+        shape = tuple(dims[d] if isinstance(d, str) else (1 if d is None else d) for d in v.shape)
+        np_dtype = ort_graph.to_numpy_dtype(v.dtype)
+        if "mask" in name.lower():
+            feeds[name] = np.ones(shape, np_dtype)
+        elif np.issubdtype(np_dtype, np.integer):
+            feeds[name] = rng.integers(0, _token_limit(graph, name), shape).astype(np_dtype)
+        elif np_dtype == np.bool_:
+            feeds[name] = rng.random(shape) > 0.5
+        else:
+            feeds[name] = rng.standard_normal(shape).astype(np_dtype)
+    return feeds

@@ -1,0 +1,99 @@
+"""Greedy / top-k decoding with a KV cache for decoder models whose inputs and outputs follow the
+`past_key_values.N.{key,value}` -> `present.N.{key,value}` convention (genai builder, torch exports)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+import ort_graph
+
+from ._errors import InvalidInputError
+from ._session import InferenceSession
+
+_KV = re.compile(r"(\d+)\.(key|value)$")
+
+
+def _kv_pairs(session: InferenceSession) -> dict[str, str]:
+    """present output name -> past input name."""
+    pasts = {}
+    for name in session.input_names:
+        m = _KV.search(name)
+        if m and "past" in name:
+            pasts[m.groups()] = name
+    pairs = {}
+    for name in session.output_names:
+        m = _KV.search(name)
+        if m and m.groups() in pasts:
+            pairs[name] = pasts[m.groups()]
+    return pairs
+
+
+def is_kv_decoder(session: InferenceSession) -> bool:
+    return "input_ids" in session.input_names and bool(_kv_pairs(session))
+
+
+def _empty_past(session: InferenceSession, name: str, present: str, batch: int, head_dim_hint: int | None) -> np.ndarray:
+    shape = session.model.graph.values[name].shape or ()
+    resolved = session.model.graph.values[present].shape or ()
+    dims = []
+    for axis, d in enumerate(shape):
+        if axis == 0:
+            dims.append(batch)
+        elif axis == 2:
+            dims.append(0)
+        elif isinstance(d, int):
+            dims.append(d)
+        elif axis < len(resolved) and isinstance(resolved[axis], int):
+            dims.append(resolved[axis])
+        elif head_dim_hint:
+            dims.append(head_dim_hint)
+        else:
+            raise InvalidInputError(f"cannot tell dimension {axis} ({d!r}) of {name!r}; pass --dim {d}=N")
+    return np.zeros(dims, ort_graph.to_numpy_dtype(session.model.graph.values[name].dtype))
+
+
+def generate(session: InferenceSession, prompt_ids: list[int], max_new_tokens: int = 16, top_k: int = 1,
+             temperature: float = 1.0, seed: int = 0, eos_id: int | None = None,
+             head_dim_hint: int | None = None) -> Iterator[int]:
+    """Yield new token ids one at a time (streaming). top_k=1 is greedy."""
+    if not is_kv_decoder(session):
+        raise InvalidInputError(
+            f"model inputs {session.input_names!r} do not look like a KV-cache decoder; generate needs input_ids "
+            "and past_key_values.N.key/value inputs with matching present.N.key/value outputs")
+    pairs = _kv_pairs(session)
+    rng = np.random.default_rng(seed)
+    ids = np.array([prompt_ids], dtype=np.int64)
+    feeds: dict[str, np.ndarray] = {p: _empty_past(session, p, pres, 1, head_dim_hint) for pres, p in pairs.items()}
+    total = 0
+    for _ in range(max_new_tokens):
+        total += ids.shape[1]
+        feeds["input_ids"] = ids
+        if "attention_mask" in session.input_names:
+            feeds["attention_mask"] = np.ones((1, total), np.int64)
+        if "position_ids" in session.input_names:
+            feeds["position_ids"] = np.arange(total - ids.shape[1], total, dtype=np.int64)[None, :]
+        names = ["logits", *pairs]
+        outs = dict(zip(names, session.run(names, feeds)))
+        logits = outs["logits"][0, -1].astype(np.float64)
+        token = _pick(logits, top_k, temperature, rng)
+        yield token
+        if eos_id is not None and token == eos_id:
+            return
+        for present, past in pairs.items():
+            feeds[past] = outs[present]
+        ids = np.array([[token]], dtype=np.int64)
+
+
+def _pick(logits: np.ndarray, top_k: int, temperature: float, rng: np.random.Generator) -> int:
+    if top_k <= 1:
+        return int(np.argmax(logits))
+    top = np.argpartition(-logits, top_k - 1)[:top_k]
+    scaled = logits[top] / max(temperature, 1e-6)
+    p = np.exp(scaled - scaled.max())
+    return int(top[rng.choice(len(top), p=p / p.sum())])
+
+
+StreamFn = Callable[[str], None]

@@ -1,0 +1,271 @@
+"""Session glue to ort-memplan: declared workspace (Level 2), the joint activation + workspace plan,
+pre-allocated buffers, and the per-shape pattern cache for dynamic models.
+
+Runs get one of three layouts:
+- the static plan made at initialization (pre-allocated buffers, or one buffer per device per run);
+- for feed shapes the static plan does not cover: the cached pattern for that shape key, or, on the
+  first run with that key, a trace that is planned and cached when the run ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+
+import ort_memplan
+from ort_graph import Model, Node, is_static
+
+from ._errors import InvalidOptionError
+from ._executor import RunStats, copy_into
+from ._options import SessionOptions
+
+
+def _block_fits(arr: Any, nbytes: int) -> bool:
+    return isinstance(arr, np.ndarray) and arr.dtype != object and arr.nbytes <= nbytes
+
+
+@attrs.define(eq=False)
+class PlannedLayout:
+    """Values and workspace at the offsets of the static GraphPlan."""
+
+    gplan: ort_memplan.GraphPlan
+    buffers: ort_memplan.ExecutionBuffers | None  # None: allocate per run (memory-pattern mode)
+    budgets: Mapping[str, int]
+    red_zone_names: Sequence[str] | None = None
+    name: str = "pre-allocated"
+    _live: ort_memplan.ExecutionBuffers | None = attrs.field(default=None, alias="live")
+    _guard: Any = attrs.field(default=None, alias="guard")
+
+    @contextlib.contextmanager
+    def hold(self, stats: RunStats) -> Iterator[None]:
+        bufs = self.buffers
+        if bufs is None:
+            bufs = self.gplan.buffers(_host_allocators(self.gplan.plan.peak), self.budgets)
+            stats.allocations += len(bufs.buffers)
+        with bufs.run():
+            self._live = bufs
+            if self.red_zone_names is not None and self.gplan.plan.red_zone:
+                self._guard = ort_memplan.RedZoneGuard(bufs, node_names=list(self.red_zone_names))
+            try:
+                yield
+            finally:
+                self._live, self._guard = None, None
+
+    def place(self, step: int, name: str, arr: Any) -> Any | None:
+        rid = self.gplan.activations.value_ids.get(name)
+        if rid is None:
+            return None
+        buf, off, nbytes = self._live.block(rid)
+        if not _block_fits(arr, nbytes):
+            return None
+        return copy_into(buf[off:off + nbytes], arr)
+
+    def release(self, step: int, name: str) -> None:
+        return None
+
+    def workspace(self, node: Node, slot_id: int, nbytes: int) -> np.ndarray | None:
+        req = self.gplan.slot_requests.get((node.index, slot_id))
+        if req is None or nbytes > req.nbytes:
+            return None
+        buf, off, _ = self._live.block(req.id)
+        return buf[off:off + nbytes]
+
+    def before_step(self, step: int) -> None:
+        if self._guard is not None:
+            self._guard.before_step(step)
+
+    def after_step(self, step: int, node: Node) -> None:
+        if self._guard is not None:
+            self._guard.after_step(step, node.name)
+
+
+@attrs.define(eq=False)
+class TracingLayout:
+    """First run of a new shape key: values are fresh arrays; their allocate/free order is recorded."""
+
+    recorder: ort_memplan.TraceRecorder
+    ids: dict[str, int]
+    device_of_value: Mapping[str, str]
+    on_done: Any  # callable(requests) once the trace is planned
+    name: str = "tracing"
+
+    @contextlib.contextmanager
+    def hold(self, stats: RunStats) -> Iterator[None]:
+        with self.recorder:
+            yield
+        self.on_done(self.recorder.requests())
+
+    def place(self, step: int, name: str, arr: Any) -> Any | None:
+        if isinstance(arr, np.ndarray) and arr.dtype != object:
+            self.ids.setdefault(name, len(self.ids))
+            self.recorder.allocate(self.ids[name], arr.nbytes, self.device_of_value.get(name, "cpu"))
+        return None
+
+    def release(self, step: int, name: str) -> None:
+        if name in self.ids:
+            self.recorder.free(self.ids[name])
+
+    def workspace(self, node: Node, slot_id: int, nbytes: int) -> np.ndarray | None:
+        return None
+
+    def before_step(self, step: int) -> None:
+        return None
+
+    def after_step(self, step: int, node: Node) -> None:
+        return None
+
+
+@attrs.define(eq=False)
+class CachedLayout:
+    """A shape key seen before: one buffer per device sized by its traced plan, values at their offsets."""
+
+    plan: ort_memplan.MemoryPlan
+    ids: Mapping[str, int]
+    requests: Sequence[ort_memplan.AllocationRequest]
+    name: str = "cached pattern"
+    _bufs: Any = attrs.field(default=None, alias="bufs")
+
+    @contextlib.contextmanager
+    def hold(self, stats: RunStats) -> Iterator[None]:
+        bufs = ort_memplan.ExecutionBuffers(self.plan, _host_allocators(self.plan.peak), requests=self.requests)
+        stats.allocations += len(bufs.buffers)
+        with bufs.run():
+            self._bufs = bufs
+            try:
+                yield
+            finally:
+                self._bufs = None
+
+    def place(self, step: int, name: str, arr: Any) -> Any | None:
+        rid = self.ids.get(name)
+        if rid is None:
+            return None
+        buf, off, nbytes = self._bufs.block(rid)
+        return copy_into(buf[off:off + nbytes], arr) if _block_fits(arr, nbytes) else None
+
+    def release(self, step: int, name: str) -> None:
+        return None
+
+    def workspace(self, node: Node, slot_id: int, nbytes: int) -> np.ndarray | None:
+        return None
+
+    def before_step(self, step: int) -> None:
+        return None
+
+    def after_step(self, step: int, node: Node) -> None:
+        return None
+
+
+def _host_allocators(peaks: Mapping[str, int]) -> dict[str, ort_memplan.HostAllocator]:
+    return {device: ort_memplan.HostAllocator() for device in peaks}
+
+
+@attrs.define(eq=False)
+class SessionMemory:
+    """The memory side of a session: the static plan, declared workspace, weights, and layouts."""
+
+    model: Model
+    gplan: ort_memplan.GraphPlan
+    slots: dict[tuple[int, int], int]
+    weights: dict[str, int]
+    device_budgets: dict[str, int]
+    static: bool
+    planned_shapes: dict[str, tuple[int, ...]]
+    buffers: ort_memplan.ExecutionBuffers | None
+    options: SessionOptions
+    node_names: list[str]
+    device_of_value: dict[str, str]
+    cache: ort_memplan.PatternCache = attrs.field(factory=ort_memplan.PatternCache)
+    _traced: dict[Any, tuple[dict[str, int], list[ort_memplan.AllocationRequest]]] = attrs.field(factory=dict, alias="traced")
+
+    def device_totals(self) -> dict[str, dict[str, int]]:
+        """Per device: weights, peak of activations + workspace (planned), workspace declared, total."""
+        out: dict[str, dict[str, int]] = {}
+        ws: dict[str, int] = {}
+        for req in self.gplan.slot_requests.values():
+            ws[req.device] = max(ws.get(req.device, 0), req.nbytes)
+        for device in sorted(set(self.weights) | set(self.gplan.plan.peak)):
+            peak = self.gplan.plan.peak.get(device, 0)
+            out[device] = {"weights": self.weights.get(device, 0), "peak_activations_and_workspace": peak,
+                           "largest_workspace": ws.get(device, 0), "lower_bound": self.gplan.lower_bound.get(device, 0),
+                           "total": self.weights.get(device, 0) + peak}
+        return out
+
+    def layout_for(self, feeds: Mapping[str, np.ndarray]) -> Any:
+        shapes = {n: tuple(a.shape) for n, a in feeds.items()}
+        if self.static and shapes == self.planned_shapes:
+            return PlannedLayout(self.gplan, self.buffers, self.device_budgets,
+                                 self.node_names if self.options.red_zones else None,
+                                 name="pre-allocated" if self.buffers is not None else "static plan")
+        if self.buffers is not None:
+            raise InvalidOptionError(
+                f"this session pre-allocated its buffers for input shapes {self.planned_shapes!r}, but the run "
+                f"feeds {shapes!r}; pre-allocated runs must use the planned shapes (set free_dimension_overrides "
+                "to the shapes you run, or disable session.pre_allocate_execution_buffers)")
+        key = ort_memplan.shape_key(feeds)
+        cached = self.cache.get(key)
+        if cached is not None and key in self._traced:
+            ids, requests = self._traced[key]
+            return CachedLayout(cached, ids, requests)
+        ids: dict[str, int] = {}
+
+        def done(requests: list[ort_memplan.AllocationRequest]) -> None:
+            self._traced[key] = (ids, requests)
+
+        return TracingLayout(self.cache.trace(key), ids, self.device_of_value, done)
+
+
+def _weights_per_device(model: Model, device_of_node: Mapping[int, str]) -> dict[str, int]:
+    graph = model.graph
+    seen: dict[str, set[str]] = {}
+    for node in graph.nodes:
+        device = device_of_node[node.index]
+        for name in node.inputs:
+            if name in graph.initializers:
+                seen.setdefault(device, set()).add(name)
+    return {d: sum(graph.initializers[n].nbytes for n in names) for d, names in seen.items()}
+
+
+def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any], placement: Any,
+                providers: Sequence[Any], options: SessionOptions) -> SessionMemory:
+    graph = model.graph
+    device_by_ep = {p.name: p.device for p in providers}
+    device_of_node = {n.index: device_by_ep.get(placement.ep_of[n.index], "cpu") for n in graph.nodes}
+    slots: dict[tuple[int, int], int] = {}
+    for node in order:
+        declare = getattr(kernels[node.index], "declare_workspace", None)
+        shapes = [tuple(graph.values[i].shape) if i and is_static(graph.values[i].shape) else None for i in node.inputs]
+        if declare is None or any(s is None for s, i in zip(shapes, node.inputs) if i):
+            continue
+        for slot_id, nbytes in declare(shapes) or ():
+            slots[(node.index, int(slot_id))] = int(nbytes)
+    gplan = ort_memplan.plan_graph(graph, order, lambda n: device_of_node[n.index], workspace=slots,
+                                   red_zone=options.red_zones)
+    static = not gplan.activations.unknown_sizes
+    inputs = [n for n in graph.inputs if n not in graph.initializers]
+    planned_shapes = {n: tuple(graph.values[n].shape) for n in inputs if is_static(graph.values[n].shape)}
+    static = static and len(planned_shapes) == len(inputs)
+    weights = _weights_per_device(model, device_of_node)
+    budgets = {device_by_ep[ep]: b for ep, b in placement.result.budgets.items() if ep in device_by_ep}
+    remaining = {d: max(b - weights.get(d, 0), 0) for d, b in budgets.items()}
+    buffers = None
+    if options.pre_allocate:
+        if not static:
+            unknown = list(gplan.activations.unknown_sizes)[:5]
+            raise InvalidOptionError(
+                f"session.pre_allocate_execution_buffers needs static shapes, but {len(gplan.activations.unknown_sizes)} "
+                f"value(s) have unknown sizes, e.g. {unknown!r}; set free_dimension_overrides for the model's "
+                "symbolic dimensions (ortrun: --dim name=N)")
+        buffers = gplan.buffers(_host_allocators(gplan.plan.peak), remaining)
+    value_device = {}
+    for node in order:
+        for o in node.outputs:
+            if o:
+                value_device[o] = device_of_node[node.index]
+    return SessionMemory(model=model, gplan=gplan, slots=slots, weights=weights, device_budgets=remaining,
+                         static=static, planned_shapes=planned_shapes, buffers=buffers, options=options,
+                         node_names=[n.name for n in order], device_of_value=value_device)

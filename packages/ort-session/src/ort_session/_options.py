@@ -1,0 +1,73 @@
+"""Session options. Keys mirror ONNX Runtime's session config names where one exists."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from ._errors import InvalidOptionError
+
+LAYER_ASSIGNMENT = "session.layer_assignment_settings"
+NAME_BASED_ASSIGNMENT = "session.name_based_layer_assignment"
+PRE_ALLOCATE = "session.pre_allocate_execution_buffers"
+CUDA_PARTITIONING = "session.resource_cuda_partitioning_settings"
+MAX_SHAPE_OVERRIDE = "session.max_shape_override"
+KNOWN_CONFIG_KEYS = (LAYER_ASSIGNMENT, NAME_BASED_ASSIGNMENT, PRE_ALLOCATE, CUDA_PARTITIONING, MAX_SHAPE_OVERRIDE)
+
+
+def _truthy(value: Any, key: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise InvalidOptionError(f"option {key!r}={value!r} is not a boolean; use '1' or '0'")
+
+
+@attrs.define
+class SessionOptions:
+    """Everything a session needs to know before loading.
+
+    `config` holds ONNX Runtime-style string entries (`session.layer_assignment_settings`, ...);
+    the typed fields are this project's additions (budgets, dimension overrides, kernel libraries).
+    """
+
+    config: dict[str, str] = attrs.field(factory=dict)
+    budgets: str | None = None  # "cuda:6GiB" or several, see ort_partition.parse_budget
+    free_dimension_overrides: dict[str, int] = attrs.field(factory=dict)
+    max_shapes: dict[str, list[int]] | None = None
+    kernel_libraries: list[str] = attrs.field(factory=list)
+    enable_fusions: bool = True
+    node_level_cutoff: bool = False  # auto-fit: cut inside a layer instead of at whole layers
+    red_zones: int = 0  # debug guard bytes between planned blocks (0: off)
+    device_profile: str | None = None  # plan for a GPU that is not present (ort-cuda-ep profiles)
+    memory_profile_out: str | None = None  # write per-node memory CSV (ONNX Runtime's stats format)
+
+    def add_session_config_entry(self, key: str, value: str) -> None:
+        if not key.startswith("session."):
+            raise InvalidOptionError(f"config key {key!r} must start with 'session.'; known keys: {KNOWN_CONFIG_KEYS!r}")
+        self.config[key] = str(value)
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.config.get(key, default)
+
+    @property
+    def pre_allocate(self) -> bool:
+        return _truthy(self.config.get(PRE_ALLOCATE, "0"), PRE_ALLOCATE)
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, Any] | None) -> SessionOptions:
+        opts = cls()
+        for key, value in (options or {}).items():
+            if key.startswith("session."):
+                opts.add_session_config_entry(key, value)
+            elif hasattr(opts, key):
+                setattr(opts, key, value)
+            else:
+                fields = [f.name for f in attrs.fields(cls) if f.name != "config"]
+                raise InvalidOptionError(f"unknown session option {key!r}; use a 'session.*' config key or one of {fields!r}")
+        return opts

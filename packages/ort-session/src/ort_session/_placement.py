@@ -1,0 +1,86 @@
+"""Session glue to ort-partition: layer rules from the options, budgets (our string or ONNX Runtime's
+resource-partitioning key), auto-fit when only a budget is given, then placement."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+import ort_partition
+from ort_graph import Model, Node
+
+from ._options import CUDA_PARTITIONING, SessionOptions
+
+
+@attrs.define
+class ProviderEstimator:
+    """ort-partition's WorkspaceEstimator over the session's providers (Level 1)."""
+
+    providers: Sequence[Any]
+
+    def estimate(self, node: Node, ep_name: str) -> int | None:
+        for p in self.providers:
+            if p.name == ep_name:
+                return p.estimate(node)
+        return None
+
+
+@attrs.define(eq=False)
+class SessionPlacement:
+    result: Any  # ort_partition.Placement
+    ep_of: dict[int, str]  # node index -> provider
+    mode: str  # "rules", "auto-fit", "budget", "priority"
+    layers_on_device: int | None = None
+
+
+def _budgets(model: Model, options: SessionOptions) -> tuple[Any, Any]:
+    stats = None
+    budgets: Any = options.budgets
+    setting = options.get(CUDA_PARTITIONING)
+    if setting:
+        model_dir = model.path.parent if model.path is not None else None
+        parsed = ort_partition.parse_resource_partitioning_settings(setting, model_dir)
+        stats = parsed.stats
+        if budgets is None:
+            budgets = parsed.budgets()
+    return budgets, stats
+
+
+def place(model: Model, order: Sequence[Node], providers: Sequence[Any], options: SessionOptions) -> SessionPlacement:
+    graph = model.graph
+    layering = ort_partition.assign_layers_from_options(graph, options.config, available_eps=providers)
+    budgets, stats = _budgets(model, options)
+    estimator = ProviderEstimator(providers)
+    if layering is None and budgets and len(providers) > 1:
+        fit = ort_partition.auto_fit(graph, providers, budgets, estimator=estimator, stats=stats,
+                                     node_level=options.node_level_cutoff)
+        result, mode, layers = fit.placement, "auto-fit", fit.layers_on_device
+    else:
+        result = ort_partition.place(graph, providers, layering=layering, budgets=budgets, estimator=estimator,
+                                     stats=stats, node_order=order)
+        mode, layers = ("rules" if layering is not None else "budget" if budgets else "priority"), None
+    ep_of = {node.index: result.ep_of(node) for node in graph.nodes}
+    return SessionPlacement(result=result, ep_of=ep_of, mode=mode, layers_on_device=layers)
+
+
+@attrs.define
+class DeclaredWorkspace:
+    """Level-2 estimates: what each finalized kernel declared for its node's resolved shapes."""
+
+    slots: dict[tuple[int, int], int]
+
+    def estimate(self, node: Node, ep_name: str) -> int | None:
+        found = [b for (index, _slot), b in self.slots.items() if index == node.index]
+        return sum(found) if found else 0
+
+
+def level2_recheck(model: Model, placement: SessionPlacement, slots: dict[tuple[int, int], int],
+                   providers: Sequence[Any]) -> Any:
+    """Recompute every device's cost on the final graph with declared (Level-2) workspace; warn, never move."""
+    budgets = placement.result.budgets
+    if not budgets:
+        return ort_partition.RecheckResult(totals={}, budgets={}, overruns=(), costs={})
+    return ort_partition.recheck_budget(model.graph, budgets or {}, estimator=DeclaredWorkspace(slots),
+                                        eps=list(providers))

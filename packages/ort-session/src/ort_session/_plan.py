@@ -1,0 +1,99 @@
+"""`session.plan`: the placement report and the memory plan, known before any run.
+
+JSON layout (stable; documented in the README):
+{
+  "model": str, "placement_mode": "rules" | "auto-fit" | "budget" | "priority",
+  "nodes":   [{"name", "op", "layer", "ep", "reason"}],       # reason: why this EP (or "")
+  "devices": {device: {"ep", "weights", "peak_activations", "workspace", "total", "budget"}},
+  "layers":  [placement report rows: group, layer, ep, nodes, weight/activation/workspace bytes],
+  "declines": [{"ep", "node", "op", "domain", "opset", "rejected", "accepts", "remedy", "reason"}],
+  "recheck": {"ok": bool, "overruns": [{"ep", "budget", "total", "overrun"}]},
+  "shapes": {"static", "symbolic", "unknown", "warnings"}
+}
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ort_partition
+from ort_graph import Model
+from ort_partition import format_bytes
+
+
+class SessionPlan:
+    def __init__(self, model: Model, placement: Any, memory: Any, shape_report: Any, fusions: list,
+                 providers: list[Any], recheck: Any) -> None:
+        self.model, self.placement, self.memory = model, placement, memory
+        self.shape_report, self.fusions, self.providers, self.recheck = shape_report, fusions, providers, recheck
+        self.report = ort_partition.placement_report(placement.result)
+
+    def _reason(self, node: Any, ep: str) -> str:
+        res = self.placement.result
+        if ep != res.fallback:
+            return ""
+        why = [d.reason for d in res.declines if getattr(d, "node", None) == node.name]
+        if why:
+            return why[0]
+        for stop in res.stops.values():
+            if stop.node == node.name:
+                return stop.reason
+            return f"{stop.ep} budget exhausted (stopped at node {stop.node!r})"
+        return ""
+
+    def devices(self) -> dict[str, dict[str, Any]]:
+        totals = self.memory.device_totals()
+        budgets = self.placement.result.budgets
+        out = {}
+        for p in self.providers:
+            t = totals.get(p.device)
+            if t is None:
+                continue
+            out[p.device] = {"ep": p.name, "weights": t["weights"],
+                             "peak_activations": t["peak_activations_and_workspace"],
+                             "workspace": t["largest_workspace"], "lower_bound": t["lower_bound"],
+                             "total": t["total"], "budget": budgets.get(p.name)}
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        g = self.model.graph
+        layer_of = {}
+        for node in g.nodes:
+            group = ort_partition.node_group(node)
+            layer_of[node.index] = ort_partition.group_label(group)
+        nodes = [{"name": n.name, "op": n.qualified_op, "layer": layer_of[n.index], "ep": n.ep,
+                  "reason": self._reason(n, n.ep)} for n in g.nodes]
+        rep = self.report.to_dict()
+        return {
+            "model": str(self.model.path) if self.model.path else g.name,
+            "placement_mode": self.placement.mode,
+            "nodes": nodes,
+            "devices": self.devices(),
+            "layers": rep.get("rows", []),
+            "declines": rep.get("declines", []),
+            "recheck": {"ok": self.recheck.ok, "overruns": [
+                {"ep": o.ep, "budget": o.budget, "total": o.total, "overrun": o.overrun} for o in self.recheck.overruns]},
+            "shapes": {"static": self.shape_report.static, "symbolic": self.shape_report.symbolic,
+                       "unknown": self.shape_report.unknown, "warnings": list(self.shape_report.warnings)},
+        }
+
+    def memory_table(self) -> str:
+        lines = [f"{'device':<10} {'provider':<32} {'weights':>10} {'peak act+ws':>12} {'workspace':>10} "
+                 f"{'total':>10} {'budget':>10}  peak/lower bound"]
+        for device, d in self.devices().items():
+            ratio = d["peak_activations"] / d["lower_bound"] if d["lower_bound"] else 1.0
+            budget = format_bytes(d["budget"]) if d["budget"] is not None else "-"
+            lines.append(f"{device:<10} {d['ep']:<32} {format_bytes(d['weights']):>10} "
+                         f"{format_bytes(d['peak_activations']):>12} {format_bytes(d['workspace']):>10} "
+                         f"{format_bytes(d['total']):>10} {budget:>10}  {ratio:.3f}")
+        return "\n".join(lines)
+
+    def to_table(self) -> str:
+        parts = [f"placement ({self.placement.mode}):", self.report.table(), "", "memory plan:", self.memory_table()]
+        if not self.recheck.ok:
+            parts += ["", "Level-2 re-check: " + "; ".join(o.message for o in self.recheck.overruns)]
+        else:
+            parts += ["", "Level-2 re-check: every device within its budget"]
+        if self.shape_report.warnings:
+            parts += ["", "shape warnings:"] + [f"  {w}" for w in self.shape_report.warnings]
+        return "\n".join(parts)

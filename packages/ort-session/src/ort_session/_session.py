@@ -1,0 +1,128 @@
+"""InferenceSession: load -> resolve shapes -> L1 -> layer assignment -> placement under budgets ->
+Level-2 re-check -> boundary copies -> finalize (kernels, declared workspace) -> memory plan -> runs."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import onnx
+
+import ort_graph
+from ort_graph import Model
+
+from . import _memory, _placement
+from ._cpu_ep import CpuExecutionProvider, SimulatedGpuExecutionProvider
+from ._errors import InvalidOptionError
+from ._executor import Executor, RunStats
+from ._feeds import required_inputs, validate_feeds
+from ._options import MAX_SHAPE_OVERRIDE, SessionOptions
+from ._plan import SessionPlan
+
+DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
+
+
+def _load(model: str | os.PathLike | bytes | onnx.ModelProto | Model) -> Model:
+    if isinstance(model, Model):
+        return model
+    if isinstance(model, onnx.ModelProto):
+        return ort_graph.from_proto(model)
+    return ort_graph.load(model)
+
+
+def make_provider(name: str, graph: ort_graph.Graph, opsets: Mapping[str, int], options: SessionOptions) -> Any:
+    key = name.lower()
+    if key in ("cpu", "cpuexecutionprovider"):
+        return CpuExecutionProvider(graph, opsets)
+    if key in ("simgpu", "simulatedgpuexecutionprovider"):
+        return SimulatedGpuExecutionProvider(graph, opsets)
+    if key in ("cuda", "cudaexecutionprovider"):
+        from ._cuda import cuda_provider
+
+        return cuda_provider(graph, opsets, options)
+    raise InvalidOptionError(
+        f"unknown execution provider {name!r}; available: 'CUDAExecutionProvider', 'SimulatedGPUExecutionProvider', "
+        "'CPUExecutionProvider'")
+
+
+class InferenceSession:
+    """Plan everything at construction; `run` then executes without surprises.
+
+    >>> sess = InferenceSession("model.onnx", {"budgets": "cuda:6GiB"},
+    ...                         providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+    >>> print(sess.plan.to_table())
+    >>> logits, = sess.run(["logits"], {"input_ids": ids})
+    """
+
+    def __init__(self, model: str | os.PathLike | bytes | onnx.ModelProto | Model,
+                 options: SessionOptions | Mapping[str, Any] | None = None,
+                 providers: Sequence[str] | None = None, **kwargs: Any) -> None:
+        self.options = options if isinstance(options, SessionOptions) else SessionOptions.from_mapping(options)
+        for key, value in kwargs.items():
+            self.options = SessionOptions.from_mapping({**_as_mapping(self.options), key: value})
+        self.model = _load(model)
+        graph = self.model.graph
+        self._declared_inputs = {n: graph.values[n].shape for n in required_inputs(graph)}
+        max_shapes: Any = self.options.max_shapes or self.options.get(MAX_SHAPE_OVERRIDE)
+        self.shape_report = ort_graph.resolve_shapes(self.model, self.options.free_dimension_overrides, max_shapes)
+        self.fusions = ort_graph.apply_l1_fusions(self.model) if self.options.enable_fusions else []
+        names = list(providers or DEFAULT_PROVIDERS)
+        if not any(n.lower() in ("cpu", "cpuexecutionprovider") for n in names):
+            names.append("CPUExecutionProvider")  # the fallback provider is always last
+        self.providers = [make_provider(n, graph, self.model.opset_imports, self.options) for n in names]
+        self.order = ort_graph.topological_order(graph)
+        self.placement = _placement.place(self.model, self.order, self.providers, self.options)
+        for node in graph.nodes:
+            node.ep = self.placement.ep_of[node.index]
+        self.kernels = {n.index: self._provider(n.ep).create_kernel(n) for n in graph.nodes}
+        self.memory = _memory.plan_memory(self.model, self.order, self.kernels, self.placement, self.providers,
+                                          self.options)
+        self.recheck = _placement.level2_recheck(self.model, self.placement, self.memory.slots, self.providers)
+        self.plan = SessionPlan(self.model, self.placement, self.memory, self.shape_report, self.fusions,
+                                self.providers, self.recheck)
+        self._executor = Executor(graph, self.order, self.kernels)
+
+    def _provider(self, name: str | None) -> Any:
+        for p in self.providers:
+            if p.name == name:
+                return p
+        return self.providers[-1]
+
+    # -- ONNX Runtime-style API ---------------------------------------------------------------
+    @property
+    def input_names(self) -> list[str]:
+        return required_inputs(self.model.graph)
+
+    @property
+    def output_names(self) -> list[str]:
+        return list(self.model.graph.outputs)
+
+    def get_providers(self) -> list[str]:
+        return [p.name for p in self.providers]
+
+    @property
+    def last_run_stats(self) -> RunStats:
+        return self._executor.last_stats
+
+    def run(self, output_names: Sequence[str] | None, feeds: Mapping[str, Any]) -> list[Any]:
+        arrays, _bindings = validate_feeds(self.model.graph, feeds, self._declared_inputs)
+        outputs = list(output_names or self.output_names)
+        unknown = [o for o in outputs if o not in self.model.graph.outputs]
+        if unknown:
+            from ._errors import InvalidInputError
+
+            raise InvalidInputError(f"unknown output name(s) {unknown!r}; the model's outputs are {self.output_names!r}")
+        return self._executor.run(arrays, outputs, self.memory.layout_for(arrays))
+
+
+def _as_mapping(opts: SessionOptions) -> dict[str, Any]:
+    import attrs
+
+    d = attrs.asdict(opts, recurse=False)
+    config = d.pop("config")
+    return {**d, **config}
+
+
+__all__ = ["InferenceSession", "make_provider", "pathlib"]

@@ -1,0 +1,207 @@
+"""`ortrun`: plan, run, generate, kernels and demo.
+
+    ortrun plan  [MODEL] [--budget cuda:6GiB] [--layers RULES | --annotations RULES] [--dim batch=1] [--json]
+    ortrun run   [MODEL] [--input name=file.npy] [--dim name=N] [--check]
+    ortrun generate [MODEL] --prompt TEXT [--max-new-tokens N] [--top-k K]
+    ortrun kernels
+    ortrun demo
+
+Without MODEL, commands use the built-in demo decoder (ort_graph.zoo.demo_decoder()).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+import ort_graph
+
+from ._errors import SessionError
+from ._feeds import generate_inputs
+from ._options import LAYER_ASSIGNMENT, NAME_BASED_ASSIGNMENT, PRE_ALLOCATE, SessionOptions
+from ._session import InferenceSession
+
+DEMO_DIMS = {"batch": 1, "sequence": 16, "past_sequence": 0}
+
+
+def _dims(items: Sequence[str]) -> dict[str, int]:
+    out = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        if not sep or not value.strip().lstrip("-").isdigit():
+            raise SystemExit(f"ortrun: --dim {item!r} must look like name=INTEGER, e.g. --dim batch=1")
+        out[name.strip()] = int(value)
+    return out
+
+
+def _progress(msg: str) -> None:
+    print(f"… {msg}", file=sys.stderr, flush=True)
+
+
+def _model(arg: str | None) -> tuple[object, str]:
+    if arg is None:
+        return ort_graph.zoo.demo_decoder(), "built-in demo decoder (8 layers, hidden 256)"
+    return arg, arg
+
+
+def _options(args: argparse.Namespace, dims: dict[str, int]) -> SessionOptions:
+    opts = SessionOptions(budgets=getattr(args, "budget", None), free_dimension_overrides=dims,
+                          device_profile=getattr(args, "device_profile", None))
+    if getattr(args, "layers", None):
+        opts.add_session_config_entry(NAME_BASED_ASSIGNMENT, args.layers)
+    if getattr(args, "annotations", None):
+        opts.add_session_config_entry(LAYER_ASSIGNMENT, args.annotations)
+    if getattr(args, "pre_allocate", False):
+        opts.add_session_config_entry(PRE_ALLOCATE, "1")
+    return opts
+
+
+def _providers(args: argparse.Namespace) -> list[str]:
+    if getattr(args, "providers", None):
+        return [p.strip() for p in args.providers.split(",") if p.strip()]
+    return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+
+
+def _session(args: argparse.Namespace, dims: dict[str, int]) -> tuple[InferenceSession, str]:
+    model, label = _model(args.model)
+    _progress(f"loading and planning {label}")
+    t = time.perf_counter()
+    sess = InferenceSession(model, _options(args, dims), providers=_providers(args))
+    _progress(f"planned in {time.perf_counter() - t:.2f} s")
+    return sess, label
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    dims = _dims(args.dim) or (DEMO_DIMS if args.model is None else {})
+    sess, _ = _session(args, dims)
+    print(json.dumps(sess.plan.to_dict(), indent=2) if args.json else sess.plan.to_table())
+    return 0
+
+
+def _check(sess: InferenceSession, model_arg: str | None, feeds: dict, outs: list) -> float:
+    import onnxruntime as ort
+
+    src = ort_graph.to_proto(ort_graph.zoo.demo_decoder()).SerializeToString() if model_arg is None else model_arg
+    ref = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(sess.output_names, feeds)
+    worst = 0.0
+    for name, a, b in zip(sess.output_names, outs, ref):
+        diff = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) if a.size else 0.0
+        worst = max(worst, diff)
+        print(f"  check {name:<24} max |ours - onnxruntime| = {diff:.3g}")
+    return worst
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    dims = _dims(args.dim) or (DEMO_DIMS if args.model is None else {})
+    sess, _ = _session(args, dims)
+    feeds = generate_inputs(sess.model.graph, dims, seed=args.seed)
+    for item in args.input or ():
+        name, _, path = item.partition("=")
+        feeds[name] = np.load(path)
+    times = []
+    for _ in range(max(1, args.repeat)):
+        t = time.perf_counter()
+        outs = sess.run(None, feeds)
+        times.append(time.perf_counter() - t)
+    stats = sess.last_run_stats
+    for name, arr in zip(sess.output_names, outs):
+        print(f"  output {name:<24} {str(arr.dtype):<8} {list(arr.shape)}")
+    print(f"  run: median {np.median(times) * 1e3:.1f} ms over {len(times)} run(s); {stats.nodes_run} nodes; "
+          f"{stats.allocations} runtime allocations; workspace from plan {stats.workspace_from_plan}, "
+          f"scratch fallbacks {stats.scratch_fallbacks}")
+    if args.check:
+        worst = _check(sess, args.model, feeds, outs)
+        ok = worst <= args.tolerance
+        print(f"  check {'PASSED' if ok else 'FAILED'}: worst difference {worst:.3g} (tolerance {args.tolerance:g})")
+        return 0 if ok else 1
+    return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from ._generate import generate
+    from ._tokenizer import Tokenizer
+
+    sess, _ = _session(args, _dims(args.dim))
+    tok_path = pathlib.Path(args.model).parent / "tokenizer.json" if args.model else None
+    vocab = sess.model.graph.values["logits"].shape[-1]
+    tok = Tokenizer.from_file(tok_path) if tok_path and tok_path.exists() else Tokenizer.bytes_fallback(int(vocab))
+    ids = tok.encode(args.prompt)
+    print(args.prompt, end="", flush=True)
+    for token in generate(sess, ids, args.max_new_tokens, args.top_k, args.temperature, args.seed):
+        print(tok.decode_one(token), end="", flush=True)
+    print()
+    return 0
+
+
+def cmd_kernels(args: argparse.Namespace) -> int:
+    from ._kernels import kernel_table
+
+    print(kernel_table())
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from ._demo import demo
+
+    return demo()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ortrun", description="Run ONNX models on machines with too little accelerator memory.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def common(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("model", nargs="?", help="an .onnx file (default: the built-in demo decoder)")
+        sp.add_argument("--budget", help="device budgets, e.g. cuda:6GiB or gpu:64MiB,cpu:8GiB")
+        sp.add_argument("--layers", help="name-based rules, e.g. 'cuda(layers.[0-15]); cpu(layers.[16-31])'")
+        sp.add_argument("--annotations", help="rules matched against layer_ann node annotations")
+        sp.add_argument("--dim", action="append", help="free dimension override name=N (repeatable)")
+        sp.add_argument("--providers", help="comma-separated providers in priority order "
+                        "(default CUDAExecutionProvider,CPUExecutionProvider; SimulatedGPUExecutionProvider stands in for a GPU)")
+        sp.add_argument("--device-profile", help="plan for a GPU that is not present: h200, h100, a100, l4, rtx4090")
+        sp.add_argument("--pre-allocate", action="store_true", help="one buffer per device, allocated at init")
+
+    sp = sub.add_parser("plan", help="placement per layer and device, and the memory plan")
+    common(sp)
+    sp.add_argument("--json", action="store_true", help="machine-readable output (layout in the README)")
+    sp.set_defaults(fn=cmd_plan)
+    sp = sub.add_parser("run", help="run once (generated or given inputs) and summarize")
+    common(sp)
+    sp.add_argument("--input", action="append", help="name=file.npy (repeatable)")
+    sp.add_argument("--check", action="store_true", help="compare every output with onnxruntime")
+    sp.add_argument("--tolerance", type=float, default=1e-3)
+    sp.add_argument("--repeat", type=int, default=1)
+    sp.add_argument("--seed", type=int, default=0)
+    sp.set_defaults(fn=cmd_run)
+    sp = sub.add_parser("generate", help="greedy / top-k decoding with a KV cache")
+    common(sp)
+    sp.add_argument("--prompt", required=True)
+    sp.add_argument("--max-new-tokens", type=int, default=16)
+    sp.add_argument("--top-k", type=int, default=1)
+    sp.add_argument("--temperature", type=float, default=1.0)
+    sp.add_argument("--seed", type=int, default=0)
+    sp.set_defaults(fn=cmd_generate)
+    sp = sub.add_parser("kernels", help="every registered kernel, its EP, estimate and declaration")
+    sp.set_defaults(fn=cmd_kernels)
+    sp = sub.add_parser("demo", help="the whole story on the built-in demo decoder")
+    sp.set_defaults(fn=cmd_demo)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except (SessionError, ort_graph.GraphError, ValueError, OSError) as e:
+        print(f"ortrun: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
