@@ -128,6 +128,20 @@ def run_model(model, feeds: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray
     return {name: values[name] for name in graph.outputs}, ran
 
 
+def reference_node(op: str, inputs: list[np.ndarray | None], n_out: int, domain: str = "", opset: int = 22,
+                   **attrs: object) -> list[np.ndarray]:
+    """Run one node with onnx.reference (the ONNX spec's reference implementation)."""
+    from onnx.reference import ReferenceEvaluator
+
+    names = ["" if a is None else f"i{i}" for i, a in enumerate(inputs)]
+    feeds = {n: a for n, a in zip(names, inputs) if n}
+    node = helper.make_node(op, names, [f"o{i}" for i in range(n_out)], domain=domain, **attrs)
+    graph = helper.make_graph([node], "g", [onnx.ValueInfoProto(name=n) for n in feeds],
+                              [onnx.ValueInfoProto(name=f"o{i}") for i in range(n_out)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(domain, opset)])
+    return [np.asarray(o) for o in ReferenceEvaluator(model).run(None, feeds)]
+
+
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(1234)
@@ -138,4 +152,4 @@ def kit() -> types.SimpleNamespace:
     """The helpers above, for test modules (importlib mode gives them no import path to this file)."""
     return types.SimpleNamespace(ours=ours, ort=onnxruntime_node, decline_of=decline_of, infos=infos,
                                  make_node=make_node, MS=MS, cpu=cpu,
-                                 run_model=run_model)
+                                 run_model=run_model, reference=reference_node)
