@@ -64,11 +64,17 @@ def api_functions(cdef_text: str, struct: str = "OrtKernelApi") -> list[tuple[st
     """(name, return type, parameter list) of every function-pointer field of `struct <struct>`,
     in declaration order and spelled exactly as in the header (const kept)."""
     text = _COMMENT.sub(" ", cdef_text)
-    m = re.search(r"struct\s+" + re.escape(struct) + r"\s*\{(.*?)\n\s*\}\s*;", text, re.S)
+    m = re.search(r"struct\s+" + re.escape(struct) + r"\s*\{", text)
     if m is None:
         raise CdefError(f"no definition of struct {struct!r} in the cdef section")
+    depth, end = 1, m.end()
+    while depth and end < len(text):
+        depth += {"{": 1, "}": -1}.get(text[end], 0)
+        end += 1
+    if depth:
+        raise CdefError(f"struct {struct!r} is not closed in the cdef section")
     out = []
-    for ret, name, params in _FIELD_FN.findall(m.group(1)):
+    for ret, name, params in _FIELD_FN.findall(text[m.end():end - 1]):
         out.append((name, " ".join(ret.split()), " ".join(params.split())))
     if not out:
         raise CdefError(f"struct {struct!r} has no function-pointer fields")

@@ -1,0 +1,248 @@
+/* Kernel libraries that break the rules on purpose, one variant per -D flag, for ort-abi's error tests.
+ * No flag: a well-formed library (domain "com.test") whose kernels misbehave at run time. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ort_kernel_abi.h"
+
+#if defined(BAD_VERSION)
+ORT_KERNEL_EXPORT uint32_t OrtKernelLibraryAbiVersion(void) { return 99; }
+#elif !defined(NO_VERSION)
+ORT_KERNEL_LIBRARY_DEFINE_ABI_VERSION()
+#endif
+
+static const OrtKernelApi* g_api;
+
+/* a version-1 kernel: its struct ends before DeclareWorkspaceRequirements */
+typedef struct V1Kernel {
+  uint32_t ort_version_supported;
+  uint32_t flags;
+  OrtStatus* (*Compute)(OrtKernelImpl*, OrtKernelContext*);
+  void (*Release)(OrtKernelImpl*);
+  OrtStatus* (*PrePackWeight)(OrtKernelImpl*, const OrtValue*, int, int*);
+} V1Kernel;
+
+static int g_released = 0;
+ORT_KERNEL_EXPORT int test_released_count(void) { return g_released; }
+
+static void rel(OrtKernelImpl* k) { ++g_released; free(k); }
+
+static OrtStatus* c_ok(OrtKernelImpl* k, OrtKernelContext* ctx) { (void)k; (void)ctx; return NULL; }
+static OrtStatus* c_bad_status(OrtKernelImpl* k, OrtKernelContext* ctx) { (void)k; (void)ctx; return (OrtStatus*)(uintptr_t)0x1234; }
+static OrtStatus* c_double_release(OrtKernelImpl* k, OrtKernelContext* ctx) {
+  OrtStatus* st = g_api->CreateStatus(ORT_FAIL, "released twice");
+  (void)k; (void)ctx;
+  g_api->ReleaseStatus(st);
+  g_api->ReleaseStatus(st);
+  return NULL;
+}
+static OrtStatus* c_wrong_handle(OrtKernelImpl* k, OrtKernelContext* ctx) {
+  const OrtValue* v;
+  (void)ctx;
+  return g_api->KernelContext_GetInput((const OrtKernelContext*)k, 0, &v);
+}
+static OrtStatus* c_bad_output(OrtKernelImpl* k, OrtKernelContext* ctx) {
+  int64_t dims[1] = {4};
+  OrtValue* v;
+  (void)k;
+  return g_api->KernelContext_GetOutput(ctx, 5, dims, 1, &v);
+}
+static OrtStatus* c_input_write(OrtKernelImpl* k, OrtKernelContext* ctx) {
+  const OrtValue* v;
+  void* p;
+  (void)k;
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 0, &v));
+  return g_api->Value_GetTensorMutableData((OrtValue*)v, &p);
+}
+/* uses the planned workspace when there is one, else scratch; writes a marker either way */
+static OrtStatus* c_v1_compute(OrtKernelImpl* k, OrtKernelContext* ctx) {
+  void* ws = NULL;
+  (void)k;
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetPreallocatedWorkspace(ctx, 0, 16, &ws));
+  if (ws == NULL) ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetScratchBuffer(ctx, 16, &ws));
+  memset(ws, 7, 16);
+  return NULL;
+}
+
+static OrtStatus* d_overflow(OrtKernelImpl* k, const OrtWorkspaceInputShape* s, size_t n, OrtWorkspaceSlot* slots,
+                             size_t max_slots, size_t* num) {
+  (void)k; (void)s; (void)n; (void)slots;
+  *num = max_slots + 1;
+  return NULL;
+}
+static OrtStatus* d_fails(OrtKernelImpl* k, const OrtWorkspaceInputShape* s, size_t n, OrtWorkspaceSlot* slots,
+                          size_t max_slots, size_t* num) {
+  (void)k; (void)s; (void)n; (void)slots; (void)max_slots; (void)num;
+  return g_api->CreateStatus(ORT_EP_FAIL, "cannot declare");
+}
+/* echoes what it was given: slot i = (state, rank, product of dims) of input i, to check the marshalling */
+static OrtStatus* d_echo(OrtKernelImpl* k, const OrtWorkspaceInputShape* s, size_t n, OrtWorkspaceSlot* slots,
+                         size_t max_slots, size_t* num) {
+  size_t i, d;
+  (void)k;
+  for (i = 0; i < n && i < max_slots; ++i) {
+    int64_t prod = 1;
+    for (d = 0; d < s[i].rank; ++d) prod *= s[i].dims[d];
+    slots[i].slot_id = (int32_t)i;
+    slots[i].size_bytes = (size_t)(s[i].state * 1000000 + (int64_t)s[i].rank * 10000 + (s[i].rank ? prod + 1 : 0)
+                                   + s[i].elem_type * 100000000LL);
+  }
+  *num = i;
+  return NULL;
+}
+
+static OrtStatus* make(OrtStatus* (*compute)(OrtKernelImpl*, OrtKernelContext*),
+                       OrtStatus* (*declare)(OrtKernelImpl*, const OrtWorkspaceInputShape*, size_t,
+                                             OrtWorkspaceSlot*, size_t, size_t*),
+                       uint32_t version, OrtKernelImpl** out) {
+  OrtKernelImpl* k = (OrtKernelImpl*)calloc(1, sizeof *k);
+  k->ort_version_supported = version;
+  k->Compute = compute;
+  k->Release = rel;
+  k->DeclareWorkspaceRequirements = declare;
+  *out = k;
+  return NULL;
+}
+
+#define CREATE(name, compute, declare)                                                   \
+  static OrtStatus* name(void* st, const OrtKernelInfo* info, OrtKernelImpl** out) {    \
+    (void)st; (void)info;                                                                \
+    return make(compute, declare, ORT_KERNEL_ABI_VERSION, out);                          \
+  }
+CREATE(cr_bad_status, c_bad_status, NULL)
+CREATE(cr_double_release, c_double_release, NULL)
+CREATE(cr_wrong_handle, c_wrong_handle, NULL)
+CREATE(cr_bad_output, c_bad_output, NULL)
+CREATE(cr_input_write, c_input_write, NULL)
+CREATE(cr_overflow, c_ok, d_overflow)
+CREATE(cr_declare_fails, c_ok, d_fails)
+CREATE(cr_echo, c_ok, d_echo)
+CREATE(cr_v2_null_declare, c_v1_compute, NULL)
+
+static OrtStatus* cr_null_compute(void* st, const OrtKernelInfo* info, OrtKernelImpl** out) {
+  (void)st; (void)info;
+  return make(NULL, NULL, ORT_KERNEL_ABI_VERSION, out);
+}
+static OrtStatus* cr_too_new(void* st, const OrtKernelInfo* info, OrtKernelImpl** out) {
+  (void)st; (void)info;
+  return make(c_ok, NULL, 99, out);
+}
+static OrtStatus* cr_v1(void* st, const OrtKernelInfo* info, OrtKernelImpl** out) {
+  V1Kernel* k = (V1Kernel*)calloc(1, sizeof *k);
+  (void)st; (void)info;
+  k->ort_version_supported = 1;
+  k->Compute = c_v1_compute;
+  k->Release = rel;
+  *out = (OrtKernelImpl*)k;
+  return NULL;
+}
+static OrtStatus* cr_fails(void* st, const OrtKernelInfo* info, OrtKernelImpl** out) {
+  const char* name = "?";
+  (void)st; (void)out;
+  g_api->KernelInfo_GetNodeName(info, &name);
+  return g_api->CreateStatus(ORT_INVALID_GRAPH, name);  /* the message echoes the node name */
+}
+static OrtStatus* cr_no_kernel(void* st, const OrtKernelInfo* info, OrtKernelImpl** out) {
+  (void)st; (void)info;
+  *out = NULL;
+  return NULL;
+}
+/* state is an int* given at registration: checks create_func_state reaches the create call */
+static OrtStatus* cr_state(void* st, const OrtKernelInfo* info, OrtKernelImpl** out) {
+  (void)info;
+  if (st == NULL || *(int*)st != 42) return g_api->CreateStatus(ORT_FAIL, "state did not arrive");
+  return make(c_ok, NULL, ORT_KERNEL_ABI_VERSION, out);
+}
+int g_state = 42; /* not static: used only in the default variant */
+
+static OrtStatus* est_fails(const OrtEpApi* api, const OrtNode* n, const OrtEp* ep, size_t* out) {
+  (void)n; (void)ep; (void)out;
+  return api->CreateStatus(ORT_NOT_IMPLEMENTED, "no estimate for you");
+}
+/* reads the EP: multi_processor_count * 1024 + device id, or an error when the EP is not "TestEP" */
+static OrtStatus* est_reads_ep(const OrtEpApi* api, const OrtNode* n, const OrtEp* ep, size_t* out) {
+  const char* name;
+  int64_t sms;
+  int32_t id;
+  (void)n;
+  ORT_KERNEL_RETURN_IF_ERROR(api->Ep_GetName(ep, &name));
+  if (strcmp(name, "TestEP") != 0) return api->CreateStatus(ORT_INVALID_ARGUMENT, "not TestEP");
+  ORT_KERNEL_RETURN_IF_ERROR(api->Ep_GetDeviceProperty(ep, "multi_processor_count", &sms));
+  ORT_KERNEL_RETURN_IF_ERROR(api->Ep_GetDeviceId(ep, &id));
+  *out = (size_t)(sms * 1024 + id);
+  return NULL;
+}
+/* reads attributes of every kind: ints sum + int + (int)float + strlen(string) */
+static OrtStatus* est_attrs(const OrtEpApi* api, const OrtNode* n, const OrtEp* ep, size_t* out) {
+  int64_t i;
+  const int64_t* ints;
+  size_t count, k, total = 0;
+  float f;
+  const char* s;
+  (void)ep;
+  ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetAttributeInt(n, "i", &i));
+  ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetAttributeInts(n, "ints", &ints, &count));
+  ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetAttributeFloat(n, "f", &f));
+  ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetAttributeString(n, "s", &s));
+  for (k = 0; k < count; ++k) total += (size_t)ints[k];
+  *out = total + (size_t)i + (size_t)f + strlen(s);
+  return NULL;
+}
+
+static OrtStatus* add(const OrtKernelApi* api, OrtKernelRegistry* r, const char* op, OrtKernelCreateFunc c,
+                      void* state, OrtKernelWorkspaceEstimateFunc e) {
+  OrtKernelDefBuilder* b;
+  OrtKernelDef* d = NULL;
+  OrtStatus* st = api->CreateKernelDefBuilder(&b);
+  if (st) return st;
+  if (!st) st = api->KernelDefBuilder_SetOperatorType(b, op);
+  if (!st) st = api->KernelDefBuilder_SetDomain(b, "com.test");
+  if (!st) st = api->KernelDefBuilder_SetSinceVersion(b, 1, 0);
+  if (!st) st = api->KernelDefBuilder_SetExecutionProvider(b, "TestEP");
+  if (!st) st = api->KernelDefBuilder_Build(b, &d);
+  api->ReleaseKernelDefBuilder(b);
+  if (!st) st = api->KernelRegistry_AddKernelV2(r, d, c, state, e);
+  if (d) api->ReleaseKernelDef(d);
+  return st;
+}
+
+#define ADD(op, c, s, e) ORT_KERNEL_RETURN_IF_ERROR(add(api, r, op, c, s, e))
+
+static OrtStatus* register_all(const OrtKernelApi* api, OrtKernelRegistry* r) {
+  g_api = api;
+#if defined(FAIL_REGISTRATION)
+  ADD("First", cr_echo, NULL, NULL);
+  return api->CreateStatus(ORT_EP_FAIL, "registration refused on purpose");
+#elif defined(IGNORE_ERROR)
+  {
+    OrtStatus* st = add(api, r, "NoCreate", NULL, NULL, NULL); /* NULL create_func: the host refuses */
+    if (st) api->ReleaseStatus(st);                            /* ...and this library ignores it */
+    return NULL;
+  }
+#else
+  ADD("BadStatus", cr_bad_status, NULL, NULL);
+  ADD("DoubleRelease", cr_double_release, NULL, NULL);
+  ADD("WrongHandle", cr_wrong_handle, NULL, NULL);
+  ADD("BadOutput", cr_bad_output, NULL, NULL);
+  ADD("InputWrite", cr_input_write, NULL, NULL);
+  ADD("Overflow", cr_overflow, NULL, NULL);
+  ADD("DeclareFails", cr_declare_fails, NULL, NULL);
+  ADD("Echo", cr_echo, NULL, est_attrs);
+  ADD("V2NullDeclare", cr_v2_null_declare, NULL, NULL);
+  ADD("NullCompute", cr_null_compute, NULL, NULL);
+  ADD("TooNew", cr_too_new, NULL, NULL);
+  ADD("V1", cr_v1, NULL, NULL);
+  ADD("CreateFails", cr_fails, NULL, est_fails);
+  ADD("NoKernel", cr_no_kernel, NULL, est_reads_ep);
+  ADD("State", cr_state, &g_state, NULL);
+  return NULL;
+#endif
+}
+
+#if !defined(NO_ENTRY)
+ORT_KERNEL_EXPORT OrtStatus* OrtRegisterKernels(const OrtKernelApi* api, OrtKernelRegistry* r) {
+  return register_all(api, r);
+}
+#endif
+
+ORT_KERNEL_EXPORT OrtStatus* MyRegister(const OrtKernelApi* api, OrtKernelRegistry* r) { return register_all(api, r); }
