@@ -1,0 +1,228 @@
+"""Quantization: QuantizeLinear, DequantizeLinear (per-tensor, per-axis, blocked; int8/16/4/2, float8/4),
+DynamicQuantizeLinear, QLinearMatMul, MatMulInteger, ConvInteger, QLinearConv."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+from onnx import TensorProto as T
+
+from ort_graph import dtype_name, from_numpy_dtype
+
+from ._registry import Decline, OpImpl, register
+from ._util import check_dtype, norm_axis, np_dtype
+
+_INT_RANGES = {T.UINT8: (0, 255), T.INT8: (-128, 127), T.UINT16: (0, 65535), T.INT16: (-32768, 32767),
+               T.UINT4: (0, 15), T.INT4: (-8, 7)}
+for _n, _r in (("UINT2", (0, 3)), ("INT2", (-2, 1))):
+    if hasattr(T, _n):
+        _INT_RANGES[getattr(T, _n)] = _r
+_F8 = {T.FLOAT8E4M3FN, T.FLOAT8E4M3FNUZ, T.FLOAT8E5M2, T.FLOAT8E5M2FNUZ}
+_F4 = {T.FLOAT4E2M1}
+_QTYPES = set(_INT_RANGES) | _F8 | _F4
+_SCALE_TYPES = {T.FLOAT, T.FLOAT16, T.BFLOAT16, T.DOUBLE, getattr(T, "FLOAT8E8M0", T.FLOAT), T.INT32}
+
+
+def _plain(a: np.ndarray) -> np.ndarray:
+    """ml_dtypes arrays as float32 / int32 so numpy arithmetic works on them."""
+    if a.dtype.kind == "V" or a.dtype.name.startswith(("float8", "float4", "bfloat", "int4", "uint4", "int2",
+                                                         "uint2")):
+        return a.astype(np.int32 if "int" in a.dtype.name else np.float32)
+    return a
+
+
+def _along(p: np.ndarray, shape: tuple[int, ...], axis: int, block: int) -> np.ndarray:
+    """Broadcastable view of a scale / zero point over an input of `shape`."""
+    if p.size == 1 and (p.ndim <= 1 or block == 0):
+        return p.reshape(())
+    axis = norm_axis(axis, len(shape))
+    if block:
+        return np.repeat(p, block, axis=axis)[tuple(slice(0, d) for d in shape)]
+    return p.reshape([-1 if i == axis else 1 for i in range(len(shape))])
+
+
+def _qtype(node, inputs_dtype_zp: int) -> int:
+    return inputs_dtype_zp or node.attr("output_dtype", 0) or T.UINT8
+
+
+@register("QuantizeLinear", since=10)
+class QuantizeLinear(OpImpl):
+    def supports(self, node, inputs, opset):
+        d = check_dtype(inputs, 0, {T.FLOAT, T.FLOAT16, T.BFLOAT16, T.INT32}) or check_dtype(inputs, 1, _SCALE_TYPES)
+        if d:
+            return d
+        zp = inputs[2].dtype if len(inputs) > 2 and inputs[2].present else 0
+        qt = _qtype(node, zp)
+        if qt not in _QTYPES:
+            return Decline(rejected=f"quantized type {dtype_name(qt)}", accepts="int8/16, uint8/16, int4/2, float8, float4")
+        p = node.attr("precision", 0)
+        if p and p not in (T.FLOAT, T.FLOAT16, T.BFLOAT16, T.DOUBLE):
+            return Decline(rejected=f"precision {dtype_name(p)}", accepts="FLOAT, FLOAT16, BFLOAT16, DOUBLE")
+        return None
+
+    def compute(self, node, inputs):
+        x, scale = inputs[0], inputs[1]
+        zp = inputs[2] if len(inputs) > 2 else None
+        axis, block = node.attr("axis", 1), node.attr("block_size", 0)
+        qt = _qtype(node, from_numpy_dtype(zp.dtype) if zp is not None else 0)
+        s = _along(_plain(scale), x.shape, axis, block)
+        prec = node.attr("precision", 0)
+        xv = _plain(x)
+        if prec:
+            pd = np_dtype(prec)
+            v = xv.astype(pd) / s.astype(pd)
+        else:
+            v = xv / s
+        dst = np_dtype(qt)
+        if qt in _INT_RANGES:
+            q = np.rint(v.astype(np.float64) if v.dtype.kind != "f" or v.dtype.itemsize < 4 else v).astype(np.int64)
+            if zp is not None:
+                q = q + _along(_plain(zp).astype(np.int64), x.shape, axis, block)
+            lo, hi = _INT_RANGES[qt]
+            return [np.clip(q, lo, hi).astype(dst)]
+        v = v.astype(np.float32)
+        if qt in _F8:
+            if node.attr("saturate", 1):
+                m = float(ml_dtypes.finfo(dst).max)
+                v = np.where(np.isnan(v), v, np.clip(v, -m, m))
+            return [v.astype(dst)]
+        if zp is not None:
+            v = v + _along(_plain(zp), x.shape, axis, block)
+        return [v.astype(dst)]
+
+
+@register("DequantizeLinear", since=10)
+class DequantizeLinear(OpImpl):
+    def supports(self, node, inputs, opset):
+        d = check_dtype(inputs, 0, _QTYPES | {T.INT32}) or check_dtype(inputs, 1, _SCALE_TYPES - {T.INT32})
+        if d:
+            return d
+        od = node.attr("output_dtype", 0)
+        if od and od not in (T.FLOAT, T.FLOAT16, T.BFLOAT16):
+            return Decline(rejected=f"output_dtype {dtype_name(od)}", accepts="FLOAT, FLOAT16, BFLOAT16")
+        return None
+
+    def compute(self, node, inputs):
+        x, scale = inputs[0], inputs[1]
+        zp = inputs[2] if len(inputs) > 2 else None
+        axis, block = node.attr("axis", 1), node.attr("block_size", 0)
+        od = node.attr("output_dtype", 0)
+        out_dt = np_dtype(od) if od else (scale.dtype if scale.dtype.name != "float8_e8m0fnu" else np.dtype(np.float32))
+        xv = _plain(x)
+        if zp is not None:
+            zv = _along(_plain(zp), x.shape, axis, block)
+            xv = (xv.astype(np.int64) - zv.astype(np.int64)) if xv.dtype.kind in "iu" else xv - zv
+        s = _along(_plain(scale), x.shape, axis, block)
+        y = xv.astype(np.float32) * s.astype(np.float32)
+        return [np.asarray(y).astype(out_dt)]
+
+
+@register("DynamicQuantizeLinear", since=11)
+class DynamicQuantizeLinear(OpImpl):
+    dtypes = frozenset({T.FLOAT})
+
+    def compute(self, node, inputs):
+        x = inputs[0]
+        lo, hi = min(0.0, float(x.min()) if x.size else 0.0), max(0.0, float(x.max()) if x.size else 0.0)
+        scale = np.float32((hi - lo) / 255.0)
+        if scale == 0:
+            return [np.zeros(x.shape, np.uint8), np.array(scale, np.float32), np.array(0, np.uint8)]
+        zp = np.uint8(np.clip(np.rint(0 - np.float32(lo) / scale), 0, 255))
+        y = np.clip(np.rint(x / scale) + zp, 0, 255).astype(np.uint8)
+        return [y, np.array(scale, np.float32), np.array(zp, np.uint8)]
+
+
+def _sub_zp(a: np.ndarray, zp: np.ndarray | None, axis_for_vector: int) -> np.ndarray:
+    av = _plain(a).astype(np.int64) if a.dtype.kind in "iu" else _plain(a).astype(np.float64)
+    if zp is None:
+        return av
+    z = _plain(zp).astype(av.dtype)
+    if z.ndim == 1 and z.size > 1:
+        shape = [1] * av.ndim
+        shape[axis_for_vector] = -1
+        z = z.reshape(shape)
+    return av - z
+
+
+@register("MatMulInteger", since=10)
+class MatMulInteger(OpImpl):
+    def supports(self, node, inputs, opset):
+        return check_dtype(inputs, 0, {T.INT8, T.UINT8}) or check_dtype(inputs, 1, {T.INT8, T.UINT8})
+
+    def compute(self, node, inputs):
+        a, b = inputs[0], inputs[1]
+        get = lambda i: inputs[i] if len(inputs) > i else None  # noqa: E731
+        av = _sub_zp(a, get(2), a.ndim - 2 if a.ndim >= 2 else 0)
+        bv = _sub_zp(b, get(3), b.ndim - 1)
+        return [np.matmul(av, bv).astype(np.int32)]
+
+
+def _requant(acc: np.ndarray, mult: np.ndarray, yzp: np.ndarray | None, ydt: np.dtype) -> np.ndarray:
+    v = acc.astype(np.float64) * mult
+    t = from_numpy_dtype(ydt)
+    if t in _INT_RANGES:
+        q = np.rint(v)
+        if yzp is not None:
+            q = q + _plain(yzp).astype(np.float64)
+        lo, hi = _INT_RANGES[t]
+        return np.clip(q, lo, hi).astype(ydt)
+    if yzp is not None:
+        v = v + _plain(yzp).astype(np.float64)
+    m = float(ml_dtypes.finfo(ydt).max)
+    return np.clip(v, -m, m).astype(np.float32).astype(ydt)
+
+
+@register("QLinearMatMul", since=10)
+class QLinearMatMul(OpImpl):
+    def supports(self, node, inputs, opset):
+        ok = {T.INT8, T.UINT8} | (_F8 if opset >= 21 else set())
+        return check_dtype(inputs, 0, ok) or check_dtype(inputs, 3, ok)
+
+    def compute(self, node, inputs):
+        a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = inputs
+        av = _sub_zp(a, a_zp, a.ndim - 2 if a.ndim >= 2 else 0)
+        bv = _sub_zp(b, b_zp, b.ndim - 1)
+        acc = np.matmul(av, bv)
+        ascale = _plain(a_s).astype(np.float64)
+        bscale = _plain(b_s).astype(np.float64)
+        if ascale.ndim == 1 and ascale.size > 1:
+            ascale = ascale.reshape(-1, 1)
+        mult = ascale * bscale / _plain(y_s).astype(np.float64)
+        ydt = y_zp.dtype if y_zp is not None else a.dtype
+        return [_requant(acc, mult, y_zp, ydt)]
+
+
+def _int_conv(x: np.ndarray, w: np.ndarray, xzp, wzp, node) -> np.ndarray:
+    from .ops_conv import conv
+
+    xv = _sub_zp(x, xzp, 1).astype(np.float64)
+    wv = _sub_zp(w, wzp, 0).astype(np.float64)
+    return np.rint(conv(xv, wv, None, node)).astype(np.int64)
+
+
+@register("ConvInteger", since=10)
+class ConvInteger(OpImpl):
+    def supports(self, node, inputs, opset):
+        return check_dtype(inputs, 0, {T.INT8, T.UINT8}) or check_dtype(inputs, 1, {T.INT8, T.UINT8})
+
+    def compute(self, node, inputs):
+        get = lambda i: inputs[i] if len(inputs) > i else None  # noqa: E731
+        return [_int_conv(inputs[0], inputs[1], get(2), get(3), node).astype(np.int32)]
+
+
+@register("QLinearConv", since=10)
+class QLinearConv(OpImpl):
+    def supports(self, node, inputs, opset):
+        return check_dtype(inputs, 0, {T.INT8, T.UINT8}) or check_dtype(inputs, 3, {T.INT8, T.UINT8})
+
+    def compute(self, node, inputs):
+        x, xs, xzp, w, ws, wzp, ys, yzp = inputs[:8]
+        bias = inputs[8] if len(inputs) > 8 else None
+        acc = _int_conv(x, w, xzp, wzp, node)
+        if bias is not None:
+            acc = acc + bias.astype(np.int64).reshape((1, -1) + (1,) * (x.ndim - 2))
+        wsc = _plain(ws).astype(np.float64)
+        if wsc.ndim == 1 and wsc.size > 1:
+            wsc = wsc.reshape((1, -1) + (1,) * (x.ndim - 2))
+        mult = _plain(xs).astype(np.float64) * wsc / _plain(ys).astype(np.float64)
+        return [_requant(acc, mult, yzp, yzp.dtype if yzp is not None else x.dtype)]
