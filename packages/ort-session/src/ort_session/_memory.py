@@ -19,7 +19,7 @@ import numpy as np
 import ort_memplan
 from ort_graph import Model, Node, is_static
 
-from ._errors import InvalidOptionError
+from ._errors import InvalidInputError, InvalidOptionError
 from ._executor import RunStats, copy_into
 from ._options import SessionOptions
 
@@ -60,6 +60,7 @@ class PlannedLayout:
         if rid is None:
             return None
         buf, off, nbytes = self._live.block(rid)
+        arr = np.asarray(arr) if isinstance(arr, np.generic) else arr
         if not _block_fits(arr, nbytes):
             return None
         return copy_into(buf[off:off + nbytes], arr)
@@ -100,7 +101,7 @@ class TracingLayout:
         self.on_done(self.recorder.requests())
 
     def place(self, step: int, name: str, arr: Any) -> Any | None:
-        if isinstance(arr, np.ndarray) and arr.dtype != object:
+        if isinstance(arr, np.ndarray | np.generic) and np.asarray(arr).dtype != object:
             self.ids.setdefault(name, len(self.ids))
             self.recorder.allocate(self.ids[name], arr.nbytes, self.device_of_value.get(name, "cpu"))
         return None
@@ -145,6 +146,7 @@ class CachedLayout:
         if rid is None:
             return None
         buf, off, nbytes = self._bufs.block(rid)
+        arr = np.asarray(arr) if isinstance(arr, np.generic) else arr
         return copy_into(buf[off:off + nbytes], arr) if _block_fits(arr, nbytes) else None
 
     def release(self, step: int, name: str) -> None:
@@ -202,7 +204,7 @@ class SessionMemory:
                                  self.node_names if self.options.red_zones else None,
                                  name="pre-allocated" if self.buffers is not None else "static plan")
         if self.buffers is not None:
-            raise InvalidOptionError(
+            raise InvalidInputError(
                 f"this session pre-allocated its buffers for input shapes {self.planned_shapes!r}, but the run "
                 f"feeds {shapes!r}; pre-allocated runs must use the planned shapes (set free_dimension_overrides "
                 "to the shapes you run, or disable session.pre_allocate_execution_buffers)")

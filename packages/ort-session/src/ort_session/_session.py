@@ -14,6 +14,7 @@ import ort_graph
 from ort_graph import Model
 
 from . import _memory, _placement
+from ._boundaries import insert_copies
 from ._cpu_ep import CpuExecutionProvider, SimulatedGpuExecutionProvider
 from ._errors import InvalidOptionError
 from ._executor import Executor, RunStats
@@ -76,6 +77,10 @@ class InferenceSession:
         self.placement = _placement.place(self.model, self.order, self.providers, self.options)
         for node in graph.nodes:
             node.ep = self.placement.ep_of[node.index]
+        self.copies = insert_copies(graph, {p.name: p.device for p in self.providers}, self.providers[-1].name)
+        if self.copies:
+            self.order = ort_graph.topological_order(graph)
+            self.placement.ep_of = {n.index: n.ep for n in graph.nodes}
         self.kernels = {n.index: self._provider(n.ep).create_kernel(n) for n in graph.nodes}
         self.memory = _memory.plan_memory(self.model, self.order, self.kernels, self.placement, self.providers,
                                           self.options)

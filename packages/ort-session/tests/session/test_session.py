@@ -1,0 +1,200 @@
+import threading
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+import ort_graph
+from ort_graph import zoo
+from ort_session import (
+    InferenceSession,
+    InvalidInputError,
+    InvalidOptionError,
+    KernelRunError,
+    SessionOptions,
+)
+
+CFG = zoo.DecoderConfig(layers=2)
+DIMS = {"batch": 1, "sequence": 6, "past_sequence": 2}
+
+
+def _ref(cfg, feeds):
+    return ort.InferenceSession(zoo.decoder_proto(cfg).SerializeToString()).run(None, feeds)
+
+
+def _close(a, b, tol=1e-4):
+    for x, y in zip(a, b):
+        np.testing.assert_allclose(x, y, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("fusions", [True, False])
+def test_cpu_run_matches_onnxruntime(fusions):
+    sess = InferenceSession(zoo.decoder(CFG), {"free_dimension_overrides": DIMS, "enable_fusions": fusions})
+    feeds = zoo.decoder_inputs(CFG, 1, 6, 2)
+    _close(sess.run(None, feeds), _ref(CFG, feeds))
+    assert sess.run(["logits"], feeds)[0].shape == (1, 6, CFG.vocab)
+
+
+def test_preallocated_runs_make_zero_allocations_and_reuse_buffers():
+    sess = InferenceSession(zoo.decoder(CFG), {"free_dimension_overrides": DIMS,
+                                                "session.pre_allocate_execution_buffers": "1"})
+    feeds = zoo.decoder_inputs(CFG, 1, 6, 2)
+    first = sess.run(None, feeds)
+    assert sess.last_run_stats.allocations == 0
+    assert sess.last_run_stats.layout == "pre-allocated"
+    second = sess.run(None, zoo.decoder_inputs(CFG, 1, 6, 2, seed=1))
+    assert sess.last_run_stats.allocations == 0
+    _close(first, _ref(CFG, feeds))  # the second run did not overwrite what the first returned
+    assert not np.allclose(first[0], second[0])
+
+
+def test_concurrent_run_on_preallocated_buffers_is_refused():
+    sess = InferenceSession(zoo.decoder(CFG), {"free_dimension_overrides": DIMS,
+                                                "session.pre_allocate_execution_buffers": "1"})
+    feeds = zoo.decoder_inputs(CFG, 1, 6, 2)
+    started, release = threading.Event(), threading.Event()
+    kernel = sess.kernels[sess.order[5].index]
+    inner = kernel.run
+
+    def slow_run(inputs, workspace):
+        started.set()
+        release.wait(10)
+        return inner(inputs, workspace)
+
+    kernel.run = slow_run
+    errors = []
+    t = threading.Thread(target=lambda: sess.run(None, feeds))
+    t.start()
+    started.wait(10)
+    try:
+        with pytest.raises(Exception, match="already using the pre-allocated"):
+            sess.run(None, feeds)
+    finally:
+        release.set()
+        t.join()
+    kernel.run = inner
+    sess.run(None, feeds)  # free again after the first run ended
+    assert not errors
+
+
+def test_preallocation_needs_static_shapes():
+    with pytest.raises(InvalidOptionError, match="static shapes.*free_dimension_overrides"):
+        InferenceSession(zoo.decoder(CFG), {"session.pre_allocate_execution_buffers": "1"})
+
+
+def test_preallocated_session_refuses_other_shapes():
+    sess = InferenceSession(zoo.decoder(CFG), {"free_dimension_overrides": DIMS,
+                                                "session.pre_allocate_execution_buffers": "1"})
+    with pytest.raises(InvalidInputError, match="pre-allocated its buffers for input shapes"):
+        sess.run(None, zoo.decoder_inputs(CFG, 1, 5, 2))
+
+
+def test_dynamic_model_traces_first_run_then_reuses_the_pattern():
+    sess = InferenceSession(zoo.decoder(CFG))
+    feeds = zoo.decoder_inputs(CFG, 1, 5, 3)
+    out1 = sess.run(None, feeds)
+    assert sess.last_run_stats.layout == "tracing"
+    out2 = sess.run(None, feeds)
+    assert sess.last_run_stats.layout == "cached pattern"
+    assert sess.last_run_stats.allocations == 1  # one buffer for the run, every value planned in it
+    _close(out1, out2, 0)
+    sess.run(None, zoo.decoder_inputs(CFG, 2, 3, 0))  # a new shape key traces again
+    assert sess.last_run_stats.layout == "tracing"
+    _close(out2, _ref(CFG, feeds))
+
+
+@pytest.mark.parametrize("feeds, match", [
+    ({"nope": np.zeros(1)}, "unknown input name"),
+    ({}, "missing input"),
+])
+def test_input_names_are_validated(feeds, match):
+    sess = InferenceSession(zoo.decoder(zoo.DecoderConfig(layers=1, kv_cache=False)))
+    with pytest.raises(InvalidInputError, match=match):
+        sess.run(None, feeds)
+
+
+def test_input_dtype_rank_and_symbol_consistency_are_validated():
+    cfg = zoo.DecoderConfig(layers=1)
+    sess = InferenceSession(zoo.decoder(cfg))
+    feeds = zoo.decoder_inputs(cfg, 1, 4, 2)
+    bad = dict(feeds, input_ids=feeds["input_ids"].astype(np.int32))
+    with pytest.raises(InvalidInputError, match=r"dtype int32.*INT64.*astype"):
+        sess.run(None, bad)
+    bad = dict(feeds, input_ids=feeds["input_ids"][0])
+    with pytest.raises(InvalidInputError, match="rank 1"):
+        sess.run(None, bad)
+    bad = dict(feeds, **{"past_key_values.0.key": np.zeros((2, 2, 2, 16), np.float32)})
+    with pytest.raises(InvalidInputError, match="'batch'"):
+        sess.run(None, bad)
+    with pytest.raises(InvalidInputError, match="unknown output"):
+        sess.run(["nothing"], feeds)
+
+
+def test_unknown_options_are_clear_errors():
+    with pytest.raises(InvalidOptionError, match="unknown session option 'budget'"):
+        SessionOptions.from_mapping({"budget": "cuda:1GiB"})
+    with pytest.raises(InvalidOptionError, match="not a boolean"):
+        InferenceSession(zoo.decoder(CFG), {"session.pre_allocate_execution_buffers": "maybe"})
+    with pytest.raises(InvalidOptionError, match="unknown execution provider"):
+        InferenceSession(zoo.decoder(CFG), providers=["TPUExecutionProvider"])
+
+
+def test_both_rule_options_is_an_error_naming_both_keys():
+    with pytest.raises(Exception, match="session.layer_assignment_settings.*session.name_based_layer_assignment|"
+                                        "session.name_based_layer_assignment.*session.layer_assignment_settings"):
+        InferenceSession(zoo.decoder(CFG), {"session.layer_assignment_settings": "cpu(layers.0)",
+                                            "session.name_based_layer_assignment": "cpu(layers.0)"})
+
+
+def test_kernel_failure_names_the_node():
+    sess = InferenceSession(zoo.decoder(CFG), {"free_dimension_overrides": DIMS})
+    node = sess.order[10]
+
+    def boom(inputs, workspace):
+        raise ValueError("synthetic failure")
+
+    sess.kernels[node.index].run = boom
+    with pytest.raises(KernelRunError, match=f"{node.name}.*synthetic failure"):
+        sess.run(None, zoo.decoder_inputs(CFG, 1, 6, 2))
+
+
+def test_plan_is_known_before_any_run():
+    sess = InferenceSession(zoo.decoder(CFG), {"free_dimension_overrides": DIMS})
+    d = sess.plan.to_dict()
+    assert {n["ep"] for n in d["nodes"]} == {"CPUExecutionProvider"}
+    assert d["devices"]["cpu"]["weights"] == sum(t.nbytes for t in sess.model.graph.initializers.values()
+                                                  if any(t.name in n.inputs for n in sess.model.graph.nodes))
+    assert d["devices"]["cpu"]["peak_activations"] >= d["devices"]["cpu"]["lower_bound"] > 0
+    assert "layer 1" in sess.plan.to_table()
+
+
+def test_backend_runs_a_model():
+    import ort_session.backend as backend
+
+    proto = zoo.decoder_proto(zoo.DecoderConfig(layers=1, kv_cache=False))
+    ids = np.array([[1, 2, 3]], np.int64)
+    (logits,) = backend.run_model(proto, [ids])
+    ref = ort.InferenceSession(proto.SerializeToString()).run(None, {"input_ids": ids})[0]
+    np.testing.assert_allclose(logits, ref, rtol=1e-4, atol=1e-4)
+    assert backend.supports_device("CPU") and not backend.supports_device("CUDA")
+
+
+def test_backend_prepare_raises_with_decline_reasons():
+    from onnx import TensorProto, helper
+
+    import ort_session.backend as backend
+
+    node = helper.make_node("NoSuchOp", ["x"], ["y"], name="weird", domain="example.custom")
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("example.custom", 1)])
+    with pytest.raises(Exception, match="weird.*NoSuchOp"):
+        backend.prepare(m)
+
+
+def test_model_loaded_from_path_with_external_data(tmp_path):
+    path = zoo.write_decoder(tmp_path / "m.onnx", CFG)
+    sess = InferenceSession(str(path), {"free_dimension_overrides": DIMS})
+    feeds = zoo.decoder_inputs(CFG, 1, 6, 2)
+    _close(sess.run(None, feeds), _ref(CFG, feeds))
+    assert ort_graph.load(path).graph.initializers["lm_head.weight"].is_external
