@@ -1,0 +1,257 @@
+"""Resize / Upsample (separable per-axis interpolation matrices) and GridSample (tap gathering)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+from onnx import TensorProto as T
+
+from ._registry import Decline, OpImpl, register
+from ._util import FLOATS_BF, NUMERIC_BF, check_dtype, decline_attr, ints, norm_axis, upcast
+
+_CT_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
+             "tf_crop_and_resize")
+_NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+
+
+def _source_coords(out_len: int, in_len: int, scale: float, mode: str, roi: tuple[float, float] | None):
+    x = np.arange(out_len, dtype=np.float64)
+    out_w = scale * in_len
+    if mode == "align_corners":
+        return np.zeros_like(x) if out_w == 1 else x * (in_len - 1) / (out_w - 1)
+    if mode == "asymmetric":
+        return x / scale
+    if mode == "tf_crop_and_resize":
+        r0, r1 = roi
+        if out_w == 1:
+            return np.full_like(x, (r1 - r0) * (in_len - 1) / 2 + r0 * (in_len - 1))
+        return x * (r1 - r0) * (in_len - 1) / (out_w - 1) + r0 * (in_len - 1)
+    if mode == "pytorch_half_pixel":
+        return np.full_like(x, -0.5) if out_w == 1 else (x + 0.5) / scale - 0.5
+    if mode == "half_pixel_symmetric":
+        adjustment = out_len / out_w
+        offset = in_len / 2 * (1 - adjustment)
+        return offset + (x + 0.5) / scale - 0.5
+    return (x + 0.5) / scale - 0.5
+
+
+def _cubic(t: np.ndarray, a: float) -> np.ndarray:
+    t = np.abs(t)
+    return np.where(t <= 1, (a + 2) * t**3 - (a + 3) * t**2 + 1,
+                    np.where(t < 2, a * t**3 - 5 * a * t**2 + 8 * a * t - 4 * a, 0.0))
+
+
+def _weights(node, out_len: int, in_len: int, scale: float, roi) -> tuple[np.ndarray, np.ndarray | None]:
+    """(W of shape (out, in), rows to replace by extrapolation_value or None)."""
+    mode = node.attr("mode", "nearest")
+    ct = node.attr("coordinate_transformation_mode", "half_pixel")
+    xs = _source_coords(out_len, in_len, scale, ct, roi)
+    extrap = None
+    if ct == "tf_crop_and_resize":
+        extrap = (xs < 0) | (xs > in_len - 1)
+    base = np.ceil(xs) - 1  # ratio in (0, 1]: prefer the pixel on the left
+    ratio = xs - base
+    rows = np.arange(out_len)
+    w = np.zeros((out_len, in_len), dtype=np.float64)
+    if mode == "nearest":
+        nm = node.attr("nearest_mode", "round_prefer_floor")
+        if nm == "round_prefer_floor":
+            pick = ratio > 0.5
+        elif nm == "round_prefer_ceil":
+            pick = ratio >= 0.5
+        elif nm == "floor":
+            pick = ratio == 1
+        else:
+            pick = np.ones_like(ratio, dtype=bool)
+        idx = np.clip(base + pick, 0, in_len - 1).astype(np.int64)
+        w[rows, idx] = 1.0
+        return w, extrap
+    s = min(scale, 1.0) if node.attr("antialias", 0) else 1.0
+    radius = 1 if mode == "linear" else 2
+    start = int(math.floor(-radius / s) + 1)
+    offs = np.arange(start, 2 - start)
+    taps = base[:, None] + offs[None, :]
+    t = (offs[None, :] - ratio[:, None]) * s
+    if mode == "linear":
+        coef = np.clip(1 - np.abs(t), 0, 1)
+    else:
+        coef = _cubic(t, node.attr("cubic_coeff_a", -0.75))
+    if node.attr("exclude_outside", 0):
+        coef = np.where((taps < 0) | (taps >= in_len), 0.0, coef)
+    coef = coef / coef.sum(axis=1, keepdims=True)
+    np.add.at(w, (np.repeat(rows, len(offs)), np.clip(taps, 0, in_len - 1).astype(np.int64).reshape(-1)),
+              coef.reshape(-1))
+    return w, extrap
+
+
+def resize(node, x: np.ndarray, roi, scales, sizes, axes) -> np.ndarray:
+    r = x.ndim
+    axes = list(range(r)) if axes is None else [norm_axis(a, r) for a in axes]
+    full_scale = [1.0] * r
+    out = list(x.shape)
+    if sizes is not None:
+        for a, n in zip(axes, sizes):
+            out[a] = int(n)
+            full_scale[a] = n / x.shape[a]
+        policy = node.attr("keep_aspect_ratio_policy", "stretch")
+        if policy != "stretch":
+            sc = [full_scale[a] for a in axes]
+            s = min(sc) if policy == "not_larger" else max(sc)
+            for a in axes:
+                full_scale[a] = s
+                out[a] = int(s * x.shape[a] + 0.5)
+    else:
+        for a, s in zip(axes, scales):
+            full_scale[a] = float(s)
+            out[a] = int(float(s) * x.shape[a])
+    roi_full = None
+    if roi is not None and np.asarray(roi).size:
+        rv = [float(v) for v in np.asarray(roi).reshape(-1)]
+        k = len(rv) // 2
+        roi_full = [(0.0, 1.0)] * r
+        for i, a in enumerate(axes if k == len(axes) else range(r)):
+            roi_full[a] = (rv[i], rv[k + i])
+    y = upcast(x).astype(np.float64)
+    mask = None
+    for a in axes:
+        if math.isclose(full_scale[a], 1.0) and out[a] == x.shape[a] and (
+                roi_full is None or roi_full[a] == (0.0, 1.0)):
+            continue
+        w, ex = _weights(node, out[a], x.shape[a], full_scale[a], None if roi_full is None else roi_full[a])
+        y = np.moveaxis(np.tensordot(w, y, axes=([1], [a])), 0, a)
+        if ex is not None and ex.any():
+            m = ex.reshape([-1 if i == a else 1 for i in range(r)])
+            mask = m if mask is None else (mask | m)
+    if mask is not None:
+        y = np.where(mask, node.attr("extrapolation_value", 0.0), y)
+    if x.dtype.kind in "iu":
+        info = np.iinfo(x.dtype)
+        return np.clip(np.rint(y), info.min, info.max).astype(x.dtype)
+    return y.astype(x.dtype)
+
+
+@register("Resize", since=11)
+class Resize(OpImpl):
+    def supports(self, node, inputs, opset):
+        mode = node.attr("mode", "nearest")
+        if mode not in ("nearest", "linear", "cubic"):
+            return decline_attr("mode", mode, "'nearest', 'linear', 'cubic'")
+        ct = node.attr("coordinate_transformation_mode", "half_pixel")
+        if ct not in _CT_MODES:
+            return decline_attr("coordinate_transformation_mode", ct, ", ".join(_CT_MODES))
+        if node.attr("nearest_mode", "round_prefer_floor") not in _NEAREST:
+            return decline_attr("nearest_mode", node.attr("nearest_mode"), ", ".join(_NEAREST))
+        if node.attr("keep_aspect_ratio_policy", "stretch") not in ("stretch", "not_larger", "not_smaller"):
+            return decline_attr("keep_aspect_ratio_policy", node.attr("keep_aspect_ratio_policy"),
+                                "'stretch', 'not_larger', 'not_smaller'")
+        if mode == "nearest" and node.attr("antialias", 0):
+            return decline_attr("antialias", 1, "antialias only with linear/cubic")
+        return check_dtype(inputs, 0, NUMERIC_BF if mode == "nearest" else FLOATS_BF | {T.UINT8, T.INT8})
+
+    def compute(self, node, inputs):
+        get = lambda i: inputs[i] if len(inputs) > i and inputs[i] is not None and inputs[i].size else None  # noqa: E731
+        x = inputs[0]
+        sizes = ints(get(3))
+        scales = None if sizes is not None else [float(s) for s in get(2).reshape(-1)]
+        return [resize(node, x, get(1), scales, sizes, node.attr("axes"))]
+
+
+@register("Upsample", since=7, until=9)
+class Upsample(OpImpl):
+    def supports(self, node, inputs, opset):
+        if node.attr("mode", "nearest") not in ("nearest", "linear"):
+            return decline_attr("mode", node.attr("mode"), "'nearest', 'linear'")
+        return check_dtype(inputs, 0, NUMERIC_BF)
+
+    def compute(self, node, inputs):
+        from ort_graph import Attr
+
+        scales = node.attr("scales") if len(inputs) < 2 else [float(s) for s in inputs[1].reshape(-1)]
+        shim = type(node)(index=node.index, name=node.name, op_type="Resize", attributes={
+            "mode": Attr("mode", 3, node.attr("mode", "nearest")),
+            "coordinate_transformation_mode": Attr("coordinate_transformation_mode", 3, "asymmetric"),
+            "nearest_mode": Attr("nearest_mode", 3, "floor")})
+        return [resize(shim, inputs[0], None, scales, None, None)]
+
+
+def _reflect(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    rng = hi - lo
+    below, above = x < lo, x > hi
+    dx = np.where(below, lo - x, x - hi)
+    n = np.floor(dx / rng) if rng > 0 else np.zeros_like(dx)
+    r = dx - n * rng
+    even = n % 2 == 0
+    lo_side = np.where(even, lo + r, hi - r)
+    hi_side = np.where(even, hi - r, lo + r)
+    return np.where(below, lo_side, np.where(above, hi_side, x))
+
+
+@register("GridSample", since=16)
+class GridSample(OpImpl):
+    def supports(self, node, inputs, opset):
+        mode = node.attr("mode", "linear" if opset >= 20 else "bilinear")
+        if mode not in ("bilinear", "linear", "nearest", "bicubic", "cubic"):
+            return decline_attr("mode", mode, "linear/bilinear, nearest, cubic/bicubic")
+        if node.attr("padding_mode", "zeros") not in ("zeros", "border", "reflection"):
+            return decline_attr("padding_mode", node.attr("padding_mode"), "'zeros', 'border', 'reflection'")
+        if mode in ("bicubic", "cubic") and inputs and inputs[0].shape is not None and len(inputs[0].shape) != 4:
+            return Decline(rejected=f"cubic mode on rank {len(inputs[0].shape)}", accepts="cubic on 4-D input")
+        return check_dtype(inputs, 0, FLOATS_BF)
+
+    def compute(self, node, inputs):
+        x, grid = inputs
+        mode = node.attr("mode", "bilinear")
+        pad = node.attr("padding_mode", "zeros")
+        align = bool(node.attr("align_corners", 0))
+        n_sp = x.ndim - 2
+        dims = x.shape[2:]
+        g = grid.astype(np.float64)
+        coords, los, his = [], [], []
+        for i in range(n_sp):
+            v = g[..., n_sp - 1 - i]
+            d = dims[i]
+            c = (v + 1) / 2 * (d - 1) if align else ((v + 1) * d - 1) / 2
+            lo, hi = (0.0, d - 1.0) if align else (-0.5, d - 0.5)
+            if mode == "nearest":
+                c = np.rint(c)
+            if pad == "border":
+                c = np.where((c < lo) | (c > hi), np.clip(c, 0, d - 1), c)
+            elif pad == "reflection":
+                c = _reflect(c, lo, hi)
+            coords.append(c)
+            los.append(lo)
+            his.append(hi)
+        taps_per_dim = []
+        for i, c in enumerate(coords):
+            if mode == "nearest":
+                taps_per_dim.append([(c.astype(np.int64), np.ones_like(c))])
+                continue
+            f = np.floor(c)
+            t = c - f
+            if mode in ("bilinear", "linear"):
+                taps_per_dim.append([(f.astype(np.int64), 1 - t), (f.astype(np.int64) + 1, t)])
+            else:
+                a = -0.75
+                ws = [_cubic(t + 1, a), _cubic(t, a), _cubic(1 - t, a), _cubic(2 - t, a)]
+                taps_per_dim.append([(f.astype(np.int64) + k, ws[k + 1]) for k in range(-1, 3)])
+        xf = upcast(x).astype(np.float64)
+        nidx = np.arange(x.shape[0]).reshape((-1,) + (1,) * (grid.ndim - 2))
+        out = np.zeros(grid.shape[:-1] + (x.shape[1],), dtype=np.float64)
+        for combo in itertools.product(*taps_per_dim):
+            idxs, weight, valid = [], np.ones(grid.shape[:-1]), np.ones(grid.shape[:-1], dtype=bool)
+            for i, (ix, w) in enumerate(combo):
+                d = dims[i]
+                if pad == "zeros":
+                    valid &= (ix >= 0) & (ix < d)
+                    ix = np.clip(ix, 0, d - 1)
+                elif pad == "border":
+                    ix = np.clip(ix, 0, d - 1)
+                else:
+                    ix = np.clip(np.trunc(_reflect(ix.astype(np.float64), los[i], his[i])).astype(np.int64), 0, d - 1)
+                idxs.append(ix)
+                weight = weight * w
+            vals = np.moveaxis(xf, 1, -1)[(nidx, *idxs)]  # (N, *O, C)
+            out += np.where(valid[..., None], vals, 0.0) * weight[..., None]
+        return [np.ascontiguousarray(np.moveaxis(out, -1, 1)).astype(x.dtype)]
