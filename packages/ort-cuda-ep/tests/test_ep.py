@@ -84,11 +84,11 @@ def test_profile_plans_without_a_device(monkeypatch):
         ep.runtime  # noqa: B018
 
 
-def _mha_model(batch, seq, kv, hidden=128, heads=2, extra_inputs=(), dtype=TensorProto.FLOAT):
+def _mha_model(batch, seq, kv, hidden=128, heads=2, extra_inputs=(), dtype=TensorProto.FLOAT, unidirectional=0):
     inputs = [helper.make_tensor_value_info(n, dtype, s) for n, s in
               (("q", [batch, seq, hidden]), ("k", [batch, kv, hidden]), ("v", [batch, kv, hidden]))]
     node = helper.make_node("MultiHeadAttention", ["q", "k", "v", *extra_inputs], ["o"], domain="com.microsoft",
-                            num_heads=heads, name="/model/layers.0/attn/MultiHeadAttention")
+                            num_heads=heads, unidirectional=unidirectional, name="/model/layers.0/attn/MultiHeadAttention")
     for e in extra_inputs:
         inputs.append(helper.make_tensor_value_info(e, dtype, [batch, kv]))
     g = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("o", dtype, [batch, seq, hidden])])
@@ -149,6 +149,7 @@ def test_symbolic_dims_need_ranges(monkeypatch):
     (lambda: _mha_model(1, 1, 64, extra_inputs=("mask",)), "input"),
     (lambda: _mha_model(1, 1, 64, hidden=130, heads=4), "attribute"),
     (lambda: _mha_model(1, 1, 64, dtype=TensorProto.FLOAT16), "dtype"),
+    (lambda: _mha_model(1, 2, 64, unidirectional=1), "attribute"),
 ])
 def test_attention_declines_what_it_cannot_run(monkeypatch, make, aspect):
     _no_device(monkeypatch)

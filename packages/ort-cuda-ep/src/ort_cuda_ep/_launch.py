@@ -206,14 +206,14 @@ def _attention(rt, node, inputs, attrs, ws) -> DeviceArray:
         return out
     base = _workspace(rt, ws, node, r.total_bytes)
     scale = float(attrs.get("scale", 0.0)) or 1.0 / math.sqrt(D)
-    causal = int(attrs.get("unidirectional", 0))
+    causal_offset = 0 if int(attrs.get("unidirectional", 0)) else -1  # no past input: offset 0
     kps = r.blocks_per_split * r.block_n if r.num_splits > 1 else max(L, 1)
     lse = base + r.lse_offset
     lse_acc = base + r.lse_accum_offset if r.num_splits > 1 else 0
     o_acc = base + r.out_accum_offset if r.num_splits > 1 else 0
     rt.launch("attention", "attn_split_f32", (S * r.num_splits, B * H), (128,),
               [ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse), ptr(lse_acc), ptr(o_acc), i32(B), i32(H), i32(S), i32(L),
-               i32(D), i32(r.head_size_rounded), f32(scale), i32(causal), i32(r.num_splits), i32(kps)])
+               i32(D), i32(r.head_size_rounded), f32(scale), i32(causal_offset), i32(r.num_splits), i32(kps)])
     if r.num_splits > 1:
         rt.launch("attention", "attn_combine_f32", (B * H * S,), (128,),
                   [ptr(lse_acc), ptr(o_acc), ptr(out), ptr(lse), i32(B), i32(H), i32(S), i32(D),

@@ -187,6 +187,10 @@ def _mha(f: NodeFacts, opset: int) -> Rejection | None:
     if any(f.rank(i) != 3 for i in range(3)):
         return Rejection("shape", f"ranks {[f.rank(i) for i in range(3)]}", "3-D [batch, seq, hidden] query/key/value",
                          "pack heads into the last dim")
+    if f.attrs.get("unidirectional", 0) and f.shapes[0][1] != f.shapes[1][1]:  # type: ignore[index]
+        return Rejection("attribute", f"unidirectional=1 with query length {f.shapes[0][1]!r} and key length "  # type: ignore[index]
+                         f"{f.shapes[1][1]!r}", "unidirectional only when query and key lengths are the same dim",  # type: ignore[index]
+                         "leave this node to the CPU EP (causal masks with a different key length are ambiguous)")
     h, hid, vhid = f.attrs.get("num_heads"), f.shapes[0][-1], f.shapes[2][-1]  # type: ignore[index]
     if not isinstance(h, int) or h <= 0 or not isinstance(hid, int) or hid % h or hid // h > 256 or vhid != hid:
         return Rejection("attribute", f"num_heads={h!r} with hidden {hid!r} (value hidden {vhid!r})",

@@ -6,6 +6,8 @@
 // partial output o_accum[s, b, h, q, 0:Dr] with its log-sum-exp lse_accum[s, b, h, q].
 // attn_combine_f32: grid (B * H * Sq), 128 threads; merges the splits with their LSEs.
 // softmax_lse[b, h, q] always receives the row's final log-sum-exp.
+// causal_offset < 0: no mask; else query qi sees keys j <= qi + causal_offset (ONNX Runtime's
+// unidirectional rule with the past length as offset; 0 without a past input).
 #include "common.cuh"
 
 #define ATT_THREADS 128
@@ -14,7 +16,7 @@
 extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_split_f32(
     const float* __restrict__ Q, const float* __restrict__ K, const float* __restrict__ V,
     float* __restrict__ O, float* __restrict__ softmax_lse, float* __restrict__ lse_accum,
-    float* __restrict__ o_accum, int B, int H, int Sq, int L, int D, int Dr, float scale, int causal,
+    float* __restrict__ o_accum, int B, int H, int Sq, int L, int D, int Dr, float scale, int causal_offset,
     int num_splits, int keys_per_split) {
   __shared__ float qs[ATT_MAX_D];
   __shared__ float p[ATT_THREADS];
@@ -30,7 +32,7 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_split_f32(
 
   long long k_begin = (long long)split * keys_per_split;
   long long k_end = min((long long)L, k_begin + keys_per_split);
-  if (causal) k_end = min(k_end, (long long)qi + (L - Sq) + 1);
+  if (causal_offset >= 0) k_end = min(k_end, (long long)qi + causal_offset + 1);  // key j visible iff j <= qi + offset
 
   float m = -ORT_INF, l = 0.f;
   float acc0 = 0.f, acc1 = 0.f;  // output dims threadIdx.x and threadIdx.x + 128

@@ -1,0 +1,188 @@
+"""On a GPU: every kernel against numpy / onnxruntime's CPU EP, and workspace declared == used.
+
+Skipped, with the discovery reason, where no CUDA driver/device is present (CI, this machine)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+from ort_abi import KernelContext, WorkspaceInputShape, declare_workspace
+
+from ort_cuda_ep import CudaExecutionProvider, attention_recipe, matmul_nbits_recipe
+from ort_cuda_ep._kernel import CudaKernel
+from ort_cuda_ep._ops import find_spec
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def ep():
+    ep = CudaExecutionProvider()
+    if not ep.can_run:
+        pytest.skip(f"no CUDA driver/device: {ep.unavailable_reason}")
+    yield ep
+    ep.close()
+
+
+RNG = np.random.default_rng(0)
+
+
+def _f(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def _close(got, want, tol=1e-4):
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("op,fn", [("Add", np.add), ("Sub", np.subtract), ("Mul", np.multiply), ("Div", np.divide)])
+@pytest.mark.parametrize("sa,sb", [((4, 8, 16), (16,)), ((2, 1, 5), (1, 3, 5)), ((7,), ()), ((3, 4), (3, 4))])
+def test_binary(ep, op, fn, sa, sb):
+    a, b = _f(*sa), _f(*sb)
+    if op == "Div":
+        b = np.abs(b) + 0.5
+    (y,), _ = ep.run_op(op, [a, b])
+    _close(y, fn(a, b))
+
+
+def test_pow_square(ep):
+    a = _f(3, 64)
+    (y,), _ = ep.run_op("Pow", [a, np.array(2.0, np.float32)])
+    _close(y, a * a)
+
+
+@pytest.mark.parametrize("op,fn", [("Relu", lambda x: np.maximum(x, 0)), ("Sigmoid", lambda x: 1 / (1 + np.exp(-x))),
+                                   ("Tanh", np.tanh), ("Neg", np.negative), ("Exp", np.exp), ("Abs", np.abs),
+                                   ("Sqrt", lambda x: np.sqrt(np.abs(x))), ("Reciprocal", lambda x: 1 / x)])
+def test_unary(ep, op, fn):
+    x = _f(1000)
+    if op == "Sqrt":
+        x = np.abs(x)
+    (y,), _ = ep.run_op(op, [x])
+    _close(y, fn(x), 1e-4 if op != "Reciprocal" else 1e-3)
+
+
+@pytest.mark.parametrize("shape", [(4, 10), (2, 3, 1000), (1, 4097)])
+def test_softmax(ep, shape):
+    x = _f(*shape) * 4
+    (y,), _ = ep.run_op("Softmax", [x], {"axis": -1})
+    e = np.exp(x - x.max(-1, keepdims=True))
+    _close(y, e / e.sum(-1, keepdims=True), 1e-5)
+
+
+def test_rms_norm(ep):
+    x, w = _f(3, 5, 64), _f(64)
+    (y, inv), _ = ep.run_op("SimplifiedLayerNormalization", [x, w], {"axis": -1, "epsilon": 1e-6}, output_count=2)
+    r = 1 / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6)
+    _close(y, x * r * w)
+    _close(inv, r)
+
+
+@pytest.mark.parametrize("sa,sb", [((1, 64), (64, 48)), ((130, 70), (70, 200)), ((2, 33, 17), (17, 65)),
+                                   ((3, 9, 40), (3, 40, 11)), ((64,), (64, 5))])
+def test_matmul(ep, sa, sb):
+    a, b = _f(*sa), _f(*sb)
+    (y,), _ = ep.run_op("MatMul", [a, b])
+    _close(y, a @ b, 1e-3)
+
+
+@pytest.mark.parametrize("ta,tb,cshape", [(0, 0, (50,)), (1, 0, (40, 1)), (0, 1, ()), (1, 1, (40, 50))])
+def test_gemm(ep, ta, tb, cshape):
+    A, B, C = _f(40, 30), _f(30, 50), _f(*cshape)
+    a, b = (A.T.copy() if ta else A), (B.T.copy() if tb else B)
+    (y,), _ = ep.run_op("Gemm", [a, b, C], {"transA": ta, "transB": tb, "alpha": 0.5, "beta": 2.0}, opset=13)
+    _close(y, 0.5 * A @ B + 2.0 * C, 1e-3)
+
+
+def _ort_cpu(node, inputs, inits):
+    import onnxruntime as ort
+
+    vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(a.shape)) for n, a in inputs.items()]
+    g = helper.make_graph([node], "g", vi, [helper.make_tensor_value_info(node.output[0], TensorProto.FLOAT, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, inputs)[0]
+
+
+def _quantized(n, k, bs, zero_points):
+    kb = k // bs
+    q = RNG.integers(0, 16, (n, kb, bs), dtype=np.uint8)
+    packed = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)
+    scales = (RNG.random(n * kb).astype(np.float32) + 0.5) * 0.05
+    zp = RNG.integers(0, 16, (n, (kb + 1) // 2 * 2), dtype=np.uint8) if zero_points else None
+    zp_packed = (zp[:, 0::2] | (zp[:, 1::2] << 4)).astype(np.uint8).reshape(-1) if zero_points else None
+    return packed, scales, zp_packed
+
+
+@pytest.mark.parametrize("m", [1, 8, 9, 40])
+@pytest.mark.parametrize("zero_points", [False, True])
+def test_matmul_nbits_vs_onnxruntime_and_workspace(ep, m, zero_points):
+    n, k, bs = 96, 256, 32
+    a = _f(m, k)
+    b, scales, zp = _quantized(n, k, bs, zero_points)
+    attrs = {"N": n, "K": k, "bits": 4, "block_size": bs}
+    inputs = [a, b, scales] + ([zp] if zero_points else [])
+    (y,), ctx = ep.run_op("MatMulNBits", inputs, attrs, domain="com.microsoft", opset=1, node_name="q4")
+    names = ["A", "B", "scales"] + (["zp"] if zero_points else [])
+    inits = [helper.make_tensor("B", TensorProto.UINT8, b.shape, b.tobytes(), raw=True),
+             helper.make_tensor("scales", TensorProto.FLOAT, scales.shape, scales.tobytes(), raw=True)]
+    if zero_points:
+        inits.append(helper.make_tensor("zp", TensorProto.UINT8, zp.shape, zp.tobytes(), raw=True))
+    node = helper.make_node("MatMulNBits", names, ["Y"], domain="com.microsoft", **attrs)
+    _close(y, _ort_cpu(node, {"A": a}, inits), 2e-3)
+    want = matmul_nbits_recipe(m, n, k, 4, bs).workspace_bytes
+    source, used = ep.runtime.counters.last["q4"]
+    assert used == want and source == ("scratch" if want else "none")
+    kernel = CudaKernel(ep, find_spec("MatMulNBits", "com.microsoft", 1), _info("q4", "MatMulNBits", attrs))
+    slots = declare_workspace(kernel, [WorkspaceInputShape.shaped(t.shape) for t in inputs])
+    assert sum(s.size_bytes for s in slots) == used  # Level 2 == runtime
+
+
+def _info(name, op, attrs):
+    from ort_abi import KernelInfo
+
+    return KernelInfo(name, op, "com.microsoft", attrs)
+
+
+@pytest.mark.parametrize("b,s,kv,h,d,causal", [(1, 1, 13824, 2, 64, 0), (1, 1, 13825, 2, 64, 0), (2, 5, 300, 4, 32, 0), (1, 300, 300, 4, 32, 1),
+                                               (1, 1, 4096, 8, 128, 0), (2, 64, 64, 2, 64, 1)])
+def test_attention_vs_onnxruntime_with_planned_workspace(ep, b, s, kv, h, d, causal):
+    q, k, v = _f(b, s, h * d), _f(b, kv, h * d), _f(b, kv, h * d)
+    attrs = {"num_heads": h, "unidirectional": causal}
+    r = attention_recipe(b, s, kv, h, d, ep.profile.sm_count)
+    planned = ep.allocator.alloc(r.total_bytes)  # the memory plan's device buffer for slot 0
+    try:
+        (y,), ctx = ep.run_op("MultiHeadAttention", [q, k, v], attrs, domain="com.microsoft", opset=1,
+                              workspace={0: planned}, node_name="mha")
+    finally:
+        ep.allocator.free(planned)
+    node = helper.make_node("MultiHeadAttention", ["q", "k", "v"], ["o"], domain="com.microsoft", **attrs)
+    _close(y, _ort_cpu(node, {"q": q, "k": k, "v": v}, []), 1e-4)
+    assert ep.runtime.counters.last["mha"] == ("planned", r.total_bytes)
+    assert ctx.counters.workspace_from_plan == 1 and ctx.counters.scratch_fallbacks == 0
+
+
+def test_attention_falls_back_to_scratch_when_the_plan_is_too_small(ep):
+    q, k, v = _f(1, 1, 128), _f(1, 8192, 128), _f(1, 8192, 128)
+    small = ep.allocator.alloc(16)
+    try:
+        _, ctx = ep.run_op("MultiHeadAttention", [q, k, v], {"num_heads": 2}, domain="com.microsoft", opset=1,
+                           workspace={0: small}, node_name="mha_small")
+    finally:
+        ep.allocator.free(small)
+    r = attention_recipe(1, 1, 8192, 2, 64, ep.profile.sm_count)
+    assert ep.runtime.counters.last["mha_small"] == ("scratch", r.total_bytes)
+    assert ctx.counters.workspace_misses == 1 and ctx.counters.scratch_bytes == r.total_bytes
+
+
+def test_no_device_memory_leaks(ep):
+    before = ep.allocator.bytes_in_use
+    ep.run_op("MatMul", [_f(20, 30), _f(30, 40)])
+    ep.run_op("MatMulNBits", [_f(16, 64), *(_quantized(32, 64, 32, False)[:2])],
+              {"N": 32, "K": 64, "bits": 4, "block_size": 32}, domain="com.microsoft", opset=1)
+    assert ep.allocator.bytes_in_use == before
+
+
+def test_kernel_context_is_the_abi_one(ep):
+    assert isinstance(ep.run_op("Relu", [_f(4)])[1], KernelContext)

@@ -1,0 +1,153 @@
+"""Host launch code against the .cu signatures, without a GPU: a recording runtime over ort-abi's
+NullDeviceAllocator checks that every launch passes exactly the parameters the kernel declares,
+that grids cover the outputs, and that workspace requests equal the recipes."""
+
+from __future__ import annotations
+
+import ctypes
+import re
+
+import numpy as np
+import pytest
+from ort_abi import EpIdentity, NullDeviceAllocator
+
+from ort_cuda_ep import KERNEL_SOURCES, attention_recipe, get_profile, matmul_nbits_recipe
+from ort_cuda_ep._device import DeviceInfo
+from ort_cuda_ep._launch import ScratchOnly, compute
+from ort_cuda_ep._ops import find_spec
+from ort_cuda_ep._runtime import DeviceArray, WorkspaceCounters
+
+_CTYPE = {"ptr": ctypes.c_void_p, "int": ctypes.c_int, "long long": ctypes.c_longlong, "float": ctypes.c_float}
+
+
+def _signatures() -> dict[str, list[type]]:
+    out = {}
+    for src in KERNEL_SOURCES.values():
+        text = src.text()
+        for entry in src.entry_points:
+            m = re.search(r"\b" + entry + r"\s*\(([^)]*)\)", text)
+            assert m, entry
+            types = []
+            for param in m.group(1).split(","):
+                p = " ".join(param.replace("__restrict__", "").split())
+                types.append(_CTYPE["ptr"] if "*" in p else _CTYPE[p.rsplit(" ", 1)[0].replace("const ", "")])
+            out[entry] = types
+    return out
+
+
+SIGNATURES = _signatures()
+
+
+class RecordingRuntime:
+    def __init__(self, profile="a100"):
+        self.allocator = NullDeviceAllocator(EpIdentity("CUDAExecutionProvider", "cuda", 0))
+        self.device = DeviceInfo(0, "fake", get_profile(profile), 0)
+        self.counters = WorkspaceCounters()
+        self.launches = []
+
+    def empty(self, shape, dtype=np.float32):
+        dt = np.dtype(dtype)
+        shape = tuple(int(d) for d in shape)
+        return DeviceArray(self.allocator.alloc(int(np.prod(shape, dtype=np.int64)) * dt.itemsize), shape, dt)
+
+    def launch(self, source, entry, grid, block, args, shared_bytes=0):
+        assert entry in KERNEL_SOURCES[source].entry_points
+        assert [t for _, t in args] == SIGNATURES[entry], f"{entry}: argument types differ from the .cu signature"
+        self.launches.append((entry, tuple(grid), tuple(block), [v for v, _ in args]))
+
+
+def _arr(rt, shape, dtype=np.float32):
+    return rt.empty(shape, dtype)
+
+
+def test_signatures_are_parsed_for_every_entry_point():
+    assert set(SIGNATURES) == {e for s in KERNEL_SOURCES.values() for e in s.entry_points}
+    assert SIGNATURES["attn_split_f32"][:7] == [ctypes.c_void_p] * 7
+
+
+@pytest.mark.parametrize("op,shapes", [("Add", [(2, 3, 4), (4,)]), ("Mul", [(1, 8, 64), (1,)]), ("Pow", [(5, 1), (1, 7)])])
+def test_binary_broadcast_strides(op, shapes):
+    rt = RecordingRuntime()
+    a, b = (_arr(rt, s) for s in shapes)
+    (out,) = compute(rt, find_spec(op, "", 17), "n", [a, b], {}, ScratchOnly(rt))
+    assert out.shape == np.broadcast_shapes(*shapes)
+    entry, grid, block, values = rt.launches[0]
+    n, dims, sa, sb = values[3], values[5:11], values[11:17], values[17:23]
+    assert n == out.size and int(np.prod(dims)) == n and grid[0] * block[0] >= min(n, 256)
+    # the strides reproduce numpy's broadcast element offsets
+    for arr, strides in ((shapes[0], sa), (shapes[1], sb)):
+        src = np.arange(int(np.prod(arr))).reshape(arr)
+        want = np.broadcast_to(src, out.shape).reshape(-1)
+        idx = np.indices(dims).reshape(6, -1)
+        got = (idx * np.array(strides)[:, None]).sum(axis=0)
+        assert np.array_equal(src.reshape(-1)[got], want)
+
+
+@pytest.mark.parametrize("sa,sb,out", [((8, 64), (64, 32), (8, 32)), ((2, 8, 64), (64, 32), (2, 8, 32)),
+                                       ((2, 8, 64), (2, 64, 32), (2, 8, 32)), ((64,), (64, 32), (32,)),
+                                       ((8, 64), (64,), (8,))])
+def test_matmul_shapes_and_grid(sa, sb, out):
+    rt = RecordingRuntime()
+    (y,) = compute(rt, find_spec("MatMul", "", 17), "n", [_arr(rt, sa), _arr(rt, sb)], {}, ScratchOnly(rt))
+    assert y.shape == out
+    _, grid, _, values = rt.launches[0]
+    M, N = values[4], values[5]
+    assert grid[0] * 64 >= N and grid[1] * 64 >= M and grid[2] * M * N == int(np.prod(out))
+
+
+def test_gemm_trans_and_bias_strides():
+    rt = RecordingRuntime()
+    a, b, c = _arr(rt, (32, 16)), _arr(rt, (8, 32)), _arr(rt, (8,))
+    (y,) = compute(rt, find_spec("Gemm", "", 13), "n", [a, b, c], {"transA": 1, "transB": 1}, ScratchOnly(rt))
+    assert y.shape == (16, 8)
+    v = rt.launches[0][3]
+    assert v[4:7] == [16, 8, 32] and v[7:11] == [1, 16, 1, 32] and v[14:16] == [0, 1]
+
+
+@pytest.mark.parametrize("m,path", [(1, "gemv"), (8, "gemv"), (9, "tiled"), (64, "tiled")])
+def test_matmul_nbits_requests_the_recipe_workspace(m, path):
+    rt = RecordingRuntime()
+    n, k, bs = 96, 128, 32
+    inputs = [_arr(rt, (m, k)), _arr(rt, (n, k // bs, bs // 2), np.uint8), _arr(rt, (n * k // bs,))]
+    ws = ScratchOnly(rt)
+    (y,) = compute(rt, find_spec("MatMulNBits", "com.microsoft", 1), "q", inputs, {"N": n, "K": k, "bits": 4, "block_size": bs}, ws)
+    want = matmul_nbits_recipe(m, n, k, 4, bs)
+    assert y.shape == (m, n) and want.path == path
+    assert rt.counters.last["q"] == (("scratch", want.workspace_bytes) if want.workspace_bytes else ("none", 0))
+    entries = [e for e, *_ in rt.launches]
+    assert entries == (["mnb4_gemv_f32"] if path == "gemv" else ["mnb4_dequant_f32", "matmul_f32"])
+    ws.release()
+    assert rt.allocator.bytes_in_use == sum(a.nbytes for a in inputs) + y.nbytes
+
+
+class _Planned:
+    def __init__(self, rt, nbytes):
+        self.buf = rt.allocator.alloc(nbytes)
+
+    def preallocated(self, slot_id, nbytes):
+        return self.buf.ptr if nbytes <= self.buf.nbytes else None
+
+    def scratch(self, nbytes):
+        raise AssertionError("planned workspace was large enough")
+
+
+@pytest.mark.parametrize("b,s,kv,h,d", [(1, 1, 13824, 2, 64), (1, 1, 13825, 2, 64), (2, 3, 128, 8, 64), (1, 1, 4096, 2, 72)])
+def test_attention_uses_the_recipe_layout(b, s, kv, h, d):
+    rt = RecordingRuntime("a100")
+    q, k, v = _arr(rt, (b, s, h * d)), _arr(rt, (b, kv, h * d)), _arr(rt, (b, kv, h * d))
+    r = attention_recipe(b, s, kv, h, d, 108)
+    planned = _Planned(rt, r.total_bytes)
+    (o,) = compute(rt, find_spec("MultiHeadAttention", "com.microsoft", 1), "att", [q, k, v], {"num_heads": h}, planned)
+    assert o.shape == q.shape and rt.counters.last["att"] == ("planned", r.total_bytes)
+    split = rt.launches[0]
+    assert split[1] == (s * r.num_splits, b * h)
+    values = split[3]
+    base = planned.buf.ptr
+    assert values[4] == base + r.lse_offset
+    if r.num_splits > 1:
+        assert values[5:7] == [base + r.lse_accum_offset, base + r.out_accum_offset]
+        kps = values[-1]
+        assert kps * r.num_splits >= kv and kps * (r.num_splits - 1) < kv  # every split has keys, all keys covered
+        assert [e for e, *_ in rt.launches] == ["attn_split_f32", "attn_combine_f32"]
+    else:
+        assert values[5:7] == [0, 0] and len(rt.launches) == 1

@@ -1,0 +1,54 @@
+"""The 4-bit layout matmul_nbits.cu assumes (nibble order, block scales, packed zero points),
+checked on the CPU: a numpy port of its dequant4() against onnxruntime's CPU MatMulNBits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+
+def dequant4(B, scales, zp, n_dim, k_dim, block_size):
+    """Element (k, n) exactly as the kernel computes it."""
+    k_blocks = -(-k_dim // block_size)
+    row_bytes = k_blocks * (block_size // 2)
+    flat = B.reshape(-1)
+    W = np.empty((k_dim, n_dim), np.float32)
+    for n in range(n_dim):
+        for k in range(k_dim):
+            byte = int(flat[n * row_bytes + (k >> 1)])
+            q = (byte >> 4) if k & 1 else (byte & 0xF)
+            kb = k // block_size
+            z = 8
+            if zp is not None:
+                zb = int(zp[n * ((k_blocks + 1) >> 1) + (kb >> 1)])
+                z = (zb >> 4) if kb & 1 else (zb & 0xF)
+            W[k, n] = np.float32(q - z) * scales[n * k_blocks + kb]
+    return W
+
+
+@pytest.mark.parametrize("zero_points", [False, True])
+@pytest.mark.parametrize("k,bs", [(64, 16), (96, 32)])
+def test_kernel_layout_matches_onnxruntime(zero_points, k, bs):
+    ort = pytest.importorskip("onnxruntime")
+    rng = np.random.default_rng(0)
+    n, m, kb = 12, 3, k // bs
+    q = rng.integers(0, 16, (n, kb, bs), dtype=np.uint8)
+    B = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)
+    scales = (rng.random(n * kb).astype(np.float32) + 0.5) * 0.1
+    zp = None
+    if zero_points:
+        z = rng.integers(0, 16, (n, (kb + 1) // 2 * 2), dtype=np.uint8)
+        zp = (z[:, 0::2] | (z[:, 1::2] << 4)).astype(np.uint8).reshape(-1)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    names = ["A", "B", "scales"] + (["zp"] if zero_points else [])
+    inits = [helper.make_tensor("B", TensorProto.UINT8, B.shape, B.tobytes(), raw=True),
+             helper.make_tensor("scales", TensorProto.FLOAT, scales.shape, scales.tobytes(), raw=True)]
+    if zero_points:
+        inits.append(helper.make_tensor("zp", TensorProto.UINT8, zp.shape, zp.tobytes(), raw=True))
+    node = helper.make_node("MatMulNBits", names, ["Y"], domain="com.microsoft", K=k, N=n, bits=4, block_size=bs)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("A", TensorProto.FLOAT, [m, k])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [m, n])], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"A": a})[0]
+    np.testing.assert_allclose(a @ dequant4(B, scales, zp, n, k, bs), want, rtol=1e-4, atol=1e-4)
