@@ -174,7 +174,7 @@ def test_validator_names_both_ids_and_the_step() -> None:
     mp.validate(good, reqs)
     bad = mp.MemoryPlan(offsets={10: 0, 11: 256, 12: 0}, peak={"cpu": 1024}, lower_bound={"cpu": 768},
                         algorithm="hand-made")
-    with pytest.raises(mp.OverlapError, match=r"blocks 10 .* and 11 .* live at step 3") as e:
+    with pytest.raises(mp.OverlapError, match=r"blocks 10 \(bytes \[0, 512\), steps 0..4\) and 11 .* steps 3..6.* live at step 3") as e:
         mp.validate(bad, reqs)
     assert (e.value.first_id, e.value.second_id, e.value.step) == (10, 11, 3)
     # 12 reuses 10's bytes after 10 died: fine once 11 moves out of the way

@@ -1,8 +1,10 @@
 """Graph-free memory offset planning for activations and kernel workspace.
 
-Give it allocation requests (id, bytes, first and last step, device, alignment); it returns a
+Give it allocation requests (id, bytes, first and last step, device, alignment); `plan` returns a
 `MemoryPlan` with an offset per request and a peak per device, beside the lower bound no plan
-can beat, and `validate` proves the plan correct.
+can beat, and `validate` proves the plan correct. `plan_graph` builds the requests from an
+ort_graph graph and an execution order (in-place reuse, workspace slots as negative ids);
+`PatternCache`, `ExecutionBuffers` and `RedZoneGuard` are the runtime side; `bench` measures.
 """
 
 from ._bound import busiest_step, lower_bound

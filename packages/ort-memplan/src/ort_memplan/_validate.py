@@ -41,9 +41,9 @@ def _sweep(plan: MemoryPlan, group: list[AllocationRequest]) -> None:
     import bisect
 
     rz = plan.red_zone
-    # Live blocks as a list sorted by offset: (offset, end, id, last). Blocks live at the same step
+    # Live blocks as a list sorted by offset: (offset, end, id, first, last). Blocks live at the same step
     # must be pairwise disjoint, so checking each new block against its offset neighbours suffices.
-    live: list[tuple[int, int, int, int]] = []
+    live: list[tuple[int, int, int, int, int]] = []
     expiry: list[tuple[int, int, int]] = []  # (last, offset, id)
     for r in sorted(group, key=lambda q: (q.first, q.id)):
         while expiry and expiry[0][0] < r.first:
@@ -56,16 +56,17 @@ def _sweep(plan: MemoryPlan, group: list[AllocationRequest]) -> None:
         if extent == 0:
             continue
         off = plan.offsets[r.id]
-        item = (off, off + extent, r.id, r.last)
+        item = (off, off + extent, r.id, r.first, r.last)
         i = bisect.bisect_left(live, item)
         for j in (i - 1, i):
             if 0 <= j < len(live):
-                o, e, oid, olast = live[j]
+                o, e, oid, ofirst, olast = live[j]
                 if o < off + extent and off < e:
                     a, b = sorted((oid, r.id))
                     raise OverlapError(
-                        f"blocks {oid!r} [{o}, {e}) and {r.id!r} [{off}, {off + extent}) on device "
-                        f"{r.device!r} are both live at step {r.first!r} and overlap (plan "
+                        f"blocks {oid!r} (bytes [{o}, {e}), steps {ofirst}..{olast}) and {r.id!r} (bytes "
+                        f"[{off}, {off + extent}), steps {r.first}..{r.last}) on device {r.device!r} are "
+                        f"both live at step {r.first!r} and overlap (plan "
                         f"{plan.algorithm!r}); the planner must place them apart",
                         first_id=a, second_id=b, step=r.first)
         live.insert(i, item)
