@@ -215,3 +215,21 @@ def test_create_error_names_node_and_library(registry, example_lib, fresh_status
     assert (info.value.operation, info.value.node, info.value.library) == ("create", "/m/sm", str(example_lib))
     with pytest.raises(KernelError, match="INVALID_ARGUMENT"):  # wrong attribute kind reaches C as an error status
         entry.create_kernel(KernelInfo("/m/sm", "Softmax", attributes={"axis": "last"}))
+
+
+
+def test_documented_make_build_works_in_a_copy(tmp_path, c_lib_dir):
+    import pathlib
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    example = pathlib.Path(__file__).resolve().parents[3] / "examples" / "c-kernel-library"
+    work = tmp_path / "example"
+    shutil.copytree(example, work, ignore=shutil.ignore_patterns("*.so"))
+    proc = subprocess.run(["make", f"PYTHON={sys.executable}", "check"], cwd=work, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Softmax declares [WorkspaceSlot(slot_id=0, size_bytes=64)]" in proc.stdout
+    assert "Relu ok" in proc.stdout and "Add ok" in proc.stdout

@@ -108,3 +108,30 @@ def test_scratch_is_the_counted_fallback():
     assert (ctx.counters.scratch_fallbacks, ctx.counters.scratch_bytes, ctx.counters.allocations) == (3, 20, 3)
     with pytest.raises(ValueError, match="byte count"):
         ctx.scratch(-1)
+
+
+def test_device_kernels_get_device_workspace_and_scratch():
+    from ort_abi import DeviceBuffer, NullDeviceAllocator
+
+    dev = NullDeviceAllocator()
+    planned = dev.alloc(128)
+
+    def device_outputs(index, shape, dtype):
+        class DeviceTensor:
+            def __init__(self):
+                self.shape, self.dtype = shape, dtype
+                self.buffer = dev.alloc(int(np.prod(shape)) * dtype.itemsize)
+
+        return DeviceTensor()
+
+    x = device_outputs(0, (2, 4), np.dtype(np.float32))
+    ctx = KernelContext([x], output_types=[F], output_allocator=device_outputs, workspace={0: planned},
+                        scratch_allocator=dev)
+    assert ctx.input(0) is x and ctx.output(0, (2, 4)).buffer.nbytes == 32
+    ws = ctx.preallocated_workspace(0, 64)
+    assert isinstance(ws, DeviceBuffer) and not ws.owned and ws.ptr == planned.ptr and ws.nbytes == 64
+    assert ctx.preallocated_workspace(0, 129) is None
+    scratch = ctx.scratch(256)
+    assert isinstance(scratch, DeviceBuffer) and dev.live_buffers == 4
+    ctx.close()
+    assert not scratch.alive and dev.live_buffers == 3

@@ -95,13 +95,16 @@ class KernelContext:
 
     `inputs`: numpy arrays (None for an omitted optional input). `output_types`: ONNX element types
     (or numpy dtypes) of the outputs; an output without a known type takes input 0's dtype.
-    `workspace`: slot id -> uint8 array planned for this node (None: nothing planned)."""
+    `workspace`: slot id -> uint8 array (or DeviceBuffer) planned for this node (None: nothing planned).
+    Device kernels pass device tensors as inputs, an output allocator that returns device tensors
+    (objects with .shape and .dtype) and a `scratch_allocator` (an ort_abi Allocator)."""
 
     def __init__(self, inputs: Sequence[np.ndarray | None], *, output_count: int | None = None,
                  output_types: Sequence[Any] | None = None, output_allocator: OutputAllocator | None = None,
-                 workspace: Mapping[int, np.ndarray] | None = None, counters: ContextCounters | None = None,
-                 node_name: str | None = None) -> None:
-        self.inputs: list[np.ndarray | None] = [None if a is None else np.asarray(a) for a in inputs]
+                 workspace: Mapping[int, Any] | None = None, counters: ContextCounters | None = None,
+                 node_name: str | None = None, scratch_allocator: Any = None) -> None:
+        # numpy arrays (host kernels) or device tensors (objects with .shape/.dtype) pass through as given
+        self.inputs: list[Any] = [np.asarray(a) if isinstance(a, (list, tuple, int, float)) else a for a in inputs]
         self.output_types = list(output_types or [])
         n_out = output_count if output_count is not None else max(len(self.output_types), 1)
         self.outputs: list[np.ndarray | None] = [None] * n_out
@@ -110,7 +113,8 @@ class KernelContext:
         self.workspace = dict(workspace or {})
         self.counters = counters if counters is not None else ContextCounters()
         self.node_name = node_name
-        self._scratch: list[np.ndarray] = []
+        self._scratch_allocator = scratch_allocator
+        self._scratch: list[Any] = []
 
     @property
     def input_count(self) -> int:
@@ -149,27 +153,40 @@ class KernelContext:
                                  f"now requested as {shape} {dt}; request each output once")
             return existing
         arr = self._allocator(index, shape, dt)
-        if not isinstance(arr, np.ndarray) or arr.shape != shape or arr.dtype != dt or not arr.flags.c_contiguous:
+        ok = (tuple(getattr(arr, "shape", ())) == shape and getattr(arr, "dtype", None) == dt
+              and (arr.flags.c_contiguous if isinstance(arr, np.ndarray) else not isinstance(arr, (list, tuple))))
+        if not ok:
             raise TypeError(f"output allocator returned {type(arr).__name__} "
                             f"{getattr(arr, 'shape', None)!r} {getattr(arr, 'dtype', None)!r} for output {index}; "
-                            f"it must return a C-contiguous ndarray of shape {shape} and dtype {dt}")
+                            f"it must return a C-contiguous ndarray (or a device tensor) of shape {shape} and dtype {dt}")
         if self._default_allocator:
             self.counters.allocations += 1
         self.outputs[index] = arr
         return arr
 
-    def scratch(self, nbytes: int) -> np.ndarray:
-        """A fresh uint8 host buffer valid until the context is dropped (the unplanned fallback)."""
+    def scratch(self, nbytes: int) -> Any:
+        """The unplanned fallback: a fresh uint8 host array, or a DeviceBuffer from `scratch_allocator`
+        when one was given (freed by `close()`). Valid until the context is closed or dropped."""
         if not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
             raise ValueError(f"scratch size must be a byte count >= 0, got {nbytes!r}")
-        buf = np.empty(int(nbytes), dtype=np.uint8)
+        if self._scratch_allocator is not None:
+            buf = self._scratch_allocator.alloc(int(nbytes))
+        else:
+            buf = np.empty(int(nbytes), dtype=np.uint8)
         self._scratch.append(buf)
         self.counters.allocations += 1
         self.counters.scratch_fallbacks += 1
         self.counters.scratch_bytes += int(nbytes)
         return buf
 
-    def preallocated_workspace(self, slot_id: int, requested_bytes: int) -> np.ndarray | None:
+    def close(self) -> None:
+        """Free device scratch buffers (host scratch is simply dropped)."""
+        scratch, self._scratch = self._scratch, []
+        if self._scratch_allocator is not None:
+            for buf in scratch:
+                self._scratch_allocator.free(buf)
+
+    def preallocated_workspace(self, slot_id: int, requested_bytes: int) -> Any:
         """The planned buffer for `slot_id` (first `requested_bytes` of it), or None when nothing was
         planned for the slot or the request exceeds what was declared: then use `scratch`."""
         buf = self.workspace.get(int(slot_id))
@@ -177,4 +194,6 @@ class KernelContext:
             self.counters.workspace_misses += 1
             return None
         self.counters.workspace_from_plan += 1
-        return buf.reshape(-1).view(np.uint8)[: int(requested_bytes)]
+        if isinstance(buf, np.ndarray):
+            return buf.reshape(-1).view(np.uint8)[: int(requested_bytes)]
+        return buf.view(0, int(requested_bytes))  # a DeviceBuffer: a borrowed view of the planned slot

@@ -18,7 +18,8 @@ import cffi
 
 HERE = pathlib.Path(__file__).resolve().parent
 PACKAGED_INCLUDE = HERE / "include"
-REPO_HEADER = HERE.parents[3] / "abi" / "include" / "ort_kernel_abi.h"  # <repo>/abi/include when in-tree
+# <repo>/abi/include/ort_kernel_abi.h when building in-tree (packages/ort-abi/src/ort_abi -> <repo>)
+REPO_HEADER = (HERE.parents[3] if len(HERE.parents) > 3 else HERE) / "abi" / "include" / "ort_kernel_abi.h"
 HOST_PREFIX = "_ort_host_"
 
 

@@ -10,6 +10,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from ._errors import AbiError, DuplicateKernelError, HandleError, KernelDefError
 from ._ffi import _ffi as ffi
 from ._handles import HANDLES
@@ -372,6 +374,9 @@ def KernelContext_GetInput(context: Any, index: int, out: Any) -> None:
     i = int(index)
     if i not in v.inputs:
         arr = v.ctx.input(i)
+        if arr is not None and not isinstance(arr, np.ndarray):
+            raise TypeError(f"input {i} is a {type(arr).__name__}, not a host numpy array; C kernels of this ABI "
+                            "read host memory, so copy device tensors to the host first")
         v.inputs[i] = ffi.NULL if arr is None else v.child("OrtValue", ValueView(arr, writable=False))
     out[0] = v.inputs[i]
 
