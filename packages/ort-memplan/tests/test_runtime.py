@@ -31,6 +31,15 @@ def test_static_model_is_planned_at_initialization() -> None:
     assert (cache.hits, cache.misses, len(cache)) == (1, 1, 1)
 
 
+def test_static_graph_plan_cached_at_initialization(chain_graph) -> None:
+    cache = mp.PatternCache()
+    key = mp.shape_key({"x": (1, 256)})
+    gp = mp.plan_graph(chain_graph, chain_graph.nodes, lambda n: "cpu")
+    cache.put(key, gp)
+    assert cache.get(key) is gp
+    assert cache.get(key).offset_of("b") == gp.offset_of("a")
+
+
 def fake_run(recorder: mp.TraceRecorder, seq: int) -> None:
     """A 4-node chain whose activations scale with the sequence length; frees when a value dies."""
     recorder.allocate(0, 64 * seq)           # node 0 output

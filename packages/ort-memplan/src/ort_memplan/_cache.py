@@ -39,7 +39,7 @@ class PatternCache:
 
     def __init__(self, algorithm: str = "auto") -> None:
         self.algorithm = algorithm
-        self._plans: dict[ShapeKey, MemoryPlan] = {}
+        self._plans: dict[ShapeKey, Any] = {}
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -50,11 +50,12 @@ class PatternCache:
         self.put(key, p)
         return p
 
-    def put(self, key: ShapeKey, p: MemoryPlan) -> None:
+    def put(self, key: ShapeKey, p: Any) -> None:
+        """Cache any plan object under `key` (a MemoryPlan, or a session's GraphPlan)."""
         with self._lock:
             self._plans[key] = p
 
-    def get(self, key: ShapeKey) -> MemoryPlan | None:
+    def get(self, key: ShapeKey) -> Any:
         """The cached plan for `key`, or None (then trace this run with `trace(key)`)."""
         with self._lock:
             p = self._plans.get(key)
