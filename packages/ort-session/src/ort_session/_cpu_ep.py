@@ -1,7 +1,14 @@
-"""The CPU execution provider (numpy kernels) and a simulated accelerator that runs the same kernels
-in its own budgeted host buffer, so CPU-only machines exercise every device path (tinygrad's null
-device idea). Both claim honestly: a node is taken only if its kernel handles its op, opset, dtypes
-and attributes; otherwise the decline says what was rejected, what is accepted and a remedy."""
+"""The CPU execution provider and a simulated GPU, both registered through the ort-abi registry.
+
+Every in-tree numpy op (`ort_session.cpu`) is one `KernelRegistry.add_kernel_v2` entry whose state is
+its OpImpl, whose estimate function is the op's workspace recipe, and whose kernels declare the same
+recipe at Level 2 — the path C and CUDA kernels take too. Kernels from loaded C libraries sit in a
+registry consulted first. Claims are honest: a node is taken only if a kernel handles its op, opset,
+dtypes and attributes; otherwise the decline says what was rejected, what is accepted and a remedy.
+
+The simulated GPU (tinygrad's null-device idea) runs the same kernels in its own budgeted host
+buffer, so machines without a GPU exercise every device path: placement, copies, per-device plans.
+"""
 
 from __future__ import annotations
 
@@ -9,37 +16,107 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import onnx
 
-from ort_graph import Graph, Node
+import ort_abi
+from ort_graph import Graph, Node, is_static
 from ort_partition import Declined, Supported
 
-from .cpu import InputInfo, OpImpl, find
+from .cpu import InputInfo, OpImpl, all_ops
 from .cpu._interp import opset_scope
 from .cpu._registry import workspace_scope
 
-
-class CpuKernel:
-    """An OpImpl bound to one node; `run` gives it the session's workspace provider."""
-
-    def __init__(self, impl: OpImpl, node: Node, opsets: Mapping[str, int]) -> None:
-        self.impl, self.node, self.opsets = impl, node, opsets
-
-    def run(self, inputs: list[Any], workspace: Callable[[int, int], np.ndarray | None]) -> list[Any]:
-        with workspace_scope(workspace), opset_scope(self.opsets):
-            return self.impl.compute(self.node, inputs)
-
-    def declare_workspace(self, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
-        return self.impl.workspace_bytes(self.node, input_shapes)
-
-
 MEMCPY_OPS = ("MemcpyFromHost", "MemcpyToHost", "MemcpyDeviceToDevice")
+
+
+def _static_shapes(shapes: Sequence[Any]) -> list[tuple[int, ...] | None]:
+    out = []
+    for s in shapes:
+        dims = getattr(s, "dims", s)
+        out.append(tuple(dims) if dims is not None and all(isinstance(d, int) and d >= 0 for d in dims) else None)
+    return out
+
+
+def node_input_shapes(node: Node) -> list[tuple[int, ...] | None]:
+    g = node.graph
+    return [tuple(g.values[n].shape) if n and n in g.values and is_static(g.values[n].shape) else None
+            for n in node.inputs]
+
+
+class NumpyKernel:
+    """One node's numpy kernel: compute(ctx) through the ABI context, like a C kernel."""
+
+    def __init__(self, impl: OpImpl, info: ort_abi.KernelInfo) -> None:
+        self.impl, self.node = impl, info.node
+        self.opsets = getattr(info.ep, "opsets", {})
+
+    def compute(self, ctx: ort_abi.KernelContext) -> None:
+        def workspace(slot_id: int, nbytes: int) -> np.ndarray:
+            buf = ctx.preallocated_workspace(slot_id, nbytes)
+            return buf if buf is not None else ctx.scratch(nbytes)
+
+        with workspace_scope(workspace), opset_scope(self.opsets):
+            results = self.impl.compute(self.node, list(ctx.inputs))
+        for i, r in enumerate(results[: ctx.output_count]):
+            if isinstance(r, np.ndarray | np.generic) and np.asarray(r).dtype != object:
+                arr = np.asarray(r)
+                out = ctx.output(i, arr.shape, arr.dtype)
+                if arr.nbytes and out.__array_interface__["data"][0] != arr.__array_interface__["data"][0]:
+                    np.copyto(out, arr)
+            else:
+                ctx.outputs[i] = r  # sequences, optionals, strings: not planned
+
+    def declare_workspace(self, shapes: list[ort_abi.WorkspaceInputShape]) -> list[ort_abi.WorkspaceSlot]:
+        return [ort_abi.WorkspaceSlot(slot, nbytes) for slot, nbytes in self.impl.workspace_bytes(self.node, _static_shapes(shapes))]
 
 
 class CopyKernel:
     """A boundary copy between devices (both in host memory for the CPU and simulated providers)."""
 
-    def run(self, inputs: list[Any], workspace: Callable[[int, int], np.ndarray | None]) -> list[Any]:
-        return [np.array(inputs[0], copy=True)]
+    def compute(self, ctx: ort_abi.KernelContext) -> None:
+        src = ctx.input(0)
+        out = ctx.output(0, src.shape, src.dtype)
+        np.copyto(out, src)
+
+
+def _estimate_for(impl: OpImpl) -> Callable[[Any, Node, Any], int | None]:
+    def estimate(api: Any, node: Node, ep: Any) -> int | None:
+        shapes = node_input_shapes(node)
+        if any(s is None for s, name in zip(shapes, node.inputs) if name):
+            return None
+        return sum(b for _slot, b in impl.workspace_bytes(node, shapes))
+
+    return estimate
+
+
+def register_numpy_kernels(registry: ort_abi.KernelRegistry, ep_name: str) -> ort_abi.KernelRegistry:
+    """Add every in-tree OpImpl to `registry` for `ep_name` (opset ranges made disjoint per op)."""
+    by_op: dict[tuple[str, str], list[OpImpl]] = {}
+    for impl in all_ops():
+        by_op.setdefault((impl.domain, impl.op_type), []).append(impl)
+    for (domain, op_type), impls in by_op.items():
+        impls.sort(key=lambda i: i.since)
+        for k, impl in enumerate(impls):
+            end = impl.until
+            if k + 1 < len(impls):
+                nxt = impls[k + 1].since - 1
+                end = nxt if end is None else min(end, nxt)
+            if end is not None and end < impl.since:
+                continue
+            kdef = (ort_abi.KernelDefBuilder().op_type(op_type).domain(domain).since_version(impl.since, end)
+                    .ep(ep_name).build())
+            overridden = type(impl).workspace_bytes is not OpImpl.workspace_bytes
+            registry.add_kernel_v2(kdef, NumpyKernel, impl, _estimate_for(impl) if overridden else None)
+    return registry
+
+
+_BUILTIN: dict[str, ort_abi.KernelRegistry] = {}
+
+
+def builtin_registry(ep_name: str) -> ort_abi.KernelRegistry:
+    if ep_name not in _BUILTIN:
+        _BUILTIN[ep_name] = register_numpy_kernels(ort_abi.KernelRegistry(), ep_name)
+    return _BUILTIN[ep_name]
 
 
 class CpuExecutionProvider:
@@ -48,12 +125,34 @@ class CpuExecutionProvider:
     device_id = 0
     device = "cpu"
 
-    def __init__(self, graph: Graph, opsets: Mapping[str, int]) -> None:
+    def __init__(self, graph: Graph, opsets: Mapping[str, int], plugins: ort_abi.KernelRegistry | None = None) -> None:
         self.graph = graph
         self.opsets = {("" if d == "ai.onnx" else d): v for d, v in opsets.items()}
+        self.registries = ([plugins] if plugins is not None else []) + [builtin_registry(self.name)]
 
     def opset(self, node: Node) -> int:
         return self.opsets.get("" if node.domain == "ai.onnx" else node.domain, 1)
+
+    def _bindings(self, node: Node) -> dict[str, int] | None:
+        """Type-constraint name -> element type, from the op schema's formal inputs."""
+        try:
+            schema = onnx.defs.get_schema(node.op_type, self.opset(node), node.domain)
+        except onnx.defs.SchemaError:
+            return None
+        out: dict[str, int] = {}
+        for formal, name in zip(schema.inputs, node.inputs):
+            v = self.graph.values.get(name) if name else None
+            if v is not None and v.dtype and formal.type_str not in out:
+                out[formal.type_str] = v.dtype
+        return out
+
+    def entry(self, node: Node) -> ort_abi.KernelEntry | None:
+        bindings = self._bindings(node)
+        for registry in self.registries:
+            found = registry.find(node.op_type, node.domain, self.opset(node), self.name, bindings)
+            if found is not None:
+                return found
+        return None
 
     def _inputs(self, node: Node) -> list[InputInfo]:
         infos = []
@@ -62,52 +161,51 @@ class CpuExecutionProvider:
             infos.append(InputInfo(dtype=v.dtype if v else 0, shape=v.shape if v else None, present=bool(name)))
         return infos
 
-    def _impl(self, node: Node) -> OpImpl | None:
-        return find(node.op_type, node.domain, self.opset(node))
+    def _decline(self, node: Node, rejected: str, accepts: str, remedy: str) -> Declined:
+        return Declined(ep=self.name, node=node.name, op=node.op_type, domain=node.domain, opset=self.opset(node),
+                        rejected=rejected, accepts=accepts, remedy=remedy)
 
     def claim(self, node: Node) -> Supported | Declined:
-        impl = self._impl(node)
-        if impl is None:
-            return Declined(ep=self.name, node=node.name, op=node.op_type, domain=node.domain, opset=self.opset(node),
-                            rejected=f"op {node.qualified_op!r} at opset {self.opset(node)}",
-                            accepts="the ops listed by `ortrun kernels`",
-                            remedy="export the model with ops this provider implements, or load a kernel library for it")
-        decline = impl.supports(node, self._inputs(node), self.opset(node))
-        if decline is not None:
-            return Declined(ep=self.name, node=node.name, op=node.op_type, domain=node.domain, opset=self.opset(node),
-                            rejected=decline.rejected, accepts=decline.accepts, remedy=decline.remedy)
+        if node.op_type in MEMCPY_OPS:
+            return Supported(0)
+        entry = self.entry(node)
+        if entry is None:
+            return self._decline(node, f"op {node.qualified_op!r} at opset {self.opset(node)}",
+                                 "the ops listed by `ortrun kernels`",
+                                 "export the model with ops this provider implements, or load a kernel library for it")
+        impl = entry.create_func_state
+        if isinstance(impl, OpImpl):
+            decline = impl.supports(node, self._inputs(node), self.opset(node))
+            if decline is not None:
+                return self._decline(node, decline.rejected, decline.accepts, decline.remedy)
         return Supported(self.estimate(node))
 
-    def input_shapes(self, node: Node) -> list[tuple[int, ...] | None]:
-        shapes = []
-        for name in node.inputs:
-            v = self.graph.values.get(name) if name else None
-            shapes.append(tuple(v.shape) if v is not None and v.shape is not None and all(isinstance(d, int) for d in v.shape) else None)
-        return shapes
-
     def estimate(self, node: Node) -> int | None:
-        """Level-1 workspace estimate from the node's (max-)resolved shapes; None if unknown."""
-        impl = self._impl(node)
-        if impl is None or type(impl).workspace_bytes is OpImpl.workspace_bytes:
-            return 0 if impl is not None else None
-        shapes = self.input_shapes(node)
-        if any(s is None for s, name in zip(shapes, node.inputs) if name):
+        """Level-1 workspace estimate (one host path for every kernel language); 0 for kernels that
+        declare none, None when unknown."""
+        entry = self.entry(node)
+        if entry is None:
             return None
-        return sum(b for _slot, b in impl.workspace_bytes(node, shapes))
+        if not entry.has_estimate:
+            return 0 if entry.language == "python" else None
+        return ort_abi.estimate_workspace(entry, node, self)
 
-    def create_kernel(self, node: Node) -> CpuKernel | CopyKernel:
+    def create_kernel(self, node: Node) -> Any:
         if node.op_type in MEMCPY_OPS:
             return CopyKernel()
-        impl = self._impl(node)
-        if impl is None:
+        entry = self.entry(node)
+        if entry is None:
             raise RuntimeError(f"{self.name} has no kernel for {node.qualified_op}; the node should have been declined")
-        return CpuKernel(impl, node, self.opsets)
+        return entry.create_kernel(ort_abi.KernelInfo.from_node(node, self))
 
 
 class SimulatedGpuExecutionProvider(CpuExecutionProvider):
-    """Host memory standing in for a GPU: same kernels, its own device name, buffer and budget.
-    Used to demonstrate and test device splits on machines without one; never faster than the CPU EP."""
+    """Host memory standing in for a GPU: same kernels, its own device name, buffer and budget."""
 
     name = "SimulatedGPUExecutionProvider"
     device_type = "gpu"
     device = "simgpu"
+
+    def __init__(self, graph: Graph, opsets: Mapping[str, int], plugins: ort_abi.KernelRegistry | None = None) -> None:
+        super().__init__(graph, opsets, plugins)
+        self.registries = ([plugins] if plugins is not None else []) + [builtin_registry(self.name)]

@@ -4,12 +4,13 @@ pattern, or fresh arrays), workspace served from the plan or counted scratch."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 import attrs
 import numpy as np
 
+import ort_abi
 from ort_graph import Graph, Node
 
 from ._errors import KernelRunError, SessionError
@@ -31,7 +32,9 @@ class RunStats:
 
 
 class Kernel(Protocol):
-    def run(self, inputs: list[Any], workspace: Callable[[int, int], np.ndarray | None]) -> list[Any]: ...
+    """Any kernel language through ort-abi: compute(ctx) reads ctx inputs and fills ctx outputs."""
+
+    def compute(self, ctx: ort_abi.KernelContext) -> None: ...
 
 
 class Layout(Protocol):
@@ -41,12 +44,16 @@ class Layout(Protocol):
 
     def hold(self, stats: RunStats) -> contextlib.AbstractContextManager[Any]: ...
 
-    def place(self, step: int, name: str, arr: Any) -> Any | None:
-        """The array at its planned place (copied there), or None when this value is not planned."""
+    def place(self, name: str, arr: Any) -> Any | None:
+        """A graph input copied into its planned block, or None when it is not planned."""
+
+    def allocate(self, step: int, name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
+        """The planned block of output `name` viewed as (shape, dtype), or None: allocate it fresh."""
 
     def release(self, step: int, name: str) -> None: ...
 
-    def workspace(self, node: Node, slot_id: int, nbytes: int) -> np.ndarray | None: ...
+    def workspace(self, node: Node) -> dict[int, np.ndarray]:
+        """Planned workspace slots of this node: slot id -> uint8 buffer."""
 
     def before_step(self, step: int) -> None: ...
 
@@ -62,14 +69,17 @@ class FreshArrays:
     def hold(self, stats: RunStats) -> Iterator[None]:
         yield
 
-    def place(self, step: int, name: str, arr: Any) -> Any | None:
+    def place(self, name: str, arr: Any) -> Any | None:
+        return None
+
+    def allocate(self, step: int, name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
         return None
 
     def release(self, step: int, name: str) -> None:
         return None
 
-    def workspace(self, node: Node, slot_id: int, nbytes: int) -> np.ndarray | None:
-        return None
+    def workspace(self, node: Node) -> dict[int, np.ndarray]:
+        return {}
 
     def before_step(self, step: int) -> None:
         return None
@@ -84,6 +94,14 @@ def copy_into(block: np.ndarray, arr: np.ndarray) -> np.ndarray:
     if arr.nbytes and view.__array_interface__["data"][0] != arr.__array_interface__["data"][0]:
         np.copyto(view, arr)
     return view
+
+
+def view_as(block: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
+    """`block` (uint8) as an array of (shape, dtype), or None when it does not fit."""
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    if np.dtype(dtype).kind == "O" or nbytes > block.nbytes:
+        return None
+    return block[:nbytes].view(dtype).reshape(shape)
 
 
 @attrs.define(eq=False)
@@ -108,53 +126,55 @@ class Executor:
     def run(self, feeds: Mapping[str, Any], outputs: Sequence[str], layout: Layout | None = None) -> list[Any]:
         layout = layout or FreshArrays()
         stats = RunStats(layout=layout.name)
+        counters = ort_abi.ContextCounters()
         with layout.hold(stats):
             values: dict[str, Any] = {name: t.numpy() for name, t in self.graph.initializers.items()}
             for name, arr in feeds.items():
-                placed = layout.place(-1, name, arr)
+                placed = layout.place(name, arr)
                 values[name] = arr if placed is None else placed
             for step, node in enumerate(self.order):
-                self._step(step, node, values, layout, stats)
+                self._step(step, node, values, layout, stats, counters)
             missing = [o for o in outputs if o not in values]
             if missing:
                 raise SessionError(f"outputs {missing!r} were not produced; the model's outputs are {self.graph.outputs!r}")
             # planned blocks are reused by the next run: hand the caller its own copies
             result = [np.array(values[o]) if isinstance(values[o], np.ndarray) else values[o] for o in outputs]
+        stats.allocations += counters.allocations
+        stats.workspace_from_plan = counters.workspace_from_plan
+        stats.scratch_fallbacks = counters.scratch_fallbacks
+        stats.scratch_bytes = counters.scratch_bytes
         self.last_stats = stats
         return result
 
-    def _step(self, step: int, node: Node, values: dict[str, Any], layout: Layout, stats: RunStats) -> None:
+    def _step(self, step: int, node: Node, values: dict[str, Any], layout: Layout, stats: RunStats,
+              counters: ort_abi.ContextCounters) -> None:
         kernel = self.kernels[node.index]
         args = [values[n] if n else None for n in node.inputs] + [values[n] for n in node.implicit_inputs()]
+        out_types = [self.graph.values[o].dtype if o and o in self.graph.values else 0 for o in node.outputs]
 
-        def workspace(slot_id: int, nbytes: int) -> np.ndarray:
-            block = layout.workspace(node, slot_id, nbytes)
-            if block is not None:
-                stats.workspace_from_plan += 1
-                return block
-            stats.scratch_fallbacks += 1
+        def allocate(index: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+            name = node.outputs[index] if index < len(node.outputs) else ""
+            planned = layout.allocate(step, name, shape, dtype) if name else None
+            if planned is not None:
+                stats.planned_values += 1
+                return planned
             stats.allocations += 1
-            stats.scratch_bytes += nbytes
-            return np.empty(nbytes, np.uint8)
+            return np.empty(shape, dtype)
 
+        ctx = ort_abi.KernelContext(args, output_count=len(node.outputs), output_types=out_types,
+                                    output_allocator=allocate, workspace=layout.workspace(node),
+                                    counters=counters, node_name=node.name)
         layout.before_step(step)
         try:
-            results = kernel.run(args, workspace)
+            kernel.compute(ctx)
         except SessionError:
             raise
         except Exception as e:  # a kernel bug or a C status: never lose the node's identity
             raise KernelRunError(f"node {node.name!r} ({node.qualified_op}) on {node.ep or 'CPUExecutionProvider'} "
                                  f"failed: {type(e).__name__}: {e}") from e
-        for name, arr in zip(node.outputs, results):
-            if not name:
-                continue
-            placed = layout.place(step, name, arr)
-            if placed is None:
-                stats.allocations += 1
+        for name, arr in zip(node.outputs, ctx.outputs):
+            if name:
                 values[name] = arr
-            else:
-                stats.planned_values += 1
-                values[name] = placed
         layout.after_step(step, node)
         for name in self._release.get(step, ()):
             if values.pop(name, None) is not None:

@@ -16,16 +16,17 @@ from typing import Any
 import attrs
 import numpy as np
 
+import ort_abi
 import ort_memplan
 from ort_graph import Model, Node, is_static
 
 from ._errors import InvalidInputError, InvalidOptionError
-from ._executor import RunStats, copy_into
+from ._executor import RunStats, copy_into, view_as
 from ._options import SessionOptions
 
 
 def _block_fits(arr: Any, nbytes: int) -> bool:
-    return isinstance(arr, np.ndarray) and arr.dtype != object and arr.nbytes <= nbytes
+    return isinstance(arr, np.ndarray | np.generic) and arr.dtype != object and arr.nbytes <= nbytes
 
 
 @attrs.define(eq=False)
@@ -37,6 +38,7 @@ class PlannedLayout:
     budgets: Mapping[str, int]
     red_zone_names: Sequence[str] | None = None
     name: str = "pre-allocated"
+    slot_ids: dict[int, list[int]] = attrs.field(factory=dict)
     _live: ort_memplan.ExecutionBuffers | None = attrs.field(default=None, alias="live")
     _guard: Any = attrs.field(default=None, alias="guard")
 
@@ -55,25 +57,31 @@ class PlannedLayout:
             finally:
                 self._live, self._guard = None, None
 
-    def place(self, step: int, name: str, arr: Any) -> Any | None:
+    def _block(self, name: str) -> np.ndarray | None:
         rid = self.gplan.activations.value_ids.get(name)
         if rid is None:
             return None
         buf, off, nbytes = self._live.block(rid)
-        arr = np.asarray(arr) if isinstance(arr, np.generic) else arr
-        if not _block_fits(arr, nbytes):
-            return None
-        return copy_into(buf[off:off + nbytes], arr)
+        return buf[off:off + nbytes]
+
+    def place(self, name: str, arr: Any) -> Any | None:
+        block = self._block(name)
+        return copy_into(block, arr) if block is not None and _block_fits(arr, block.nbytes) else None
+
+    def allocate(self, step: int, name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
+        block = self._block(name)
+        return None if block is None else view_as(block, shape, dtype)
 
     def release(self, step: int, name: str) -> None:
         return None
 
-    def workspace(self, node: Node, slot_id: int, nbytes: int) -> np.ndarray | None:
-        req = self.gplan.slot_requests.get((node.index, slot_id))
-        if req is None or nbytes > req.nbytes:
-            return None
-        buf, off, _ = self._live.block(req.id)
-        return buf[off:off + nbytes]
+    def workspace(self, node: Node) -> dict[int, np.ndarray]:
+        out = {}
+        for slot_id in self.slot_ids.get(node.index, ()):
+            req = self.gplan.slot_requests[(node.index, slot_id)]
+            buf, off, nbytes = self._live.block(req.id)
+            out[slot_id] = buf[off:off + nbytes]
+        return out
 
     def before_step(self, step: int) -> None:
         if self._guard is not None:
@@ -100,18 +108,25 @@ class TracingLayout:
             yield
         self.on_done(self.recorder.requests())
 
-    def place(self, step: int, name: str, arr: Any) -> Any | None:
-        if isinstance(arr, np.ndarray | np.generic) and np.asarray(arr).dtype != object:
-            self.ids.setdefault(name, len(self.ids))
-            self.recorder.allocate(self.ids[name], arr.nbytes, self.device_of_value.get(name, "cpu"))
+    def _record(self, name: str, nbytes: int) -> None:
+        self.ids.setdefault(name, len(self.ids))
+        self.recorder.allocate(self.ids[name], nbytes, self.device_of_value.get(name, "cpu"))
+
+    def place(self, name: str, arr: Any) -> Any | None:
+        if _block_fits(arr, arr.nbytes):
+            self._record(name, arr.nbytes)
+        return None
+
+    def allocate(self, step: int, name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
+        self._record(name, int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize)
         return None
 
     def release(self, step: int, name: str) -> None:
         if name in self.ids:
             self.recorder.free(self.ids[name])
 
-    def workspace(self, node: Node, slot_id: int, nbytes: int) -> np.ndarray | None:
-        return None
+    def workspace(self, node: Node) -> dict[int, np.ndarray]:
+        return {}
 
     def before_step(self, step: int) -> None:
         return None
@@ -141,19 +156,26 @@ class CachedLayout:
             finally:
                 self._bufs = None
 
-    def place(self, step: int, name: str, arr: Any) -> Any | None:
+    def _block(self, name: str) -> np.ndarray | None:
         rid = self.ids.get(name)
         if rid is None:
             return None
         buf, off, nbytes = self._bufs.block(rid)
-        arr = np.asarray(arr) if isinstance(arr, np.generic) else arr
-        return copy_into(buf[off:off + nbytes], arr) if _block_fits(arr, nbytes) else None
+        return buf[off:off + nbytes]
+
+    def place(self, name: str, arr: Any) -> Any | None:
+        block = self._block(name)
+        return copy_into(block, arr) if block is not None and _block_fits(arr, block.nbytes) else None
+
+    def allocate(self, step: int, name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
+        block = self._block(name)
+        return None if block is None else view_as(block, shape, dtype)
 
     def release(self, step: int, name: str) -> None:
         return None
 
-    def workspace(self, node: Node, slot_id: int, nbytes: int) -> np.ndarray | None:
-        return None
+    def workspace(self, node: Node) -> dict[int, np.ndarray]:
+        return {}
 
     def before_step(self, step: int) -> None:
         return None
@@ -200,9 +222,12 @@ class SessionMemory:
     def layout_for(self, feeds: Mapping[str, np.ndarray]) -> Any:
         shapes = {n: tuple(a.shape) for n, a in feeds.items()}
         if self.static and shapes == self.planned_shapes:
+            slot_ids: dict[int, list[int]] = {}
+            for node_index, slot_id in self.gplan.slot_requests:
+                slot_ids.setdefault(node_index, []).append(slot_id)
             return PlannedLayout(self.gplan, self.buffers, self.device_budgets,
                                  self.node_names if self.options.red_zones else None,
-                                 name="pre-allocated" if self.buffers is not None else "static plan")
+                                 name="pre-allocated" if self.buffers is not None else "static plan", slot_ids=slot_ids)
         if self.buffers is not None:
             raise InvalidInputError(
                 f"this session pre-allocated its buffers for input shapes {self.planned_shapes!r}, but the run "
@@ -239,12 +264,11 @@ def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any],
     device_of_node = {n.index: device_by_ep.get(placement.ep_of[n.index], "cpu") for n in graph.nodes}
     slots: dict[tuple[int, int], int] = {}
     for node in order:
-        declare = getattr(kernels[node.index], "declare_workspace", None)
-        shapes = [tuple(graph.values[i].shape) if i and is_static(graph.values[i].shape) else None for i in node.inputs]
-        if declare is None or any(s is None for s, i in zip(shapes, node.inputs) if i):
-            continue
-        for slot_id, nbytes in declare(shapes) or ():
-            slots[(node.index, int(slot_id))] = int(nbytes)
+        shapes = ort_abi.workspace_input_shapes(node)
+        if not all(s.is_static for s in shapes if s.present):
+            continue  # unresolved shapes: the kernel falls back to scratch at run time
+        for slot in ort_abi.declare_workspace(kernels[node.index], shapes, node=node.name) or ():
+            slots[(node.index, slot.slot_id)] = slot.size_bytes
     gplan = ort_memplan.plan_graph(graph, order, lambda n: device_of_node[n.index], workspace=slots,
                                    red_zone=options.red_zones)
     static = not gplan.activations.unknown_sizes

@@ -10,6 +10,7 @@ from typing import Any
 
 import onnx
 
+import ort_abi
 import ort_graph
 from ort_graph import Model
 
@@ -33,12 +34,23 @@ def _load(model: str | os.PathLike | bytes | onnx.ModelProto | Model) -> Model:
     return ort_graph.load(model)
 
 
-def make_provider(name: str, graph: ort_graph.Graph, opsets: Mapping[str, int], options: SessionOptions) -> Any:
+def load_plugins(paths: Sequence[str]) -> ort_abi.KernelRegistry | None:
+    """Third-party C kernel libraries, loaded into one registry consulted before the built-in kernels."""
+    if not paths:
+        return None
+    registry = ort_abi.KernelRegistry()
+    for path in paths:
+        ort_abi.load_kernel_library(path, registry)
+    return registry
+
+
+def make_provider(name: str, graph: ort_graph.Graph, opsets: Mapping[str, int], options: SessionOptions,
+                  plugins: ort_abi.KernelRegistry | None = None) -> Any:
     key = name.lower()
     if key in ("cpu", "cpuexecutionprovider"):
-        return CpuExecutionProvider(graph, opsets)
+        return CpuExecutionProvider(graph, opsets, plugins)
     if key in ("simgpu", "simulatedgpuexecutionprovider"):
-        return SimulatedGpuExecutionProvider(graph, opsets)
+        return SimulatedGpuExecutionProvider(graph, opsets, plugins)
     if key in ("cuda", "cudaexecutionprovider"):
         from ._cuda import cuda_provider
 
@@ -72,7 +84,8 @@ class InferenceSession:
         names = list(providers or DEFAULT_PROVIDERS)
         if not any(n.lower() in ("cpu", "cpuexecutionprovider") for n in names):
             names.append("CPUExecutionProvider")  # the fallback provider is always last
-        self.providers = [make_provider(n, graph, self.model.opset_imports, self.options) for n in names]
+        self.plugins = load_plugins(self.options.kernel_libraries)
+        self.providers = [make_provider(n, graph, self.model.opset_imports, self.options, self.plugins) for n in names]
         self.order = ort_graph.topological_order(graph)
         self.placement = _placement.place(self.model, self.order, self.providers, self.options)
         for node in graph.nodes:

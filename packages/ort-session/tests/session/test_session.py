@@ -54,14 +54,14 @@ def test_concurrent_run_on_preallocated_buffers_is_refused():
     feeds = zoo.decoder_inputs(CFG, 1, 6, 2)
     started, release = threading.Event(), threading.Event()
     kernel = sess.kernels[sess.order[5].index]
-    inner = kernel.run
+    inner = kernel.compute
 
-    def slow_run(inputs, workspace):
+    def slow_compute(ctx):
         started.set()
         release.wait(10)
-        return inner(inputs, workspace)
+        return inner(ctx)
 
-    kernel.run = slow_run
+    kernel.compute = slow_compute
     errors = []
     t = threading.Thread(target=lambda: sess.run(None, feeds))
     t.start()
@@ -72,7 +72,7 @@ def test_concurrent_run_on_preallocated_buffers_is_refused():
     finally:
         release.set()
         t.join()
-    kernel.run = inner
+    kernel.compute = inner
     sess.run(None, feeds)  # free again after the first run ended
     assert not errors
 
@@ -150,10 +150,10 @@ def test_kernel_failure_names_the_node():
     sess = InferenceSession(zoo.decoder(CFG), {"free_dimension_overrides": DIMS})
     node = sess.order[10]
 
-    def boom(inputs, workspace):
+    def boom(ctx):
         raise ValueError("synthetic failure")
 
-    sess.kernels[node.index].run = boom
+    sess.kernels[node.index].compute = boom
     with pytest.raises(KernelRunError, match=f"{node.name}.*synthetic failure"):
         sess.run(None, zoo.decoder_inputs(CFG, 1, 6, 2))
 
