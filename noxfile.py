@@ -67,6 +67,20 @@ def integration(session: nox.Session) -> None:
 
 
 @nox.session
+def conformance(session: nox.Session) -> None:
+    """ONNX backend node test cases through ort_session.backend: pass / declined / failed / wrong, totals."""
+    _install_all(session)
+    session.run("python", "-m", "ort_session.conformance", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks against peers measured in the same run; prints a table and writes bench-results/."""
+    _install_all(session)
+    session.run("python", "benchmarks/run.py", *session.posargs)
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     session.install("ruff")
     session.run("ruff", "check", ".")
