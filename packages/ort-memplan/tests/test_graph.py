@@ -157,3 +157,14 @@ def test_zoo_decoder_plans_at_the_lower_bound() -> None:
     assert gp.plan.lower_bound["cpu"] < gp.lower_bound_without_inplace["cpu"]
     for base in ("online", "greedy_by_size"):
         assert gp.plan.peak["cpu"] <= gp.plan.candidates[base]
+
+
+@pytest.mark.parametrize("op, domain, n_inputs, expected", [
+    ("Relu", "", 1, (0,)), ("Reshape", "", 2, (0,)), ("Add", "", 2, (0, 1)), ("Sum", "", 3, (0, 1, 2)),
+    ("MatMul", "", 2, ()), ("Transpose", "", 1, ()), ("Relu", "custom.domain", 1, ()),
+    ("FastGelu", "com.microsoft", 1, (0,)),
+])
+def test_may_inplace(graph_builder, op: str, domain: str, n_inputs: int, expected: tuple) -> None:
+    g = graph_builder([], {}, [], [])
+    node = g.add_node(op, [f"i{k}" for k in range(n_inputs)], ["o"], domain=domain)
+    assert mp.may_inplace(node) == expected
