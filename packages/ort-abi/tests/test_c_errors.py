@@ -80,7 +80,7 @@ def test_load_errors(misbehaving_variant, define, error, fragment):
 def test_custom_entry_point_name(misbehaving_variant, fresh_statuses):
     reg = KernelRegistry()
     lib = load_kernel_library(misbehaving_variant("NO_ENTRY"), reg, entry_point="MyRegister")
-    assert lib.entry_point == "MyRegister" and len(reg) == len(lib.entries) == 15
+    assert lib.entry_point == "MyRegister" and len(reg) == len(lib.entries) == 16
 
 
 def test_duplicate_registration_rolls_back(example_lib, fresh_statuses):
@@ -248,3 +248,24 @@ def test_failing_estimate_means_no_estimate(reg, node_factory, fresh_statuses):
     with pytest.raises(KernelError, match="no estimate for you") as info:
         entry.estimate_func(ort_abi.HOST_API, node, EpIdentity("TestEP"))
     assert info.value.code == ErrorCode.NOT_IMPLEMENTED and info.value.node == node.name
+
+
+def test_kernel_info_queries_from_c(reg, fresh_statuses):
+    entry = reg.find("InfoProbe", "com.test", 1, "TestEP")
+    info = KernelInfo("/m/probe", "InfoProbe", attributes={"i": 7, "ints": [4, 9], "f": 2.5, "s": "abc"},
+                      input_count=2, output_count=3, ep=EpIdentity("TestEP"))
+    with pytest.raises(KernelError) as err:
+        entry.create_kernel(info)
+    assert err.value.message == "name=/m/probe op=InfoProbe in=2 out=3 i=7 ints=2:9 f=2.50 s=abc ep=TestEP"
+    with pytest.raises(KernelError) as err:
+        entry.create_kernel(KernelInfo("/m/bare", "InfoProbe"))
+    assert err.value.message == "name=/m/bare op=InfoProbe in=0 out=1 i=0 ints=0:-1 f=0.00 s=- ep=-"
+
+
+def test_node_queries_from_c(reg, node_factory, fresh_statuses):
+    node = node_factory("InfoProbe", [("x", (2, 3), F), None, ("z", (2, "s"), TensorProto.INT64), ("u", None, 0)],
+                        domain="com.test", name="/m/node")
+    with pytest.raises(KernelError) as err:
+        reg.find("InfoProbe", "com.test", 1, "TestEP").estimate_func(None, node, EpIdentity("TestEP", "fake", 0))
+    assert err.value.message == ("name=/m/node op=InfoProbe domain=com.test in=4 out=1 dev=fake "
+                                 "[1 t1 static r2] [0 t0 null r0] [1 t7 null r0] [1 t0 null r0]")

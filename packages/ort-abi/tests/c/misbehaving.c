@@ -1,5 +1,6 @@
 /* Kernel libraries that break the rules on purpose, one variant per -D flag, for ort-abi's error tests.
  * No flag: a well-formed library (domain "com.test") whose kernels misbehave at run time. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -189,6 +190,64 @@ static OrtStatus* est_attrs(const OrtEpApi* api, const OrtNode* n, const OrtEp* 
   return NULL;
 }
 
+
+/* InfoProbe / NodeProbe: report everything the host API says, as the message of an error status */
+static OrtStatus* cr_info_probe(void* st, const OrtKernelInfo* info, OrtKernelImpl** out) {
+  const char *name, *op, *s = "-", *ep_name = "-";
+  size_t nin, nout, count = 0;
+  int has;
+  int64_t i = 0;
+  const int64_t* ints = NULL;
+  float f = 0;
+  const OrtEp* ep = NULL;
+  char msg[512];
+  (void)st; (void)out;
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetNodeName(info, &name));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetOperatorType(info, &op));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetInputCount(info, &nin));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetOutputCount(info, &nout));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_HasAttribute(info, "i", &has));
+  if (has) ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetAttributeInt(info, "i", &i));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_HasAttribute(info, "ints", &has));
+  if (has) ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetAttributeInts(info, "ints", &ints, &count));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_HasAttribute(info, "f", &has));
+  if (has) ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetAttributeFloat(info, "f", &f));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_HasAttribute(info, "s", &has));
+  if (has) ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetAttributeString(info, "s", &s));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetEp(info, &ep));
+  if (ep) ORT_KERNEL_RETURN_IF_ERROR(g_api->Ep_GetName(ep, &ep_name));
+  snprintf(msg, sizeof msg, "name=%s op=%s in=%d out=%d i=%lld ints=%d:%lld f=%.2f s=%s ep=%s", name, op, (int)nin,
+           (int)nout, (long long)i, (int)count, count ? (long long)ints[count - 1] : -1LL, f, s, ep_name);
+  return g_api->CreateStatus(ORT_FAIL, msg);
+}
+static OrtStatus* est_node_probe(const OrtEpApi* api, const OrtNode* n, const OrtEp* ep, size_t* out) {
+  const char *name, *op, *domain, *type;
+  size_t nin, nout, k;
+  char msg[512];
+  int len;
+  (void)out;
+  ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetName(n, &name));
+  ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetOperatorType(n, &op));
+  ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetDomain(n, &domain));
+  ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetInputCount(n, &nin));
+  ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetOutputCount(n, &nout));
+  ORT_KERNEL_RETURN_IF_ERROR(api->Ep_GetDeviceType(ep, &type));
+  len = snprintf(msg, sizeof msg, "name=%s op=%s domain=%s in=%d out=%d dev=%s", name, op, domain, (int)nin,
+                 (int)nout, type);
+  for (k = 0; k < nin; ++k) {
+    int present;
+    int32_t et;
+    const int64_t* dims;
+    size_t rank;
+    ORT_KERNEL_RETURN_IF_ERROR(api->Node_HasInput(n, k, &present));
+    ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetInputElementType(n, k, &et));
+    ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetInputShape(n, k, &dims, &rank));
+    len += snprintf(msg + len, sizeof msg - (size_t)len, " [%d t%d %s r%d]", present, (int)et,
+                    dims ? "static" : "null", (int)rank);
+  }
+  return api->CreateStatus(ORT_FAIL, msg);
+}
+
 static OrtStatus* add(const OrtKernelApi* api, OrtKernelRegistry* r, const char* op, OrtKernelCreateFunc c,
                       void* state, OrtKernelWorkspaceEstimateFunc e) {
   OrtKernelDefBuilder* b;
@@ -235,6 +294,7 @@ static OrtStatus* register_all(const OrtKernelApi* api, OrtKernelRegistry* r) {
   ADD("CreateFails", cr_fails, NULL, est_fails);
   ADD("NoKernel", cr_no_kernel, NULL, est_reads_ep);
   ADD("State", cr_state, &g_state, NULL);
+  ADD("InfoProbe", cr_info_probe, NULL, est_node_probe);
   return NULL;
 #endif
 }
