@@ -15,18 +15,18 @@ CHUNK = 128
 def _split_kernel(q, k, v, qi, k_begin, k_end, causal, L, Sq, scale):
     if causal:
         k_end = min(k_end, qi + 1)  # unidirectional without a past input: key j visible iff j <= qi
-    m, l, acc = -np.inf, 0.0, np.zeros(q.shape[-1], np.float64)
+    m, denom, acc = -np.inf, 0.0, np.zeros(q.shape[-1], np.float64)
     for kc in range(k_begin, k_end, CHUNK):
         j = np.arange(kc, min(kc + CHUNK, k_end))
         scores = (k[j] @ (q * scale)).astype(np.float64)
         m_new = max(m, scores.max())
         p = np.exp(scores - m_new)
         corr = 0.0 if m == -np.inf else np.exp(m - m_new)
-        l = l * corr + p.sum()
+        denom = denom * corr + p.sum()
         acc = acc * corr + p @ v[j]
         m = m_new
-    if l > 0:
-        return acc / l, m + np.log(l)
+    if denom > 0:
+        return acc / denom, m + np.log(denom)
     return np.zeros_like(acc), -np.inf
 
 

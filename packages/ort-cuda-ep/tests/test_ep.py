@@ -6,6 +6,8 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
+
+import ort_cuda_ep
 from ort_abi import (
     Declined,
     KernelRegistry,
@@ -14,9 +16,6 @@ from ort_abi import (
     estimate_workspace,
     workspace_input_shapes,
 )
-from ort_graph import from_proto, resolve_shapes, zoo
-
-import ort_cuda_ep
 from ort_cuda_ep import (
     EP_NAME,
     CudaExecutionProvider,
@@ -27,6 +26,7 @@ from ort_cuda_ep import (
     get_profile,
 )
 from ort_cuda_ep._ops import find_spec
+from ort_graph import from_proto, resolve_shapes, zoo
 
 
 def _no_device(monkeypatch):

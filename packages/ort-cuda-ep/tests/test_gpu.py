@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
-from ort_abi import KernelContext, WorkspaceInputShape, declare_workspace
 
+from ort_abi import KernelContext, WorkspaceInputShape, declare_workspace
 from ort_cuda_ep import CudaExecutionProvider, attention_recipe, matmul_nbits_recipe
 from ort_cuda_ep._kernel import CudaKernel
 from ort_cuda_ep._ops import find_spec

@@ -9,8 +9,8 @@ import re
 
 import numpy as np
 import pytest
-from ort_abi import EpIdentity, NullDeviceAllocator
 
+from ort_abi import EpIdentity, NullDeviceAllocator
 from ort_cuda_ep import KERNEL_SOURCES, attention_recipe, get_profile, matmul_nbits_recipe
 from ort_cuda_ep._device import DeviceInfo
 from ort_cuda_ep._launch import ScratchOnly, compute

@@ -15,11 +15,17 @@ from ._attention_recipe import (
 from ._compile import KERNEL_SOURCES, CompiledKernel, KernelCache, KernelSource, compile_kernel, default_cache
 from ._device import NO_DEVICE_REMEDY, DeviceInfo, discover
 from ._ep import EP_NAME, CudaExecutionProvider
-from ._errors import CudaEpError, DeviceUnavailableError, KernelCompileError, KernelLaunchError, UnknownProfileError
-from ._nbits_recipe import GEMV_MAX_M, MatMulNBitsRecipe, matmul_nbits_recipe, matmul_nbits_workspace_envelope
-from ._ops import OP_SPECS, NodeFacts, OpSpec, Rejection, check_node, supported_ops
+from ._errors import (
+    CudaEpError,
+    DeviceUnavailableError,
+    KernelCompileError,
+    KernelLaunchError,
+    UnknownProfileError,
+)
 from ._kernel import CudaKernel, declared_slots
 from ._launch import ScratchOnly, WorkspaceSource
+from ._nbits_recipe import GEMV_MAX_M, MatMulNBitsRecipe, matmul_nbits_recipe, matmul_nbits_workspace_envelope
+from ._ops import OP_SPECS, NodeFacts, OpSpec, Rejection, check_node, supported_ops
 from ._profiles import PROFILES, DeviceProfile, get_profile, profile_names
 from ._runtime import CudaAllocator, CudaRuntime, DeviceArray, WorkspaceCounters
 from ._workspace import SLOT_ID, estimate_bytes, workspace_bytes

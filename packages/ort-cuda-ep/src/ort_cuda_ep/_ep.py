@@ -7,6 +7,7 @@ from typing import Any
 
 import attrs
 import numpy as np
+
 from ort_abi import (
     Declined,
     EpIdentity,
@@ -21,7 +22,7 @@ from ort_abi import (
 from ._compile import KERNEL_SOURCES, CompiledKernel, KernelCache, default_cache
 from ._device import NO_DEVICE_REMEDY, DeviceInfo, discover
 from ._errors import DeviceUnavailableError
-from ._kernel import CudaKernel, declared_slots, make_estimate_func
+from ._kernel import CudaKernel, make_estimate_func
 from ._ops import OP_SPECS, NodeFacts, OpSpec, check_node, find_spec
 from ._profiles import DeviceProfile, get_profile
 from ._runtime import CudaRuntime, DeviceArray

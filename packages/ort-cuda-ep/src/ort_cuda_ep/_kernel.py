@@ -11,7 +11,15 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from ort_abi import DeviceBuffer, KernelContext, KernelInfo, WorkspaceInputShape, WorkspaceSlot, copy_device_to_host
+
+from ort_abi import (
+    DeviceBuffer,
+    KernelContext,
+    KernelInfo,
+    WorkspaceInputShape,
+    WorkspaceSlot,
+    copy_device_to_host,
+)
 
 from ._launch import compute
 from ._ops import NodeFacts, OpSpec

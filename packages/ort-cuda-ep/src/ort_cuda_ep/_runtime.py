@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 import numpy as np
+
 from ort_abi import Allocator, Device, DeviceBuffer, EpIdentity, copy_device_to_host, copy_host_to_device
 
 from ._compile import KERNEL_SOURCES, KernelCache, default_cache
@@ -124,8 +125,10 @@ def _check(result, what: str):
 class CudaRuntime:
     """One device's primary context, its loaded kernels and its allocations."""
 
-    def __init__(self, device: DeviceInfo, cache: KernelCache | None = None, identity: EpIdentity | None = None) -> None:
-        from cuda.bindings import driver
+    def __init__(self, device: DeviceInfo, cache: KernelCache | None = None, identity: EpIdentity | None = None,
+                 driver: Any = None) -> None:
+        if driver is None:  # tests pass a recording stand-in; production uses the real binding
+            from cuda.bindings import driver
 
         self.device = device
         self.cache = cache or default_cache()

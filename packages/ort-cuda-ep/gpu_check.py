@@ -1,0 +1,184 @@
+"""One prepared GPU check for ort-cuda-ep (< 3 minutes on an H200).
+
+    python packages/ort-cuda-ep/gpu_check.py [--quick] [--json results.json]
+
+1. discovers the device and compiles every kernel for its arch (NVRTC, cached);
+2. runs the GPU tests (packages/ort-cuda-ep/tests/test_gpu.py: outputs vs numpy / onnxruntime CPU,
+   declared workspace == used, planned vs scratch);
+3. times each kernel on device-resident data with CUDA events and prints it against the
+   memory-bandwidth limit (bytes moved / peak bandwidth), MatMul also in TFLOP/s.
+Exits non-zero when the device is missing or a test fails. Benchmarks print numbers only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def _events():
+    from cuda.bindings import driver
+
+    def make():
+        err, ev = driver.cuEventCreate(0)
+        assert int(err) == 0, err
+        return ev
+
+    return driver, make
+
+
+def bench(rt, fn, iters: int) -> float:
+    """Median milliseconds of fn() over `iters` runs, timed with CUDA events on the null stream."""
+    driver, make = _events()
+    start, stop = make(), make()
+    fn()
+    rt.synchronize()
+    times = []
+    for _ in range(iters):
+        driver.cuEventRecord(start, 0)
+        fn()
+        driver.cuEventRecord(stop, 0)
+        driver.cuEventSynchronize(stop)
+        err, ms = driver.cuEventElapsedTime(start, stop)
+        times.append(float(ms))
+    driver.cuEventDestroy(start)
+    driver.cuEventDestroy(stop)
+    return float(np.median(times))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="smaller benchmark shapes")
+    ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "gpu_check.json"))
+    ap.add_argument("--skip-tests", action="store_true")
+    args = ap.parse_args()
+
+    from ort_cuda_ep import CudaExecutionProvider, attention_recipe, matmul_nbits_recipe
+    from ort_cuda_ep._launch import ScratchOnly, compute
+    from ort_cuda_ep._ops import find_spec
+
+    report: dict = {}
+    ep = CudaExecutionProvider()
+    if not ep.can_run:
+        print(f"no CUDA driver/device: {ep.unavailable_reason}")
+        return 2
+    p = ep.profile
+    print(f"device: {ep.device.name} ({p.arch}, {p.sm_count} SMs, {p.memory_bytes / 2**30:.1f} GiB, "
+          f"peak {p.memory_bandwidth / 1e9:.0f} GB/s), driver {ep.device.driver_version}")
+    report["device"] = {"name": ep.device.name, "arch": p.arch, "sms": p.sm_count, "memory": p.memory_bytes,
+                        "bandwidth": p.memory_bandwidth, "driver": ep.device.driver_version}
+
+    t = time.perf_counter()
+    compiled = ep.compile_all([p.arch])
+    print(f"compiled {len(compiled)} kernel sources for {p.arch} in {time.perf_counter() - t:.2f}s "
+          f"(cache: {sorted({c.from_cache or 'compiled' for c in compiled})})")
+
+    rc = 0
+    if not args.skip_tests:
+        t = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "pytest", str(HERE / "tests" / "test_gpu.py"), "-q", "-m", "gpu",
+                               "-p", "no:cacheprovider", "--rootdir", str(HERE.parent.parent)],
+                              capture_output=True, text=True, timeout=150)
+        tail = proc.stdout.strip().splitlines()[-15:]
+        print("\n".join(["gpu tests:"] + ["  " + line for line in tail]))
+        print(f"gpu tests took {time.perf_counter() - t:.1f}s, exit {proc.returncode}")
+        report["tests"] = {"exit": proc.returncode, "summary": tail[-1] if tail else ""}
+        rc = proc.returncode
+
+    rt = ep.runtime
+    rng = np.random.default_rng(0)
+    big = not args.quick
+    rows = []
+
+    def dev(*shape, dtype=np.float32):
+        return rt.to_device(rng.standard_normal(shape).astype(dtype) if dtype == np.float32
+                            else rng.integers(0, 255, shape, dtype=dtype))
+
+    def run(name, op, domain, inputs, attrs, nbytes, flops=0, iters=20):
+        spec = find_spec(op, domain, 21 if not domain else 1)
+        ws = ScratchOnly(rt)
+        holder: list = []
+
+        def once():
+            for o in holder:
+                rt.release(o)
+            holder.clear()
+            holder.extend(compute(rt, spec, name, inputs, attrs, ws))
+
+        ms = bench(rt, once, iters)
+        for o in holder:
+            rt.release(o)
+        ws.release()
+        gbs = nbytes / ms / 1e6
+        row = {"kernel": name, "ms": ms, "GB/s": gbs, "bw_fraction": nbytes / ms / 1e-3 / p.memory_bandwidth,
+               "bandwidth_bound_ms": nbytes / p.memory_bandwidth * 1e3}
+        if flops:
+            row["TFLOP/s"] = flops / ms / 1e9
+        rows.append(row)
+        print(f"  {name:<38} {ms:8.3f} ms  {gbs:8.1f} GB/s  {100 * row['bw_fraction']:5.1f}% of peak BW"
+              f"  (limit {row['bandwidth_bound_ms']:.3f} ms)" + (f"  {row['TFLOP/s']:.1f} TFLOP/s" if flops else ""))
+
+    print("kernel timings (median of 20, device-resident data, includes output allocation):")
+    n = (64 if big else 8) << 20
+    a, b = dev(n), dev(n)
+    run(f"Add {n >> 20}M floats", "Add", "", [a, b], {}, 3 * 4 * n)
+    run(f"Sigmoid {n >> 20}M floats", "Sigmoid", "", [a], {}, 2 * 4 * n)
+    for t in (a, b):
+        rt.release(t)
+    r, c = (32768 if big else 4096), 4096
+    x, w = dev(r, c), dev(c)
+    run(f"Softmax {r}x{c}", "Softmax", "", [x], {"axis": -1}, 2 * 4 * r * c)
+    run(f"SimplifiedLayerNorm {r}x{c}", "SimplifiedLayerNormalization", "", [x, w], {"axis": -1, "epsilon": 1e-6},
+        2 * 4 * r * c)
+    rt.release(x)
+    rt.release(w)
+    for N, K in ((4096, 4096), (14336, 4096)) if big else ((4096, 4096),):
+        bs = 32
+        A1, A64 = dev(1, K), dev(64, K)
+        B = dev(N, K // bs, bs // 2, dtype=np.uint8)
+        S = rt.to_device(rng.random(N * K // bs).astype(np.float32) * 0.01)
+        wbytes = N * K // 2 + N * K // bs * 4
+        attrs = {"N": N, "K": K, "bits": 4, "block_size": bs}
+        run(f"MatMulNBits GEMV M=1 N={N} K={K}", "MatMulNBits", "com.microsoft", [A1, B, S], attrs, wbytes + 4 * (K + N))
+        ws_bytes = matmul_nbits_recipe(64, N, K, 4, bs).workspace_bytes
+        run(f"MatMulNBits tiled M=64 N={N} K={K}", "MatMulNBits", "com.microsoft", [A64, B, S], attrs,
+            wbytes + 2 * ws_bytes + 4 * 64 * (K + N), flops=2 * 64 * N * K, iters=10)
+        for t in (A1, A64, B, S):
+            rt.release(t)
+    M = 4096 if big else 1024
+    X, Y = dev(M, M), dev(M, M)
+    run(f"MatMul {M}x{M}x{M}", "MatMul", "", [X, Y], {}, 3 * 4 * M * M, flops=2 * M**3, iters=5)
+    rt.release(X)
+    rt.release(Y)
+    for B_, H, D, L in ((1, 32, 128, 8192), (1, 8, 128, 32768), (8, 32, 128, 4096)) if big else ((1, 32, 128, 4096),):
+        q, k, v = dev(B_, 1, H * D), dev(B_, L, H * D), dev(B_, L, H * D)
+        rec = attention_recipe(B_, 1, L, H, D, p.sm_count)
+        run(f"MHA decode B={B_} H={H} D={D} L={L} ({rec.num_splits} splits)", "MultiHeadAttention", "com.microsoft",
+            [q, k, v], {"num_heads": H}, 2 * 4 * B_ * L * H * D + rec.total_bytes * 2)
+        for t in (q, k, v):
+            rt.release(t)
+    report["kernels"] = rows
+    report["workspace_counters"] = {"planned": rt.counters.planned, "scratch": rt.counters.scratch}
+    leaked = rt.allocator.bytes_in_use
+    print(f"device bytes still allocated after the run: {leaked}")
+    report["leaked_bytes"] = leaked
+    try:
+        pathlib.Path(args.json).write_text(json.dumps(report, indent=2))
+        print(f"results written to {args.json}")
+    except OSError as e:
+        print(f"could not write {args.json}: {e}")
+    ep.close()
+    return rc or (1 if leaked else 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,157 @@
+"""CudaRuntime / CudaKernel plumbing against a recording stand-in for cuda.bindings.driver: the real
+cubins are loaded, launches get (values, ctypes) tuples, copies are explicit, and every device byte
+allocated during a call is freed through ort-abi's allocator. (Kernels do not execute here.)"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+from ort_cuda_ep import CudaExecutionProvider, CudaRuntime, DeviceInfo, KernelCache, get_profile
+
+
+class FakeDriver:
+    def __init__(self):
+        self.memory: dict[int, bytearray] = {}
+        self.next = 0x10000
+        self.calls: list[tuple] = []
+        self.modules: dict[int, bytes] = {}
+
+    def _ok(self, *values):
+        return (0, *values)
+
+    def cuDeviceGet(self, ordinal):
+        return self._ok(ordinal)
+
+    def cuDevicePrimaryCtxRetain(self, dev):
+        return self._ok("ctx")
+
+    def cuDevicePrimaryCtxRelease(self, dev):
+        return self._ok()
+
+    def cuCtxSetCurrent(self, ctx):
+        return self._ok()
+
+    def cuCtxSynchronize(self):
+        return self._ok()
+
+    def cuMemAlloc(self, n):
+        p = self.next
+        self.next += (n + 255) // 256 * 256 + 256
+        self.memory[p] = bytearray(n)
+        return self._ok(p)
+
+    def cuMemFree(self, p):
+        assert p in self.memory, "free of an unknown pointer"
+        del self.memory[p]
+        return self._ok()
+
+    def _find(self, p):
+        for base, mem in self.memory.items():
+            if base <= p < base + max(len(mem), 1):
+                return mem, p - base
+        raise AssertionError(f"pointer {p:#x} is not allocated")
+
+    def cuMemcpyHtoD(self, dst, src, n):
+        mem, off = self._find(dst)
+        mem[off:off + n] = np.asarray(src).reshape(-1).view(np.uint8).tobytes()[:n]
+        self.calls.append(("HtoD", n))
+        return self._ok()
+
+    def cuMemcpyDtoH(self, dst, src, n):
+        mem, off = self._find(src)
+        np.asarray(dst).reshape(-1).view(np.uint8)[:n] = np.frombuffer(bytes(mem[off:off + n]), np.uint8)
+        self.calls.append(("DtoH", n))
+        return self._ok()
+
+    def cuModuleLoadData(self, image):
+        assert bytes(image[:4]) == b"\x7fELF"
+        h = len(self.modules) + 1
+        self.modules[h] = bytes(image)
+        return self._ok(h)
+
+    def cuModuleGetFunction(self, mod, name):
+        assert name in self.modules[mod], f"{name!r} not in the loaded cubin"
+        return self._ok((mod, name.decode()))
+
+    def cuModuleUnload(self, mod):
+        return self._ok()
+
+    def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
+        values, types = params
+        assert len(values) == len(types) and all(t in (ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_float)
+                                                 for t in types)
+        for v, t in zip(values, types, strict=True):
+            if t is ctypes.c_void_p and v:
+                self._find(v)  # every pointer argument points into live memory
+        self.calls.append(("launch", fn[1], (gx, gy, gz), (bx, by, bz)))
+        return self._ok()
+
+
+@pytest.fixture
+def ep(monkeypatch, tmp_path):
+    fake = DeviceInfo(0, "NVIDIA A100", get_profile("a100"), 13000)
+    monkeypatch.setattr("ort_cuda_ep._ep.discover", lambda device_id=0: fake)
+    cache = KernelCache(tmp_path)
+    ep = CudaExecutionProvider(cache=cache)
+    ep._runtime = CudaRuntime(fake, cache, ep.identity, driver=FakeDriver())
+    return ep
+
+
+def _launches(ep):
+    return [c[1] for c in ep.runtime._driver.calls if c[0] == "launch"]
+
+
+def test_elementwise_round_trip_is_explicit_and_leak_free(ep):
+    a, b = np.ones((4, 8), np.float32), np.ones(8, np.float32)
+    (y,), ctx = ep.run_op("Add", [a, b])
+    calls = ep.runtime._driver.calls
+    assert [c[0] for c in calls] == ["HtoD", "HtoD", "launch", "DtoH"]
+    assert y.shape == (4, 8) and y.dtype == np.float32
+    assert ep.allocator.bytes_in_use == 0 and ep.runtime._driver.memory == {}
+
+
+def test_attention_scratch_workspace_is_freed_and_counted(ep):
+    q, k = np.zeros((1, 1, 128), np.float32), np.zeros((1, 4096, 128), np.float32)
+    (o,), ctx = ep.run_op("MultiHeadAttention", [q, k, k.copy()], {"num_heads": 2}, domain="com.microsoft", opset=1,
+                          node_name="mha")
+    assert _launches(ep) == ["attn_split_f32", "attn_combine_f32"]
+    source, used = ep.runtime.counters.last["mha"]
+    assert source == "scratch" and used == 8704 and ctx.counters.scratch_bytes == 8704
+    assert ep.allocator.bytes_in_use == 0 and ep.runtime._driver.memory == {}
+
+
+def test_planned_device_workspace_is_used_without_scratch(ep):
+    planned = ep.allocator.alloc(8704)
+    q, k = np.zeros((1, 1, 128), np.float32), np.zeros((1, 4096, 128), np.float32)
+    _, ctx = ep.run_op("MultiHeadAttention", [q, k, k.copy()], {"num_heads": 2}, domain="com.microsoft", opset=1,
+                       workspace={0: planned}, node_name="mha")
+    assert ep.runtime.counters.last["mha"] == ("planned", 8704)
+    assert (ctx.counters.workspace_from_plan, ctx.counters.scratch_fallbacks) == (1, 0)
+    ep.allocator.free(planned)
+    assert ep.allocator.bytes_in_use == 0
+
+
+def test_matmul_nbits_tiled_path_plumbing(ep):
+    m, n, k, bs = 16, 64, 64, 32
+    inputs = [np.zeros((m, k), np.float32), np.zeros((n, k // bs, bs // 2), np.uint8), np.ones(n * k // bs, np.float32)]
+    (y,), _ = ep.run_op("MatMulNBits", inputs, {"N": n, "K": k, "bits": 4, "block_size": bs}, domain="com.microsoft",
+                        opset=1, node_name="q")
+    assert y.shape == (m, n) and _launches(ep) == ["mnb4_dequant_f32", "matmul_f32"]
+    assert ep.runtime.counters.last["q"] == ("scratch", 4 * n * k)
+    assert ep.runtime._driver.memory == {}
+
+
+def test_double_free_and_foreign_free_are_refused(ep):
+    from ort_abi import DoubleFreeError, HostAllocator, OwnershipError
+
+    arr = ep.to_device(np.arange(4, dtype=np.float32))
+    assert np.array_equal(ep.to_host(arr), np.arange(4, dtype=np.float32))
+    ep.runtime.release(arr)
+    with pytest.raises(DoubleFreeError):
+        ep.runtime.release(arr)
+    host_buf = HostAllocator().alloc(16)
+    with pytest.raises(OwnershipError):
+        ep.allocator.free(host_buf)
