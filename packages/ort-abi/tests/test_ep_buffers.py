@@ -192,3 +192,14 @@ def test_provider_subclass_only_overrides_hooks():
         copy_host_to_device(np.zeros(5, np.uint8), a.alloc(5))
     with pytest.raises(ValueError, match="byte count"):
         a.alloc(-1)
+
+
+def test_declined_keywords_alias_and_required_fields():
+    d = Declined(ep="CPUExecutionProvider", node="n", op="Relu", domain="", rejected="input 0 dtype STRING",
+                 accepts="FLOAT", remedy="cast")
+    assert d.op_type == "Relu" and d.opset is None and "(Relu)" in d.message
+    assert d == Declined("n", "Relu", "", None, "input 0 dtype STRING", "CPUExecutionProvider", "FLOAT", "cast")
+    with pytest.raises(TypeError, match="missing remedy"):
+        Declined("n", "Relu", "", 1, "x", "EP", "FLOAT")
+    with pytest.raises(TypeError, match="pass one of them"):
+        Declined("n", "Relu", op="Add", rejected="x", ep="EP", accepts="a", remedy="r")

@@ -103,8 +103,9 @@ class KernelContext:
                  output_types: Sequence[Any] | None = None, output_allocator: OutputAllocator | None = None,
                  workspace: Mapping[int, Any] | None = None, counters: ContextCounters | None = None,
                  node_name: str | None = None, scratch_allocator: Any = None) -> None:
-        # numpy arrays (host kernels) or device tensors (objects with .shape/.dtype) pass through as given
-        self.inputs: list[Any] = [np.asarray(a) if isinstance(a, (list, tuple, int, float)) else a for a in inputs]
+        # numpy arrays (host kernels), device tensors (objects with .shape/.dtype) or sequence values:
+        # passed through exactly as given
+        self.inputs: list[Any] = list(inputs)
         self.output_types = list(output_types or [])
         n_out = output_count if output_count is not None else max(len(self.output_types), 1)
         self.outputs: list[np.ndarray | None] = [None] * n_out
@@ -132,7 +133,7 @@ class KernelContext:
     def output_dtype(self, index: int) -> np.dtype:
         if index < len(self.output_types) and self.output_types[index] not in (None, 0):
             return _numpy_dtype(self.output_types[index])
-        first = next((a for a in self.inputs if a is not None), None)
+        first = next((a for a in self.inputs if getattr(a, "dtype", None) is not None), None)
         if first is None:
             raise ValueError(f"output {index} of node {self.node_name!r} has no declared type and there is no input "
                              "to take it from; pass output_types to KernelContext")

@@ -66,9 +66,12 @@ class Supported:
         return True
 
 
-@attrs.frozen
+@attrs.frozen(init=False)
 class Declined:
-    """The EP will not take the node, and says exactly why and what would work."""
+    """The EP will not take the node, and says exactly why and what would work.
+
+    `Declined(node, op_type, domain, opset, rejected, ep, accepts, remedy)`; `opset` may be None when
+    unknown, and `op=` is accepted as an alias of `op_type=`. rejected/ep/accepts/remedy are required."""
 
     node: str
     op_type: str
@@ -78,6 +81,19 @@ class Declined:
     ep: str
     accepts: str  # what it accepts instead, e.g. "FLOAT, FLOAT16"
     remedy: str  # a useful next step, e.g. "cast input 0 to FLOAT or leave the node on CPU"
+
+    def __init__(self, node: str, op_type: str | None = None, domain: str = "", opset: int | None = None,
+                 rejected: str | None = None, ep: str | None = None, accepts: str | None = None,
+                 remedy: str | None = None, *, op: str | None = None) -> None:
+        if op is not None and op_type is not None and op != op_type:
+            raise TypeError(f"Declined got op_type={op_type!r} and op={op!r}; pass one of them")
+        op_type = op_type if op_type is not None else op
+        missing = [n for n, v in (("op_type", op_type), ("rejected", rejected), ("ep", ep), ("accepts", accepts),
+                                  ("remedy", remedy)) if not v]
+        if missing:
+            raise TypeError(f"Declined for node {node!r} is missing {', '.join(missing)}; an honest decline names "
+                            "the op, what was rejected, the EP, what it accepts and a remedy")
+        self.__attrs_init__(node, op_type, domain, opset, rejected, ep, accepts, remedy)
 
     @property
     def supported(self) -> bool:

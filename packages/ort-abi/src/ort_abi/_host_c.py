@@ -349,7 +349,12 @@ def KernelInfo_GetEp(info: Any, out: Any) -> None:
         out[0] = ffi.NULL
         return
     if v.ep_handle is None:
-        v.ep_handle = v.child("OrtEp", EpView(v.info.ep))
+        try:
+            view = EpView(v.info.ep)
+        except TypeError:  # an EP object without an EpIdentity: no handle to give
+            out[0] = ffi.NULL
+            return
+        v.ep_handle = v.child("OrtEp", view)
     out[0] = v.ep_handle
 
 
