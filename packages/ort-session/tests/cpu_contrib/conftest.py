@@ -42,19 +42,21 @@ def infos(inputs: list[np.ndarray | None]) -> list[InputInfo]:
 
 
 def ours(op: str, inputs: list[np.ndarray | None], n_out: int, domain: str = MS, opset: int = 1,
-         **attrs: object) -> list[np.ndarray]:
-    """Run one node with the registered CPU kernel; asserts the kernel claims the node first."""
-    impl = find(op, domain, opset)
+         impl: object = None, **attrs: object) -> list[np.ndarray]:
+    """Run one node with the registered CPU kernel (or `impl`); asserts the kernel claims the node first."""
+    impl = impl if impl is not None else find(op, domain, opset)
     assert impl is not None, f"no kernel registered for {domain}::{op} at opset {opset}"
     node = make_node(op, len(inputs), n_out, domain, **attrs)
     node.inputs = ["" if a is None else f"i{i}" for i, a in enumerate(inputs)]
     decline = impl.supports(node, infos(inputs), opset)
     assert decline is None, decline
-    return impl.compute(node, list(inputs))
+    with cpu.opset_scope({domain: opset} | ({} if domain == "" else {"": 22})):
+        return impl.compute(node, list(inputs))
 
 
-def decline_of(op: str, inputs: list[InputInfo], n_out: int = 1, domain: str = MS, opset: int = 1, **attrs: object):
-    impl = find(op, domain, opset)
+def decline_of(op: str, inputs: list[InputInfo], n_out: int = 1, domain: str = MS, opset: int = 1,
+               impl: object = None, **attrs: object):
+    impl = impl if impl is not None else find(op, domain, opset)
     node = make_node(op, len(inputs), n_out, domain, **attrs)
     node.inputs = [f"i{i}" if info.present else "" for i, info in enumerate(inputs)]
     return impl.supports(node, inputs, opset)

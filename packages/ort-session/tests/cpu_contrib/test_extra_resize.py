@@ -8,6 +8,11 @@ import pytest
 from onnx import TensorProto
 
 from ort_session.cpu import InputInfo
+from ort_session.cpu.ops_extra_resize import Resize, Upsample
+
+# The kernels of this module are called directly: the op table may also hold another Resize/Upsample
+# (ops_resize), and `find` picks one of them per opset.
+RESIZE, UPSAMPLE = Resize(), Upsample()
 
 COORDS = ["half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
           "tf_half_pixel_for_nn"]
@@ -16,7 +21,7 @@ COORDS = ["half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_cor
 def _run(kit, ins, opset=19, oracle="ort", **attrs):
     run = kit.ort if oracle == "ort" else kit.reference
     ref = run("Resize", ins, 1, domain="", opset=opset, **attrs)[0]
-    got = kit.ours("Resize", ins, 1, domain="", opset=opset, **attrs)[0]
+    got = kit.ours("Resize", ins, 1, domain="", opset=opset, impl=RESIZE, **attrs)[0]
     assert got.shape == ref.shape and got.dtype == ref.dtype
     return got, ref
 
@@ -98,24 +103,25 @@ def test_resize10_and_upsample(kit, rng, mode, scales):
     x = rng.standard_normal((1, 2, 4, 6)).astype(np.float32)
     sc = np.array(scales, np.float32)
     ref = kit.ort("Resize", [x, sc], 1, domain="", opset=10, mode=mode)[0]
-    got = kit.ours("Resize", [x, sc], 1, domain="", opset=10, mode=mode)[0]
+    got = kit.ours("Resize", [x, sc], 1, domain="", opset=10, impl=RESIZE, mode=mode)[0]
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
     if min(scales) >= 1:
         ref = kit.ort("Upsample", [x, sc], 1, domain="", opset=9, mode=mode)[0]
-        got = kit.ours("Upsample", [x, sc], 1, domain="", opset=9, mode=mode)[0]
+        got = kit.ours("Upsample", [x, sc], 1, domain="", opset=9, impl=UPSAMPLE, mode=mode)[0]
         np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
 
 
 def test_resize_declines(kit):
     F = TensorProto.FLOAT
-    d = kit.decline_of("Resize", [InputInfo(F, (1, 1, 4, 4))], domain="", opset=19, mode="bicubic")
+    d = kit.decline_of("Resize", [InputInfo(F, (1, 1, 4, 4))], domain="", opset=19, impl=RESIZE, mode="bicubic")
     assert d is not None and "bicubic" in d.rejected
-    d = kit.decline_of("Resize", [InputInfo(F, (1, 1, 4, 4))], domain="", opset=19, mode="linear",
+    d = kit.decline_of("Resize", [InputInfo(F, (1, 1, 4, 4))], domain="", opset=19, impl=RESIZE, mode="linear",
                        coordinate_transformation_mode="tf_half_pixel_for_nn")
     assert d is not None and "tf_half_pixel_for_nn" in d.rejected
-    d = kit.decline_of("Resize", [InputInfo(F, (1, 1, 4, 4))], domain="", opset=19, antialias=1)
+    d = kit.decline_of("Resize", [InputInfo(F, (1, 1, 4, 4))], domain="", opset=19, impl=RESIZE, antialias=1)
     assert d is not None and "antialias" in d.rejected
-    d = kit.decline_of("Resize", [InputInfo(TensorProto.INT64, (1, 1, 4, 4))], domain="", opset=19, mode="linear")
+    d = kit.decline_of("Resize", [InputInfo(TensorProto.INT64, (1, 1, 4, 4))], domain="", opset=19, impl=RESIZE,
+                       mode="linear")
     assert d is not None and "INT64" in d.rejected
-    d = kit.decline_of("Resize", [InputInfo(TensorProto.STRING, (4,))], domain="", opset=19)
+    d = kit.decline_of("Resize", [InputInfo(TensorProto.STRING, (4,))], domain="", opset=19, impl=RESIZE)
     assert d is not None
