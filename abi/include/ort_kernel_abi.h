@@ -241,6 +241,7 @@ struct OrtKernelApi {
                                              float* out);
   OrtStatus* (*KernelInfo_GetAttributeString)(const OrtKernelInfo* info, const char* name,
                                               const char** out);
+  /* *out = NULL when the host has no EP identity for this kernel */
   OrtStatus* (*KernelInfo_GetEp)(const OrtKernelInfo* info, const OrtEp** out);
 
   /* ---- kernel context (during Compute) ---- */

@@ -25,8 +25,11 @@ class _View:
         return self.keep[key]
 
     def int64s(self, key: Any, values: Any) -> Any:
+        """An int64 array for `key`, made once: a pointer handed out earlier stays valid."""
         from ._ffi import _ffi
 
+        if key in self.keep:
+            return self.keep[key]
         values = [int(v) for v in values]
         self.keep[key] = arr = _ffi.new("int64_t[]", max(len(values), 1))
         for i, v in enumerate(values):
