@@ -112,7 +112,7 @@ def main() -> int:
             for o in holder:
                 rt.release(o)
             holder.clear()
-            holder.extend(compute(rt, spec, name, inputs, attrs, ws))
+            holder.extend(o for o in compute(rt, spec, name, inputs, attrs, ws) if o is not None)
 
         ms = bench(rt, once, iters)
         for o in holder:

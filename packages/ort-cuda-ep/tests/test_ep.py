@@ -223,3 +223,25 @@ def test_resolved_decoder_claims_are_stable(monkeypatch):
     assert {"MatMul", "Softmax", "Add", "Mul", "Sigmoid", "Pow", "Sqrt", "Div"} <= set(claimed)
     assert "Transpose" not in claimed and "Reshape" not in claimed
     onnx.checker.check_model(zoo.decoder_proto(zoo.DecoderConfig(batch=1, sequence=8, past_sequence=0)))
+
+
+def test_real_exported_int4_model(shared_models, monkeypatch):
+    """onnxruntime-genai's int4 CPU export: MatMulNBits and the norms are claimed, GroupQueryAttention declined."""
+    from ort_graph import load
+
+    _no_device(monkeypatch)
+    model = load(shared_models / "llama_l4" / "genai_int4_cpu" / "model.onnx")
+    resolve_shapes(model, dims={"batch_size": 1, "sequence_length": 16, "total_sequence_length": 16,
+                                "past_sequence_length": 0})
+    ep = CudaExecutionProvider(profile="l4")
+    verdicts = {n.name: (n, ep.claim(n, model.opset(n.domain) or 1)) for n in model.graph.nodes}
+    kinds = {}
+    for node, v in verdicts.values():
+        kinds.setdefault(node.op_type, set()).add(type(v).__name__)
+    assert kinds["MatMulNBits"] == {"Supported"} and kinds["SkipSimplifiedLayerNormalization"] == {"Supported"}
+    assert kinds["GroupQueryAttention"] == {"Declined"}
+    gqa = next(v for n, v in verdicts.values() if n.op_type == "GroupQueryAttention")
+    assert "GroupQueryAttention" in gqa.rejected and "CPU" in gqa.remedy
+    qkv = next(n for n, _ in verdicts.values() if n.op_type == "MatMulNBits")
+    k, n = qkv.attr("K"), qkv.attr("N")
+    assert ep.estimate(qkv, 1) == 4 * k * n  # 16 tokens: the tiled path dequantizes B

@@ -79,6 +79,19 @@ def test_rms_norm(ep):
     _close(inv, r)
 
 
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_skip_rms_norm(ep, with_bias):
+    x, skip, w, bias = _f(2, 7, 96), _f(2, 7, 96), _f(96), _f(96)
+    inputs = [x, skip, w] + ([bias] if with_bias else [])
+    (y, _mean, inv, total), _ = ep.run_op("SkipSimplifiedLayerNormalization", inputs, {"epsilon": 1e-6},
+                                          domain="com.microsoft", opset=1, output_count=4)
+    s = x + skip + (bias if with_bias else 0)
+    r = 1 / np.sqrt((s * s).mean(-1, keepdims=True) + 1e-6)
+    _close(total, s)
+    _close(inv, r)
+    _close(y, s * r * w)
+
+
 @pytest.mark.parametrize("sa,sb", [((1, 64), (64, 48)), ((130, 70), (70, 200)), ((2, 33, 17), (17, 65)),
                                    ((3, 9, 40), (3, 40, 11)), ((64,), (64, 5))])
 def test_matmul(ep, sa, sb):

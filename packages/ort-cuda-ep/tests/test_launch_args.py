@@ -151,3 +151,17 @@ def test_attention_uses_the_recipe_layout(b, s, kv, h, d):
         assert [e for e, *_ in rt.launches] == ["attn_split_f32", "attn_combine_f32"]
     else:
         assert values[5:7] == [0, 0] and len(rt.launches) == 1
+
+
+@pytest.mark.parametrize("n_out", [1, 3, 4])
+def test_skip_rms_norm_outputs(n_out):
+    rt = RecordingRuntime()
+    x, skip, g = _arr(rt, (2, 5, 64)), _arr(rt, (2, 5, 64)), _arr(rt, (64,))
+    outs = compute(rt, find_spec("SkipSimplifiedLayerNormalization", "com.microsoft", 1), "n", [x, skip, g], {},
+                   ScratchOnly(rt), n_out)
+    assert len(outs) == n_out and outs[0].shape == (2, 5, 64)
+    values = rt.launches[0][3]
+    assert values[2] == 0 and values[7:9] == [10, 64]  # no bias; rows, cols
+    assert (values[5] != 0) == (n_out > 2) and (values[6] != 0) == (n_out > 3)
+    if n_out == 4:
+        assert outs[1] is None and outs[2].shape == (2, 5, 1) and outs[3].shape == (2, 5, 64)

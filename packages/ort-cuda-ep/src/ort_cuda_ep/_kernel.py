@@ -121,8 +121,10 @@ class CudaKernel:
                 if d is not None:
                     owned.append(d)
             outs = compute(rt, self.spec, self.node_name, inputs, self.attrs, ws, ctx.output_count)
-            owned.extend(outs)
+            owned.extend(o for o in outs if o is not None)
             for i, o in enumerate(outs):
+                if o is None:
+                    continue
                 host = ctx.output(i, o.shape, o.dtype)
                 copy_device_to_host(o.buffer, host.reshape(-1).view(np.uint8))
         finally:

@@ -171,6 +171,25 @@ def _rms_norm(rt: CudaRuntime, x: DeviceArray, scale: DeviceArray, attrs: Mappin
     return [y] if inv is None else [y, inv]
 
 
+def _skip_rms_norm(rt: CudaRuntime, inputs, attrs: Mapping[str, Any], n_out: int) -> list[DeviceArray | None]:
+    x, skip, scale = inputs[0], inputs[1], inputs[2]
+    bias = inputs[3] if len(inputs) > 3 else None
+    if skip.shape != x.shape:
+        raise KernelLaunchError(f"SkipSimplifiedLayerNormalization: skip {skip.shape!r} differs from input {x.shape!r}")
+    cols = x.shape[-1]
+    if scale.size != cols or (bias is not None and bias.size != cols):
+        raise KernelLaunchError(f"SkipSimplifiedLayerNormalization: gamma/bias must have {cols} elements")
+    rows = x.size // cols if cols else 0
+    y = rt.empty(x.shape)
+    inv = rt.empty(x.shape[:-1] + (1,)) if n_out > 2 else None
+    total = rt.empty(x.shape) if n_out > 3 else None
+    if rows and cols:
+        rt.launch("rms_norm", "skip_rms_norm_f32", (min(rows, 1 << 20),), (256,),
+                  [ptr(x), ptr(skip), ptr(bias), ptr(scale), ptr(y), ptr(inv), ptr(total), i64(rows), i32(cols),
+                   f32(attrs.get("epsilon", 1e-5))])
+    return [y, None, inv, total][:max(n_out, 1)]
+
+
 def _matmul_nbits(rt, node, inputs, attrs, ws) -> DeviceArray:
     a, b, scales = inputs[0], inputs[1], inputs[2]
     zp = inputs[3] if len(inputs) > 3 else None
@@ -222,8 +241,8 @@ def _attention(rt, node, inputs, attrs, ws) -> DeviceArray:
 
 
 def compute(rt: CudaRuntime, spec: OpSpec, node: str, inputs: Sequence[DeviceArray | None], attrs: Mapping[str, Any],
-            ws: WorkspaceSource, n_outputs: int = 1) -> list[DeviceArray]:
-    """Run one node on the device; returns its outputs (owned by ``rt``)."""
+            ws: WorkspaceSource, n_outputs: int = 1) -> list[DeviceArray | None]:
+    """Run one node on the device; returns its outputs (owned by ``rt``; None for one not computed)."""
     op = spec.op_type
     if op in BINARY_OPS:
         return [_binary(rt, op, inputs[0], inputs[1])]  # type: ignore[arg-type]
@@ -233,6 +252,8 @@ def compute(rt: CudaRuntime, spec: OpSpec, node: str, inputs: Sequence[DeviceArr
         return [_softmax(rt, inputs[0])]  # type: ignore[arg-type]
     if op == "SimplifiedLayerNormalization":
         return _rms_norm(rt, inputs[0], inputs[1], attrs, n_outputs)  # type: ignore[arg-type]
+    if op == "SkipSimplifiedLayerNormalization":
+        return _skip_rms_norm(rt, inputs, attrs, n_outputs)  # type: ignore[return-value]
     if op == "MatMul":
         return [_matmul(rt, inputs[0], inputs[1])]  # type: ignore[arg-type]
     if op == "Gemm":

@@ -44,6 +44,7 @@ class NodeFacts:
     dtypes: tuple[int, ...]  # 0 unknown
     shapes: tuple[tuple[object, ...] | None, ...]  # None: unknown rank or omitted
     attrs: Mapping[str, Any]
+    outputs: tuple[str, ...] = ()  # '' for an omitted optional output
 
     @classmethod
     def from_node(cls, node) -> NodeFacts:
@@ -54,7 +55,7 @@ class NodeFacts:
             dtypes.append(v.dtype if v is not None else 0)
             shapes.append(tuple(v.shape) if v is not None and v.shape is not None else None)
         return cls(node.name, node.op_type, "" if node.domain == "ai.onnx" else node.domain, tuple(node.inputs),
-                   tuple(dtypes), tuple(shapes), {k: a.value for k, a in node.attributes.items()})
+                   tuple(dtypes), tuple(shapes), {k: a.value for k, a in node.attributes.items()}, tuple(node.outputs))
 
     def present(self, i: int) -> bool:
         return i < len(self.inputs) and self.inputs[i] != ""
@@ -138,6 +139,19 @@ def _rms_norm(f: NodeFacts, opset: int) -> Rejection | None:
     return None
 
 
+def _skip_rms_norm(f: NodeFacts, opset: int) -> Rejection | None:
+    r = _first(_dtypes(f, {0: (F32,), 1: (F32,), 2: (F32,), 3: (F32,)}), _ranks_known(f, (0, 1), 64))
+    if r:
+        return r
+    if f.rank(0) != f.rank(1) or (f.rank(0) or 0) < 1:
+        return Rejection("shape", f"input {f.shapes[0]!r} and skip {f.shapes[1]!r}", "skip with the input's shape",
+                         "leave this node to the CPU EP")
+    if len(f.outputs) > 1 and f.outputs[1]:
+        return Rejection("output", "the mean output (1)", "outputs 0, 2 (inv_std_var) and 3 (input_skip_bias_sum)",
+                         "drop the unused mean output, or leave this node to the CPU EP")
+    return None
+
+
 def _matmul(f: NodeFacts, opset: int) -> Rejection | None:
     r = _first(_dtypes(f, {0: (F32,), 1: (F32,)}), _ranks_known(f, (0, 1), 64))
     if r:
@@ -206,6 +220,7 @@ OP_SPECS: tuple[OpSpec, ...] = (
     OpSpec("Softmax", "", 1, None, "softmax", "none", _softmax),
     OpSpec("SimplifiedLayerNormalization", "", 1, None, "rms_norm", "none", _rms_norm),
     OpSpec("SimplifiedLayerNormalization", "com.microsoft", 1, None, "rms_norm", "none", _rms_norm),
+    OpSpec("SkipSimplifiedLayerNormalization", "com.microsoft", 1, None, "rms_norm", "none", _skip_rms_norm),
     OpSpec("MatMul", "", 1, None, "matmul", "none", _matmul),
     OpSpec("Gemm", "", 7, None, "matmul", "none", _gemm),
     OpSpec("MatMulNBits", "com.microsoft", 1, None, "matmul_nbits", "matmul_nbits", _matmul_nbits),

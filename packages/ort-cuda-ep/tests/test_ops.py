@@ -1,0 +1,72 @@
+"""Claim rules from node facts alone: each decline names the rejected thing and a remedy."""
+
+from __future__ import annotations
+
+import pytest
+from onnx import TensorProto
+
+from ort_cuda_ep import NodeFacts, check_node, supported_ops
+
+F, H, U8 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.UINT8
+
+
+def facts(op, shapes, dtypes=None, attrs=None, domain="", inputs=None):
+    inputs = inputs or tuple(f"x{i}" if s is not None else "" for i, s in enumerate(shapes))
+    dtypes = dtypes or tuple(F if s is not None else 0 for s in shapes)
+    return NodeFacts("n", op, domain, tuple(inputs), tuple(dtypes), tuple(shapes), attrs or {})
+
+
+@pytest.mark.parametrize("f,opset", [
+    (facts("Add", [(2, 3), (3,)]), 17), (facts("Sigmoid", [(4,)]), 17), (facts("Softmax", [(2, 8)], attrs={"axis": 1}), 13),
+    (facts("Softmax", [(2, 8)]), 11), (facts("MatMul", [("b", 8, 64), (64, 32)]), 17),
+    (facts("MatMul", [("b", 8, 64), ("b", 64, 32)]), 17), (facts("Gemm", [(4, 8), (8, 2), (2,)]), 13),
+    (facts("SimplifiedLayerNormalization", [("b", 64), (64,)]), 17),
+    (facts("MatMulNBits", [("m", 64), (32, 2, 16), (64,)], (F, U8, F), {"K": 64, "N": 32, "bits": 4, "block_size": 32},
+           "com.microsoft"), 1),
+    (facts("Gelu", [(4,)], attrs={"approximate": "tanh"}), 20),
+    (NodeFacts("n", "SkipSimplifiedLayerNormalization", "com.microsoft", ("x", "s", "g"), (F, F, F),
+               ((1, 8, 64), (1, 8, 64), (64,)), {}, ("y", "", "", "sum")), 1),
+])
+def test_supported(f, opset):
+    spec, rejection = check_node(f, opset)
+    assert spec is not None and rejection is None
+
+
+@pytest.mark.parametrize("f,opset,aspect,text", [
+    (facts("Reshape", [(2,), (1,)]), 17, "op", "Reshape"),
+    (facts("Add", [(2, 3), (3,)], (H, H)), 17, "dtype", "FLOAT16"),
+    (facts("Add", [(2, 3), (3,)], (0, F)), 17, "dtype", "unknown"),
+    (facts("Add", [None, (3,)], (F, F), inputs=("a", "b")), 17, "shape", "None"),
+    (facts("Add", [(1,) * 7, (3,)]), 17, "shape", "rank"),
+    (facts("Softmax", [(2, 8)], attrs={"axis": 0}), 13, "attribute", "axis=0"),
+    (facts("MatMul", [(2, 8, 64), (3, 64, 32)]), 17, "shape", "batch dims"),
+    (facts("Gemm", [(2, 4, 8), (8, 2)]), 13, "shape", "rank"),
+    (facts("MatMulNBits", [("m", 64), (32, 2, 16), (64,)], (F, U8, F), {"K": 64, "N": 32, "bits": 8, "block_size": 32},
+           "com.microsoft"), 1, "attribute", "bits=8"),
+    (facts("MatMulNBits", [("m", 64), (32, 2, 16), (64,)], (F, U8, F), {"K": 64, "N": 32, "bits": 4, "block_size": 24},
+           "com.microsoft"), 1, "attribute", "block_size=24"),
+    (facts("MatMulNBits", [("m", 64), (32, 2, 16), (64,), None, (64,)], (F, U8, F, 0, TensorProto.INT32),
+           {"K": 64, "N": 32, "bits": 4, "block_size": 32}, "com.microsoft", ("A", "B", "s", "", "g")), 1, "input", "g_idx"),
+    (facts("MatMulNBits", [("m", 48), (32, 2, 16), (64,)], (F, U8, F), {"K": 64, "N": 32, "bits": 4, "block_size": 32},
+           "com.microsoft"), 1, "shape", "K=64"),
+    (facts("SimplifiedLayerNormalization", [(4, 8), (8,), (8,)]), 17, "input", "bias"),
+    (facts("Gelu", [(4,)], attrs={"approximate": "fast"}), 20, "attribute", "fast"),
+    (NodeFacts("n", "SkipSimplifiedLayerNormalization", "com.microsoft", ("x", "s", "g"), (F, F, F),
+               ((1, 8, 64), (1, 8, 64), (64,)), {}, ("y", "mean")), 1, "output", "mean"),
+])
+def test_declined_with_reason(f, opset, aspect, text):
+    spec, rejection = check_node(f, opset)
+    assert rejection is not None and rejection.aspect == aspect
+    assert text in rejection.detail + rejection.accepts
+    assert rejection.remedy and rejection.accepts
+
+
+def test_gelu_needs_opset_20():
+    spec, rejection = check_node(facts("Gelu", [(4,)]), 17)
+    assert spec is None and rejection.aspect == "op"
+
+
+def test_supported_ops_list():
+    ops = supported_ops()
+    assert {"MatMul", "Gemm", "Softmax", "SimplifiedLayerNormalization", "com.microsoft::MatMulNBits",
+            "com.microsoft::MultiHeadAttention", "Add", "Sigmoid"} <= set(ops)
