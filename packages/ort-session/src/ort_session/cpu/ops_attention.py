@@ -128,3 +128,49 @@ class Attention(OpImpl):
                         softmax_precision=node.attr("softmax_precision"))
         return list(out)
 
+
+
+@register("FlexAttention", since=1, domain="ai.onnx.preview")
+class FlexAttention(OpImpl):
+    """Rank-4 attention with optional score_mod / prob_mod subgraphs (run with the interpreter)."""
+
+    implicit_inputs = True
+
+    def supports(self, node, inputs, opset):
+        for i in range(3):
+            r = rank(inputs, i)
+            if r is not None and r != 4:
+                return Decline(rejected=f"input {i} rank {r}", accepts="rank-4 Q, K, V")
+        sp = node.attr("softmax_precision")
+        if sp is not None and sp not in (T.FLOAT, T.DOUBLE, T.FLOAT16, T.BFLOAT16):
+            return decline_attr("softmax_precision", sp, "1, 10, 11, 16")
+        return check_all(inputs, FLOATS_BF, range(3))
+
+    def compute(self, node, inputs):
+        from ._interp import run_graph
+
+        q, k, v = inputs[:3]
+        outer = dict(zip(node.implicit_inputs(), inputs[3:]))
+        hq, hk = q.shape[1], k.shape[1]
+        if hq != hk:
+            k, v = np.repeat(k, hq // hk, axis=1), np.repeat(v, hq // hk, axis=1)
+        scale = node.attr("scale")
+        if scale is None:
+            scale = 1.0 / np.sqrt(q.shape[3])
+        root = np.array(np.sqrt(np.float32(scale)), dtype=q.dtype)
+        scores = np.matmul(q * root, np.swapaxes(k * root, -1, -2))
+        sp = node.attr("softmax_precision")
+        ct = np_dtype(sp) if sp is not None else (np.dtype(np.float32) if q.dtype.itemsize < 4 else q.dtype)
+        scores = scores.astype(ct)
+
+        def mod(name, x):
+            g = node.attr(name)
+            if g is None:
+                return x
+            res = run_graph(g, {g.inputs[0]: x}, outer)
+            return np.asarray(res[g.outputs[0]], dtype=ct)
+
+        scores = mod("score_mod", scores)
+        e = np.exp(scores - np.max(scores, axis=-1, keepdims=True))
+        probs = mod("prob_mod", e / np.sum(e, axis=-1, keepdims=True))
+        return [np.matmul(probs, v.astype(ct)).astype(v.dtype)]
