@@ -59,6 +59,11 @@ def test_genai_export_prefill_and_decode_match_onnxruntime(kit, shared_models, v
         assert ours_out[name].shape == ref_out[name].shape, name
         np.testing.assert_allclose(ours_out[name].astype(np.float32), ref_out[name].astype(np.float32), rtol=tol, atol=tol, err_msg=f"prefill {name}")
     assert ours_out["logits"].shape == (1, 8, 256) and ours_out["present.0.key"].shape == (1, 2, 8, 16)
+    # the package interpreter gives the same result
+    interp = kit.cpu.run_graph(model.graph, _feeds(prompt, 8, None, kv_dtype), opsets=model.opset_imports)
+    for name in names:
+        np.testing.assert_allclose(interp[name].astype(np.float32), ref_out[name].astype(np.float32), rtol=tol,
+                                   atol=tol, err_msg=f"run_graph prefill {name}")
 
     nxt = np.array([[int(ref_out["logits"][0, -1].argmax())]], np.int64)
     ours_dec, _ = kit.run_model(model, _feeds(nxt, 9, ours_out))
