@@ -88,3 +88,51 @@ class RegexFullMatch(OpImpl):
         rx = re.compile(node.attr("pattern", ""))
         x = inputs[0]
         return [np.array([rx.fullmatch(str(s)) is not None for s in x.reshape(-1)], dtype=bool).reshape(x.shape)]
+
+
+@register("TfIdfVectorizer", since=9)
+class TfIdfVectorizer(OpImpl):
+    def supports(self, node, inputs, opset):
+        if node.attr("mode") not in ("TF", "IDF", "TFIDF"):
+            return decline_attr("mode", node.attr("mode"), "'TF', 'IDF', 'TFIDF'")
+        r = rank(inputs, 0)
+        if r is not None and r not in (1, 2):
+            return Decline(rejected=f"input rank {r}", accepts="[C] or [N, C]")
+        return check_all(inputs, {T.STRING, T.INT32, T.INT64})
+
+    def compute(self, node, inputs):
+        x = inputs[0]
+        lo, hi = node.attr("min_gram_length"), node.attr("max_gram_length")
+        skip_max = node.attr("max_skip_count", 0)
+        counts = list(node.attr("ngram_counts")) + [None]
+        idx = list(node.attr("ngram_indexes"))
+        pool = node.attr("pool_strings") if node.attr("pool_strings") is not None else node.attr("pool_int64s")
+        pool = [str(p) if isinstance(p, str) else int(p) for p in pool]
+        table: dict[tuple, int] = {}
+        k = 0
+        for n in range(1, len(counts)):
+            start, end = counts[n - 1], (counts[n] if counts[n] is not None else len(pool))
+            for j in range(start, end, n):
+                table[tuple(pool[j:j + n])] = idx[k]
+                k += 1
+        width = max(idx) + 1 if idx else 0
+        rows = x.reshape(1, -1) if x.ndim == 1 else x
+        out = np.zeros((rows.shape[0], width), dtype=np.float32)
+        for r_i, row in enumerate(rows):
+            toks = [str(t) if isinstance(t, str) else int(t) for t in row]
+            for i in range(len(toks)):
+                for n in range(lo, hi + 1):
+                    for s in range(skip_max + 1 if n > 1 else 1):
+                        last = i + (n - 1) * (s + 1)
+                        if last >= len(toks):
+                            break
+                        hit = table.get(tuple(toks[i:last + 1:s + 1]))
+                        if hit is not None:
+                            out[r_i, hit] += 1
+        mode = node.attr("mode")
+        w = np.array(node.attr("weights"), dtype=np.float32) if node.attr("weights") else np.ones(width, np.float32)
+        if mode == "IDF":
+            out = (out > 0).astype(np.float32) * w
+        elif mode == "TFIDF":
+            out = out * w
+        return [out.reshape(-1) if x.ndim == 1 else out]
