@@ -3,7 +3,7 @@
 The cdef is the public header's marked section (see `_cdef.py`) plus private declarations that are
 GENERATED from it: one `extern "Python"` host function per field of `struct OrtKernelApi`, and a C
 table that points each field at its host function. Adding a function to the header therefore only
-needs its Python implementation in `_host_c.py`.
+needs its Python implementation in one of the `_host_c*.py` modules.
 """
 
 from __future__ import annotations
