@@ -116,3 +116,46 @@ class Scan(OpImpl):
                 y = y[::-1]
             results.append(np.ascontiguousarray(np.moveaxis(y, 0, norm_axis(out_axes[k], y.ndim))))
         return state + results
+
+
+@register("Scan", since=8, until=8)
+class Scan8(OpImpl):
+    """Scan-8: batched scan (axis 0 batch, axis 1 sequence); sequence_lens must be omitted."""
+
+    implicit_inputs = True
+
+    def supports(self, node, inputs, opset):
+        if node.inputs and node.inputs[0]:
+            return Decline(rejected="Scan-8 sequence_lens input", accepts="sequence_lens omitted (full lengths)",
+                           remedy="upgrade the model to opset 9+ Scan")
+        return None
+
+    def compute(self, node, inputs):
+        body: Graph = node.attr("body")
+        ne = len(node.inputs)
+        outer = _outer(node, inputs, ne)
+        m = node.attr("num_scan_inputs")
+        n_state = ne - 1 - m
+        states = list(inputs[1:1 + n_state])
+        xs = list(inputs[1 + n_state:ne])
+        dirs = node.attr("directions") or [0] * m
+        n_out = len(body.outputs) - n_state
+        batch = (states[0] if states else xs[0]).shape[0]
+        final: list[list] = [[] for _ in range(n_state)]
+        scans: list[list] = [[] for _ in range(n_out)]
+        for b in range(batch):
+            st = [s[b] for s in states]
+            seqs = [x[b][::-1] if d else x[b] for x, d in zip(xs, dirs)]
+            ys: list[list] = [[] for _ in range(n_out)]
+            for t in range(seqs[0].shape[0] if seqs else 0):
+                feeds = dict(zip(body.inputs[:n_state], st))
+                feeds.update(zip(body.inputs[n_state:], (s[t] for s in seqs)))
+                outs = _run(body, feeds, outer)
+                st = outs[:n_state]
+                for k in range(n_out):
+                    ys[k].append(outs[n_state + k])
+            for k in range(n_state):
+                final[k].append(st[k])
+            for k in range(n_out):
+                scans[k].append(np.stack(ys[k]) if ys[k] else _empty_like_output(body, body.outputs[n_state + k]))
+        return [np.stack(f) for f in final] + [np.stack(s) for s in scans]
