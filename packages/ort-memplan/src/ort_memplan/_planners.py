@@ -5,10 +5,10 @@
 - ``greedy_by_breadth``: best-fit, blocks of the busiest steps first (largest first within).
 - ``skyline``: skyline best-fit (Sekiyama et al. 2018), see `_skyline`.
 - ``auto`` (default): several orders through the same best-fit placement, ``online``, skyline
-  best-fit (up to 5k requests per device), a short local search that moves the block setting
-  the peak to the front, and the smallest result kept per device. It includes both baselines, so it is never worse than either. Above
-  20k requests on a device it tries only size and breadth orders and no local search, so that
-  100k requests plan in seconds.
+  best-fit (longest-first and largest-first), a short local search that moves the block setting
+  the peak to the front, and the smallest result kept per device. It includes both baselines,
+  so it is never worse than either. Above 20k requests on a device it tries only ``online``,
+  ``greedy_by_size`` and longest-first skyline, so that 100k requests plan in seconds.
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ from ._types import AllocationRequest, MemoryPlan, check_unique
 Order = Callable[[Columns], np.ndarray]
 _LOCAL_SEARCH_WORK = 200_000   # local-search rounds x requests per device
 _ALL_ORDERS_UP_TO = 20_000     # above this many requests on a device, auto tries fewer orders
-_LARGE_ORDERS = ("greedy_by_size", "greedy_by_breadth")
-_SKYLINE_UP_TO = 5_000         # skyline best-fit is quadratic; auto tries it up to this many requests
+_LARGE_ORDERS = ("greedy_by_size",)
 
 
 def _order_size(c: Columns) -> np.ndarray:
@@ -106,13 +105,12 @@ def _plan_device(c: Columns, algorithm: str) -> tuple[np.ndarray, int, str, dict
             best = (off, peak, name)
         if seed is None or peak < seed[2]:
             seed = (order, off, peak)
-    if c.n <= _SKYLINE_UP_TO:
-        for prefer in ("duration", "size"):
-            name = f"skyline_by_{prefer}"
-            off, peak = skyline_offsets(c, prefer)
-            tried[name] = peak
-            if peak < best[1]:
-                best = (off, peak, name)
+    for prefer in ("duration", "size") if c.n <= _ALL_ORDERS_UP_TO else ("duration",):
+        name = f"skyline_by_{prefer}"
+        off, peak = skyline_offsets(c, prefer)
+        tried[name] = peak
+        if peak < best[1]:
+            best = (off, peak, name)
     bound = int(live_profile(c)[1].max()) if c.n else 0
     rounds = min(32, _LOCAL_SEARCH_WORK // max(c.n, 1)) if c.n <= _ALL_ORDERS_UP_TO else 0
     if seed is not None and best[1] > bound and rounds > 0:

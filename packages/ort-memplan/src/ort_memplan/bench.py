@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ._planners import _SKYLINE_UP_TO, ALGORITHMS, plan
+from ._planners import ALGORITHMS, plan
 from ._types import AllocationRequest
 from ._validate import validate
 
@@ -47,8 +47,6 @@ def _rows(case: str, kind: str, requests: Sequence[AllocationRequest], algorithm
           extra: Mapping[str, Any] | None = None, check: bool = True) -> list[Row]:
     rows: list[Row] = []
     for alg in algorithms:
-        if alg == "skyline" and len(requests) > _SKYLINE_UP_TO:
-            continue  # quadratic; auto skips it too at this size
         t0 = time.perf_counter()
         p = plan(requests, alg)
         seconds = time.perf_counter() - t0
