@@ -15,7 +15,7 @@ from ._budget import Budgets, NodeAllocationStats, parse_budget
 from ._devices import CPU_EP, ep_info
 from ._errors import PlacementError
 from ._layers import node_group
-from ._loops import _estimate
+from ._loops import _declined, _estimate
 from ._placement import Placement, _AcceptAll, _graph, place
 
 
@@ -99,8 +99,7 @@ def auto_fit(graph: Any, eps: Sequence[Any], budgets: Budgets | str | Mapping[st
     next_unit: list[Any] | None = None
     last_pos = -1
     for key, nodes in units:
-        if not nodes:
-            taken.append(key)
+        if not nodes:  # every node of this unit was declined: nothing of it goes on the device
             continue
         if min(pos[n] for n in nodes) > last_pos:
             trial = acc.copy()
@@ -123,6 +122,13 @@ def auto_fit(graph: Any, eps: Sequence[Any], budgets: Budgets | str | Mapping[st
         allowed.update({n: target.name for n in next_unit})
     placement = place(g, eps, budgets=dict(limits), estimator=estimator, fallback=fallback,
                       stats=stats, allowed=allowed, node_order=order)
+    listed = {(getattr(d, "ep", None), getattr(d, "node", None)) for d in placement.declines}
+    for n in order:  # declines found while choosing units are part of the placement's story
+        c = claims.get(n)
+        if c is not None and not c.supported:
+            d = _declined(c, target.name, n)
+            if (d.ep, d.node) not in listed:
+                placement.declines.append(d)
     on_device = set(placement.nodes_on(target.name))
     if node_level and next_unit is not None:
         partial = sum(1 for n in next_unit if n in on_device)

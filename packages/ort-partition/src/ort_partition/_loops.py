@@ -48,10 +48,14 @@ def _estimate(claim: Claim, estimator: WorkspaceEstimator | None, node: Any, ep_
 
 
 def _declined(claim: Any, ep: str, node: Any) -> Any:
+    """A partition Declined for any decline: ours, or a duck-typed one (ort-abi's Declined carries the
+    same fields: rejected, accepts, remedy, opset)."""
     if isinstance(claim, Declined) or hasattr(claim, "reason") and getattr(claim, "reason", ""):
         return claim
-    return Declined(ep=ep, node=node.name, op=node.op_type, domain=node.domain,
-                    rejected="(no reason given by the provider)")
+    return Declined(ep=getattr(claim, "ep", None) or ep, node=node.name, op=node.op_type, domain=node.domain,
+                    opset=getattr(claim, "opset", None),
+                    rejected=getattr(claim, "rejected", "") or "(no reason given by the provider)",
+                    accepts=getattr(claim, "accepts", "") or "", remedy=getattr(claim, "remedy", "") or "")
 
 
 def _budget_gate(result: CapabilityResult, accountant: ResourceAccountant, node: Any, claim: Claim,

@@ -32,6 +32,8 @@ class UnavailableCudaProvider:
     def estimate(self, node: Node) -> int | None:
         return None
 
+    can_run = False
+
     def create_kernel(self, node: Node) -> Any:
         raise RuntimeError(f"{NAME} is unavailable ({self.reason}); node {node.name!r} should have been declined")
 
@@ -59,8 +61,40 @@ class CudaProvider:
     def estimate(self, node: Node) -> int | None:
         return self.inner.estimate(node, self._opset(node))
 
+    @property
+    def can_run(self) -> bool:
+        return bool(getattr(self.inner, "can_run", True))
+
     def create_kernel(self, node: Node) -> Any:
+        if node.op_type in ("MemcpyFromHost", "MemcpyToHost", "MemcpyDeviceToDevice"):
+            from ._cpu_ep import CopyKernel
+
+            return CopyKernel()  # kernels take host arrays and copy to and from the device themselves
+        if not self.can_run:
+            return PlanOnlyKernel(self.inner, node, self._opset(node))
         return self.inner.create_kernel(node, self._opset(node))
+
+
+class PlanOnlyKernel:
+    """A CUDA node planned for a device profile on a machine without the device: it declares its
+    workspace (the same recipe as the real kernel) but cannot compute."""
+
+    def __init__(self, ep: Any, node: Node, opset: int) -> None:
+        import ort_cuda_ep
+
+        domain = "" if node.domain == "ai.onnx" else node.domain
+        self.ep, self.node = ep, node
+        self.spec = next(s for s in ort_cuda_ep.OP_SPECS if s.op_type == node.op_type and s.domain == domain
+                         and s.since <= opset and (s.until is None or opset <= s.until))
+
+    def declare_workspace(self, shapes: list[Any]) -> Any:
+        import ort_cuda_ep
+
+        attrs_ = {name: a.value for name, a in self.node.attributes.items()}
+        return ort_cuda_ep.declared_slots(self.spec, shapes, attrs_, self.ep.require_profile())
+
+    def compute(self, ctx: Any) -> None:
+        raise RuntimeError(f"node {self.node.name!r} was planned for a CUDA device profile; there is no device to run it")
 
 
 def cuda_provider(graph: Graph, opsets: Mapping[str, int], options: SessionOptions) -> Any:
@@ -73,8 +107,9 @@ def cuda_provider(graph: Graph, opsets: Mapping[str, int], options: SessionOptio
         return UnavailableCudaProvider("this ort-cuda-ep build has no CudaExecutionProvider",
                                        "upgrade ort-cuda-ep")
     try:
-        inner = factory(device_id=0, profile=options.device_profile)
-    except Exception as e:  # no driver / no device: a decline, never a crash
-        return UnavailableCudaProvider(f"no CUDA driver/device: {e}",
-                                       "run on a machine with an NVIDIA GPU and driver, or plan with --device-profile")
+        inner = factory(device_id=0, profile=options.device_profile,
+                        shapes_are_maxima=bool(options.max_shapes or options.get("session.max_shape_override")))
+    except Exception as e:  # a bad profile name or a broken driver: a clear decline, never a crash later
+        return UnavailableCudaProvider(f"CUDA provider could not start: {e}",
+                                       "check --device-profile, or run on a machine with an NVIDIA GPU and driver")
     return CudaProvider(inner, graph, opsets)

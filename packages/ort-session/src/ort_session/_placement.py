@@ -83,4 +83,25 @@ def level2_recheck(model: Model, placement: SessionPlacement, slots: dict[tuple[
     if not budgets:
         return ort_partition.RecheckResult(totals={}, budgets={}, overruns=(), costs={})
     return ort_partition.recheck_budget(model.graph, budgets or {}, estimator=DeclaredWorkspace(slots),
-                                        eps=list(providers))
+                                        eps=list(providers), warn=False)
+
+
+def planned_overruns(memory: Any, placement: SessionPlacement, providers: Sequence[Any]) -> list[str]:
+    """The precise Level-2 check: per budgeted device, weights + the liveness-aware plan's peak
+    (activations, declared workspace, boundary copies) against the budget. One warning per overrun."""
+    import warnings
+
+    totals = memory.device_totals()
+    found = []
+    for p in providers:
+        budget = placement.result.budgets.get(p.name)
+        t = totals.get(p.device)
+        if budget is None or t is None or t["total"] <= budget:
+            continue
+        msg = (f"Level-2 re-check: {p.name} ({p.device}) needs {t['total']} bytes (weights {t['weights']} + planned "
+               f"activations and workspace {t['peak_activations_and_workspace']}), over its budget of {budget} bytes "
+               f"by {t['total'] - budget} bytes; placement is kept as is — lower the batch or sequence, or give a "
+               "smaller budget so fewer layers are placed")
+        warnings.warn(msg, ort_partition.BudgetOverrunWarning, stacklevel=3)
+        found.append(msg)
+    return found

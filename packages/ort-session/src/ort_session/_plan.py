@@ -7,7 +7,8 @@ JSON layout (stable; documented in the README):
   "devices": {device: {"ep", "weights", "peak_activations", "workspace", "total", "budget"}},
   "layers":  [placement report rows: group, layer, ep, nodes, weight/activation/workspace bytes],
   "declines": [{"ep", "node", "op", "domain", "opset", "rejected", "accepts", "remedy", "reason"}],
-  "recheck": {"ok": bool, "overruns": [{"ep", "budget", "total", "overrun"}]},
+  "recheck": {"ok": bool, "planned_overruns": [str],              # weights + planned peak > budget
+              "cost_sum_overruns": [{"ep", "budget", "total", "overrun"}]},  # per-node cost sum, no reuse
   "shapes": {"static", "symbolic", "unknown", "warnings"}
 }
 """
@@ -23,9 +24,10 @@ from ort_partition import format_bytes
 
 class SessionPlan:
     def __init__(self, model: Model, placement: Any, memory: Any, shape_report: Any, fusions: list,
-                 providers: list[Any], recheck: Any) -> None:
+                 providers: list[Any], recheck: Any, overruns: list[str]) -> None:
         self.model, self.placement, self.memory = model, placement, memory
         self.shape_report, self.fusions, self.providers, self.recheck = shape_report, fusions, providers, recheck
+        self.overruns = overruns  # precise Level-2 check: weights + planned peak vs budget, per device
         self.report = ort_partition.placement_report(placement.result)
 
     def _reason(self, node: Any, ep: str) -> str:
@@ -71,7 +73,8 @@ class SessionPlan:
             "devices": self.devices(),
             "layers": rep.get("rows", []),
             "declines": rep.get("declines", []),
-            "recheck": {"ok": self.recheck.ok, "overruns": [
+            "recheck": {"ok": not self.overruns, "planned_overruns": list(self.overruns),
+                        "cost_sum_overruns": [
                 {"ep": o.ep, "budget": o.budget, "total": o.total, "overrun": o.overrun} for o in self.recheck.overruns]},
             "shapes": {"static": self.shape_report.static, "symbolic": self.shape_report.symbolic,
                        "unknown": self.shape_report.unknown, "warnings": list(self.shape_report.warnings)},
@@ -90,10 +93,14 @@ class SessionPlan:
 
     def to_table(self) -> str:
         parts = [f"placement ({self.placement.mode}):", self.report.table(), "", "memory plan:", self.memory_table()]
-        if not self.recheck.ok:
-            parts += ["", "Level-2 re-check: " + "; ".join(o.message for o in self.recheck.overruns)]
-        else:
-            parts += ["", "Level-2 re-check: every device within its budget"]
+        overruns = self.overruns
+        if overruns:
+            parts += [""] + overruns
+        elif self.placement.result.budgets:
+            parts += ["", "Level-2 re-check: every budgeted device fits its budget with the final memory plan"]
+        for o in self.recheck.overruns:
+            parts.append(f"  note: the per-node cost sum (no liveness reuse) on {o.ep} is {o.total} bytes, "
+                         f"{o.overrun} over; the memory plan above is what is allocated")
         if self.shape_report.warnings:
             parts += ["", "shape warnings:"] + [f"  {w}" for w in self.shape_report.warnings]
         return "\n".join(parts)

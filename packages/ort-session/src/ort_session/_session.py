@@ -17,7 +17,7 @@ from ort_graph import Model
 from . import _memory, _placement
 from ._boundaries import insert_copies
 from ._cpu_ep import CpuExecutionProvider, SimulatedGpuExecutionProvider
-from ._errors import InvalidOptionError
+from ._errors import InvalidOptionError, SessionError
 from ._executor import Executor, RunStats
 from ._feeds import required_inputs, validate_feeds
 from ._options import MAX_SHAPE_OVERRIDE, SessionOptions
@@ -98,8 +98,9 @@ class InferenceSession:
         self.memory = _memory.plan_memory(self.model, self.order, self.kernels, self.placement, self.providers,
                                           self.options)
         self.recheck = _placement.level2_recheck(self.model, self.placement, self.memory.slots, self.providers)
+        self.overruns = _placement.planned_overruns(self.memory, self.placement, self.providers)
         self.plan = SessionPlan(self.model, self.placement, self.memory, self.shape_report, self.fusions,
-                                self.providers, self.recheck)
+                                self.providers, self.recheck, self.overruns)
         self._executor = Executor(graph, self.order, self.kernels)
 
     def _provider(self, name: str | None) -> Any:
@@ -125,6 +126,13 @@ class InferenceSession:
         return self._executor.last_stats
 
     def run(self, output_names: Sequence[str] | None, feeds: Mapping[str, Any]) -> list[Any]:
+        idle = [p.name for p in self.providers if not getattr(p, "can_run", True)
+                and any(n.ep == p.name for n in self.model.graph.nodes)]
+        if idle:
+            raise SessionError(
+                f"nodes are placed on {idle!r}, which can plan (device profile {self.options.device_profile!r}) but "
+                "cannot run on this machine (no CUDA device); use this session for planning only, or run on a "
+                "machine with the device")
         arrays, _bindings = validate_feeds(self.model.graph, feeds, self._declared_inputs)
         outputs = list(output_names or self.output_names)
         unknown = [o for o in outputs if o not in self.model.graph.outputs]

@@ -1,0 +1,37 @@
+"""Auto-fit when the budgeted provider declines nodes: declined layers are not 'on the device', and
+every decline is kept in the placement (found while choosing layers, not only while placing)."""
+
+from ort_graph import resolve_shapes, zoo
+from ort_partition import OpSetProvider, auto_fit
+
+
+def _model():
+    m = zoo.decoder(zoo.DecoderConfig(layers=3))
+    resolve_shapes(m, dims={"batch": 1, "sequence": 8, "past_sequence": 0})
+    return m
+
+
+def test_provider_declining_everything_gets_zero_layers_and_reports_declines():
+    ep = OpSetProvider("CUDAExecutionProvider", ops=["NoSuchOp"])
+    fit = auto_fit(_model().graph, [ep, "CPUExecutionProvider"], "cuda:1GiB")
+    assert fit.layers_on_device == 0
+    assert fit.placement.nodes_on("CUDAExecutionProvider") == []
+    declined = {d.node for d in fit.placement.declines}
+    assert "/model/layers.0/self_attn/q_proj/MatMul" in declined
+    assert all("NoSuchOp" in d.reason for d in fit.placement.declines)
+
+
+def test_duck_typed_declines_keep_their_fields():
+    class ForeignDecline:  # shaped like ort_abi.Declined
+        supported = False
+        rejected, accepts, remedy, opset, ep = "dtype FLOAT", "FLOAT16", "cast it", 17, "CUDAExecutionProvider"
+
+    class Provider:
+        name = "CUDAExecutionProvider"
+
+        def claim(self, node):
+            return ForeignDecline()
+
+    fit = auto_fit(_model().graph, [Provider(), "CPUExecutionProvider"], "cuda:1GiB")
+    d = fit.placement.declines[0]
+    assert "rejected dtype FLOAT" in d.reason and "accepts FLOAT16" in d.reason and "remedy: cast it" in d.reason

@@ -1,0 +1,68 @@
+"""`ortrun kernels`: every registered kernel, its EP, and its Level-1 / Level-2 workspace support."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import ort_abi
+
+from ._cpu_ep import builtin_registry
+from .cpu import OpImpl
+
+
+def _level2(entry: ort_abi.KernelEntry) -> str:
+    state = entry.create_func_state
+    if isinstance(state, OpImpl):
+        return "declares" if type(state).workspace_bytes is not OpImpl.workspace_bytes else "none needed"
+    spec = state[1] if isinstance(state, tuple) and len(state) == 2 else None
+    if spec is not None and hasattr(spec, "recipe"):
+        return "declares" if spec.recipe != "none" else "none needed"
+    if entry.declares_workspace is None:
+        return "known at creation"
+    return "declares" if entry.declares_workspace else "none"
+
+
+def registries(kernel_libraries: Sequence[str] = ()) -> list[ort_abi.KernelRegistry]:
+    regs = [builtin_registry("CPUExecutionProvider")]
+    try:
+        import ort_cuda_ep
+
+        cuda = ort_abi.KernelRegistry()
+        ort_cuda_ep.CudaExecutionProvider(profile="h100").register(cuda)
+        regs.append(cuda)
+    except ImportError:
+        pass
+    if kernel_libraries:
+        plugins = ort_abi.KernelRegistry()
+        for path in kernel_libraries:
+            ort_abi.load_kernel_library(path, plugins)
+        regs.insert(0, plugins)
+    return regs
+
+
+def kernel_rows(kernel_libraries: Sequence[str] = ()) -> list[dict[str, str]]:
+    rows = []
+    for reg in registries(kernel_libraries):
+        for e in reg:
+            d = e.kernel_def
+            end = "" if d.since_version_end is None else str(d.since_version_end)
+            rows.append({"ep": e.ep, "op": f"{d.domain}::{d.op_type}" if d.domain else d.op_type,
+                         "opsets": f"{d.since_version_start}-{end}", "language": e.language if not e.library else "c",
+                         "level1_estimate": "yes" if e.has_estimate else "no", "level2_declaration": _level2(e),
+                         "library": e.library or ""})
+    rows.sort(key=lambda r: (r["ep"], r["op"], r["opsets"]))
+    return rows
+
+
+def kernel_table(kernel_libraries: Sequence[str] = ()) -> str:
+    rows = kernel_rows(kernel_libraries)
+    head = f"{'execution provider':<26} {'op':<44} {'opsets':<8} {'kind':<7} {'L1 estimate':<12} L2 declaration"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r['ep']:<26} {r['op']:<44} {r['opsets']:<8} {r['language']:<7} {r['level1_estimate']:<12} "
+                     f"{r['level2_declaration']}")
+    eps: dict[str, int] = {}
+    for r in rows:
+        eps[r["ep"]] = eps.get(r["ep"], 0) + 1
+    lines.append(f"{len(rows)} kernels: " + ", ".join(f"{n} on {ep}" for ep, n in sorted(eps.items())))
+    return "\n".join(lines)
