@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Any
 
 from ._errors import HandleError
+from ._ffi import _ffi
 
 
 class HandleTable:
@@ -18,8 +19,6 @@ class HandleTable:
         self._lock = threading.Lock()
 
     def new(self, kind: str, obj: Any) -> Any:
-        from ._ffi import _ffi
-
         anchor = _ffi.new("char[1]")
         ptr = _ffi.cast(f"{kind}*", anchor)
         with self._lock:
@@ -27,8 +26,6 @@ class HandleTable:
         return ptr
 
     def get(self, kind: str, ptr: Any) -> Any:
-        from ._ffi import _ffi
-
         addr = int(_ffi.cast("uintptr_t", ptr))
         entry = self._entries.get(addr)
         if entry is None:
@@ -39,8 +36,6 @@ class HandleTable:
         return entry[1]
 
     def release(self, kind: str, ptr: Any) -> Any:
-        from ._ffi import _ffi
-
         obj = self.get(kind, ptr)
         with self._lock:
             self._entries.pop(int(_ffi.cast("uintptr_t", ptr)), None)

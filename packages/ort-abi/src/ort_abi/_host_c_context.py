@@ -6,10 +6,14 @@ from typing import Any
 
 import numpy as np
 
+from ort_graph import from_numpy_dtype
+
 from ._ffi import _ffi as ffi
 from ._handles import HANDLES
 from ._host_guard import status_api as _status_api
 from ._views import ValueView
+
+_ELEM_TYPES: dict[np.dtype, int] = {}
 
 
 # ---- kernel context ---------------------------------------------------------------------------------------
@@ -88,9 +92,11 @@ def Value_GetTensorMutableData(value: Any, out: Any) -> None:
 
 @_status_api
 def Value_GetElementType(value: Any, out: Any) -> None:
-    from ort_graph import from_numpy_dtype
-
-    out[0] = from_numpy_dtype(HANDLES.get("OrtValue", value).array.dtype)
+    dtype = HANDLES.get("OrtValue", value).array.dtype
+    elem = _ELEM_TYPES.get(dtype)
+    if elem is None:
+        elem = _ELEM_TYPES[dtype] = from_numpy_dtype(dtype)
+    out[0] = elem
 
 
 @_status_api

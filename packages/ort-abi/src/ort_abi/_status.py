@@ -10,6 +10,7 @@ from typing import Any
 import attrs
 
 from ._errors import KernelError
+from ._ffi import _ffi
 
 _log = logging.getLogger("ort_abi")
 
@@ -83,8 +84,6 @@ class StatusTable:
 
 
 def _address(ptr: Any) -> int:
-    from ._ffi import _ffi
-
     if ptr is None:
         return 0
     if isinstance(ptr, int):

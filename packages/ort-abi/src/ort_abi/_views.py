@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from ._ep import ep_info
+from ._ffi import _ffi
 from ._handles import HANDLES
 
 
@@ -18,16 +19,12 @@ class _View:
         self.children: list[tuple[str, Any]] = []  # handles created on behalf of this one
 
     def cstr(self, key: Any, text: str) -> Any:
-        from ._ffi import _ffi
-
         if key not in self.keep:
             self.keep[key] = _ffi.new("char[]", text.encode("utf-8"))
         return self.keep[key]
 
     def int64s(self, key: Any, values: Any) -> Any:
         """An int64 array for `key`, made once: a pointer handed out earlier stays valid."""
-        from ._ffi import _ffi
-
         if key in self.keep:
             return self.keep[key]
         values = [int(v) for v in values]
@@ -68,8 +65,6 @@ class InfoView(_View):
 
 class ValueView(_View):
     def __init__(self, array: np.ndarray, writable: bool) -> None:
-        from ._ffi import _ffi
-
         super().__init__()
         if not array.flags.c_contiguous:
             array = np.ascontiguousarray(array)
@@ -78,8 +73,6 @@ class ValueView(_View):
         self.data = _ffi.from_buffer(array, require_writable=writable) if array.nbytes else None
 
     def pointer(self) -> Any:
-        from ._ffi import _ffi
-
         return _ffi.cast("void*", self.data) if self.data is not None else _ffi.NULL
 
 
