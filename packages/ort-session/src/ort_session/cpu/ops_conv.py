@@ -146,3 +146,58 @@ class Col2Im(OpImpl):
             y[tuple(sl)] += cols[(slice(None), slice(None)) + tuple(tap)]
         crop = [slice(None), slice(None)] + [slice(pads[i], pads[i] + image[i]) for i in range(n)]
         return [np.ascontiguousarray(y[tuple(crop)])]
+
+
+@register("DeformConv", since=19)
+class DeformConv(OpImpl):
+    """2-D deformable convolution: bilinear sampling (zeros outside) at offset taps, then a grouped GEMM."""
+
+    def supports(self, node, inputs, opset):
+        r = rank(inputs, 0)
+        if r is not None and r != 4:
+            return Decline(rejected=f"input rank {r}", accepts="4-D (N, C, H, W) input")
+        return check_all(inputs, FLOATS_BF, [0, 1, 2, 3, 4])
+
+    def compute(self, node, inputs):
+        x, w, off = inputs[0], inputs[1], inputs[2]
+        b = inputs[3] if len(inputs) > 3 else None
+        mask = inputs[4] if len(inputs) > 4 else None
+        n, c, ih, iw = x.shape
+        kh, kw = node.attr("kernel_shape") or w.shape[2:]
+        sh, sw = node.attr("strides") or [1, 1]
+        dh, dw = node.attr("dilations") or [1, 1]
+        pads = node.attr("pads") or [0, 0, 0, 0]
+        group, og = node.attr("group", 1), node.attr("offset_group", 1)
+        oh, ow = off.shape[2:]
+        xf = upcast(x).astype(np.float64)
+        off = upcast(off).astype(np.float64).reshape(n, og, kh, kw, 2, oh, ow)
+        m = (np.ones((n, og, kh, kw, oh, ow)) if mask is None
+             else upcast(mask).astype(np.float64).reshape(n, og, kh, kw, oh, ow))
+        base_h = (np.arange(oh) * sh - pads[0]).reshape(1, 1, 1, 1, oh, 1) + \
+            (np.arange(kh) * dh).reshape(1, 1, kh, 1, 1, 1)
+        base_w = (np.arange(ow) * sw - pads[1]).reshape(1, 1, 1, 1, 1, ow) + \
+            (np.arange(kw) * dw).reshape(1, 1, 1, kw, 1, 1)
+        hh = base_h + off[:, :, :, :, 0]  # (N, og, kh, kw, oh, ow)
+        ww = base_w + off[:, :, :, :, 1]
+        h0, w0 = np.floor(hh), np.floor(ww)
+        lh, lw = hh - h0, ww - w0
+        cpg = c // og
+        xg = xf.reshape(n, og, cpg, ih, iw)
+        nidx = np.arange(n).reshape(n, 1, 1, 1, 1, 1)
+        gidx = np.arange(og).reshape(1, og, 1, 1, 1, 1)
+        cols = np.zeros((n, og, cpg, kh, kw, oh, ow))
+        for dy in (0, 1):
+            for dx in (0, 1):
+                hi, wi = (h0 + dy).astype(np.int64), (w0 + dx).astype(np.int64)
+                valid = (hi >= 0) & (hi < ih) & (wi >= 0) & (wi < iw)
+                wt = (lh if dy else 1 - lh) * (lw if dx else 1 - lw) * valid * m
+                vals = xg[nidx, gidx, :, np.clip(hi, 0, ih - 1), np.clip(wi, 0, iw - 1)]  # (..., cpg)
+                cols += np.moveaxis(vals, -1, 2) * wt[:, :, None]
+        cols = cols.reshape(n, c, kh * kw, oh, ow)
+        wf = upcast(w).astype(np.float64).reshape(w.shape[0], w.shape[1], kh * kw)
+        icg, ocg = c // group, w.shape[0] // group
+        y = np.concatenate([np.einsum("nckhw,mck->nmhw", cols[:, g * icg:(g + 1) * icg], wf[g * ocg:(g + 1) * ocg])
+                            for g in range(group)], axis=1)
+        if b is not None:
+            y = y + upcast(b).reshape(1, -1, 1, 1)
+        return [y.astype(x.dtype)]
