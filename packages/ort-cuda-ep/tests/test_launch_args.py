@@ -140,7 +140,7 @@ def test_attention_uses_the_recipe_layout(b, s, kv, h, d):
     (o,) = compute(rt, find_spec("MultiHeadAttention", "com.microsoft", 1), "att", [q, k, v], {"num_heads": h}, planned)
     assert o.shape == q.shape and rt.counters.last["att"] == ("planned", r.total_bytes)
     split = rt.launches[0]
-    assert split[1] == (s * r.num_splits, b * h)
+    assert split[1] == (b * h * s * r.num_splits,)
     values = split[3]
     base = planned.buf.ptr
     assert values[4] == base + r.lse_offset
@@ -165,3 +165,23 @@ def test_skip_rms_norm_outputs(n_out):
     assert (values[5] != 0) == (n_out > 2) and (values[6] != 0) == (n_out > 3)
     if n_out == 4:
         assert outs[1] is None and outs[2].shape == (2, 5, 1) and outs[3].shape == (2, 5, 64)
+
+
+def test_gemm_is_cut_at_the_grid_limits(monkeypatch):
+    import ort_cuda_ep._launch as L
+
+    monkeypatch.setattr(L, "_MAX_ROWS", 128)
+    monkeypatch.setattr(L, "_MAX_BATCH", 2)
+    rt = RecordingRuntime()
+    a, b = _arr(rt, (5, 300, 16)), _arr(rt, (5, 16, 8))
+    (y,) = compute(rt, find_spec("MatMul", "", 17), "n", [a, b], {}, ScratchOnly(rt))
+    launches = [v for _, _, _, v in rt.launches]
+    assert len(launches) == 3 * 3  # batches (2, 2, 1) x rows (128, 128, 44)
+    covered = set()
+    for v in launches:
+        z_count = next(g for e, g, _, vv in rt.launches if vv is v)[2]
+        row0 = (v[2] - y.ptr) // 4 % (300 * 8) // 8
+        z0 = (v[2] - y.ptr) // 4 // (300 * 8)
+        assert v[0] == a.ptr + 4 * (z0 * 300 * 16 + row0 * 16) and v[1] == b.ptr + 4 * z0 * 16 * 8
+        covered |= {(z, r) for z in range(z0, z0 + z_count) for r in range(row0, row0 + v[4])}
+    assert covered == {(z, r) for z in range(5) for r in range(300)}

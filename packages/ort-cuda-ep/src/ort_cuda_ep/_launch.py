@@ -100,10 +100,24 @@ def _unary(rt: CudaRuntime, op: str, x: DeviceArray, attrs: Mapping[str, Any]) -
     return out
 
 
+_MAX_ROWS = 65535 * 64  # grid.y limit x tile rows
+_MAX_BATCH = 65535  # grid.z limit
+
+
 def _gemm_launch(rt, a, b, c, bias, M, N, K, a_m, a_k, b_k, b_n, batch, ba, bb, bc, bias_m, bias_n, alpha, beta):
-    rt.launch("matmul", "matmul_f32", (math.ceil(N / 64), math.ceil(M / 64), batch), (256,),
-              [ptr(a), ptr(b), ptr(c), ptr(bias), i32(M), i32(N), i32(K), i64(a_m), i64(a_k), i64(b_k), i64(b_n),
-               i64(ba), i64(bb), i64(bc), i64(bias_m), i64(bias_n), i64(0), f32(alpha), f32(beta)])
+    """matmul_f32 over [batch, M, N], cut into launches that respect the grid limits (float32 = 4 bytes)."""
+    a0, b0, c0, bias0 = (0 if x is None else (x if isinstance(x, int) else x.ptr) for x in (a, b, c, bias))
+    for z0 in range(0, batch, _MAX_BATCH):
+        nz = min(_MAX_BATCH, batch - z0)
+        for r0 in range(0, M, _MAX_ROWS):
+            nr = min(_MAX_ROWS, M - r0)
+            pa = a0 + 4 * (z0 * ba + r0 * a_m)
+            pc = c0 + 4 * (z0 * bc + r0 * N)
+            pbias = bias0 + 4 * r0 * bias_m if bias0 else 0
+            rt.launch("matmul", "matmul_f32", (math.ceil(N / 64), math.ceil(nr / 64), nz), (256,),
+                      [ptr(pa), ptr(b0 + 4 * z0 * bb), ptr(pc), ptr(pbias), i32(nr), i32(N), i32(K), i64(a_m), i64(a_k),
+                       i64(b_k), i64(b_n), i64(ba), i64(bb), i64(bc), i64(bias_m), i64(bias_n), i64(0), f32(alpha),
+                       f32(beta)])
 
 
 def _matmul(rt: CudaRuntime, a: DeviceArray, b: DeviceArray) -> DeviceArray:
@@ -230,7 +244,7 @@ def _attention(rt, node, inputs, attrs, ws) -> DeviceArray:
     lse = base + r.lse_offset
     lse_acc = base + r.lse_accum_offset if r.num_splits > 1 else 0
     o_acc = base + r.out_accum_offset if r.num_splits > 1 else 0
-    rt.launch("attention", "attn_split_f32", (S * r.num_splits, B * H), (128,),
+    rt.launch("attention", "attn_split_f32", (B * H * S * r.num_splits,), (128,),
               [ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse), ptr(lse_acc), ptr(o_acc), i32(B), i32(H), i32(S), i32(L),
                i32(D), i32(r.head_size_rounded), f32(scale), i32(causal_offset), i32(r.num_splits), i32(kps)])
     if r.num_splits > 1:

@@ -1,6 +1,7 @@
 // Multi-head attention with split-K over the keys (flash-decoding).
 // Q: [B, Sq, H, D], K/V: [B, L, H, D], O: [B, Sq, H, D] (BSNH, contiguous; D <= 256).
-// attn_split_f32: grid (Sq * num_splits, B * H), 128 threads; each block owns one query row and
+// attn_split_f32: 1-D grid of B * H * Sq * num_splits blocks (split fastest), 128 threads; each
+// block owns one query row and
 // one split of keys [s*keys_per_split, (s+1)*keys_per_split), runs an online softmax over it in
 // chunks of 128 keys and writes either the final output (num_splits == 1) or a normalized
 // partial output o_accum[s, b, h, q, 0:Dr] with its log-sum-exp lse_accum[s, b, h, q].
@@ -21,8 +22,12 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_split_f32(
   __shared__ float qs[ATT_MAX_D];
   __shared__ float p[ATT_THREADS];
   __shared__ float scratch[32];
-  const int split = blockIdx.x % num_splits, qi = blockIdx.x / num_splits;
-  const int b = blockIdx.y / H, h = blockIdx.y % H;
+  const long long blk = blockIdx.x;
+  const int split = (int)(blk % num_splits);
+  const long long t = blk / num_splits;
+  const int qi = (int)(t % Sq);
+  const int bh = (int)(t / Sq);
+  const int b = bh / H, h = bh % H;
   const long long row_stride = (long long)H * D;
   const float* q = Q + ((long long)b * Sq + qi) * row_stride + (long long)h * D;
   const float* kbase = K + (long long)b * L * row_stride + (long long)h * D;
@@ -42,7 +47,18 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_split_f32(
     if (j < k_end) {
       const float* kr = kbase + j * row_stride;
       float s = 0.f;
-      for (int d = 0; d < D; ++d) s = fmaf(qs[d], kr[d], s);
+      if ((D & 3) == 0 && (((unsigned long long)kr) & 15) == 0) {  // 16-byte loads of the key row
+        const float4* kr4 = reinterpret_cast<const float4*>(kr);
+        for (int d4 = 0; d4 < (D >> 2); ++d4) {
+          const float4 kv = kr4[d4];
+          s = fmaf(qs[4 * d4], kv.x, s);
+          s = fmaf(qs[4 * d4 + 1], kv.y, s);
+          s = fmaf(qs[4 * d4 + 2], kv.z, s);
+          s = fmaf(qs[4 * d4 + 3], kv.w, s);
+        }
+      } else {
+        for (int d = 0; d < D; ++d) s = fmaf(qs[d], kr[d], s);
+      }
       score = s;
     }
     const float cmax = block_max(score, scratch);
