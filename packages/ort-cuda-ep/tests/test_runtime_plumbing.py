@@ -155,3 +155,20 @@ def test_double_free_and_foreign_free_are_refused(ep):
     host_buf = HostAllocator().alloc(16)
     with pytest.raises(OwnershipError):
         ep.allocator.free(host_buf)
+
+
+def test_host_planned_workspace_is_not_used_by_a_device_kernel(ep):
+    q, k = np.zeros((1, 1, 128), np.float32), np.zeros((1, 4096, 128), np.float32)
+    _, ctx = ep.run_op("MultiHeadAttention", [q, k, k.copy()], {"num_heads": 2}, domain="com.microsoft", opset=1,
+                       workspace={0: np.zeros(1 << 16, np.uint8)}, node_name="mha")
+    assert ep.runtime.counters.last["mha"] == ("scratch", 8704)
+    assert (ctx.counters.workspace_from_plan, ctx.counters.workspace_misses, ctx.counters.scratch_fallbacks) == (0, 1, 1)
+
+
+def test_device_inputs_pass_through_without_copies(ep):
+    a = ep.to_device(np.ones((3, 4), np.float32))
+    ep.runtime._driver.calls.clear()
+    (y,), _ = ep.run_op("Relu", [a])
+    assert [c[0] for c in ep.runtime._driver.calls] == ["launch", "DtoH"]
+    ep.runtime.release(a)
+    assert ep.allocator.bytes_in_use == 0

@@ -67,6 +67,10 @@ class CudaExecutionProvider:
         return EP_NAME
 
     @property
+    def device_id(self) -> int:
+        return self.identity.device_id
+
+    @property
     def can_run(self) -> bool:
         return self.device is not None
 

@@ -18,13 +18,14 @@ from ort_abi import (
     KernelInfo,
     WorkspaceInputShape,
     WorkspaceSlot,
+    copy_device_to_device,
     copy_device_to_host,
 )
 
 from ._launch import compute
 from ._ops import NodeFacts, OpSpec
 from ._profiles import DeviceProfile
-from ._runtime import CudaRuntime
+from ._runtime import CudaRuntime, DeviceArray
 from ._workspace import SLOT_ID, estimate_bytes, workspace_bytes
 
 if TYPE_CHECKING:
@@ -77,11 +78,11 @@ class _ContextWorkspace:
 
     def preallocated(self, slot_id: int, nbytes: int) -> int | None:
         planned = self.ctx.workspace.get(slot_id)
-        if isinstance(planned, DeviceBuffer) and planned.device.type == "cuda" and planned.nbytes >= nbytes:
-            self.ctx.counters.workspace_from_plan += 1
-            return planned.ptr
-        self.ctx.counters.workspace_misses += 1
-        return None
+        if planned is not None and not (isinstance(planned, DeviceBuffer) and planned.device.type == "cuda"):
+            self.ctx.counters.workspace_misses += 1  # planned in host memory: unusable by a device kernel
+            return None
+        view = self.ctx.preallocated_workspace(slot_id, nbytes)  # None when unplanned or too small
+        return None if view is None else view.ptr
 
     def scratch(self, nbytes: int) -> int:
         buf = self.rt.allocator.alloc(nbytes)
@@ -116,17 +117,22 @@ class CudaKernel:
         try:
             inputs = []
             for a in ctx.inputs:
-                d = None if a is None else rt.to_device(np.ascontiguousarray(a))
+                if a is None or isinstance(a, DeviceArray):  # device tensors pass through, borrowed
+                    inputs.append(a)
+                    continue
+                d = rt.to_device(np.ascontiguousarray(a))  # explicit host -> device copy
                 inputs.append(d)
-                if d is not None:
-                    owned.append(d)
+                owned.append(d)
             outs = compute(rt, self.spec, self.node_name, inputs, self.attrs, ws, ctx.output_count)
             owned.extend(o for o in outs if o is not None)
             for i, o in enumerate(outs):
                 if o is None:
                     continue
-                host = ctx.output(i, o.shape, o.dtype)
-                copy_device_to_host(o.buffer, host.reshape(-1).view(np.uint8))
+                dst = ctx.output(i, o.shape, o.dtype)
+                if isinstance(dst, DeviceArray):
+                    copy_device_to_device(o.buffer, dst.buffer)
+                else:
+                    copy_device_to_host(o.buffer, dst.reshape(-1).view(np.uint8))  # explicit device -> host copy
         finally:
             ws.release()
             for d in owned:
