@@ -139,3 +139,27 @@ def test_loop_and_if_subgraphs_see_outer_scope():
         acc = x + 3 * w
         np.testing.assert_allclose(out["y"], acc * w if flag else acc - w)
         np.testing.assert_allclose(out["scans"], np.stack([x + w, x + 2 * w, x + 3 * w]))
+
+
+def test_conv_uses_declared_workspace_for_im2col():
+    from ort_session.cpu._registry import workspace_scope
+
+    x, w = f32(2, 4, 9, 7), f32(6, 2, 3, 3)
+    proto = _model("Conv", {"x": x, "w": w}, group=2, pads=[1, 1, 1, 1])
+    model = ort_graph.from_proto(proto)
+    node = model.graph.nodes[0]
+    impl = find("Conv", "", 21)
+    [(slot, nbytes)] = impl.workspace_bytes(node, [x.shape, w.shape])
+    assert slot == 0 and nbytes == 2 * 4 * 9 * 7 * 9 * 4
+    calls = []
+    buf = np.empty(nbytes, dtype=np.uint8)
+
+    def provider(slot_id, n):
+        calls.append((slot_id, n))
+        return buf
+
+    with workspace_scope(provider):
+        [y] = impl.compute(node, [x, w])
+    assert calls == [(0, nbytes)]
+    ref = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x, "w": w})
+    np.testing.assert_allclose(y, ref[0], rtol=1e-4, atol=1e-5)

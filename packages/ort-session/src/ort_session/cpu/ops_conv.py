@@ -11,29 +11,52 @@ from ._window import conv_pads, out_size, windows
 _AUTO = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
 
-def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, node) -> np.ndarray:
-    n = x.ndim - 2
-    kernel = list(node.attr("kernel_shape") or w.shape[2:])
+def _geometry(node, xshape, wshape):
+    n = len(xshape) - 2
+    kernel = list(node.attr("kernel_shape") or wshape[2:])
     strides = list(node.attr("strides") or [1] * n)
     dil = list(node.attr("dilations") or [1] * n)
+    pads = conv_pads(node, xshape[2:], kernel, strides, dil)
+    outs = [out_size(xshape[2 + i], kernel[i], strides[i], dil[i], pads[i], pads[n + i], False) for i in range(n)]
+    return kernel, strides, dil, pads, outs
+
+
+def _compute_dtype(dt: np.dtype) -> np.dtype:
+    return dt if dt in (np.float32, np.float64) else np.dtype(np.float32)
+
+
+def im2col_bytes(xshape, wshape, node, dt: np.dtype) -> int:
+    kernel, _, _, _, outs = _geometry(node, xshape, wshape)
+    return int(xshape[0] * xshape[1] * int(np.prod(outs)) * int(np.prod(kernel))) * _compute_dtype(dt).itemsize
+
+
+def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, node, scratch=None) -> np.ndarray:
+    """N-D grouped convolution: im2col into (N, *out, C, *k) rows, one GEMM per group.
+
+    `scratch(nbytes)` may supply the im2col buffer (the declared workspace); else it is allocated."""
+    n = x.ndim - 2
+    kernel, strides, dil, pads, outs = _geometry(node, x.shape, w.shape)
     group = node.attr("group", 1)
-    pads = conv_pads(node, x.shape[2:], kernel, strides, dil)
-    outs = [out_size(x.shape[2 + i], kernel[i], strides[i], dil[i], pads[i], pads[n + i], False) for i in range(n)]
-    xf, wf = upcast(x), upcast(w)
-    win = windows(xf, kernel, strides, dil, pads, outs, 0)  # (N, C, *out, *k)
-    cg, mg = x.shape[1] // group, w.shape[0] // group
-    parts = []
-    axes_x = [1] + list(range(2 + n, 2 + 2 * n))
-    axes_w = list(range(1, 2 + n - 1 + 1))
+    ct = _compute_dtype(x.dtype)
+    win = windows(x, kernel, strides, dil, pads, outs, 0)  # (N, C, *out, *k) view
+    perm = (0, *range(2, 2 + n), 1, *range(2 + n, 2 + 2 * n))
+    shape = tuple(win.shape[i] for i in perm)
+    nbytes = int(np.prod(shape)) * ct.itemsize
+    buf = scratch(nbytes) if scratch is not None else None
+    cols = (buf.reshape(-1).view(np.uint8)[:nbytes].view(ct).reshape(shape) if buf is not None and buf.nbytes >= nbytes
+            else np.empty(shape, dtype=ct))
+    np.copyto(cols, win.transpose(perm), casting="unsafe")
+    rows = int(np.prod(shape[:1 + n]))
+    cols2 = cols.reshape(rows, group, -1)
+    wf = w.astype(ct, copy=False).reshape(group, w.shape[0] // group, -1)
+    y = np.empty((rows, w.shape[0]), dtype=ct)
+    mg = w.shape[0] // group
     for g in range(group):
-        xg = win[:, g * cg:(g + 1) * cg]
-        wg = wf[g * mg:(g + 1) * mg]
-        parts.append(np.tensordot(xg, wg, axes=(axes_x, axes_w)))  # (N, *out, Mg)
-    y = np.concatenate(parts, axis=-1) if group > 1 else parts[0]
-    y = np.moveaxis(y, -1, 1)
+        np.matmul(cols2[:, g, :], wf[g].T, out=y[:, g * mg:(g + 1) * mg])
     if b is not None:
-        y = y + upcast(b).reshape((1, -1) + (1,) * n)
-    return np.ascontiguousarray(y).astype(x.dtype)
+        y += b.astype(ct)
+    y = np.moveaxis(y.reshape(x.shape[0], *outs, w.shape[0]), -1, 1)
+    return np.ascontiguousarray(y, dtype=x.dtype)
 
 
 class _ConvBase(OpImpl):
@@ -49,21 +72,18 @@ class _ConvBase(OpImpl):
 @register("Conv", since=1)
 class Conv(_ConvBase):
     def compute(self, node, inputs):
-        return [conv(inputs[0], inputs[1], inputs[2] if len(inputs) > 2 else None, node)]
+        return [conv(inputs[0], inputs[1], inputs[2] if len(inputs) > 2 else None, node,
+                     scratch=lambda nbytes: self.scratch(0, nbytes))]
 
     def workspace_bytes(self, node, input_shapes):
-        """im2col buffer: N * C * prod(out) * prod(kernel) elements of the input type (float32 bound)."""
-        xs, ws = (input_shapes + [None, None])[:2]
+        """Slot 0: the im2col buffer, N * C * prod(out) * prod(kernel) elements of the compute type
+        (float32 for 16-bit inputs, else the input type)."""
+        xs, ws = (list(input_shapes) + [None, None])[:2]
         if not xs or not ws or any(not isinstance(d, int) for d in list(xs) + list(ws)):
             return []
-        n = len(xs) - 2
-        strides = list(node.attr("strides") or [1] * n)
-        dil = list(node.attr("dilations") or [1] * n)
-        kernel = list(node.attr("kernel_shape") or ws[2:])
-        pads = conv_pads(node, xs[2:], kernel, strides, dil)
-        outs = [out_size(xs[2 + i], kernel[i], strides[i], dil[i], pads[i], pads[n + i], False) for i in range(n)]
-        elems = xs[0] * xs[1] * int(np.prod(outs)) * int(np.prod(kernel))
-        return [(0, elems * 8)]
+        v = node.graph.values.get(node.inputs[0]) if node.graph is not None else None
+        dt = np.dtype(np.float64) if v is not None and v.dtype == 11 else np.dtype(np.float32)
+        return [(0, im2col_bytes(xs, ws, node, dt))]
 
 
 @register("ConvTranspose", since=1)
