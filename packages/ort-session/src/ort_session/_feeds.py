@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -20,7 +21,7 @@ def required_inputs(graph: Graph) -> list[str]:
 
 
 def validate_feeds(graph: Graph, feeds: Mapping[str, object],
-                   declared: Mapping[str, tuple | None] | None = None) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+                   declared: Mapping[str, tuple | None] | None = None) -> tuple[dict[str, Any], dict[str, int]]:
     """Check names, dtypes, ranks and shapes (against `declared` input shapes when given, e.g. the
     model's own before max-shape resolution); returns the arrays and the symbolic-dim bindings."""
     expected = required_inputs(graph)
@@ -30,10 +31,13 @@ def validate_feeds(graph: Graph, feeds: Mapping[str, object],
     missing = [n for n in expected if n not in feeds]
     if missing:
         raise InvalidInputError(f"missing input(s) {missing!r}; the model needs {expected!r}")
-    arrays: dict[str, np.ndarray] = {}
+    arrays: dict[str, Any] = {}
     bindings: dict[str, int] = {}
     for name, raw in feeds.items():
         value = graph.values[name]
+        if raw is None or isinstance(raw, list | tuple | dict):  # sequences, maps, empty optionals
+            arrays[name] = raw
+            continue
         arr = np.asarray(raw)
         want = value.dtype
         if want and ort_graph.from_numpy_dtype(arr.dtype) != want:

@@ -21,7 +21,7 @@ import ort_memplan
 from ort_graph import Model, Node, is_static
 
 from ._errors import InvalidInputError, InvalidOptionError
-from ._executor import RunStats, copy_into, view_as
+from ._executor import FreshArrays, RunStats, copy_into, view_as
 from ._options import SessionOptions
 
 
@@ -113,7 +113,7 @@ class TracingLayout:
         self.recorder.allocate(self.ids[name], nbytes, self.device_of_value.get(name, "cpu"))
 
     def place(self, name: str, arr: Any) -> Any | None:
-        if _block_fits(arr, arr.nbytes):
+        if isinstance(arr, np.ndarray | np.generic) and _block_fits(arr, arr.nbytes):
             self._record(name, arr.nbytes)
         return None
 
@@ -220,7 +220,7 @@ class SessionMemory:
         return out
 
     def layout_for(self, feeds: Mapping[str, np.ndarray]) -> Any:
-        shapes = {n: tuple(a.shape) for n, a in feeds.items()}
+        shapes = {n: tuple(np.shape(a)) if isinstance(a, np.ndarray | np.generic) else None for n, a in feeds.items()}
         if self.static and shapes == self.planned_shapes:
             slot_ids: dict[int, list[int]] = {}
             for node_index, slot_id in self.gplan.slot_requests:
@@ -233,6 +233,8 @@ class SessionMemory:
                 f"this session pre-allocated its buffers for input shapes {self.planned_shapes!r}, but the run "
                 f"feeds {shapes!r}; pre-allocated runs must use the planned shapes (set free_dimension_overrides "
                 "to the shapes you run, or disable session.pre_allocate_execution_buffers)")
+        if any(not isinstance(a, np.ndarray | np.generic) for a in feeds.values()):
+            return FreshArrays()  # sequence / optional inputs: values of data-dependent structure, not planned
         key = ort_memplan.shape_key(feeds)
         cached = self.cache.get(key)
         if cached is not None and key in self._traced:
