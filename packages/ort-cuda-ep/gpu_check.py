@@ -25,9 +25,7 @@ import numpy as np
 HERE = pathlib.Path(__file__).resolve().parent
 
 
-def _events():
-    from cuda.bindings import driver
-
+def _events(driver):
     def make():
         err, ev = driver.cuEventCreate(0)
         assert int(err) == 0, err
@@ -38,7 +36,7 @@ def _events():
 
 def bench(rt, fn, iters: int) -> float:
     """Median milliseconds of fn() over `iters` runs, timed with CUDA events on the null stream."""
-    driver, make = _events()
+    driver, make = _events(rt._driver)
     start, stop = make(), make()
     fn()
     rt.synchronize()
@@ -55,19 +53,19 @@ def bench(rt, fn, iters: int) -> float:
     return float(np.median(times))
 
 
-def main() -> int:
+def main(argv: list[str] | None = None, ep=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="smaller benchmark shapes")
+    ap.add_argument("--quick", action="store_true", help="tiny benchmark shapes (a smoke run of this script)")
     ap.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "gpu_check.json"))
     ap.add_argument("--skip-tests", action="store_true")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     from ort_cuda_ep import CudaExecutionProvider, attention_recipe, matmul_nbits_recipe
-    from ort_cuda_ep._launch import ScratchOnly, compute
+    from ort_cuda_ep._launch import compute
     from ort_cuda_ep._ops import find_spec
 
     report: dict = {}
-    ep = CudaExecutionProvider()
+    ep = ep or CudaExecutionProvider()
     if not ep.can_run:
         print(f"no CUDA driver/device: {ep.unavailable_reason}")
         return 2
@@ -103,20 +101,44 @@ def main() -> int:
         return rt.to_device(rng.standard_normal(shape).astype(dtype) if dtype == np.float32
                             else rng.integers(0, 255, shape, dtype=dtype))
 
+    class Reused:
+        """Planned-style workspace for timing: one device buffer per size, reused across iterations."""
+
+        def __init__(self):
+            self.buffers: dict[int, object] = {}
+
+        def preallocated(self, slot_id, nbytes):
+            if nbytes not in self.buffers:
+                self.buffers[nbytes] = rt.allocator.alloc(nbytes)
+            return self.buffers[nbytes].ptr
+
+        def scratch(self, nbytes):
+            raise AssertionError("unreachable: preallocated always answers")
+
+        def release(self):
+            for buf in self.buffers.values():
+                rt.allocator.free(buf)
+
     def run(name, op, domain, inputs, attrs, nbytes, flops=0, iters=20):
+        """Times compute() with outputs and workspace allocated once (kernel time only)."""
         spec = find_spec(op, domain, 21 if not domain else 1)
-        ws = ScratchOnly(rt)
-        holder: list = []
+        ws = Reused()
+        pool: dict = {}
+        real_empty = rt.empty
 
-        def once():
-            for o in holder:
-                rt.release(o)
-            holder.clear()
-            holder.extend(o for o in compute(rt, spec, name, inputs, attrs, ws) if o is not None)
+        def pooled_empty(shape, dtype=np.float32):
+            key = (tuple(int(d) for d in shape), np.dtype(dtype).str)  # benchmarked ops have distinct output shapes
+            if key not in pool:
+                pool[key] = real_empty(shape, dtype)
+            return pool[key]
 
-        ms = bench(rt, once, iters)
-        for o in holder:
-            rt.release(o)
+        rt.empty = pooled_empty  # type: ignore[method-assign]
+        try:
+            ms = bench(rt, lambda: compute(rt, spec, name, inputs, attrs, ws), iters)
+        finally:
+            rt.empty = real_empty  # type: ignore[method-assign]
+        for arr in pool.values():
+            rt.release(arr)
         ws.release()
         gbs = nbytes / ms / 1e6
         row = {"kernel": name, "ms": ms, "GB/s": gbs, "bw_fraction": nbytes / ms / 1e-3 / p.memory_bandwidth,
@@ -124,24 +146,24 @@ def main() -> int:
         if flops:
             row["TFLOP/s"] = flops / ms / 1e9
         rows.append(row)
-        print(f"  {name:<38} {ms:8.3f} ms  {gbs:8.1f} GB/s  {100 * row['bw_fraction']:5.1f}% of peak BW"
+        print(f"  {name:<44} {ms:8.3f} ms  {gbs:8.1f} GB/s  {100 * row['bw_fraction']:5.1f}% of peak BW"
               f"  (limit {row['bandwidth_bound_ms']:.3f} ms)" + (f"  {row['TFLOP/s']:.1f} TFLOP/s" if flops else ""))
 
-    print("kernel timings (median of 20, device-resident data, includes output allocation):")
-    n = (64 if big else 8) << 20
+    print("kernel timings (median, device-resident data, outputs and workspace allocated once):")
+    n = (64 << 20) if big else (1 << 16)
     a, b = dev(n), dev(n)
-    run(f"Add {n >> 20}M floats", "Add", "", [a, b], {}, 3 * 4 * n)
-    run(f"Sigmoid {n >> 20}M floats", "Sigmoid", "", [a], {}, 2 * 4 * n)
+    run(f"Add {n} floats", "Add", "", [a, b], {}, 3 * 4 * n)
+    run(f"Sigmoid {n} floats", "Sigmoid", "", [a], {}, 2 * 4 * n)
     for t in (a, b):
         rt.release(t)
-    r, c = (32768 if big else 4096), 4096
+    r, c = (32768, 4096) if big else (64, 1024)
     x, w = dev(r, c), dev(c)
     run(f"Softmax {r}x{c}", "Softmax", "", [x], {"axis": -1}, 2 * 4 * r * c)
     run(f"SimplifiedLayerNorm {r}x{c}", "SimplifiedLayerNormalization", "", [x, w], {"axis": -1, "epsilon": 1e-6},
         2 * 4 * r * c)
     rt.release(x)
     rt.release(w)
-    for N, K in ((4096, 4096), (14336, 4096)) if big else ((4096, 4096),):
+    for N, K in ((4096, 4096), (14336, 4096)) if big else ((256, 256),):
         bs = 32
         A1, A64 = dev(1, K), dev(64, K)
         B = dev(N, K // bs, bs // 2, dtype=np.uint8)
@@ -154,12 +176,12 @@ def main() -> int:
             wbytes + 2 * ws_bytes + 4 * 64 * (K + N), flops=2 * 64 * N * K, iters=10)
         for t in (A1, A64, B, S):
             rt.release(t)
-    M = 4096 if big else 1024
+    M = 4096 if big else 128
     X, Y = dev(M, M), dev(M, M)
     run(f"MatMul {M}x{M}x{M}", "MatMul", "", [X, Y], {}, 3 * 4 * M * M, flops=2 * M**3, iters=5)
     rt.release(X)
     rt.release(Y)
-    for B_, H, D, L in ((1, 32, 128, 8192), (1, 8, 128, 32768), (8, 32, 128, 4096)) if big else ((1, 32, 128, 4096),):
+    for B_, H, D, L in ((1, 32, 128, 8192), (1, 8, 128, 32768), (8, 32, 128, 4096)) if big else ((1, 2, 64, 2048),):
         q, k, v = dev(B_, 1, H * D), dev(B_, L, H * D), dev(B_, L, H * D)
         rec = attention_recipe(B_, 1, L, H, D, p.sm_count)
         run(f"MHA decode B={B_} H={H} D={D} L={L} ({rec.num_splits} splits)", "MultiHeadAttention", "com.microsoft",
