@@ -10,7 +10,7 @@ from onnx import TensorProto as T
 from ort_graph import Node
 
 from ._registry import Decline, InputInfo, OpImpl, register
-from ._util import ALL_PLAIN, ANY, BF16, FLOATS_BF, INTS, NUMERIC_BF, UINT, check_all, decline_attr, upcast
+from ._util import ALL_PLAIN, ANY, FLOATS_BF, INTS, NUMERIC_BF, UINT, check_all, decline_attr, upcast
 
 
 class _Binary(OpImpl):

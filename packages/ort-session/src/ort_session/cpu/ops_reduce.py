@@ -6,7 +6,7 @@ import numpy as np
 from onnx import TensorProto as T
 
 from ._registry import OpImpl, register
-from ._util import NUMERIC_BF, check_dtype, decline_attr, ints, norm_axis, upcast
+from ._util import NUMERIC_BF, check_dtype, ints, norm_axis, upcast
 
 
 def _reduce_axes(node, inputs, opset: int, since: int, ndim: int) -> tuple[int, ...] | None:

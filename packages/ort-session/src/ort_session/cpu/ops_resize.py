@@ -224,7 +224,7 @@ class GridSample(OpImpl):
             los.append(lo)
             his.append(hi)
         taps_per_dim = []
-        for i, c in enumerate(coords):
+        for c in coords:
             if mode == "nearest":
                 taps_per_dim.append([(c.astype(np.int64), np.ones_like(c))])
                 continue

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto as T
 
-from ._registry import Decline, OpImpl, register
+from ._registry import OpImpl, register
 from ._util import ANY, check_dtype, decline_attr, ints, norm_axis, np_dtype, tensor_attr
 
 
@@ -177,7 +177,7 @@ class Pad(OpImpl):
         mode = node.attr("mode", "constant")
         if mode not in ("constant", "reflect", "edge", "wrap") or (mode == "wrap" and opset < 19):
             return decline_attr("mode", mode, "'constant', 'reflect', 'edge' ('wrap' from opset 19)")
-        return None
+        return check_dtype(inputs, 0, ANY - {T.STRING})
 
     def compute(self, node, inputs):
         x = inputs[0]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from onnx import TensorProto as T
 
 from ._registry import OpImpl, register
 from ._util import FLOATS_BF, NUMERIC_BF, SINT, check_all, check_dtype, decline_attr, upcast
