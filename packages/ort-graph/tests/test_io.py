@@ -153,3 +153,18 @@ def test_real_exports_load(shared_models: pathlib.Path):
         assert m.graph.nodes, path
         total = sum(t.nbytes for t in m.graph.initializers.values())
         assert total > 100_000, path
+
+
+def test_copy_model_is_independent_and_shares_weights():
+    m = zoo.decoder(CFG)
+    ort_graph.resolve_shapes(m, dims={"batch": 1, "sequence": 4, "past_sequence": 0})
+    c = ort_graph.copy_model(m)
+    assert [n.name for n in c.graph.nodes] == [n.name for n in m.graph.nodes]
+    assert [n.index for n in c.graph.nodes] == [n.index for n in m.graph.nodes]
+    assert c.graph.values["logits"].shape == m.graph.values["logits"].shape
+    assert c.graph.initializers["lm_head.weight"] is m.graph.initializers["lm_head.weight"]
+    c.graph.nodes[0].ep = "X"
+    c.graph.add_node("Identity", ["logits"], ["logits_copy"], name="extra")
+    assert m.graph.nodes[0].ep is None and len(m.graph.nodes) == len(c.graph.nodes) - 1
+    assert c.graph.values["logits"].consumers[-1].name == "extra"
+    assert all(n.graph is c.graph for n in c.graph.nodes)

@@ -35,3 +35,24 @@ def test_duck_typed_declines_keep_their_fields():
     fit = auto_fit(_model().graph, [Provider(), "CPUExecutionProvider"], "cuda:1GiB")
     d = fit.placement.declines[0]
     assert "rejected dtype FLOAT" in d.reason and "accepts FLOAT16" in d.reason and "remedy: cast it" in d.reason
+
+
+def _layers_of(placement, ep):
+    import re
+
+    return sorted({int(re.search(r"layers\.(\d+)", n.name).group(1)) for n in placement.nodes_on(ep)
+                   if re.search(r"layers\.(\d+)", n.name)})
+
+
+def test_exact_fit_callback_grows_and_shrinks_to_what_really_fits():
+    m = _model()
+    ep = OpSetProvider("CUDAExecutionProvider")
+    base = auto_fit(m.graph, [ep, "CPUExecutionProvider"], "cuda:600KiB")
+    for limit in range(0, 4):  # the exact check allows `limit` layers, whatever the estimate said
+        def fits(placement, limit=limit):
+            return len(_layers_of(placement, "CUDAExecutionProvider")) <= limit
+
+        fit = auto_fit(m.graph, [ep, "CPUExecutionProvider"], "cuda:600KiB", fits=fits)
+        assert fit.layers_on_device == limit == len(_layers_of(fit.placement, "CUDAExecutionProvider"))
+        assert fit.layer_ids == tuple(range(limit))
+    assert base.layers_on_device < 3  # the estimate alone stops earlier than the exact check allows

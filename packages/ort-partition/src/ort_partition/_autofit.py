@@ -3,7 +3,7 @@ fallback provider (optionally continuing node by node into the first layer that 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -54,13 +54,18 @@ def _sum_cost(acc: ResourceAccountant, nodes: Sequence[Any], claims: Mapping[Any
 
 def auto_fit(graph: Any, eps: Sequence[Any], budgets: Budgets | str | Mapping[str, Any], *,
              estimator: WorkspaceEstimator | None = None, fallback: str = CPU_EP, node_level: bool = False,
-             include_tail: bool = True, stats: Mapping[str, NodeAllocationStats] | None = None) -> AutoFitResult:
+             include_tail: bool = True, stats: Mapping[str, NodeAllocationStats] | None = None,
+             fits: Callable[[Placement], bool] | None = None) -> AutoFitResult:
     """Place the largest number of whole layers that fits the first budgeted provider's budget.
 
     Layers come from node names (`layers.N`, or the path derived from torch dynamo metadata); nodes the
     provider declines stay on the fallback and cost nothing. When every layer fits, the nodes after
     the last layer (final norm, lm_head) are tried as one more unit (`include_tail`). `node_level`
     continues into the first unit that does not fit, node by node, until the budget stops it.
+
+    `fits(placement) -> bool` is the exact check (e.g. weights + a liveness-planned memory peak <= the
+    budget): the per-node cost sum picks a start, then whole units are dropped while the placement
+    does not fit and added while it does. The budget is then enforced by `fits` alone.
     """
     g = _graph(graph)
     providers = [_AcceptAll(e) if isinstance(e, str) else e for e in eps]
@@ -116,19 +121,18 @@ def auto_fit(graph: Any, eps: Sequence[Any], budgets: Budgets | str | Mapping[st
         last_pos = max(last_pos, max(pos[n] for n in nodes))
         taken.append(key)
 
+    if fits is not None:
+        fit = _fit_exactly(g, eps, limits, target, units, taken, order, fits, estimator, fallback, stats,
+                           len(layer_ids), budget)
+        _add_claim_declines(fit.placement, claims, order, target.name)
+        return fit
     allowed = {n: target.name for n in chosen}
     partial = 0
     if node_level and next_unit is not None:
         allowed.update({n: target.name for n in next_unit})
     placement = place(g, eps, budgets=dict(limits), estimator=estimator, fallback=fallback,
                       stats=stats, allowed=allowed, node_order=order)
-    listed = {(getattr(d, "ep", None), getattr(d, "node", None)) for d in placement.declines}
-    for n in order:  # declines found while choosing units are part of the placement's story
-        c = claims.get(n)
-        if c is not None and not c.supported:
-            d = _declined(c, target.name, n)
-            if (d.ep, d.node) not in listed:
-                placement.declines.append(d)
+    _add_claim_declines(placement, claims, order, target.name)
     on_device = set(placement.nodes_on(target.name))
     if node_level and next_unit is not None:
         partial = sum(1 for n in next_unit if n in on_device)
@@ -137,3 +141,44 @@ def auto_fit(graph: Any, eps: Sequence[Any], budgets: Budgets | str | Mapping[st
                          layer_ids=tuple(whole), tail_on_device="tail" in taken,
                          partial_nodes=partial, cost_on_device=placement.consumed.get(target.name, 0),
                          placement=placement)
+
+
+def _fit_exactly(g: Any, eps: Sequence[Any], limits: dict[str, int], target: Any, units: list[tuple[Any, list[Any]]],
+                 taken: list[Any], order: list[Any], fits: Callable[[Placement], bool],
+                 estimator: WorkspaceEstimator | None, fallback: str, stats: Any, total_layers: int,
+                 budget: int) -> AutoFitResult:
+    others = {ep: b for ep, b in limits.items() if ep != target.name}
+    units = [(key, nodes) for key, nodes in units if nodes]
+    count = sum(1 for key, _ in units if key in taken)
+
+    def realize(k: int) -> Placement:
+        allowed = {n: target.name for _, nodes in units[:k] for n in nodes}
+        return place(g, eps, budgets=others or None, estimator=estimator, fallback=fallback, stats=stats,
+                     allowed=allowed, node_order=order)
+
+    current = realize(count)
+    while count > 0 and not fits(current):
+        count -= 1
+        current = realize(count)
+    while count < len(units):
+        trial = realize(count + 1)
+        if not fits(trial):
+            break
+        count, current = count + 1, trial
+    chosen = units[:count]
+    current.budgets = dict(limits)
+    whole = [k for k, _ in chosen if isinstance(k, int)]
+    return AutoFitResult(ep=target.name, budget=budget, layers_on_device=len(whole), total_layers=total_layers,
+                         layer_ids=tuple(whole), tail_on_device=any(k == "tail" for k, _ in chosen), partial_nodes=0,
+                         cost_on_device=current.consumed.get(target.name, 0), placement=current)
+
+
+def _add_claim_declines(placement: Placement, claims: Mapping[Any, Any], order: Sequence[Any], ep: str) -> None:
+    """Declines found while choosing units are part of the placement's story."""
+    listed = {(getattr(d, "ep", None), getattr(d, "node", None)) for d in placement.declines}
+    for n in order:
+        c = claims.get(n)
+        if c is not None and not c.supported:
+            d = _declined(c, ep, n)
+            if (d.ep, d.node) not in listed:
+                placement.declines.append(d)

@@ -54,8 +54,14 @@ def place(model: Model, order: Sequence[Node], providers: Sequence[Any], options
     budgets, stats = _budgets(model, options)
     estimator = ProviderEstimator(providers)
     if layering is None and budgets and len(providers) > 1:
+        fits = None
+        if not options.node_level_cutoff:
+            from ._fit import plan_fits
+
+            limits = ort_partition.parse_budget(budgets).resolve(list(providers))
+            fits = plan_fits(model, providers, options, limits)
         fit = ort_partition.auto_fit(graph, providers, budgets, estimator=estimator, stats=stats,
-                                     node_level=options.node_level_cutoff)
+                                     node_level=options.node_level_cutoff, fits=fits)
         result, mode, layers = fit.placement, "auto-fit", fit.layers_on_device
     else:
         result = ort_partition.place(graph, providers, layering=layering, budgets=budgets, estimator=estimator,

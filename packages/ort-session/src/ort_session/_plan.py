@@ -92,7 +92,9 @@ class SessionPlan:
         return "\n".join(lines)
 
     def to_table(self) -> str:
-        parts = [f"placement ({self.placement.mode}):", self.report.table(), "", "memory plan:", self.memory_table()]
+        parts = [f"placement ({self.placement.mode}):", self.report.table(),
+                 "  (per-layer costs are sums over nodes without liveness reuse, as the budget loop counts them;",
+                 "   the memory plan below is what is allocated)", "", "memory plan:", self.memory_table()]
         overruns = self.overruns
         if overruns:
             parts += [""] + overruns
