@@ -163,3 +163,20 @@ def test_conv_uses_declared_workspace_for_im2col():
     assert calls == [(0, nbytes)]
     ref = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x, "w": w})
     np.testing.assert_allclose(y, ref[0], rtol=1e-4, atol=1e-5)
+
+
+def test_attention_score_buffer_is_the_declared_workspace():
+    from ort_session.cpu._registry import workspace_scope
+
+    feeds = {"q": f32(1, 6, 4 * 8), "k": f32(1, 6, 2 * 8), "v": f32(1, 6, 2 * 8)}
+    proto = _model("Attention", feeds, opset=23, q_num_heads=4, kv_num_heads=2, is_causal=1)
+    node = ort_graph.from_proto(proto).graph.nodes[0]
+    impl = find("Attention", "", 23)
+    [(slot, nbytes)] = impl.workspace_bytes(node, [v.shape for v in feeds.values()])
+    assert (slot, nbytes) == (0, 1 * 4 * 6 * 6 * 4)
+    calls = []
+    with workspace_scope(lambda s, n: calls.append((s, n)) or np.empty(n, np.uint8)):
+        y = impl.compute(node, list(feeds.values()))[0]
+    assert calls == [(0, nbytes)]
+    ref = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)

@@ -38,7 +38,8 @@ def _window_allowed(sq: int, skv: int, offset, left: int, right: int) -> np.ndar
 
 
 def attention(q, k, v, mask=None, past_k=None, past_v=None, nonpad=None, *, scale=None, is_causal=False,
-              q_heads=None, kv_heads=None, softcap=0.0, qk_mode=-1, left=-1, right=-1, softmax_precision=None):
+              q_heads=None, kv_heads=None, softcap=0.0, qk_mode=-1, left=-1, right=-1, softmax_precision=None, scratch=None,
+              want_qk=True):
     """(Y, present_key, present_value, qk_output) following the ONNX Attention definition."""
     dt = q.dtype
     three_d = q.ndim == 3
@@ -75,24 +76,56 @@ def attention(q, k, v, mask=None, past_k=None, past_v=None, nonpad=None, *, scal
     if scale is None:
         scale = 1 / math.sqrt(qf.shape[3])
     root = ct(math.sqrt(scale))
-    qk = np.matmul(qf * root, np.swapaxes(kf, -1, -2) * root)
+    shape = (qf.shape[0], hq, sq, skv)
+    sp = np.dtype(ct) if softmax_precision is None else np_dtype(softmax_precision)
+    buf = None
+    if scratch is not None and sp == np.dtype(ct):
+        nbytes = int(np.prod(shape)) * sp.itemsize
+        raw = scratch(nbytes)
+        if raw is not None and raw.nbytes >= nbytes:
+            buf = raw.reshape(-1).view(np.uint8)[:nbytes].view(sp).reshape(shape)
+    s = np.matmul(qf * root, np.swapaxes(kf, -1, -2) * root, out=buf)  # the score buffer, updated in place
     if softcap and softcap > 0:
-        qk = np.tanh(qk / ct(softcap)) * ct(softcap)
-    with_bias = qk + bias
-    qk_out = with_bias if qk_mode == 2 else qk
-    if softmax_precision is not None:
-        with_bias = with_bias.astype(np_dtype(softmax_precision))
+        c = ct(softcap)
+        np.divide(s, c, out=s)
+        np.tanh(s, out=s)
+        np.multiply(s, c, out=s)
+    qk_out = s.astype(dt) if want_qk and qk_mode in (-1, 0, 1) else None
+    s += bias
+    if want_qk and qk_mode == 2:
+        qk_out = s.astype(dt)
+    if sp != s.dtype:
+        s = s.astype(sp)
     row_masked = np.isneginf(np.max(bias, axis=-1, keepdims=True))
-    mx = np.max(with_bias, axis=-1, keepdims=True)
-    e = np.exp(with_bias - np.where(np.isneginf(mx), 0, mx))
-    s = np.sum(e, axis=-1, keepdims=True)
-    p = np.where(row_masked, 0, e / np.where(s == 0, 1, s)).astype(e.dtype)
-    if qk_mode == 3:
-        qk_out = p
-    y = np.matmul(p.astype(dt).astype(ct), vf)
+    mx = np.max(s, axis=-1, keepdims=True)
+    s -= np.where(np.isneginf(mx), 0, mx)
+    np.exp(s, out=s)
+    total = np.sum(s, axis=-1, keepdims=True)
+    s /= np.where(total == 0, 1, total)
+    s[np.broadcast_to(row_masked, s.shape)] = 0
+    if want_qk and qk_mode == 3:
+        qk_out = s.astype(dt)
+    p = s if s.dtype == dt and s.dtype == np.dtype(ct) else s.astype(dt).astype(ct)
+    y = np.matmul(p, vf)
     if three_d:
         y = y.transpose(0, 2, 1, 3).reshape(y.shape[0], y.shape[2], -1)
-    return y.astype(dt), pk, pv, np.broadcast_to(qk_out, qk.shape).astype(dt)
+    return y.astype(dt), pk, pv, qk_out
+
+
+def attention_score_bytes(q_shape, k_shape, past_shape, q_heads: int | None, itemsize: int) -> int | None:
+    """Bytes of the (B, Hq, Sq, Skv) score buffer for static shapes, else None."""
+    dims = list(q_shape or ()) + list(k_shape or ()) + list(past_shape or ())
+    if not q_shape or not k_shape or not all(isinstance(d, int) for d in dims):
+        return None
+    if len(q_shape) == 3:
+        b, sq, hq = q_shape[0], q_shape[1], q_heads or 1
+        skv = k_shape[1]
+    else:
+        b, hq, sq = q_shape[0], q_shape[1], q_shape[2]
+        skv = k_shape[2]
+    if past_shape:
+        skv += past_shape[2]
+    return b * hq * sq * skv * itemsize
 
 
 @register("Attention", since=23)
@@ -125,8 +158,21 @@ class Attention(OpImpl):
                         q_heads=node.attr("q_num_heads"), kv_heads=node.attr("kv_num_heads"),
                         softcap=node.attr("softcap", 0.0), qk_mode=node.attr("qk_matmul_output_mode", 0),
                         left=node.attr("left_window_size", -1), right=node.attr("right_window_size", -1),
-                        softmax_precision=node.attr("softmax_precision"))
+                        softmax_precision=node.attr("softmax_precision"),
+                        scratch=lambda nbytes: self.scratch(0, nbytes),
+                        want_qk=len(node.outputs) > 3 and bool(node.outputs[3]))
         return list(out)
+
+    def workspace_bytes(self, node, input_shapes):
+        """Slot 0: the (B, Hq, Sq, Skv) attention score buffer in the compute type (float32 for bfloat16)."""
+        shapes = list(input_shapes) + [None] * 6
+        v = node.graph.values.get(node.inputs[0]) if node.graph is not None else None
+        size = {T.FLOAT16: 2, T.DOUBLE: 8}.get(v.dtype if v is not None else 0, 4)
+        sp = node.attr("softmax_precision")
+        if sp is not None and np_dtype(sp).itemsize != size:
+            return []  # scores are converted to another precision: no in-place buffer
+        n = attention_score_bytes(shapes[0], shapes[1], shapes[4], node.attr("q_num_heads"), size)
+        return [] if n is None else [(0, n)]
 
 
 
