@@ -7,7 +7,12 @@ import math
 import numpy as np
 import pytest
 
-from ort_cuda_ep import attention_recipe, attention_workspace_envelope, num_splits_heuristic
+from ort_cuda_ep import (
+    attention_recipe,
+    attention_workspace_envelope,
+    get_num_splits_and_buffer_sizes,
+    num_splits_heuristic,
+)
 from ort_cuda_ep._attention_recipe import attention_block_n
 
 
@@ -145,3 +150,13 @@ def test_envelope_of_one_shape_is_that_shape():
 ])
 def test_envelope_malformed_is_unavailable(args):
     assert attention_workspace_envelope(*args) is None
+
+
+def test_onnxruntime_triple_and_recipe_agree():
+    assert get_num_splits_and_buffer_sizes(2, 3, 128, 8, 64, 108) == (0, 0, 0)
+    assert get_num_splits_and_buffer_sizes(1, 1, 4096, 2, 64, 108) == (16, 128, 8192)
+    for kv in (1, 300, 4096, 13824, 13825, 50_000):
+        splits, lse_acc, out_acc = get_num_splits_and_buffer_sizes(1, 1, kv, 2, 72, 108)
+        r = attention_recipe(1, 1, kv, 2, 72, 108)
+        assert (r.lse_accum_bytes, r.out_accum_bytes) == (lse_acc, out_acc)
+        assert r.num_splits == max(splits, 1)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
 import ort_cuda_ep
 from ort_abi import (
@@ -26,7 +25,7 @@ from ort_cuda_ep import (
     get_profile,
 )
 from ort_cuda_ep._ops import find_spec
-from ort_graph import from_proto, resolve_shapes, zoo
+from ort_graph import resolve_shapes, zoo
 
 
 def _no_device(monkeypatch):
@@ -84,22 +83,10 @@ def test_profile_plans_without_a_device(monkeypatch):
         ep.runtime  # noqa: B018
 
 
-def _mha_model(batch, seq, kv, hidden=128, heads=2, extra_inputs=(), dtype=TensorProto.FLOAT, unidirectional=0):
-    inputs = [helper.make_tensor_value_info(n, dtype, s) for n, s in
-              (("q", [batch, seq, hidden]), ("k", [batch, kv, hidden]), ("v", [batch, kv, hidden]))]
-    node = helper.make_node("MultiHeadAttention", ["q", "k", "v", *extra_inputs], ["o"], domain="com.microsoft",
-                            num_heads=heads, unidirectional=unidirectional, name="/model/layers.0/attn/MultiHeadAttention")
-    for e in extra_inputs:
-        inputs.append(helper.make_tensor_value_info(e, dtype, [batch, kv]))
-    g = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("o", dtype, [batch, seq, hidden])])
-    mp = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
-    return from_proto(mp)
-
-
-def test_attention_estimate_declaration_and_registry_agree(monkeypatch):
+def test_attention_estimate_declaration_and_registry_agree(monkeypatch, models):
     _no_device(monkeypatch)
     ep = CudaExecutionProvider(profile="a100")  # 108 SMs
-    model = _mha_model(1, 1, 13824)
+    model = models.mha(1, 1, 13824)
     node = model.graph.nodes[0]
     expected = attention_recipe(1, 1, 13824, 2, 64, 108).total_bytes
     assert ep.estimate(node) == expected
@@ -113,21 +100,21 @@ def test_attention_estimate_declaration_and_registry_agree(monkeypatch):
     assert [(s.slot_id, s.size_bytes) for s in slots] == [(0, expected)]  # Level 2
 
 
-def test_estimate_takes_sm_count_from_the_ep_handle(monkeypatch):
+def test_estimate_takes_sm_count_from_the_ep_handle(monkeypatch, models):
     _no_device(monkeypatch)
     ep = CudaExecutionProvider(profile="h100")
     registry = KernelRegistry()
     ep.register(registry)
     entry = registry.find("MultiHeadAttention", "com.microsoft", 1, EP_NAME)
-    node = _mha_model(1, 1, 13825).nodes[0] if False else _mha_model(1, 1, 13825).graph.nodes[0]
+    node = models.mha(1, 1, 13825).graph.nodes[0]
     other = CudaExecutionProvider(profile="a100")
     assert estimate_workspace(entry, node, other) == attention_recipe(1, 1, 13825, 2, 64, 108).total_bytes
     assert estimate_workspace(entry, node, ep) == attention_recipe(1, 1, 13825, 2, 64, 132).total_bytes
 
 
-def test_max_shapes_give_the_envelope_not_the_value_at_the_maximum(monkeypatch):
+def test_max_shapes_give_the_envelope_not_the_value_at_the_maximum(monkeypatch, models):
     _no_device(monkeypatch)
-    model = _mha_model(1, 1, 13825)
+    model = models.mha(1, 1, 13825)
     node = model.graph.nodes[0]
     at_max = CudaExecutionProvider(profile="a100").estimate(node)
     env = CudaExecutionProvider(profile="a100", shapes_are_maxima=True).estimate(node)
@@ -135,9 +122,9 @@ def test_max_shapes_give_the_envelope_not_the_value_at_the_maximum(monkeypatch):
     assert env > at_max
 
 
-def test_symbolic_dims_need_ranges(monkeypatch):
+def test_symbolic_dims_need_ranges(monkeypatch, models):
     _no_device(monkeypatch)
-    model = _mha_model("batch", 1, "total")
+    model = models.mha("batch", 1, "total")
     node = model.graph.nodes[0]
     assert CudaExecutionProvider(profile="a100").estimate(node) is None  # unavailable, never a guess
     ep = CudaExecutionProvider(profile="a100", dim_ranges={"batch": (1, 1), "total": (1, 14000)})
@@ -146,34 +133,23 @@ def test_symbolic_dims_need_ranges(monkeypatch):
 
 
 @pytest.mark.parametrize("make,aspect", [
-    (lambda: _mha_model(1, 1, 64, extra_inputs=("mask",)), "input"),
-    (lambda: _mha_model(1, 1, 64, hidden=130, heads=4), "attribute"),
-    (lambda: _mha_model(1, 1, 64, dtype=TensorProto.FLOAT16), "dtype"),
-    (lambda: _mha_model(1, 2, 64, unidirectional=1), "attribute"),
+    (lambda models: models.mha(1, 1, 64, extra_inputs=("mask",)), "input"),
+    (lambda models: models.mha(1, 1, 64, hidden=130, heads=4), "attribute"),
+    (lambda models: models.mha(1, 1, 64, dtype=TensorProto.FLOAT16), "dtype"),
+    (lambda models: models.mha(1, 2, 64, unidirectional=1), "attribute"),
 ])
-def test_attention_declines_what_it_cannot_run(monkeypatch, make, aspect):
+def test_attention_declines_what_it_cannot_run(monkeypatch, make, aspect, models):
     _no_device(monkeypatch)
-    node = make().graph.nodes[0]
+    node = make(models).graph.nodes[0]
     v = CudaExecutionProvider(profile="h100").claim(node, 1)
     assert isinstance(v, Declined) and v.rejected.startswith(aspect + ":") and v.remedy
 
 
-def _nbits_model(m, n=256, k=128, block=32):
-    kb = k // block
-    inits = [helper.make_tensor("B", TensorProto.UINT8, [n, kb, block // 2], np.zeros(n * kb * block // 2, np.uint8).tobytes(), raw=True),
-             helper.make_tensor("scales", TensorProto.FLOAT, [n * kb], np.ones(n * kb, np.float32).tolist())]
-    node = helper.make_node("MatMulNBits", ["A", "B", "scales"], ["Y"], domain="com.microsoft", K=k, N=n, bits=4,
-                            block_size=block, name="/model/layers.0/mlp/down_proj/MatMul_Q4")
-    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("A", TensorProto.FLOAT, [m, k])],
-                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [m, n])], inits)
-    return from_proto(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)]))
-
-
 @pytest.mark.parametrize("m,expected", [(1, 0), (8, 0), (9, 4 * 128 * 256), (0, 0)])
-def test_matmul_nbits_estimate_equals_declaration(monkeypatch, m, expected):
+def test_matmul_nbits_estimate_equals_declaration(monkeypatch, m, expected, models):
     _no_device(monkeypatch)
     ep = CudaExecutionProvider(profile="l4")
-    node = _nbits_model(m).graph.nodes[0]
+    node = models.nbits(m).graph.nodes[0]
     assert ep.estimate(node) == expected
     slots = declared_slots(find_spec("MatMulNBits", "com.microsoft", 1), workspace_input_shapes(node),
                            {"K": 128, "N": 256, "bits": 4, "block_size": 32}, ep.profile)
@@ -183,12 +159,12 @@ def test_matmul_nbits_estimate_equals_declaration(monkeypatch, m, expected):
     assert cost.cost_bytes == node.graph.output_nbytes(node) + node.graph.initializer_nbytes(node) + expected
 
 
-def test_kernel_creation_without_a_device_fails_at_initialization(monkeypatch):
+def test_kernel_creation_without_a_device_fails_at_initialization(monkeypatch, models):
     _no_device(monkeypatch)
     ep = CudaExecutionProvider(profile="h100")
     registry = KernelRegistry()
     ep.register(registry)
-    node = _nbits_model(16).graph.nodes[0]
+    node = models.nbits(16).graph.nodes[0]
     entry = registry.find("MatMulNBits", "com.microsoft", 1, EP_NAME)
     from ort_abi import KernelInfo
 
@@ -196,12 +172,12 @@ def test_kernel_creation_without_a_device_fails_at_initialization(monkeypatch):
         entry.create_kernel(KernelInfo.from_node(node, ep))
 
 
-def test_with_a_device_the_driver_profile_is_used(monkeypatch):
+def test_with_a_device_the_driver_profile_is_used(monkeypatch, models):
     fake = DeviceInfo(0, "NVIDIA H200", get_profile("h200"), 13000)
     monkeypatch.setattr("ort_cuda_ep._ep.discover", lambda device_id=0: fake)
     ep = CudaExecutionProvider()
     assert ep.can_run and ep.profile.sm_count == 132
-    kernel = ep.create_kernel(_nbits_model(32).graph.nodes[0], 1)
+    kernel = ep.create_kernel(models.nbits(32).graph.nodes[0], 1)
     slots = declare_workspace(kernel, workspace_input_shapes(kernel.info.node), node=kernel.node_name)
     assert [(s.slot_id, s.size_bytes) for s in slots] == [(0, 4 * 128 * 256)]
 

@@ -208,3 +208,28 @@ def test_gpu_check_script_runs_end_to_end_on_the_recording_driver(ep, tmp_path):
     kernels = [r["kernel"] for r in report["kernels"]]
     assert len(kernels) == 8 and all(r["ms"] == 0.5 for r in report["kernels"])
     assert report["leaked_bytes"] == 0
+
+
+
+@pytest.mark.parametrize("kind,args", [("mha", (1, 1, 13824)), ("mha", (1, 1, 13825)), ("mha", (2, 3, 128)),
+                                       ("nbits", (1,)), ("nbits", (16,)), ("nbits", (0,))])
+def test_level1_equals_level2_equals_runtime(ep, kind, args, models):
+    """The same recipe answers the estimate, the declaration and the run-time request."""
+    from ort_abi import declare_workspace, workspace_input_shapes
+
+    if kind == "mha":
+        b, s, kv = args
+        node = models.mha(b, s, kv).graph.nodes[0]
+        feeds = [np.zeros((b, s, 128), np.float32), np.zeros((b, kv, 128), np.float32), np.zeros((b, kv, 128), np.float32)]
+    else:
+        (m,) = args
+        node = models.nbits(m).graph.nodes[0]
+        g = node.graph
+        feeds = [np.zeros((m, 128), np.float32), g.initializers["B"].numpy(), g.initializers["scales"].numpy()]
+    level1 = ep.estimate(node, 1)
+    kernel = ep.create_kernel(node, 1)
+    level2 = sum(s.size_bytes for s in declare_workspace(kernel, workspace_input_shapes(node), node=node.name))
+    attrs = {k: a.value for k, a in node.attributes.items()}
+    ep.run_op(node.op_type, feeds, attrs, domain="com.microsoft", opset=1, node_name=node.name)
+    runtime = ep.runtime.counters.last[node.name][1]
+    assert level1 == level2 == runtime

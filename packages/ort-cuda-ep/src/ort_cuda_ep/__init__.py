@@ -10,6 +10,7 @@ from ._attention_recipe import (
     AttentionRecipe,
     attention_recipe,
     attention_workspace_envelope,
+    get_num_splits_and_buffer_sizes,
     num_splits_heuristic,
 )
 from ._compile import KERNEL_SOURCES, CompiledKernel, KernelCache, KernelSource, compile_kernel, default_cache
@@ -38,6 +39,6 @@ __all__ = [
     "GEMV_MAX_M", "KERNEL_SOURCES", "KernelCache", "KernelCompileError", "KernelLaunchError", "KernelSource",
     "MAX_SPLITS", "MatMulNBitsRecipe", "NO_DEVICE_REMEDY", "NodeFacts", "OP_SPECS", "OpSpec", "PROFILES", "Rejection",
     "SLOT_ID", "UnknownProfileError", "__version__", "attention_recipe", "attention_workspace_envelope", "check_node",
-    "compile_kernel", "default_cache", "discover", "estimate_bytes", "get_profile", "matmul_nbits_recipe",
+    "compile_kernel", "default_cache", "discover", "estimate_bytes", "get_num_splits_and_buffer_sizes", "get_profile", "matmul_nbits_recipe",
     "matmul_nbits_workspace_envelope", "num_splits_heuristic", "profile_names", "supported_ops", "workspace_bytes",
 ]

@@ -27,6 +27,7 @@ __all__ = [
     "num_splits_heuristic",
     "attention_recipe",
     "attention_workspace_envelope",
+    "get_num_splits_and_buffer_sizes",
 ]
 
 MAX_SPLITS = 128
@@ -66,6 +67,16 @@ def num_splits_heuristic(batch: int, seq_q: int, seq_kv: int, num_heads: int, he
     n_blocks = -(-seq_kv // attention_block_n(head_size))
     m_blocks = -(-seq_q // 64)
     return int(_splits_for_blocks(batch * num_heads * m_blocks, np.array([n_blocks]), sm_count)[0])
+
+
+def get_num_splits_and_buffer_sizes(batch: int, seq_q: int, seq_kv: int, num_heads: int, head_size: int,
+                                    sm_count: int) -> tuple[int, int, int]:
+    """onnxruntime's triple: (num_splits, split-LSE bytes, split-output bytes), (0, 0, 0) without a split."""
+    splits = num_splits_heuristic(batch, seq_q, seq_kv, num_heads, head_size, sm_count)
+    if splits <= 1:
+        return 0, 0, 0
+    d_r = -(-head_size // 32) * 32
+    return splits, 4 * splits * batch * seq_q * num_heads, 4 * splits * batch * seq_q * num_heads * d_r
 
 
 @attrs.define(frozen=True)
