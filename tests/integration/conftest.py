@@ -1,0 +1,33 @@
+"""Integration fixtures: the parity C library, built once per session with the system cc."""
+
+from __future__ import annotations
+
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+import ort_abi
+
+HERE = pathlib.Path(__file__).resolve().parent
+PARITY_C = HERE / "c" / "parity_kernels.c"
+
+
+def compile_library(source: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler (cc) on PATH")
+    cmd = [cc, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", f"-I{ort_abi.get_include()}",
+           str(source), "-o", str(out), "-lm"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.fail(f"compiling {source.name} failed:\n{' '.join(cmd)}\n{proc.stderr}")
+    return out
+
+
+@pytest.fixture(scope="session")
+def parity_lib(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    if not ort_abi.c_available():
+        pytest.skip("ort_abi._cffi_bridge is not built (C kernels cannot load)")
+    return compile_library(PARITY_C, tmp_path_factory.mktemp("clib") / "libparity_kernels.so")
