@@ -7,6 +7,10 @@ import pytest
 from onnx import TensorProto
 
 from ort_session.cpu import InputInfo
+from ort_session.cpu.ops_extra_deform import DeformConv
+
+# Called directly: the op table may hold another DeformConv from a standard-op module; `find` picks one.
+DEFORMCONV = DeformConv()
 
 
 def _out(size, k, s, d, p0, p1):
@@ -30,7 +34,7 @@ def test_deform_conv_matches_onnxruntime(kit, rng, group, offset_group, strides,
                  pads=list(pads), kernel_shape=[kh, kw])
     ins = [x, wt, off, b, mask]
     ref = kit.ort("DeformConv", ins, 1, domain="", opset=19, **attrs)[0]
-    got = kit.ours("DeformConv", ins, 1, domain="", opset=19, **attrs)[0]
+    got = kit.ours("DeformConv", ins, 1, domain="", opset=19, impl=DEFORMCONV, **attrs)[0]
     assert got.shape == ref.shape == (n, oc, oh, ow)
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
 
@@ -38,5 +42,6 @@ def test_deform_conv_matches_onnxruntime(kit, rng, group, offset_group, strides,
 def test_deform_conv_declines_3d(kit):
     F = TensorProto.FLOAT
     d = kit.decline_of("DeformConv", [InputInfo(F, (1, 2, 4, 4, 4)), InputInfo(F, (2, 2, 2, 2, 2)),
-                                      InputInfo(F, (1, 48, 3, 3, 3))], domain="", opset=19)
+                                      InputInfo(F, (1, 48, 3, 3, 3))], domain="", opset=19,
+                       impl=DEFORMCONV)
     assert d is not None and "rank 5" in d.rejected
