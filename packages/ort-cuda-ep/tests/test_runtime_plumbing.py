@@ -90,11 +90,15 @@ class FakeDriver:
         return self._ok()
 
 
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return KernelCache(tmp_path_factory.mktemp("cubins"))  # one compile per source for the module
+
+
 @pytest.fixture
-def ep(monkeypatch, tmp_path):
+def ep(monkeypatch, cache):
     fake = DeviceInfo(0, "NVIDIA A100", get_profile("a100"), 13000)
     monkeypatch.setattr("ort_cuda_ep._ep.discover", lambda device_id=0: fake)
-    cache = KernelCache(tmp_path)
     ep = CudaExecutionProvider(cache=cache)
     ep._runtime = CudaRuntime(fake, cache, ep.identity, driver=FakeDriver())
     return ep
