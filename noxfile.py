@@ -37,9 +37,18 @@ def _local_closure(name: str) -> list[str]:
     return seen
 
 
+def _install_local(session: nox.Session, names: list[str]) -> None:
+    """Install project packages from their folders, always rebuilt from the current sources (uv caches
+    local builds by pyproject.toml alone, which would test stale code)."""
+    fresh = [f"--reinstall-package={n}" for n in names] if session.venv_backend == "uv" else ["--force-reinstall", "--no-deps"]
+    if session.venv_backend != "uv":
+        session.install(*[f"./packages/{n}" for n in names])
+    session.install(*fresh, *[f"./packages/{n}" for n in names])
+
+
 def _install_all(session: nox.Session) -> None:
     session.install(*TEST_TOOLS)
-    session.install(*[f"./packages/{p}" for p in PACKAGES])
+    _install_local(session, PACKAGES)
 
 
 @nox.session
@@ -55,7 +64,7 @@ def tests(session: nox.Session) -> None:
 def package(session: nox.Session, name: str) -> None:
     """One package alone, with only its declared dependencies."""
     session.install(*TEST_TOOLS)
-    session.install(*[f"./packages/{p}" for p in _local_closure(name)])
+    _install_local(session, _local_closure(name))
     session.run("pytest", f"packages/{name}/tests", *session.posargs)
 
 
@@ -90,5 +99,5 @@ def lint(session: nox.Session) -> None:
 def demo(session: nox.Session) -> None:
     """The main job on the built-in demo decoder."""
     session.install("onnxruntime>=1.20")
-    session.install(*[f"./packages/{p}" for p in PACKAGES])
+    _install_local(session, PACKAGES)
     session.run("ortrun", "demo", *session.posargs)
