@@ -24,9 +24,9 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_split_f32(
   __shared__ float scratch[32];
   const long long blk = blockIdx.x;
   const int split = (int)(blk % num_splits);
-  const long long t = blk / num_splits;
-  const int qi = (int)(t % Sq);
-  const int bh = (int)(t / Sq);
+  const long long qrow = blk / num_splits;  // (b * H + h) * Sq + qi
+  const int qi = (int)(qrow % Sq);
+  const int bh = (int)(qrow / Sq);
   const int b = bh / H, h = bh % H;
   const long long row_stride = (long long)H * D;
   const float* q = Q + ((long long)b * Sq + qi) * row_stride + (long long)h * D;
