@@ -53,3 +53,11 @@ def test_compile_error_keeps_the_log():
 def test_bad_requests_say_what_is_accepted(name, arch, options):
     with pytest.raises(KernelCompileError, match=repr(name) if name == "nope" else "sm_|option"):
         KernelCache(None).get(name, arch, options)
+
+
+def test_corrupt_disk_entry_is_recompiled(tmp_path):
+    first = KernelCache(tmp_path).get("softmax", "sm_90")
+    (tmp_path / f"{first.key}.cubin").write_bytes(b"garbage")
+    again = KernelCache(tmp_path)
+    k = again.get("softmax", "sm_90")
+    assert (k.from_cache, again.compiles, k.cubin) == ("", 1, first.cubin)

@@ -24,6 +24,9 @@ def facts(op, shapes, dtypes=None, attrs=None, domain="", inputs=None):
     (facts("MatMulNBits", [("m", 64), (32, 2, 16), (64,)], (F, U8, F), {"K": 64, "N": 32, "bits": 4, "block_size": 32},
            "com.microsoft"), 1),
     (facts("Gelu", [(4,)], attrs={"approximate": "tanh"}), 20),
+    (facts("SimplifiedLayerNormalization", [("b", 4, 8), (4, 8)], attrs={"axis": -2}), 17),
+    (facts("MultiHeadAttention", [("b", 1, 64), ("b", "t", 64), ("b", "t", 64)], attrs={"num_heads": 2},
+           domain="com.microsoft"), 1),
     (NodeFacts("n", "SkipSimplifiedLayerNormalization", "com.microsoft", ("x", "s", "g"), (F, F, F),
                ((1, 8, 64), (1, 8, 64), (64,)), {}, ("y", "", "", "sum")), 1),
 ])
@@ -51,6 +54,11 @@ def test_supported(f, opset):
            "com.microsoft"), 1, "shape", "K=64"),
     (facts("SimplifiedLayerNormalization", [(4, 8), (8,), (8,)]), 17, "input", "bias"),
     (facts("Gelu", [(4,)], attrs={"approximate": "fast"}), 20, "attribute", "fast"),
+    (facts("SimplifiedLayerNormalization", [(4, 8), (4,)]), 17, "shape", "scale (4,)"),
+    (facts("MultiHeadAttention", [(1, 1, 64), (2, 9, 64), (2, 9, 64)], attrs={"num_heads": 2}, domain="com.microsoft"),
+     1, "shape", "batch"),
+    (facts("MultiHeadAttention", [("b", 1, 64), ("b", "k", 64), ("b", "v", 64)], attrs={"num_heads": 2},
+           domain="com.microsoft"), 1, "shape", "key/value lengths"),
     (NodeFacts("n", "SkipSimplifiedLayerNormalization", "com.microsoft", ("x", "s", "g"), (F, F, F),
                ((1, 8, 64), (1, 8, 64), (64,)), {}, ("y", "mean")), 1, "output", "mean"),
 ])

@@ -198,7 +198,10 @@ class KernelCache:
         if paths is None or not paths[0].is_file():
             return None
         log = paths[1].read_text() if paths[1].is_file() else ""
-        return paths[0].read_bytes(), log
+        cubin = paths[0].read_bytes()
+        if cubin[:4] != b"\x7fELF":  # truncated or foreign file: recompile rather than load it
+            return None
+        return cubin, log
 
     def _store(self, key: str, cubin: bytes, log: str) -> None:
         paths = self._paths(key)

@@ -136,7 +136,22 @@ def _rms_norm(f: NodeFacts, opset: int) -> Rejection | None:
         return r
     if f.present(2):
         return Rejection("input", "a bias input", "X and scale only", "leave this node to the CPU EP")
+    x, scale = f.shapes[0], f.shapes[1]
+    axis = f.attrs.get("axis", -1)
+    if x is not None and scale is not None and len(x):
+        trailing = x[axis % len(x):]
+        known = all(isinstance(d, int) for d in (*trailing, *scale))
+        if known and _prod(trailing) != _prod(scale):  # type: ignore[arg-type]
+            return Rejection("shape", f"scale {scale!r} for normalized dims {trailing!r}",
+                             "a scale with one element per normalized element", "fix the model, or use the CPU EP")
     return None
+
+
+def _prod(dims) -> int:
+    out = 1
+    for d in dims:
+        out *= d
+    return out
 
 
 def _skip_rms_norm(f: NodeFacts, opset: int) -> Rejection | None:
@@ -201,6 +216,11 @@ def _mha(f: NodeFacts, opset: int) -> Rejection | None:
     if any(f.rank(i) != 3 for i in range(3)):
         return Rejection("shape", f"ranks {[f.rank(i) for i in range(3)]}", "3-D [batch, seq, hidden] query/key/value",
                          "pack heads into the last dim")
+    q, k, v = f.shapes[0], f.shapes[1], f.shapes[2]
+    if len({q[0], k[0], v[0]}) != 1 or k[1] != v[1]:  # type: ignore[index]
+        return Rejection("shape", f"query {q!r}, key {k!r}, value {v!r}",
+                         "one batch dim for all three and equal key/value lengths (same values or same symbols)",
+                         "fix the model, or leave this node to the CPU EP")
     if f.attrs.get("unidirectional", 0) and f.shapes[0][1] != f.shapes[1][1]:  # type: ignore[index]
         return Rejection("attribute", f"unidirectional=1 with query length {f.shapes[0][1]!r} and key length "  # type: ignore[index]
                          f"{f.shapes[1][1]!r}", "unidirectional only when query and key lengths are the same dim",  # type: ignore[index]
