@@ -88,9 +88,24 @@ def _token_limit(graph: Graph, name: str) -> int:
     return 16
 
 
+def symbol_hints(graph: Graph) -> dict[str, int]:
+    """Symbolic dims the model itself pins: a dim the file declares by name where inference computed a
+    number (the genai builder's `kv_cache_dim` is the head size GroupQueryAttention computes)."""
+    hints: dict[str, int] = {}
+    for name, declared in graph.declared_value_info.items():
+        v = graph.values.get(name)
+        if v is None or v.shape is None or declared.shape is None or len(v.shape) != len(declared.shape):
+            continue
+        for d, got in zip(declared.shape, v.shape):
+            if isinstance(d, str) and isinstance(got, int):
+                hints.setdefault(d, got)
+    return hints
+
+
 def generate_inputs(graph: Graph, dims: Mapping[str, int] | None = None, seed: int = 0) -> dict[str, np.ndarray]:
-    """Inputs for every required graph input: symbolic dims from `dims`, else `default_dim`."""
-    dims = dict(dims or {})
+    """Inputs for every required graph input: symbolic dims from `dims`, else what the model pins
+    (`symbol_hints`), else `default_dim`."""
+    dims = {**symbol_hints(graph), **dict(dims or {})}
     rng = np.random.default_rng(seed)
     symbols = {d for n in required_inputs(graph) for d in (graph.values[n].shape or ()) if isinstance(d, str)}
     for s in sorted(symbols):
