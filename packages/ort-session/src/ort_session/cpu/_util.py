@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import ClassVar
 
 import numpy as np
 from onnx import TensorProto as T
@@ -10,7 +11,7 @@ from onnx import numpy_helper
 
 from ort_graph import Node, dtype_name, to_numpy_dtype
 
-from ._registry import Decline, InputInfo
+from ._registry import Decline, InputInfo, OpImpl
 
 F32, F64, F16, BF16 = T.FLOAT, T.DOUBLE, T.FLOAT16, T.BFLOAT16
 SINT = frozenset({T.INT8, T.INT16, T.INT32, T.INT64})
@@ -92,3 +93,20 @@ def is_lowp(a: np.ndarray) -> bool:
 
 def upcast(a: np.ndarray) -> np.ndarray:
     return a.astype(np.float32) if is_lowp(a) else a
+
+
+INDEX = frozenset({T.INT32, T.INT64})
+I64 = frozenset({T.INT64})
+
+
+class IndexTyped(OpImpl):
+    """Declines index / shape / axes inputs whose dtype the ONNX schema does not allow."""
+
+    index_dtypes: ClassVar[dict[int, frozenset[int]]] = {}
+
+    def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
+        for i, allowed in self.index_dtypes.items():
+            d = check_dtype(inputs, i, allowed)
+            if d:
+                return d
+        return super().supports(node, inputs, opset)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._registry import OpImpl, register
-from ._util import decline_attr, ints, norm_axis
+from ._util import I64, INDEX, IndexTyped, decline_attr, ints, norm_axis
 
 _REDUCTIONS = ("none", "add", "mul", "max", "min")
 
@@ -17,7 +17,9 @@ def _fix(idx: np.ndarray, dim: int) -> np.ndarray:
 
 
 @register("Gather", since=1)
-class Gather(OpImpl):
+class Gather(IndexTyped):
+    index_dtypes = {1: INDEX}
+
     def compute(self, node, inputs):
         x, idx = inputs
         axis = norm_axis(node.attr("axis", 0), x.ndim)
@@ -25,7 +27,9 @@ class Gather(OpImpl):
 
 
 @register("GatherElements", since=11)
-class GatherElements(OpImpl):
+class GatherElements(IndexTyped):
+    index_dtypes = {1: INDEX}
+
     def compute(self, node, inputs):
         x, idx = inputs
         axis = norm_axis(node.attr("axis", 0), x.ndim)
@@ -33,7 +37,9 @@ class GatherElements(OpImpl):
 
 
 @register("GatherND", since=11)
-class GatherND(OpImpl):
+class GatherND(IndexTyped):
+    index_dtypes = {1: I64}
+
     def compute(self, node, inputs):
         x, idx = inputs
         b = node.attr("batch_dims", 0)
@@ -63,12 +69,14 @@ def _apply(data: np.ndarray, index: tuple, updates: np.ndarray, reduction: str) 
         np.minimum.at(data, index, updates)
 
 
-class _ScatterBase(OpImpl):
+class _ScatterBase(IndexTyped):
+    index_dtypes = {1: INDEX}
+
     def supports(self, node, inputs, opset):
         r = node.attr("reduction", "none")
         if r not in _REDUCTIONS or (r in ("max", "min") and opset < 18):
             return decline_attr("reduction", r, "'none', 'add', 'mul' ('max', 'min' from opset 18)")
-        return None
+        return super().supports(node, inputs, opset)
 
 
 @register("ScatterElements", since=11)
@@ -91,6 +99,8 @@ class Scatter(ScatterElements):
 
 @register("ScatterND", since=11)
 class ScatterND(_ScatterBase):
+    index_dtypes = {1: I64}
+
     def compute(self, node, inputs):
         x, idx, upd = inputs
         out = x.copy()
@@ -105,11 +115,13 @@ class ScatterND(_ScatterBase):
 
 
 @register("TensorScatter", since=24)
-class TensorScatter(OpImpl):
+class TensorScatter(IndexTyped):
+    index_dtypes = {2: I64}
+
     def supports(self, node, inputs, opset):
         if node.attr("mode", "linear") not in ("linear", "circular"):
             return decline_attr("mode", node.attr("mode"), "'linear' or 'circular'")
-        return None
+        return super().supports(node, inputs, opset)
 
     def compute(self, node, inputs):
         cache, upd = inputs[0], inputs[1]
@@ -128,7 +140,9 @@ class TensorScatter(OpImpl):
 
 
 @register("Compress", since=9)
-class Compress(OpImpl):
+class Compress(IndexTyped):
+    index_dtypes = {1: frozenset({9})}
+
     def compute(self, node, inputs):
         x, cond = inputs
         axis = node.attr("axis")
@@ -183,7 +197,9 @@ class Unique(OpImpl):
 
 
 @register("ReverseSequence", since=10)
-class ReverseSequence(OpImpl):
+class ReverseSequence(IndexTyped):
+    index_dtypes = {1: I64}
+
     def compute(self, node, inputs):
         x, lens = inputs
         bax, tax = node.attr("batch_axis", 1), node.attr("time_axis", 0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._registry import OpImpl, register
-from ._util import FLOATS_BF, INTS, check_dtype, decline_attr, upcast
+from ._util import FLOATS_BF, INDEX, check_dtype, decline_attr, upcast
 
 
 def nll(logp: np.ndarray, target: np.ndarray, weight: np.ndarray | None, reduction: str,
@@ -31,7 +31,7 @@ class _LossBase(OpImpl):
         r = node.attr("reduction", "mean")
         if r not in ("none", "sum", "mean"):
             return decline_attr("reduction", r, "'none', 'sum', 'mean'")
-        return check_dtype(inputs, 0, FLOATS_BF) or check_dtype(inputs, 1, INTS) or \
+        return check_dtype(inputs, 0, FLOATS_BF) or check_dtype(inputs, 1, INDEX) or \
             check_dtype(inputs, 2, FLOATS_BF)
 
 

@@ -54,7 +54,7 @@ class MaxPool(_PoolBase):
         x = inputs[0]
         n = x.ndim - 2
         kernel, strides, dil, pads, outs = _geometry(node, x)
-        xf = upcast(x) if x.dtype.kind == "f" else x
+        xf = x if x.dtype.kind in "iu" else upcast(x)
         fill = -np.inf if xf.dtype.kind == "f" else np.iinfo(xf.dtype).min
         win = windows(xf, kernel, strides, dil, pads, outs, fill)
         flat = win.reshape(win.shape[:2 + n] + (-1,))

@@ -6,7 +6,7 @@ import numpy as np
 from onnx import TensorProto as T
 
 from ._registry import OpImpl, register
-from ._util import NUMERIC_BF, check_dtype, ints, norm_axis, upcast
+from ._util import I64, INDEX, NUMERIC_BF, IndexTyped, check_dtype, ints, norm_axis, upcast
 
 
 def _reduce_axes(node, inputs, opset: int, since: int, ndim: int) -> tuple[int, ...] | None:
@@ -20,12 +20,13 @@ def _reduce_axes(node, inputs, opset: int, since: int, ndim: int) -> tuple[int, 
     return tuple(sorted(norm_axis(a, ndim) for a in axes))
 
 
-class _Reduce(OpImpl):
+class _Reduce(IndexTyped):
+    index_dtypes = {1: I64}
     axes_input_since = 18
     allowed = NUMERIC_BF
 
     def supports(self, node, inputs, opset):
-        return check_dtype(inputs, 0, self.allowed)
+        return check_dtype(inputs, 0, self.allowed) or super().supports(node, inputs, opset)
 
     def compute(self, node, inputs):
         from ._interp import node_opset
@@ -169,9 +170,11 @@ class ArgMin(_Arg):
     fn = staticmethod(lambda x, axis: np.argmin(x, axis=axis))
 
 
-class _Cum(OpImpl):
+class _Cum(IndexTyped):
+    index_dtypes = {1: INDEX}
+
     def supports(self, node, inputs, opset):
-        return check_dtype(inputs, 0, NUMERIC_BF)
+        return check_dtype(inputs, 0, NUMERIC_BF) or super().supports(node, inputs, opset)
 
     def compute(self, node, inputs):
         x = inputs[0]
@@ -207,11 +210,12 @@ class CumProd(_Cum):
 
 
 @register("TopK", since=1)
-class TopK(OpImpl):
+class TopK(IndexTyped):
+    index_dtypes = {1: I64}
+
     def supports(self, node, inputs, opset):
-        if opset >= 11 and not node.attr("sorted", 1):
-            return None  # unsorted output may be in any order; we return sorted, which is valid
-        return check_dtype(inputs, 0, NUMERIC_BF)
+        # sorted=0 allows any order; the sorted order returned here is one of them
+        return check_dtype(inputs, 0, NUMERIC_BF) or super().supports(node, inputs, opset)
 
     def compute(self, node, inputs):
         from ._interp import node_opset

@@ -7,7 +7,18 @@ import numpy as np
 from onnx import TensorProto as T
 
 from ._registry import OpImpl, register
-from ._util import ANY, check_dtype, decline_attr, ints, norm_axis, np_dtype, tensor_attr
+from ._util import (
+    ANY,
+    I64,
+    INDEX,
+    IndexTyped,
+    check_dtype,
+    decline_attr,
+    ints,
+    norm_axis,
+    np_dtype,
+    tensor_attr,
+)
 
 
 @register("Shape", since=1)
@@ -29,7 +40,9 @@ class Size(OpImpl):
 
 
 @register("Reshape", since=5)
-class Reshape(OpImpl):
+class Reshape(IndexTyped):
+    index_dtypes = {1: I64}
+
     def compute(self, node, inputs):
         x, shape = inputs[0], ints(inputs[1])
         if not node.attr("allowzero", 0):
@@ -53,7 +66,9 @@ def _axes(node, inputs, index: int, opset: int, since: int) -> list[int] | None:
 
 
 @register("Squeeze", since=1)
-class Squeeze(OpImpl):
+class Squeeze(IndexTyped):
+    index_dtypes = {1: I64}
+
     def compute(self, node, inputs):
         x = inputs[0]
         axes = _axes(node, inputs, 1, _opset(node), 13)
@@ -63,7 +78,9 @@ class Squeeze(OpImpl):
 
 
 @register("Unsqueeze", since=1)
-class Unsqueeze(OpImpl):
+class Unsqueeze(IndexTyped):
+    index_dtypes = {1: I64}
+
     def compute(self, node, inputs):
         x = inputs[0]
         axes = _axes(node, inputs, 1, _opset(node), 13)
@@ -98,7 +115,9 @@ class Concat(OpImpl):
 
 
 @register("Split", since=2)
-class Split(OpImpl):
+class Split(IndexTyped):
+    index_dtypes = {1: I64}
+
     def compute(self, node, inputs):
         x = inputs[0]
         axis = norm_axis(node.attr("axis", 0), x.ndim)
@@ -114,7 +133,9 @@ class Split(OpImpl):
 
 
 @register("Expand", since=8)
-class Expand(OpImpl):
+class Expand(IndexTyped):
+    index_dtypes = {1: I64}
+
     def compute(self, node, inputs):
         x, shape = inputs[0], ints(inputs[1])
         out = np.broadcast_shapes(x.shape, tuple(shape))
@@ -122,7 +143,9 @@ class Expand(OpImpl):
 
 
 @register("ConstantOfShape", since=9)
-class ConstantOfShape(OpImpl):
+class ConstantOfShape(IndexTyped):
+    index_dtypes = {0: I64}
+
     def compute(self, node, inputs):
         v = tensor_attr(node, "value")
         if v is None:
@@ -139,13 +162,17 @@ class Range(OpImpl):
 
 
 @register("Tile", since=6)
-class Tile(OpImpl):
+class Tile(IndexTyped):
+    index_dtypes = {1: I64}
+
     def compute(self, node, inputs):
         return [np.tile(inputs[0], ints(inputs[1]))]
 
 
 @register("Slice", since=1)
-class Slice(OpImpl):
+class Slice(IndexTyped):
+    index_dtypes = {1: INDEX, 2: INDEX, 3: INDEX, 4: INDEX}
+
     def compute(self, node, inputs):
         x = inputs[0]
         if _opset(node) < 10:
@@ -172,12 +199,14 @@ class Slice(OpImpl):
 
 
 @register("Pad", since=2)
-class Pad(OpImpl):
+class Pad(IndexTyped):
+    index_dtypes = {1: I64, 3: INDEX}
+
     def supports(self, node, inputs, opset):
         mode = node.attr("mode", "constant")
         if mode not in ("constant", "reflect", "edge", "wrap") or (mode == "wrap" and opset < 19):
             return decline_attr("mode", mode, "'constant', 'reflect', 'edge' ('wrap' from opset 19)")
-        return check_dtype(inputs, 0, ANY - {T.STRING})
+        return check_dtype(inputs, 0, ANY - {T.STRING}) or super().supports(node, inputs, opset)
 
     def compute(self, node, inputs):
         x = inputs[0]
@@ -213,7 +242,9 @@ class EyeLike(OpImpl):
 
 
 @register("Trilu", since=14)
-class Trilu(OpImpl):
+class Trilu(IndexTyped):
+    index_dtypes = {1: I64}
+
     def compute(self, node, inputs):
         x = inputs[0]
         k = int(np.asarray(inputs[1]).reshape(-1)[0]) if len(inputs) > 1 and inputs[1] is not None else 0
@@ -245,7 +276,9 @@ class SpaceToDepth(OpImpl):
 
 
 @register("CenterCropPad", since=18)
-class CenterCropPad(OpImpl):
+class CenterCropPad(IndexTyped):
+    index_dtypes = {1: INDEX}
+
     def compute(self, node, inputs):
         x, shape = inputs[0], ints(inputs[1])
         axes = node.attr("axes") or list(range(x.ndim))
