@@ -1,0 +1,155 @@
+"""com.microsoft MultiHeadAttention (self / cross attention with KV cache), ONNX Runtime CPU semantics.
+
+query (B, S, D) and key/value (B, L, D) / (B, L, Dv) get the packed input-projection bias (D + D + Dv) added,
+or key/value come as (B, N, L, H) BNSH caches for cross attention (no bias then). past_key/past_value
+(B, N, P, H) are prepended; present = [past, new]. Scores are scale * Q K^T (scale default 1/sqrt(H)) with an
+additive mask: key_padding_mask 0 (2-D (B, T) or 3-D (B, S, T)) or positions >= length (1-D (B)) become
+mask_filter_value, and unidirectional masks future positions the same way; attention_bias (B|1, N|1, S, T)
+is added, then softmax over T and the product with V gives (B, S, N * Hv).
+
+Workspace: the float32 scores (B, N, S, P + L), `mha_workspace_bytes`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from onnx import TensorProto
+
+from ort_graph import Node, dtype_name
+
+from ._registry import Decline, InputInfo, OpImpl, attrs_of, register
+
+MS = "com.microsoft"
+_T = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16})
+
+
+def _opt(inputs: list, i: int) -> np.ndarray | None:
+    return inputs[i] if len(inputs) > i else None
+
+
+def mha_workspace_bytes(node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
+    """[(0, bytes)] of the float32 scores (B, N, S, P + L): one function for estimate and declaration."""
+    q = input_shapes[0] if input_shapes else None
+    k = input_shapes[1] if len(input_shapes) > 1 else None
+    if q is None or len(q) != 3 or k is None:
+        return []
+    kv_len = int(k[2]) if len(k) == 4 else int(k[1])
+    past = input_shapes[6] if len(input_shapes) > 6 else None
+    past_len = int(past[2]) if past is not None and len(past) == 4 else 0
+    n = int(node.attr("num_heads", 0))
+    return [(0, 4 * int(q[0]) * n * int(q[1]) * (past_len + kv_len))]
+
+
+@register("MultiHeadAttention", domain=MS)
+class MultiHeadAttention(OpImpl):
+    """MultiHeadAttention(query, key, value, bias?, key_padding_mask?, attention_bias?, past_key?, past_value?)."""
+
+    def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
+        n = int(node.attr("num_heads", 0))
+        if n <= 0:
+            return Decline(rejected=f"num_heads={n!r}", accepts="num_heads > 0", remedy="set num_heads")
+        for i in (0, 1, 2, 3, 5, 6, 7):
+            if i < len(inputs) and inputs[i].present and inputs[i].dtype and inputs[i].dtype not in _T:
+                return Decline(rejected=f"input {i} dtype {dtype_name(inputs[i].dtype)}", accepts="float32, float16")
+        q = inputs[0]
+        if q.shape is not None and len(q.shape) != 3:
+            return Decline(rejected=f"query rank {len(q.shape)} (packed QKV)", accepts="query (B, S, D)",
+                           remedy="unpack QKV before the node or run it on ONNX Runtime's CUDA EP")
+        if len(inputs) < 3 or not inputs[1].present or not inputs[2].present:
+            return Decline(rejected="key/value absent (packed QKV)", accepts="separate key and value inputs",
+                           remedy="unpack QKV before the node")
+        k = inputs[1]
+        if k.shape is not None and len(k.shape) not in (3, 4):
+            return Decline(rejected=f"key rank {len(k.shape)} (packed KV)", accepts="key (B, L, D) or (B, N, L, H)",
+                           remedy="unpack KV before the node")
+        for i, what in ((8, "past_sequence_length"), (9, "cache_indirection")):
+            if i < len(inputs) and inputs[i].present:
+                return Decline(rejected=f"input {what} present (shared buffer / beam search)",
+                               accepts=f"{what} absent", remedy="run beam-search attention on ONNX Runtime")
+        if len(node.outputs) > 3 and node.outputs[3]:
+            return Decline(rejected="output qk requested", accepts="outputs output, present_key, present_value",
+                           remedy="drop the qk output")
+        if len(inputs) > 4 and inputs[4].present:
+            m = inputs[4]
+            if m.dtype and m.dtype != TensorProto.INT32:
+                return Decline(rejected=f"key_padding_mask dtype {dtype_name(m.dtype)}", accepts="int32",
+                               remedy="cast the mask to int32")
+            if m.shape is not None and len(m.shape) == 1 and q.shape is not None and isinstance(m.shape[0], int) \
+                    and isinstance(q.shape[0], int) and m.shape[0] != q.shape[0]:
+                return Decline(rejected=f"1-D key_padding_mask of length {m.shape[0]!r} (left padding / 3B+2)",
+                               accepts="(B) right-padding lengths, (B, T) or (B, S, T)",
+                               remedy="give a 2-D mask")
+        return None
+
+    def workspace_bytes(self, node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
+        return mha_workspace_bytes(node, input_shapes)
+
+    def _scores_buffer(self, shape: tuple[int, ...]) -> np.ndarray:
+        nbytes = 4 * int(np.prod(shape))
+        buf = self.scratch(0, nbytes) if hasattr(self, "scratch") else None
+        if buf is not None:
+            return np.asarray(buf).reshape(-1).view(np.uint8)[:nbytes].view(np.float32).reshape(shape)
+        return np.empty(shape, np.float32)
+
+    def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
+        a = attrs_of(node)
+        f32 = np.float32
+        query, key, value = inputs[0], inputs[1], inputs[2]
+        bias, mask, attn_bias = _opt(inputs, 3), _opt(inputs, 4), _opt(inputs, 5)
+        past_k, past_v = _opt(inputs, 6), _opt(inputs, 7)
+        n = int(a["num_heads"])
+        b, s, d = query.shape
+        h = d // n
+        q = query.astype(f32)
+        if bias is not None:
+            q = q + bias[:d].astype(f32)
+        q = q.reshape(b, s, n, h).transpose(0, 2, 1, 3)
+        if key.ndim == 4:  # BNSH caches (cross attention): used as they are
+            k, v = key.astype(f32), value.astype(f32)
+        else:
+            dv = value.shape[2]
+            k, v = key.astype(f32), value.astype(f32)
+            if bias is not None:
+                k = k + bias[d:2 * d].astype(f32)
+                v = v + bias[2 * d:2 * d + dv].astype(f32)
+            k = k.reshape(b, k.shape[1], n, h).transpose(0, 2, 1, 3)
+            v = v.reshape(b, v.shape[1], n, dv // n).transpose(0, 2, 1, 3)
+        past_len = 0
+        if past_k is not None and past_v is not None:
+            past_len = past_k.shape[2]
+            k = np.concatenate([past_k.astype(f32), k], axis=2)
+            v = np.concatenate([past_v.astype(f32), v], axis=2)
+        total = k.shape[2]
+        scale = float(a.get("scale", 0.0)) or 1.0 / float(np.sqrt(h))
+        scores = self._scores_buffer((b, n, s, total))
+        np.matmul(q, k.swapaxes(-1, -2), out=scores)
+        scores *= f32(scale)
+        filt = f32(a.get("mask_filter_value", -10000.0))
+        add = np.zeros((b, 1, s, total), f32)
+        if mask is not None:
+            m = np.asarray(mask)
+            if m.ndim == 1:
+                keep = np.arange(total)[None, :] < m[:, None]  # (B, T)
+                keep = keep[:, None, None, :]
+            elif m.ndim == 2:
+                keep = (m > 0)[:, None, None, :]
+            else:
+                keep = (m > 0)[:, None, :, :]
+            add = np.where(keep, add, filt)
+        if int(a.get("unidirectional", 0)):
+            future = np.arange(total)[None, :] > (past_len + np.arange(s))[:, None]
+            add = np.where(future[None, None], filt, add)
+        scores += add
+        if attn_bias is not None:
+            scores += attn_bias.astype(f32)
+        scores -= scores.max(axis=-1, keepdims=True)
+        probs = np.exp(scores, out=scores)
+        probs /= probs.sum(axis=-1, keepdims=True)
+        out = np.matmul(probs, v).transpose(0, 2, 1, 3).reshape(b, s, -1).astype(query.dtype)
+        results = [out, k.astype(query.dtype), v.astype(query.dtype)]
+        return results[: max(1, len(node.outputs))]
+
+
+__all__ = ["MultiHeadAttention", "mha_workspace_bytes"]
