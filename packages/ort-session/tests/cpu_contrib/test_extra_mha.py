@@ -83,3 +83,52 @@ def test_mha_declines(kit):
                                               InputInfo(0, None, False), InputInfo(TensorProto.INT32, (3 * B + 2,))],
                        num_heads=N)
     assert d is not None and "key_padding_mask" in d.rejected
+
+
+ATT_NAMES = ["plain", "bias", "mask1d", "mask2b", "mask2d", "mask3d", "causal", "past", "past_causal_mask2d",
+             "attn_bias", "qkv_sizes", "scale"]
+
+
+@pytest.mark.parametrize("name", ATT_NAMES)
+def test_contrib_attention_matches_onnxruntime(kit, rng, name):
+    hid_in = 12
+    s = 1 if "past" in name else S
+    x = rng.standard_normal((B, s, hid_in)).astype(np.float32)
+    attrs: dict = dict(num_heads=N)
+    sizes = (D, D, D)
+    if "qkv_sizes" in name:
+        sizes = (D, D, 2 * D)
+        attrs["qkv_hidden_sizes"] = list(sizes)
+    w = (rng.standard_normal((hid_in, sum(sizes))) * 0.3).astype(np.float32)
+    ins: list = [x, w, rng.standard_normal(sum(sizes)).astype(np.float32) if "bias" in name else None, None, None,
+                 None]
+    past_len = 3 if "past" in name else 0
+    total = past_len + s
+    if "past" in name:
+        ins[4] = rng.standard_normal((2, B, N, past_len, H)).astype(np.float32)
+    if "mask1d" in name:
+        ins[3] = np.array([total - 1, total], np.int32)
+    if "mask2b" in name:
+        ins[3] = np.array([total, total - 1, 1, 0], np.int32)
+    if "mask2d" in name:
+        ins[3] = np.ones((B, total), np.int32)
+        ins[3][0, 0] = 0
+    if "mask3d" in name:
+        ins[3] = rng.integers(0, 2, (B, s, total)).astype(np.int32)
+        ins[3][:, :, -1] = 1
+    if "causal" in name:
+        attrs["unidirectional"] = 1
+    if "attn_bias" in name:
+        ins[5] = rng.standard_normal((B, 1, s, total)).astype(np.float32)
+    if "scale" in name:
+        attrs["scale"] = 0.3
+    if ins[2] is None:  # onnxruntime's CPU kernel requires the bias input
+        ins[2] = np.zeros(sum(sizes), np.float32)
+    while ins and ins[-1] is None:
+        ins.pop()
+    n_out = 2 if "past" in name else 1
+    ref = kit.ort("Attention", ins, n_out, **attrs)
+    got = kit.ours("Attention", ins, n_out, **attrs)
+    for r, o in zip(ref, got):
+        assert o.shape == r.shape
+        np.testing.assert_allclose(o, r, rtol=1e-5, atol=1e-5)

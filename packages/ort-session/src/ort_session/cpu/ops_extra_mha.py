@@ -42,6 +42,46 @@ def mha_workspace_bytes(node: Node, input_shapes: Sequence[tuple[int, ...] | Non
     return [(0, 4 * int(q[0]) * n * int(q[1]) * (past_len + kv_len))]
 
 
+def padding_keep(mask: np.ndarray, b: int, s: int, total: int) -> np.ndarray:
+    """Key positions kept by an ORT mask index: (B) lengths, (2B) ends + starts, (B, T) or (B, S, T) 0/1."""
+    m = np.asarray(mask)
+    pos = np.arange(total)[None, :]
+    if m.ndim == 1:
+        keep = pos < m[:b, None]
+        if m.shape[0] == 2 * b:
+            keep &= pos >= m[b:, None]
+        return keep[:, None, None, :]
+    if m.ndim == 2:
+        return (m > 0)[:, None, None, :]
+    return (m > 0)[:, None, :, :]
+
+
+def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, past_len: int, mask: np.ndarray | None,
+           attn_bias: np.ndarray | None, a: dict, scores_buffer) -> np.ndarray:
+    """softmax(scale Q K^T + additive mask + bias) V for BNSH float32 q/k/v -> (B, S, N * Hv)."""
+    f32 = np.float32
+    b, n, s, h = q.shape
+    total = k.shape[2]
+    scale = float(a.get("scale", 0.0)) or 1.0 / float(np.sqrt(h))
+    scores = scores_buffer((b, n, s, total))
+    np.matmul(q, k.swapaxes(-1, -2), out=scores)
+    scores *= f32(scale)
+    filt = f32(a.get("mask_filter_value", -10000.0))
+    add = np.zeros((b, 1, s, total), f32)
+    if mask is not None:
+        add = np.where(padding_keep(mask, b, s, total), add, filt)
+    if int(a.get("unidirectional", 0)):
+        future = np.arange(total)[None, :] > (past_len + np.arange(s))[:, None]
+        add = np.where(future[None, None], filt, add)
+    scores += add
+    if attn_bias is not None:
+        scores += attn_bias.astype(f32)
+    scores -= scores.max(axis=-1, keepdims=True)
+    probs = np.exp(scores, out=scores)
+    probs /= probs.sum(axis=-1, keepdims=True)
+    return np.matmul(probs, v).transpose(0, 2, 1, 3).reshape(b, s, -1)
+
+
 @register("MultiHeadAttention", domain=MS)
 class MultiHeadAttention(OpImpl):
     """MultiHeadAttention(query, key, value, bias?, key_padding_mask?, attention_bias?, past_key?, past_value?)."""
@@ -121,35 +161,87 @@ class MultiHeadAttention(OpImpl):
             past_len = past_k.shape[2]
             k = np.concatenate([past_k.astype(f32), k], axis=2)
             v = np.concatenate([past_v.astype(f32), v], axis=2)
-        total = k.shape[2]
-        scale = float(a.get("scale", 0.0)) or 1.0 / float(np.sqrt(h))
-        scores = self._scores_buffer((b, n, s, total))
-        np.matmul(q, k.swapaxes(-1, -2), out=scores)
-        scores *= f32(scale)
-        filt = f32(a.get("mask_filter_value", -10000.0))
-        add = np.zeros((b, 1, s, total), f32)
-        if mask is not None:
-            m = np.asarray(mask)
-            if m.ndim == 1:
-                keep = np.arange(total)[None, :] < m[:, None]  # (B, T)
-                keep = keep[:, None, None, :]
-            elif m.ndim == 2:
-                keep = (m > 0)[:, None, None, :]
-            else:
-                keep = (m > 0)[:, None, :, :]
-            add = np.where(keep, add, filt)
-        if int(a.get("unidirectional", 0)):
-            future = np.arange(total)[None, :] > (past_len + np.arange(s))[:, None]
-            add = np.where(future[None, None], filt, add)
-        scores += add
-        if attn_bias is not None:
-            scores += attn_bias.astype(f32)
-        scores -= scores.max(axis=-1, keepdims=True)
-        probs = np.exp(scores, out=scores)
-        probs /= probs.sum(axis=-1, keepdims=True)
-        out = np.matmul(probs, v).transpose(0, 2, 1, 3).reshape(b, s, -1).astype(query.dtype)
+        out = attend(q, k, v, past_len, mask, attn_bias, a, self._scores_buffer).astype(query.dtype)
         results = [out, k.astype(query.dtype), v.astype(query.dtype)]
         return results[: max(1, len(node.outputs))]
 
 
-__all__ = ["MultiHeadAttention", "mha_workspace_bytes"]
+def attention_workspace_bytes(node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
+    """[(0, bytes)] of the float32 scores (B, N, S, P + S) of com.microsoft Attention."""
+    x = input_shapes[0] if input_shapes else None
+    if x is None or len(x) != 3:
+        return []
+    past = input_shapes[4] if len(input_shapes) > 4 else None
+    past_len = int(past[3]) if past is not None and len(past) == 5 else 0
+    n = int(node.attr("num_heads", 0))
+    return [(0, 4 * int(x[0]) * n * int(x[1]) * (past_len + int(x[1])))]
+
+
+@register("Attention", domain=MS)
+class Attention(OpImpl):
+    """com.microsoft Attention (BERT / GPT-2): input @ weights (+ bias) split into Q, K, V; past / present stacked
+    as (2, B, N, T, H); mask_index (B), (2B), (B, T) or (B, S, T)."""
+
+    def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
+        a = attrs_of(node)
+        n = int(a.get("num_heads", 0))
+        if n <= 0:
+            return Decline(rejected=f"num_heads={n!r}", accepts="num_heads > 0", remedy="set num_heads")
+        for name in ("do_rotary", "past_present_share_buffer"):
+            if int(a.get(name, 0)):
+                return Decline(rejected=f"{name}=1", accepts=f"{name}=0",
+                               remedy="run this node on ONNX Runtime or export without it")
+        for i in (0, 1, 2, 4, 5):
+            if i < len(inputs) and inputs[i].present and inputs[i].dtype and inputs[i].dtype not in _T:
+                return Decline(rejected=f"input {i} dtype {dtype_name(inputs[i].dtype)}", accepts="float32, float16")
+        if len(inputs) > 6 and inputs[6].present:
+            return Decline(rejected="past_sequence_length present (shared buffer)", accepts="past_sequence_length absent",
+                           remedy="run shared-buffer attention on ONNX Runtime")
+        if inputs[0].shape is not None and len(inputs[0].shape) != 3:
+            return Decline(rejected=f"input rank {len(inputs[0].shape)}", accepts="input (B, S, hidden)",
+                           remedy="reshape the input")
+        sizes = a.get("qkv_hidden_sizes")
+        if sizes and len(node.outputs) > 1 and node.outputs[1] and len(set(sizes)) != 1:
+            return Decline(rejected=f"present output with qkv_hidden_sizes={list(sizes)!r}",
+                           accepts="equal Q/K/V hidden sizes when past/present are used", remedy="fix the model")
+        if len(inputs) > 3 and inputs[3].present and inputs[3].shape is not None:
+            m, x = inputs[3].shape, inputs[0].shape
+            if len(m) == 4 or (len(m) == 1 and x is not None and isinstance(m[0], int) and isinstance(x[0], int)
+                               and m[0] not in (x[0], 2 * x[0])):
+                return Decline(rejected=f"mask_index shape {m!r}", accepts="(B), (2B), (B, T) or (B, S, T)",
+                               remedy="convert the mask to (B, T)")
+        return None
+
+    def workspace_bytes(self, node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
+        return attention_workspace_bytes(node, input_shapes)
+
+    _scores_buffer = MultiHeadAttention._scores_buffer
+
+    def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
+        a = attrs_of(node)
+        f32 = np.float32
+        x, w = inputs[0], inputs[1]
+        bias, mask, past, attn_bias = _opt(inputs, 2), _opt(inputs, 3), _opt(inputs, 4), _opt(inputs, 5)
+        n = int(a["num_heads"])
+        b, s, _ = x.shape
+        sizes = [int(v) for v in (a.get("qkv_hidden_sizes") or [w.shape[1] // 3] * 3)]
+        proj = x.astype(f32) @ w.astype(f32)
+        if bias is not None:
+            proj = proj + bias.astype(f32)
+        dq, dk, dv = sizes
+        q = proj[..., :dq].reshape(b, s, n, dq // n).transpose(0, 2, 1, 3)
+        k = proj[..., dq:dq + dk].reshape(b, s, n, dk // n).transpose(0, 2, 1, 3)
+        v = proj[..., dq + dk:dq + dk + dv].reshape(b, s, n, dv // n).transpose(0, 2, 1, 3)
+        past_len = 0
+        if past is not None:
+            past_len = past.shape[3]
+            k = np.concatenate([past[0].astype(f32), k], axis=2)
+            v = np.concatenate([past[1].astype(f32), v], axis=2)
+        out = attend(q, k, v, past_len, mask, attn_bias, a, self._scores_buffer).astype(x.dtype)
+        if len(node.outputs) > 1 and node.outputs[1]:
+            return [out, np.stack([k, v]).astype(x.dtype)]
+        return [out]
+
+
+__all__ = ["Attention", "MultiHeadAttention", "attend", "attention_workspace_bytes", "mha_workspace_bytes",
+           "padding_keep"]
