@@ -110,6 +110,7 @@ class Executor:
     order: Sequence[Node]
     kernels: Mapping[int, Kernel]  # node index -> kernel
     last_stats: RunStats = attrs.field(factory=RunStats)
+    recorder: Any = None  # ort_partition.NodeStatsRecorder: per-node memory in ONNX Runtime's CSV format
     _release: dict[int, list[str]] = attrs.field(factory=dict, alias="release")
 
     def __attrs_post_init__(self) -> None:
@@ -146,6 +147,19 @@ class Executor:
         self.last_stats = stats
         return result
 
+    def _record(self, node: Node, args: list[Any], outputs: list[Any], temp: int) -> None:
+        from ort_partition import NodeAllocationStats
+
+        def size(x: Any) -> int:
+            return int(x.nbytes) if isinstance(x, np.ndarray | np.generic) else 0
+
+        inits = self.graph.initializers
+        names = list(node.inputs) + node.implicit_inputs()
+        self.recorder.report(node.name, NodeAllocationStats(
+            input_sizes=sum(size(a) for n, a in zip(names, args) if n and n not in inits),
+            initializers_sizes=sum(inits[n].nbytes for n in set(names) if n in inits),
+            total_dynamic_sizes=sum(size(o) for o in outputs), total_temp_allocations=temp))
+
     def _step(self, step: int, node: Node, values: dict[str, Any], layout: Layout, stats: RunStats,
               counters: ort_abi.ContextCounters) -> None:
         kernel = self.kernels[node.index]
@@ -165,6 +179,7 @@ class Executor:
                                     output_allocator=allocate, workspace=layout.workspace(node),
                                     counters=counters, node_name=node.name)
         layout.before_step(step)
+        scratch_before = counters.scratch_bytes
         try:
             kernel.compute(ctx)
         except SessionError:
@@ -176,6 +191,8 @@ class Executor:
             if name:
                 values[name] = arr
         layout.after_step(step, node)
+        if self.recorder is not None:
+            self._record(node, args, ctx.outputs, counters.scratch_bytes - scratch_before)
         for name in self._release.get(step, ()):
             if values.pop(name, None) is not None:
                 layout.release(step, name)

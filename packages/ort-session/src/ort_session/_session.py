@@ -102,6 +102,10 @@ class InferenceSession:
         self.plan = SessionPlan(self.model, self.placement, self.memory, self.shape_report, self.fusions,
                                 self.providers, self.recheck, self.overruns)
         self._executor = Executor(graph, self.order, self.kernels)
+        if self.options.memory_profile_out:
+            import ort_partition
+
+            self._executor.recorder = ort_partition.NodeStatsRecorder()
 
     def _provider(self, name: str | None) -> Any:
         for p in self.providers:
@@ -140,7 +144,10 @@ class InferenceSession:
             from ._errors import InvalidInputError
 
             raise InvalidInputError(f"unknown output name(s) {unknown!r}; the model's outputs are {self.output_names!r}")
-        return self._executor.run(arrays, outputs, self.memory.layout_for(arrays))
+        result = self._executor.run(arrays, outputs, self.memory.layout_for(arrays))
+        if self._executor.recorder is not None:  # field-wise maximum over all runs so far
+            self._executor.recorder.dump(self.options.memory_profile_out)
+        return result
 
 
 def _as_mapping(opts: SessionOptions) -> dict[str, Any]:

@@ -91,3 +91,22 @@ def test_cuda_without_device_declines_every_node_with_reason_and_remedy():
     assert all(("no CUDA driver/device" in d["reason"] or "ort-cuda-ep is not installed" in d["reason"])
                and "remedy" in d["reason"] for d in declines)
     assert {n.ep for n in sess.model.graph.nodes} == {"CPUExecutionProvider"}
+
+
+def test_memory_profile_csv_round_trips_into_resource_partitioning(tmp_path):
+    import ort_partition
+
+    path = tmp_path / "stats.csv"
+    sess = InferenceSession(zoo.decoder(CFG), {"free_dimension_overrides": DIMS, "memory_profile_out": str(path)})
+    sess.run(None, zoo.decoder_inputs(CFG, 1, 16, 0))
+    stats = ort_partition.read_node_stats(path)
+    row = stats["/lm_head/MatMul"]
+    assert row.total_dynamic_sizes == 16 * CFG.vocab * 4
+    assert row.initializers_sizes == CFG.hidden * CFG.vocab * 4
+    assert row.input_sizes == 16 * CFG.hidden * 4
+    assert len(stats) == len(sess.order)
+    # the CSV feeds ONNX Runtime's own budget option back in: "<limit_kb>,<file>"
+    sess2 = InferenceSession(zoo.decoder(CFG), {"free_dimension_overrides": DIMS,
+                                                "session.resource_cuda_partitioning_settings": f"1024,{path}"},
+                             providers=["CUDAExecutionProvider"])
+    assert sess2.placement.result.budgets == {"CUDAExecutionProvider": 1024 * 1024}

@@ -198,3 +198,22 @@ def test_model_loaded_from_path_with_external_data(tmp_path):
     feeds = zoo.decoder_inputs(CFG, 1, 6, 2)
     _close(sess.run(None, feeds), _ref(CFG, feeds))
     assert ort_graph.load(path).graph.initializers["lm_head.weight"].is_external
+
+
+def test_red_zones_name_the_node_that_wrote_past_its_output():
+    sess = InferenceSession(zoo.decoder(CFG), {"free_dimension_overrides": DIMS, "red_zones": 64,
+                                                "session.pre_allocate_execution_buffers": "1"})
+    feeds = zoo.decoder_inputs(CFG, 1, 6, 2)
+    sess.run(None, feeds)  # guards intact in a clean run
+    victim = next(n for n in sess.order if n.op_type == "MatMul")
+    kernel = sess.kernels[victim.index]
+    inner = kernel.compute
+
+    def overflowing(ctx):
+        inner(ctx)
+        device, offset, nbytes = sess.memory.gplan.value_block(victim.outputs[0])
+        sess.memory.buffers.buffers[device][offset + nbytes] ^= 0xFF  # one byte past the output
+
+    kernel.compute = overflowing
+    with pytest.raises(Exception, match=victim.name):
+        sess.run(None, feeds)
