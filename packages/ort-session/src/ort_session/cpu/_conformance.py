@@ -10,6 +10,7 @@ the outputs with the case's rtol/atol ("wrong" or "pass").
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import pathlib
 import re
@@ -164,14 +165,19 @@ def run_case(name: str, proto: onnx.ModelProto, data_sets: Sequence[tuple[list, 
     return CaseResult(name, "pass", "", time.perf_counter() - t0)
 
 
-def node_cases(pattern: str | None = None) -> list[Any]:
+@functools.cache
+def _all_node_cases() -> tuple[Any, ...]:
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         from onnx.backend.test.case.node import collect_testcases
 
-        cases = collect_testcases()
+        return tuple(collect_testcases())
+
+
+def node_cases(pattern: str | None = None) -> list[Any]:
+    """The ONNX backend node test cases whose names match `pattern` (re.search); all when None."""
     rx = re.compile(pattern) if pattern else None
-    return [c for c in cases if rx is None or rx.search(c.name)]
+    return [c for c in _all_node_cases() if rx is None or rx.search(c.name)]
 
 
 def light_cases(pattern: str | None = None) -> Iterable[tuple[str, onnx.ModelProto, list, float, float]]:
