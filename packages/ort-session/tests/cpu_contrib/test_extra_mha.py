@@ -132,3 +132,24 @@ def test_contrib_attention_matches_onnxruntime(kit, rng, name):
     for r, o in zip(ref, got):
         assert o.shape == r.shape
         np.testing.assert_allclose(o, r, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("with_segment", [False, True])
+@pytest.mark.parametrize("with_mask", [False, True])
+@pytest.mark.parametrize("with_pos", [False, True])
+def test_embed_layer_norm_matches_onnxruntime(kit, rng, with_segment, with_mask, with_pos):
+    vocab, hid = 30, 16
+    ids = rng.integers(0, vocab, (B, 5)).astype(np.int32)
+    ins = [ids, rng.integers(0, 2, (B, 5)).astype(np.int32) if with_segment else None,
+           rng.standard_normal((vocab, hid)).astype(np.float32), rng.standard_normal((8, hid)).astype(np.float32),
+           rng.standard_normal((2, hid)).astype(np.float32) if with_segment else None,
+           rng.standard_normal(hid).astype(np.float32), rng.standard_normal(hid).astype(np.float32),
+           np.array([[1, 1, 1, 0, 0], [1, 0, 1, 1, 1]], np.int32) if with_mask else None,
+           rng.integers(0, 8, (1, 5)).astype(np.int32) if with_pos else None]
+    while ins[-1] is None:
+        ins.pop()
+    ref = kit.ort("EmbedLayerNormalization", ins, 3, epsilon=1e-12)
+    got = kit.ours("EmbedLayerNormalization", ins, 3, epsilon=1e-12)
+    for r, o in zip(ref, got):
+        assert o.shape == r.shape and o.dtype == r.dtype
+        np.testing.assert_allclose(o, r, rtol=1e-5, atol=1e-5)
