@@ -60,8 +60,8 @@ class Layout(Protocol):
     def after_step(self, step: int, node: Node) -> None: ...
 
 
-class FreshArrays:
-    """No plan: every output is its own allocation (and counted as one)."""
+class LayoutBase:
+    """Defaults for a Layout: nothing planned, no guards. Subclasses override what they plan."""
 
     name = "unplanned"
 
@@ -86,6 +86,26 @@ class FreshArrays:
 
     def after_step(self, step: int, node: Node) -> None:
         return None
+
+
+class FreshArrays(LayoutBase):
+    """No plan: every output is its own allocation (and counted as one)."""
+
+
+class BlockLayout(LayoutBase):
+    """A layout whose values live in blocks of per-run buffers: subclasses say where (`_block`)."""
+
+    def _block(self, name: str) -> np.ndarray | None:
+        raise NotImplementedError
+
+    def place(self, name: str, arr: Any) -> Any | None:
+        block = self._block(name)
+        fits = isinstance(arr, np.ndarray | np.generic) and arr.dtype != object and arr.nbytes <= getattr(block, "nbytes", -1)
+        return copy_into(block, arr) if fits else None
+
+    def allocate(self, step: int, name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
+        block = self._block(name)
+        return None if block is None else view_as(block, shape, dtype)
 
 
 def copy_into(block: np.ndarray, arr: np.ndarray) -> np.ndarray:

@@ -21,16 +21,12 @@ import ort_memplan
 from ort_graph import Model, Node, is_static
 
 from ._errors import InvalidInputError, InvalidOptionError
-from ._executor import FreshArrays, RunStats, copy_into, view_as
+from ._executor import BlockLayout, FreshArrays, LayoutBase, RunStats
 from ._options import SessionOptions
 
 
-def _block_fits(arr: Any, nbytes: int) -> bool:
-    return isinstance(arr, np.ndarray | np.generic) and arr.dtype != object and arr.nbytes <= nbytes
-
-
 @attrs.define(eq=False)
-class PlannedLayout:
+class PlannedLayout(BlockLayout):
     """Values and workspace at the offsets of the static GraphPlan."""
 
     gplan: ort_memplan.GraphPlan
@@ -64,17 +60,6 @@ class PlannedLayout:
         buf, off, nbytes = self._live.block(rid)
         return buf[off:off + nbytes]
 
-    def place(self, name: str, arr: Any) -> Any | None:
-        block = self._block(name)
-        return copy_into(block, arr) if block is not None and _block_fits(arr, block.nbytes) else None
-
-    def allocate(self, step: int, name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
-        block = self._block(name)
-        return None if block is None else view_as(block, shape, dtype)
-
-    def release(self, step: int, name: str) -> None:
-        return None
-
     def workspace(self, node: Node) -> dict[int, np.ndarray]:
         out = {}
         for slot_id in self.slot_ids.get(node.index, ()):
@@ -93,7 +78,7 @@ class PlannedLayout:
 
 
 @attrs.define(eq=False)
-class TracingLayout:
+class TracingLayout(LayoutBase):
     """First run of a new shape key: values are fresh arrays; their allocate/free order is recorded."""
 
     recorder: ort_memplan.TraceRecorder
@@ -113,7 +98,7 @@ class TracingLayout:
         self.recorder.allocate(self.ids[name], nbytes, self.device_of_value.get(name, "cpu"))
 
     def place(self, name: str, arr: Any) -> Any | None:
-        if isinstance(arr, np.ndarray | np.generic) and _block_fits(arr, arr.nbytes):
+        if isinstance(arr, np.ndarray | np.generic) and arr.dtype != object:
             self._record(name, arr.nbytes)
         return None
 
@@ -125,18 +110,9 @@ class TracingLayout:
         if name in self.ids:
             self.recorder.free(self.ids[name])
 
-    def workspace(self, node: Node) -> dict[int, np.ndarray]:
-        return {}
-
-    def before_step(self, step: int) -> None:
-        return None
-
-    def after_step(self, step: int, node: Node) -> None:
-        return None
-
 
 @attrs.define(eq=False)
-class CachedLayout:
+class CachedLayout(BlockLayout):
     """A shape key seen before: one buffer per device sized by its traced plan, values at their offsets."""
 
     plan: ort_memplan.MemoryPlan
@@ -162,26 +138,6 @@ class CachedLayout:
             return None
         buf, off, nbytes = self._bufs.block(rid)
         return buf[off:off + nbytes]
-
-    def place(self, name: str, arr: Any) -> Any | None:
-        block = self._block(name)
-        return copy_into(block, arr) if block is not None and _block_fits(arr, block.nbytes) else None
-
-    def allocate(self, step: int, name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
-        block = self._block(name)
-        return None if block is None else view_as(block, shape, dtype)
-
-    def release(self, step: int, name: str) -> None:
-        return None
-
-    def workspace(self, node: Node) -> dict[int, np.ndarray]:
-        return {}
-
-    def before_step(self, step: int) -> None:
-        return None
-
-    def after_step(self, step: int, node: Node) -> None:
-        return None
 
 
 def _host_allocators(peaks: Mapping[str, int]) -> dict[str, ort_memplan.HostAllocator]:
