@@ -30,6 +30,8 @@ def _source_coords(out_len: int, in_len: int, scale: float, mode: str, roi: tupl
         return x * (r1 - r0) * (in_len - 1) / (out_w - 1) + r0 * (in_len - 1)
     if mode == "pytorch_half_pixel":
         return np.full_like(x, -0.5) if out_w == 1 else (x + 0.5) / scale - 0.5
+    if mode == "tf_half_pixel_for_nn":
+        return (x + 0.5) / scale
     if mode == "half_pixel_symmetric":
         adjustment = out_len / out_w
         offset = in_len / 2 * (1 - adjustment)
@@ -139,8 +141,9 @@ class Resize(OpImpl):
         if mode not in ("nearest", "linear", "cubic"):
             return decline_attr("mode", mode, "'nearest', 'linear', 'cubic'")
         ct = node.attr("coordinate_transformation_mode", "half_pixel")
-        if ct not in _CT_MODES:
-            return decline_attr("coordinate_transformation_mode", ct, ", ".join(_CT_MODES))
+        if ct not in _CT_MODES and not (ct == "tf_half_pixel_for_nn" and opset < 13):
+            return decline_attr("coordinate_transformation_mode", ct,
+                                ", ".join(_CT_MODES) + " (tf_half_pixel_for_nn before opset 13)")
         if node.attr("nearest_mode", "round_prefer_floor") not in _NEAREST:
             return decline_attr("nearest_mode", node.attr("nearest_mode"), ", ".join(_NEAREST))
         if node.attr("keep_aspect_ratio_policy", "stretch") not in ("stretch", "not_larger", "not_smaller"):
