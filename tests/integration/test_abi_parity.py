@@ -281,6 +281,8 @@ def cells(column: str, runnable_only: bool = False) -> list:
                     continue
                 kinds, bug = KNOWN_BUGS.get((column, op.op_type, sig.id), ((), ""))
                 marks = [pytest.mark.xfail(strict=True, reason=bug)] if kind in kinds else []
+                if column == "outputs" and kind == "cuda":
+                    marks.append(pytest.mark.gpu)
                 out.append(pytest.param(op.op_type, kind, sig.id, id=f"{op.op_type}-{kind}-{sig.id}", marks=marks))
     return out
 
