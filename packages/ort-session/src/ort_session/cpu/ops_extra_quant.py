@@ -41,13 +41,27 @@ def unpack_bits(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
     return vals[..., :count]
 
 
+_LUTS: dict[int, np.ndarray] = {}
+
+
+def _byte_lut(bits: int) -> np.ndarray:
+    """(256, 8 // bits) float32: the values packed in each byte, low bits first."""
+    if bits not in _LUTS:
+        _LUTS[bits] = unpack_bits(np.arange(256, dtype=np.uint8)[:, None], bits, 8 // bits).astype(np.float32)
+    return _LUTS[bits]
+
+
 def dequantize_weight(b: np.ndarray, scales: np.ndarray, zero_points: np.ndarray | None, *, K: int, N: int,
                       bits: int, block_size: int, dtype: type = np.float32) -> np.ndarray:
-    """The dequantized weight W of shape (N, K) in `dtype`, vectorized over all blocks."""
+    """The dequantized weight W of shape (N, K) in `dtype`, vectorized over all blocks (rows of B may be a slice
+    of the full N: scales/zero_points then hold the same rows)."""
     k_blocks = (K + block_size - 1) // block_size
     blob = block_size * bits // 8
-    q = unpack_bits(np.asarray(b, dtype=np.uint8).reshape(N, k_blocks, blob), bits, block_size)
-    q = q.astype(dtype)  # (N, k_blocks, block_size)
+    packed = np.asarray(b, dtype=np.uint8).reshape(N, k_blocks, blob)
+    if bits == 8:
+        q = packed.astype(dtype)
+    else:  # one table lookup per byte gives all its values in float
+        q = _byte_lut(bits)[packed].reshape(N, k_blocks, blob * (8 // bits))[..., :block_size].astype(dtype, copy=False)
     sc = np.asarray(scales).reshape(N, k_blocks).astype(dtype)
     if zero_points is None:
         zp = np.full((N, k_blocks), 2 ** (bits - 1), dtype=dtype)
@@ -56,8 +70,9 @@ def dequantize_weight(b: np.ndarray, scales: np.ndarray, zero_points: np.ndarray
         zp = unpack_bits(zero_points.reshape(N, zp_bytes), bits, k_blocks).astype(dtype)
     else:
         zp = np.asarray(zero_points).reshape(N, k_blocks).astype(dtype)
-    w = (q - zp[:, :, None]) * sc[:, :, None]
-    return w.reshape(N, k_blocks * block_size)[:, :K]
+    q -= zp[:, :, None]
+    q *= sc[:, :, None]
+    return q.reshape(N, k_blocks * block_size)[:, :K]
 
 
 def fake_quantize_a(a: np.ndarray, block_size: int) -> np.ndarray:
@@ -82,6 +97,9 @@ def int8_compute(node: Node, zero_points: np.ndarray | None) -> bool:
         return False
     graph = node.graph
     return graph is not None and len(node.inputs) > 1 and node.inputs[1] in graph.initializers
+
+
+_CHUNK_ELEMENTS = 1 << 22  # dequantized weight elements per band (16 MiB of float32) bounds the temporary
 
 
 def _attrs(node: Node) -> tuple[int, int, int, int]:
@@ -142,11 +160,20 @@ class MatMulNBits(OpImpl):
         if b.size == 0:  # omitted projection (ORT: zeros or the broadcast bias)
             y = np.zeros(out_shape, dtype=np.float32)
         else:
-            w = dequantize_weight(b, scales, zp, K=K, N=N, bits=bits, block_size=block, dtype=np.float32)
             a2 = a.reshape(-1, K).astype(np.float32)
             if int8_compute(node, zp):
                 a2 = fake_quantize_a(a2, block)
-            y = a2 @ w.T
+            y = np.empty((a2.shape[0], N), np.float32)
+            k_blocks = (K + block - 1) // block
+            b3 = b.reshape(N, k_blocks, -1)
+            sc2 = np.asarray(scales).reshape(N, k_blocks)
+            zp2 = None if zp is None else zp.reshape(N, -1)
+            rows = max(1, _CHUNK_ELEMENTS // max(K, 1))  # dequantize a band of output rows at a time
+            for n0 in range(0, N, rows):
+                n1 = min(N, n0 + rows)
+                w = dequantize_weight(b3[n0:n1], sc2[n0:n1], None if zp2 is None else zp2[n0:n1], K=K, N=n1 - n0,
+                                      bits=bits, block_size=block)
+                np.matmul(a2, w.T, out=y[:, n0:n1])
             y = y.reshape(out_shape)
         if bias is not None:
             y = y + bias.astype(np.float32)
