@@ -135,7 +135,7 @@ def test_symbolic_dims_need_ranges(monkeypatch, models):
 @pytest.mark.parametrize("make,aspect", [
     (lambda models: models.mha(1, 1, 64, extra_inputs=("mask",)), "input"),
     (lambda models: models.mha(1, 1, 64, hidden=130, heads=4), "attribute"),
-    (lambda models: models.mha(1, 1, 64, dtype=TensorProto.FLOAT16), "dtype"),
+    (lambda models: models.mha(1, 1, 64, dtype=TensorProto.DOUBLE), "dtype"),
     (lambda models: models.mha(1, 2, 64, unidirectional=1), "attribute"),
 ])
 def test_attention_declines_what_it_cannot_run(monkeypatch, make, aspect, models):
@@ -221,3 +221,19 @@ def test_real_exported_int4_model(shared_models, monkeypatch):
     qkv = next(n for n, _ in verdicts.values() if n.op_type == "MatMulNBits")
     k, n = qkv.attr("K"), qkv.attr("N")
     assert ep.estimate(qkv, 1) == 4 * k * n  # 16 tokens: the tiled path dequantizes B
+
+
+def test_real_exported_fp16_cuda_model(shared_models, monkeypatch):
+    """onnxruntime-genai's fp16 CUDA export: the float16 MatMuls, norms and activations are claimed."""
+    from ort_graph import load
+
+    _no_device(monkeypatch)
+    model = load(shared_models / "llama_l4" / "genai_fp16_cuda" / "model.onnx")
+    resolve_shapes(model, dims={"batch_size": 1, "sequence_length": 4, "total_sequence_length": 4,
+                                "past_sequence_length": 0})
+    ep = CudaExecutionProvider(profile="h100")
+    kinds: dict[str, set[str]] = {}
+    for n in model.graph.nodes:
+        kinds.setdefault(n.op_type, set()).add(type(ep.claim(n, model.opset(n.domain) or 1)).__name__)
+    assert kinds["MatMul"] == {"Supported"} and kinds["SkipSimplifiedLayerNormalization"] == {"Supported"}
+    assert kinds["Sigmoid"] == {"Supported"} and kinds["GroupQueryAttention"] == {"Declined"}

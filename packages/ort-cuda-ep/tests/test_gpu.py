@@ -199,3 +199,52 @@ def test_no_device_memory_leaks(ep):
 
 def test_kernel_context_is_the_abi_one(ep):
     assert isinstance(ep.run_op("Relu", [_f(4)])[1], KernelContext)
+
+
+def _h(*shape):
+    return RNG.standard_normal(shape).astype(np.float16)
+
+
+def test_float16_elementwise_softmax_norms_matmul(ep):
+    a, b, w = _h(8, 64), _h(64), _h(64)
+    f = np.float32
+    (y,), _ = ep.run_op("Mul", [a, b])
+    assert y.dtype == np.float16
+    _close(y.astype(f), a.astype(f) * b.astype(f), 1e-2)
+    (y,), _ = ep.run_op("Sigmoid", [a])
+    _close(y.astype(f), 1 / (1 + np.exp(-a.astype(f))), 1e-3)
+    (y,), _ = ep.run_op("Softmax", [a], {"axis": -1})
+    e = np.exp(a.astype(f) - a.astype(f).max(-1, keepdims=True))
+    _close(y.astype(f), e / e.sum(-1, keepdims=True), 1e-3)
+    (y, inv), _ = ep.run_op("SimplifiedLayerNormalization", [a, w], {"epsilon": 1e-6}, output_count=2)
+    r = 1 / np.sqrt((a.astype(f) ** 2).mean(-1, keepdims=True) + 1e-6)
+    assert inv.dtype == np.float32
+    _close(y.astype(f), a.astype(f) * r * w.astype(f), 2e-2)
+    m = _h(64, 32)
+    (y,), _ = ep.run_op("MatMul", [a, m])
+    _close(y.astype(f), a.astype(f) @ m.astype(f), 5e-2)
+
+
+@pytest.mark.parametrize("m", [1, 24])
+def test_float16_matmul_nbits(ep, m):
+    n, k, bs = 64, 128, 32
+    a = _h(m, k)
+    b, scales, _ = _quantized(n, k, bs, False)
+    attrs = {"N": n, "K": k, "bits": 4, "block_size": bs}
+    (y,), _ = ep.run_op("MatMulNBits", [a, b, scales.astype(np.float16)], attrs, domain="com.microsoft", opset=1,
+                        node_name="q16")
+    inits = [helper.make_tensor("B", TensorProto.UINT8, b.shape, b.tobytes(), raw=True),
+             helper.make_tensor("scales", TensorProto.FLOAT, scales.shape,
+                                scales.astype(np.float16).astype(np.float32).tobytes(), raw=True)]
+    node = helper.make_node("MatMulNBits", ["A", "B", "scales"], ["Y"], domain="com.microsoft", **attrs)
+    want = _ort_cpu(node, {"A": a.astype(np.float32)}, inits)
+    _close(y.astype(np.float32), want, 5e-2)
+    assert ep.runtime.counters.last["q16"][1] == (2 * k * n if m > 8 else 0)
+
+
+def test_float16_attention(ep):
+    q, k, v = _h(1, 1, 256), _h(1, 5000, 256), _h(1, 5000, 256)
+    (y,), _ = ep.run_op("MultiHeadAttention", [q, k, v], {"num_heads": 4}, domain="com.microsoft", opset=1)
+    node = helper.make_node("MultiHeadAttention", ["q", "k", "v"], ["o"], domain="com.microsoft", num_heads=4)
+    want = _ort_cpu(node, {"q": q.astype(np.float32), "k": k.astype(np.float32), "v": v.astype(np.float32)}, [])
+    _close(y.astype(np.float32), want, 1e-2)

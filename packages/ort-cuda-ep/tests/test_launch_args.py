@@ -185,3 +185,47 @@ def test_gemm_is_cut_at_the_grid_limits(monkeypatch):
         assert v[0] == a.ptr + 4 * (z0 * 300 * 16 + row0 * 16) and v[1] == b.ptr + 4 * z0 * 16 * 8
         covered |= {(z, r) for z in range(z0, z0 + z_count) for r in range(row0, row0 + v[4])}
     assert covered == {(z, r) for z in range(5) for r in range(300)}
+
+
+@pytest.mark.parametrize("dtype,sfx", [(np.float32, "f32"), (np.float16, "f16")])
+def test_float16_uses_the_f16_entry_points(dtype, sfx):
+    rt = RecordingRuntime()
+    x, w = _arr(rt, (4, 64), dtype), _arr(rt, (64, 32), dtype)
+    outs = [compute(rt, find_spec("Add", "", 17), "a", [x, x], {}, ScratchOnly(rt))[0],
+            compute(rt, find_spec("Sigmoid", "", 17), "s", [x], {}, ScratchOnly(rt))[0],
+            compute(rt, find_spec("Softmax", "", 17), "m", [x], {}, ScratchOnly(rt))[0],
+            compute(rt, find_spec("MatMul", "", 17), "g", [x, w], {}, ScratchOnly(rt))[0]]
+    assert all(o.dtype == np.dtype(dtype) for o in outs)
+    q = _arr(rt, (1, 1, 128), dtype)
+    k = _arr(rt, (1, 4096, 128), dtype)
+    (o,) = compute(rt, find_spec("MultiHeadAttention", "com.microsoft", 1), "att", [q, k, k], {"num_heads": 2},
+                   ScratchOnly(rt))
+    assert o.dtype == np.dtype(dtype)
+    entries = [e for e, *_ in rt.launches]
+    assert entries == [f"binary_{sfx}", f"unary_{sfx}", f"softmax_{sfx}", f"matmul_{sfx}", f"attn_split_{sfx}",
+                       f"attn_combine_{sfx}"]
+
+
+def test_float16_matmul_nbits_workspace_and_offsets(monkeypatch):
+    import ort_cuda_ep._launch as L
+
+    rt = RecordingRuntime()
+    m, n, k, bs = 16, 64, 128, 32
+    inputs = [_arr(rt, (m, k), np.float16), _arr(rt, (n, k // bs, bs // 2), np.uint8), _arr(rt, (n * k // bs,), np.float16)]
+    (y,) = compute(rt, find_spec("MatMulNBits", "com.microsoft", 1), "q", inputs,
+                   {"N": n, "K": k, "bits": 4, "block_size": bs}, ScratchOnly(rt))
+    assert y.dtype == np.float16 and rt.counters.last["q"] == ("scratch", 2 * k * n)
+    assert [e for e, *_ in rt.launches] == ["mnb4_dequant_f16", "matmul_f16"]
+    # row chunks advance by float16 elements (2 bytes)
+    monkeypatch.setattr(L, "_MAX_ROWS", 64)
+    rt2 = RecordingRuntime()
+    a, b = _arr(rt2, (100, 8), np.float16), _arr(rt2, (8, 4), np.float16)
+    (out,) = compute(rt2, find_spec("MatMul", "", 17), "g", [a, b], {}, ScratchOnly(rt2))
+    second = rt2.launches[1][3]
+    assert second[0] == a.ptr + 2 * 64 * 8 and second[2] == out.ptr + 2 * 64 * 4
+
+
+def test_mixed_types_are_refused_at_launch():
+    rt = RecordingRuntime()
+    with pytest.raises(Exception, match="float32/float16"):
+        compute(rt, find_spec("Add", "", 17), "a", [_arr(rt, (4,), np.float16), _arr(rt, (4,))], {}, ScratchOnly(rt))

@@ -38,3 +38,8 @@ def test_envelope_over_m():
     assert matmul_nbits_workspace_envelope((1, GEMV_MAX_M + 1), 256, 128) == 4 * 256 * 128
     assert matmul_nbits_workspace_envelope((0, 0), 256, 128) == 0
     assert matmul_nbits_workspace_envelope((5, 1), 256, 128) is None
+
+
+def test_float16_tiled_workspace_is_half():
+    assert matmul_nbits_recipe(16, 1024, 512, 4, 32, itemsize=2).workspace_bytes == 2 * 1024 * 512
+    assert matmul_nbits_recipe(16, 1024, 512, 4, 32, itemsize=8) is None

@@ -7,7 +7,7 @@ from onnx import TensorProto
 
 from ort_cuda_ep import NodeFacts, check_node, supported_ops
 
-F, H, U8 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.UINT8
+F, H, U8, D = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.UINT8, TensorProto.DOUBLE
 
 
 def facts(op, shapes, dtypes=None, attrs=None, domain="", inputs=None):
@@ -24,6 +24,10 @@ def facts(op, shapes, dtypes=None, attrs=None, domain="", inputs=None):
     (facts("MatMulNBits", [("m", 64), (32, 2, 16), (64,)], (F, U8, F), {"K": 64, "N": 32, "bits": 4, "block_size": 32},
            "com.microsoft"), 1),
     (facts("Gelu", [(4,)], attrs={"approximate": "tanh"}), 20),
+    (facts("Mul", [(2, 3), (3,)], (H, H)), 17),
+    (facts("MatMul", [("b", 8, 64), (64, 32)], (H, H)), 17),
+    (facts("MatMulNBits", [("m", 64), (32, 2, 16), (64,)], (H, U8, H), {"K": 64, "N": 32, "bits": 4, "block_size": 32},
+           "com.microsoft"), 1),
     (facts("SimplifiedLayerNormalization", [("b", 4, 8), (4, 8)], attrs={"axis": -2}), 17),
     (facts("MultiHeadAttention", [("b", 1, 64), ("b", "t", 64), ("b", "t", 64)], attrs={"num_heads": 2},
            domain="com.microsoft"), 1),
@@ -37,7 +41,10 @@ def test_supported(f, opset):
 
 @pytest.mark.parametrize("f,opset,aspect,text", [
     (facts("Reshape", [(2,), (1,)]), 17, "op", "Reshape"),
-    (facts("Add", [(2, 3), (3,)], (H, H)), 17, "dtype", "FLOAT16"),
+    (facts("Add", [(2, 3), (3,)], (D, D)), 17, "dtype", "DOUBLE"),
+    (facts("Add", [(2, 3), (3,)], (F, H)), 17, "dtype", "mix"),
+    (facts("MatMulNBits", [("m", 64), (32, 2, 16), (64,)], (H, U8, F), {"K": 64, "N": 32, "bits": 4, "block_size": 32},
+           "com.microsoft"), 1, "dtype", "mix"),
     (facts("Add", [(2, 3), (3,)], (0, F)), 17, "dtype", "unknown"),
     (facts("Add", [None, (3,)], (F, F), inputs=("a", "b")), 17, "shape", "None"),
     (facts("Add", [(1,) * 7, (3,)]), 17, "shape", "rank"),

@@ -58,12 +58,14 @@ class KernelSource:
 
 
 KERNEL_SOURCES: dict[str, KernelSource] = {
-    "matmul": KernelSource("matmul.cu", ("matmul_f32",)),
-    "elementwise": KernelSource("elementwise.cu", ("binary_f32", "unary_f32")),
-    "softmax": KernelSource("softmax.cu", ("softmax_f32",)),
-    "rms_norm": KernelSource("rms_norm.cu", ("rms_norm_f32", "skip_rms_norm_f32")),
-    "matmul_nbits": KernelSource("matmul_nbits.cu", ("mnb4_gemv_f32", "mnb4_dequant_f32")),
-    "attention": KernelSource("attention.cu", ("attn_split_f32", "attn_combine_f32")),
+    "matmul": KernelSource("matmul.cu", ("matmul_f32", "matmul_f16")),
+    "elementwise": KernelSource("elementwise.cu", ("binary_f32", "binary_f16", "unary_f32", "unary_f16")),
+    "softmax": KernelSource("softmax.cu", ("softmax_f32", "softmax_f16")),
+    "rms_norm": KernelSource("rms_norm.cu", ("rms_norm_f32", "rms_norm_f16", "skip_rms_norm_f32", "skip_rms_norm_f16")),
+    "matmul_nbits": KernelSource("matmul_nbits.cu", ("mnb4_gemv_f32", "mnb4_gemv_f16", "mnb4_dequant_f32",
+                                                     "mnb4_dequant_f16")),
+    "attention": KernelSource("attention.cu", ("attn_split_f32", "attn_split_f16", "attn_combine_f32",
+                                               "attn_combine_f16")),
 }
 
 

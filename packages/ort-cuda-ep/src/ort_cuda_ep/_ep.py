@@ -140,8 +140,8 @@ class CudaExecutionProvider:
                     else:
                         row.append(d)
                 shapes[i] = tuple(row)
-            return estimate_bytes(spec.recipe, shapes, facts.attrs, profile, names)
-        return estimate_bytes(spec.recipe, shapes, facts.attrs, profile, self.dim_ranges)
+            return estimate_bytes(spec.recipe, shapes, facts.dtypes, facts.attrs, profile, names)
+        return estimate_bytes(spec.recipe, shapes, facts.dtypes, facts.attrs, profile, self.dim_ranges)
 
     def estimate(self, node: Any, opset: int | None = None) -> int | None:
         """Level-1 workspace estimate in bytes (None: unavailable, or the node is not supported)."""

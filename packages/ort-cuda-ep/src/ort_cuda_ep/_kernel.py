@@ -41,6 +41,7 @@ def declared_slots(spec: OpSpec, shapes: Sequence[WorkspaceInputShape], attrs: M
     if spec.recipe == "none":
         return []
     dims: list[tuple[int, ...] | None] = []
+    dtypes = [s.elem_type for s in shapes]
     for s in shapes:
         if not s.present:
             dims.append(None)
@@ -48,7 +49,7 @@ def declared_slots(spec: OpSpec, shapes: Sequence[WorkspaceInputShape], attrs: M
             return None
         else:
             dims.append(tuple(s.dims or ()))
-    n = workspace_bytes(spec.recipe, dims, attrs, profile)
+    n = workspace_bytes(spec.recipe, dims, dtypes, attrs, profile)
     if n is None:
         return None
     return [WorkspaceSlot(SLOT_ID, n)] if n else []
@@ -62,7 +63,8 @@ def make_estimate_func(ep: CudaExecutionProvider, spec: OpSpec):
         if profile is None:
             return None
         facts = NodeFacts.from_node(node)
-        return estimate_bytes(spec.recipe, list(facts.shapes), facts.attrs, profile, ep.estimate_ranges(facts))
+        return estimate_bytes(spec.recipe, list(facts.shapes), facts.dtypes, facts.attrs, profile,
+                              ep.estimate_ranges(facts))
 
     estimate.__name__ = f"estimate_{spec.op_type}"
     return estimate

@@ -18,7 +18,7 @@ from ._errors import KernelLaunchError
 from ._nbits_recipe import matmul_nbits_recipe
 from ._ops import BINARY_OPS, MAX_RANK, UNARY_OPS, OpSpec
 from ._runtime import CudaRuntime, DeviceArray, f32, i32, i64, ptr
-from ._workspace import SLOT_ID, workspace_bytes
+from ._workspace import SLOT_ID
 
 __all__ = ["WorkspaceSource", "ScratchOnly", "compute"]
 
@@ -63,6 +63,17 @@ def _workspace(rt: CudaRuntime, ws: WorkspaceSource, node: str, nbytes: int) -> 
     return p
 
 
+_SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}
+
+
+def _sfx(*arrays: DeviceArray | None) -> str:
+    """The entry-point suffix for the arrays' common float type (f32 / f16)."""
+    dts = {a.dtype for a in arrays if a is not None}
+    if len(dts) != 1 or next(iter(dts)) not in _SUFFIX:
+        raise KernelLaunchError(f"inputs of types {sorted(str(d) for d in dts)!r}; expected one of float32/float16 for all")
+    return _SUFFIX[next(iter(dts))]
+
+
 def _grid1d(n: int, block: int = 256) -> int:
     return max(1, min(math.ceil(n / block), 1 << 20))
 
@@ -71,7 +82,8 @@ def _binary(rt: CudaRuntime, op: str, a: DeviceArray, b: DeviceArray) -> DeviceA
     shape = np.broadcast_shapes(a.shape, b.shape)
     if len(shape) > MAX_RANK:
         raise KernelLaunchError(f"{op}: broadcast rank {len(shape)} exceeds {MAX_RANK}")
-    out = rt.empty(shape)
+    sfx = _sfx(a, b)
+    out = rt.empty(shape, a.dtype)
     dims = (1,) * (MAX_RANK - len(shape)) + tuple(shape)
 
     def strides(s: tuple[int, ...]) -> list[int]:
@@ -84,19 +96,20 @@ def _binary(rt: CudaRuntime, op: str, a: DeviceArray, b: DeviceArray) -> DeviceA
 
     n = out.size
     if n:
-        rt.launch("elementwise", "binary_f32", (_grid1d(n),), (256,),
+        rt.launch("elementwise", f"binary_{sfx}", (_grid1d(n),), (256,),
                   [ptr(a), ptr(b), ptr(out), i64(n), i32(BINARY_OPS[op]), *map(i64, dims),
                    *map(i64, strides(a.shape)), *map(i64, strides(b.shape))])
     return out
 
 
 def _unary(rt: CudaRuntime, op: str, x: DeviceArray, attrs: Mapping[str, Any]) -> DeviceArray:
-    out = rt.empty(x.shape)
+    sfx = _sfx(x)
+    out = rt.empty(x.shape, x.dtype)
     code = UNARY_OPS[op]
     if op == "Gelu" and attrs.get("approximate", "none") in ("tanh", b"tanh"):
         code = 11
     if x.size:
-        rt.launch("elementwise", "unary_f32", (_grid1d(x.size),), (256,), [ptr(x), ptr(out), i64(x.size), i32(code)])
+        rt.launch("elementwise", f"unary_{sfx}", (_grid1d(x.size),), (256,), [ptr(x), ptr(out), i64(x.size), i32(code)])
     return out
 
 
@@ -104,18 +117,19 @@ _MAX_ROWS = 65535 * 64  # grid.y limit x tile rows
 _MAX_BATCH = 65535  # grid.z limit
 
 
-def _gemm_launch(rt, a, b, c, bias, M, N, K, a_m, a_k, b_k, b_n, batch, ba, bb, bc, bias_m, bias_n, alpha, beta):
-    """matmul_f32 over [batch, M, N], cut into launches that respect the grid limits (float32 = 4 bytes)."""
+def _gemm_launch(rt, dtype, a, b, c, bias, M, N, K, a_m, a_k, b_k, b_n, batch, ba, bb, bc, bias_m, bias_n, alpha, beta):
+    """matmul_<T> over [batch, M, N], cut into launches that respect the grid limits."""
+    sfx, item = _SUFFIX[np.dtype(dtype)], np.dtype(dtype).itemsize
     a0, b0, c0, bias0 = (0 if x is None else (x if isinstance(x, int) else x.ptr) for x in (a, b, c, bias))
     for z0 in range(0, batch, _MAX_BATCH):
         nz = min(_MAX_BATCH, batch - z0)
         for r0 in range(0, M, _MAX_ROWS):
             nr = min(_MAX_ROWS, M - r0)
-            pa = a0 + 4 * (z0 * ba + r0 * a_m)
-            pc = c0 + 4 * (z0 * bc + r0 * N)
-            pbias = bias0 + 4 * r0 * bias_m if bias0 else 0
-            rt.launch("matmul", "matmul_f32", (math.ceil(N / 64), math.ceil(nr / 64), nz), (256,),
-                      [ptr(pa), ptr(b0 + 4 * z0 * bb), ptr(pc), ptr(pbias), i32(nr), i32(N), i32(K), i64(a_m), i64(a_k),
+            pa = a0 + item * (z0 * ba + r0 * a_m)
+            pc = c0 + item * (z0 * bc + r0 * N)
+            pbias = bias0 + item * r0 * bias_m if bias0 else 0
+            rt.launch("matmul", f"matmul_{sfx}", (math.ceil(N / 64), math.ceil(nr / 64), nz), (256,),
+                      [ptr(pa), ptr(b0 + item * z0 * bb), ptr(pc), ptr(pbias), i32(nr), i32(N), i32(K), i64(a_m), i64(a_k),
                        i64(b_k), i64(b_n), i64(ba), i64(bb), i64(bc), i64(bias_m), i64(bias_n), i64(0), f32(alpha),
                        f32(beta)])
 
@@ -131,15 +145,17 @@ def _matmul(rt: CudaRuntime, a: DeviceArray, b: DeviceArray) -> DeviceArray:
     if ba and bb and ba != bb:
         raise KernelLaunchError(f"MatMul: batch dims {ba!r} and {bb!r} need a broadcast this kernel does not do")
     out_shape = tuple(batch_dims) + (M, N)
-    out = rt.empty(out_shape)
+    _sfx(a, b)
+    out = rt.empty(out_shape, a.dtype)
     if out.size == 0:
         return out
     if not bb:  # weights shared by every batch: fold the batch into M
         Mf = int(np.prod(ba, dtype=np.int64)) * M if ba else M
-        _gemm_launch(rt, a, b, out, None, Mf, N, K, K, 1, N, 1, 1, 0, 0, 0, 0, 0, 1.0, 0.0)
+        _gemm_launch(rt, a.dtype, a, b, out, None, Mf, N, K, K, 1, N, 1, 1, 0, 0, 0, 0, 0, 1.0, 0.0)
     else:
         batch = int(np.prod(batch_dims, dtype=np.int64))
-        _gemm_launch(rt, a, b, out, None, M, N, K, K, 1, N, 1, batch, M * K if ba else 0, K * N, M * N, 0, 0, 1.0, 0.0)
+        _gemm_launch(rt, a.dtype, a, b, out, None, M, N, K, K, 1, N, 1, batch, M * K if ba else 0, K * N, M * N, 0, 0,
+                     1.0, 0.0)
     if len(a.shape) == 1 or len(b.shape) == 1:
         final = tuple(batch_dims) + ((M,) if len(a.shape) > 1 else ()) + ((N,) if len(b.shape) > 1 else ())
         return DeviceArray(out.buffer, final, out.dtype)  # same owned buffer, numpy's 1-D result shape
@@ -150,24 +166,26 @@ def _gemm(rt: CudaRuntime, a: DeviceArray, b: DeviceArray, c: DeviceArray | None
     ta, tb = int(attrs.get("transA", 0)), int(attrs.get("transB", 0))
     M, K = (a.shape[1], a.shape[0]) if ta else a.shape
     N = b.shape[0] if tb else b.shape[1]
-    out = rt.empty((M, N))
+    _sfx(a, b, c)
+    out = rt.empty((M, N), a.dtype)
     bias_m = bias_n = 0
     if c is not None:
         cs = (1,) * (2 - len(c.shape)) + tuple(c.shape)
         bias_m = cs[1] if cs[0] != 1 else 0
         bias_n = 1 if cs[1] != 1 else 0
     if out.size:
-        _gemm_launch(rt, a, b, out, c, M, N, K, 1 if ta else K, M if ta else 1, 1 if tb else N, K if tb else 1,
+        _gemm_launch(rt, a.dtype, a, b, out, c, M, N, K, 1 if ta else K, M if ta else 1, 1 if tb else N, K if tb else 1,
                      1, 0, 0, 0, bias_m, bias_n, float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0)))
     return out
 
 
 def _softmax(rt: CudaRuntime, x: DeviceArray) -> DeviceArray:
-    out = rt.empty(x.shape)
+    sfx = _sfx(x)
+    out = rt.empty(x.shape, x.dtype)
     cols = x.shape[-1] if x.shape else 1
     rows = x.size // cols if cols else 0
     if rows and cols:
-        rt.launch("softmax", "softmax_f32", (min(rows, 1 << 20),), (256,), [ptr(x), ptr(out), i64(rows), i32(cols)])
+        rt.launch("softmax", f"softmax_{sfx}", (min(rows, 1 << 20),), (256,), [ptr(x), ptr(out), i64(rows), i32(cols)])
     return out
 
 
@@ -177,10 +195,11 @@ def _rms_norm(rt: CudaRuntime, x: DeviceArray, scale: DeviceArray, attrs: Mappin
     if scale.size != cols:
         raise KernelLaunchError(f"SimplifiedLayerNormalization: scale {scale.shape!r} does not cover dims {x.shape[axis:]!r}")
     rows = x.size // cols if cols else 0
-    y = rt.empty(x.shape)
-    inv = rt.empty(x.shape[:axis] + (1,) * (len(x.shape) - axis)) if n_out > 1 else None
+    sfx = _sfx(x, scale)
+    y = rt.empty(x.shape, x.dtype)
+    inv = rt.empty(x.shape[:axis] + (1,) * (len(x.shape) - axis), np.float32) if n_out > 1 else None
     if rows and cols:
-        rt.launch("rms_norm", "rms_norm_f32", (min(rows, 1 << 20),), (256,),
+        rt.launch("rms_norm", f"rms_norm_{sfx}", (min(rows, 1 << 20),), (256,),
                   [ptr(x), ptr(scale), ptr(y), ptr(inv), i64(rows), i32(cols), f32(attrs.get("epsilon", 1e-5))])
     return [y] if inv is None else [y, inv]
 
@@ -194,11 +213,12 @@ def _skip_rms_norm(rt: CudaRuntime, inputs, attrs: Mapping[str, Any], n_out: int
     if scale.size != cols or (bias is not None and bias.size != cols):
         raise KernelLaunchError(f"SkipSimplifiedLayerNormalization: gamma/bias must have {cols} elements")
     rows = x.size // cols if cols else 0
-    y = rt.empty(x.shape)
-    inv = rt.empty(x.shape[:-1] + (1,)) if n_out > 2 else None
-    total = rt.empty(x.shape) if n_out > 3 else None
+    sfx = _sfx(x, skip, scale, bias)
+    y = rt.empty(x.shape, x.dtype)
+    inv = rt.empty(x.shape[:-1] + (1,), np.float32) if n_out > 2 else None
+    total = rt.empty(x.shape, x.dtype) if n_out > 3 else None
     if rows and cols:
-        rt.launch("rms_norm", "skip_rms_norm_f32", (min(rows, 1 << 20),), (256,),
+        rt.launch("rms_norm", f"skip_rms_norm_{sfx}", (min(rows, 1 << 20),), (256,),
                   [ptr(x), ptr(skip), ptr(bias), ptr(scale), ptr(y), ptr(inv), ptr(total), i64(rows), i32(cols),
                    f32(attrs.get("epsilon", 1e-5))])
     return [y, None, inv, total][:max(n_out, 1)]
@@ -211,18 +231,19 @@ def _matmul_nbits(rt, node, inputs, attrs, ws) -> DeviceArray:
     N, K, bs = int(attrs["N"]), int(attrs["K"]), int(attrs["block_size"])
     M = int(np.prod(a.shape[:-1], dtype=np.int64))
     k_blocks = -(-K // bs)
-    recipe = matmul_nbits_recipe(M, N, K, attrs.get("bits", 4), bs)
+    sfx = _sfx(a, scales, bias)
+    recipe = matmul_nbits_recipe(M, N, K, attrs.get("bits", 4), bs, a.dtype.itemsize)
     if recipe is None:
         raise KernelLaunchError(f"MatMulNBits: shape {a.shape!r} with N={N!r}, K={K!r} is out of range")
-    out = rt.empty(a.shape[:-1] + (N,))
+    out = rt.empty(a.shape[:-1] + (N,), a.dtype)
     wsp = _workspace(rt, ws, node, recipe.workspace_bytes)
     if recipe.path == "gemv":
-        rt.launch("matmul_nbits", "mnb4_gemv_f32", (math.ceil(N / 4),), (128,),
+        rt.launch("matmul_nbits", f"mnb4_gemv_{sfx}", (math.ceil(N / 4),), (128,),
                   [ptr(a), ptr(b), ptr(scales), ptr(zp), ptr(bias), ptr(out), i32(M), i32(N), i32(K), i32(bs), i32(k_blocks)])
     elif recipe.path == "tiled":
-        rt.launch("matmul_nbits", "mnb4_dequant_f32", (_grid1d(N * K),), (256,),
+        rt.launch("matmul_nbits", f"mnb4_dequant_{sfx}", (_grid1d(N * K),), (256,),
                   [ptr(b), ptr(scales), ptr(zp), ptr(wsp), i32(N), i32(K), i32(bs), i32(k_blocks)])
-        _gemm_launch(rt, a, wsp, out, bias, M, N, K, K, 1, N, 1, 1, 0, 0, 0, 0, 1, 1.0, 1.0)
+        _gemm_launch(rt, a.dtype, a, wsp, out, bias, M, N, K, K, 1, N, 1, 1, 0, 0, 0, 0, 1, 1.0, 1.0)
     return out
 
 
@@ -234,7 +255,8 @@ def _attention(rt, node, inputs, attrs, ws) -> DeviceArray:
     r = attention_recipe(B, S, L, H, D, rt.device.profile.sm_count)
     if r is None:
         raise KernelLaunchError(f"MultiHeadAttention: shapes {q.shape!r}, {k.shape!r} are out of range")
-    out = rt.empty(q.shape)
+    sfx = _sfx(q, k, v)
+    out = rt.empty(q.shape, q.dtype)
     if out.size == 0:
         return out
     base = _workspace(rt, ws, node, r.total_bytes)
@@ -244,11 +266,11 @@ def _attention(rt, node, inputs, attrs, ws) -> DeviceArray:
     lse = base + r.lse_offset
     lse_acc = base + r.lse_accum_offset if r.num_splits > 1 else 0
     o_acc = base + r.out_accum_offset if r.num_splits > 1 else 0
-    rt.launch("attention", "attn_split_f32", (B * H * S * r.num_splits,), (128,),
+    rt.launch("attention", f"attn_split_{sfx}", (B * H * S * r.num_splits,), (128,),
               [ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse), ptr(lse_acc), ptr(o_acc), i32(B), i32(H), i32(S), i32(L),
                i32(D), i32(r.head_size_rounded), f32(scale), i32(causal_offset), i32(r.num_splits), i32(kps)])
     if r.num_splits > 1:
-        rt.launch("attention", "attn_combine_f32", (B * H * S,), (128,),
+        rt.launch("attention", f"attn_combine_{sfx}", (B * H * S,), (128,),
                   [ptr(lse_acc), ptr(o_acc), ptr(out), ptr(lse), i32(B), i32(H), i32(S), i32(D),
                    i32(r.head_size_rounded), i32(r.num_splits)])
     return out
@@ -277,8 +299,3 @@ def compute(rt: CudaRuntime, spec: OpSpec, node: str, inputs: Sequence[DeviceArr
     if op == "MultiHeadAttention":
         return [_attention(rt, node, inputs, attrs, ws)]
     raise KernelLaunchError(f"no launch code for {op!r}")
-
-
-def declared_bytes(spec: OpSpec, shapes: Sequence[tuple[int, ...] | None], attrs: Mapping[str, Any], profile) -> int | None:
-    """What the kernel declares at Level 2 (the same recipe as ``compute`` requests)."""
-    return workspace_bytes(spec.recipe, shapes, attrs, profile)

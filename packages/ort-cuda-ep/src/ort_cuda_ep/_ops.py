@@ -16,7 +16,8 @@ from onnx import TensorProto
 __all__ = ["OpSpec", "Rejection", "NodeFacts", "OP_SPECS", "find_spec", "check_node", "supported_ops",
            "BINARY_OPS", "UNARY_OPS", "MAX_RANK"]
 
-F32, U8 = TensorProto.FLOAT, TensorProto.UINT8
+F32, F16, U8 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.UINT8
+FLOATS = (F32, F16)
 MAX_RANK = 6
 BINARY_OPS = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3, "Pow": 4}
 UNARY_OPS = {"Relu": 0, "Sigmoid": 1, "Tanh": 2, "Neg": 3, "Exp": 4, "Log": 5, "Sqrt": 6, "Abs": 7, "Erf": 8,
@@ -85,7 +86,7 @@ def _dtypes(f: NodeFacts, want: Mapping[int, tuple[int, ...]]) -> Rejection | No
             continue
         got = f.dtypes[i]
         if got == 0:
-            return Rejection("dtype", f"input {i} ({f.inputs[i]!r}) has an unknown dtype", "a known float32 input",
+            return Rejection("dtype", f"input {i} ({f.inputs[i]!r}) has an unknown dtype", "a known input type",
                              "resolve shapes and types first (ort_graph.resolve_shapes)")
         if got not in ok:
             from ort_graph import dtype_name
@@ -93,7 +94,22 @@ def _dtypes(f: NodeFacts, want: Mapping[int, tuple[int, ...]]) -> Rejection | No
             names = "/".join(dtype_name(t) for t in ok)
             return Rejection("dtype", f"input {i} ({f.inputs[i]!r}) has dtype {dtype_name(got)!r}",
                              f"{names} for input {i}",
-                             "cast to float32 before this node, or leave it to the CPU EP")
+                             "cast before this node, or leave it to the CPU EP")
+    return None
+
+
+def _floats(f: NodeFacts, idx: tuple[int, ...]) -> Rejection | None:
+    """The present inputs in ``idx`` are all float32 or all float16 (kernels run on one type)."""
+    r = _dtypes(f, {i: FLOATS for i in idx})
+    if r:
+        return r
+    got = {f.dtypes[i] for i in idx if f.present(i)}
+    if len(got) > 1:
+        from ort_graph import dtype_name
+
+        return Rejection("dtype", f"inputs {list(idx)} mix {sorted(dtype_name(t) for t in got)!r}",
+                         "one float type (float32 or float16) for these inputs",
+                         "insert a Cast so the types agree, or leave this node to the CPU EP")
     return None
 
 
@@ -111,7 +127,7 @@ def _first(*checks: Rejection | None) -> Rejection | None:
 
 def _elementwise(f: NodeFacts, opset: int) -> Rejection | None:
     n = 2 if f.op_type in BINARY_OPS else 1
-    r = _first(_dtypes(f, {i: (F32,) for i in range(n)}), _ranks_known(f, tuple(range(n))))
+    r = _first(_floats(f, tuple(range(n))), _ranks_known(f, tuple(range(n))))
     if r is None and f.op_type == "Gelu" and f.attrs.get("approximate", "none") not in ("none", "tanh", b"none", b"tanh"):
         return Rejection("attribute", f"approximate={f.attrs.get('approximate')!r}", "approximate in {'none', 'tanh'}",
                          "use the ONNX Gelu attribute values")
@@ -119,7 +135,7 @@ def _elementwise(f: NodeFacts, opset: int) -> Rejection | None:
 
 
 def _softmax(f: NodeFacts, opset: int) -> Rejection | None:
-    r = _first(_dtypes(f, {0: (F32,)}), _ranks_known(f, (0,), 64))
+    r = _first(_floats(f, (0,)), _ranks_known(f, (0,), 64))
     if r:
         return r
     rank = f.rank(0) or 0
@@ -131,7 +147,7 @@ def _softmax(f: NodeFacts, opset: int) -> Rejection | None:
 
 
 def _rms_norm(f: NodeFacts, opset: int) -> Rejection | None:
-    r = _first(_dtypes(f, {0: (F32,), 1: (F32,)}), _ranks_known(f, (0, 1), 64))
+    r = _first(_floats(f, (0, 1)), _ranks_known(f, (0, 1), 64))
     if r:
         return r
     if f.present(2):
@@ -155,7 +171,7 @@ def _prod(dims) -> int:
 
 
 def _skip_rms_norm(f: NodeFacts, opset: int) -> Rejection | None:
-    r = _first(_dtypes(f, {0: (F32,), 1: (F32,), 2: (F32,), 3: (F32,)}), _ranks_known(f, (0, 1), 64))
+    r = _first(_floats(f, (0, 1, 2, 3)), _ranks_known(f, (0, 1), 64))
     if r:
         return r
     if f.rank(0) != f.rank(1) or (f.rank(0) or 0) < 1:
@@ -168,7 +184,7 @@ def _skip_rms_norm(f: NodeFacts, opset: int) -> Rejection | None:
 
 
 def _matmul(f: NodeFacts, opset: int) -> Rejection | None:
-    r = _first(_dtypes(f, {0: (F32,), 1: (F32,)}), _ranks_known(f, (0, 1), 64))
+    r = _first(_floats(f, (0, 1)), _ranks_known(f, (0, 1), 64))
     if r:
         return r
     a, b = f.shapes[0], f.shapes[1]
@@ -180,7 +196,7 @@ def _matmul(f: NodeFacts, opset: int) -> Rejection | None:
 
 
 def _gemm(f: NodeFacts, opset: int) -> Rejection | None:
-    r = _first(_dtypes(f, {0: (F32,), 1: (F32,), 2: (F32,)}), _ranks_known(f, (0, 1, 2), 2))
+    r = _first(_floats(f, (0, 1, 2)), _ranks_known(f, (0, 1, 2), 2))
     if r:
         return r
     if f.rank(0) != 2 or f.rank(1) != 2:
@@ -189,7 +205,7 @@ def _gemm(f: NodeFacts, opset: int) -> Rejection | None:
 
 
 def _matmul_nbits(f: NodeFacts, opset: int) -> Rejection | None:
-    r = _first(_dtypes(f, {0: (F32,), 1: (U8,), 2: (F32,), 3: (U8,), 5: (F32,)}), _ranks_known(f, (0,), 64))
+    r = _first(_dtypes(f, {1: (U8,), 3: (U8,)}), _floats(f, (0, 2, 5)), _ranks_known(f, (0,), 64))
     if r:
         return r
     bits, bs, k = f.attrs.get("bits", 4), f.attrs.get("block_size"), f.attrs.get("K")
@@ -206,7 +222,7 @@ def _matmul_nbits(f: NodeFacts, opset: int) -> Rejection | None:
 
 
 def _mha(f: NodeFacts, opset: int) -> Rejection | None:
-    r = _first(_dtypes(f, {0: (F32,), 1: (F32,), 2: (F32,)}), _ranks_known(f, (0, 1, 2), 3))
+    r = _first(_floats(f, (0, 1, 2)), _ranks_known(f, (0, 1, 2), 3))
     if r:
         return r
     extra = [i for i in range(3, len(f.inputs)) if f.present(i)]

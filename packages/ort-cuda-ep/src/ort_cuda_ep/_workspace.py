@@ -1,7 +1,7 @@
 """One workspace recipe per kernel, shared by the Level-1 estimate, the Level-2 declaration and the
-runtime request. Recipes see positional input shapes (None = omitted or shapeless), the node's
-attributes and the device profile; they return bytes, or None when the shapes are malformed,
-overflow, or are not known well enough (never a guess).
+runtime request. Recipes see positional input shapes (None = omitted or shapeless), the inputs'
+ONNX element types (0 = unknown), the node's attributes and the device profile; they return bytes,
+or None when the shapes are malformed, overflow, or are not known well enough (never a guess).
 """
 
 from __future__ import annotations
@@ -22,8 +22,14 @@ InputShapes = Sequence[tuple[int, ...] | None]
 # Ranges: per input, per dim, an inclusive (lo, hi) span (static dims give (d, d)).
 Ranges = Sequence[tuple[tuple[int, int], ...] | None]
 
-Exact = Callable[[InputShapes, Mapping[str, Any], DeviceProfile], int | None]
-Envelope = Callable[[Ranges, Mapping[str, Any], DeviceProfile], int | None]
+Dtypes = Sequence[int]
+Exact = Callable[[InputShapes, Dtypes, Mapping[str, Any], DeviceProfile], int | None]
+Envelope = Callable[[Ranges, Dtypes, Mapping[str, Any], DeviceProfile], int | None]
+_ITEMSIZE = {1: 4, 10: 2}  # onnx FLOAT, FLOAT16
+
+
+def _itemsize(dtypes: Dtypes, i: int) -> int | None:
+    return _ITEMSIZE.get(dtypes[i]) if i < len(dtypes) else None
 
 
 class WorkspaceRecipe:
@@ -45,11 +51,11 @@ def _static(shapes: InputShapes, i: int, rank: int | None = None) -> tuple[int, 
     return s if all(dim(d) is not None for d in s) else None
 
 
-def _zero_exact(shapes: InputShapes, attrs: Mapping[str, Any], device: DeviceProfile) -> int | None:
+def _zero_exact(shapes: InputShapes, dtypes: Dtypes, attrs: Mapping[str, Any], device: DeviceProfile) -> int | None:
     return 0
 
 
-def _zero_envelope(ranges: Ranges, attrs: Mapping[str, Any], device: DeviceProfile) -> int | None:
+def _zero_envelope(ranges: Ranges, dtypes: Dtypes, attrs: Mapping[str, Any], device: DeviceProfile) -> int | None:
     return 0
 
 
@@ -64,7 +70,8 @@ def _heads(attrs: Mapping[str, Any], hidden: int) -> tuple[int, int] | None:
     return h, hidden // h
 
 
-def _attention_exact(shapes: InputShapes, attrs: Mapping[str, Any], device: DeviceProfile) -> int | None:
+def _attention_exact(shapes: InputShapes, dtypes: Dtypes, attrs: Mapping[str, Any], device: DeviceProfile) -> int | None:
+    # the LSEs and split partial outputs are float32 whatever the input type
     q, k = _static(shapes, 0, 3), _static(shapes, 1, 3)
     if q is None or k is None or q[0] != k[0]:
         return None
@@ -75,7 +82,7 @@ def _attention_exact(shapes: InputShapes, attrs: Mapping[str, Any], device: Devi
     return None if r is None else r.total_bytes
 
 
-def _attention_envelope(ranges: Ranges, attrs: Mapping[str, Any], device: DeviceProfile) -> int | None:
+def _attention_envelope(ranges: Ranges, dtypes: Dtypes, attrs: Mapping[str, Any], device: DeviceProfile) -> int | None:
     if len(ranges) < 2 or ranges[0] is None or ranges[1] is None or len(ranges[0]) != 3 or len(ranges[1]) != 3:
         return None
     (b, sq, hid), (_, skv, _) = ranges[0], ranges[1]
@@ -91,15 +98,16 @@ attention_recipe_ws = WorkspaceRecipe("attention", _attention_exact, _attention_
 
 
 # -- MatMulNBits --------------------------------------------------------------------------------
-def _nbits_exact(shapes: InputShapes, attrs: Mapping[str, Any], device: DeviceProfile) -> int | None:
+def _nbits_exact(shapes: InputShapes, dtypes: Dtypes, attrs: Mapping[str, Any], device: DeviceProfile) -> int | None:
     a = _static(shapes, 0)
     if a is None or len(a) < 1 or a[-1] != attrs.get("K"):
         return None
-    r = matmul_nbits_recipe(mul(*a[:-1]), attrs.get("N"), attrs.get("K"), attrs.get("bits", 4), attrs.get("block_size"))
+    r = matmul_nbits_recipe(mul(*a[:-1]), attrs.get("N"), attrs.get("K"), attrs.get("bits", 4), attrs.get("block_size"),
+                            _itemsize(dtypes, 0))
     return None if r is None else r.workspace_bytes
 
 
-def _nbits_envelope(ranges: Ranges, attrs: Mapping[str, Any], device: DeviceProfile) -> int | None:
+def _nbits_envelope(ranges: Ranges, dtypes: Dtypes, attrs: Mapping[str, Any], device: DeviceProfile) -> int | None:
     if not ranges or ranges[0] is None or len(ranges[0]) < 1:
         return None
     a = ranges[0]
@@ -108,7 +116,8 @@ def _nbits_envelope(ranges: Ranges, attrs: Mapping[str, Any], device: DeviceProf
     lo, hi = mul(*(r[0] for r in a[:-1])), mul(*(r[1] for r in a[:-1]))
     if lo is None or hi is None or span((lo, hi)) is None:
         return None
-    return matmul_nbits_workspace_envelope((lo, hi), attrs.get("N"), attrs.get("K"), attrs.get("bits", 4), attrs.get("block_size"))
+    return matmul_nbits_workspace_envelope((lo, hi), attrs.get("N"), attrs.get("K"), attrs.get("bits", 4),
+                                           attrs.get("block_size"), _itemsize(dtypes, 0))
 
 
 matmul_nbits_recipe_ws = WorkspaceRecipe("matmul_nbits", _nbits_exact, _nbits_envelope)
@@ -121,12 +130,13 @@ def recipe_for(kernel: str) -> WorkspaceRecipe:
     return RECIPES.get(kernel, zero_recipe)
 
 
-def workspace_bytes(kernel: str, shapes: InputShapes, attrs: Mapping[str, Any], device: DeviceProfile) -> int | None:
+def workspace_bytes(kernel: str, shapes: InputShapes, dtypes: Dtypes, attrs: Mapping[str, Any],
+                    device: DeviceProfile) -> int | None:
     """Exact bytes for static shapes (Level 2 and the runtime request)."""
-    return recipe_for(kernel).exact(shapes, attrs, device)
+    return recipe_for(kernel).exact(shapes, dtypes, attrs, device)
 
 
-def estimate_bytes(kernel: str, shapes: Sequence[tuple[object, ...] | None], attrs: Mapping[str, Any],
+def estimate_bytes(kernel: str, shapes: Sequence[tuple[object, ...] | None], dtypes: Dtypes, attrs: Mapping[str, Any],
                    device: DeviceProfile, dim_ranges: Mapping[str, tuple[int, int]] | None = None) -> int | None:
     """Level-1 estimate from graph shapes: exact when static, the envelope when symbolic dims have
     ranges in ``dim_ranges`` (name -> inclusive (lo, hi)); None when a needed dim is unknown."""
@@ -134,7 +144,7 @@ def estimate_bytes(kernel: str, shapes: Sequence[tuple[object, ...] | None], att
     if recipe is zero_recipe:
         return 0
     if all(s is None or all(dim(d) is not None for d in s) for s in shapes):
-        return recipe.exact([None if s is None else tuple(s) for s in shapes], attrs, device)  # type: ignore[misc]
+        return recipe.exact([None if s is None else tuple(s) for s in shapes], dtypes, attrs, device)  # type: ignore[misc]
     ranges: list[tuple[tuple[int, int], ...] | None] = []
     for s in shapes:
         if s is None:
@@ -147,4 +157,4 @@ def estimate_bytes(kernel: str, shapes: Sequence[tuple[object, ...] | None], att
                 return None
             row.append(r)
         ranges.append(tuple(row))
-    return recipe.envelope(ranges, attrs, device)
+    return recipe.envelope(ranges, dtypes, attrs, device)

@@ -1,5 +1,6 @@
 // Multi-head attention with split-K over the keys (flash-decoding).
-// Q: [B, Sq, H, D], K/V: [B, L, H, D], O: [B, Sq, H, D] (BSNH, contiguous; D <= 256).
+// Q: [B, Sq, H, D], K/V: [B, L, H, D], O: [B, Sq, H, D] (BSNH, contiguous; D <= 256), float32 or
+// float16 storage; all math, the LSEs and the split partial outputs are float32.
 // attn_split_f32: 1-D grid of B * H * Sq * num_splits blocks (split fastest), 128 threads; each
 // block owns one query row and
 // one split of keys [s*keys_per_split, (s+1)*keys_per_split), runs an online softmax over it in
@@ -14,9 +15,10 @@
 #define ATT_THREADS 128
 #define ATT_MAX_D 256
 
-extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_split_f32(
-    const float* __restrict__ Q, const float* __restrict__ K, const float* __restrict__ V,
-    float* __restrict__ O, float* __restrict__ softmax_lse, float* __restrict__ lse_accum,
+template <typename T>
+__device__ __forceinline__ void split_impl(
+    const T* __restrict__ Q, const T* __restrict__ K, const T* __restrict__ V,
+    T* __restrict__ O, float* __restrict__ softmax_lse, float* __restrict__ lse_accum,
     float* __restrict__ o_accum, int B, int H, int Sq, int L, int D, int Dr, float scale, int causal_offset,
     int num_splits, int keys_per_split) {
   __shared__ float qs[ATT_MAX_D];
@@ -29,10 +31,10 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_split_f32(
   const int bh = (int)(qrow / Sq);
   const int b = bh / H, h = bh % H;
   const long long row_stride = (long long)H * D;
-  const float* q = Q + ((long long)b * Sq + qi) * row_stride + (long long)h * D;
-  const float* kbase = K + (long long)b * L * row_stride + (long long)h * D;
-  const float* vbase = V + (long long)b * L * row_stride + (long long)h * D;
-  for (int d = threadIdx.x; d < D; d += ATT_THREADS) qs[d] = q[d] * scale;
+  const T* q = Q + ((long long)b * Sq + qi) * row_stride + (long long)h * D;
+  const T* kbase = K + (long long)b * L * row_stride + (long long)h * D;
+  const T* vbase = V + (long long)b * L * row_stride + (long long)h * D;
+  for (int d = threadIdx.x; d < D; d += ATT_THREADS) qs[d] = to_f(q[d]) * scale;
   __syncthreads();
 
   long long k_begin = (long long)split * keys_per_split;
@@ -45,9 +47,9 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_split_f32(
     const long long j = kc + threadIdx.x;
     float score = -ORT_INF;
     if (j < k_end) {
-      const float* kr = kbase + j * row_stride;
+      const T* kr = kbase + j * row_stride;
       float s = 0.f;
-      if ((D & 3) == 0 && (((unsigned long long)kr) & 15) == 0) {  // 16-byte loads of the key row
+      if (sizeof(T) == 4 && (D & 3) == 0 && (((unsigned long long)kr) & 15) == 0) {  // 16-byte loads of a float row
         const float4* kr4 = reinterpret_cast<const float4*>(kr);
         for (int d4 = 0; d4 < (D >> 2); ++d4) {
           const float4 kv = kr4[d4];
@@ -57,7 +59,7 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_split_f32(
           s = fmaf(qs[4 * d4 + 3], kv.w, s);
         }
       } else {
-        for (int d = 0; d < D; ++d) s = fmaf(qs[d], kr[d], s);
+        for (int d = 0; d < D; ++d) s = fmaf(qs[d], to_f(kr[d]), s);
       }
       score = s;
     }
@@ -72,9 +74,9 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_split_f32(
     const int d0 = threadIdx.x, d1 = threadIdx.x + ATT_THREADS;
     float s0 = 0.f, s1 = 0.f;
     for (int t = 0; t < cnt; ++t) {
-      const float* vr = vbase + (kc + t) * row_stride;
-      if (d0 < D) s0 = fmaf(p[t], vr[d0], s0);
-      if (d1 < D) s1 = fmaf(p[t], vr[d1], s1);
+      const T* vr = vbase + (kc + t) * row_stride;
+      if (d0 < D) s0 = fmaf(p[t], to_f(vr[d0]), s0);
+      if (d1 < D) s1 = fmaf(p[t], to_f(vr[d1]), s1);
     }
     acc0 = acc0 * corr + s0;
     acc1 = acc1 * corr + s1;
@@ -85,9 +87,9 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_split_f32(
   const float lse = (l > 0.f) ? m + logf(l) : -ORT_INF;
   const long long row = ((long long)b * H + h) * Sq + qi;
   if (num_splits == 1) {
-    float* o = O + ((long long)b * Sq + qi) * row_stride + (long long)h * D;
-    if (threadIdx.x < D) o[threadIdx.x] = acc0 * inv;
-    if (threadIdx.x + ATT_THREADS < D) o[threadIdx.x + ATT_THREADS] = acc1 * inv;
+    T* o = O + ((long long)b * Sq + qi) * row_stride + (long long)h * D;
+    if (threadIdx.x < D) o[threadIdx.x] = from_f<T>(acc0 * inv);
+    if (threadIdx.x + ATT_THREADS < D) o[threadIdx.x + ATT_THREADS] = from_f<T>(acc1 * inv);
     if (threadIdx.x == 0) softmax_lse[row] = lse;
   } else {
     const long long srow = (long long)split * B * H * Sq + row;
@@ -98,8 +100,9 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_split_f32(
   }
 }
 
-extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_combine_f32(
-    const float* __restrict__ lse_accum, const float* __restrict__ o_accum, float* __restrict__ O,
+template <typename T>
+__device__ __forceinline__ void combine_impl(
+    const float* __restrict__ lse_accum, const float* __restrict__ o_accum, T* __restrict__ O,
     float* __restrict__ softmax_lse, int B, int H, int Sq, int D, int Dr, int num_splits) {
   __shared__ float w[128];  // num_splits <= 128
   __shared__ float scratch[32];
@@ -115,11 +118,41 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_combine_f32(
   const int qi = (int)(row % Sq);
   const long long bh = row / Sq;
   const int h = (int)(bh % H), b = (int)(bh / H);
-  float* o = O + ((long long)b * Sq + qi) * H * D + (long long)h * D;
+  T* o = O + ((long long)b * Sq + qi) * H * D + (long long)h * D;
   for (int d = threadIdx.x; d < D; d += ATT_THREADS) {
     float acc = 0.f;
     for (int s = 0; s < num_splits; ++s) acc = fmaf(w[s], o_accum[(s * rows + row) * Dr + d], acc);
-    o[d] = acc;
+    o[d] = from_f<T>(acc);
   }
   if (threadIdx.x == 0) softmax_lse[row] = lse;
+}
+
+extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_split_f32(
+    const float* __restrict__ Q, const float* __restrict__ K, const float* __restrict__ V,
+    float* __restrict__ O, float* __restrict__ softmax_lse, float* __restrict__ lse_accum,
+    float* __restrict__ o_accum, int B, int H, int Sq, int L, int D, int Dr, float scale, int causal_offset,
+    int num_splits, int keys_per_split) {
+  split_impl(Q, K, V, O, softmax_lse, lse_accum, o_accum, B, H, Sq, L, D, Dr, scale, causal_offset, num_splits,
+             keys_per_split);
+}
+
+extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_split_f16(
+    const f16_t* __restrict__ Q, const f16_t* __restrict__ K, const f16_t* __restrict__ V,
+    f16_t* __restrict__ O, float* __restrict__ softmax_lse, float* __restrict__ lse_accum,
+    float* __restrict__ o_accum, int B, int H, int Sq, int L, int D, int Dr, float scale, int causal_offset,
+    int num_splits, int keys_per_split) {
+  split_impl(Q, K, V, O, softmax_lse, lse_accum, o_accum, B, H, Sq, L, D, Dr, scale, causal_offset, num_splits,
+             keys_per_split);
+}
+
+extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_combine_f32(
+    const float* __restrict__ lse_accum, const float* __restrict__ o_accum, float* __restrict__ O,
+    float* __restrict__ softmax_lse, int B, int H, int Sq, int D, int Dr, int num_splits) {
+  combine_impl(lse_accum, o_accum, O, softmax_lse, B, H, Sq, D, Dr, num_splits);
+}
+
+extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_combine_f16(
+    const float* __restrict__ lse_accum, const float* __restrict__ o_accum, f16_t* __restrict__ O,
+    float* __restrict__ softmax_lse, int B, int H, int Sq, int D, int Dr, int num_splits) {
+  combine_impl(lse_accum, o_accum, O, softmax_lse, B, H, Sq, D, Dr, num_splits);
 }

@@ -40,3 +40,22 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   __syncthreads();
   return scratch[0];
 }
+
+// float16 without cuda_fp16.h (NVRTC has no toolkit headers here): storage is the raw 16 bits,
+// arithmetic is float32, conversions are single PTX instructions (round to nearest even).
+typedef unsigned short f16_t;
+
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(f16_t v) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v));
+  return f;
+}
+
+template <typename T> __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ f16_t from_f<f16_t>(float v) {
+  f16_t h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+  return h;
+}

@@ -1,16 +1,18 @@
-// Tiled SGEMM for MatMul and Gemm: C[b] = alpha * op(A[b]) op(B[b]) + beta * bias (broadcast).
-// 64x64 output tile per block, 16-deep K slices in shared memory, 256 threads, 4x4 outputs each.
-// Transposes and broadcasts are expressed through element strides, so one kernel serves all.
+// Tiled GEMM for MatMul and Gemm: C[b] = alpha * op(A[b]) op(B[b]) + beta * bias (broadcast).
+// 64x64 output tile per block, 16-deep K slices in shared memory (float), 256 threads, 4x4 outputs
+// each, float accumulation for float32 and float16 storage. Transposes and broadcasts are element
+// strides, so one kernel serves all.
+#include "common.cuh"
+
 #define BM 64
 #define BN 64
 #define BK 16
 
-extern "C" __global__ void __launch_bounds__(256) matmul_f32(
-    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-    const float* __restrict__ bias, int M, int N, int K,
-    long long a_m, long long a_k, long long b_k, long long b_n,
-    long long batch_a, long long batch_b, long long batch_c,
-    long long bias_m, long long bias_n, long long batch_bias, float alpha, float beta) {
+template <typename T>
+__device__ __forceinline__ void matmul_impl(
+    const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, const T* __restrict__ bias, int M, int N,
+    int K, long long a_m, long long a_k, long long b_k, long long b_n, long long batch_a, long long batch_b,
+    long long batch_c, long long bias_m, long long bias_n, long long batch_bias, float alpha, float beta) {
   __shared__ float As[BK][BM + 4];
   __shared__ float Bs[BK][BN + 4];
   const long long bz = blockIdx.z;
@@ -29,11 +31,11 @@ extern "C" __global__ void __launch_bounds__(256) matmul_f32(
   for (int k0 = 0; k0 < K; k0 += BK) {
     for (int i = threadIdx.x; i < BM * BK; i += 256) {
       const int r = i / BK, c = i % BK, gr = row0 + r, gc = k0 + c;
-      As[c][r] = (gr < M && gc < K) ? A[gr * a_m + gc * a_k] : 0.f;
+      As[c][r] = (gr < M && gc < K) ? to_f(A[gr * a_m + gc * a_k]) : 0.f;
     }
     for (int i = threadIdx.x; i < BK * BN; i += 256) {
       const int r = i / BN, c = i % BN, gr = k0 + r, gc = col0 + c;
-      Bs[r][c] = (gr < K && gc < N) ? B[gr * b_k + gc * b_n] : 0.f;
+      Bs[r][c] = (gr < K && gc < N) ? to_f(B[gr * b_k + gc * b_n]) : 0.f;
     }
     __syncthreads();
 #pragma unroll
@@ -59,8 +61,22 @@ extern "C" __global__ void __launch_bounds__(256) matmul_f32(
       const int c = col0 + tx + 16 * j;
       if (c >= N) continue;
       float v = alpha * acc[i][j];
-      if (bias) v += beta * bias[r * bias_m + c * bias_n];
-      C[(long long)r * N + c] = v;
+      if (bias) v += beta * to_f(bias[r * bias_m + c * bias_n]);
+      C[(long long)r * N + c] = from_f<T>(v);
     }
   }
+}
+
+extern "C" __global__ void __launch_bounds__(256) matmul_f32(
+    const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, const float* __restrict__ bias, int M, int N, int K,
+    long long a_m, long long a_k, long long b_k, long long b_n, long long batch_a, long long batch_b, long long batch_c,
+    long long bias_m, long long bias_n, long long batch_bias, float alpha, float beta) {
+  matmul_impl(A, B, C, bias, M, N, K, a_m, a_k, b_k, b_n, batch_a, batch_b, batch_c, bias_m, bias_n, batch_bias, alpha, beta);
+}
+
+extern "C" __global__ void __launch_bounds__(256) matmul_f16(
+    const f16_t* __restrict__ A, const f16_t* __restrict__ B, f16_t* __restrict__ C, const f16_t* __restrict__ bias, int M, int N, int K,
+    long long a_m, long long a_k, long long b_k, long long b_n, long long batch_a, long long batch_b, long long batch_c,
+    long long bias_m, long long bias_n, long long batch_bias, float alpha, float beta) {
+  matmul_impl(A, B, C, bias, M, N, K, a_m, a_k, b_k, b_n, batch_a, batch_b, batch_c, bias_m, bias_n, batch_bias, alpha, beta);
 }
