@@ -73,6 +73,17 @@ def test_gqa_matches_onnxruntime(kit, rng, name):
         np.testing.assert_allclose(o, r, rtol=1e-5, atol=2e-6)
 
 
+@pytest.mark.parametrize("S,P", [(4, 0), (1, 6), (3, 5)])
+def test_gqa_rotary_position_ids(kit, rng, S, P):
+    ins = _inputs(rng, 1, S, P, 4, 2, 16, rot=True)
+    ins.append((np.arange(S)[None, :] + P + 7).astype(np.int64))  # positions not implied by the cache length
+    attrs = dict(num_heads=4, kv_num_heads=2, do_rotary=1)
+    ref = kit.ort("GroupQueryAttention", ins, 3, **attrs)
+    got = kit.ours("GroupQueryAttention", ins, 3, **attrs)
+    for r, o in zip(ref, got):
+        np.testing.assert_allclose(o, r, rtol=1e-5, atol=2e-6)
+
+
 def test_gqa_float16(kit, rng):
     ins = _inputs(rng, 1, 1, 5, 4, 2, 16, rot=True, dt=np.float16)
     attrs = dict(num_heads=4, kv_num_heads=2, do_rotary=1)
