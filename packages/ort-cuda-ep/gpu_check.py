@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None, ep=None) -> int:
     rows = []
 
     def dev(*shape, dtype=np.float32):
-        return rt.to_device(rng.standard_normal(shape).astype(dtype) if dtype == np.float32
+        return rt.to_device(rng.standard_normal(shape).astype(dtype) if np.dtype(dtype).kind == "f"
                             else rng.integers(0, 255, shape, dtype=dtype))
 
     class Reused:
@@ -174,7 +174,10 @@ def main(argv: list[str] | None = None, ep=None) -> int:
         ws_bytes = matmul_nbits_recipe(64, N, K, 4, bs).workspace_bytes
         run(f"MatMulNBits tiled M=64 N={N} K={K}", "MatMulNBits", "com.microsoft", [A64, B, S], attrs,
             wbytes + 2 * ws_bytes + 4 * 64 * (K + N), flops=2 * 64 * N * K, iters=10)
-        for t in (A1, A64, B, S):
+        A1h, Sh = dev(1, K, dtype=np.float16), dev(N * K // bs, dtype=np.float16)
+        run(f"MatMulNBits fp16 GEMV M=1 N={N} K={K}", "MatMulNBits", "com.microsoft", [A1h, B, Sh], attrs,
+            N * K // 2 + N * K // bs * 2 + 2 * (K + N))
+        for t in (A1, A64, B, S, A1h, Sh):
             rt.release(t)
     M = 4096 if big else 128
     X, Y = dev(M, M), dev(M, M)
@@ -186,7 +189,10 @@ def main(argv: list[str] | None = None, ep=None) -> int:
         rec = attention_recipe(B_, 1, L, H, D, p.sm_count)
         run(f"MHA decode B={B_} H={H} D={D} L={L} ({rec.num_splits} splits)", "MultiHeadAttention", "com.microsoft",
             [q, k, v], {"num_heads": H}, 2 * 4 * B_ * L * H * D + rec.total_bytes * 2)
-        for t in (q, k, v):
+        qh, kh, vh = (rt.to_device(rt.to_host(t).astype(np.float16)) for t in (q, k, v))
+        run(f"MHA fp16 decode B={B_} H={H} D={D} L={L}", "MultiHeadAttention", "com.microsoft", [qh, kh, vh],
+            {"num_heads": H}, 2 * 2 * B_ * L * H * D + rec.total_bytes * 2)
+        for t in (q, k, v, qh, kh, vh):
             rt.release(t)
     report["kernels"] = rows
     report["workspace_counters"] = {"planned": rt.counters.planned, "scratch": rt.counters.scratch}

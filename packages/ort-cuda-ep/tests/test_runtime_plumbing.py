@@ -210,7 +210,7 @@ def test_gpu_check_script_runs_end_to_end_on_the_recording_driver(ep, tmp_path):
     assert mod.main(["--quick", "--skip-tests", "--json", str(out)], ep=ep) == 0
     report = json.loads(out.read_text())
     kernels = [r["kernel"] for r in report["kernels"]]
-    assert len(kernels) == 8 and all(r["ms"] == 0.5 for r in report["kernels"])
+    assert len(kernels) == 10 and all(r["ms"] == 0.5 for r in report["kernels"])
     assert report["leaked_bytes"] == 0
 
 
@@ -237,3 +237,11 @@ def test_level1_equals_level2_equals_runtime(ep, kind, args, models):
     ep.run_op(node.op_type, feeds, attrs, domain="com.microsoft", opset=1, node_name=node.name)
     runtime = ep.runtime.counters.last[node.name][1]
     assert level1 == level2 == runtime
+
+
+def test_float16_round_trip(ep):
+    a = np.arange(6, dtype=np.float16).reshape(2, 3)
+    (y,), ctx = ep.run_op("Mul", [a, a])
+    assert y.dtype == np.float16 and y.shape == (2, 3)
+    assert [c[1] for c in ep.runtime._driver.calls if c[0] == "launch"] == ["binary_f16"]
+    assert ep.allocator.bytes_in_use == 0
