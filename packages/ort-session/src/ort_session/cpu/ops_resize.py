@@ -17,26 +17,33 @@ _NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
 
 def _source_coords(out_len: int, in_len: int, scale: float, mode: str, roi: tuple[float, float] | None):
-    x = np.arange(out_len, dtype=np.float64)
-    out_w = scale * in_len
+    """Input coordinates of the output positions, in float32 arithmetic as ONNX Runtime computes them.
+
+    align_corners and tf_crop_and_resize divide by `output_width - 1` with the fractional
+    output_width = scale * in_len, as the ONNX backend tests (and onnx.reference) define it; ONNX
+    Runtime uses the integer length there, which differs only for non-integral scale * in_len."""
+    f = np.float32
+    x = np.arange(out_len, dtype=f)
+    sc = f(scale)
+    out_w = sc * f(in_len)
     if mode == "align_corners":
-        return np.zeros_like(x) if out_w == 1 else x * (in_len - 1) / (out_w - 1)
+        return np.zeros_like(x) if out_w == 1 else x * f(in_len - 1) / (out_w - f(1))
     if mode == "asymmetric":
-        return x / scale
+        return x / sc
     if mode == "tf_crop_and_resize":
-        r0, r1 = roi
+        r0, r1 = f(roi[0]), f(roi[1])
         if out_w == 1:
-            return np.full_like(x, (r1 - r0) * (in_len - 1) / 2 + r0 * (in_len - 1))
-        return x * (r1 - r0) * (in_len - 1) / (out_w - 1) + r0 * (in_len - 1)
+            return np.full_like(x, (r1 - r0) * f(in_len - 1) / f(2) + r0 * f(in_len - 1))
+        return x * (r1 - r0) * f(in_len - 1) / (out_w - f(1)) + r0 * f(in_len - 1)
     if mode == "pytorch_half_pixel":
-        return np.full_like(x, -0.5) if out_w == 1 else (x + 0.5) / scale - 0.5
+        return np.zeros_like(x) if out_len == 1 else (x + f(0.5)) / sc - f(0.5)
     if mode == "tf_half_pixel_for_nn":
-        return (x + 0.5) / scale
+        return (x + f(0.5)) / sc
     if mode == "half_pixel_symmetric":
-        adjustment = out_len / out_w
-        offset = in_len / 2 * (1 - adjustment)
-        return offset + (x + 0.5) / scale - 0.5
-    return (x + 0.5) / scale - 0.5
+        adjustment = f(out_len) / out_w
+        offset = f(in_len) / f(2) * (f(1) - adjustment)
+        return offset + (x + f(0.5)) / sc - f(0.5)
+    return (x + f(0.5)) / sc - f(0.5)
 
 
 def _cubic(t: np.ndarray, a: float) -> np.ndarray:
@@ -49,7 +56,7 @@ def _weights(node, out_len: int, in_len: int, scale: float, roi) -> tuple[np.nda
     """(W of shape (out, in), rows to replace by extrapolation_value or None)."""
     mode = node.attr("mode", "nearest")
     ct = node.attr("coordinate_transformation_mode", "half_pixel")
-    xs = _source_coords(out_len, in_len, scale, ct, roi)
+    xs = _source_coords(out_len, in_len, scale, ct, roi).astype(np.float64)
     extrap = None
     if ct == "tf_crop_and_resize":
         extrap = (xs < 0) | (xs > in_len - 1)
