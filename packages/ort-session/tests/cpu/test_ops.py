@@ -54,9 +54,24 @@ f32 = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
      {"mode": "linear"}),
     ("Where", {"c": rng.random((3, 1)) > 0.5, "a": f32(3, 4), "b": f32(4)}, {}),
     ("ReduceSum", {"x": f32(3, 4, 5), "axes": np.array([0, 2], np.int64)}, {"keepdims": 0}),
+    ("Resize", {"x": f32(1, 1, 1, 6), "roi": np.zeros(0, np.float32), "scales": np.array([1, 1, 1, 0.6], np.float32)},
+     {"mode": "nearest", "nearest_mode": "floor"}),  # float32 coordinates: (1 + 0.5) / 0.6 - 0.5 == 2
+    ("Pad", {"x": f32(5, 6), "p": np.array([-1, 2, 1, -2], np.int64)}, {"mode": "reflect"}),
+    ("Slice", {"x": f32(5, 6, 7), "s": np.array([4, -1]), "e": np.array([0, -100]), "a": np.array([2, 0]),
+               "st": np.array([-2, -1])}, {}),
+    ("ScatterElements", {"x": f32(4, 3), "i": np.array([[1, 0, 2], [1, 3, 0]]), "u": f32(2, 3)},
+     {"axis": 0, "reduction": "mul"}),
+    ("TopK", {"x": np.array([[1, 3, 3, 2, 3, 1]], np.float32), "k": np.array([4])}, {}),
+    ("Unique", {"x": np.array([3, 1, 3, 0, 1, 5], np.int64)}, {"sorted": 0}),
+    ("Div", {"a": np.array([-7, 7, -7, 7], np.int32), "b": np.array([2, -2, -2, 2], np.int32)}, {}),
+    ("Mod", {"a": np.array([-7, 7, -7, 7], np.int32), "b": np.array([3, -3, -3, 3], np.int32)}, {}),
+    ("GatherND", {"x": f32(2, 3, 4), "i": np.array([[[1], [0]], [[2], [1]]])}, {"batch_dims": 1}),
+    ("NonMaxSuppression", {"b": np.abs(f32(1, 6, 4)), "s": np.abs(f32(1, 2, 6)), "m": np.array([3]),
+                           "i": np.array([0.3], np.float32), "t": np.array([0.1], np.float32)}, {}),
 ])
 def test_op_matches_onnxruntime(op, inputs, attrs):
-    ours, theirs = _both(_model(op, inputs, **attrs), inputs)
+    n_out = {"TopK": 2, "Unique": 4}.get(op, 1)
+    ours, theirs = _both(_model(op, inputs, n_out=n_out, **attrs), inputs)
     for a, b in zip(ours, theirs):
         assert a.dtype == b.dtype and a.shape == b.shape
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
