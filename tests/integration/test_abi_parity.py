@@ -65,6 +65,7 @@ class Sig:
     id: str
     shapes: tuple
     run: tuple | None = None
+    profile: str | None = None  # another GPU's profile (its SM count reaches every kind through the EP)
 
 
 @attrs.frozen
@@ -88,6 +89,11 @@ ATTENTION = Op("MultiHeadAttention", "com.microsoft", 1,
                     ((32, 2, _HID), (32, 40, _HID), (32, 40, _HID))),
                 Sig("static-long", ((1, 1, _HID), (1, 25600, _HID), (1, 25600, _HID)),  # 25 splits; 20 if the 0.85 efficiency cut were 0.8
                     ((1, 1, _HID), (1, 25600, _HID), (1, 25600, _HID))),
+                # the SM count comes from the EP: 16 splits on 108 SMs (32 on 132); no split on 58 SMs (2 on 132)
+                Sig("static-long@a100", ((1, 1, _HID), (1, 8192, _HID), (1, 8192, _HID)),
+                    ((1, 1, _HID), (1, 8192, _HID), (1, 8192, _HID)), profile="a100"),
+                Sig("static@l4", ((16, 1, _HID), (16, 600, _HID), (16, 600, _HID)),
+                    ((16, 1, _HID), (16, 600, _HID), (16, 600, _HID)), profile="l4"),
                 Sig("unknown-dims", (("batch", "seq", _HID), ("batch", "kv", _HID), ("batch", "kv", _HID)),
                     ((1, 3, _HID), (1, 300, _HID), (1, 300, _HID))),
                 Sig("rank-0", ((), (1, 5, _HID), (1, 5, _HID))),
@@ -154,13 +160,21 @@ def _model(op_type: str, sig_id: str) -> ort_graph.Model:
 
 
 # -- the three kinds ------------------------------------------------------------------------------
-EP_HANDLE = ort_abi.EpInfo(ort_abi.EpIdentity(ort_cuda_ep.EP_NAME, "cuda", 0),
-                           {"multi_processor_count": PROFILE.sm_count, "total_memory": PROFILE.memory_bytes})
+def _profile(sig: Sig | None = None) -> ort_cuda_ep.DeviceProfile:
+    return ort_cuda_ep.get_profile(sig.profile) if sig is not None and sig.profile else PROFILE
 
 
 @functools.cache
-def _cuda_ep() -> ort_cuda_ep.CudaExecutionProvider:
-    return ort_cuda_ep.CudaExecutionProvider(profile=PROFILE)
+def _handle(profile: str | None = None) -> ort_abi.EpInfo:
+    """The EP handle every kind's estimate and create call sees: identity and device properties."""
+    p = ort_cuda_ep.get_profile(profile) if profile else PROFILE
+    return ort_abi.EpInfo(ort_abi.EpIdentity(ort_cuda_ep.EP_NAME, "cuda", 0),
+                          {"multi_processor_count": p.sm_count, "total_memory": p.memory_bytes})
+
+
+@functools.cache
+def _cuda_ep(profile: str | None = None) -> ort_cuda_ep.CudaExecutionProvider:
+    return ort_cuda_ep.CudaExecutionProvider(profile=ort_cuda_ep.get_profile(profile) if profile else PROFILE)
 
 
 @functools.cache
@@ -182,18 +196,18 @@ def _entry(kind: str, c_lib: str, op: Op) -> ort_abi.KernelEntry:
     return entry
 
 
-def _kernel(kind: str, c_lib: str, op: Op, node: ort_graph.Node) -> Any:
+def _kernel(kind: str, c_lib: str, op: Op, node: ort_graph.Node, profile: str | None = None) -> Any:
     """A kernel instance through the registry's create function. Without a GPU the CUDA EP refuses to
     create kernels (it cannot run them), so its Level-2 column uses CudaKernel with the profile."""
     entry = _entry(kind, c_lib, op)
     if kind == "cuda":
-        ep = _cuda_ep()
+        ep = _cuda_ep(profile)
         info = ort_abi.KernelInfo.from_node(node, ep)
-        if ep.can_run:
+        if ep.can_run and profile is None:
             return entry.create_kernel(info)
         spec = next(s for s in ort_cuda_ep.OP_SPECS if s.op_type == op.op_type and s.domain == op.domain)
         return ort_cuda_ep.CudaKernel(ep, spec, info)
-    return entry.create_kernel(ort_abi.KernelInfo.from_node(node, EP_HANDLE))
+    return entry.create_kernel(ort_abi.KernelInfo.from_node(node, _handle(profile)))
 
 
 def _planned(slots: list | None) -> tuple[tuple[int, int], ...]:
@@ -212,10 +226,10 @@ def _columns(kind: str, c_lib: str, op: Op, sig: Sig) -> dict[str, Any]:
     model = _model(op.op_type, sig.id)
     node = model.graph.nodes[0]
     out: dict[str, Any] = {"level1": _attempt(lambda: ort_abi.estimate_workspace(_entry(kind, c_lib, op), node,
-                                                                                 EP_HANDLE))}
+                                                                                 _handle(sig.profile)))}
 
     def declare():
-        kernel = _kernel(kind, c_lib, op, node)
+        kernel = _kernel(kind, c_lib, op, node, sig.profile)
         try:
             return _planned(ort_abi.declare_workspace(kernel, ort_abi.workspace_input_shapes(node), node=node.name))
         finally:
@@ -369,10 +383,12 @@ def test_outputs(parity_lib, op_type, kind, sig_id):
     sig = next(s for s in op.sigs if s.id == sig_id)
     if kind == "cuda" and not _cuda_ep().can_run:
         pytest.skip("no CUDA device")
+    if kind == "cuda" and sig.profile:
+        pytest.skip(f"the CUDA kernels run with this GPU's SM count, not the {sig.profile} profile's")
     model = _model(op_type, sig_id)
     node = model.graph.nodes[0]
     feeds = _feeds(op, sig)
-    kernel = _kernel(kind, str(parity_lib), op, node)
+    kernel = _kernel(kind, str(parity_lib), op, node, sig.profile)
     slots = ort_abi.declare_workspace(kernel, ort_abi.workspace_input_shapes(node), node=node.name) or []
     allocator = _cuda_ep().allocator if kind == "cuda" else None
     workspace = {s.slot_id: (allocator.alloc(s.size_bytes) if allocator else np.zeros(s.size_bytes, np.uint8))
@@ -397,7 +413,7 @@ def test_outputs(parity_lib, op_type, kind, sig_id):
     # were unknown at planning time, nowhere when the recipe needs none
     run_shapes = [None if f is None else f.shape for f in feeds]
     if op is ATTENTION:
-        bytes_needed = pk.attention_bytes(run_shapes, op.attrs["num_heads"], PROFILE.sm_count)
+        bytes_needed = pk.attention_bytes(run_shapes, op.attrs["num_heads"], _profile(sig).sm_count)
     elif op is NBITS:
         bytes_needed = pk.nbits_bytes(run_shapes, _N, _K, 4, _BS)
     else:
