@@ -106,3 +106,17 @@ def test_gemm_fast_gelu_inverse_trilu(kit, rng):
             ins = [t, np.array(k, np.int64)]
             np.testing.assert_array_equal(kit.ours("Trilu", ins, 1, upper=upper)[0],
                                           kit.ort("Trilu", ins, 1, upper=upper)[0])
+
+
+def test_qlinear_declines_per_channel(kit):
+    from onnx import TensorProto
+
+    from ort_session.cpu import InputInfo
+
+    U8, FL = TensorProto.UINT8, TensorProto.FLOAT
+    infos = [InputInfo(U8, (2, 3)), InputInfo(FL, (3,)), InputInfo(U8, (3,)), InputInfo(U8, (2, 3)),
+             InputInfo(FL, ()), InputInfo(U8, ()), InputInfo(FL, ()), InputInfo(U8, ())]
+    d = kit.decline_of("QLinearAdd", infos)
+    assert d is not None and "per-channel" in d.rejected
+    d = kit.decline_of("QLinearSigmoid", [InputInfo(TensorProto.INT16, (4,))])
+    assert d is not None and "INT16" in d.rejected

@@ -64,6 +64,18 @@ def _check(inputs: Sequence[InputInfo], allowed: dict[int, frozenset[int]]) -> D
     return None
 
 
+def _scalars(inputs: Sequence[InputInfo], idxs: Sequence[int]) -> Decline | None:
+    """Decline per-channel parameters where the kernel takes per-tensor ones."""
+    for i in idxs:
+        if i < len(inputs) and inputs[i].present and inputs[i].shape is not None:
+            dims = inputs[i].shape
+            if any(not isinstance(d, int) for d in dims) or int(np.prod(dims)) != 1:
+                return Decline(rejected=f"input {i} shape {dims!r} (per-channel quantization parameter)",
+                               accepts="per-tensor (one-element) scale and zero point",
+                               remedy="requantize per tensor or use QDQ with DequantizeLinear")
+    return None
+
+
 _F = frozenset({TensorProto.FLOAT})
 _FH = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16})
 
@@ -96,7 +108,7 @@ class QuantizeLinearContrib(OpImpl):
 
 class _QBinary(OpImpl):
     def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
-        return _check(inputs, {0: _Q8, 3: _Q8, 1: _F, 4: _F, 6: _F})
+        return _check(inputs, {0: _Q8, 3: _Q8, 1: _F, 4: _F, 6: _F}) or _scalars(inputs, (1, 2, 4, 5, 6, 7))
 
     def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
         a, sa, za, b, sb, zb, sc = inputs[:7]
@@ -128,7 +140,7 @@ class QLinearMul(_QBinary):
 
 class _QUnary(OpImpl):
     def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
-        return _check(inputs, {0: _Q8, 1: _F, 3: _F})
+        return _check(inputs, {0: _Q8, 1: _F, 3: _F}) or _scalars(inputs, (1, 2, 3, 4))
 
     def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
         x, sx = inputs[0], inputs[1]
@@ -160,7 +172,7 @@ class QLinearLeakyRelu(_QUnary):
 @register("QLinearGlobalAveragePool", domain=MS)
 class QLinearGlobalAveragePool(OpImpl):
     def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
-        d = _check(inputs, {0: _Q8, 2: _Q8, 4: _Q8})
+        d = _check(inputs, {0: _Q8, 2: _Q8, 4: _Q8}) or _scalars(inputs, (1, 2, 3, 4))
         if d is None and inputs[0].shape is not None and len(inputs[0].shape) < 3:
             return Decline(rejected=f"X rank {len(inputs[0].shape)}", accepts="rank >= 3", remedy="reshape X")
         return d
@@ -179,7 +191,8 @@ class QLinearConcat(OpImpl):
         if (len(inputs) - 2) % 3:
             return Decline(rejected=f"{len(inputs)} inputs", accepts="Y_scale, Y_zero_point, then (X, scale, zp) triples",
                            remedy="fix the node inputs")
-        return _check(inputs, {1: _Q8} | {i: _Q8 for i in range(2, len(inputs), 3)})
+        return _check(inputs, {1: _Q8} | {i: _Q8 for i in range(2, len(inputs), 3)}) or _scalars(
+            inputs, [0, 1] + [i for k in range(2, len(inputs), 3) for i in (k + 1, k + 2)])
 
     def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
         sy, zy = inputs[0], inputs[1]
@@ -190,7 +203,8 @@ class QLinearConcat(OpImpl):
 @register("QGemm", domain=MS)
 class QGemm(OpImpl):
     def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
-        return _check(inputs, {0: _Q8, 3: _Q8, 1: _F, 4: _F, 6: frozenset({TensorProto.INT32}), 7: _F})
+        return _check(inputs, {0: _Q8, 3: _Q8, 1: _F, 4: _F, 6: frozenset({TensorProto.INT32}), 7: _F}) or _scalars(
+            inputs, (1, 2, 7, 8))
 
     def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
         a = attrs_of(node)
