@@ -117,12 +117,13 @@ def register(op_type: str, *, since: int = 1, until: int | None = None, domain: 
 
 
 def find(op_type: str, domain: str, opset: int) -> OpImpl | None:
-    """The implementation covering `opset`, preferring the newest `since`; None when none does."""
+    """The implementation covering `opset`, preferring the newest `since` and, between equal ones,
+    the one registered last (as the session's kernel registry resolves them); None when none does."""
     domain = "" if domain == "ai.onnx" else domain
     best: OpImpl | None = None
     for impl in _TABLE.get((domain, op_type), ()):
         if impl.since <= opset and (impl.until is None or opset <= impl.until):
-            if best is None or impl.since > best.since:
+            if best is None or impl.since >= best.since:
                 best = impl
     return best
 
