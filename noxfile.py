@@ -98,6 +98,6 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def demo(session: nox.Session) -> None:
     """The main job on the built-in demo decoder."""
-    session.install("onnxruntime>=1.20")
     _install_local(session, PACKAGES)
+    session.install("./packages/ort-session[check]")
     session.run("ortrun", "demo", *session.posargs)

@@ -102,14 +102,7 @@ def _providers(module: str) -> set[str] | None:
     return owners.get(two) or owners.get(top) or {_norm(top)}
 
 
-KNOWN = {  # package -> the exact undeclared imports (owners: declare them, or drop the import)
-    "ort-graph": "ort_graph/_io.py:9 imports google.protobuf.message (distribution protobuf, only a transitive "
-                 "dependency through onnx); ort-graph's pyproject does not declare protobuf",
-    "ort-memplan": "ort_memplan/bench.py:105 imports onnx; ort-memplan's pyproject does not declare onnx",
-    "ort-session": "ort_session/_demo.py:69 and cli.py:88 import onnxruntime (declared nowhere, not even as an extra), "
-                   "and cpu/ops_cast.py:5, cpu/ops_quant.py:6 import ml_dtypes (only a transitive dependency through "
-                   "onnx); ort-session's pyproject declares neither",
-}
+KNOWN: dict[str, str] = {}  # package -> the exact undeclared imports (owners: declare them, or drop the import)
 
 
 @pytest.mark.parametrize("pkg", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=KNOWN[p])) if p in KNOWN

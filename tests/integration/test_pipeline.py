@@ -125,11 +125,6 @@ def _placements(cfg, options):
 ANNOTATED = zoo.DecoderConfig(layers=3, layer_annotations=True, **STATIC)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ort_graph.zoo: with layer_annotations=True the per-layer Identity nodes '/model/layers.N/self_attn/present_key' "
-    "and '.../present_value' are appended with helper.make_node (_zoo.py:187-188), bypassing _Builder.op, so they "
-    "carry no layer_ann metadata: annotation mode leaves them on CPU while the name rule 'layers.N/' places them "
-    "on the device"))
 def test_annotation_mode_places_like_the_equivalent_name_rules():
     _, by_ann = _placements(ANNOTATED, {"session.layer_assignment_settings": "gpu(layers.0, layers.1)"})
     _, by_name = _placements(ANNOTATED, {"session.name_based_layer_assignment": "gpu(layers.0/, layers.1/)"})

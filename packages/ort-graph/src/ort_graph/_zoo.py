@@ -71,8 +71,9 @@ class _Builder:
     def weight(self, name: str, shape, scale: float = 0.05) -> str:
         return self.const(name, (self.rng.standard_normal(shape) * scale).astype(np.float32))
 
-    def op(self, op_type: str, name: str, inputs: list[str], n_out: int = 1, **attrs_) -> str | list[str]:
-        outs = [f"{name}_output_{i}" for i in range(n_out)]
+    def op(self, op_type: str, name: str, inputs: list[str], n_out: int = 1, out: str | None = None,
+           **attrs_) -> str | list[str]:
+        outs = [out] if out is not None else [f"{name}_output_{i}" for i in range(n_out)]
         node = helper.make_node(op_type, inputs, outs, name=name, **attrs_)
         if self.ann is not None:
             entry = node.metadata_props.add()
@@ -184,8 +185,8 @@ def decoder_proto(cfg: DecoderConfig = DecoderConfig()) -> ModelProto:
         if cfg.kv_cache:
             k = b.op("Concat", f"{a}/Concat_k", [f"past_key_values.{i}.key", k], axis=2)
             v = b.op("Concat", f"{a}/Concat_v", [f"past_key_values.{i}.value", v], axis=2)
-            b.nodes.append(helper.make_node("Identity", [k], [f"present.{i}.key"], name=f"{a}/present_key"))
-            b.nodes.append(helper.make_node("Identity", [v], [f"present.{i}.value"], name=f"{a}/present_value"))
+            b.op("Identity", f"{a}/present_key", [k], out=f"present.{i}.key")
+            b.op("Identity", f"{a}/present_value", [v], out=f"present.{i}.value")
         if KV != H:
             k, v = (b.op("Reshape", f"{a}/repeat_kv/Reshape{s}", [
                 b.op("Expand", f"{a}/repeat_kv/Expand{s}", [

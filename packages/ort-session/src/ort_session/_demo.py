@@ -66,8 +66,9 @@ def demo() -> int:
         outs = sess.run(None, feeds)
         times.append(time.perf_counter() - t)
     stats = sess.last_run_stats
-    import onnxruntime as ort
+    from .cli import _onnxruntime
 
+    ort = _onnxruntime()
     ref_sess = ort.InferenceSession(ort_graph.to_proto(zoo.demo_decoder()).SerializeToString(),
                                     providers=["CPUExecutionProvider"])
     ref = ref_sess.run(sess.output_names, feeds)

@@ -84,8 +84,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _onnxruntime():
+    try:
+        import onnxruntime
+    except ImportError as e:
+        raise SessionError("comparing with onnxruntime needs it installed: pip install 'ort-session[check]'") from e
+    return onnxruntime
+
+
 def _check(sess: InferenceSession, model_arg: str | None, feeds: dict, outs: list) -> float:
-    import onnxruntime as ort
+    ort = _onnxruntime()
 
     src = ort_graph.to_proto(ort_graph.zoo.demo_decoder()).SerializeToString() if model_arg is None else model_arg
     ref = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(sess.output_names, feeds)
