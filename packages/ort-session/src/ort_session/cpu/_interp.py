@@ -87,13 +87,23 @@ def run_graph(graph: Graph, feeds: Mapping[str, Any], outer: Mapping[str, Any] |
     missing = [n for n in graph.inputs if n not in values]
     if missing:
         raise CpuOpError(f"graph {graph.name!r} needs inputs {missing!r}; pass them in feeds")
+    order = _order(graph)
+    keep = set(graph.outputs) | set(outer or {})
+    last_use: dict[str, int] = {}
+    for i, node in enumerate(order):
+        for name in list(node.inputs) + node.implicit_inputs():
+            if name:
+                last_use[name] = i
     ctx = opset_scope(opsets) if opsets is not None else contextlib.nullcontext()
     with ctx:
-        for node in _order(graph):
+        for i, node in enumerate(order):
             outs = run_node(node, values)
             for name, val in zip(node.outputs, outs):
                 if name:
                     values[name] = val
+            for name in list(node.inputs) + node.implicit_inputs():  # free what no later node reads
+                if name and last_use.get(name) == i and name not in keep:
+                    values.pop(name, None)
     result: dict[str, Any] = {}
     for name in graph.outputs:
         if name not in values:
