@@ -31,6 +31,8 @@ def cast_array(x: np.ndarray, to: int, saturate: bool = True) -> np.ndarray:
             return xf.astype(np.str_).astype(object)
         return x.astype(np.str_).astype(object)
     if x.dtype == object:  # strings to numbers
+        if dst.kind in "iu":  # exact for integers beyond 2**53
+            return np.array([_parse_int(str(v)) for v in x.reshape(-1)], dtype=dst).reshape(x.shape)
         floats = np.array([float(str(v)) for v in x.reshape(-1)], dtype=np.float64).reshape(x.shape)
         if to == T.BOOL:
             return floats != 0
@@ -51,6 +53,13 @@ def cast_array(x: np.ndarray, to: int, saturate: bool = True) -> np.ndarray:
     if x.dtype.kind not in "biuf" or x.dtype.itemsize < 2 and x.dtype.kind == "f":
         src = x.astype(np.float32)
     return src.astype(dst)
+
+
+def _parse_int(s: str) -> int:
+    try:
+        return int(s.strip())
+    except ValueError:
+        return int(float(s))
 
 
 def _to_e8m0(x: np.ndarray, saturate: bool) -> np.ndarray:
