@@ -11,6 +11,14 @@ from ._util import FLOATS_BF, NUMERIC_BF, check_all, norm_axis, upcast
 MATMUL_TYPES = FLOATS_BF | {T.INT32, T.INT64, T.UINT32, T.UINT64}
 
 
+def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """np.matmul, with [..., K] @ [K, N] folded into one 2-D GEMM: numpy's stacked path does not use BLAS
+    there and is ~50x slower on a decoder's projections."""
+    if b.ndim == 2 and a.ndim > 2:
+        return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(*a.shape[:-1], b.shape[-1])
+    return np.matmul(a, b)
+
+
 @register("MatMul", since=1)
 class MatMul(OpImpl):
     def supports(self, node, inputs, opset):
@@ -19,8 +27,8 @@ class MatMul(OpImpl):
     def compute(self, node, inputs):
         a, b = inputs
         if a.dtype.name == "bfloat16":
-            return [np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)]
-        return [np.asarray(np.matmul(a, b))]
+            return [_matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)]
+        return [np.asarray(_matmul(a, b))]
 
     def workspace_bytes(self, node, input_shapes):
         return []
