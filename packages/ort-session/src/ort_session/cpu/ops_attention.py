@@ -167,10 +167,11 @@ class Attention(OpImpl):
         """Slot 0: the (B, Hq, Sq, Skv) attention score buffer in the compute type (float32 for bfloat16)."""
         shapes = list(input_shapes) + [None] * 6
         v = node.graph.values.get(node.inputs[0]) if node.graph is not None else None
-        size = {T.FLOAT16: 2, T.DOUBLE: 8}.get(v.dtype if v is not None else 0, 4)
+        ct = {T.FLOAT16: T.FLOAT16, T.DOUBLE: T.DOUBLE}.get(v.dtype if v is not None else 0, T.FLOAT)
         sp = node.attr("softmax_precision")
-        if sp is not None and np_dtype(sp).itemsize != size:
+        if sp is not None and sp != ct:
             return []  # scores are converted to another precision: no in-place buffer
+        size = np_dtype(ct).itemsize
         n = attention_score_bytes(shapes[0], shapes[1], shapes[4], node.attr("q_num_heads"), size)
         return [] if n is None else [(0, n)]
 
