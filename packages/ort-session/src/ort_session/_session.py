@@ -102,6 +102,8 @@ class InferenceSession:
         self.plan = SessionPlan(self.model, self.placement, self.memory, self.shape_report, self.fusions,
                                 self.providers, self.recheck, self.overruns)
         self._executor = Executor(graph, self.order, self.kernels)
+        used = {n.ep for n in graph.nodes}
+        self._plan_only = [p.name for p in self.providers if not getattr(p, "can_run", True) and p.name in used]
         if self.options.memory_profile_out:
             import ort_partition
 
@@ -130,8 +132,7 @@ class InferenceSession:
         return self._executor.last_stats
 
     def run(self, output_names: Sequence[str] | None, feeds: Mapping[str, Any]) -> list[Any]:
-        idle = [p.name for p in self.providers if not getattr(p, "can_run", True)
-                and any(n.ep == p.name for n in self.model.graph.nodes)]
+        idle = self._plan_only
         if idle:
             raise SessionError(
                 f"nodes are placed on {idle!r}, which can plan (device profile {self.options.device_profile!r}) but "
