@@ -110,3 +110,18 @@ def test_memory_profile_csv_round_trips_into_resource_partitioning(tmp_path):
                                                 "session.resource_cuda_partitioning_settings": f"1024,{path}"},
                              providers=["CUDAExecutionProvider"])
     assert sess2.placement.result.budgets == {"CUDAExecutionProvider": 1024 * 1024}
+
+
+def test_device_profile_plans_for_a_gpu_that_is_absent_and_refuses_to_run():
+    pytest.importorskip("ort_cuda_ep", reason="ort-cuda-ep is an optional extra of ort-session and is not installed")
+    from ort_session import SessionError
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sess = InferenceSession(zoo.decoder(CFG), {"free_dimension_overrides": DIMS, "budgets": "cuda:512KiB",
+                                                   "device_profile": "h100"}, providers=["CUDAExecutionProvider"])
+    d = sess.plan.to_dict()
+    assert 0 < d["devices"]["cuda:0"]["total"] <= 512 * 1024
+    assert sess.placement.layers_on_device >= 1
+    with pytest.raises(SessionError, match="can plan.*cannot run"):
+        sess.run(None, zoo.decoder_inputs(CFG, 1, 16, 0))
