@@ -66,7 +66,7 @@ class Einsum(OpImpl):
     def compute(self, node, inputs):
         eq = node.attr("equation").replace(" ", "")
         dt = inputs[0].dtype
-        return [np.asarray(np.einsum(eq, *[upcast(x) for x in inputs], optimize=len(inputs) > 2)).astype(dt)]
+        return [np.asarray(np.einsum(eq, *[upcast(x) for x in inputs], optimize=len(inputs) > 1)).astype(dt)]
 
 
 @register("Det", since=11)
