@@ -86,6 +86,41 @@ def test_unknown_values_are_reported_not_dropped_silently(chain_graph) -> None:
         gp.offset_of("w")
 
 
+BIG = (1 << 31) - 1
+
+
+@pytest.mark.parametrize("shape, named", [
+    ((BIG, BIG, BIG, 32), "y"),      # one value past int64 bytes: 2**95 and more
+    ((1 << 61,), "y"),               # 2**63 bytes: one past int64
+])
+def test_values_beyond_int64_bytes_are_invalid_requests_naming_the_value(graph_builder, shape, named) -> None:
+    g = graph_builder([("relu0", "Relu", ["x"], ["y"])], {"x": (1, 8), "y": shape}, ["x"], ["y"])
+    with pytest.raises(mp.SizeOverflowError, match=rf"value '{named}' \(shape .*needs \d+ bytes.*fix the model's shape"):
+        mp.plan_graph(g, g.nodes, lambda n: "gpu")
+    with pytest.raises(mp.InvalidRequestError):   # a SizeOverflowError is an invalid request, a MemPlanError
+        mp.activation_lifetimes(g, g.nodes, cpu)
+
+
+def test_values_that_fit_one_by_one_but_not_together_are_refused_not_wrapped(graph_builder) -> None:
+    half = (1 << 60,)  # 4 bytes each: 2**62 bytes, two of them live together reach 2**63
+    g = graph_builder([("relu0", "Relu", ["x"], ["a"]), ("add1", "Add", ["x", "a"], ["y"])],
+                      {"x": half, "a": half, "y": (1,)}, ["x"], ["y"])
+    with pytest.raises(mp.SizeOverflowError, match=r"device 'cpu'.*int64"):
+        mp.plan_graph(g, g.nodes, cpu, inplace=False)
+
+
+def test_requests_beyond_int64_are_refused_by_every_entry_point() -> None:
+    with pytest.raises(mp.SizeOverflowError, match=r"request 3: nbytes=9223372036854775808 exceeds"):
+        mp.AllocationRequest(3, 1 << 63, 0, 0)
+    top = mp.AllocationRequest(0, mp.MAX_BYTES, 0, 0, "gpu", 1)
+    with pytest.raises(mp.SizeOverflowError, match=r"request 0 .*device 'gpu'"):
+        mp.lower_bound([top])           # fits alone, but not with its alignment padding
+    with pytest.raises(mp.SizeOverflowError):
+        mp.plan([mp.AllocationRequest(0, 1 << 62, 0, 1), mp.AllocationRequest(1, 1 << 62, 0, 1)])
+    ok = mp.plan([mp.AllocationRequest(0, 1 << 61, 0, 1), mp.AllocationRequest(1, 1 << 61, 0, 1)])
+    assert ok.peak == {"cpu": 1 << 62}
+
+
 def test_order_must_be_topological_and_unique(chain_graph) -> None:
     g = chain_graph
     order = topological_order(g)

@@ -20,23 +20,24 @@ from ._errors import (
     OverlapError,
     PlanValidationError,
     RedZoneViolation,
+    SizeOverflowError,
     TraceError,
 )
 from ._graph import Activations, activation_lifetimes, may_inplace
 from ._online import OnlinePlanner
 from ._planners import ALGORITHMS, plan
 from ._redzone import RedZoneGuard
-from ._types import DEFAULT_ALIGNMENT, AllocationRequest, MemoryPlan, align_up
+from ._types import DEFAULT_ALIGNMENT, MAX_BYTES, AllocationRequest, MemoryPlan, align_up
 from ._validate import validate
 from ._workspace import GraphPlan, SlotKey, plan_graph, workspace_requests
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "ALGORITHMS", "DEFAULT_ALIGNMENT", "Activations", "AllocationRequest", "Allocator", "BudgetExceededError",
+    "ALGORITHMS", "DEFAULT_ALIGNMENT", "MAX_BYTES", "Activations", "AllocationRequest", "Allocator", "BudgetExceededError",
     "ConcurrentRunError", "ExecutionBuffers", "GraphPlan", "HostAccess", "HostAllocator", "InvalidRequestError",
     "LookupMissError", "MemPlanError", "MemoryPlan", "MisalignedError", "OnlinePlanner", "OverlapError",
-    "PatternCache", "PlanValidationError", "RedZoneGuard", "RedZoneViolation", "ShapeKey", "SlotKey",
+    "PatternCache", "PlanValidationError", "RedZoneGuard", "RedZoneViolation", "ShapeKey", "SizeOverflowError", "SlotKey",
     "TraceError", "TraceRecorder", "__version__", "activation_lifetimes", "align_up", "busiest_step",
     "lower_bound", "may_inplace", "plan", "plan_graph", "requests_from_trace", "shape_key", "validate",
     "workspace_requests",

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 import attrs
 import numpy as np
 
-from ._types import AllocationRequest
+from ._errors import SizeOverflowError
+from ._types import MAX_BYTES, AllocationRequest
 
 
 @attrs.define(frozen=True, eq=False)
@@ -25,12 +26,30 @@ class Columns:
         return int(self.ids.shape[0])
 
 
+def _checked_sizes(requests: Sequence[AllocationRequest], red_zone: int) -> list[int]:
+    """Reserved sizes, after proving that every offset a planner can give fits int64: the sum of
+    all reserved sizes plus one alignment of padding per block stays within MAX_BYTES."""
+    sizes, total = [], 0
+    for r in requests:
+        size = r.reserved(red_zone)
+        total += size + r.alignment
+        if total > MAX_BYTES:
+            raise SizeOverflowError(
+                f"request {r.id!r} ({r.nbytes!r} bytes on device {r.device!r}) brings that device's "
+                f"requests to more than {MAX_BYTES!r} bytes (int64), which no byte offset can address; "
+                "fix the shape behind the oversized block, or plan fewer/smaller blocks per device")
+        sizes.append(size)
+    return sizes
+
+
 def columns(requests: Sequence[AllocationRequest], red_zone: int = 0) -> Columns:
+    """One device's requests as int64 columns (SizeOverflowError when they cannot fit int64)."""
     n = len(requests)
+    sizes = _checked_sizes(requests, red_zone)
     ids = np.fromiter((r.id for r in requests), dtype=np.int64, count=n)
     first = np.fromiter((r.first for r in requests), dtype=np.int64, count=n)
     last = np.fromiter((r.last for r in requests), dtype=np.int64, count=n)
-    size = np.fromiter((r.reserved(red_zone) for r in requests), dtype=np.int64, count=n)
+    size = np.fromiter(sizes, dtype=np.int64, count=n)
     align = np.fromiter((r.alignment for r in requests), dtype=np.int64, count=n)
     return Columns(ids, first, last, size, align)
 

@@ -11,6 +11,11 @@ class InvalidRequestError(MemPlanError, ValueError):
     """An allocation request is malformed (negative size, last < first, bad alignment, duplicate id)."""
 
 
+class SizeOverflowError(InvalidRequestError):
+    """A block, or all of one device's blocks together, needs more bytes than a signed 64-bit byte
+    offset can address (2**63 - 1): no plan can place it, so the request itself is invalid."""
+
+
 class PlanValidationError(MemPlanError):
     """A memory plan is wrong: it misses a request, misaligns one, or overlaps two live blocks."""
 

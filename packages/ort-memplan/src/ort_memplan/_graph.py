@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ._bound import lower_bound
-from ._errors import InvalidRequestError
-from ._types import DEFAULT_ALIGNMENT, AllocationRequest
+from ._errors import InvalidRequestError, SizeOverflowError
+from ._types import DEFAULT_ALIGNMENT, MAX_BYTES, AllocationRequest, align_up
 
 if TYPE_CHECKING:  # ort_graph is only needed for the types; the adapter reads plain attributes
     from ort_graph import Graph, Node
@@ -114,7 +114,13 @@ def activation_lifetimes(graph: Graph, order: Sequence[Node], device_of: Callabl
 
     def size_of(name: str) -> int | None:
         v = graph.values.get(name)
-        return None if v is None else v.nbytes
+        nb = None if v is None else v.nbytes
+        if nb is not None and align_up(nb, alignment) > MAX_BYTES:
+            raise SizeOverflowError(
+                f"value {name!r} (shape {v.shape!r}, dtype {v.dtype!r}) needs {nb!r} bytes, more than the "  # type: ignore[union-attr]
+                f"{MAX_BYTES!r} (int64) any plan can address; its shape is wrong or unresolved: fix the "
+                "model's shape (or the dims/max shapes it was resolved with) so the value fits in memory")
+        return nb
 
     # (name, nbytes, first, last, device) in planning order: graph inputs, then node outputs
     blocks: list[tuple[str, int, int, int, str]] = []

@@ -6,9 +6,10 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from ._errors import InvalidRequestError, LookupMissError
+from ._errors import InvalidRequestError, LookupMissError, SizeOverflowError
 
 DEFAULT_ALIGNMENT = 256
+MAX_BYTES = (1 << 63) - 1  # the largest byte count / offset a plan holds (numpy int64 columns, C int64_t)
 
 
 def align_up(value: int, alignment: int) -> int:
@@ -19,6 +20,10 @@ def align_up(value: int, alignment: int) -> int:
 def _check_request(inst: AllocationRequest, _attr: attrs.Attribute, _value: object) -> None:
     if inst.nbytes < 0:
         raise InvalidRequestError(f"request {inst.id!r}: nbytes={inst.nbytes!r} is negative; pass a size >= 0")
+    if inst.nbytes > MAX_BYTES:
+        raise SizeOverflowError(
+            f"request {inst.id!r}: nbytes={inst.nbytes!r} exceeds the largest plannable size {MAX_BYTES!r} "
+            "(int64); such a block cannot exist: fix the shape that produced it")
     if inst.first < 0 or inst.last < inst.first:
         raise InvalidRequestError(
             f"request {inst.id!r}: lifetime first={inst.first!r}, last={inst.last!r} is not a step range; "
