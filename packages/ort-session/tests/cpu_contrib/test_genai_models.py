@@ -74,3 +74,33 @@ def test_genai_export_prefill_and_decode_match_onnxruntime(kit, shared_models, v
     assert ours_dec["logits"].shape == (1, 1, 256) and ours_dec["present.3.value"].shape == (1, 2, 9, 16)
     print(f"{variant}: prefill max |dlogits| {_maxdiff(ours_out, ref_out):.2e}, decode {_maxdiff(ours_dec, ref_dec):.2e}; "
           f"{sum(v == 'reference' for v in ran.values())} standard nodes via onnx.reference fallback")
+
+
+@pytest.mark.parametrize("variant", ["fp32", "int4"])
+def test_genai_export_preallocated_session_serves_gqa_workspace_from_plan(shared_models, variant):
+    """Through InferenceSession with pre-allocated buffers: the four GroupQueryAttention nodes get their declared
+    score workspace from the memory plan, the run allocates nothing, and the outputs match onnxruntime."""
+    import warnings
+
+    from ort_session import PRE_ALLOCATE, InferenceSession, SessionOptions
+
+    folder, kv_dtype, tol = VARIANTS[variant]
+    path = shared_models / "llama_l4" / folder / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} not present")
+    opts = SessionOptions()
+    opts.add_session_config_entry(PRE_ALLOCATE, "1")
+    opts.free_dimension_overrides = {"batch_size": 1, "sequence_length": 8, "past_sequence_length": 0,
+                                     "total_sequence_length": 8, "kv_cache_dim": HEAD}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sess = InferenceSession(str(path), opts)
+    feeds = _feeds(np.array([[1, 5, 9, 33, 100, 7, 42, 250]], np.int64), 8, None, kv_dtype)
+    got = sess.run(None, feeds)
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    ref = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, feeds)
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=tol, atol=tol)
+    stats = sess.last_run_stats
+    assert stats.workspace_from_plan == 4 and stats.scratch_fallbacks == 0 and stats.allocations == 0

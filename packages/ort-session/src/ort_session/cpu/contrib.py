@@ -25,6 +25,7 @@ from onnx import TensorProto
 from ort_graph import Node, dtype_name
 
 from ._registry import Decline, InputInfo, OpImpl, attrs_of, register
+from .ops_extra_attention import requested
 
 MS = "com.microsoft"
 F16, F32, F64 = TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE
@@ -101,7 +102,7 @@ class _NormBase(OpImpl):
             results.append(inv)
         else:
             results += [mean.astype(np.float32), inv]
-        return results[: max(1, len(node.outputs))]
+        return requested(node, results)
 
 
 @register("SimplifiedLayerNormalization", since=1)
@@ -170,7 +171,7 @@ class _SkipNormBase(OpImpl):
             if beta is not None:
                 y = y + beta.astype(np.float32)
         outs: list[np.ndarray | None] = [y.astype(x.dtype), mean, np.float32(1) / denom, s.astype(x.dtype)]
-        return outs[: max(1, len(node.outputs))]
+        return requested(node, outs)
 
 
 @register("SkipLayerNormalization", domain=MS)
@@ -300,4 +301,5 @@ from . import ops_extra_quant as _quant  # noqa: E402,F401  (registers MatMulNBi
 __all__ = [
     "BiasGelu", "FastGelu", "FusedMatMul", "GeluContrib", "LayerNormalizationContrib", "QuickGelu",
     "SimplifiedLayerNormalization", "SkipLayerNormalization", "SkipSimplifiedLayerNormalization", "check_dtypes",
+    "requested",
 ]

@@ -32,6 +32,12 @@ MS = "com.microsoft"
 _T = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16})
 
 
+def requested(node: Node, outs: list[np.ndarray | None]) -> list[np.ndarray | None]:
+    """`outs` cut to the node's outputs, None where an output name is '' (not requested: not allocated)."""
+    n = max(1, len(node.outputs))
+    return [o if i == 0 or (i < len(node.outputs) and node.outputs[i]) else None for i, o in enumerate(outs[:n])]
+
+
 def apply_rotary(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, interleaved: bool) -> np.ndarray:
     """Rotate the first 2 * cos.shape[-1] features of x (..., H); cos/sin broadcast to (..., rot/2)."""
     half = cos.shape[-1]
@@ -245,7 +251,7 @@ class GroupQueryAttention(OpImpl):
         out = out.transpose(0, 2, 1, 3).reshape(b, s, n * h).astype(query.dtype)
         kv_dtype = past_k.dtype if past_k is not None else query.dtype
         results = [out, present_k.astype(kv_dtype), present_v.astype(kv_dtype)]
-        return results[: max(1, len(node.outputs))]
+        return requested(node, results)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -318,4 +324,5 @@ class RotaryEmbedding23(_RotaryBase):
         return [self._rotate(node, x, cos, sin, None if pos is None else np.asarray(pos, np.int64), bsnh_4d=False)]
 
 
-__all__ = ["GroupQueryAttention", "RotaryEmbedding23", "RotaryEmbeddingContrib", "apply_rotary", "gqa_workspace_bytes"]
+__all__ = ["GroupQueryAttention", "RotaryEmbedding23", "RotaryEmbeddingContrib", "apply_rotary", "gqa_workspace_bytes",
+           "requested"]

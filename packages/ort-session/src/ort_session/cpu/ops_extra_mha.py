@@ -20,6 +20,7 @@ from onnx import TensorProto
 from ort_graph import Node, dtype_name
 
 from ._registry import Decline, InputInfo, OpImpl, attrs_of, register
+from .ops_extra_attention import requested
 
 MS = "com.microsoft"
 _T = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16})
@@ -163,7 +164,7 @@ class MultiHeadAttention(OpImpl):
             v = np.concatenate([past_v.astype(f32), v], axis=2)
         out = attend(q, k, v, past_len, mask, attn_bias, a, self._scores_buffer).astype(query.dtype)
         results = [out, k.astype(query.dtype), v.astype(query.dtype)]
-        return results[: max(1, len(node.outputs))]
+        return requested(node, results)
 
 
 def attention_workspace_bytes(node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
@@ -279,4 +280,4 @@ class EmbedLayerNormalization(OpImpl):
         mask_index = (np.asarray(mask) != 0).sum(axis=1).astype(np.int32) if mask is not None else \
             np.zeros(b, np.int32)
         outs = [y.astype(word.dtype), mask_index, emb.astype(word.dtype)]
-        return outs[: max(1, len(node.outputs))]
+        return requested(node, outs)

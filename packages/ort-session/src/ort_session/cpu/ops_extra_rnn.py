@@ -18,6 +18,7 @@ from onnx import TensorProto
 from ort_graph import Node, dtype_name
 
 from ._registry import Decline, InputInfo, OpImpl, attrs_of, register
+from .ops_extra_attention import requested
 
 _FLOATS = frozenset({TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16})
 
@@ -145,7 +146,7 @@ class _RecurrentBase(OpImpl):
                 y[t, d] = np.where(active, state[0], 0)
             finals.append(state)
         outs = self._outputs(y, finals, layout, dt)
-        return outs[: max(1, len(node.outputs))]
+        return requested(node, outs)
 
     def _outputs(self, y: np.ndarray, finals: list[list[np.ndarray]], layout: int, dt: np.dtype) -> list[np.ndarray]:
         res = [y]
