@@ -78,8 +78,9 @@ def test_genai_export_prefill_and_decode_match_onnxruntime(kit, shared_models, v
 
 @pytest.mark.parametrize("variant", ["fp32", "int4"])
 def test_genai_export_preallocated_session_serves_gqa_workspace_from_plan(shared_models, variant):
-    """Through InferenceSession with pre-allocated buffers: the four GroupQueryAttention nodes get their declared
-    score workspace from the memory plan, the run allocates nothing, and the outputs match onnxruntime."""
+    """Through InferenceSession with pre-allocated buffers: every GroupQueryAttention (scores) and MatMulNBits
+    (dequantized weight band) node gets its declared workspace from the memory plan, the run allocates nothing,
+    and the outputs match onnxruntime."""
     import warnings
 
     from ort_session import PRE_ALLOCATE, InferenceSession, SessionOptions
@@ -103,4 +104,6 @@ def test_genai_export_preallocated_session_serves_gqa_workspace_from_plan(shared
     for g, r in zip(got, ref):
         np.testing.assert_allclose(g, r, rtol=tol, atol=tol)
     stats = sess.last_run_stats
-    assert stats.workspace_from_plan == 4 and stats.scratch_fallbacks == 0 and stats.allocations == 0
+    declaring = [n for n in ort_graph.load(path).graph.nodes if n.op_type in ("GroupQueryAttention", "MatMulNBits")]
+    assert len(declaring) == (4 if variant == "fp32" else 25)
+    assert stats.workspace_from_plan == len(declaring) and stats.scratch_fallbacks == 0 and stats.allocations == 0

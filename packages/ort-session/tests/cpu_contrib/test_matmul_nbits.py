@@ -208,3 +208,35 @@ def test_gather_block_quantized_declines(kit):
     d = kit.decline_of("GatherBlockQuantized", [InputInfo(U8, (4, 8)), InputInfo(TensorProto.INT64, (2,)),
                                                 InputInfo(F, (4, 1))], block_size=16, gather_axis=1)
     assert d is not None and "gather_axis=1" in d.rejected
+
+
+def test_matmul_nbits_workspace_is_the_dequantized_band(kit, rng):
+    from ort_session.cpu._registry import workspace_scope
+    from ort_session.cpu.ops_extra_quant import matmul_nbits_workspace_bytes
+
+    K, N, bs = 64, 48, 32
+    b, scales, zp = _weights(rng, K, N, 4, bs, "packed")
+    node = kit.make_node("MatMulNBits", 4, 1, K=K, N=N, bits=4, block_size=bs)
+    impl = kit.cpu.find("MatMulNBits", kit.MS, 1)
+    (slot, nbytes), = impl.workspace_bytes(node, [(3, K), b.shape, scales.shape, zp.shape])
+    assert (slot, nbytes) == (0, 4 * N * K) and matmul_nbits_workspace_bytes(node, [None, None]) == [(0, nbytes)]
+    assert matmul_nbits_workspace_bytes(node, [None, (N, 0, 16)]) == []
+    buf = np.zeros(nbytes, np.uint8)
+    seen = []
+    a = rng.standard_normal((3, K)).astype(np.float32)
+    with workspace_scope(lambda s, n: seen.append((s, n)) or buf):
+        got = impl.compute(node, [a, b, scales, zp])[0]
+    ref = kit.ort("MatMulNBits", [a, b, scales, zp], 1, K=K, N=N, bits=4, block_size=bs)[0]
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+    assert seen == [(0, nbytes)] and buf.any()
+
+
+def test_matmul_nbits_several_bands(kit, rng):
+    """K * N above the 16 MiB band: the weight is dequantized in several bands of rows."""
+    K, N, bs = 8192, 1100, 128
+    b, scales, zp = _weights(rng, K, N, 4, bs, "none")
+    a = rng.standard_normal((2, K)).astype(np.float32)
+    attrs = dict(K=K, N=N, bits=4, block_size=bs)
+    ref = kit.ort("MatMulNBits", [a, b, scales], 1, **attrs)[0]
+    got = kit.ours("MatMulNBits", [a, b, scales], 1, **attrs)[0]
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())

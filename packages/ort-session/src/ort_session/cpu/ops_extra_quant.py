@@ -52,15 +52,22 @@ def _byte_lut(bits: int) -> np.ndarray:
 
 
 def dequantize_weight(b: np.ndarray, scales: np.ndarray, zero_points: np.ndarray | None, *, K: int, N: int,
-                      bits: int, block_size: int, dtype: type = np.float32) -> np.ndarray:
+                      bits: int, block_size: int, dtype: type = np.float32, out: np.ndarray | None = None) -> np.ndarray:
     """The dequantized weight W of shape (N, K) in `dtype`, vectorized over all blocks (rows of B may be a slice
-    of the full N: scales/zero_points then hold the same rows)."""
+    of the full N: scales/zero_points then hold the same rows). `out`: a float32 buffer of at least
+    N * k_blocks * block_size elements to dequantize into (the kernel's workspace)."""
     k_blocks = (K + block_size - 1) // block_size
     blob = block_size * bits // 8
     packed = np.asarray(b, dtype=np.uint8).reshape(N, k_blocks, blob)
-    if bits == 8:
+    if out is not None and dtype == np.float32:
+        q = out.reshape(-1)[: N * k_blocks * block_size].reshape(N, k_blocks, block_size)
+        if bits == 8:
+            q[...] = packed
+        else:  # one table lookup per byte gives all its values in float
+            np.take(_byte_lut(bits), packed, axis=0, out=q.reshape(N, k_blocks, blob, 8 // bits))
+    elif bits == 8:
         q = packed.astype(dtype)
-    else:  # one table lookup per byte gives all its values in float
+    else:
         q = _byte_lut(bits)[packed].reshape(N, k_blocks, blob * (8 // bits))[..., :block_size].astype(dtype, copy=False)
     sc = np.asarray(scales).reshape(N, k_blocks).astype(dtype)
     if zero_points is None:
@@ -100,6 +107,24 @@ def int8_compute(node: Node, zero_points: np.ndarray | None) -> bool:
 
 
 _CHUNK_ELEMENTS = 1 << 22  # dequantized weight elements per band (16 MiB of float32) bounds the temporary
+
+
+def _band_rows(K: int, N: int, block: int) -> int:
+    k_padded = (K + block - 1) // block * block
+    return min(N, max(1, _CHUNK_ELEMENTS // max(k_padded, 1)))
+
+
+def matmul_nbits_workspace_bytes(node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
+    """[(0, bytes)]: the float32 band of dequantized weight rows (at most 16 MiB), a function of the attributes
+    alone, the same for the Level-1 estimate and the Level-2 declaration; [] for an empty weight."""
+    K, N, _bits, block = _attrs(node)
+    if K <= 0 or N <= 0 or block <= 0:
+        return []
+    b = input_shapes[1] if len(input_shapes) > 1 else None
+    if b is not None and 0 in tuple(b):
+        return []
+    k_padded = (K + block - 1) // block * block
+    return [(0, 4 * _band_rows(K, N, block) * k_padded)]
 
 
 def _attrs(node: Node) -> tuple[int, int, int, int]:
@@ -151,6 +176,9 @@ class MatMulNBits(OpImpl):
                                f"bits={bits}, block_size={block}", remedy="fix the K/N/bits/block_size attributes")
         return None
 
+    def workspace_bytes(self, node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
+        return matmul_nbits_workspace_bytes(node, input_shapes)
+
     def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
         K, N, bits, block = _attrs(node)
         a, b, scales = inputs[0], inputs[1], inputs[2]
@@ -168,11 +196,14 @@ class MatMulNBits(OpImpl):
             b3 = b.reshape(N, k_blocks, -1)
             sc2 = np.asarray(scales).reshape(N, k_blocks)
             zp2 = None if zp is None else zp.reshape(N, -1)
-            rows = max(1, _CHUNK_ELEMENTS // max(K, 1))  # dequantize a band of output rows at a time
+            rows = _band_rows(K, N, block)  # dequantize a band of output rows at a time, into the workspace
+            (_, nbytes), = matmul_nbits_workspace_bytes(node, [None, b.shape])
+            buf = self.scratch(0, nbytes)
+            band = None if buf is None else np.asarray(buf).reshape(-1).view(np.uint8)[:nbytes].view(np.float32)
             for n0 in range(0, N, rows):
                 n1 = min(N, n0 + rows)
                 w = dequantize_weight(b3[n0:n1], sc2[n0:n1], None if zp2 is None else zp2[n0:n1], K=K, N=n1 - n0,
-                                      bits=bits, block_size=block)
+                                      bits=bits, block_size=block, out=band)
                 np.matmul(a2, w.T, out=y[:, n0:n1])
             y = y.reshape(out_shape)
         if bias is not None:
@@ -266,4 +297,4 @@ class GatherBlockQuantized(OpImpl):
         return [out.astype(scales.dtype)]
 
 
-__all__ = ["GatherBlockQuantized", "MatMulNBits", "dequantize_weight", "fake_quantize_a", "int8_compute", "unpack_bits"]
+__all__ = ["GatherBlockQuantized", "MatMulNBits", "matmul_nbits_workspace_bytes", "dequantize_weight", "fake_quantize_a", "int8_compute", "unpack_bits"]
