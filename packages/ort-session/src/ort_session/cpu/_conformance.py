@@ -1,6 +1,6 @@
 """Conformance of the CPU op library against the ONNX backend node test cases.
 
-    python -m ort_session.cpu._conformance [--filter REGEX] [--json out.json] [--light] [-v]
+    python -m ort_session.cpu._conformance [--filter REGEX] [--json out.json] [--light] [--models] [-q]
 
 Per case: load with `ort_graph.from_proto`, check every node (subgraphs included) with `find` +
 `supports` ("declined" with the reasons), run with `run_graph` ("failed" on an exception), compare
@@ -202,7 +202,55 @@ def light_cases(pattern: str | None = None) -> Iterable[tuple[str, onnx.ModelPro
         yield name, proto, [(inputs, expected)], 1e-3, 1e-7
 
 
-def run_all(pattern: str | None = None, light: bool = False, verbose: bool = False) -> list[CaseResult]:
+MODEL_KINDS = ("simple", "pytorch-converted", "pytorch-operator")
+
+
+def _load_pb(path: pathlib.Path, type_proto: onnx.TypeProto) -> Any:
+    data = path.read_bytes()
+    if type_proto.HasField("sequence_type"):
+        seq = onnx.SequenceProto()
+        seq.ParseFromString(data)
+        return [numpy_helper.to_array(t) for t in seq.tensor_values]
+    if type_proto.HasField("optional_type"):
+        opt = onnx.OptionalProto()
+        opt.ParseFromString(data)
+        return numpy_helper.to_array(opt.tensor_value) if opt.HasField("tensor_value") else None
+    t = onnx.TensorProto()
+    t.ParseFromString(data)
+    return numpy_helper.to_array(t)
+
+
+def model_cases(pattern: str | None = None, kinds: Sequence[str] = MODEL_KINDS
+                ) -> Iterable[tuple[str, onnx.ModelProto, list, float, float]]:
+    """The onnx package's local model tests (`simple`, `pytorch-converted`, `pytorch-operator`) with
+    their stored test data sets; kinds missing on disk are skipped."""
+    from onnx.backend.test.loader import load_model_tests
+
+    rx = re.compile(pattern) if pattern else None
+    for kind in kinds:
+        try:
+            cases = load_model_tests(kind=kind)
+        except ValueError:
+            continue
+        for c in cases:
+            name = f"{c.name} [{kind}]"
+            if c.model_dir is None or (rx is not None and not rx.search(name)):
+                continue
+            d = pathlib.Path(c.model_dir)
+            proto = onnx.load(str(d / "model.onnx"))
+            init = {t.name for t in proto.graph.initializer}
+            ins = [i for i in proto.graph.input if i.name not in init]
+            sets = []
+            for ds in sorted(d.glob("test_data_set_*")):
+                inputs = [_load_pb(ds / f"input_{k}.pb", vi.type) for k, vi in enumerate(ins)]
+                outputs = [_load_pb(ds / f"output_{k}.pb", vi.type) for k, vi in enumerate(proto.graph.output)]
+                sets.append((inputs, outputs))
+            if sets:
+                yield name, proto, sets, c.rtol, c.atol
+
+
+def run_all(pattern: str | None = None, light: bool = False, verbose: bool = False,
+            models: bool = False) -> list[CaseResult]:
     load_all_ops()
     results = []
     for c in node_cases(pattern):
@@ -210,8 +258,11 @@ def run_all(pattern: str | None = None, light: bool = False, verbose: bool = Fal
         results.append(r)
         if verbose:
             print(f"{r.outcome:9s} {r.name} {r.detail[:300]}", flush=True)
-    if light:
-        for name, proto, ds, rtol, atol in light_cases(pattern):
+    extra = list(light_cases(pattern)) if light else []
+    if models:
+        extra += list(model_cases(pattern))
+    if extra:
+        for name, proto, ds, rtol, atol in extra:
             r = run_case(name, proto, ds, rtol, atol)
             results.append(r)
             if verbose:
@@ -229,9 +280,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--filter", help="regular expression selecting case names (re.search)")
     p.add_argument("--json", help="write per-case results and totals to this file")
     p.add_argument("--light", action="store_true", help="also run the onnx `light` model set (slow)")
+    p.add_argument("--models", action="store_true",
+                   help="also run the onnx package's simple / pytorch-converted / pytorch-operator model tests")
     p.add_argument("-q", "--quiet", action="store_true", help="print only the non-passing cases and totals")
     args = p.parse_args(argv)
-    results = run_all(args.filter, args.light, verbose=False)
+    results = run_all(args.filter, args.light, verbose=False, models=args.models)
     for r in results:
         if not args.quiet or r.outcome != "pass":
             print(f"{r.outcome:9s} {r.name} {r.detail[:400]}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
@@ -26,6 +27,16 @@ ANY = ALL_PLAIN | {T.STRING, T.COMPLEX64, T.COMPLEX128} | frozenset(
     getattr(T, n) for n in ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4", "INT4",
                             "FLOAT4E2M1", "FLOAT8E8M0", "UINT2", "INT2") if hasattr(T, n))
 SEQ = -1  # marker: a sequence-typed value (dtype 0 with no shape in the IR)
+
+
+@functools.cache
+def first_version(op_type: str, domain: str = "") -> int:
+    """The opset that introduced `op_type` (1 when onnx does not know it)."""
+    import onnx.defs
+
+    versions = [sch.since_version for sch in onnx.defs.get_all_schemas_with_history()
+                if sch.name == op_type and sch.domain == domain]
+    return min(versions, default=1)
 
 
 def names(types: Iterable[int]) -> str:

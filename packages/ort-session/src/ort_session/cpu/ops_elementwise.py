@@ -13,6 +13,18 @@ from ._registry import Decline, InputInfo, OpImpl, register
 from ._util import ALL_PLAIN, ANY, FLOATS_BF, INTS, NUMERIC_BF, UINT, check_all, decline_attr, upcast
 
 
+def legacy_broadcast(node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Opsets 1-6 `broadcast=1, axis=k`: B's dimensions line up with A's starting at `axis`
+    (suffix-aligned when axis is absent), not numpy-style from the right."""
+    if not node.attr("broadcast", 0) or b.ndim >= a.ndim:
+        return b
+    axis = node.attr("axis")
+    axis = a.ndim - b.ndim if axis is None else (axis + a.ndim if axis < 0 else axis)
+    shape = [1] * a.ndim
+    shape[axis:axis + b.ndim] = b.shape
+    return b.reshape(shape)
+
+
 class _Binary(OpImpl):
     allowed: frozenset[int] = NUMERIC_BF
 
@@ -23,7 +35,7 @@ class _Binary(OpImpl):
         raise NotImplementedError
 
     def compute(self, node: Node, inputs: list) -> list:
-        a, b = inputs[0], inputs[1]
+        a, b = inputs[0], legacy_broadcast(node, inputs[0], inputs[1])
         if a.dtype == np.dtype(BF16_NP):
             return [np.asarray(self.fn(node, upcast(a), upcast(b))).astype(a.dtype)]
         with np.errstate(all="ignore"):
@@ -33,7 +45,7 @@ class _Binary(OpImpl):
 BF16_NP = "bfloat16"
 
 
-def _ufunc_op(name: str, ufunc, since: int = 7) -> None:
+def _ufunc_op(name: str, ufunc, since: int = 1) -> None:
     cls = type(name, (_Binary,), {"fn": lambda self, node, a, b: ufunc(a, b)})
     register(name, since=since)(cls)
 
@@ -43,7 +55,7 @@ _ufunc_op("Sub", np.subtract)
 _ufunc_op("Mul", np.multiply)
 
 
-@register("Div", since=7)
+@register("Div", since=1)
 class Div(_Binary):
     def fn(self, node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if a.dtype.kind in "iu":
@@ -55,14 +67,14 @@ class Div(_Binary):
         return a / b
 
 
-@register("Pow", since=7)
+@register("Pow", since=1)
 class Pow(OpImpl):
     def supports(self, node, inputs, opset):
         return check_all(inputs, NUMERIC_BF - {T.UINT8, T.UINT16, T.INT8, T.INT16} | {T.INT32, T.INT64}, [0]) or \
             check_all(inputs, NUMERIC_BF, [1])
 
     def compute(self, node, inputs):
-        a, b = inputs
+        a, b = inputs[0], legacy_broadcast(node, inputs[0], inputs[1])
         with np.errstate(all="ignore"):
             if a.dtype.kind in "iu":
                 if b.dtype.kind in "iu" and (b >= 0).all():
@@ -120,7 +132,7 @@ class _Compare(OpImpl):
         return check_all(inputs, self.allowed, range(2))
 
     def compute(self, node, inputs):
-        a, b = inputs
+        a, b = inputs[0], legacy_broadcast(node, inputs[0], inputs[1])
         if a.dtype.name == BF16_NP:
             a, b = upcast(a), upcast(b)
         return [np.asarray(type(self).ufunc(a, b), dtype=bool)]
@@ -129,10 +141,10 @@ class _Compare(OpImpl):
 for _name, _uf, _allowed in [("Equal", np.equal, ALL_PLAIN | {T.STRING}), ("Less", np.less, NUMERIC_BF),
                              ("Greater", np.greater, NUMERIC_BF), ("LessOrEqual", np.less_equal, NUMERIC_BF),
                              ("GreaterOrEqual", np.greater_equal, NUMERIC_BF)]:
-    register(_name, since=7)(type(_name, (_Compare,), {"ufunc": staticmethod(_uf), "allowed": _allowed}))
+    register(_name, since=1)(type(_name, (_Compare,), {"ufunc": staticmethod(_uf), "allowed": _allowed}))
 
 for _name, _uf in [("And", np.logical_and), ("Or", np.logical_or), ("Xor", np.logical_xor)]:
-    register(_name, since=7)(type(_name, (_Compare,), {"ufunc": staticmethod(_uf), "allowed": frozenset({T.BOOL})}))
+    register(_name, since=1)(type(_name, (_Compare,), {"ufunc": staticmethod(_uf), "allowed": frozenset({T.BOOL})}))
 
 for _name, _uf in [("BitwiseAnd", np.bitwise_and), ("BitwiseOr", np.bitwise_or), ("BitwiseXor", np.bitwise_xor)]:
     register(_name, since=18)(type(_name, (_Binary,), {"fn": (lambda uf: lambda self, node, a, b: uf(a, b))(_uf),
@@ -186,19 +198,19 @@ class _Variadic(OpImpl):
         return np.array(out, copy=True)
 
 
-@register("Max", since=8)
+@register("Max", since=1)
 class Max(_Variadic):
     def combine(self, a, b):
         return np.maximum(a, b)
 
 
-@register("Min", since=8)
+@register("Min", since=1)
 class Min(_Variadic):
     def combine(self, a, b):
         return np.minimum(a, b)
 
 
-@register("Sum", since=8)
+@register("Sum", since=1)
 class Sum(_Variadic):
     allowed = FLOATS_BF
 
@@ -206,7 +218,7 @@ class Sum(_Variadic):
         return a + b
 
 
-@register("Mean", since=8)
+@register("Mean", since=1)
 class Mean(_Variadic):
     allowed = FLOATS_BF
 

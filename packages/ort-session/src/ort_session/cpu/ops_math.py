@@ -34,7 +34,7 @@ class MatMul(OpImpl):
         return []
 
 
-@register("Gemm", since=7)
+@register("Gemm", since=1)
 class Gemm(OpImpl):
     def supports(self, node, inputs, opset):
         return check_all(inputs, MATMUL_TYPES)

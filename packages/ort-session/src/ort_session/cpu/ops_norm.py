@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto as T
 
-from ._registry import OpImpl, register
+from ._registry import Decline, OpImpl, register
 from ._util import FLOATS_BF, check_all, decline_attr, norm_axis, np_dtype, upcast
 
 
@@ -60,8 +60,19 @@ class RMSNormalization(_NormBase):
         return [y.astype(x.dtype)]
 
 
-@register("BatchNormalization", since=9)
+@register("BatchNormalization", since=6)
 class BatchNormalization(_NormBase):
+    def supports(self, node, inputs, opset):
+        if opset < 9 and not node.attr("spatial", 1):
+            return decline_attr("spatial", 0, "spatial=1", "use per-channel statistics (spatial=1)")
+        if opset < 7 and not node.attr("is_test", 0):
+            return decline_attr("is_test", 0, "is_test=1 (inference)", "export the model for inference")
+        if opset < 14 and len([o for o in node.outputs if o]) > 1:
+            return Decline(rejected=f"{len(node.outputs)} outputs before opset 14 (training statistics)",
+                           accepts="the Y output only (inference) or training_mode from opset 14",
+                           remedy="export the model for inference")
+        return super().supports(node, inputs, opset)
+
     def compute(self, node, inputs):
         x, scale, b, mean, var = inputs[:5]
         eps = node.attr("epsilon", 1e-5)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from ._registry import OpImpl, register
-from ._util import FLOATS_BF, NUMERIC_BF, SINT, check_all, check_dtype, decline_attr, upcast
+from ._util import FLOATS_BF, NUMERIC_BF, SINT, check_all, check_dtype, decline_attr, first_version, upcast
 
 
 def erf(x: np.ndarray) -> np.ndarray:
@@ -40,8 +40,8 @@ class _Unary(OpImpl):
             return [np.asarray(self.fn(node, upcast(x))).astype(x.dtype, copy=False)]
 
 
-def _unary(name: str, f, since: int = 6, allowed=FLOATS_BF) -> None:
-    register(name, since=since)(type(name, (_Unary,), {"fn": lambda self, node, x: f(x), "allowed": allowed}))
+def _unary(name: str, f, since: int | None = None, allowed=FLOATS_BF) -> None:
+    register(name, since=since or first_version(name))(type(name, (_Unary,), {"fn": lambda self, node, x: f(x), "allowed": allowed}))
 
 
 for _n, _f in [("Sqrt", np.sqrt), ("Exp", np.exp), ("Log", np.log), ("Ceil", np.ceil), ("Floor", np.floor),
@@ -69,19 +69,19 @@ class _Alpha(_Unary):
         return self.f(x, **a)
 
 
-def _alpha(name: str, f, defaults: dict, since: int = 6) -> None:
-    register(name, since=since)(type(name, (_Alpha,), {"f": staticmethod(f), "defaults": defaults}))
+def _alpha(name: str, f, defaults: dict, since: int | None = None) -> None:
+    register(name, since=since or first_version(name))(type(name, (_Alpha,), {"f": staticmethod(f), "defaults": defaults}))
 
 
 _alpha("LeakyRelu", lambda x, alpha: np.where(x >= 0, x, alpha * x), {"alpha": 0.01})
 _alpha("Elu", lambda x, alpha: np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0))), {"alpha": 1.0})
 _alpha("Celu", lambda x, alpha: np.maximum(0, x) + np.minimum(0, alpha * np.expm1(np.minimum(x, 0) / alpha)),
-       {"alpha": 1.0}, since=12)
+       {"alpha": 1.0})
 _alpha("Selu", lambda x, alpha, gamma: gamma * np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0))),
        {"alpha": 1.67326319217681884765625, "gamma": 1.05070102214813232421875})
 _alpha("HardSigmoid", lambda x, alpha, beta: np.clip(alpha * x + beta, 0, 1), {"alpha": 0.2, "beta": 0.5})
-_alpha("ThresholdedRelu", lambda x, alpha: np.where(x > alpha, x, 0), {"alpha": 1.0}, since=10)
-_alpha("Swish", lambda x, alpha: x / (1 + np.exp(-alpha * x)), {"alpha": 1.0}, since=24)
+_alpha("ThresholdedRelu", lambda x, alpha: np.where(x > alpha, x, 0), {"alpha": 1.0})
+_alpha("Swish", lambda x, alpha: x / (1 + np.exp(-alpha * x)), {"alpha": 1.0})
 
 
 @register("Shrink", since=9)
@@ -104,17 +104,21 @@ class Gelu(_Unary):
         return 0.5 * x * (1 + erf(x / math.sqrt(2)))
 
 
-@register("PRelu", since=7)
+@register("PRelu", since=1)
 class PRelu(OpImpl):
     def supports(self, node, inputs, opset):
         return check_all(inputs, NUMERIC_BF, range(2))
 
     def compute(self, node, inputs):
+        from ._interp import node_opset
+
         x, s = inputs
+        if node_opset(node) < 7 and s.size > 1 and s.ndim == 1 and x.ndim > 2:
+            s = s.reshape((-1,) + (1,) * (x.ndim - 2))  # opsets 1-6: one slope per channel (axis 1)
         return [np.where(x < 0, upcast(x) * upcast(s), upcast(x)).astype(x.dtype)]
 
 
-@register("Clip", since=6)
+@register("Clip", since=1)
 class Clip(OpImpl):
     def supports(self, node, inputs, opset):
         return check_all(inputs, NUMERIC_BF if opset >= 12 else FLOATS_BF)
