@@ -1,0 +1,99 @@
+"""Plain-text tables and the section record every benchmark module returns."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+
+def fmt_bytes(n: int | float | None) -> str:
+    """Binary units, three significant figures; '-' for None."""
+    if n is None:
+        return "-"
+    n = float(n)
+    sign = "-" if n < 0 else ""
+    n = abs(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{sign}{n:.0f} {unit}" if unit == "B" else f"{sign}{n:.3g} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def fmt_ratio(x: float | None, digits: int = 3) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def fmt_seconds(s: float | None) -> str:
+    if s is None:
+        return "-"
+    if s < 1e-3:
+        return f"{s * 1e6:.0f} us"
+    if s < 1:
+        return f"{s * 1e3:.1f} ms"
+    return f"{s:.2f} s"
+
+
+@attrs.define
+class Table:
+    """One printed table: a title, column headers, rows of already formatted cells, and notes."""
+
+    title: str
+    headers: Sequence[str]
+    rows: list[Sequence[str]] = attrs.field(factory=list)
+    notes: list[str] = attrs.field(factory=list)
+
+    def add(self, *cells: Any) -> None:
+        if len(cells) != len(self.headers):
+            raise ValueError(f"row {cells!r} has {len(cells)} cells; table {self.title!r} has "
+                             f"{len(self.headers)} columns {list(self.headers)!r}")
+        self.rows.append([str(c) for c in cells])
+
+    def render(self) -> str:
+        widths = [len(h) for h in self.headers]
+        for row in self.rows:
+            widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+
+        def line(cells: Sequence[str]) -> str:
+            # first column left-aligned (a name), the rest right-aligned (numbers)
+            return "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                             for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+
+        out = [self.title, line(self.headers), "  ".join("-" * w for w in widths)]
+        out += [line(r) for r in self.rows]
+        out += [f"  {n}" for n in self.notes]
+        return "\n".join(out)
+
+
+@attrs.define
+class Section:
+    """What one benchmark module returns: tables to print and raw records for the JSON file."""
+
+    name: str
+    tables: list[Table] = attrs.field(factory=list)
+    records: list[dict[str, Any]] = attrs.field(factory=list)
+    notes: list[str] = attrs.field(factory=list)
+    failures: list[str] = attrs.field(factory=list)  # broken guarantees, printed as loud FAIL lines
+    seconds: float = 0.0
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - t0
+
+
+def median_time(fn: Callable[[], Any], repeats: int, warmup: int = 1) -> float:
+    """Median wall time of `repeats` calls after `warmup` untimed calls."""
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)

@@ -1,0 +1,161 @@
+"""Budget fidelity: how much of a device budget the placement uses, and whether it ever exceeds it.
+
+For budgets from 10% to 100% of what the whole decoder needs on the device (weights + planned
+activation peak with every node there), a session with `budgets="gpu:<bytes>"` on the simulated GPU
+auto-fits whole layers; the bytes it places there are the weights + planned peak from
+`sess.plan.to_dict()["devices"]`. They must never exceed the budget: a loud FAIL line if they do.
+
+The peer is the estimate llama.cpp-style tools use to choose `n_gpu_layers`: per layer, its weight
+bytes + a fixed overhead (here that layer's KV cache at the planned context, the part they
+reserve per layer), then as many layers as fit. For its layer count we build the same placement
+with a layer rule (`gpu(layers.[0-N]/)`) and report the bytes that placement really needs (the
+planner's peak), so "over" means that placement would run out of memory. "best" is the largest
+layer count whose real bytes fit, found the same way (bisection over rule placements).
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+from _table import Section, Table, fmt_bytes, fmt_ratio
+
+from ort_graph import zoo
+from ort_session import InferenceSession
+
+DEVICE_EP = "SimulatedGPUExecutionProvider"
+_LAYER = re.compile(r"layers\.(\d+)\.")
+
+
+def _configs(quick: bool) -> dict[str, tuple[zoo.DecoderConfig, int]]:
+    """name -> (config with symbolic dims, sequence length for free_dimension_overrides)."""
+    demo = zoo.DEMO_CONFIG
+    deep = zoo.DecoderConfig(layers=32, hidden=128, heads=4, kv_heads=2, vocab=512, intermediate=344)
+    out = {"demo-l8-h256 s64": (demo, 64)}
+    if not quick:
+        out["demo-l8-h256 s512"] = (demo, 512)
+        out["deep-l32-h128 s256"] = (deep, 256)
+    return out
+
+
+@attrs.define
+class Decoder:
+    """One benchmark model: its serialized bytes (a fresh graph per session) and dimension overrides."""
+
+    name: str
+    cfg: zoo.DecoderConfig
+    sequence: int
+    data: bytes = attrs.field(repr=False)
+
+    @property
+    def dims(self) -> dict[str, int]:
+        return {"batch": 1, "sequence": self.sequence, "past_sequence": 0}
+
+    def session(self, options: dict[str, Any]) -> InferenceSession:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return InferenceSession(self.data, {**options, "free_dimension_overrides": self.dims}, providers=[DEVICE_EP])
+
+
+def device_bytes(sess: InferenceSession) -> tuple[int, dict[str, Any]]:
+    """Weights + planned peak on the simulated GPU (0 when nothing was placed there), and its entry."""
+    d = sess.plan.to_dict()["devices"]
+    entry = next((v for v in d.values() if v["ep"] == DEVICE_EP), None)
+    return (entry["total"] if entry else 0), (entry or {})
+
+
+def layer_weights(dec: Decoder) -> dict[int, int]:
+    """File bytes of each decoder layer's weights, by the layer number in the initializer name."""
+    from ort_graph import load
+
+    out: dict[int, int] = {}
+    for name, t in load(dec.data).graph.initializers.items():
+        m = _LAYER.search(name)
+        if m:
+            out[int(m.group(1))] = out.get(int(m.group(1)), 0) + t.nbytes
+    return out
+
+
+def kv_bytes_per_layer(dec: Decoder) -> int:
+    cfg = dec.cfg
+    return 2 * cfg.kv_heads * cfg.head_dim * dec.sequence * 4
+
+
+def llama_style_layers(weights: dict[int, int], overhead: int, budget: int) -> int:
+    """As many leading layers as fit when each costs its weights + `overhead`."""
+    used, n = 0, 0
+    for layer in sorted(weights):
+        used += weights[layer] + overhead
+        if used > budget:
+            break
+        n += 1
+    return n
+
+
+def _real_bytes(dec: Decoder) -> Callable[[int], int]:
+    cache: dict[int, int] = {0: 0}
+
+    def real(n: int) -> int:
+        if n not in cache:
+            sess = dec.session({"session.name_based_layer_assignment": f"gpu(layers.[0-{n - 1}]/)"})
+            cache[n] = device_bytes(sess)[0]
+        return cache[n]
+
+    return real
+
+
+def best_layers(real: Callable[[int], int], layers: int, budget: int) -> int:
+    lo, hi = 0, layers  # real(lo) <= budget; bytes grow with the layer count
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if real(mid) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def run(quick: bool = False) -> Section:
+    sec = Section("budget fidelity")
+    t = Table("budget fidelity: bytes placed on the budgeted device (weights + planned peak) / budget",
+              ["model", "budget", "bytes", "ours layers", "ours bytes", "ours use", "llama layers", "llama bytes",
+               "llama use", "best layers", "verdict"])
+    fractions = (0.1, 0.5, 1.0) if quick else tuple(i / 10 for i in range(1, 11))
+    for name, (cfg, seq) in _configs(quick).items():
+        dec = Decoder(name, cfg, seq, zoo.decoder_proto(cfg).SerializeToString())
+        full, _ = device_bytes(dec.session({}))
+        weights = layer_weights(dec)
+        overhead = kv_bytes_per_layer(dec)
+        real = _real_bytes(dec)
+        for frac in fractions:
+            budget = int(full * frac)
+            sess = dec.session({"budgets": f"gpu:{budget}"})
+            ours, entry = device_bytes(sess)
+            ours_layers = sess.placement.layers_on_device or 0
+            n_llama = llama_style_layers(weights, overhead, budget)
+            llama = real(n_llama)
+            best = best_layers(real, cfg.layers, budget)
+            verdict = "ok"
+            if ours > budget:
+                verdict = "FAIL"
+                sec.failures.append(f"{name} at {frac:.0%} budget: placed {ours} bytes on {DEVICE_EP}, over the budget "
+                                    f"of {budget} bytes by {ours - budget}")
+            elif llama > budget:
+                verdict = "llama over"
+            t.add(name, f"{frac:.0%}", fmt_bytes(budget), f"{ours_layers}/{cfg.layers}", fmt_bytes(ours),
+                  fmt_ratio(ours / budget), f"{n_llama}/{cfg.layers}", fmt_bytes(llama), fmt_ratio(llama / budget),
+                  best, verdict)
+            sec.records.append({"model": name, "fraction": frac, "budget": budget, "full": full,
+                                "ours_layers": ours_layers, "ours_bytes": ours, "ours_use": ours / budget,
+                                "ours_device": entry, "recheck": sess.plan.to_dict()["recheck"],
+                                "llama_layers": n_llama, "llama_bytes": llama, "llama_use": llama / budget,
+                                "llama_overhead_per_layer": overhead, "best_layers": best})
+    t.notes.append("budget: % of the bytes the whole model needs on the device; use = bytes / budget (must be <= 1)")
+    t.notes.append("llama: layers by (layer weights + per-layer KV cache) summed to the budget; llama bytes = what that "
+                   "placement really needs; 'llama over' = it would not fit")
+    t.notes.append("best: most whole layers whose real bytes fit the budget (rule placements, bisection)")
+    sec.tables.append(t)
+    return sec

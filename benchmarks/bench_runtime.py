@@ -1,0 +1,122 @@
+"""Runtime: this project's CPU EP against onnxruntime's CPU provider, same model, same inputs, same
+process. Median wall time per `run` after one warm-up run; onnxruntime both with 1 intra-op thread
+and with its default thread count (our numpy kernels use the BLAS library's own threads, which we
+do not pin). Allocations per run (`sess.last_run_stats.allocations`: buffers and unplanned outputs
+the runtime allocates) for the static plan, with `session.pre_allocate_execution_buffers`, and for
+a decoder run with dynamic shapes (the traced, cached pattern; second and later runs).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+from _models import light_models, static_decoder
+from _table import Section, Table, fmt_ratio, fmt_seconds, median_time
+
+from ort_graph import zoo
+from ort_session import PRE_ALLOCATE, InferenceSession
+
+_ORT_TYPES = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(int64)": np.int64,
+              "tensor(int32)": np.int32, "tensor(float16)": np.float16, "tensor(bool)": np.bool_}
+
+
+def ort_session(model: bytes | str, threads: int | None) -> ort.InferenceSession:
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    if threads is not None:
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
+def random_feeds(sess: ort.InferenceSession, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random inputs for a model whose inputs have static shapes (the light CNNs)."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for i in sess.get_inputs():
+        if not all(isinstance(d, int) for d in i.shape):
+            raise ValueError(f"input {i.name!r} has shape {i.shape!r}; give feeds for models with symbolic dims")
+        dtype = _ORT_TYPES[i.type]
+        feeds[i.name] = (rng.standard_normal(i.shape) if np.dtype(dtype).kind == "f" else np.zeros(i.shape)).astype(dtype)
+    return feeds
+
+
+def _ours(model: Any, options: Mapping[str, Any]) -> InferenceSession:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return InferenceSession(model, dict(options), providers=["CPUExecutionProvider"])
+
+
+def measure(name: str, model: bytes | str, feeds: dict[str, np.ndarray], dims: Mapping[str, int], repeats: int,
+            dynamic: bool = False) -> dict[str, Any]:
+    """One row: medians of ours (static plan, pre-allocated) and onnxruntime (1 thread, default)."""
+    rec: dict[str, Any] = {"case": name, "repeats": repeats}
+    ours = _ours(model, {"free_dimension_overrides": dict(dims)})
+    rec["ours"] = median_time(lambda: ours.run(None, feeds), repeats)
+    rec["allocations"] = ours.last_run_stats.allocations
+    rec["layout"] = ours.last_run_stats.layout
+    got = ours.run(None, feeds)
+    try:
+        pre = _ours(model, {"free_dimension_overrides": dict(dims), PRE_ALLOCATE: "1"})
+        rec["ours_pre"] = median_time(lambda: pre.run(None, feeds), repeats)
+        rec["allocations_pre"] = pre.last_run_stats.allocations
+    except Exception as e:  # e.g. a model whose shapes are not all static: say why
+        rec["pre_error"] = f"{type(e).__name__}: {e}"
+    if dynamic:
+        dyn = _ours(model, {})
+        dyn.run(None, feeds)  # first run with this shape key: traced
+        dyn.run(None, feeds)
+        rec["allocations_dynamic"] = dyn.last_run_stats.allocations
+        rec["layout_dynamic"] = dyn.last_run_stats.layout
+    for key, threads in (("ort_1t", 1), ("ort_default", None)):
+        sess = ort_session(model, threads)
+        rec[key] = median_time(lambda s=sess: s.run(None, feeds), repeats)
+        if threads == 1:
+            ref = sess.run(None, feeds)
+            rec["max_abs_diff"] = max(float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
+                                      for a, b in zip(got, ref, strict=True) if np.asarray(a).size)
+    return rec
+
+
+def _cases(quick: bool, sec: Section) -> list[dict[str, Any]]:
+    cfg = zoo.DEMO_CONFIG
+    proto = zoo.decoder_proto(cfg).SerializeToString()
+    out = []
+    for label, seq, past in (("demo decoder prefill s64", 64, 0), ("demo decoder decode p128", 1, 128)):
+        if quick and past:
+            continue
+        feeds = zoo.decoder_inputs(static_decoder(cfg, seq, past), 1, seq, past)
+        out.append(measure(label, proto, feeds, {"batch": 1, "sequence": seq, "past_sequence": past},
+                           3 if quick else 10, dynamic=True))
+    light, why = light_models(quick)
+    if why:
+        sec.notes.append(f"light CNN models skipped: {why}")
+    for name, path in light.items():
+        feeds = random_feeds(ort_session(str(path), 1))
+        out.append(measure(name, str(path), feeds, {}, 1 if quick else 3))
+    return out
+
+
+def run(quick: bool = False) -> Section:
+    sec = Section("runtime")
+    t = Table("CPU runtime vs onnxruntime CPU EP (median wall time per run; same inputs, same process)",
+              ["model", "ours", "ours pre-alloc", "ORT 1 thread", "ORT default", "ours/ORT 1t", "ours/ORT dflt",
+               "allocs/run", "pre-alloc", "dynamic", "max |diff|"])
+    for r in _cases(quick, sec):
+        t.add(r["case"], fmt_seconds(r["ours"]), fmt_seconds(r.get("ours_pre")), fmt_seconds(r["ort_1t"]),
+              fmt_seconds(r["ort_default"]), fmt_ratio(r["ours"] / r["ort_1t"], 1), fmt_ratio(r["ours"] / r["ort_default"], 1),
+              r["allocations"], r.get("allocations_pre", "n/a"), r.get("allocations_dynamic", "-"),
+              f"{r['max_abs_diff']:.1e}")
+        if "pre_error" in r:
+            sec.notes.append(f"{r['case']}: pre-allocation refused: {r['pre_error'][:200]}")
+        sec.records.append(r)
+    t.notes.append("allocs/run: static plan, one buffer per device per run + outputs not planned; pre-alloc: "
+                   "session.pre_allocate_execution_buffers=1; dynamic: no dimension overrides, second run (cached pattern)")
+    t.notes.append(f"onnxruntime {ort.__version__}; 'ORT default' uses its default intra-op thread count")
+    sec.tables.append(t)
+    return sec
+

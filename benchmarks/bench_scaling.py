@@ -1,0 +1,121 @@
+"""Planning speed and scaling: load + resolve shapes + place + plan for zoo decoders of ~1k, 10k and
+100k nodes (tiny hidden size, many layers, ~60 nodes per layer), each phase timed and divided by the
+node count so growth is visible; then the whole InferenceSession construction (which adds L1
+fusions, kernel creation, declared workspace and the Level-2 re-check). Also the layer-rule name
+matcher's throughput (`ort_partition.bench.matcher_throughput`): the reference loop ONNX Runtime
+uses against the Aho-Corasick automaton.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Any
+
+from _table import Section, Table, fmt_seconds
+
+import ort_graph
+import ort_memplan
+import ort_partition
+from ort_graph import zoo
+from ort_partition import bench as partbench
+from ort_session import CpuExecutionProvider, InferenceSession, SimulatedGpuExecutionProvider
+
+NODES_PER_LAYER = 62  # zoo decoder with bias=False, rms norm, kv cache (measured: 1261 nodes at 20 layers)
+DIMS = {"batch": 1, "sequence": 8, "past_sequence": 0}
+SESSION_LIMIT, SESSION_LIMIT_QUICK = 90.0, 15.0  # seconds a session init may be predicted to take
+
+
+def tiny_decoder(nodes: int) -> zoo.DecoderConfig:
+    layers = max(1, round(nodes / NODES_PER_LAYER))
+    return zoo.DecoderConfig(layers=layers, hidden=8, heads=2, kv_heads=1, vocab=16, intermediate=8, max_positions=64)
+
+
+class _Estimates:
+    """ort_partition.WorkspaceEstimator over the providers' Level-1 estimates."""
+
+    def __init__(self, providers: list[Any]) -> None:
+        self.providers = {p.name: p for p in providers}
+
+    def estimate(self, node: Any, ep_name: str) -> int | None:
+        p = self.providers.get(ep_name)
+        return None if p is None else p.estimate(node)
+
+
+def pipeline(data: bytes) -> dict[str, Any]:
+    """Time each phase on a fresh model; the budget keeps about half the layer weights on the device."""
+    out: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    model = ort_graph.load(data)
+    out["load"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ort_graph.resolve_shapes(model, dims=DIMS)
+    out["shapes"] = time.perf_counter() - t0
+    graph = model.graph
+    t0 = time.perf_counter()
+    providers = [SimulatedGpuExecutionProvider(graph, model.opset_imports), CpuExecutionProvider(graph, model.opset_imports)]
+    budget = sum(t.nbytes for t in graph.initializers.values())  # weights are a fraction of the cost: ~half fits
+    fit = ort_partition.auto_fit(graph, providers, {"gpu": budget}, estimator=_Estimates(providers))
+    out["place"] = time.perf_counter() - t0
+    out["budget"] = budget
+    out["layers_on_device"] = f"{fit.layers_on_device}/{fit.total_layers}"
+    t0 = time.perf_counter()
+    order = ort_graph.topological_order(graph)
+    device_by_ep = {p.name: p.device for p in providers}
+    placement = fit.placement
+    gp = ort_memplan.plan_graph(graph, order, lambda n: device_by_ep.get(placement.ep_of(n), "cpu"))
+    out["plan"] = time.perf_counter() - t0
+    out["requests"] = len(gp.activations.requests)
+    out["peak_over_lb"] = gp.plan.total_peak / max(1, sum(gp.plan.lower_bound.values()))
+    out["nodes"] = len(graph.nodes)
+    return out
+
+
+def run(quick: bool = False) -> Section:
+    sec = Section("planning speed and scaling")
+    t = Table("planning time per phase (zoo decoders, hidden 8, batch 1, sequence 8)",
+              ["nodes", "layers", "load", "shapes", "place", "plan", "sum", "per node", "session init", "per node ",
+               "on device", "peak/LB"])
+    sizes = (1_000, 10_000) if quick else (1_000, 10_000, 100_000)
+    limit = SESSION_LIMIT_QUICK if quick else SESSION_LIMIT
+    last: tuple[int, float] | None = None  # (nodes, seconds) of the last session init measured
+    for n in sizes:
+        cfg = tiny_decoder(n)
+        data = zoo.decoder_proto(cfg).SerializeToString()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = pipeline(data)
+            nodes = r["nodes"]
+            predicted = last[1] * (nodes / last[0]) ** 2 if last else 0.0
+            if predicted <= limit:
+                t0 = time.perf_counter()
+                InferenceSession(data, {"budgets": f"gpu:{r['budget']}", "free_dimension_overrides": DIMS},
+                                 providers=["SimulatedGPUExecutionProvider"])
+                r["session_init"] = time.perf_counter() - t0
+                last = (nodes, r["session_init"])
+            else:
+                r["session_init"] = None
+                r["session_init_predicted"] = predicted
+        total = r["load"] + r["shapes"] + r["place"] + r["plan"]
+        init = r["session_init"]
+        t.add(nodes, cfg.layers, fmt_seconds(r["load"]), fmt_seconds(r["shapes"]), fmt_seconds(r["place"]),
+              fmt_seconds(r["plan"]), fmt_seconds(total), fmt_seconds(total / nodes),
+              fmt_seconds(init) if init is not None else f"skip (~{predicted:.0f} s)",
+              fmt_seconds(init / nodes) if init is not None else "-", r["layers_on_device"], f"{r['peak_over_lb']:.3f}")
+        sec.records.append({"table": "phases", "layers": cfg.layers, "total": total, **r})
+    t.notes.append("place: auto-fit of whole layers under a budget (the weights' bytes); plan: activation offsets (auto)")
+    t.notes.append("session init: InferenceSession end to end (+ L1 fusions, kernels, declared workspace, Level-2 "
+                   "re-check, and auto-fit's exact check that plans every candidate layer count)")
+    t.notes.append(f"skip: not run when the last measured init scaled by (nodes ratio)^2 exceeds {limit:.0f} s")
+    sec.tables.append(t)
+
+    m = Table("layer-rule name matching (ort_partition.bench.matcher_throughput)",
+              ["names", "patterns", "automaton names/s", "loop (ORT) names/s", "automaton/loop", "agree"])
+    names = 20_000 if quick else 100_000
+    for patterns in ((16, 256) if quick else (16, 64, 256, 512)):
+        r = partbench.matcher_throughput(num_nodes=names, num_patterns=patterns)
+        a, lp = (r["strategies"][s]["names_per_second"] for s in ("automaton", "loop"))
+        m.add(names, r["num_patterns"], f"{a:,.0f}", f"{lp:,.0f}", f"{a / lp:.2f}", r["agree"])
+        sec.records.append({"table": "matcher", **r})
+    sec.tables.append(m)
+    return sec
