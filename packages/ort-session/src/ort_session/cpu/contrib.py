@@ -9,8 +9,9 @@ Semantics follow ONNX Runtime's CPU kernels:
   normalized over the last axis; outputs (y, mean, inv_std_var, s); the simplified op's mean is zeros.
 - com.microsoft `Gelu`, `FastGelu`, `QuickGelu`, `BiasGelu`, `FusedMatMul`.
 
-Importing this module also registers the attention (`ops_extra_attention`) and quantized matmul
-(`ops_extra_quant`) contrib kernels.
+Importing this module also registers the other com.microsoft kernels (`ops_extra_attention`, `ops_extra_mha`,
+`ops_extra_moe`, `ops_extra_qlinear`, `ops_extra_qmatmul`, `ops_extra_quant`); `load_all_ops()` imports every
+`ops_extra_*` module anyway.
 """
 
 from __future__ import annotations
@@ -276,8 +277,7 @@ class FusedMatMul(OpImpl):
         if x.ndim < 2:
             return x
         if trans_batch and x.ndim > 2:
-            # [b1..bk, M, K] -> [M, b1..bk, K] semantics of ORT: move dim 0..rank-2 so that the first
-            # matrix dim comes from axis 1.. (transBatch: batch dims and the 1st matrix dim are swapped)
+            # ORT's transBatch: axis 0 becomes the first matrix axis, axes 1..rank-2 the batch axes
             perm = list(range(1, x.ndim - 1)) + [0, x.ndim - 1]
             x = np.transpose(x, perm)
         if trans:
@@ -295,8 +295,12 @@ class FusedMatMul(OpImpl):
         return [y.astype(inputs[0].dtype, copy=False)]
 
 
-from . import ops_extra_attention as _attention  # noqa: E402,F401  (registers GroupQueryAttention, RotaryEmbedding)
-from . import ops_extra_quant as _quant  # noqa: E402,F401  (registers MatMulNBits)
+from . import ops_extra_attention as _attention  # noqa: E402,F401  (GroupQueryAttention, RotaryEmbedding)
+from . import ops_extra_mha as _mha  # noqa: E402,F401  (MultiHeadAttention, Attention, EmbedLayerNormalization)
+from . import ops_extra_moe as _moe  # noqa: E402,F401  (MoE)
+from . import ops_extra_qlinear as _qlinear  # noqa: E402,F401  (com.microsoft Q/DQ, QLinear*, QGemm, ...)
+from . import ops_extra_qmatmul as _qmatmul  # noqa: E402,F401  (DynamicQuantizeMatMul, MatMulIntegerToFloat)
+from . import ops_extra_quant as _quant  # noqa: E402,F401  (MatMulNBits, GatherBlockQuantized)
 
 __all__ = [
     "BiasGelu", "FastGelu", "FusedMatMul", "GeluContrib", "LayerNormalizationContrib", "QuickGelu",
