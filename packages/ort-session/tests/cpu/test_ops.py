@@ -195,3 +195,29 @@ def test_attention_score_buffer_is_the_declared_workspace():
     assert calls == [(0, nbytes)]
     ref = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)
+
+
+def _run_old(op: str, opset: int, feeds: dict[str, np.ndarray], **attrs) -> np.ndarray:
+    node = helper.make_node(op, list(feeds), ["y"], **attrs)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype),
+                                                                      v.shape) for k, v in feeds.items()],
+                          [helper.make_tensor_value_info("y", 0, None)])
+    model = ort_graph.from_proto(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]))
+    assert claim(model) == []
+    return run_graph(model.graph, feeds, opsets=model.opset_imports)["y"]
+
+
+def test_opset_1_to_6_forms():
+    a, b = f32(2, 3, 4), f32(3)
+    np.testing.assert_allclose(_run_old("Add", 6, {"a": a, "b": b}, broadcast=1, axis=1), a + b[:, None])
+    x = f32(2, 3)
+    np.testing.assert_array_equal(_run_old("Tile", 1, {"x": x, "t": np.array(3), "ax": np.array(1)}), np.tile(x, (1, 3)))
+    np.testing.assert_array_equal(_run_old("Pad", 1, {"x": x}, paddings=[0, 1, 1, 0], mode="edge"),
+                                  np.pad(x, [(0, 1), (1, 0)], mode="edge"))
+    np.testing.assert_array_equal(_run_old("Reshape", 1, {"x": x}, shape=[3, 2]), x.reshape(3, 2))
+    np.testing.assert_array_equal(_run_old("Cast", 1, {"x": x}, to="INT32"), x.astype(np.int32))
+    np.testing.assert_array_equal(_run_old("Concat", 1, {"a": x, "b": x}), np.concatenate([x, x], axis=1))
+    img = f32(1, 2, 2, 3)
+    np.testing.assert_array_equal(_run_old("Upsample", 1, {"x": img}, height_scale=2.0, width_scale=3.0),
+                                  img.repeat(2, axis=2).repeat(3, axis=3))
+    np.testing.assert_allclose(_run_old("PRelu", 6, {"x": a, "s": b}), np.where(a < 0, a * b[:, None], a))

@@ -89,13 +89,24 @@ class _CastBase(OpImpl):
         return None
 
 
-@register("Cast", since=6)
+def _to(node) -> int:
+    """The `to` attribute as an element type (Cast-1 spells it as a name such as 'FLOAT')."""
+    to = node.attr("to", 0)
+    if isinstance(to, str):
+        try:
+            return int(T.DataType.Value(to.upper()))
+        except ValueError:
+            return 0
+    return int(to)
+
+
+@register("Cast", since=1)
 class Cast(_CastBase):
     def supports(self, node, inputs, opset):
-        return self._check(node, inputs, int(node.attr("to", 0)))
+        return self._check(node, inputs, _to(node))
 
     def compute(self, node, inputs):
-        return [cast_array(inputs[0], int(node.attr("to")), bool(node.attr("saturate", 1)))]
+        return [cast_array(inputs[0], _to(node), bool(node.attr("saturate", 1)))]
 
 
 @register("CastLike", since=15)

@@ -60,7 +60,7 @@ class RMSNormalization(_NormBase):
         return [y.astype(x.dtype)]
 
 
-@register("BatchNormalization", since=6)
+@register("BatchNormalization", since=1)
 class BatchNormalization(_NormBase):
     def supports(self, node, inputs, opset):
         if opset < 9 and not node.attr("spatial", 1):
@@ -92,7 +92,7 @@ class BatchNormalization(_NormBase):
         return [y.astype(x.dtype)]
 
 
-@register("InstanceNormalization", since=6)
+@register("InstanceNormalization", since=1)
 class InstanceNormalization(_NormBase):
     def compute(self, node, inputs):
         x, scale, b = inputs

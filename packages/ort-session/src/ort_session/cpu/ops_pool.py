@@ -136,7 +136,7 @@ class GlobalMaxPool(_Global):
         return x.max(axis=axes, keepdims=True)
 
 
-@register("GlobalLpPool", since=2)
+@register("GlobalLpPool", since=1)
 class GlobalLpPool(_Global):
     @staticmethod
     def fn(node, x, axes):

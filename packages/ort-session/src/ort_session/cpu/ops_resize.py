@@ -265,3 +265,30 @@ class GridSample(OpImpl):
             vals = np.moveaxis(xf, 1, -1)[(nidx, *idxs)]  # (N, *O, C)
             out += np.where(valid[..., None], vals, 0.0) * weight[..., None]
         return [np.ascontiguousarray(np.moveaxis(out, -1, 1)).astype(x.dtype)]
+
+
+@register("Upsample", since=1, until=6)
+class Upsample1(OpImpl):
+    """Upsample-1: 4-D NCHW with height_scale / width_scale attributes, mode nearest or bilinear."""
+
+    def supports(self, node, inputs, opset):
+        if node.attr("mode", "nearest") not in ("nearest", "bilinear"):
+            return decline_attr("mode", node.attr("mode"), "'nearest', 'bilinear'")
+        if node.attr("height_scale") is None or node.attr("width_scale") is None:
+            return Decline(rejected="Upsample-1 without height_scale/width_scale", accepts="both scale attributes",
+                           remedy="fix the node")
+        r = inputs[0].shape
+        if r is not None and len(r) != 4:
+            return Decline(rejected=f"input rank {len(r)}", accepts="4-D NCHW")
+        return check_dtype(inputs, 0, FLOATS_BF)
+
+    def compute(self, node, inputs):
+        from ort_graph import Attr
+
+        mode = "linear" if node.attr("mode", "nearest") == "bilinear" else "nearest"
+        shim = type(node)(index=node.index, name=node.name, op_type="Resize", attributes={
+            "mode": Attr("mode", 3, mode),
+            "coordinate_transformation_mode": Attr("coordinate_transformation_mode", 3, "asymmetric"),
+            "nearest_mode": Attr("nearest_mode", 3, "floor")})
+        scales = [1.0, 1.0, float(node.attr("height_scale")), float(node.attr("width_scale"))]
+        return [resize(shim, inputs[0], None, scales, None, None)]

@@ -39,12 +39,13 @@ class Size(OpImpl):
         return [np.array(inputs[0].size, dtype=np.int64)]
 
 
-@register("Reshape", since=5)
+@register("Reshape", since=1)
 class Reshape(IndexTyped):
     index_dtypes = {1: I64}
 
     def compute(self, node, inputs):
-        x, shape = inputs[0], ints(inputs[1])
+        x = inputs[0]
+        shape = ints(inputs[1]) if len(inputs) > 1 and inputs[1] is not None else list(node.attr("shape"))
         if not node.attr("allowzero", 0):
             shape = [x.shape[i] if d == 0 else d for i, d in enumerate(shape)]
         return [x.reshape(shape)]
@@ -101,20 +102,20 @@ class Transpose(OpImpl):
         return [np.ascontiguousarray(np.transpose(inputs[0], perm))]
 
 
-@register("Concat", since=4)
+@register("Concat", since=1)
 class Concat(OpImpl):
     def compute(self, node, inputs):
         xs = [x for x in inputs if x is not None]
-        axis = norm_axis(node.attr("axis"), xs[0].ndim)
+        axis = norm_axis(node.attr("axis", 1), xs[0].ndim)  # Concat-1 defaults to axis 1
         return [np.concatenate(xs, axis=axis)]
 
     def supports(self, node, inputs, opset):
-        if node.attr("axis") is None:
+        if node.attr("axis") is None and opset >= 4:
             return decline_attr("axis", None, "an axis attribute", "set Concat's axis")
         return None
 
 
-@register("Split", since=2)
+@register("Split", since=1)
 class Split(IndexTyped):
     index_dtypes = {1: I64}
 
@@ -161,12 +162,17 @@ class Range(OpImpl):
         return [(start + np.arange(n, dtype=start.dtype) * delta).astype(start.dtype)]
 
 
-@register("Tile", since=6)
+@register("Tile", since=1)
 class Tile(IndexTyped):
     index_dtypes = {1: I64}
 
     def compute(self, node, inputs):
-        return [np.tile(inputs[0], ints(inputs[1]))]
+        x = inputs[0]
+        if _opset(node) < 6:  # Tile-1: (input, tiles, axis) repeats the whole tensor along one axis
+            reps = [1] * x.ndim
+            reps[norm_axis(int(np.asarray(inputs[2]).reshape(-1)[0]), x.ndim)] = int(np.asarray(inputs[1]).reshape(-1)[0])
+            return [np.tile(x, reps)]
+        return [np.tile(x, ints(inputs[1]))]
 
 
 @register("Slice", since=1)
@@ -198,7 +204,7 @@ class Slice(IndexTyped):
         return [np.array(x[tuple(sl)])]
 
 
-@register("Pad", since=2)
+@register("Pad", since=1)
 class Pad(IndexTyped):
     index_dtypes = {1: I64, 3: INDEX}
 
@@ -212,7 +218,8 @@ class Pad(IndexTyped):
         x = inputs[0]
         mode = node.attr("mode", "constant")
         if _opset(node) < 11:
-            pads, value, axes = node.attr("pads"), node.attr("value", 0.0), None
+            pads = node.attr("pads") if node.attr("pads") is not None else node.attr("paddings")  # Pad-1
+            value, axes = node.attr("value", 0.0), None
         else:
             pads = ints(inputs[1])
             value = inputs[2] if len(inputs) > 2 and inputs[2] is not None and inputs[2].size else 0
