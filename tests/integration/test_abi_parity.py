@@ -258,32 +258,8 @@ def _row(c_lib: str, op_type: str, sig_id: str) -> dict[str, dict[str, Any]]:
     return {kind: _columns(kind, c_lib, op, sig) for kind in KINDS}
 
 
-ALL = frozenset(KINDS)
-CUDA_L1_UNKNOWN_RANK = (
-    "ort_cuda_ep: the Level-1 estimate (_workspace.estimate_bytes via make_estimate_func) treats a PRESENT input "
-    "of unknown rank like an omitted one (NodeFacts shape None) and returns the exact bytes, while the Level-2 "
-    "declaration (declared_slots) returns None for the same node because that input is not static; C and Python "
-    "kernels (ort_abi Node_GetInputShape -> NULL) say unavailable at both levels")
-CUDA_L2_OVERFLOW_DIM = (
-    "ort_cuda_ep: declared_slots (Level 2) accepts any extent >= 0 of inputs the recipe does not read and declares "
-    "the recipe's bytes, while estimate_bytes (Level 1) treats an extent > 2**31-1 in any input as not static and "
-    "returns None; C and Python kernels say unavailable at both levels")
-MEMPLAN_OVERFLOW = (
-    "ort_memplan.plan_graph raises a raw builtins.OverflowError ('Python int too large to convert to C long', "
-    "from _arrays.columns via lower_bound) for an activation whose byte size exceeds int64 (MatMulNBits output "
-    "[2**31-1]*3 + [32] float32) instead of a MemPlanError naming the value")
 # (column, op, signature) -> (kinds whose cell fails, the exact bug)
-KNOWN_BUGS = {
-    ("level1", "MultiHeadAttention", "unknown-rank"): (ALL, CUDA_L1_UNKNOWN_RANK),
-    ("level1", "MatMulNBits", "unknown-rank"): (ALL, CUDA_L1_UNKNOWN_RANK),
-    ("level2", "MultiHeadAttention", "unknown-rank"): ({"cuda"}, CUDA_L1_UNKNOWN_RANK),
-    ("level2", "MatMulNBits", "unknown-rank"): ({"cuda"}, CUDA_L1_UNKNOWN_RANK),
-    ("level2", "MultiHeadAttention", "overflow-dim"): (ALL, CUDA_L2_OVERFLOW_DIM),
-    ("level2", "MatMulNBits", "overflow-dim"): (ALL, CUDA_L2_OVERFLOW_DIM),
-    ("memplan", "MultiHeadAttention", "overflow-dim"): (ALL, CUDA_L2_OVERFLOW_DIM),
-    ("memplan", "MatMulNBits", "overflow-dim"): (ALL, CUDA_L2_OVERFLOW_DIM),
-    ("memplan", "MatMulNBits", "overflow"): (ALL, MEMPLAN_OVERFLOW),
-}
+KNOWN_BUGS: dict[tuple[str, str, str], tuple[frozenset[str] | set[str], str]] = {}
 
 
 def cells(column: str, runnable_only: bool = False) -> list:
@@ -433,20 +409,7 @@ def _all_static(sig: Sig) -> bool:
     return all(s == OMIT or (s is not None and all(isinstance(d, int) for d in s)) for s in sig.shapes)
 
 
-CLAIM_BUGS = {
-    ("MultiHeadAttention", "overflow"): (
-        "ort_cuda_ep: CudaExecutionProvider.claim supports MultiHeadAttention with static q [65536, 65536, 64] "
-        "(batch*heads*seq = 2**34 > 2**31-1) although attention_recipe returns None for it: _ops._mha never asks "
-        "the recipe, so the claimed kernel raises KernelLaunchError('shapes ... are out of range') at run time, "
-        "against _ops' 'nothing the graph already says can make a claimed node fail later'"),
-    ("MatMulNBits", "overflow"): (
-        "ort_cuda_ep: CudaExecutionProvider.claim supports MatMulNBits with static A [2**31-1]*3 + [64] (M > "
-        "2**31-1) although matmul_nbits_recipe returns None for it: _ops._matmul_nbits never asks the recipe, so "
-        "the claimed kernel raises KernelLaunchError('... is out of range') at run time"),
-    ("MatMulNBits", "overflow-dim"): (
-        "ort_cuda_ep: CudaExecutionProvider.claim supports MatMulNBits whose bias (input 5) has extent 2**40 != "
-        "N=32 (_ops._matmul_nbits checks only its dtype), while the Level-1 estimate for the node is None"),
-}
+CLAIM_BUGS: dict[tuple[str, str], str] = {}
 
 
 @pytest.mark.parametrize("op_type, sig_id", [

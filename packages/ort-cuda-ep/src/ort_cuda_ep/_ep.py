@@ -19,14 +19,15 @@ from ort_abi import (
     Supported,
 )
 
+from ._checked import MAX_DIM
 from ._compile import KERNEL_SOURCES, CompiledKernel, KernelCache, default_cache
 from ._device import NO_DEVICE_REMEDY, DeviceInfo, discover
 from ._errors import DeviceUnavailableError
 from ._kernel import CudaKernel, make_estimate_func
-from ._ops import OP_SPECS, NodeFacts, OpSpec, check_node, find_spec
+from ._ops import OP_SPECS, NodeFacts, OpSpec, Rejection, check_node, find_spec
 from ._profiles import DeviceProfile, get_profile
 from ._runtime import CudaRuntime, DeviceArray
-from ._workspace import estimate_bytes
+from ._workspace import estimate_bytes, workspace_bytes
 
 __all__ = ["CudaExecutionProvider", "EP_NAME"]
 
@@ -114,10 +115,32 @@ class CudaExecutionProvider:
         if rejection is not None:
             return Declined(node.name, node.op_type, domain, opset, f"{rejection.aspect}: {rejection.detail}", EP_NAME,
                             rejection.accepts, rejection.remedy)
+        unsized = self._unsized(spec, facts)  # type: ignore[arg-type]
+        if unsized is not None:
+            return Declined(node.name, node.op_type, domain, opset, f"{unsized.aspect}: {unsized.detail}", EP_NAME,
+                            unsized.accepts, unsized.remedy)
         graph = node.graph
         base = (graph.output_nbytes(node) or 0) + graph.initializer_nbytes(node) if graph is not None else 0
         ws = self._estimate(spec, facts)  # type: ignore[arg-type]
         return Supported(base + ws if ws is not None else base + base // 2)
+
+    def _unsized(self, spec: OpSpec, facts: NodeFacts) -> Rejection | None:
+        """A Rejection when every present input is static but the workspace recipe cannot size (so the
+        kernel could not launch) the node: e.g. batch*heads*query length or MatMulNBits' M past 2**31-1."""
+        if spec.recipe == "none":
+            return None
+        present = [(i, s) for i, s in enumerate(facts.shapes) if facts.present(i)]
+        if not all(s is not None and all(isinstance(d, int) for d in s) for _i, s in present):
+            return None  # symbolic: sized per run (envelope / scratch); malformed extents are _ops' to reject
+        if workspace_bytes(spec.recipe, list(facts.shapes), facts.dtypes, facts.attrs,  # type: ignore[arg-type]
+                           self.require_profile()) is not None:
+            return None
+        shapes = {facts.inputs[i]: s for i, s in present}
+        return Rejection("shape", f"static input shapes {shapes!r} are out of range for the {spec.recipe} kernel",
+                         "shapes whose extents, element counts and products the kernel indexes (batch*heads*query "
+                         f"length for attention, M = prod(A[:-1]) for MatMulNBits) stay within {MAX_DIM!r}, and "
+                         "byte sizes within int64",
+                         "split the batch or sequence across smaller nodes, or leave this node to the CPU EP")
 
     def estimate_ranges(self, facts: NodeFacts) -> Mapping[str, tuple[int, int]]:
         return self.dim_ranges
@@ -140,8 +163,9 @@ class CudaExecutionProvider:
                     else:
                         row.append(d)
                 shapes[i] = tuple(row)
-            return estimate_bytes(spec.recipe, shapes, facts.dtypes, facts.attrs, profile, names)
-        return estimate_bytes(spec.recipe, shapes, facts.dtypes, facts.attrs, profile, self.dim_ranges)
+            return estimate_bytes(spec.recipe, shapes, facts.dtypes, facts.attrs, profile, names, facts.present_inputs())
+        return estimate_bytes(spec.recipe, shapes, facts.dtypes, facts.attrs, profile, self.dim_ranges,
+                              facts.present_inputs())
 
     def estimate(self, node: Any, opset: int | None = None) -> int | None:
         """Level-1 workspace estimate in bytes (None: unavailable, or the node is not supported)."""

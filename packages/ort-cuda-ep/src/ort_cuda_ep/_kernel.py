@@ -64,7 +64,7 @@ def make_estimate_func(ep: CudaExecutionProvider, spec: OpSpec):
             return None
         facts = NodeFacts.from_node(node)
         return estimate_bytes(spec.recipe, list(facts.shapes), facts.dtypes, facts.attrs, profile,
-                              ep.estimate_ranges(facts))
+                              ep.estimate_ranges(facts), facts.present_inputs())
 
     estimate.__name__ = f"estimate_{spec.op_type}"
     return estimate

@@ -19,6 +19,7 @@ __all__ = ["OpSpec", "Rejection", "NodeFacts", "OP_SPECS", "find_spec", "check_n
 F32, F16, U8 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.UINT8
 FLOATS = (F32, F16)
 MAX_RANK = 6
+MAX_DIM = (1 << 31) - 1  # as _checked.MAX_DIM: kernels index one dimension with a 32-bit int
 BINARY_OPS = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3, "Pow": 4}
 UNARY_OPS = {"Relu": 0, "Sigmoid": 1, "Tanh": 2, "Neg": 3, "Exp": 4, "Log": 5, "Sqrt": 6, "Abs": 7, "Erf": 8,
              "Reciprocal": 9, "Gelu": 10, "Identity": 12}
@@ -50,13 +51,19 @@ class NodeFacts:
     @classmethod
     def from_node(cls, node) -> NodeFacts:
         values = node.graph.values if node.graph is not None else {}
+        inits = node.graph.initializers if node.graph is not None else {}
         dtypes, shapes = [], []
         for name in node.inputs:
             v = values.get(name) if name else None
-            dtypes.append(v.dtype if v is not None else 0)
-            shapes.append(tuple(v.shape) if v is not None and v.shape is not None else None)
+            t = inits.get(name) if name else None  # an initializer's dims when its value has none (as ort_abi does)
+            dtypes.append((v.dtype if v is not None else 0) or (t.dtype if t is not None else 0))
+            shape = v.shape if v is not None else None
+            shapes.append(tuple(shape) if shape is not None else (tuple(t.dims) if t is not None else None))
         return cls(node.name, node.op_type, "" if node.domain == "ai.onnx" else node.domain, tuple(node.inputs),
                    tuple(dtypes), tuple(shapes), {k: a.value for k, a in node.attributes.items()}, tuple(node.outputs))
+
+    def present_inputs(self) -> tuple[bool, ...]:
+        return tuple(bool(name) for name in self.inputs)
 
     def present(self, i: int) -> bool:
         return i < len(self.inputs) and self.inputs[i] != ""
@@ -118,6 +125,18 @@ def _ranks_known(f: NodeFacts, idx: tuple[int, ...], max_rank: int = MAX_RANK) -
         if f.present(i) and (f.rank(i) is None or f.rank(i) > max_rank):  # type: ignore[operator]
             return Rejection("shape", f"input {i} ({f.inputs[i]!r}) has shape {f.shapes[i]!r}",
                              f"a known rank of at most {max_rank}", "resolve shapes first (ort_graph.resolve_shapes)")
+    return None
+
+
+def _extents_fit(f: NodeFacts, idx: tuple[int, ...]) -> Rejection | None:
+    """Every known extent of the present inputs in ``idx`` is one a 32-bit kernel index can hold."""
+    for i in idx:
+        s = f.shapes[i] if f.present(i) and i < len(f.shapes) else None
+        bad = [d for d in s or () if isinstance(d, int) and not 0 <= d <= MAX_DIM]
+        if bad:
+            return Rejection("shape", f"input {i} ({f.inputs[i]!r}) has shape {s!r} (extent {bad[0]!r})",
+                             f"extents from 0 to {MAX_DIM!r} (the kernels index with 32-bit ints)",
+                             "fix the model's shape (an extent overflowed), or leave this node to the CPU EP")
     return None
 
 
@@ -205,7 +224,8 @@ def _gemm(f: NodeFacts, opset: int) -> Rejection | None:
 
 
 def _matmul_nbits(f: NodeFacts, opset: int) -> Rejection | None:
-    r = _first(_dtypes(f, {1: (U8,), 3: (U8,)}), _floats(f, (0, 2, 5)), _ranks_known(f, (0,), 64))
+    r = _first(_dtypes(f, {1: (U8,), 3: (U8,)}), _floats(f, (0, 2, 5)), _ranks_known(f, (0, 5), 64),
+               _extents_fit(f, tuple(range(len(f.inputs)))))
     if r:
         return r
     bits, bs, k = f.attrs.get("bits", 4), f.attrs.get("block_size"), f.attrs.get("K")
@@ -218,11 +238,15 @@ def _matmul_nbits(f: NodeFacts, opset: int) -> Rejection | None:
     last = f.shapes[0][-1] if f.shapes[0] else None
     if not f.shapes[0] or (isinstance(last, int) and last != k):
         return Rejection("shape", f"A shape {f.shapes[0]!r} with K={k!r}", "A[..., K]", "fix the model")
+    bias, n = (f.shapes[5] if f.present(5) else None), f.attrs.get("N")
+    if bias is not None and (len(bias) != 1 or (isinstance(bias[0], int) and bias[0] != n)):
+        return Rejection("shape", f"bias (input 5, {f.inputs[5]!r}) shape {bias!r} with N={n!r}", "a bias of shape [N]",
+                         "fix the model's bias, or leave this node to the CPU EP")
     return None
 
 
 def _mha(f: NodeFacts, opset: int) -> Rejection | None:
-    r = _first(_floats(f, (0, 1, 2)), _ranks_known(f, (0, 1, 2), 3))
+    r = _first(_floats(f, (0, 1, 2)), _ranks_known(f, (0, 1, 2), 3), _extents_fit(f, tuple(range(len(f.inputs)))))
     if r:
         return r
     extra = [i for i in range(3, len(f.inputs)) if f.present(i)]

@@ -15,7 +15,7 @@ from ._nbits_recipe import matmul_nbits_recipe, matmul_nbits_workspace_envelope
 from ._profiles import DeviceProfile
 
 __all__ = ["SLOT_ID", "InputShapes", "Ranges", "WorkspaceRecipe", "RECIPES", "zero_recipe", "recipe_for",
-           "workspace_bytes", "estimate_bytes"]
+           "launchable", "workspace_bytes", "estimate_bytes"]
 
 SLOT_ID = 0  # every kernel here declares at most one slot
 InputShapes = Sequence[tuple[int, ...] | None]
@@ -130,19 +130,48 @@ def recipe_for(kernel: str) -> WorkspaceRecipe:
     return RECIPES.get(kernel, zero_recipe)
 
 
+def launchable(shapes: Sequence[tuple[object, ...] | None], present: Sequence[bool] | None = None) -> bool:
+    """Whether every present input has a known rank and no extent a kernel cannot index.
+
+    A kernel reads every input it is given, not only those its recipe sizes from (attention walks
+    value with key's layout, MatMulNBits adds an [N] bias), and its launch indexes each with 32-bit
+    ints; so an input of unknown rank, or an extent < 0 or > 2**31-1, leaves the recipe unavailable
+    (None) at Level 1, at Level 2 and for claims alike. Symbolic extents pass here. ``present[i]``
+    says input i is given (where ``shapes[i]`` None may mean either); without it None is omitted.
+    """
+    for i, s in enumerate(shapes):
+        if s is None:
+            if present is not None and i < len(present) and present[i]:
+                return False
+            continue
+        if any(not isinstance(d, str) and dim(d) is None for d in s):
+            return False
+    return True
+
+
 def workspace_bytes(kernel: str, shapes: InputShapes, dtypes: Dtypes, attrs: Mapping[str, Any],
                     device: DeviceProfile) -> int | None:
-    """Exact bytes for static shapes (Level 2 and the runtime request)."""
-    return recipe_for(kernel).exact(shapes, dtypes, attrs, device)
-
-
-def estimate_bytes(kernel: str, shapes: Sequence[tuple[object, ...] | None], dtypes: Dtypes, attrs: Mapping[str, Any],
-                   device: DeviceProfile, dim_ranges: Mapping[str, tuple[int, int]] | None = None) -> int | None:
-    """Level-1 estimate from graph shapes: exact when static, the envelope when symbolic dims have
-    ranges in ``dim_ranges`` (name -> inclusive (lo, hi)); None when a needed dim is unknown."""
+    """Exact bytes for static shapes (Level 2 and the runtime request); None (shapes None are
+    omitted inputs) when any present extent is not an index a kernel can use."""
     recipe = recipe_for(kernel)
     if recipe is zero_recipe:
         return 0
+    if not all(s is None or all(dim(d) is not None for d in s) for s in shapes):
+        return None
+    return recipe.exact(shapes, dtypes, attrs, device)
+
+
+def estimate_bytes(kernel: str, shapes: Sequence[tuple[object, ...] | None], dtypes: Dtypes, attrs: Mapping[str, Any],
+                   device: DeviceProfile, dim_ranges: Mapping[str, tuple[int, int]] | None = None,
+                   present: Sequence[bool] | None = None) -> int | None:
+    """Level-1 estimate from graph shapes: exact when static, the envelope when symbolic dims have
+    ranges in ``dim_ranges`` (name -> inclusive (lo, hi)); None when a needed dim is unknown, or
+    when a present input (``present``: per input, given or omitted) is not ``launchable``."""
+    recipe = recipe_for(kernel)
+    if recipe is zero_recipe:
+        return 0
+    if not launchable(shapes, present):
+        return None
     if all(s is None or all(dim(d) is not None for d in s) for s in shapes):
         return recipe.exact([None if s is None else tuple(s) for s in shapes], dtypes, attrs, device)  # type: ignore[misc]
     ranges: list[tuple[tuple[int, int], ...] | None] = []
