@@ -1,0 +1,67 @@
+"""ai.onnx.ml Imputer / FeatureVectorizer / OneHotEncoder / CategoryMapper (ops_extra_mlprep) vs onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto
+
+from ort_session.cpu import InputInfo
+
+ML = "ai.onnx.ml"
+
+
+@pytest.mark.parametrize("kind", ["float_nan", "float_value", "float_per_feature", "int64"])
+def test_imputer(kit, rng, kind):
+    if kind.startswith("float"):
+        x = np.round(rng.standard_normal((4, 3)), 0).astype(np.float32)
+        x[0, 1] = np.nan
+        attrs = dict(imputed_value_floats=[9.5] if kind != "float_per_feature" else [1.5, 2.5, 3.5],
+                     replaced_value_float=float("nan") if kind == "float_nan" else 0.0)
+    else:
+        x = rng.integers(-2, 3, (4, 3)).astype(np.int64)
+        attrs = dict(imputed_value_int64s=[7], replaced_value_int64=1)
+    ref = kit.ort("Imputer", [x], 1, domain=ML, opset=1, **attrs)[0]
+    got = kit.ours("Imputer", [x], 1, domain=ML, opset=1, **attrs)[0]
+    np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.int64, np.float64])
+def test_feature_vectorizer(kit, rng, dt):
+    ins = [(rng.standard_normal(s) * 5).astype(dt) for s in ((3, 2), (3, 4), (3, 1))]
+    attrs = dict(inputdimensions=[2, 3, 2])
+    np.testing.assert_allclose(kit.ours("FeatureVectorizer", ins, 1, domain=ML, opset=1, **attrs)[0],
+                               kit.ort("FeatureVectorizer", ins, 1, domain=ML, opset=1, **attrs)[0])
+
+
+@pytest.mark.parametrize("strings", [False, True])
+def test_one_hot_encoder(kit, rng, strings):
+    if strings:
+        x = np.array([["a", "c"], ["zz", "b"]], dtype=object)
+        attrs = dict(cats_strings=["a", "b", "c"], zeros=1)
+    else:
+        x = np.array([[1, 5], [3, 9]], np.int64)
+        attrs = dict(cats_int64s=[1, 3, 5, 7], zeros=1)
+    ref = kit.ort("OneHotEncoder", [x], 1, domain=ML, opset=1, **attrs)[0]
+    got = kit.ours("OneHotEncoder", [x], 1, domain=ML, opset=1, **attrs)[0]
+    assert got.shape == ref.shape
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_category_mapper(kit):
+    attrs = dict(cats_int64s=[1, 2, 3], cats_strings=["one", "two", "three"], default_int64=-5, default_string="?")
+    s = np.array(["two", "x", "one"], dtype=object)
+    i = np.array([[3, 4], [1, 2]], np.int64)
+    np.testing.assert_array_equal(kit.ours("CategoryMapper", [s], 1, domain=ML, opset=1, **attrs)[0],
+                                  kit.ort("CategoryMapper", [s], 1, domain=ML, opset=1, **attrs)[0])
+    np.testing.assert_array_equal(kit.ours("CategoryMapper", [i], 1, domain=ML, opset=1, **attrs)[0],
+                                  kit.ort("CategoryMapper", [i], 1, domain=ML, opset=1, **attrs)[0])
+
+
+def test_mlprep_declines(kit):
+    d = kit.decline_of("OneHotEncoder", [InputInfo(TensorProto.INT64, (2,))], domain=ML, opset=1,
+                       cats_int64s=[1], zeros=0)
+    assert d is not None and "zeros=0" in d.rejected
+    d = kit.decline_of("FeatureVectorizer", [InputInfo(TensorProto.FLOAT, (2, 2))] * 2, domain=ML, opset=1,
+                       inputdimensions=[2])
+    assert d is not None and "inputdimensions" in d.rejected
