@@ -65,3 +65,20 @@ def test_mlprep_declines(kit):
     d = kit.decline_of("FeatureVectorizer", [InputInfo(TensorProto.FLOAT, (2, 2))] * 2, domain=ML, opset=1,
                        inputdimensions=[2])
     assert d is not None and "inputdimensions" in d.rejected
+
+
+@pytest.mark.parametrize("n_cls,labels", [(3, "ints"), (3, "strings"), (1, "ints"), (1, "strings"), (1, "none")])
+@pytest.mark.parametrize("post", ["NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO"])
+def test_linear_classifier(kit, rng, n_cls, labels, post):
+    x = rng.standard_normal((6, 4)).astype(np.float32)
+    attrs = dict(coefficients=[float(v) for v in rng.standard_normal(n_cls * 4)],
+                 intercepts=[float(v) for v in rng.standard_normal(n_cls)], post_transform=post)
+    k = max(n_cls, 2)
+    if labels == "ints":
+        attrs["classlabels_ints"] = list(range(10, 10 + k))
+    elif labels == "strings":
+        attrs["classlabels_strings"] = [f"c{i}" for i in range(k)]
+    ref = kit.ort("LinearClassifier", [x], 2, domain=ML, opset=1, **attrs)
+    got = kit.ours("LinearClassifier", [x], 2, domain=ML, opset=1, **attrs)
+    np.testing.assert_array_equal(got[0], ref[0])
+    np.testing.assert_allclose(got[1], ref[1], rtol=1e-5, atol=1e-6)

@@ -1,4 +1,4 @@
-"""ai.onnx.ml preprocessing ops: Imputer, FeatureVectorizer, OneHotEncoder, CategoryMapper (ORT semantics).
+"""ai.onnx.ml preprocessing ops and LinearClassifier (ORT semantics).
 
 - Imputer: values equal to replaced_value (NaN matches NaN) become imputed_value (one value, or one per
   feature along the last axis).
@@ -6,6 +6,10 @@
   concatenated along the last axis (float32).
 - OneHotEncoder: (..., ) -> (..., n_categories) float32 one-hot; unknown categories give zeros when zeros=1.
 - CategoryMapper: int64 <-> string through the paired cats_int64s / cats_strings, defaults for misses.
+- LinearClassifier: scores = X coefficients^T + intercepts (float32); label = argmax (first maximum) or, with
+  one score column, score > 0 -> the positive label (classlabels[1] when there are 2, else 1 / "1"). With one
+  column and two labels the scores become [1 - s, s] (s after LOGISTIC when asked); otherwise post_transform
+  applies to multi-column scores only (and PROBIT to a lone column), as ONNX Runtime 1.32 does.
 """
 
 from __future__ import annotations
@@ -141,4 +145,64 @@ class CategoryMapper(OpImpl):
         return [np.asarray([table.get(int(v), default_s) for v in x.reshape(-1)], dtype=object).reshape(x.shape)]
 
 
-__all__ = ["CategoryMapper", "FeatureVectorizer", "Imputer", "OneHotEncoder"]
+_POSTS = ("NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT")
+
+
+@register("LinearClassifier", since=1, domain=ML)
+class LinearClassifier(OpImpl):
+    def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
+        d = _numeric(inputs)
+        if d is not None:
+            return d
+        a = attrs_of(node)
+        post = str(a.get("post_transform", "NONE"))
+        if post not in _POSTS:
+            return Decline(rejected=f"post_transform={post!r}", accepts=", ".join(_POSTS), remedy="fix post_transform")
+        n_cls = len(a.get("intercepts") or [])
+        labels = a.get("classlabels_strings") or a.get("classlabels_ints") or []
+        if n_cls == 0 or not a.get("coefficients"):
+            return Decline(rejected="coefficients / intercepts missing", accepts="both attributes",
+                           remedy="fix the node attributes")
+        if n_cls == 1 and post == "PROBIT" and len(labels) == 2:
+            return Decline(rejected="post_transform='PROBIT' with one score column and two labels",
+                           accepts="NONE or LOGISTIC for binary single-column models", remedy="use two columns")
+        if n_cls > 1 and len(labels) < n_cls:
+            return Decline(rejected=f"{len(labels)} class labels for {n_cls} score columns",
+                           accepts="one label per column", remedy="fix classlabels_*")
+        return None
+
+    def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
+        a = attrs_of(node)
+        x = inputs[0]
+        x2 = x.reshape(1, -1) if x.ndim == 1 else x
+        icpt = np.asarray(a["intercepts"], np.float32)
+        n_cls = icpt.size
+        coef = np.asarray(a["coefficients"], np.float32).reshape(n_cls, -1)
+        scores = (x2.astype(np.float32) @ coef.T + icpt).astype(np.float32)
+        strings = bool(a.get("classlabels_strings"))
+        labels = [str(v) for v in a["classlabels_strings"]] if strings else [int(v) for v in a.get("classlabels_ints")
+                                                                             or []]
+        post = str(a.get("post_transform", "NONE"))
+        if n_cls == 1:
+            pos, neg = (labels[1], labels[0]) if len(labels) == 2 else (("1", "0") if strings else (1, 0))
+            y = np.where(scores[:, 0] > 0, pos, neg)
+            if len(labels) == 2:
+                s1 = scores[:, 0]
+                if post == "LOGISTIC":
+                    s1 = (1 / (1 + np.exp(-s1.astype(np.float64)))).astype(np.float32)
+                scores = np.stack([np.float32(1) - s1, s1], axis=1)
+            elif post == "PROBIT":
+                from .ops_extra_ml import post_transform
+
+                scores = post_transform(scores.astype(np.float64), "PROBIT").astype(np.float32)
+        else:
+            y = np.asarray(labels, dtype=object if strings else np.int64)[np.argmax(scores, axis=1)]
+            if post != "NONE":
+                from .ops_extra_ml import post_transform
+
+                scores = post_transform(scores.astype(np.float64), post).astype(np.float32)
+        y = np.asarray(y, dtype=object) if strings else np.asarray(y, np.int64)
+        return [y, scores]
+
+
+__all__ = ["CategoryMapper", "FeatureVectorizer", "Imputer", "LinearClassifier", "OneHotEncoder"]
