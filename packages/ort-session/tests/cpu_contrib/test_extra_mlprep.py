@@ -82,3 +82,14 @@ def test_linear_classifier(kit, rng, n_cls, labels, post):
     got = kit.ours("LinearClassifier", [x], 2, domain=ML, opset=1, **attrs)
     np.testing.assert_array_equal(got[0], ref[0])
     np.testing.assert_allclose(got[1], ref[1], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("strings", [False, True])
+def test_zipmap(kit, rng, strings):
+    x = rng.random((3, 2)).astype(np.float32)
+    attrs = dict(classlabels_strings=["no", "yes"]) if strings else dict(classlabels_int64s=[0, 7])
+    ref = kit.ort("ZipMap", [x], 1, domain=ML, opset=1, **attrs)[0]
+    got = kit.ours("ZipMap", [x], 1, domain=ML, opset=1, **attrs)[0]
+    assert len(got) == len(ref) == 3
+    for g, r in zip(got, ref):
+        assert g.keys() == r.keys() and all(abs(g[k] - r[k]) < 1e-6 for k in g)

@@ -205,4 +205,26 @@ class LinearClassifier(OpImpl):
         return [y, scores]
 
 
-__all__ = ["CategoryMapper", "FeatureVectorizer", "Imputer", "LinearClassifier", "OneHotEncoder"]
+@register("ZipMap", since=1, domain=ML)
+class ZipMap(OpImpl):
+    """(N, C) float scores -> a sequence (list) of N maps (dicts) {class label: score}."""
+
+    def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
+        if inputs[0].dtype and inputs[0].dtype != TensorProto.FLOAT:
+            return Decline(rejected=f"input dtype {dtype_name(inputs[0].dtype)}", accepts="float32")
+        a = attrs_of(node)
+        if bool(a.get("classlabels_int64s")) == bool(a.get("classlabels_strings")):
+            return Decline(rejected="classlabels_int64s and classlabels_strings both or neither set",
+                           accepts="exactly one of them", remedy="fix the node attributes")
+        return None
+
+    def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[object]:
+        a = attrs_of(node)
+        labels = [str(v) for v in a["classlabels_strings"]] if a.get("classlabels_strings") else \
+            [int(v) for v in a["classlabels_int64s"]]
+        x = inputs[0]
+        rows = x.reshape(1, -1) if x.ndim == 1 else x
+        return [[dict(zip(labels, (float(v) for v in row))) for row in rows]]
+
+
+__all__ = ["CategoryMapper", "FeatureVectorizer", "Imputer", "LinearClassifier", "OneHotEncoder", "ZipMap"]
