@@ -93,3 +93,19 @@ def test_zipmap(kit, rng, strings):
     assert len(got) == len(ref) == 3
     for g, r in zip(got, ref):
         assert g.keys() == r.keys() and all(abs(g[k] - r[k]) < 1e-6 for k in g)
+
+
+@pytest.mark.parametrize("kernel", ["LINEAR", "POLY", "RBF", "SIGMOID", "none"])
+@pytest.mark.parametrize("one_class", [0, 1])
+def test_svm_regressor(kit, rng, kernel, one_class):
+    x = rng.standard_normal((5, 3)).astype(np.float32)
+    if kernel == "none":
+        attrs = dict(coefficients=[0.3, -0.2, 0.5], rho=[0.1], n_supports=0, kernel_params=[0.0, 0.0, 0.0])
+    else:
+        attrs = dict(kernel_type=kernel, kernel_params=[0.4, 0.2, 3.0], n_supports=4,
+                     support_vectors=[float(v) for v in rng.standard_normal(12)],
+                     coefficients=[float(v) for v in rng.standard_normal(4)], rho=[-0.3])
+    attrs["one_class"] = one_class
+    ref = kit.ort("SVMRegressor", [x], 1, domain=ML, opset=1, **attrs)[0]
+    got = kit.ours("SVMRegressor", [x], 1, domain=ML, opset=1, **attrs)[0]
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)

@@ -227,4 +227,58 @@ class ZipMap(OpImpl):
         return [[dict(zip(labels, (float(v) for v in row))) for row in rows]]
 
 
-__all__ = ["CategoryMapper", "FeatureVectorizer", "Imputer", "LinearClassifier", "OneHotEncoder", "ZipMap"]
+_KERNELS = ("LINEAR", "POLY", "RBF", "SIGMOID")
+
+
+def svm_kernel(x: np.ndarray, sv: np.ndarray, kind: str, gamma: float, coef0: float, degree: int) -> np.ndarray:
+    """(N, S) kernel values between samples x (N, F) and support vectors sv (S, F), float64."""
+    if kind == "RBF":
+        d2 = (x * x).sum(1)[:, None] + (sv * sv).sum(1)[None, :] - 2 * x @ sv.T
+        return np.exp(-gamma * np.maximum(d2, 0))
+    dot = x @ sv.T
+    if kind == "POLY":
+        return (dot * gamma + coef0) ** degree
+    if kind == "SIGMOID":
+        return np.tanh(dot * gamma + coef0)
+    return dot
+
+
+@register("SVMRegressor", since=1, domain=ML)
+class SVMRegressor(OpImpl):
+    """y = sum_j coef_j K(x, sv_j) + rho (or the linear model x . coef + rho without support vectors);
+    one_class gives +-1; output (N, 1) float32."""
+
+    def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
+        d = _numeric(inputs)
+        if d is not None:
+            return d
+        a = attrs_of(node)
+        if str(a.get("kernel_type", "LINEAR")) not in _KERNELS:
+            return Decline(rejected=f"kernel_type={a['kernel_type']!r}", accepts=", ".join(_KERNELS),
+                           remedy="fix kernel_type")
+        if str(a.get("post_transform", "NONE")) != "NONE":
+            return Decline(rejected=f"post_transform={a['post_transform']!r}", accepts="NONE",
+                           remedy="apply the transform after the node")
+        return None
+
+    def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
+        a = attrs_of(node)
+        x = inputs[0]
+        x2 = (x.reshape(1, -1) if x.ndim == 1 else x).astype(np.float32).astype(np.float64)
+        coef = np.asarray(a.get("coefficients") or [], np.float32).astype(np.float64)
+        rho = float(np.float32((a.get("rho") or [0.0])[0]))
+        params = [float(np.float32(v)) for v in (a.get("kernel_params") or [0.0, 0.0, 0.0])]
+        n_sv = int(a.get("n_supports", 0))
+        if n_sv > 0:
+            sv = np.asarray(a["support_vectors"], np.float32).astype(np.float64).reshape(n_sv, -1)
+            k = svm_kernel(x2, sv, str(a.get("kernel_type", "LINEAR")), params[0], params[1], int(params[2]))
+            y = k @ coef + rho
+        else:
+            y = x2 @ coef + rho
+        if int(a.get("one_class", 0)):
+            y = np.where(y > 0, 1.0, -1.0)
+        return [y.reshape(-1, 1).astype(np.float32)]
+
+
+__all__ = ["CategoryMapper", "FeatureVectorizer", "Imputer", "LinearClassifier", "OneHotEncoder", "SVMRegressor",
+           "ZipMap", "svm_kernel"]
