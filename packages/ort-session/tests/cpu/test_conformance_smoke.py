@@ -49,3 +49,14 @@ def test_compare_flags_dtype_shape_and_value_mismatches():
     assert compare([a], [a], 1e-3, 1e-7) is None
     assert compare(None, None, 1e-3, 1e-7) is None
     assert compare(np.array([np.nan], np.float32), np.array([np.nan], np.float32), 1e-3, 1e-7) is None
+
+
+def test_onnx_model_tests_run_without_failures():
+    from ort_session.cpu._conformance import model_cases, run_case
+
+    results = [run_case(*case) for case in model_cases(r"\[(simple|pytorch-operator)\]")]
+    if not results:
+        pytest.skip("the onnx package ships no local model tests here")
+    bad = [f"{r.outcome}: {r.name}: {r.detail}" for r in results if r.outcome in ("failed", "wrong")]
+    assert not bad, "\n".join(bad)
+    assert sum(r.outcome == "pass" for r in results) >= 0.9 * len(results)

@@ -108,7 +108,7 @@ def attention(q, k, v, mask=None, past_k=None, past_v=None, nonpad=None, *, scal
     p = s if s.dtype == dt and s.dtype == np.dtype(ct) else s.astype(dt).astype(ct)
     y = np.matmul(p, vf)
     if three_d:
-        y = y.transpose(0, 2, 1, 3).reshape(y.shape[0], y.shape[2], -1)
+        y = y.transpose(0, 2, 1, 3).reshape(y.shape[0], y.shape[2], y.shape[1] * y.shape[3])
     return y.astype(dt), pk, pv, qk_out
 
 

@@ -47,8 +47,9 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, node, scratch=None)
             else np.empty(shape, dtype=ct))
     np.copyto(cols, win.transpose(perm), casting="unsafe")
     rows = int(np.prod(shape[:1 + n]))
-    cols2 = cols.reshape(rows, group, -1)
-    wf = w.astype(ct, copy=False).reshape(group, w.shape[0] // group, -1)
+    per_group = x.shape[1] // group * int(np.prod(kernel))  # explicit sizes: zero-size batches reshape too
+    cols2 = cols.reshape(rows, group, per_group)
+    wf = w.astype(ct, copy=False).reshape(group, w.shape[0] // group, per_group)
     y = np.empty((rows, w.shape[0]), dtype=ct)
     mg = w.shape[0] // group
     for g in range(group):

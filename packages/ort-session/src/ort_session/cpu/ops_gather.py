@@ -48,7 +48,7 @@ class GatherND(IndexTyped):
         bshape = x.shape[:b]
         nb = int(np.prod(bshape))
         xb = x.reshape((nb,) + x.shape[b:])
-        ib = idx.reshape((nb, -1, k))
+        ib = idx.reshape((nb, int(np.prod(idx.shape[b:-1])), k))
         dims = np.array(x.shape[b:b + k])
         ib = np.where(ib < 0, ib + dims, ib)
         batch = np.arange(nb)[:, None]

@@ -15,7 +15,8 @@ def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """np.matmul, with [..., K] @ [K, N] folded into one 2-D GEMM: numpy's stacked path does not use BLAS
     there and is ~50x slower on a decoder's projections."""
     if b.ndim == 2 and a.ndim > 2:
-        return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(*a.shape[:-1], b.shape[-1])
+        rows = int(np.prod(a.shape[:-1]))
+        return np.matmul(a.reshape(rows, a.shape[-1]), b).reshape(*a.shape[:-1], b.shape[-1])
     return np.matmul(a, b)
 
 
@@ -82,7 +83,7 @@ def _softmax_axes(node, x: np.ndarray, opset: int) -> tuple[np.ndarray, int, tup
     """(view, axis to normalize over, original shape); before opset 13 the input is coerced to 2-D."""
     if opset < 13:
         axis = norm_axis(node.attr("axis", 1), x.ndim)
-        return x.reshape(int(np.prod(x.shape[:axis])), -1), 1, x.shape
+        return x.reshape(int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:]))), 1, x.shape
     return x, norm_axis(node.attr("axis", -1), x.ndim), x.shape
 
 

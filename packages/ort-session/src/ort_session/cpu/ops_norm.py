@@ -116,7 +116,7 @@ class GroupNormalization(_NormBase):
         eps = node.attr("epsilon", 1e-5)
         st = np_dtype(node.attr("stash_type", 1)) if node_opset(node) >= 21 else np.dtype(np.float32)
         n, c = x.shape[:2]
-        xg = x.astype(st).reshape(n, g, -1)
+        xg = x.astype(st).reshape(n, g, int(np.prod(x.shape[1:])) // g)
         m = xg.mean(axis=2, keepdims=True)
         v = xg.var(axis=2, keepdims=True)
         y = ((xg - m) / np.sqrt(v + eps)).reshape(x.shape)

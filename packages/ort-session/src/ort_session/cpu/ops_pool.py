@@ -57,7 +57,7 @@ class MaxPool(_PoolBase):
         xf = x if x.dtype.kind in "iu" else upcast(x)
         fill = -np.inf if xf.dtype.kind == "f" else np.iinfo(xf.dtype).min
         win = windows(xf, kernel, strides, dil, pads, outs, fill)
-        flat = win.reshape(win.shape[:2 + n] + (-1,))
+        flat = win.reshape(win.shape[:2 + n] + (int(np.prod(kernel)),))
         y = flat.max(axis=-1).astype(x.dtype)
         if len(node.outputs) < 2 or not node.outputs[1]:
             return [y]
