@@ -66,6 +66,9 @@ f32 = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
     ("Div", {"a": np.array([-7, 7, -7, 7], np.int32), "b": np.array([2, -2, -2, 2], np.int32)}, {}),
     ("Mod", {"a": np.array([-7, 7, -7, 7], np.int32), "b": np.array([3, -3, -3, 3], np.int32)}, {}),
     ("GatherND", {"x": f32(2, 3, 4), "i": np.array([[[1], [0]], [[2], [1]]])}, {"batch_dims": 1}),
+    ("Conv", {"x": np.zeros((0, 3, 5, 5), np.float32), "w": f32(4, 3, 3, 3)}, {}),  # zero-size batch
+    ("MaxPool", {"x": np.zeros((0, 3, 5, 5), np.float32)}, {"kernel_shape": [2, 2]}),
+    ("MatMul", {"a": np.zeros((0, 2, 4), np.float32), "b": f32(4, 3)}, {}),
     ("NonMaxSuppression", {"b": np.abs(f32(1, 6, 4)), "s": np.abs(f32(1, 2, 6)), "m": np.array([3]),
                            "i": np.array([0.3], np.float32), "t": np.array([0.1], np.float32)}, {}),
 ])
