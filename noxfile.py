@@ -79,7 +79,7 @@ def integration(session: nox.Session) -> None:
 def conformance(session: nox.Session) -> None:
     """ONNX backend node test cases through ort_session.backend: pass / declined / failed / wrong, totals."""
     _install_all(session)
-    session.run("python", "-m", "ort_session.conformance", *session.posargs)
+    session.run("python", "-m", "ort_session.conformance", *(session.posargs or ["--light"]))
 
 
 @nox.session
