@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -87,13 +87,20 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     return result, time.perf_counter() - t0
 
 
-def median_time(fn: Callable[[], Any], repeats: int, warmup: int = 1) -> float:
-    """Median wall time of `repeats` calls after `warmup` untimed calls."""
+def interleaved_times(contenders: Mapping[str, Callable[[], Any]], repeats: int, warmup: int = 1) -> dict[str, list[float]]:
+    """Wall times of each contender, run in rounds (one call of each per round, in order) so that
+    machine noise hits all of them alike; `warmup` untimed rounds first."""
     for _ in range(warmup):
-        fn()
-    samples = []
+        for fn in contenders.values():
+            fn()
+    samples: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+        for name, fn in contenders.items():
+            t0 = time.perf_counter()
+            fn()
+            samples[name].append(time.perf_counter() - t0)
+    return samples
+
+
+def median(xs: Sequence[float]) -> float:
+    return statistics.median(xs)

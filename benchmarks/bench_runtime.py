@@ -1,5 +1,6 @@
 """Runtime: this project's CPU EP against onnxruntime's CPU provider, same model, same inputs, same
-process. Median wall time per `run` after one warm-up run; onnxruntime both with 1 intra-op thread
+process. Median wall time per `run`, the four contenders run in interleaved rounds after one
+warm-up round (machine noise hits them alike); onnxruntime both with 1 intra-op thread
 and with its default thread count (our numpy kernels use the BLAS library's own threads, which we
 do not pin). Allocations per run (`sess.last_run_stats.allocations`: buffers and unplanned outputs
 the runtime allocates) for the static plan, with `session.pre_allocate_execution_buffers`, and for
@@ -15,7 +16,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 from _models import light_models, static_decoder
-from _table import Section, Table, fmt_ratio, fmt_seconds, median_time
+from _table import Section, Table, fmt_ratio, fmt_seconds, interleaved_times, median
 
 from ort_graph import zoo
 from ort_session import PRE_ALLOCATE, InferenceSession
@@ -53,32 +54,36 @@ def _ours(model: Any, options: Mapping[str, Any]) -> InferenceSession:
 
 def measure(name: str, model: bytes | str, feeds: dict[str, np.ndarray], dims: Mapping[str, int], repeats: int,
             dynamic: bool = False) -> dict[str, Any]:
-    """One row: medians of ours (static plan, pre-allocated) and onnxruntime (1 thread, default)."""
+    """One row: median times of ours (static plan, pre-allocated) and onnxruntime (1 thread, default),
+    run in interleaved rounds; allocations per run; the largest output difference."""
     rec: dict[str, Any] = {"case": name, "repeats": repeats}
     ours = _ours(model, {"free_dimension_overrides": dict(dims)})
-    rec["ours"] = median_time(lambda: ours.run(None, feeds), repeats)
-    rec["allocations"] = ours.last_run_stats.allocations
-    rec["layout"] = ours.last_run_stats.layout
-    got = ours.run(None, feeds)
+    contenders: dict[str, Any] = {"ours": lambda: ours.run(None, feeds)}
     try:
         pre = _ours(model, {"free_dimension_overrides": dict(dims), PRE_ALLOCATE: "1"})
-        rec["ours_pre"] = median_time(lambda: pre.run(None, feeds), repeats)
-        rec["allocations_pre"] = pre.last_run_stats.allocations
+        contenders["ours_pre"] = lambda: pre.run(None, feeds)
     except Exception as e:  # e.g. a model whose shapes are not all static: say why
+        pre = None
         rec["pre_error"] = f"{type(e).__name__}: {e}"
+    ort_1t, ort_default = ort_session(model, 1), ort_session(model, None)
+    contenders["ort_1t"] = lambda: ort_1t.run(None, feeds)
+    contenders["ort_default"] = lambda: ort_default.run(None, feeds)
+    samples = interleaved_times(contenders, repeats)
+    for key, xs in samples.items():
+        rec[key], rec[f"{key}_min"] = median(xs), min(xs)
+    rec["allocations"] = ours.last_run_stats.allocations
+    rec["layout"] = ours.last_run_stats.layout
+    if pre is not None:
+        rec["allocations_pre"] = pre.last_run_stats.allocations
     if dynamic:
         dyn = _ours(model, {})
         dyn.run(None, feeds)  # first run with this shape key: traced
         dyn.run(None, feeds)
         rec["allocations_dynamic"] = dyn.last_run_stats.allocations
         rec["layout_dynamic"] = dyn.last_run_stats.layout
-    for key, threads in (("ort_1t", 1), ("ort_default", None)):
-        sess = ort_session(model, threads)
-        rec[key] = median_time(lambda s=sess: s.run(None, feeds), repeats)
-        if threads == 1:
-            ref = sess.run(None, feeds)
-            rec["max_abs_diff"] = max(float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
-                                      for a, b in zip(got, ref, strict=True) if np.asarray(a).size)
+    got, ref = ours.run(None, feeds), ort_1t.run(None, feeds)
+    rec["max_abs_diff"] = max(float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
+                              for a, b in zip(got, ref, strict=True) if np.asarray(a).size)
     return rec
 
 

@@ -1,5 +1,5 @@
-"""Planning speed and scaling: load + resolve shapes + place + plan for zoo decoders of ~1k, 10k and
-100k nodes (tiny hidden size, many layers, ~60 nodes per layer), each phase timed and divided by the
+"""Planning speed and scaling: load + resolve shapes + place + plan for zoo decoders of ~1k, 3k, 10k
+and 100k nodes (tiny hidden size, many layers, ~60 nodes per layer), each phase timed and divided by the
 node count so growth is visible; then the whole InferenceSession construction (which adds L1
 fusions, kernel creation, declared workspace and the Level-2 re-check). Also the layer-rule name
 matcher's throughput (`ort_partition.bench.matcher_throughput`): the reference loop ONNX Runtime
@@ -76,7 +76,7 @@ def run(quick: bool = False) -> Section:
     t = Table("planning time per phase (zoo decoders, hidden 8, batch 1, sequence 8)",
               ["nodes", "layers", "load", "shapes", "place", "plan", "sum", "per node", "session init", "per node ",
                "on device", "peak/LB"])
-    sizes = (1_000, 10_000) if quick else (1_000, 10_000, 100_000)
+    sizes = (1_000, 10_000) if quick else (1_000, 3_000, 10_000, 100_000)
     limit = SESSION_LIMIT_QUICK if quick else SESSION_LIMIT
     last: tuple[int, float] | None = None  # (nodes, seconds) of the last session init measured
     for n in sizes:
