@@ -10,7 +10,7 @@ Semantics follow ONNX Runtime's CPU kernels:
 - com.microsoft `Gelu`, `FastGelu`, `QuickGelu`, `BiasGelu`, `FusedMatMul`.
 
 Importing this module also registers the other com.microsoft kernels (`ops_extra_attention`, `ops_extra_mha`,
-`ops_extra_moe`, `ops_extra_qmoe`, `ops_extra_qlinear`, `ops_extra_qmatmul`, `ops_extra_quant`); `load_all_ops()` imports every
+`ops_extra_moe`, `ops_extra_qmoe`, `ops_extra_qlinear`, `ops_extra_qmatmul`, `ops_extra_quant`, `ops_extra_sparse`); `load_all_ops()` imports every
 `ops_extra_*` module anyway.
 """
 
@@ -302,6 +302,7 @@ from . import ops_extra_qlinear as _qlinear  # noqa: E402,F401  (com.microsoft Q
 from . import ops_extra_qmatmul as _qmatmul  # noqa: E402,F401  (DynamicQuantizeMatMul, MatMulIntegerToFloat)
 from . import ops_extra_qmoe as _qmoe  # noqa: E402,F401  (QMoE)
 from . import ops_extra_quant as _quant  # noqa: E402,F401  (MatMulNBits, GatherBlockQuantized)
+from . import ops_extra_sparse as _sparse  # noqa: E402,F401  (SparseAttention)
 
 __all__ = [
     "BiasGelu", "FastGelu", "FusedMatMul", "GeluContrib", "LayerNormalizationContrib", "QuickGelu",
