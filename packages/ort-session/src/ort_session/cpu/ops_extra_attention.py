@@ -269,9 +269,11 @@ class _RotaryBase(OpImpl):
         if x.shape is not None and len(x.shape) not in (3, 4):
             return Decline(rejected=f"input rank {len(x.shape)}", accepts="rank 3 (B, S, hidden) or 4 (B, N, S, H)",
                            remedy="reshape the input")
-        if x.shape is not None and len(x.shape) == 3 and not int(node.attr("num_heads", 0)) and self.domain == "":
-            return Decline(rejected="3-D input without num_heads", accepts="num_heads set for 3-D input",
-                           remedy="set the num_heads attribute")
+        needs_heads = self.domain == "" or int(node.attr("rotary_embedding_dim", 0)) > 0
+        if x.shape is not None and len(x.shape) == 3 and not int(node.attr("num_heads", 0)) and needs_heads:
+            return Decline(rejected="3-D input without num_heads" + (
+                f" (rotary_embedding_dim={node.attr('rotary_embedding_dim')!r})" if self.domain else ""),
+                accepts="num_heads set for 3-D input", remedy="set the num_heads attribute")
         if int(node.attr("is_packed_batching", 0)):
             return Decline(rejected="is_packed_batching=1", accepts="is_packed_batching=0",
                            remedy="run ragged batches on ONNX Runtime")
