@@ -87,15 +87,20 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     return result, time.perf_counter() - t0
 
 
-def interleaved_times(contenders: Mapping[str, Callable[[], Any]], repeats: int, warmup: int = 1) -> dict[str, list[float]]:
-    """Wall times of each contender, run in rounds (one call of each per round, in order) so that
-    machine noise hits all of them alike; `warmup` untimed rounds first."""
+def interleaved_times(contenders: Mapping[str, Callable[[], Any]], repeats: int, warmup: int = 1,
+                      settle: int = 1) -> dict[str, list[float]]:
+    """Wall times of each contender, run in rounds so that machine noise hits all of them alike.
+    `warmup` untimed rounds first; in each round every contender makes `settle` untimed calls right
+    before its timed one, so threads another contender left spinning (BLAS, onnxruntime's pool)
+    do not land in its time."""
     for _ in range(warmup):
         for fn in contenders.values():
             fn()
     samples: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(repeats):
         for name, fn in contenders.items():
+            for _ in range(settle):
+                fn()
             t0 = time.perf_counter()
             fn()
             samples[name].append(time.perf_counter() - t0)
