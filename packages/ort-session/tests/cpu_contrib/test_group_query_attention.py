@@ -84,6 +84,20 @@ def test_gqa_rotary_position_ids(kit, rng, S, P):
         np.testing.assert_allclose(o, r, rtol=1e-5, atol=2e-6)
 
 
+@pytest.mark.parametrize("mode", [1, 2])
+@pytest.mark.parametrize("extra", [{}, {"softcap": 2.0, "local_window_size": 3}])
+@pytest.mark.parametrize("shape", [(1, 3, 2, None, None), (2, 1, 4, [4, 2], 5)])
+def test_gqa_qk_output(kit, rng, mode, extra, shape):
+    B, S, P, seqlens, total = shape
+    ins = _inputs(rng, B, S, P, 4, 2, 16, seqlens=seqlens, total=total)
+    attrs = dict(num_heads=4, kv_num_heads=2, qk_output=mode) | extra
+    ref = kit.ort("GroupQueryAttention", ins, 4, **attrs)
+    got = kit.ours("GroupQueryAttention", ins, 4, **attrs)
+    for r, o in zip(ref, got):
+        assert o.shape == r.shape
+        np.testing.assert_allclose(o, r, rtol=1e-5, atol=2e-6)
+
+
 def test_gqa_float16(kit, rng):
     ins = _inputs(rng, 1, 1, 5, 4, 2, 16, rot=True, dt=np.float16)
     attrs = dict(num_heads=4, kv_num_heads=2, do_rotary=1)
@@ -131,7 +145,7 @@ F, I32 = TensorProto.FLOAT, TensorProto.INT32
     (dict(num_heads=4, kv_num_heads=3), None, "kv_num_heads=3"),
     (dict(k_quant_type="PER_TENSOR"), None, "k_quant_type"),
     (dict(sliding_window_cache=1), None, "sliding_window_cache"),
-    (dict(qk_output=1), None, "qk_output"),
+    (dict(qk_output=3), None, "qk_output"),
     (dict(causal=0), None, "causal=0"),
     (dict(), "query_seqlens", "query_seqlens"),
     (dict(), "double", "DOUBLE"),

@@ -11,7 +11,8 @@ GroupQueryAttention (float32/float16, computed in float32):
   interleaved) at positions s (first prompt) or seqlens_k + 1 - S + s, or at position_ids when given.
 - scores = scale (default 1/sqrt(H)) * Q K^T; softcap c > 0: c * tanh(scores / c); attention_bias added;
   causal mask; local_window_size w >= 0 keeps the last w key positions of each row's causal range;
-  softmax (smooth_softmax / head_sink add exp(sink) to the denominator).
+  softmax (smooth_softmax / head_sink add exp(sink) to the denominator). qk_output 1 / 2 returns the scores
+  (masked positions 0) / the probabilities as output 3, (B, N, S, total_sequence_length).
 
 Workspace: the (B, N, S, P + S) float32 attention scores, `gqa_workspace_bytes`, one pure function of shapes
 and attributes used for both the Level-1 estimate and the Level-2 declaration.
@@ -100,10 +101,12 @@ class GroupQueryAttention(OpImpl):
             if str(a.get(name, "NONE")).upper() != ok:
                 return Decline(rejected=f"{name}={a[name]!r} (quantized KV cache)", accepts=f"{name}='NONE'",
                                remedy="use a float KV cache or run this node on ONNX Runtime")
-        for name, default in (("sliding_window_cache", 0), ("qk_output", 0)):
-            if int(a.get(name, default)) != default:
-                return Decline(rejected=f"{name}={a[name]!r}", accepts=f"{name}={default}",
-                               remedy="export without it or run this node on ONNX Runtime")
+        if int(a.get("sliding_window_cache", 0)):
+            return Decline(rejected=f"sliding_window_cache={a['sliding_window_cache']!r}", accepts="0",
+                           remedy="export without it or run this node on ONNX Runtime")
+        if int(a.get("qk_output", 0)) not in (0, 1, 2):
+            return Decline(rejected=f"qk_output={a['qk_output']!r}", accepts="0, 1 (before softmax), 2 (after)",
+                           remedy="fix qk_output")
         if int(a.get("causal", 1)) != 1:
             return Decline(rejected=f"causal={a['causal']!r}", accepts="causal=1",
                            remedy="use MultiHeadAttention for bidirectional attention")
@@ -233,6 +236,8 @@ class GroupQueryAttention(OpImpl):
         if w >= 0:
             valid &= col >= eff - w
         valid = valid[:, None]  # (B, 1, S, T)
+        qk_mode = int(a.get("qk_output", 0))
+        qk = np.where(valid, scores, f32(0))[..., :total].astype(query.dtype) if qk_mode == 1 else None
         np.copyto(scores, f32(-np.inf), where=~valid)
         m = scores.max(axis=-1, keepdims=True)
         use_sink = sink is not None or int(a.get("smooth_softmax", 0))
@@ -246,11 +251,13 @@ class GroupQueryAttention(OpImpl):
         if use_sink:
             den = den + np.exp(sk - m)
         probs /= np.where(den > 0, den, f32(1))
+        if qk_mode == 2:
+            qk = probs[..., :total].astype(query.dtype)
         vv = present_v.reshape(b, nkv, 1, present_len, h)
         out = np.matmul(probs.reshape(b, nkv, group, s, present_len), vv).reshape(b, n, s, h)
         out = out.transpose(0, 2, 1, 3).reshape(b, s, n * h).astype(query.dtype)
         kv_dtype = past_k.dtype if past_k is not None else query.dtype
-        results = [out, present_k.astype(kv_dtype), present_v.astype(kv_dtype)]
+        results = [out, present_k.astype(kv_dtype), present_v.astype(kv_dtype), qk]
         return requested(node, results)
 
 
