@@ -37,7 +37,8 @@ def make_node(op: str, n_in: int, n_out: int, domain: str = MS, **attrs: object)
 
 
 def infos(inputs: list[np.ndarray | None]) -> list[InputInfo]:
-    return [InputInfo(0, None, present=False) if a is None else InputInfo(from_numpy_dtype(a.dtype), tuple(a.shape))
+    return [InputInfo(0, None, present=False) if a is None else
+            InputInfo(from_numpy_dtype(a.dtype), tuple(a.shape)) if isinstance(a, np.ndarray) else InputInfo(0, None)
             for a in inputs]
 
 

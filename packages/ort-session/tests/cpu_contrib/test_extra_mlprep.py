@@ -109,3 +109,45 @@ def test_svm_regressor(kit, rng, kernel, one_class):
     ref = kit.ort("SVMRegressor", [x], 1, domain=ML, opset=1, **attrs)[0]
     got = kit.ours("SVMRegressor", [x], 1, domain=ML, opset=1, **attrs)[0]
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def _map_session(op, key_type, value_type, **attrs):
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper
+
+    map_type = helper.make_map_type_proto(key_type, helper.make_tensor_type_proto(value_type, None))
+    node = helper.make_node(op, ["x"], ["y"], domain=ML, **attrs)
+    graph = helper.make_graph([node], "g", [helper.make_value_info("x", map_type)], [onnx.ValueInfoProto(name="y")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(ML, 3)],
+                              ir_version=10)
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+@pytest.mark.parametrize("keys", ["int", "str"])
+def test_dict_vectorizer(kit, keys):
+    if keys == "int":
+        m, attrs, kt = {1: 2.0, 5: 7.0, 9: 1.0}, dict(int64_vocabulary=[1, 3, 5]), TensorProto.INT64
+    else:
+        m, attrs, kt = {"a": 2.0, "c": 7.0}, dict(string_vocabulary=["c", "b", "a"]), TensorProto.STRING
+    ref = _map_session("DictVectorizer", kt, TensorProto.FLOAT, **attrs).run(None, {"x": m})[0]
+    got = kit.ours("DictVectorizer", [m], 1, domain=ML, opset=1, **attrs)[0]
+    np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("cast_to,form", [(c, f) for c in ("TO_FLOAT", "TO_STRING", "TO_INT64")
+                                          for f in ("DENSE", "SPARSE") if (c, f) != ("TO_STRING", "SPARSE")])
+def test_cast_map(kit, cast_to, form):
+    m = {3: 2.5, 1: 7.25, 4: -1.0}
+    attrs = dict(cast_to=cast_to, map_form=form) | (dict(max_map=6) if form == "SPARSE" else {})
+    ref = _map_session("CastMap", TensorProto.INT64, TensorProto.FLOAT, **attrs).run(None, {"x": m})[0]
+    got = kit.ours("CastMap", [m], 1, domain=ML, opset=1, **attrs)[0]
+    assert got.shape == ref.shape
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_cast_map_declines_sparse_strings(kit):
+    d = kit.decline_of("CastMap", [InputInfo(0, None)], domain=ML, opset=1, cast_to="TO_STRING", map_form="SPARSE")
+    assert d is not None and "SPARSE" in d.rejected
