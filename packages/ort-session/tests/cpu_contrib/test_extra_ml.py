@@ -9,7 +9,6 @@ from onnx import TensorProto, numpy_helper
 from ort_session.cpu import InputInfo
 from ort_session.cpu.ops_extra_ml import TreeEnsemble
 
-# Called directly: the op table may also hold another TreeEnsemble (ops_tree); `find` picks one of them.
 TREE_ENSEMBLE = TreeEnsemble()
 
 ML = "ai.onnx.ml"

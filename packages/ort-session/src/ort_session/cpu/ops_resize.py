@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -166,105 +165,6 @@ class Resize(OpImpl):
         sizes = ints(get(3))
         scales = None if sizes is not None else [float(s) for s in get(2).reshape(-1)]
         return [resize(node, x, get(1), scales, sizes, node.attr("axes"))]
-
-
-@register("Upsample", since=7, until=9)
-class Upsample(OpImpl):
-    def supports(self, node, inputs, opset):
-        if node.attr("mode", "nearest") not in ("nearest", "linear"):
-            return decline_attr("mode", node.attr("mode"), "'nearest', 'linear'")
-        return check_dtype(inputs, 0, NUMERIC_BF)
-
-    def compute(self, node, inputs):
-        from ort_graph import Attr
-
-        scales = node.attr("scales") if len(inputs) < 2 else [float(s) for s in inputs[1].reshape(-1)]
-        shim = type(node)(index=node.index, name=node.name, op_type="Resize", attributes={
-            "mode": Attr("mode", 3, node.attr("mode", "nearest")),
-            "coordinate_transformation_mode": Attr("coordinate_transformation_mode", 3, "asymmetric"),
-            "nearest_mode": Attr("nearest_mode", 3, "floor")})
-        return [resize(shim, inputs[0], None, scales, None, None)]
-
-
-def _reflect(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
-    rng = hi - lo
-    below, above = x < lo, x > hi
-    dx = np.where(below, lo - x, x - hi)
-    n = np.floor(dx / rng) if rng > 0 else np.zeros_like(dx)
-    r = dx - n * rng
-    even = n % 2 == 0
-    lo_side = np.where(even, lo + r, hi - r)
-    hi_side = np.where(even, hi - r, lo + r)
-    return np.where(below, lo_side, np.where(above, hi_side, x))
-
-
-@register("GridSample", since=16)
-class GridSample(OpImpl):
-    def supports(self, node, inputs, opset):
-        mode = node.attr("mode", "linear" if opset >= 20 else "bilinear")
-        if mode not in ("bilinear", "linear", "nearest", "bicubic", "cubic"):
-            return decline_attr("mode", mode, "linear/bilinear, nearest, cubic/bicubic")
-        if node.attr("padding_mode", "zeros") not in ("zeros", "border", "reflection"):
-            return decline_attr("padding_mode", node.attr("padding_mode"), "'zeros', 'border', 'reflection'")
-        if mode in ("bicubic", "cubic") and inputs and inputs[0].shape is not None and len(inputs[0].shape) != 4:
-            return Decline(rejected=f"cubic mode on rank {len(inputs[0].shape)}", accepts="cubic on 4-D input")
-        return check_dtype(inputs, 0, FLOATS_BF)
-
-    def compute(self, node, inputs):
-        x, grid = inputs
-        mode = node.attr("mode", "bilinear")
-        pad = node.attr("padding_mode", "zeros")
-        align = bool(node.attr("align_corners", 0))
-        n_sp = x.ndim - 2
-        dims = x.shape[2:]
-        g = grid.astype(np.float64)
-        coords, los, his = [], [], []
-        for i in range(n_sp):
-            v = g[..., n_sp - 1 - i]
-            d = dims[i]
-            c = (v + 1) / 2 * (d - 1) if align else ((v + 1) * d - 1) / 2
-            lo, hi = (0.0, d - 1.0) if align else (-0.5, d - 0.5)
-            if mode == "nearest":
-                c = np.rint(c)
-            if pad == "border":
-                c = np.where((c < lo) | (c > hi), np.clip(c, 0, d - 1), c)
-            elif pad == "reflection":
-                c = _reflect(c, lo, hi)
-            coords.append(c)
-            los.append(lo)
-            his.append(hi)
-        taps_per_dim = []
-        for c in coords:
-            if mode == "nearest":
-                taps_per_dim.append([(c.astype(np.int64), np.ones_like(c))])
-                continue
-            f = np.floor(c)
-            t = c - f
-            if mode in ("bilinear", "linear"):
-                taps_per_dim.append([(f.astype(np.int64), 1 - t), (f.astype(np.int64) + 1, t)])
-            else:
-                a = -0.75
-                ws = [_cubic(t + 1, a), _cubic(t, a), _cubic(1 - t, a), _cubic(2 - t, a)]
-                taps_per_dim.append([(f.astype(np.int64) + k, ws[k + 1]) for k in range(-1, 3)])
-        xf = upcast(x).astype(np.float64)
-        nidx = np.arange(x.shape[0]).reshape((-1,) + (1,) * (grid.ndim - 2))
-        out = np.zeros(grid.shape[:-1] + (x.shape[1],), dtype=np.float64)
-        for combo in itertools.product(*taps_per_dim):
-            idxs, weight, valid = [], np.ones(grid.shape[:-1]), np.ones(grid.shape[:-1], dtype=bool)
-            for i, (ix, w) in enumerate(combo):
-                d = dims[i]
-                if pad == "zeros":
-                    valid &= (ix >= 0) & (ix < d)
-                    ix = np.clip(ix, 0, d - 1)
-                elif pad == "border":
-                    ix = np.clip(ix, 0, d - 1)
-                else:
-                    ix = np.clip(np.trunc(_reflect(ix.astype(np.float64), los[i], his[i])).astype(np.int64), 0, d - 1)
-                idxs.append(ix)
-                weight = weight * w
-            vals = np.moveaxis(xf, 1, -1)[(nidx, *idxs)]  # (N, *O, C)
-            out += np.where(valid[..., None], vals, 0.0) * weight[..., None]
-        return [np.ascontiguousarray(np.moveaxis(out, -1, 1)).astype(x.dtype)]
 
 
 @register("Upsample", since=1, until=6)
