@@ -89,3 +89,15 @@ def test_torch_exports_resolve_fully(shared_models: pathlib.Path, name):
         feeds[i.name] = (np.ones(shape, np.int64) if "int64" in i.type else np.zeros(shape, np.float32))
     for info, arr in zip(sess.get_outputs(), sess.run(None, feeds)):
         assert m.graph.values[info.name].shape == arr.shape
+
+
+def test_dropout_mask_output_is_resolved():
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Dropout", ["x"], ["y", "mask"], name="drop", ratio=0.5)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = ort_graph.from_proto(helper.make_model(g, opset_imports=[helper.make_opsetid("", 9)]))
+    report = ort_graph.resolve_shapes(m)
+    assert report.unknown == 0
+    assert (m.graph.values["mask"].dtype, m.graph.values["mask"].shape) == (TensorProto.BOOL, (2, 3))

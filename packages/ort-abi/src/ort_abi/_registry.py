@@ -10,7 +10,7 @@ import attrs
 
 from ._errors import AbiError, DuplicateKernelError, KernelError, RegistrationError
 from ._hostapi import HOST_API
-from ._kerneldef import KernelDef
+from ._kerneldef import KernelDef, normalize_domain
 from ._status import ErrorCode
 from ._workspace import WorkspaceInputShape, WorkspaceSlot, validate_slots
 
@@ -77,6 +77,7 @@ class KernelRegistry:
 
     def __init__(self) -> None:
         self._entries: list[KernelEntry] = []
+        self._by_op: dict[tuple[str, str], list[KernelEntry]] = {}  # (domain, op_type) -> entries, for find()
 
     def add_kernel_v2(self, kernel_def: KernelDef, create_func: Callable[[Any, Any], Any],
                       create_func_state: Any = None, estimate_func: Callable[[Any, Any, Any], Any] | None = None,
@@ -91,7 +92,7 @@ class KernelRegistry:
         if estimate_func is not None and not callable(estimate_func):
             raise RegistrationError(f"estimate_func for {kernel_def.describe()} must be callable or None, "
                                     f"got {estimate_func!r}")
-        for other in self._entries:
+        for other in self._by_op.get((kernel_def.domain, kernel_def.op_type), ()):
             if other.kernel_def.overlaps(kernel_def):
                 raise DuplicateKernelError(
                     f"duplicate registration: {kernel_def.describe()} from {library or 'python'} overlaps "
@@ -102,6 +103,7 @@ class KernelRegistry:
             declares = callable(getattr(create_func, "declare_workspace", None))
         entry = KernelEntry(kernel_def, create_func, create_func_state, estimate_func, language, library, declares)
         self._entries.append(entry)
+        self._by_op.setdefault((kernel_def.domain, kernel_def.op_type), []).append(entry)
         return entry
 
     def add_kernel(self, kernel_def: KernelDef, create_func: Callable[[Any, Any], Any],
@@ -111,13 +113,14 @@ class KernelRegistry:
 
     def remove(self, entry: KernelEntry) -> None:
         self._entries.remove(entry)
+        self._by_op[(entry.kernel_def.domain, entry.kernel_def.op_type)].remove(entry)
 
     def find(self, op_type: str, domain: str, opset: int, ep: str,
              dtypes: Mapping[str, int] | None = None) -> KernelEntry | None:
         """The entry for this op at this opset on this EP (newest since-version wins); `dtypes`
         optionally binds type-constraint names to element types. None when nothing matches."""
         best = None
-        for entry in self._entries:
+        for entry in self._by_op.get((normalize_domain(domain), op_type), ()):
             if entry.kernel_def.matches(op_type, domain, opset, ep, dtypes):
                 if best is None or entry.kernel_def.since_version_start > best.kernel_def.since_version_start:
                     best = entry

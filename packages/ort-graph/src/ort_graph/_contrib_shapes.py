@@ -128,3 +128,10 @@ def _gqa(node: Node, ins: list[Type], consts: dict[int, np.ndarray]) -> list[Typ
             total = max(total, past[2])
     present = (dtype, (batch, kv_heads, total, head))
     return [out, present, present][: len(node.outputs)]
+
+
+@_handles(("", "Dropout"))
+def _dropout(node: Node, ins: list[Type], _c: dict) -> list[Type]:
+    """ONNX's inference leaves Dropout-7..11's optional mask untyped; it is a bool tensor of the input's shape."""
+    dtype, shape = ins[0]
+    return [(dtype, shape), (TensorProto.BOOL, shape)][: len(node.outputs)]

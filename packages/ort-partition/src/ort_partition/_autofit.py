@@ -156,15 +156,27 @@ def _fit_exactly(g: Any, eps: Sequence[Any], limits: dict[str, int], target: Any
         return place(g, eps, budgets=others or None, estimator=estimator, fallback=fallback, stats=stats,
                      allowed=allowed, node_order=order)
 
-    current = realize(count)
-    while count > 0 and not fits(current):
-        count -= 1
-        current = realize(count)
-    while count < len(units):
-        trial = realize(count + 1)
-        if not fits(trial):
-            break
-        count, current = count + 1, trial
+    # bytes only grow with more units, so bisect for the largest count that fits, starting from the estimate
+    checked: dict[int, Placement] = {}
+
+    def ok(k: int) -> bool:
+        checked[k] = realize(k)
+        return fits(checked[k])
+
+    if ok(count):
+        lo, hi = count, len(units)  # lo fits
+    else:
+        lo, hi = 0, count - 1
+        if lo not in checked:
+            checked[lo] = realize(lo)  # nothing on the device: the fallback takes everything
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    count = lo
+    current = checked[count] if count in checked else realize(count)
     chosen = units[:count]
     current.budgets = dict(limits)
     whole = [k for k, _ in chosen if isinstance(k, int)]
