@@ -23,7 +23,7 @@ from ort_session import CpuExecutionProvider, InferenceSession, SimulatedGpuExec
 
 NODES_PER_LAYER = 62  # zoo decoder with bias=False, rms norm, kv cache (measured: 1261 nodes at 20 layers)
 DIMS = {"batch": 1, "sequence": 8, "past_sequence": 0}
-SESSION_LIMIT, SESSION_LIMIT_QUICK = 90.0, 15.0  # seconds a session init may be predicted to take
+SESSION_LIMIT, SESSION_LIMIT_QUICK = 300.0, 15.0  # seconds a session init may be predicted to take
 
 
 def tiny_decoder(nodes: int) -> zoo.DecoderConfig:
@@ -86,7 +86,7 @@ def run(quick: bool = False) -> Section:
             warnings.simplefilter("ignore")
             r = pipeline(data)
             nodes = r["nodes"]
-            predicted = last[1] * (nodes / last[0]) ** 2 if last else 0.0
+            predicted = last[1] * (nodes / last[0]) ** 1.2 if last else 0.0
             if predicted <= limit:
                 t0 = time.perf_counter()
                 InferenceSession(data, {"budgets": f"gpu:{r['budget']}", "free_dimension_overrides": DIMS},
@@ -106,7 +106,7 @@ def run(quick: bool = False) -> Section:
     t.notes.append("place: auto-fit of whole layers under a budget (the weights' bytes); plan: activation offsets (auto)")
     t.notes.append("session init: InferenceSession end to end (+ L1 fusions, kernels, declared workspace, Level-2 "
                    "re-check, and auto-fit's exact check that plans every candidate layer count)")
-    t.notes.append(f"skip: not run when the last measured init scaled by (nodes ratio)^2 exceeds {limit:.0f} s")
+    t.notes.append(f"skip: not run when the last measured init scaled by (nodes ratio)^1.2 exceeds {limit:.0f} s")
     sec.tables.append(t)
 
     m = Table("layer-rule name matching (ort_partition.bench.matcher_throughput)",
