@@ -4,7 +4,7 @@ pattern, or fresh arrays), workspace served from the plan or counted scratch."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 import attrs
@@ -144,7 +144,8 @@ class Executor:
             if name not in keep:
                 self._release.setdefault(step, []).append(name)
 
-    def run(self, feeds: Mapping[str, Any], outputs: Sequence[str], layout: Layout | None = None) -> list[Any]:
+    def run(self, feeds: Mapping[str, Any], outputs: Sequence[str], layout: Layout | None = None,
+            progress: Callable[[int, int], None] | None = None) -> list[Any]:
         layout = layout or FreshArrays()
         stats = RunStats(layout=layout.name)
         counters = ort_abi.ContextCounters()
@@ -153,8 +154,11 @@ class Executor:
             for name, arr in feeds.items():
                 placed = layout.place(name, arr)
                 values[name] = arr if placed is None else placed
+            total = len(self.order)
             for step, node in enumerate(self.order):
                 self._step(step, node, values, layout, stats, counters)
+                if progress is not None:
+                    progress(step + 1, total)
             missing = [o for o in outputs if o not in values]
             if missing:
                 raise SessionError(f"outputs {missing!r} were not produced; the model's outputs are {self.graph.outputs!r}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import pathlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import onnx
@@ -131,7 +131,9 @@ class InferenceSession:
     def last_run_stats(self) -> RunStats:
         return self._executor.last_stats
 
-    def run(self, output_names: Sequence[str] | None, feeds: Mapping[str, Any]) -> list[Any]:
+    def run(self, output_names: Sequence[str] | None, feeds: Mapping[str, Any],
+            progress: Callable[[int, int], None] | None = None) -> list[Any]:
+        """Run the model; `progress(done_nodes, total_nodes)` is called after every node when given."""
         idle = self._plan_only
         if idle:
             raise SessionError(
@@ -145,7 +147,7 @@ class InferenceSession:
             from ._errors import InvalidInputError
 
             raise InvalidInputError(f"unknown output name(s) {unknown!r}; the model's outputs are {self.output_names!r}")
-        result = self._executor.run(arrays, outputs, self.memory.layout_for(arrays))
+        result = self._executor.run(arrays, outputs, self.memory.layout_for(arrays), progress)
         if self._executor.recorder is not None:  # field-wise maximum over all runs so far
             self._executor.recorder.dump(self.options.memory_profile_out)
         return result

@@ -44,6 +44,23 @@ def _progress(msg: str) -> None:
     print(f"… {msg}", file=sys.stderr, flush=True)
 
 
+def _bar(label: str):
+    """A node-progress bar on stderr for runs (redrawn every 2%)."""
+    last = [-1]
+
+    def show(done: int, total: int) -> None:
+        pct = done * 100 // max(total, 1)
+        if pct // 2 == last[0] and done != total:
+            return
+        last[0] = pct // 2
+        filled = pct // 5
+        end = "\n" if done == total else ""
+        print(f"\r{label} [{'#' * filled}{'.' * (20 - filled)}] {pct:3d}% ({done}/{total} nodes)",
+              end=end, file=sys.stderr, flush=True)
+
+    return show
+
+
 def _model(arg: str | None) -> tuple[object, str]:
     if arg is None:
         return ort_graph.zoo.demo_decoder(), "built-in demo decoder (8 layers, hidden 256)"
@@ -113,9 +130,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         name, _, path = item.partition("=")
         feeds[name] = np.load(path)
     times = []
-    for _ in range(max(1, args.repeat)):
+    for i in range(max(1, args.repeat)):
         t = time.perf_counter()
-        outs = sess.run(None, feeds)
+        outs = sess.run(None, feeds, progress=_bar(f"run {i + 1}/{max(1, args.repeat)}"))
         times.append(time.perf_counter() - t)
     stats = sess.last_run_stats
     for name, arr in zip(sess.output_names, outs):
