@@ -129,6 +129,7 @@ class CpuExecutionProvider:
         self.graph = graph
         self.opsets = {("" if d == "ai.onnx" else d): v for d, v in opsets.items()}
         self.registries = ([plugins] if plugins is not None else []) + [builtin_registry(self.name)]
+        self._claims: dict[Node, Supported | Declined] = {}
 
     def opset(self, node: Node) -> int:
         return self.opsets.get("" if node.domain == "ai.onnx" else node.domain, 1)
@@ -166,6 +167,13 @@ class CpuExecutionProvider:
                         rejected=rejected, accepts=accepts, remedy=remedy)
 
     def claim(self, node: Node) -> Supported | Declined:
+        """Memoized per node: auto-fit asks again for every candidate placement."""
+        cached = self._claims.get(node)
+        if cached is None:
+            cached = self._claims[node] = self._claim(node)
+        return cached
+
+    def _claim(self, node: Node) -> Supported | Declined:
         if node.op_type in MEMCPY_OPS:
             return Supported(0)
         entry = self.entry(node)

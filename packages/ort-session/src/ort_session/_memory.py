@@ -216,7 +216,7 @@ def _weights_per_device(model: Model, device_of_node: Mapping[int, str]) -> dict
 
 
 def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any], placement: Any,
-                providers: Sequence[Any], options: SessionOptions) -> SessionMemory:
+                providers: Sequence[Any], options: SessionOptions, algorithm: str = "auto") -> SessionMemory:
     graph = model.graph
     device_by_ep = {p.name: p.device for p in providers}
     device_of_node = {n.index: device_by_ep.get(placement.ep_of[n.index], "cpu") for n in graph.nodes}
@@ -228,7 +228,7 @@ def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any],
         for slot in ort_abi.declare_workspace(kernels[node.index], shapes, node=node.name) or ():
             slots[(node.index, slot.slot_id)] = slot.size_bytes
     gplan = ort_memplan.plan_graph(graph, order, lambda n: device_of_node[n.index], workspace=slots,
-                                   red_zone=options.red_zones)
+                                   red_zone=options.red_zones, algorithm=algorithm)
     static = not gplan.activations.unknown_sizes
     inputs = [n for n in graph.inputs if n not in graph.initializers]
     planned_shapes = {n: tuple(graph.values[n].shape) for n in inputs if is_static(graph.values[n].shape)}
