@@ -4,6 +4,7 @@ pattern, or fresh arrays), workspace served from the plan or counted scratch."""
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -118,7 +119,7 @@ def copy_into(block: np.ndarray, arr: np.ndarray) -> np.ndarray:
 
 def view_as(block: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
     """`block` (uint8) as an array of (shape, dtype), or None when it does not fit."""
-    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
     if np.dtype(dtype).kind == "O" or nbytes > block.nbytes:
         return None
     return block[:nbytes].view(dtype).reshape(shape)
