@@ -29,8 +29,8 @@ from ._registry import Decline, InputInfo, OpImpl, attrs_of, register
 from .ops_extra_attention import requested
 
 MS = "com.microsoft"
-F16, F32, F64 = TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE
-_FLOATS = frozenset({F16, F32})
+F16, F32, F64, BF16 = TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.BFLOAT16
+_FLOATS = frozenset({F16, F32, BF16})  # bfloat16 computes in float32 (ONNX Runtime's CPU EP has no bf16 kernels)
 
 
 def check_dtypes(inputs: Sequence[InputInfo], allowed: dict[int, frozenset[int]], remedy: str | None = None) -> Decline | None:
@@ -66,8 +66,8 @@ class _NormBase(OpImpl):
                     rejected=f"X dtype {dtype_name(x.dtype)} with scale dtype {dtype_name(scale.dtype)}",
                     accepts="X and scale each float16 or float32, or both double (as ONNX Runtime's CPU kernels)",
                 )
-        elif x.dtype and x.dtype not in (F16, F32, F64):
-            return Decline(rejected=f"input 0 dtype {dtype_name(x.dtype)}", accepts="float16, float32, double")
+        elif x.dtype and x.dtype not in (F16, F32, F64, BF16):
+            return Decline(rejected=f"input 0 dtype {dtype_name(x.dtype)}", accepts="bfloat16, float16, float32, double")
         if x.shape is not None:
             axis = int(node.attr("axis", -1))
             if not -len(x.shape) <= axis < len(x.shape):
@@ -133,7 +133,7 @@ class _SkipNormBase(OpImpl):
         return (None, 3) if self.simplified else (3, 4)
 
     def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
-        d = check_dtypes(inputs, {i: frozenset({F16, F32}) for i in range(len(inputs))},
+        d = check_dtypes(inputs, {i: _FLOATS for i in range(len(inputs))},
                          remedy="cast input, skip, gamma (and beta/bias) to float32 or float16")
         if d is not None:
             return d

@@ -30,7 +30,7 @@ from ort_graph import Node, dtype_name
 from ._registry import Decline, InputInfo, OpImpl, attrs_of, register
 
 MS = "com.microsoft"
-_T = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16})
+_T = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16})
 
 
 def requested(node: Node, outs: list[np.ndarray | None]) -> list[np.ndarray | None]:
