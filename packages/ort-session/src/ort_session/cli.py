@@ -20,7 +20,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+import ort_abi
 import ort_graph
+import ort_partition
 
 from ._errors import SessionError
 from ._feeds import generate_inputs
@@ -223,7 +225,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)
-    except (SessionError, ort_graph.GraphError, ValueError, OSError) as e:
+    except (SessionError, ort_graph.GraphError, ort_partition.PartitionError, ort_abi.AbiError, ValueError,
+            OSError) as e:
         print(f"ortrun: error: {e}", file=sys.stderr)
         return 2
 
