@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None, ep=None) -> int:
     rc = 0
     if not args.skip_tests:
         t = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "pytest", str(HERE / "tests" / "test_gpu.py"), "-q", "-m", "gpu",
+        proc = subprocess.run([sys.executable, "-m", "pytest", str(HERE / "tests" / "test_gpu.py"),
+                               str(HERE.parent.parent / "tests" / "integration" / "test_gpu_session.py"), "-q", "-m", "gpu",
                                "-p", "no:cacheprovider", "--rootdir", str(HERE.parent.parent)],
                               capture_output=True, text=True, timeout=150)
         tail = proc.stdout.strip().splitlines()[-15:]
