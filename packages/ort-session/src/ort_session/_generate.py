@@ -31,6 +31,40 @@ def _kv_pairs(session: InferenceSession) -> dict[str, str]:
     return pairs
 
 
+def generation_max_shapes(model: ort_graph.Model, prompt_len: int, max_total: int) -> dict[str, list[int]] | None:
+    """Largest input shapes of a prefill of `prompt_len` tokens followed by decoding up to `max_total`
+    tokens: plan once for these and every step fits the same pre-allocated buffers (llama.cpp's way).
+    None when a dimension cannot be told (then the session plans per shape)."""
+    from ._feeds import required_inputs, symbol_hints
+
+    trial = ort_graph.copy_model(model)
+    ort_graph.resolve_shapes(trial)
+    hints = symbol_hints(trial.graph)
+    out: dict[str, list[int]] = {}
+    for name in required_inputs(trial.graph):
+        shape = model.graph.values[name].shape
+        if shape is None:
+            return None
+        if name in ("input_ids", "position_ids"):
+            want: list[int | None] = [1, prompt_len]
+        elif name == "attention_mask":
+            want = [1, max_total]
+        elif _KV.search(name) and "past" in name and len(shape) == 4:
+            want = [1, None, max_total - 1, None]
+        else:
+            want = [None] * len(shape)
+        dims = []
+        for d, w in zip(shape, want):
+            value = w if w is not None else d if isinstance(d, int) else hints.get(d) if isinstance(d, str) else None
+            if value is None:
+                return None
+            dims.append(int(value))
+        if len(dims) != len(shape):
+            return None
+        out[name] = dims
+    return out
+
+
 def is_kv_decoder(session: InferenceSession) -> bool:
     return "input_ids" in session.input_names and bool(_kv_pairs(session))
 

@@ -175,9 +175,20 @@ class SessionMemory:
                            "total": self.weights.get(device, 0) + peak}
         return out
 
+    def _within_plan(self, shapes: Mapping[str, tuple[int, ...] | None]) -> bool:
+        """Feeds no larger than the planned ones, extent by extent: every value then fits its planned block
+        as long as sizes grow with the inputs; one that does not fit is allocated fresh (and counted)."""
+        if set(shapes) != set(self.planned_shapes):
+            return False
+        for name, planned in self.planned_shapes.items():
+            got = shapes[name]
+            if got is None or len(got) != len(planned) or any(a > b for a, b in zip(got, planned)):
+                return False
+        return True
+
     def layout_for(self, feeds: Mapping[str, np.ndarray]) -> Any:
         shapes = {n: tuple(np.shape(a)) if isinstance(a, np.ndarray | np.generic) else None for n, a in feeds.items()}
-        if self.static and shapes == self.planned_shapes:
+        if self.static and self._within_plan(shapes):
             slot_ids: dict[int, list[int]] = {}
             for node_index, slot_id in self.gplan.slot_requests:
                 slot_ids.setdefault(node_index, []).append(slot_id)
@@ -187,8 +198,9 @@ class SessionMemory:
         if self.buffers is not None:
             raise InvalidInputError(
                 f"this session pre-allocated its buffers for input shapes {self.planned_shapes!r}, but the run "
-                f"feeds {shapes!r}; pre-allocated runs must use the planned shapes (set free_dimension_overrides "
-                "to the shapes you run, or disable session.pre_allocate_execution_buffers)")
+                f"feeds {shapes!r}; pre-allocated runs must use the planned shapes or smaller ones (plan for the "
+                "largest shapes you run with max_shapes or free_dimension_overrides, or disable "
+                "session.pre_allocate_execution_buffers)")
         if any(not isinstance(a, np.ndarray | np.generic) for a in feeds.values()):
             return FreshArrays()  # sequence / optional inputs: values of data-dependent structure, not planned
         key = ort_memplan.shape_key(feeds)

@@ -154,15 +154,31 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from ._generate import generate
     from ._tokenizer import Tokenizer
 
-    sess, _ = _session(args, _dims(args.dim))
+    from ._generate import generation_max_shapes
+
+    model, label = _model(args.model)
+    model = model if isinstance(model, ort_graph.Model) else ort_graph.load(model)
     tok_path = pathlib.Path(args.model).parent / "tokenizer.json" if args.model else None
-    vocab = sess.model.graph.values["logits"].shape[-1]
+    vocab = model.graph.values["logits"].shape[-1]
     tok = Tokenizer.from_file(tok_path) if tok_path and tok_path.exists() else Tokenizer.bytes_fallback(int(vocab))
     ids = tok.encode(args.prompt)
+    opts = _options(args, _dims(args.dim))
+    maxes = generation_max_shapes(model, len(ids), len(ids) + args.max_new_tokens)
+    if maxes is not None and not opts.free_dimension_overrides:
+        opts.max_shapes = maxes  # one plan for prefill and every decode step: zero allocations per token
+        opts.add_session_config_entry("session.pre_allocate_execution_buffers", "1")
+    _progress(f"loading and planning {label}")
+    sess = InferenceSession(model, opts, providers=_providers(args))
     print(args.prompt, end="", flush=True)
+    t, allocations, count = time.perf_counter(), 0, 0
     for token in generate(sess, ids, args.max_new_tokens, args.top_k, args.temperature, args.seed):
+        allocations += sess.last_run_stats.allocations
+        count += 1
         print(tok.decode_one(token), end="", flush=True)
     print()
+    elapsed = time.perf_counter() - t
+    _progress(f"{count} tokens in {elapsed:.2f} s ({elapsed / max(count, 1) * 1e3:.1f} ms/token); "
+              f"{allocations} runtime allocations in total ({sess.last_run_stats.layout})")
     return 0
 
 

@@ -86,7 +86,7 @@ def test_preallocated_session_refuses_other_shapes():
     sess = InferenceSession(zoo.decoder(CFG), {"free_dimension_overrides": DIMS,
                                                 "session.pre_allocate_execution_buffers": "1"})
     with pytest.raises(InvalidInputError, match="pre-allocated its buffers for input shapes"):
-        sess.run(None, zoo.decoder_inputs(CFG, 1, 5, 2))
+        sess.run(None, zoo.decoder_inputs(CFG, 1, 7, 2))  # larger than planned (smaller ones fit the plan)
 
 
 def test_dynamic_model_traces_first_run_then_reuses_the_pattern():
@@ -217,3 +217,16 @@ def test_red_zones_name_the_node_that_wrote_past_its_output():
     kernel.compute = overflowing
     with pytest.raises(Exception, match=victim.name):
         sess.run(None, feeds)
+
+
+def test_max_shapes_plan_serves_every_smaller_run_from_the_preallocated_buffers():
+    cfg = zoo.DecoderConfig(layers=2)
+    maxes = {"input_ids": [1, 8], **{f"past_key_values.{i}.{k}": [1, 2, 24, 16] for i in range(2) for k in ("key", "value")}}
+    sess = InferenceSession(zoo.decoder(cfg), {"max_shapes": maxes, "session.pre_allocate_execution_buffers": "1"})
+    for seq, past in [(8, 0), (1, 8), (1, 23), (5, 3)]:  # prefill, then decode steps with a growing cache
+        feeds = zoo.decoder_inputs(cfg, 1, seq, past)
+        _close(sess.run(None, feeds), _ref(cfg, feeds))
+        assert sess.last_run_stats.layout == "pre-allocated"
+        assert sess.last_run_stats.allocations == 0
+    with pytest.raises(InvalidInputError, match="planned shapes or smaller"):
+        sess.run(None, zoo.decoder_inputs(cfg, 1, 9, 0))
