@@ -151,10 +151,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from ._generate import generate
+    from ._generate import generate, generation_max_shapes
     from ._tokenizer import Tokenizer
-
-    from ._generate import generation_max_shapes
 
     model, label = _model(args.model)
     model = model if isinstance(model, ort_graph.Model) else ort_graph.load(model)
