@@ -103,6 +103,13 @@ class SessionPlan:
         for o in self.recheck.overruns:
             parts.append(f"  note: the per-node cost sum (no liveness reuse) on {o.ep} is {o.total} bytes, "
                          f"{o.overrun} over; the memory plan above is what is allocated")
+        unknown = self.memory.gplan.activations.unknown_sizes
+        if unknown:
+            symbols = sorted({d for n in self.model.graph.inputs if n in self.model.graph.values
+                              for d in (self.model.graph.values[n].shape or ()) if isinstance(d, str)})
+            parts += ["", f"note: {len(unknown)} activation(s) have no static size and are not in the plan "
+                          f"(symbolic dims {symbols}); pass --dim name=N (free_dimension_overrides) or max shapes "
+                          "to plan them, otherwise each new input shape is traced on its first run"]
         if self.shape_report.warnings:
             parts += ["", "shape warnings:"] + [f"  {w}" for w in self.shape_report.warnings]
         return "\n".join(parts)
