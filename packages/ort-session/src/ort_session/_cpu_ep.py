@@ -23,8 +23,8 @@ from ort_graph import Graph, Node, is_static
 from ort_partition import Declined, Supported
 
 from .cpu import InputInfo, OpImpl, all_ops
-from .cpu._interp import opset_scope
-from .cpu._registry import workspace_scope
+from .cpu._interp import _OPSETS
+from .cpu._registry import _WORKSPACE
 
 MEMCPY_OPS = ("MemcpyFromHost", "MemcpyToHost", "MemcpyDeviceToDevice")
 
@@ -48,15 +48,21 @@ class NumpyKernel:
 
     def __init__(self, impl: OpImpl, info: ort_abi.KernelInfo) -> None:
         self.impl, self.node = impl, info.node
-        self.opsets = getattr(info.ep, "opsets", {})
+        opsets = getattr(info.ep, "opsets", {})
+        self.opsets = {("" if d == "ai.onnx" else d): int(v) for d, v in opsets.items()}
 
     def compute(self, ctx: ort_abi.KernelContext) -> None:
         def workspace(slot_id: int, nbytes: int) -> np.ndarray:
             buf = ctx.preallocated_workspace(slot_id, nbytes)
             return buf if buf is not None else ctx.scratch(nbytes)
 
-        with workspace_scope(workspace), opset_scope(self.opsets):
+        # the two scopes of workspace_scope / opset_scope, set directly: this runs once per node per run
+        ws_token, op_token = _WORKSPACE.set(workspace), _OPSETS.set(self.opsets)
+        try:
             results = self.impl.compute(self.node, list(ctx.inputs))
+        finally:
+            _OPSETS.reset(op_token)
+            _WORKSPACE.reset(ws_token)
         for i, r in enumerate(results[: ctx.output_count]):
             if isinstance(r, np.ndarray | np.generic) and np.asarray(r).dtype != object:
                 arr = np.asarray(r)

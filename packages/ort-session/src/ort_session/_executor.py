@@ -133,8 +133,14 @@ class Executor:
     last_stats: RunStats = attrs.field(factory=RunStats)
     recorder: Any = None  # ort_partition.NodeStatsRecorder: per-node memory in ONNX Runtime's CSV format
     _release: dict[int, list[str]] = attrs.field(factory=dict, alias="release")
+    _reads: dict[int, list[str]] = attrs.field(factory=dict, alias="reads")  # node index -> inputs + implicit
+    _out_types: dict[int, list[int]] = attrs.field(factory=dict, alias="out_types")
 
     def __attrs_post_init__(self) -> None:
+        for node in self.order:  # per-node facts every run needs, computed once
+            self._reads[node.index] = list(node.inputs) + node.implicit_inputs()
+            self._out_types[node.index] = [self.graph.values[o].dtype if o and o in self.graph.values else 0
+                                           for o in node.outputs]
         last_use: dict[str, int] = {}
         for step, node in enumerate(self.order):
             for name in list(node.inputs) + node.implicit_inputs():
@@ -188,8 +194,8 @@ class Executor:
     def _step(self, step: int, node: Node, values: dict[str, Any], layout: Layout, stats: RunStats,
               counters: ort_abi.ContextCounters) -> None:
         kernel = self.kernels[node.index]
-        args = [values[n] if n else None for n in node.inputs] + [values[n] for n in node.implicit_inputs()]
-        out_types = [self.graph.values[o].dtype if o and o in self.graph.values else 0 for o in node.outputs]
+        args = [values[n] if n else None for n in self._reads[node.index]]
+        out_types = self._out_types[node.index]
 
         def allocate(index: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
             name = node.outputs[index] if index < len(node.outputs) else ""
