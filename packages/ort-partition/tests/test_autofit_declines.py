@@ -56,3 +56,14 @@ def test_exact_fit_callback_grows_and_shrinks_to_what_really_fits():
         assert fit.layers_on_device == limit == len(_layers_of(fit.placement, "CUDAExecutionProvider"))
         assert fit.layer_ids == tuple(range(limit))
     assert base.layers_on_device < 3  # the estimate alone stops earlier than the exact check allows
+
+
+def test_a_providers_own_device_name_is_a_designator():
+    from ort_partition import match_device
+
+    class Sim:
+        name, device_type, device = "SimulatedGPUExecutionProvider", "gpu", "simgpu"
+
+    assert match_device("simgpu", [Sim(), "CPUExecutionProvider"]) == "SimulatedGPUExecutionProvider"
+    assert match_device("SIMGPU", [Sim()]) == "SimulatedGPUExecutionProvider"
+    assert match_device("cpu", [Sim(), "CPUExecutionProvider"]) == "CPUExecutionProvider"

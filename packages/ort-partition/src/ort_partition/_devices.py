@@ -22,6 +22,7 @@ class EpInfo:
     device_type: str = "cpu"  # "cpu" | "gpu" | "npu" | "unknown"
     device_id: int = 0
     vendor: str = ""
+    device_name: str = ""  # the provider's own device name (`simgpu`), also accepted as a designator
 
     @classmethod
     def infer(cls, name: str, device_id: int = 0) -> EpInfo:
@@ -52,8 +53,10 @@ def ep_info(ep: Any) -> EpInfo:
     base = EpInfo.infer(name, int(getattr(ep, "device_id", 0) or 0))
     kind = getattr(ep, "device_type", None)
     vendor = getattr(ep, "vendor", None)
+    device = getattr(ep, "device", None)
     return attrs.evolve(base, device_type=str(kind).lower() if kind else base.device_type,
-                        vendor=str(vendor).lower() if vendor else base.vendor)
+                        vendor=str(vendor).lower() if vendor else base.vendor,
+                        device_name=device.lower() if isinstance(device, str) else "")
 
 
 def ep_infos(eps: Iterable[Any]) -> list[EpInfo]:
@@ -83,7 +86,9 @@ def _matches(ep: EpInfo, designator: str) -> bool:
         return ep.device_type != "cpu" and name_l != CPU_EP.lower() and index_ok()
     if kind_l == "npu":
         return ep.device_type == "npu"
-    # exact execution provider name, case-insensitive, with an optional `:index`
+    # the provider's own device name (`simgpu`, `cuda:0`), or its exact name, case-insensitive
+    if ep.device_name and ep.device_name in (designator.strip().lower(), kind_l):
+        return True
     return name_l == kind_l and index_ok() or name_l == designator.strip().lower()
 
 
