@@ -76,10 +76,14 @@ class DeclaredWorkspace:
     """Level-2 estimates: what each finalized kernel declared for its node's resolved shapes."""
 
     slots: dict[tuple[int, int], int]
+    _per_node: dict[int, int] = attrs.field(factory=dict, alias="per_node")
+
+    def __attrs_post_init__(self) -> None:
+        for (index, _slot), nbytes in self.slots.items():
+            self._per_node[index] = self._per_node.get(index, 0) + nbytes
 
     def estimate(self, node: Node, ep_name: str) -> int | None:
-        found = [b for (index, _slot), b in self.slots.items() if index == node.index]
-        return sum(found) if found else 0
+        return self._per_node.get(node.index, 0)
 
 
 def level2_recheck(model: Model, placement: SessionPlacement, slots: dict[tuple[int, int], int],
