@@ -136,6 +136,7 @@ class CpuExecutionProvider:
         self.opsets = {("" if d == "ai.onnx" else d): v for d, v in opsets.items()}
         self.registries = ([plugins] if plugins is not None else []) + [builtin_registry(self.name)]
         self._claims: dict[Node, Supported | Declined] = {}
+        self._entries: dict[tuple, ort_abi.KernelEntry | None] = {}
 
     def opset(self, node: Node) -> int:
         return self.opsets.get("" if node.domain == "ai.onnx" else node.domain, 1)
@@ -154,12 +155,18 @@ class CpuExecutionProvider:
         return out
 
     def entry(self, node: Node) -> ort_abi.KernelEntry | None:
-        bindings = self._bindings(node)
-        for registry in self.registries:
-            found = registry.find(node.op_type, node.domain, self.opset(node), self.name, bindings)
-            if found is not None:
-                return found
-        return None
+        """The registry entry for this node (memoized by op, domain and input element types)."""
+        values = self.graph.values
+        key = (node.op_type, node.domain, tuple(values[n].dtype if n in values else 0 for n in node.inputs))
+        if key not in self._entries:
+            bindings = self._bindings(node)
+            found = None
+            for registry in self.registries:
+                found = registry.find(node.op_type, node.domain, self.opset(node), self.name, bindings)
+                if found is not None:
+                    break
+            self._entries[key] = found
+        return self._entries[key]
 
     def _inputs(self, node: Node) -> list[InputInfo]:
         infos = []
