@@ -1,0 +1,70 @@
+"""`ortrun` end to end: exit codes, the stable JSON layout, checks against onnxruntime, generation."""
+
+import json
+
+import numpy as np
+import pytest
+
+from ort_graph import zoo
+from ort_session.cli import main
+
+CFG = zoo.DecoderConfig(layers=2)
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory):
+    return str(zoo.write_decoder(tmp_path_factory.mktemp("m") / "decoder.onnx", CFG))
+
+
+def test_plan_json_layout_is_stable(model_path, capsys):
+    rc = main(["plan", model_path, "--budget", "gpu:300KiB", "--providers", "SimulatedGPUExecutionProvider",
+               "--dim", "batch=1", "--dim", "sequence=16", "--dim", "past_sequence=0", "--json"])
+    assert rc == 0
+    d = json.loads(capsys.readouterr().out)
+    assert set(d) == {"model", "placement_mode", "nodes", "devices", "layers", "declines", "recheck", "shapes"}
+    assert d["placement_mode"] == "auto-fit"
+    assert set(d["nodes"][0]) == {"name", "op", "layer", "ep", "reason"}
+    dev = d["devices"]["simgpu"]
+    assert set(dev) == {"ep", "weights", "peak_activations", "workspace", "lower_bound", "total", "budget"}
+    assert 0 < dev["total"] <= dev["budget"] == 300 * 1024
+    assert set(d["recheck"]) == {"ok", "planned_overruns", "cost_sum_overruns"}
+
+
+def test_run_check_passes_against_onnxruntime(model_path, capsys):
+    assert main(["run", model_path, "--check", "--dim", "past_sequence=3"]) == 0
+    assert "check PASSED" in capsys.readouterr().out
+
+
+def test_run_with_input_files(model_path, tmp_path, capsys):
+    ids = tmp_path / "ids.npy"
+    np.save(ids, np.array([[1, 2, 3]], np.int64))
+    assert main(["run", model_path, "--input", f"input_ids={ids}", "--dim", "past_sequence=0", "--check"]) == 0
+    assert "[1, 3, 256]" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["plan", "/nonexistent/model.onnx"], "does not exist"),
+    (["plan", "--layers", "cuda(layers.[0-15]"], "missing ')'"),
+    (["plan", "--budget", "gpu:12parsecs"], "unit"),
+])
+def test_errors_exit_2_with_a_clear_message(argv, message, capsys):
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_bad_dim_syntax_is_refused():
+    with pytest.raises(SystemExit, match="name=INTEGER"):
+        main(["plan", "--dim", "batch"])
+
+
+def test_generate_streams_tokens_with_zero_allocations(model_path, capsys):
+    assert main(["generate", model_path, "--prompt", "hello", "--max-new-tokens", "4"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("hello")
+    assert "4 tokens" in captured.err and "0 runtime allocations" in captured.err
+
+
+def test_kernels_lists_every_ep_and_workspace_support(capsys):
+    assert main(["kernels"]) == 0
+    out = capsys.readouterr().out
+    assert "CPUExecutionProvider" in out and "GroupQueryAttention" in out and "declares" in out
