@@ -73,6 +73,11 @@ class Node:
         return ann or None
 
     @property
+    def label(self) -> str:
+        """The name, or `<unnamed Op #index>` for the unnamed nodes many exporters emit (for messages)."""
+        return self.name or f"<unnamed {self.op_type} #{self.index}>"
+
+    @property
     def qualified_op(self) -> str:
         return f"{self.domain}::{self.op_type}" if self.domain not in ("", "ai.onnx") else self.op_type
 

@@ -47,12 +47,16 @@ def _estimate(claim: Claim, estimator: WorkspaceEstimator | None, node: Any, ep_
     return est
 
 
+def _label(node: Any) -> str:
+    return getattr(node, "label", None) or node.name
+
+
 def _declined(claim: Any, ep: str, node: Any) -> Any:
     """A partition Declined for any decline: ours, or a duck-typed one (ort-abi's Declined carries the
     same fields: rejected, accepts, remedy, opset)."""
     if isinstance(claim, Declined) or hasattr(claim, "reason") and getattr(claim, "reason", ""):
         return claim
-    return Declined(ep=getattr(claim, "ep", None) or ep, node=node.name, op=node.op_type, domain=node.domain,
+    return Declined(ep=getattr(claim, "ep", None) or ep, node=_label(node), op=node.op_type, domain=node.domain,
                     opset=getattr(claim, "opset", None),
                     rejected=getattr(claim, "rejected", "") or "(no reason given by the provider)",
                     accepts=getattr(claim, "accepts", "") or "", remedy=getattr(claim, "remedy", "") or "")
@@ -63,7 +67,7 @@ def _budget_gate(result: CapabilityResult, accountant: ResourceAccountant, node:
     """Shared by both loops: cost the node, accept it or stop the pass. Returns False to stop."""
     cost = node_cost_for_budget(accountant, node, _estimate(claim, estimator, node, result.ep))
     if accountant.would_exceed(cost):
-        result.stop = BudgetStop(ep=result.ep, node=node.name, consumed=accountant.consumed, cost=cost,
+        result.stop = BudgetStop(ep=result.ep, node=_label(node), consumed=accountant.consumed, cost=cost,
                                  budget=accountant.threshold)  # type: ignore[arg-type]
         accountant.stopped = True
         result.over_budget.append(node)

@@ -137,14 +137,14 @@ def place(graph: Any, eps: Sequence[Any], *, layering: LayeringIndex | None = No
     missing = [n for n in order if n not in assignments]
     if missing:
         fb = results.get(fallback)
-        names = {n.name for n in missing}
+        names = {getattr(n, "label", None) or n.name for n in missing} | {n.name for n in missing}
         mine = [d for d in declines if getattr(d, "node", None) in names]
         # the fallback's own reasons first: they say why nothing could take the node
         mine.sort(key=lambda d: getattr(d, "ep", None) != fallback)
         why = [d.reason for d in mine][:5]
         stop = stops.get(fallback)
         raise PlacementError(
-            f"{len(missing)} node(s) have no execution provider, e.g. {[n.name for n in missing[:5]]}; "
+            f"{len(missing)} node(s) have no execution provider, e.g. {[getattr(n, 'label', n.name) for n in missing[:5]]}; "
             f"the fallback {fallback!r} could not take them"
             + (f" ({stop.reason})" if stop else "")
             + (f"; declines: {why}" if why else "")

@@ -176,7 +176,7 @@ class CpuExecutionProvider:
         return infos
 
     def _decline(self, node: Node, rejected: str, accepts: str, remedy: str) -> Declined:
-        return Declined(ep=self.name, node=node.name, op=node.op_type, domain=node.domain, opset=self.opset(node),
+        return Declined(ep=self.name, node=node.label, op=node.op_type, domain=node.domain, opset=self.opset(node),
                         rejected=rejected, accepts=accepts, remedy=remedy)
 
     def claim(self, node: Node) -> Supported | Declined:

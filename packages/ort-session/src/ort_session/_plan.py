@@ -34,11 +34,11 @@ class SessionPlan:
         res = self.placement.result
         if ep != res.fallback:
             return ""
-        why = [d.reason for d in res.declines if getattr(d, "node", None) == node.name]
+        why = [d.reason for d in res.declines if getattr(d, "node", None) in (node.name, node.label)]
         if why:
             return why[0]
         for stop in res.stops.values():
-            if stop.node == node.name:
+            if stop.node in (node.name, node.label):
                 return stop.reason
             return f"{stop.ep} budget exhausted (stopped at node {stop.node!r})"
         return ""
