@@ -143,7 +143,7 @@ class Executor:
                                            for o in node.outputs]
         last_use: dict[str, int] = {}
         for step, node in enumerate(self.order):
-            for name in list(node.inputs) + node.implicit_inputs():
+            for name in self._reads[node.index]:
                 if name:
                     last_use[name] = step
         keep = set(self.graph.outputs) | set(self.graph.initializers)

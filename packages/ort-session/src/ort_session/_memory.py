@@ -2,9 +2,10 @@
 pre-allocated buffers, and the per-shape pattern cache for dynamic models.
 
 Runs get one of three layouts:
-- the static plan made at initialization (pre-allocated buffers, or one buffer per device per run);
-- for feed shapes the static plan does not cover: the cached pattern for that shape key, or, on the
-  first run with that key, a trace that is planned and cached when the run ends.
+- the static plan made at initialization (pre-allocated buffers, or one buffer per device per run), for
+  feeds no larger than the planned (max) shapes, extent by extent;
+- for larger feed shapes: the cached pattern for that shape key, or, on the first run with that key, a
+  trace that is planned and cached when the run ends (refused with pre-allocated buffers).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ JSON layout (stable; documented in the README):
 {
   "model": str, "placement_mode": "rules" | "auto-fit" | "budget" | "priority",
   "nodes":   [{"name", "op", "layer", "ep", "reason"}],       # reason: why this EP (or "")
-  "devices": {device: {"ep", "weights", "peak_activations", "workspace", "total", "budget"}},
+  "devices": {device: {"ep", "weights", "peak_activations", "workspace", "lower_bound", "total", "budget"}},
   "layers":  [placement report rows: group, layer, ep, nodes, weight/activation/workspace bytes],
   "declines": [{"ep", "node", "op", "domain", "opset", "rejected", "accepts", "remedy", "reason"}],
   "recheck": {"ok": bool, "planned_overruns": [str],              # weights + planned peak > budget

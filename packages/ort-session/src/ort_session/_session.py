@@ -4,7 +4,6 @@ Level-2 re-check -> boundary copies -> finalize (kernels, declared workspace) ->
 from __future__ import annotations
 
 import os
-import pathlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -161,4 +160,4 @@ def _as_mapping(opts: SessionOptions) -> dict[str, Any]:
     return {**d, **config}
 
 
-__all__ = ["InferenceSession", "make_provider", "pathlib"]
+__all__ = ["InferenceSession", "load_plugins", "make_provider"]

@@ -15,13 +15,18 @@ class _NormBase(OpImpl):
         return check_all(inputs, FLOATS_BF)
 
 
-@register("LayerNormalization", since=17)
-class LayerNormalization(_NormBase):
+class _StashedNorm(_NormBase):
+    """Norms with a `stash_type` attribute: the precision statistics are computed in."""
+
     def supports(self, node, inputs, opset):
         st = node.attr("stash_type", 1)
         if st not in (T.FLOAT, T.DOUBLE, T.FLOAT16, T.BFLOAT16):
             return decline_attr("stash_type", st, "1 (float32), 11 (double), 10, 16")
         return super().supports(node, inputs, opset)
+
+
+@register("LayerNormalization", since=17)
+class LayerNormalization(_StashedNorm):
 
     def compute(self, node, inputs):
         x, scale = inputs[0], inputs[1]
@@ -42,12 +47,7 @@ class LayerNormalization(_NormBase):
 
 
 @register("RMSNormalization", since=23)
-class RMSNormalization(_NormBase):
-    def supports(self, node, inputs, opset):
-        st = node.attr("stash_type", 1)
-        if st not in (T.FLOAT, T.DOUBLE, T.FLOAT16, T.BFLOAT16):
-            return decline_attr("stash_type", st, "1 (float32), 11 (double), 10, 16")
-        return super().supports(node, inputs, opset)
+class RMSNormalization(_StashedNorm):
 
     def compute(self, node, inputs):
         x, scale = inputs[0], inputs[1]
