@@ -161,7 +161,7 @@ def test_host_buffers_are_host_accessible():
 def test_null_device_capacity():
     dev = NullDeviceAllocator(capacity=100)
     a = dev.alloc(60)
-    with pytest.raises(AllocationError, match="60 of 100 in use"):
+    with pytest.raises(AllocationError, match="60 of its capacity 100 are in use"):
         dev.alloc(41)
     dev.free(a)
     dev.free(dev.alloc(100))

@@ -245,3 +245,58 @@ def test_float16_round_trip(ep):
     assert y.dtype == np.float16 and y.shape == (2, 3)
     assert [c[1] for c in ep.runtime._driver.calls if c[0] == "launch"] == ["binary_f16"]
     assert ep.allocator.bytes_in_use == 0
+
+
+def _matmul_kernel(ep):
+    from ort_abi import KernelInfo
+    from ort_cuda_ep._kernel import CudaKernel
+    from ort_cuda_ep._ops import find_spec
+
+    return CudaKernel(ep, find_spec("MatMul", "", 13), KernelInfo("mm", "MatMul", "", {}, 2, 1))
+
+
+def test_outputs_are_written_in_place_into_the_tensors_the_context_allocates(ep):
+    """A session's planned block: no device allocation, no copy, the launch writes there."""
+    from ort_abi import DeviceTensor, KernelContext
+
+    arena = ep.allocator.alloc(1024)
+    a, b = ep.to_device(np.ones((4, 8), np.float32)), ep.to_device(np.ones(8, np.float32))
+    driver = ep.runtime._driver
+    pointers: list[int] = []
+    real_launch = driver.cuLaunchKernel
+
+    def launch(fn, *grid_block_args):
+        values, types = grid_block_args[-2]
+        pointers.extend(v for v, t in zip(values, types) if t is ctypes.c_void_p)
+        return real_launch(fn, *grid_block_args)
+
+    driver.cuLaunchKernel = launch
+    driver.calls.clear()
+    allocs = ep.allocator.alloc_count
+    ctx = KernelContext([a, b], output_count=1, output_types=[np.float32],
+                        output_allocator=lambda i, shape, dtype: DeviceTensor(arena.view(64, 16), shape, dtype))
+    _matmul_kernel(ep).compute(ctx)
+    out = ctx.outputs[0]
+    assert out.shape == (4,) and out.ptr == arena.ptr + 64  # numpy's 1-D result shape, in the planned block
+    assert arena.ptr + 64 in pointers and ep.allocator.alloc_count == allocs
+    assert [c[0] for c in driver.calls] == ["launch"]  # no host <-> device or device <-> device copy
+    for t in (a, b):
+        ep.runtime.release(t)
+    ep.allocator.free(arena)
+    assert ep.allocator.bytes_in_use == 0
+
+
+def test_an_output_on_another_device_is_refused_with_the_device_named(ep):
+    from ort_abi import DeviceTensor, KernelContext, NullDeviceAllocator
+    from ort_cuda_ep import CudaEpError
+
+    other = NullDeviceAllocator()
+    foreign = other.alloc(64)
+    a, b = ep.to_device(np.ones((2, 2), np.float32)), ep.to_device(np.ones((2, 2), np.float32))
+    ctx = KernelContext([a, b], output_count=1, output_types=[np.float32],
+                        output_allocator=lambda i, shape, dtype: DeviceTensor(foreign.view(0, 16), shape, dtype))
+    with pytest.raises(CudaEpError, match="allocated on null:0, not on this EP's cuda:0"):
+        _matmul_kernel(ep).compute(ctx)
+    for t in (a, b):
+        ep.runtime.release(t)
+    assert ep.allocator.bytes_in_use == 0

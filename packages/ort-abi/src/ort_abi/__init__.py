@@ -53,6 +53,7 @@ from ._hostapi import HOST_API, HostApi
 from ._kerneldef import KernelDef, KernelDefBuilder
 from ._library import KernelLibrary, load_kernel_library
 from ._registry import KernelEntry, KernelRegistry, declare_workspace, estimate_workspace, release_kernel
+from ._tensor import DeviceTensor, empty_tensor, tensor_from_host, tensor_to_host
 from ._status import ErrorCode, check, live_status_count, status_misuse
 from ._workspace import MAX_SLOTS, InputState, WorkspaceInputShape, WorkspaceSlot, workspace_input_shapes
 
@@ -73,14 +74,14 @@ __all__ = [
     "ABI_MIN_VERSION", "ABI_VERSION", "ABI_VERSION_WORKSPACE", "HEADER_NAME", "HOST_API", "MAX_SLOTS",
     "AbiError", "AbiVersionMismatchError", "AllocationError", "Allocator", "BorrowedFreeError",
     "CFeaturesUnavailableError", "Capability", "ContextCounters", "CrossDeviceFreeError", "CrossEpFreeError",
-    "Declined", "Device", "DeviceBuffer", "DoubleFreeError", "DuplicateKernelError", "EpIdentity", "EpInfo",
+    "Declined", "Device", "DeviceBuffer", "DeviceTensor", "DoubleFreeError", "DuplicateKernelError", "EpIdentity", "EpInfo",
     "ErrorCode", "ForeignFreeError", "HandleError", "HostAllocator", "HostApi", "InputState", "KernelContext",
     "KernelDef", "KernelDefBuilder", "KernelDefError", "KernelEntry", "KernelError", "KernelInfo",
     "KernelLibrary", "KernelLibraryError", "KernelRegistry", "LibraryNotFoundError", "MissingSymbolError",
     "NullDeviceAllocator", "OutputAllocator", "OwnershipError", "RegistrationError", "RegistrationFailedError",
     "Supported", "TransferError", "UseAfterFreeError", "WorkspaceDeclarationError", "WorkspaceInputShape",
     "WorkspaceSlot", "__version__", "c_available", "check", "copy_device_to_device", "copy_device_to_host",
-    "copy_host_to_device", "declare_workspace", "estimate_workspace", "get_include", "live_handles",
+    "copy_host_to_device", "declare_workspace", "empty_tensor", "estimate_workspace", "get_include", "live_handles",
     "live_status_count", "load_kernel_library", "numpy_output_allocator", "release_kernel", "status_misuse",
-    "workspace_input_shapes",
+    "tensor_from_host", "tensor_to_host", "workspace_input_shapes",
 ]

@@ -114,11 +114,15 @@ class DeviceBuffer:
 class Allocator:
     """Base allocator: public `alloc`/`free` implement the ownership rules once; a provider
     overrides `_alloc(nbytes) -> (handle, address)`, `_free(handle)` and, for transfers,
-    `_write(handle, offset, src: np.ndarray)` / `_read(handle, offset, dst: np.ndarray)` (uint8, 1-D)."""
+    `_write(handle, offset, src: np.ndarray)` / `_read(handle, offset, dst: np.ndarray)` (uint8, 1-D).
 
-    def __init__(self, ep: EpIdentity, device: Device | None = None) -> None:
+    `capacity` (bytes, None for no limit) caps the bytes live at once: an allocation beyond it raises
+    AllocationError before the provider is asked, so a session can hold a device to its budget."""
+
+    def __init__(self, ep: EpIdentity, device: Device | None = None, *, capacity: int | None = None) -> None:
         self.ep = ep
         self.device = device or Device(ep.device_type, ep.device_id)
+        self.capacity = capacity
         self._live: dict[int, DeviceBuffer] = {}
         self.bytes_in_use = 0
         self.peak_bytes = 0
@@ -128,6 +132,11 @@ class Allocator:
     def alloc(self, nbytes: int) -> DeviceBuffer:
         if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
             raise ValueError(f"allocation size must be a byte count >= 0, got {nbytes!r}")
+        if self.capacity is not None and self.bytes_in_use + int(nbytes) > self.capacity:
+            raise AllocationError(
+                f"{self.ep.name} on {self.device} cannot allocate {int(nbytes)} bytes: {self.bytes_in_use} of its "
+                f"capacity {self.capacity} are in use; free buffers, lower the request or raise the capacity "
+                "(for a session: its device budget)")
         handle, address = self._alloc(int(nbytes))
         buf = DeviceBuffer(allocator=self, handle=handle, address=address, nbytes=int(nbytes))
         self._live[id(buf)] = buf
@@ -197,28 +206,24 @@ class HostAllocator(Allocator):
 
 
 class NullDeviceAllocator(Allocator):
-    """A pretend device for CPU-only tests of provider logic: opaque addresses, optional capacity
-    (AllocationError beyond it), and host-side backing so copies round-trip."""
+    """A pretend device for CPU-only tests of provider logic: opaque addresses (not host-accessible),
+    optional capacity (AllocationError beyond it), and host-side numpy backing so copies round-trip."""
 
     def __init__(self, ep: EpIdentity | None = None, *, capacity: int | None = None) -> None:
-        super().__init__(ep or EpIdentity("NullExecutionProvider", "null", 0))
-        self.capacity = capacity
+        super().__init__(ep or EpIdentity("NullExecutionProvider", "null", 0), capacity=capacity)
         self._next = itertools.count(1)
 
     def _alloc(self, nbytes: int) -> tuple[Any, int]:
-        if self.capacity is not None and self.bytes_in_use + nbytes > self.capacity:
-            raise AllocationError(f"{self.ep} cannot allocate {nbytes} bytes: {self.bytes_in_use} of "
-                                  f"{self.capacity} in use; free buffers or lower the request")
-        return bytearray(nbytes), 0x7F0000000000 + next(self._next) * 0x100000
+        return np.zeros(nbytes, np.uint8), 0x7F0000000000 + next(self._next) * 0x100000
 
     def _free(self, handle: Any) -> None:
         pass
 
     def _write(self, handle: Any, offset: int, src: np.ndarray) -> None:
-        handle[offset:offset + src.nbytes] = src.tobytes()
+        handle[offset:offset + src.nbytes] = src
 
     def _read(self, handle: Any, offset: int, dst: np.ndarray) -> None:
-        dst[...] = np.frombuffer(bytes(handle[offset:offset + dst.nbytes]), dtype=np.uint8)
+        dst[...] = handle[offset:offset + dst.nbytes]
 
 
 def _host_bytes(arr: np.ndarray, writable: bool) -> np.ndarray:

@@ -12,16 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ort_abi import (
-    DeviceBuffer,
-    KernelContext,
-    KernelInfo,
-    WorkspaceInputShape,
-    WorkspaceSlot,
-    copy_device_to_device,
-    copy_device_to_host,
-)
+from ort_abi import DeviceBuffer, DeviceTensor, KernelContext, KernelInfo, WorkspaceInputShape, WorkspaceSlot, tensor_to_host
 
+from ._errors import CudaEpError
 from ._launch import compute
 from ._ops import NodeFacts, OpSpec
 from ._profiles import DeviceProfile
@@ -99,8 +92,9 @@ class _ContextWorkspace:
 
 
 class CudaKernel:
-    """One node's kernel. Inputs arrive as host arrays (the ABI's KernelContext) and are copied to
-    the device explicitly; outputs are copied back into the context's output arrays."""
+    """One node's kernel. Device tensors in the context are used in place: inputs are read where they
+    are, outputs are written into the tensors the context's allocator returns (a session's planned
+    blocks). Host arrays are copied to the device explicitly and host outputs copied back."""
 
     has_declaration = True
 
@@ -115,26 +109,33 @@ class CudaKernel:
     def compute(self, ctx: KernelContext) -> None:
         rt = self.ep.runtime
         ws = _ContextWorkspace(ctx, rt)
-        owned = []
+        owned: list[DeviceArray] = []
+        to_host: list[tuple[int, DeviceArray]] = []  # outputs the context holds on the host
+
+        def output(index: int, shape: tuple[int, ...], dtype: np.dtype) -> DeviceArray:
+            dst = ctx.output(index, shape, dtype)
+            if isinstance(dst, DeviceTensor):
+                if dst.device != rt.allocator.device:
+                    raise CudaEpError(f"node {self.node_name!r}: output {index} was allocated on {dst.device}, "
+                                      f"not on this EP's {rt.allocator.device}; place it on the device that runs the node")
+                return dst
+            tmp = rt.empty(shape, dtype)
+            owned.append(tmp)
+            to_host.append((index, tmp))
+            return tmp
+
         try:
             inputs = []
             for a in ctx.inputs:
-                if a is None or isinstance(a, DeviceArray):  # device tensors pass through, borrowed
+                if a is None or isinstance(a, DeviceTensor):  # device tensors pass through, borrowed
                     inputs.append(a)
                     continue
                 d = rt.to_device(np.ascontiguousarray(a))  # explicit host -> device copy
                 inputs.append(d)
                 owned.append(d)
-            outs = compute(rt, self.spec, self.node_name, inputs, self.attrs, ws, ctx.output_count)
-            owned.extend(o for o in outs if o is not None)
-            for i, o in enumerate(outs):
-                if o is None:
-                    continue
-                dst = ctx.output(i, o.shape, o.dtype)
-                if isinstance(dst, DeviceArray):
-                    copy_device_to_device(o.buffer, dst.buffer)
-                else:
-                    copy_device_to_host(o.buffer, dst.reshape(-1).view(np.uint8))  # explicit device -> host copy
+            compute(rt, self.spec, self.node_name, inputs, self.attrs, ws, ctx.output_count, out=output)
+            for index, tmp in to_host:
+                tensor_to_host(tmp, ctx.outputs[index])  # explicit device -> host copy
         finally:
             ws.release()
             for d in owned:

@@ -20,7 +20,7 @@ from ._ops import BINARY_OPS, MAX_RANK, UNARY_OPS, OpSpec
 from ._runtime import CudaRuntime, DeviceArray, f32, i32, i64, ptr
 from ._workspace import SLOT_ID
 
-__all__ = ["WorkspaceSource", "ScratchOnly", "compute"]
+__all__ = ["WorkspaceSource", "OutputSink", "ScratchOnly", "compute"]
 
 
 class WorkspaceSource(Protocol):
@@ -29,6 +29,19 @@ class WorkspaceSource(Protocol):
     def preallocated(self, slot_id: int, nbytes: int) -> int | None: ...
 
     def scratch(self, nbytes: int) -> int: ...
+
+
+class OutputSink(Protocol):
+    """Makes output ``index`` of a kernel as a device tensor of (shape, dtype)."""
+
+    def __call__(self, index: int, shape: tuple[int, ...], dtype: np.dtype) -> DeviceArray: ...
+
+
+def _owned_by(rt: CudaRuntime) -> OutputSink:
+    def new(index: int, shape: tuple[int, ...], dtype: np.dtype) -> DeviceArray:
+        return rt.empty(shape, dtype)
+
+    return new
 
 
 class ScratchOnly:
@@ -78,12 +91,12 @@ def _grid1d(n: int, block: int = 256) -> int:
     return max(1, min(math.ceil(n / block), 1 << 20))
 
 
-def _binary(rt: CudaRuntime, op: str, a: DeviceArray, b: DeviceArray) -> DeviceArray:
+def _binary(rt: CudaRuntime, new: OutputSink, op: str, a: DeviceArray, b: DeviceArray) -> DeviceArray:
     shape = np.broadcast_shapes(a.shape, b.shape)
     if len(shape) > MAX_RANK:
         raise KernelLaunchError(f"{op}: broadcast rank {len(shape)} exceeds {MAX_RANK}")
     sfx = _sfx(a, b)
-    out = rt.empty(shape, a.dtype)
+    out = new(0, shape, a.dtype)
     dims = (1,) * (MAX_RANK - len(shape)) + tuple(shape)
 
     def strides(s: tuple[int, ...]) -> list[int]:
@@ -102,9 +115,9 @@ def _binary(rt: CudaRuntime, op: str, a: DeviceArray, b: DeviceArray) -> DeviceA
     return out
 
 
-def _unary(rt: CudaRuntime, op: str, x: DeviceArray, attrs: Mapping[str, Any]) -> DeviceArray:
+def _unary(rt: CudaRuntime, new: OutputSink, op: str, x: DeviceArray, attrs: Mapping[str, Any]) -> DeviceArray:
     sfx = _sfx(x)
-    out = rt.empty(x.shape, x.dtype)
+    out = new(0, x.shape, x.dtype)
     code = UNARY_OPS[op]
     if op == "Gelu" and attrs.get("approximate", "none") in ("tanh", b"tanh"):
         code = 11
@@ -134,7 +147,7 @@ def _gemm_launch(rt, dtype, a, b, c, bias, M, N, K, a_m, a_k, b_k, b_n, batch, b
                        f32(beta)])
 
 
-def _matmul(rt: CudaRuntime, a: DeviceArray, b: DeviceArray) -> DeviceArray:
+def _matmul(rt: CudaRuntime, new: OutputSink, a: DeviceArray, b: DeviceArray) -> DeviceArray:
     sa = a.shape if len(a.shape) > 1 else (1,) + a.shape
     sb = b.shape if len(b.shape) > 1 else b.shape + (1,)
     (M, K), (K2, N) = sa[-2:], sb[-2:]
@@ -145,10 +158,12 @@ def _matmul(rt: CudaRuntime, a: DeviceArray, b: DeviceArray) -> DeviceArray:
     if ba and bb and ba != bb:
         raise KernelLaunchError(f"MatMul: batch dims {ba!r} and {bb!r} need a broadcast this kernel does not do")
     out_shape = tuple(batch_dims) + (M, N)
+    final = tuple(batch_dims) + ((M,) if len(a.shape) > 1 else ()) + ((N,) if len(b.shape) > 1 else ())
     _sfx(a, b)
-    out = rt.empty(out_shape, a.dtype)
+    result = new(0, final, a.dtype)  # numpy's result shape; the kernel writes it as [batch, M, N]
+    out = result if final == out_shape else result.reshaped(out_shape)
     if out.size == 0:
-        return out
+        return result
     if not bb:  # weights shared by every batch: fold the batch into M
         Mf = int(np.prod(ba, dtype=np.int64)) * M if ba else M
         _gemm_launch(rt, a.dtype, a, b, out, None, Mf, N, K, K, 1, N, 1, 1, 0, 0, 0, 0, 0, 1.0, 0.0)
@@ -156,18 +171,16 @@ def _matmul(rt: CudaRuntime, a: DeviceArray, b: DeviceArray) -> DeviceArray:
         batch = int(np.prod(batch_dims, dtype=np.int64))
         _gemm_launch(rt, a.dtype, a, b, out, None, M, N, K, K, 1, N, 1, batch, M * K if ba else 0, K * N, M * N, 0, 0,
                      1.0, 0.0)
-    if len(a.shape) == 1 or len(b.shape) == 1:
-        final = tuple(batch_dims) + ((M,) if len(a.shape) > 1 else ()) + ((N,) if len(b.shape) > 1 else ())
-        return DeviceArray(out.buffer, final, out.dtype)  # same owned buffer, numpy's 1-D result shape
-    return out
+    return result
 
 
-def _gemm(rt: CudaRuntime, a: DeviceArray, b: DeviceArray, c: DeviceArray | None, attrs: Mapping[str, Any]) -> DeviceArray:
+def _gemm(rt: CudaRuntime, new: OutputSink, a: DeviceArray, b: DeviceArray, c: DeviceArray | None,
+          attrs: Mapping[str, Any]) -> DeviceArray:
     ta, tb = int(attrs.get("transA", 0)), int(attrs.get("transB", 0))
     M, K = (a.shape[1], a.shape[0]) if ta else a.shape
     N = b.shape[0] if tb else b.shape[1]
     _sfx(a, b, c)
-    out = rt.empty((M, N), a.dtype)
+    out = new(0, (M, N), a.dtype)
     bias_m = bias_n = 0
     if c is not None:
         cs = (1,) * (2 - len(c.shape)) + tuple(c.shape)
@@ -179,9 +192,9 @@ def _gemm(rt: CudaRuntime, a: DeviceArray, b: DeviceArray, c: DeviceArray | None
     return out
 
 
-def _softmax(rt: CudaRuntime, x: DeviceArray) -> DeviceArray:
+def _softmax(rt: CudaRuntime, new: OutputSink, x: DeviceArray) -> DeviceArray:
     sfx = _sfx(x)
-    out = rt.empty(x.shape, x.dtype)
+    out = new(0, x.shape, x.dtype)
     cols = x.shape[-1] if x.shape else 1
     rows = x.size // cols if cols else 0
     if rows and cols:
@@ -189,22 +202,23 @@ def _softmax(rt: CudaRuntime, x: DeviceArray) -> DeviceArray:
     return out
 
 
-def _rms_norm(rt: CudaRuntime, x: DeviceArray, scale: DeviceArray, attrs: Mapping[str, Any], n_out: int) -> list[DeviceArray]:
+def _rms_norm(rt: CudaRuntime, new: OutputSink, x: DeviceArray, scale: DeviceArray, attrs: Mapping[str, Any],
+             n_out: int) -> list[DeviceArray]:
     axis = int(attrs.get("axis", -1)) % len(x.shape)
     cols = int(np.prod(x.shape[axis:], dtype=np.int64))
     if scale.size != cols:
         raise KernelLaunchError(f"SimplifiedLayerNormalization: scale {scale.shape!r} does not cover dims {x.shape[axis:]!r}")
     rows = x.size // cols if cols else 0
     sfx = _sfx(x, scale)
-    y = rt.empty(x.shape, x.dtype)
-    inv = rt.empty(x.shape[:axis] + (1,) * (len(x.shape) - axis), np.float32) if n_out > 1 else None
+    y = new(0, x.shape, x.dtype)
+    inv = new(1, x.shape[:axis] + (1,) * (len(x.shape) - axis), np.float32) if n_out > 1 else None
     if rows and cols:
         rt.launch("rms_norm", f"rms_norm_{sfx}", (min(rows, 1 << 20),), (256,),
                   [ptr(x), ptr(scale), ptr(y), ptr(inv), i64(rows), i32(cols), f32(attrs.get("epsilon", 1e-5))])
     return [y] if inv is None else [y, inv]
 
 
-def _skip_rms_norm(rt: CudaRuntime, inputs, attrs: Mapping[str, Any], n_out: int) -> list[DeviceArray | None]:
+def _skip_rms_norm(rt: CudaRuntime, new: OutputSink, inputs, attrs: Mapping[str, Any], n_out: int) -> list[DeviceArray | None]:
     x, skip, scale = inputs[0], inputs[1], inputs[2]
     bias = inputs[3] if len(inputs) > 3 else None
     if skip.shape != x.shape:
@@ -214,9 +228,9 @@ def _skip_rms_norm(rt: CudaRuntime, inputs, attrs: Mapping[str, Any], n_out: int
         raise KernelLaunchError(f"SkipSimplifiedLayerNormalization: gamma/bias must have {cols} elements")
     rows = x.size // cols if cols else 0
     sfx = _sfx(x, skip, scale, bias)
-    y = rt.empty(x.shape, x.dtype)
-    inv = rt.empty(x.shape[:-1] + (1,), np.float32) if n_out > 2 else None
-    total = rt.empty(x.shape, x.dtype) if n_out > 3 else None
+    y = new(0, x.shape, x.dtype)
+    inv = new(2, x.shape[:-1] + (1,), np.float32) if n_out > 2 else None
+    total = new(3, x.shape, x.dtype) if n_out > 3 else None
     if rows and cols:
         rt.launch("rms_norm", f"skip_rms_norm_{sfx}", (min(rows, 1 << 20),), (256,),
                   [ptr(x), ptr(skip), ptr(bias), ptr(scale), ptr(y), ptr(inv), ptr(total), i64(rows), i32(cols),
@@ -224,7 +238,7 @@ def _skip_rms_norm(rt: CudaRuntime, inputs, attrs: Mapping[str, Any], n_out: int
     return [y, None, inv, total][:max(n_out, 1)]
 
 
-def _matmul_nbits(rt, node, inputs, attrs, ws) -> DeviceArray:
+def _matmul_nbits(rt, new: OutputSink, node, inputs, attrs, ws) -> DeviceArray:
     a, b, scales = inputs[0], inputs[1], inputs[2]
     zp = inputs[3] if len(inputs) > 3 else None
     bias = inputs[5] if len(inputs) > 5 else None
@@ -235,7 +249,7 @@ def _matmul_nbits(rt, node, inputs, attrs, ws) -> DeviceArray:
     recipe = matmul_nbits_recipe(M, N, K, attrs.get("bits", 4), bs, a.dtype.itemsize)
     if recipe is None:
         raise KernelLaunchError(f"MatMulNBits: shape {a.shape!r} with N={N!r}, K={K!r} is out of range")
-    out = rt.empty(a.shape[:-1] + (N,), a.dtype)
+    out = new(0, a.shape[:-1] + (N,), a.dtype)
     wsp = _workspace(rt, ws, node, recipe.workspace_bytes)
     if recipe.path == "gemv":
         rt.launch("matmul_nbits", f"mnb4_gemv_{sfx}", (math.ceil(N / 4),), (128,),
@@ -247,7 +261,7 @@ def _matmul_nbits(rt, node, inputs, attrs, ws) -> DeviceArray:
     return out
 
 
-def _attention(rt, node, inputs, attrs, ws) -> DeviceArray:
+def _attention(rt, new: OutputSink, node, inputs, attrs, ws) -> DeviceArray:
     q, k, v = inputs[0], inputs[1], inputs[2]
     B, S, hidden = q.shape
     L, H = k.shape[1], int(attrs["num_heads"])
@@ -256,7 +270,7 @@ def _attention(rt, node, inputs, attrs, ws) -> DeviceArray:
     if r is None:
         raise KernelLaunchError(f"MultiHeadAttention: shapes {q.shape!r}, {k.shape!r} are out of range")
     sfx = _sfx(q, k, v)
-    out = rt.empty(q.shape, q.dtype)
+    out = new(0, q.shape, q.dtype)
     if out.size == 0:
         return out
     base = _workspace(rt, ws, node, r.total_bytes)
@@ -277,25 +291,27 @@ def _attention(rt, node, inputs, attrs, ws) -> DeviceArray:
 
 
 def compute(rt: CudaRuntime, spec: OpSpec, node: str, inputs: Sequence[DeviceArray | None], attrs: Mapping[str, Any],
-            ws: WorkspaceSource, n_outputs: int = 1) -> list[DeviceArray | None]:
-    """Run one node on the device; returns its outputs (owned by ``rt``; None for one not computed)."""
+            ws: WorkspaceSource, n_outputs: int = 1, out: OutputSink | None = None) -> list[DeviceArray | None]:
+    """Run one node on the device; returns its outputs (None for one not computed). Each output is
+    made by ``out(index, shape, dtype)`` (the planned block of a session), else owned by ``rt``."""
+    new = out or _owned_by(rt)
     op = spec.op_type
     if op in BINARY_OPS:
-        return [_binary(rt, op, inputs[0], inputs[1])]  # type: ignore[arg-type]
+        return [_binary(rt, new, op, inputs[0], inputs[1])]  # type: ignore[arg-type]
     if op in UNARY_OPS:
-        return [_unary(rt, op, inputs[0], attrs)]  # type: ignore[arg-type]
+        return [_unary(rt, new, op, inputs[0], attrs)]  # type: ignore[arg-type]
     if op == "Softmax":
-        return [_softmax(rt, inputs[0])]  # type: ignore[arg-type]
+        return [_softmax(rt, new, inputs[0])]  # type: ignore[arg-type]
     if op == "SimplifiedLayerNormalization":
-        return _rms_norm(rt, inputs[0], inputs[1], attrs, n_outputs)  # type: ignore[arg-type]
+        return _rms_norm(rt, new, inputs[0], inputs[1], attrs, n_outputs)  # type: ignore[arg-type]
     if op == "SkipSimplifiedLayerNormalization":
-        return _skip_rms_norm(rt, inputs, attrs, n_outputs)  # type: ignore[return-value]
+        return _skip_rms_norm(rt, new, inputs, attrs, n_outputs)  # type: ignore[return-value]
     if op == "MatMul":
-        return [_matmul(rt, inputs[0], inputs[1])]  # type: ignore[arg-type]
+        return [_matmul(rt, new, inputs[0], inputs[1])]  # type: ignore[arg-type]
     if op == "Gemm":
-        return [_gemm(rt, inputs[0], inputs[1], inputs[2] if len(inputs) > 2 else None, attrs)]  # type: ignore[arg-type]
+        return [_gemm(rt, new, inputs[0], inputs[1], inputs[2] if len(inputs) > 2 else None, attrs)]  # type: ignore[arg-type]
     if op == "MatMulNBits":
-        return [_matmul_nbits(rt, node, inputs, attrs, ws)]
+        return [_matmul_nbits(rt, new, node, inputs, attrs, ws)]
     if op == "MultiHeadAttention":
-        return [_attention(rt, node, inputs, attrs, ws)]
+        return [_attention(rt, new, node, inputs, attrs, ws)]
     raise KernelLaunchError(f"no launch code for {op!r}")

@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ort_abi import Allocator, Device, DeviceBuffer, EpIdentity, copy_device_to_host, copy_host_to_device
+from ort_abi import Allocator, Device, DeviceBuffer, DeviceTensor, EpIdentity, empty_tensor, tensor_from_host, tensor_to_host
 
 from ._compile import KERNEL_SOURCES, KernelCache, default_cache
 from ._device import DeviceInfo
@@ -40,33 +40,7 @@ def f32(v: float) -> Arg:
     return (float(v), ctypes.c_float)
 
 
-@attrs.define(eq=False)
-class DeviceArray:
-    """A typed tensor over an ort_abi DeviceBuffer. Ownership is the buffer's: an owned buffer is
-    freed exactly once by the allocator that made it; a view borrows and frees nothing."""
-
-    buffer: DeviceBuffer
-    shape: tuple[int, ...]
-    dtype: np.dtype
-
-    @property
-    def ptr(self) -> int:
-        return self.buffer.ptr
-
-    @property
-    def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
-
-    def reshaped(self, shape: Sequence[int]) -> DeviceArray:
-        """A borrowed view with another shape over the same bytes."""
-        shape = tuple(int(d) for d in shape)
-        if int(np.prod(shape, dtype=np.int64)) != self.size:
-            raise CudaEpError(f"cannot view {self.shape!r} as {shape!r}: element counts differ")
-        return DeviceArray(self.buffer.view(0, self.buffer.nbytes), shape, self.dtype)
+DeviceArray = DeviceTensor  # the ABI's typed device tensor; kernels take and return these
 
 
 class CudaAllocator(Allocator):
@@ -150,25 +124,18 @@ class CudaRuntime:
 
     # -- memory: every allocation is an ort_abi DeviceBuffer from self.allocator -------------------
     def empty(self, shape: Sequence[int], dtype=np.float32) -> DeviceArray:
-        dt = np.dtype(dtype)
-        shape = tuple(int(d) for d in shape)
-        return DeviceArray(self.allocator.alloc(int(np.prod(shape, dtype=np.int64)) * dt.itemsize), shape, dt)
+        return empty_tensor(self.allocator, shape, dtype)
 
     def release(self, arr: DeviceArray) -> None:
         self.allocator.free(arr.buffer)
 
     def to_device(self, host: np.ndarray) -> DeviceArray:
         """Explicit host -> device copy into a new owned array."""
-        host = np.ascontiguousarray(host)
-        arr = self.empty(host.shape, host.dtype)
-        copy_host_to_device(host, arr.buffer)
-        return arr
+        return tensor_from_host(self.allocator, host)
 
     def to_host(self, arr: DeviceArray) -> np.ndarray:
         """Explicit device -> host copy (waits for the work queued before it)."""
-        out = np.empty(arr.shape, arr.dtype)
-        copy_device_to_host(arr.buffer, out)
-        return out
+        return tensor_to_host(arr)
 
     # -- kernels ----------------------------------------------------------------------------------
     def function(self, source: str, entry: str):
