@@ -10,84 +10,7 @@ import numpy as np
 import pytest
 
 from ort_cuda_ep import CudaExecutionProvider, CudaRuntime, DeviceInfo, KernelCache, get_profile
-
-
-class FakeDriver:
-    def __init__(self):
-        self.memory: dict[int, bytearray] = {}
-        self.next = 0x10000
-        self.calls: list[tuple] = []
-        self.modules: dict[int, bytes] = {}
-
-    def _ok(self, *values):
-        return (0, *values)
-
-    def cuDeviceGet(self, ordinal):
-        return self._ok(ordinal)
-
-    def cuDevicePrimaryCtxRetain(self, dev):
-        return self._ok("ctx")
-
-    def cuDevicePrimaryCtxRelease(self, dev):
-        return self._ok()
-
-    def cuCtxSetCurrent(self, ctx):
-        return self._ok()
-
-    def cuCtxSynchronize(self):
-        return self._ok()
-
-    def cuMemAlloc(self, n):
-        p = self.next
-        self.next += (n + 255) // 256 * 256 + 256
-        self.memory[p] = bytearray(n)
-        return self._ok(p)
-
-    def cuMemFree(self, p):
-        assert p in self.memory, "free of an unknown pointer"
-        del self.memory[p]
-        return self._ok()
-
-    def _find(self, p):
-        for base, mem in self.memory.items():
-            if base <= p < base + max(len(mem), 1):
-                return mem, p - base
-        raise AssertionError(f"pointer {p:#x} is not allocated")
-
-    def cuMemcpyHtoD(self, dst, src, n):
-        mem, off = self._find(dst)
-        mem[off:off + n] = np.asarray(src).reshape(-1).view(np.uint8).tobytes()[:n]
-        self.calls.append(("HtoD", n))
-        return self._ok()
-
-    def cuMemcpyDtoH(self, dst, src, n):
-        mem, off = self._find(src)
-        np.asarray(dst).reshape(-1).view(np.uint8)[:n] = np.frombuffer(bytes(mem[off:off + n]), np.uint8)
-        self.calls.append(("DtoH", n))
-        return self._ok()
-
-    def cuModuleLoadData(self, image):
-        assert bytes(image[:4]) == b"\x7fELF"
-        h = len(self.modules) + 1
-        self.modules[h] = bytes(image)
-        return self._ok(h)
-
-    def cuModuleGetFunction(self, mod, name):
-        assert name in self.modules[mod], f"{name!r} not in the loaded cubin"
-        return self._ok((mod, name.decode()))
-
-    def cuModuleUnload(self, mod):
-        return self._ok()
-
-    def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
-        values, types = params
-        assert len(values) == len(types) and all(t in (ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_float)
-                                                 for t in types)
-        for v, t in zip(values, types, strict=True):
-            if t is ctypes.c_void_p and v:
-                self._find(v)  # every pointer argument points into live memory
-        self.calls.append(("launch", fn[1], (gx, gy, gz), (bx, by, bz)))
-        return self._ok()
+from ort_cuda_ep.testing import RecordingDriver
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +23,7 @@ def ep(monkeypatch, cache):
     fake = DeviceInfo(0, "NVIDIA A100", get_profile("a100"), 13000)
     monkeypatch.setattr("ort_cuda_ep._ep.discover", lambda device_id=0: fake)
     ep = CudaExecutionProvider(cache=cache)
-    ep._runtime = CudaRuntime(fake, cache, ep.identity, driver=FakeDriver())
+    ep._runtime = CudaRuntime(fake, cache, ep.identity, driver=RecordingDriver())
     return ep
 
 
@@ -178,23 +101,6 @@ def test_device_inputs_pass_through_without_copies(ep):
     assert ep.allocator.bytes_in_use == 0
 
 
-class _EventDriver(FakeDriver):
-    def cuEventCreate(self, flags):
-        return self._ok(object())
-
-    def cuEventRecord(self, ev, stream):
-        return self._ok()
-
-    def cuEventSynchronize(self, ev):
-        return self._ok()
-
-    def cuEventElapsedTime(self, a, b):
-        return self._ok(0.5)
-
-    def cuEventDestroy(self, ev):
-        return self._ok()
-
-
 def test_gpu_check_script_runs_end_to_end_on_the_recording_driver(ep, tmp_path):
     """A smoke run of gpu_check.py's benchmark half (its test half needs a real GPU)."""
     import importlib.util
@@ -205,7 +111,7 @@ def test_gpu_check_script_runs_end_to_end_on_the_recording_driver(ep, tmp_path):
     spec = importlib.util.spec_from_file_location("gpu_check", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    ep._runtime._driver = _EventDriver()
+    ep._runtime._driver = RecordingDriver()
     out = tmp_path / "r.json"
     assert mod.main(["--quick", "--skip-tests", "--json", str(out)], ep=ep) == 0
     report = json.loads(out.read_text())

@@ -203,3 +203,13 @@ def test_may_inplace(graph_builder, op: str, domain: str, n_inputs: int, expecte
     g = graph_builder([], {}, [], [])
     node = g.add_node(op, [f"i{k}" for k in range(n_inputs)], ["o"], domain=domain)
     assert mp.may_inplace(node) == expected
+
+
+def test_graph_inputs_can_live_where_feeds_arrive(chain_graph) -> None:
+    g = chain_graph
+    order = topological_order(g)
+    on_device = mp.activation_lifetimes(g, order, lambda n: "cuda:0")
+    assert lifetimes(on_device)["x"][2] == "cuda:0"  # default: the first reader's device
+    on_host = mp.plan_graph(g, order, lambda n: "cuda:0", input_device="cpu")
+    assert lifetimes(on_host.activations)["x"][2] == "cpu" and lifetimes(on_host.activations)["c"][2] == "cuda:0"
+    mp.validate(on_host.plan, on_host.requests)

@@ -260,3 +260,27 @@ def test_red_zone_needs_guard_bytes_and_host_access() -> None:
     with pytest.raises(mp.InvalidRequestError, match="no read/write host access"):
         mp.RedZoneGuard(opaque)
     assert isinstance(Opaque(), mp.Allocator)
+
+
+def test_close_frees_each_buffer_through_its_allocator_and_refuses_later_runs() -> None:
+    p, reqs = two_device_plan()
+
+    class Freeing(mp.HostAllocator):
+        def __init__(self) -> None:
+            super().__init__()
+            self.freed: list[object] = []
+
+        def free(self, buffer: object) -> None:
+            self.freed.append(buffer)
+
+    dev = Freeing()
+    bufs = mp.ExecutionBuffers(p, {"cpu": mp.HostAllocator(), "cuda": dev}, requests=reqs)
+    arena = bufs.buffers["cuda"]
+    with bufs.run():
+        with pytest.raises(mp.ConcurrentRunError, match="while a run is using them"):
+            bufs.close()
+    bufs.close()
+    assert dev.freed == [arena] and bufs.buffers == {}
+    with pytest.raises(mp.InvalidRequestError, match="closed"):
+        with bufs.run():
+            pass

@@ -53,8 +53,8 @@ from ._hostapi import HOST_API, HostApi
 from ._kerneldef import KernelDef, KernelDefBuilder
 from ._library import KernelLibrary, load_kernel_library
 from ._registry import KernelEntry, KernelRegistry, declare_workspace, estimate_workspace, release_kernel
-from ._tensor import DeviceTensor, empty_tensor, tensor_from_host, tensor_to_host
 from ._status import ErrorCode, check, live_status_count, status_misuse
+from ._tensor import DeviceTensor, empty_tensor, tensor_from_host, tensor_to_host
 from ._workspace import MAX_SLOTS, InputState, WorkspaceInputShape, WorkspaceSlot, workspace_input_shapes
 
 __version__ = "0.1.0"

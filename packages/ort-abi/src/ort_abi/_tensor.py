@@ -65,7 +65,7 @@ def empty_tensor(allocator: Allocator, shape: Sequence[int], dtype: object) -> D
 
 def tensor_from_host(allocator: Allocator, host: np.ndarray) -> DeviceTensor:
     """Explicit host -> device copy into a new owned tensor."""
-    host = np.ascontiguousarray(host)
+    host = np.asarray(host, order="C")
     t = empty_tensor(allocator, host.shape, host.dtype)
     if t.nbytes:
         copy_host_to_device(host, t.buffer.view(0, t.nbytes))

@@ -12,7 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ort_abi import DeviceBuffer, DeviceTensor, KernelContext, KernelInfo, WorkspaceInputShape, WorkspaceSlot, tensor_to_host
+from ort_abi import (
+    DeviceBuffer,
+    DeviceTensor,
+    KernelContext,
+    KernelInfo,
+    WorkspaceInputShape,
+    WorkspaceSlot,
+    tensor_to_host,
+)
 
 from ._errors import CudaEpError
 from ._launch import compute
@@ -130,7 +138,7 @@ class CudaKernel:
                 if a is None or isinstance(a, DeviceTensor):  # device tensors pass through, borrowed
                     inputs.append(a)
                     continue
-                d = rt.to_device(np.ascontiguousarray(a))  # explicit host -> device copy
+                d = rt.to_device(np.asarray(a, order="C"))  # explicit host -> device copy
                 inputs.append(d)
                 owned.append(d)
             compute(rt, self.spec, self.node_name, inputs, self.attrs, ws, ctx.output_count, out=output)

@@ -13,7 +13,16 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ort_abi import Allocator, Device, DeviceBuffer, DeviceTensor, EpIdentity, empty_tensor, tensor_from_host, tensor_to_host
+from ort_abi import (
+    Allocator,
+    Device,
+    DeviceBuffer,
+    DeviceTensor,
+    EpIdentity,
+    empty_tensor,
+    tensor_from_host,
+    tensor_to_host,
+)
 
 from ._compile import KERNEL_SOURCES, KernelCache, default_cache
 from ._device import DeviceInfo

@@ -90,6 +90,7 @@ class ExecutionBuffers:
         self.allocators = dict(allocators)
         self._lock = threading.Lock()
         self.runs = 0
+        self.closed = False
 
     def _budget_error(self, device: str, needed: int, available: int) -> BudgetExceededError:
         group = by_device(list(self.requests.values())).get(device, [])
@@ -112,8 +113,25 @@ class ExecutionBuffers:
                 "a run is already using the pre-allocated execution buffers; pre-allocated mode allows "
                 "one run at a time: wait for it to finish, or disable pre-allocation for concurrent runs")
         try:
+            if self.closed:
+                raise InvalidRequestError("these execution buffers were closed (freed); create new ones for more runs")
             self.runs += 1
             yield self
+        finally:
+            self._lock.release()
+
+    def close(self) -> None:
+        """Free every buffer through the allocator that made it (allocators with a `free(buffer)`;
+        host arrays are simply dropped). Refused during a run; later runs are refused."""
+        if not self._lock.acquire(blocking=False):
+            raise ConcurrentRunError("cannot close execution buffers while a run is using them; wait for it to finish")
+        try:
+            buffers, self.buffers = self.buffers, {}
+            for device, buf in buffers.items():
+                free = getattr(self.allocators[device], "free", None)
+                if free is not None:
+                    free(buf)
+            self.closed = True
         finally:
             self._lock.release()
 

@@ -78,8 +78,11 @@ class Activations:
 
 
 def activation_lifetimes(graph: Graph, order: Sequence[Node], device_of: Callable[[Node], str], *,
-                         inplace: bool = True, alignment: int = DEFAULT_ALIGNMENT) -> Activations:
-    """Requests for the activations of `graph` run in `order`, one device per node by `device_of`."""
+                         inplace: bool = True, alignment: int = DEFAULT_ALIGNMENT,
+                         input_device: str | None = None) -> Activations:
+    """Requests for the activations of `graph` run in `order`, one device per node by `device_of`.
+    Graph inputs live on `input_device` (a session's host, where feeds arrive) when given, else on
+    the device of their first reader."""
     order = list(order)
     steps = len(order)
     end = max(steps - 1, 0)
@@ -133,7 +136,7 @@ def activation_lifetimes(graph: Graph, order: Sequence[Node], device_of: Callabl
             unknown.append(name)
             continue
         reader = first_reader.get(name)
-        dev = devices[reader] if reader is not None else (devices[0] if devices else "cpu")
+        dev = input_device or (devices[reader] if reader is not None else (devices[0] if devices else "cpu"))
         last = end if name in outputs else last_use.get(name, 0)
         blocks.append((name, nb, 0, last, dev))
     for t, node in enumerate(order):

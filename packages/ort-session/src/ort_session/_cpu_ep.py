@@ -6,8 +6,10 @@ recipe at Level 2 — the path C and CUDA kernels take too. Kernels from loaded 
 registry consulted first. Claims are honest: a node is taken only if a kernel handles its op, opset,
 dtypes and attributes; otherwise the decline says what was rejected, what is accepted and a remedy.
 
-The simulated GPU (tinygrad's null-device idea) runs the same kernels in its own budgeted host
-buffer, so machines without a GPU exercise every device path: placement, copies, per-device plans.
+The simulated GPU (tinygrad's null-device idea) is a device whose memory the host cannot read: an
+ort_abi NullDeviceAllocator held to the device's budget. The same kernels run on it through explicit
+staging copies, so machines without a GPU exercise every device path: placement, boundary copies,
+per-device plans, weights uploaded once, values in the device arena, and the budget at run time.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import ort_abi
 from ort_graph import Graph, Node, is_static
 from ort_partition import Declined, Supported
 
+from ._device_kernels import CopyKernel, StagedKernel
 from .cpu import InputInfo, OpImpl, all_ops
 from .cpu._interp import _OPSETS
 from .cpu._registry import _WORKSPACE
@@ -76,15 +79,6 @@ class NumpyKernel:
         return [ort_abi.WorkspaceSlot(slot, nbytes) for slot, nbytes in self.impl.workspace_bytes(self.node, _static_shapes(shapes))]
 
 
-class CopyKernel:
-    """A boundary copy between devices (both in host memory for the CPU and simulated providers)."""
-
-    def compute(self, ctx: ort_abi.KernelContext) -> None:
-        src = ctx.input(0)
-        out = ctx.output(0, src.shape, src.dtype)
-        np.copyto(out, src)
-
-
 def _estimate_for(impl: OpImpl) -> Callable[[Any, Node, Any], int | None]:
     def estimate(api: Any, node: Node, ep: Any) -> int | None:
         shapes = node_input_shapes(node)
@@ -130,6 +124,7 @@ class CpuExecutionProvider:
     device_type = "cpu"
     device_id = 0
     device = "cpu"
+    allocator: ort_abi.Allocator | None = None  # host memory: numpy arrays
 
     def __init__(self, graph: Graph, opsets: Mapping[str, int], plugins: ort_abi.KernelRegistry | None = None) -> None:
         self.graph = graph
@@ -221,7 +216,7 @@ class CpuExecutionProvider:
 
 
 class SimulatedGpuExecutionProvider(CpuExecutionProvider):
-    """Host memory standing in for a GPU: same kernels, its own device name, buffer and budget."""
+    """A device with its own memory, standing in for a GPU: the CPU kernels, staged through copies."""
 
     name = "SimulatedGPUExecutionProvider"
     device_type = "gpu"
@@ -230,3 +225,8 @@ class SimulatedGpuExecutionProvider(CpuExecutionProvider):
     def __init__(self, graph: Graph, opsets: Mapping[str, int], plugins: ort_abi.KernelRegistry | None = None) -> None:
         super().__init__(graph, opsets, plugins)
         self.registries = ([plugins] if plugins is not None else []) + [builtin_registry(self.name)]
+        self.allocator = ort_abi.NullDeviceAllocator(ort_abi.EpIdentity(self.name, "simgpu", 0))
+
+    def create_kernel(self, node: Node) -> Any:
+        kernel = super().create_kernel(node)
+        return kernel if node.op_type in MEMCPY_OPS else StagedKernel(kernel)

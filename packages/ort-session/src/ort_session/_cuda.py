@@ -33,6 +33,7 @@ class UnavailableCudaProvider:
         return None
 
     can_run = False
+    allocator = None
 
     def create_kernel(self, node: Node) -> Any:
         raise RuntimeError(f"{NAME} is unavailable ({self.reason}); node {node.name!r} should have been declined")
@@ -65,11 +66,17 @@ class CudaProvider:
     def can_run(self) -> bool:
         return bool(getattr(self.inner, "can_run", True))
 
+    @property
+    def allocator(self) -> Any:
+        """The device's ort_abi Allocator: values, weights and workspace of CUDA nodes live there.
+        None for a plan-only provider (a device profile without the device)."""
+        return self.inner.allocator if self.can_run else None
+
     def create_kernel(self, node: Node) -> Any:
         if node.op_type in ("MemcpyFromHost", "MemcpyToHost", "MemcpyDeviceToDevice"):
-            from ._cpu_ep import CopyKernel
+            from ._device_kernels import CopyKernel
 
-            return CopyKernel()  # kernels take host arrays and copy to and from the device themselves
+            return CopyKernel()  # explicit host <-> device transfers into the planned blocks
         if not self.can_run:
             return PlanOnlyKernel(self.inner, node, self._opset(node))
         return self.inner.create_kernel(node, self._opset(node))

@@ -36,8 +36,9 @@ def demo() -> int:
         providers, budget = ["CUDAExecutionProvider", "CPUExecutionProvider"], f"cuda:{BUDGET_MIB}MiB"
     else:
         print("No CUDA device here, so CUDAExecutionProvider declines at initialization:\n  " + why + "\n"
-              "The demo uses SimulatedGPUExecutionProvider instead: host memory standing in for a GPU, with the "
-              "same budget, placement, copies and memory plan.\n")
+              "The demo uses SimulatedGPUExecutionProvider instead: a device whose memory the host cannot read "
+              "(its kernels run through explicit staging copies), held to the same budget, with the same placement, "
+              "copies and memory plan.\n")
         providers, budget = ["SimulatedGPUExecutionProvider", "CPUExecutionProvider"], f"gpu:{BUDGET_MIB}MiB"
     print(f"1. Placement with only a budget ({budget}): auto-fit puts as many whole layers as fit on the device.\n")
     t = time.perf_counter()
@@ -77,6 +78,14 @@ def demo() -> int:
           f"{stats.nodes_run} kernels; {stats.allocations} allocations during the run "
           f"(layout: {stats.layout}).")
     ok = worst < 1e-3
-    print(f"   max |ours - onnxruntime| over all outputs = {worst:.2e}: {'PASS' if ok else 'FAIL'}\n")
+    print(f"   max |ours - onnxruntime| over all outputs = {worst:.2e}: {'PASS' if ok else 'FAIL'}")
+    for device, use in sess.device_memory().items():  # measured by the device's allocator, not planned
+        cap = use["capacity"]
+        held = cap is None or use["peak"] <= cap
+        ok = ok and held
+        print(f"   {device} memory measured by its allocator: peak {use['peak'] / 2**20:.2f} MiB "
+              f"(weights {use['weights'] / 2**20:.2f} MiB uploaded once + the pre-allocated buffer) of capacity "
+              f"{'unlimited' if cap is None else f'{cap / 2**20:.2f} MiB'}: {'held' if held else 'EXCEEDED'}")
+    print()
     print("Next: `ortrun plan MODEL --budget cuda:6GiB`, `ortrun run MODEL --check`, `ortrun kernels`.")
     return 0 if ok else 1

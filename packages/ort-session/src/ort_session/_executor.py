@@ -1,5 +1,10 @@
 """The run loop: nodes in planned order; outputs placed by a Layout (planned offsets, a traced
-pattern, or fresh arrays), workspace served from the plan or counted scratch."""
+pattern, or fresh arrays), workspace served from the plan or counted scratch.
+
+Nodes on a device with its own memory (`allocators`) read and write `ort_abi.DeviceTensor`s: their
+weights were uploaded once (`weights`), their outputs live in the device's planned arena, and an
+unplanned output or scratch buffer is a counted device allocation freed when its value dies (or
+when the run ends or fails: a run never leaves device memory behind)."""
 
 from __future__ import annotations
 
@@ -48,13 +53,14 @@ class Layout(Protocol):
     def place(self, name: str, arr: Any) -> Any | None:
         """A graph input copied into its planned block, or None when it is not planned."""
 
-    def allocate(self, step: int, name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
-        """The planned block of output `name` viewed as (shape, dtype), or None: allocate it fresh."""
+    def allocate(self, step: int, name: str, shape: tuple[int, ...], dtype: np.dtype) -> Any | None:
+        """The planned block of output `name` viewed as (shape, dtype) (a DeviceTensor on a device with
+        its own memory), or None: allocate it fresh."""
 
     def release(self, step: int, name: str) -> None: ...
 
-    def workspace(self, node: Node) -> dict[int, np.ndarray]:
-        """Planned workspace slots of this node: slot id -> uint8 buffer."""
+    def workspace(self, node: Node) -> dict[int, Any]:
+        """Planned workspace slots of this node: slot id -> uint8 buffer (a DeviceBuffer on a device)."""
 
     def before_step(self, step: int) -> None: ...
 
@@ -73,13 +79,13 @@ class LayoutBase:
     def place(self, name: str, arr: Any) -> Any | None:
         return None
 
-    def allocate(self, step: int, name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
+    def allocate(self, step: int, name: str, shape: tuple[int, ...], dtype: np.dtype) -> Any | None:
         return None
 
     def release(self, step: int, name: str) -> None:
         return None
 
-    def workspace(self, node: Node) -> dict[int, np.ndarray]:
+    def workspace(self, node: Node) -> dict[int, Any]:
         return {}
 
     def before_step(self, step: int) -> None:
@@ -96,17 +102,25 @@ class FreshArrays(LayoutBase):
 class BlockLayout(LayoutBase):
     """A layout whose values live in blocks of per-run buffers: subclasses say where (`_block`)."""
 
-    def _block(self, name: str) -> np.ndarray | None:
+    def _block(self, name: str) -> np.ndarray | ort_abi.DeviceBuffer | None:
         raise NotImplementedError
 
     def place(self, name: str, arr: Any) -> Any | None:
         block = self._block(name)
-        fits = isinstance(arr, np.ndarray | np.generic) and arr.dtype != object and arr.nbytes <= getattr(block, "nbytes", -1)
+        fits = (isinstance(block, np.ndarray) and isinstance(arr, np.ndarray | np.generic) and arr.dtype != object
+                and arr.nbytes <= block.nbytes)
         return copy_into(block, arr) if fits else None
 
-    def allocate(self, step: int, name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
+    def allocate(self, step: int, name: str, shape: tuple[int, ...], dtype: np.dtype) -> Any | None:
         block = self._block(name)
         return None if block is None else view_as(block, shape, dtype)
+
+
+def block_of(buffer: Any, offset: int, nbytes: int) -> np.ndarray | ort_abi.DeviceBuffer:
+    """Bytes [offset, offset + nbytes) of a plan's buffer: a numpy slice, or a borrowed DeviceBuffer view."""
+    if isinstance(buffer, ort_abi.DeviceBuffer):
+        return buffer.view(offset, nbytes)
+    return buffer[offset:offset + nbytes]
 
 
 def copy_into(block: np.ndarray, arr: np.ndarray) -> np.ndarray:
@@ -117,11 +131,13 @@ def copy_into(block: np.ndarray, arr: np.ndarray) -> np.ndarray:
     return view
 
 
-def view_as(block: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
-    """`block` (uint8) as an array of (shape, dtype), or None when it does not fit."""
+def view_as(block: np.ndarray | ort_abi.DeviceBuffer, shape: tuple[int, ...], dtype: np.dtype) -> Any | None:
+    """`block` (uint8 array or DeviceBuffer) as a tensor of (shape, dtype), or None when it does not fit."""
     nbytes = math.prod(shape) * np.dtype(dtype).itemsize
     if np.dtype(dtype).kind == "O" or nbytes > block.nbytes:
         return None
+    if isinstance(block, ort_abi.DeviceBuffer):
+        return ort_abi.DeviceTensor(block.view(0, nbytes), shape, dtype)
     return block[:nbytes].view(dtype).reshape(shape)
 
 
@@ -132,6 +148,8 @@ class Executor:
     kernels: Mapping[int, Kernel]  # node index -> kernel
     last_stats: RunStats = attrs.field(factory=RunStats)
     recorder: Any = None  # ort_partition.NodeStatsRecorder: per-node memory in ONNX Runtime's CSV format
+    allocators: Mapping[int, ort_abi.Allocator] = attrs.field(factory=dict)  # node index -> its device's memory
+    weights: Any = None  # _device_memory.DeviceWeights: device copies of the weights device nodes read
     _release: dict[int, list[str]] = attrs.field(factory=dict, alias="release")
     _reads: dict[int, list[str]] = attrs.field(factory=dict, alias="reads")  # node index -> inputs + implicit
     _out_types: dict[int, list[int]] = attrs.field(factory=dict, alias="out_types")
@@ -156,21 +174,27 @@ class Executor:
         layout = layout or FreshArrays()
         stats = RunStats(layout=layout.name)
         counters = ort_abi.ContextCounters()
+        owned: dict[str, ort_abi.DeviceBuffer] = {}  # unplanned device outputs, freed when their value dies
         with layout.hold(stats):
-            values: dict[str, Any] = {name: t.numpy() for name, t in self.graph.initializers.items()}
-            for name, arr in feeds.items():
-                placed = layout.place(name, arr)
-                values[name] = arr if placed is None else placed
-            total = len(self.order)
-            for step, node in enumerate(self.order):
-                self._step(step, node, values, layout, stats, counters)
-                if progress is not None:
-                    progress(step + 1, total)
-            missing = [o for o in outputs if o not in values]
-            if missing:
-                raise SessionError(f"outputs {missing!r} were not produced; the model's outputs are {self.graph.outputs!r}")
-            # planned blocks are reused by the next run: hand the caller its own copies
-            result = [np.array(values[o]) if isinstance(values[o], np.ndarray) else values[o] for o in outputs]
+            try:
+                values: dict[str, Any] = {name: t.numpy() for name, t in self.graph.initializers.items()}
+                for name, arr in feeds.items():
+                    placed = layout.place(name, arr)
+                    values[name] = arr if placed is None else placed
+                total = len(self.order)
+                for step, node in enumerate(self.order):
+                    self._step(step, node, values, layout, stats, counters, owned)
+                    if progress is not None:
+                        progress(step + 1, total)
+                missing = [o for o in outputs if o not in values]
+                if missing:
+                    raise SessionError(f"outputs {missing!r} were not produced; the model's outputs are "
+                                       f"{self.graph.outputs!r}")
+                # planned blocks are reused by the next run: hand the caller its own copies
+                result = [_host_copy(values[o]) for o in outputs]
+            finally:
+                for buf in owned.values():
+                    buf.allocator.free(buf)
         stats.allocations += counters.allocations
         stats.workspace_from_plan = counters.workspace_from_plan
         stats.scratch_fallbacks = counters.scratch_fallbacks
@@ -182,7 +206,7 @@ class Executor:
         from ort_partition import NodeAllocationStats
 
         def size(x: Any) -> int:
-            return int(x.nbytes) if isinstance(x, np.ndarray | np.generic) else 0
+            return int(x.nbytes) if isinstance(x, np.ndarray | np.generic | ort_abi.DeviceTensor) else 0
 
         inits = self.graph.initializers
         names = list(node.inputs) + node.implicit_inputs()
@@ -192,23 +216,37 @@ class Executor:
             total_dynamic_sizes=sum(size(o) for o in outputs), total_temp_allocations=temp))
 
     def _step(self, step: int, node: Node, values: dict[str, Any], layout: Layout, stats: RunStats,
-              counters: ort_abi.ContextCounters) -> None:
+              counters: ort_abi.ContextCounters, owned: dict[str, ort_abi.DeviceBuffer]) -> None:
         kernel = self.kernels[node.index]
         args = [values[n] if n else None for n in self._reads[node.index]]
+        if self.weights is not None:
+            for position, tensor in self.weights.args.get(node.index, ()):
+                args[position] = tensor
         out_types = self._out_types[node.index]
+        device = self.allocators.get(node.index)
 
-        def allocate(index: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        def allocate(index: int, shape: tuple[int, ...], dtype: np.dtype) -> Any:
             name = node.outputs[index] if index < len(node.outputs) else ""
             planned = layout.allocate(step, name, shape, dtype) if name else None
             if planned is not None:
                 stats.planned_values += 1
                 return planned
             stats.allocations += 1
-            return np.empty(shape, dtype)
+            if device is None or np.dtype(dtype).kind == "O":
+                return np.empty(shape, dtype)
+            tensor = ort_abi.empty_tensor(device, shape, dtype)
+            if name:
+                previous = owned.pop(name, None)
+                if previous is not None:
+                    device.free(previous)
+                owned[name] = tensor.buffer
+            else:
+                owned[f"#{node.index}:{index}"] = tensor.buffer
+            return tensor
 
         ctx = ort_abi.KernelContext(args, output_count=len(node.outputs), output_types=out_types,
                                     output_allocator=allocate, workspace=layout.workspace(node),
-                                    counters=counters, node_name=node.name)
+                                    counters=counters, node_name=node.name, scratch_allocator=device)
         layout.before_step(step)
         scratch_before = counters.scratch_bytes
         try:
@@ -218,6 +256,8 @@ class Executor:
         except Exception as e:  # a kernel bug or a C status: never lose the node's identity
             raise KernelRunError(f"node {node.name!r} ({node.qualified_op}) on {node.ep or 'CPUExecutionProvider'} "
                                  f"failed: {type(e).__name__}: {e}") from e
+        finally:
+            ctx.close()  # device scratch buffers go back at once
         for name, arr in zip(node.outputs, ctx.outputs):
             if name:
                 values[name] = arr
@@ -227,4 +267,14 @@ class Executor:
         for name in self._release.get(step, ()):
             if values.pop(name, None) is not None:
                 layout.release(step, name)
+                buf = owned.pop(name, None)
+                if buf is not None:
+                    buf.allocator.free(buf)
         stats.nodes_run += 1
+
+
+def _host_copy(value: Any) -> Any:
+    """The caller's own copy of an output: planned blocks and device tensors are reused by later runs."""
+    if isinstance(value, ort_abi.DeviceTensor):
+        return ort_abi.tensor_to_host(value)
+    return np.array(value) if isinstance(value, np.ndarray) else value

@@ -36,7 +36,8 @@ def device_totals_for(model: Model, placement: Any, providers: Sequence[Any], op
                                           if k != "session.pre_allocate_execution_buffers"}, red_zones=0)
     # greedy-by-size is one of the candidates "auto" keeps the best of, so a trial that fits with it fits
     # with the final plan too: conservative, and several times faster than "auto" on large graphs
-    memory = _memory.plan_memory(trial, order, kernels, trial_placement, providers, quiet, algorithm=TRIAL_ALGORITHM)
+    memory = _memory.plan_memory(trial, order, kernels, trial_placement, providers, quiet, algorithm=TRIAL_ALGORITHM,
+                                  allocate=False)
     return memory.device_totals()
 
 

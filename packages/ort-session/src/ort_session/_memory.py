@@ -21,8 +21,10 @@ import ort_abi
 import ort_memplan
 from ort_graph import Model, Node, is_static
 
+from ._boundaries import HOST
+from ._device_memory import DeviceWeights, arena_allocators, device_allocators, weight_names_per_device
 from ._errors import InvalidInputError, InvalidOptionError
-from ._executor import BlockLayout, FreshArrays, LayoutBase, RunStats
+from ._executor import BlockLayout, FreshArrays, LayoutBase, RunStats, block_of
 from ._options import SessionOptions
 
 
@@ -36,37 +38,40 @@ class PlannedLayout(BlockLayout):
     red_zone_names: Sequence[str] | None = None
     name: str = "pre-allocated"
     slot_ids: dict[int, list[int]] = attrs.field(factory=dict)
+    allocators: Mapping[str, ort_abi.Allocator] = attrs.field(factory=dict)  # devices with their own memory
     _live: ort_memplan.ExecutionBuffers | None = attrs.field(default=None, alias="live")
     _guard: Any = attrs.field(default=None, alias="guard")
 
     @contextlib.contextmanager
     def hold(self, stats: RunStats) -> Iterator[None]:
         bufs = self.buffers
-        if bufs is None:
-            bufs = self.gplan.buffers(_host_allocators(self.gplan.plan.peak), self.budgets)
+        if bufs is None:  # memory-pattern mode: this run's buffers, freed when it ends
+            bufs = self.gplan.buffers(arena_allocators(self.gplan.plan.peak, self.allocators), self.budgets)
             stats.allocations += len(bufs.buffers)
-        with bufs.run():
-            self._live = bufs
-            if self.red_zone_names is not None and self.gplan.plan.red_zone:
-                self._guard = ort_memplan.RedZoneGuard(bufs, node_names=list(self.red_zone_names))
-            try:
-                yield
-            finally:
-                self._live, self._guard = None, None
+        try:
+            with bufs.run():
+                self._live = bufs
+                if self.red_zone_names is not None and self.gplan.plan.red_zone:
+                    self._guard = ort_memplan.RedZoneGuard(bufs, node_names=list(self.red_zone_names))
+                try:
+                    yield
+                finally:
+                    self._live, self._guard = None, None
+        finally:
+            if bufs is not self.buffers:
+                bufs.close()
 
-    def _block(self, name: str) -> np.ndarray | None:
+    def _block(self, name: str) -> Any:
         rid = self.gplan.activations.value_ids.get(name)
         if rid is None:
             return None
-        buf, off, nbytes = self._live.block(rid)
-        return buf[off:off + nbytes]
+        return block_of(*self._live.block(rid))
 
-    def workspace(self, node: Node) -> dict[int, np.ndarray]:
+    def workspace(self, node: Node) -> dict[int, Any]:
         out = {}
         for slot_id in self.slot_ids.get(node.index, ()):
             req = self.gplan.slot_requests[(node.index, slot_id)]
-            buf, off, nbytes = self._live.block(req.id)
-            out[slot_id] = buf[off:off + nbytes]
+            out[slot_id] = block_of(*self._live.block(req.id))
         return out
 
     def before_step(self, step: int) -> None:
@@ -119,30 +124,30 @@ class CachedLayout(BlockLayout):
     plan: ort_memplan.MemoryPlan
     ids: Mapping[str, int]
     requests: Sequence[ort_memplan.AllocationRequest]
+    allocators: Mapping[str, ort_abi.Allocator] = attrs.field(factory=dict)
     name: str = "cached pattern"
     _bufs: Any = attrs.field(default=None, alias="bufs")
 
     @contextlib.contextmanager
     def hold(self, stats: RunStats) -> Iterator[None]:
-        bufs = ort_memplan.ExecutionBuffers(self.plan, _host_allocators(self.plan.peak), requests=self.requests)
+        bufs = ort_memplan.ExecutionBuffers(self.plan, arena_allocators(self.plan.peak, self.allocators),
+                                            requests=self.requests)
         stats.allocations += len(bufs.buffers)
-        with bufs.run():
-            self._bufs = bufs
-            try:
-                yield
-            finally:
-                self._bufs = None
+        try:
+            with bufs.run():
+                self._bufs = bufs
+                try:
+                    yield
+                finally:
+                    self._bufs = None
+        finally:
+            bufs.close()
 
-    def _block(self, name: str) -> np.ndarray | None:
+    def _block(self, name: str) -> Any:
         rid = self.ids.get(name)
         if rid is None:
             return None
-        buf, off, nbytes = self._bufs.block(rid)
-        return buf[off:off + nbytes]
-
-
-def _host_allocators(peaks: Mapping[str, int]) -> dict[str, ort_memplan.HostAllocator]:
-    return {device: ort_memplan.HostAllocator() for device in peaks}
+        return block_of(*self._bufs.block(rid))
 
 
 @attrs.define(eq=False)
@@ -160,8 +165,22 @@ class SessionMemory:
     options: SessionOptions
     node_names: list[str]
     device_of_value: dict[str, str]
+    allocators: dict[str, ort_abi.Allocator] = attrs.field(factory=dict)  # devices with their own memory
+    device_weights: DeviceWeights = attrs.field(factory=DeviceWeights)
     cache: ort_memplan.PatternCache = attrs.field(factory=ort_memplan.PatternCache)
     _traced: dict[Any, tuple[dict[str, int], list[ort_memplan.AllocationRequest]]] = attrs.field(factory=dict, alias="traced")
+
+    def close(self) -> None:
+        """Free the pre-allocated buffers and the device weights (each exactly once)."""
+        if self.buffers is not None:
+            self.buffers.close()
+        self.device_weights.close()
+
+    def device_usage(self) -> dict[str, dict[str, int | None]]:
+        """Per device with its own memory, measured by its allocator: bytes in use now, the peak since
+        the session started, and the capacity it is held to (its budget, None when unlimited)."""
+        return {d: {"in_use": a.bytes_in_use, "peak": a.peak_bytes, "capacity": a.capacity,
+                    "weights": self.device_weights.nbytes(d)} for d, a in sorted(self.allocators.items())}
 
     def device_totals(self) -> dict[str, dict[str, int]]:
         """Per device: weights, peak of activations + workspace (planned), workspace declared, total."""
@@ -195,7 +214,8 @@ class SessionMemory:
                 slot_ids.setdefault(node_index, []).append(slot_id)
             return PlannedLayout(self.gplan, self.buffers, self.device_budgets,
                                  self.node_names if self.options.red_zones else None,
-                                 name="pre-allocated" if self.buffers is not None else "static plan", slot_ids=slot_ids)
+                                 name="pre-allocated" if self.buffers is not None else "static plan", slot_ids=slot_ids,
+                                 allocators=self.allocators)
         if self.buffers is not None:
             raise InvalidInputError(
                 f"this session pre-allocated its buffers for input shapes {self.planned_shapes!r}, but the run "
@@ -208,7 +228,7 @@ class SessionMemory:
         cached = self.cache.get(key)
         if cached is not None and key in self._traced:
             ids, requests = self._traced[key]
-            return CachedLayout(cached, ids, requests)
+            return CachedLayout(cached, ids, requests, self.allocators)
         ids: dict[str, int] = {}
 
         def done(requests: list[ort_memplan.AllocationRequest]) -> None:
@@ -218,18 +238,17 @@ class SessionMemory:
 
 
 def _weights_per_device(model: Model, device_of_node: Mapping[int, str]) -> dict[str, int]:
-    graph = model.graph
-    seen: dict[str, set[str]] = {}
-    for node in graph.nodes:
-        device = device_of_node[node.index]
-        for name in node.inputs:
-            if name in graph.initializers:
-                seen.setdefault(device, set()).add(name)
-    return {d: sum(graph.initializers[n].nbytes for n in names) for d, names in seen.items()}
+    inits = model.graph.initializers
+    return {d: sum(inits[n].nbytes for n in names)
+            for d, names in weight_names_per_device(model.graph, device_of_node).items()}
 
 
 def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any], placement: Any,
-                providers: Sequence[Any], options: SessionOptions, algorithm: str = "auto") -> SessionMemory:
+                providers: Sequence[Any], options: SessionOptions, algorithm: str = "auto",
+                allocate: bool = True) -> SessionMemory:
+    """The session's memory plan; with `allocate`, also what initialization allocates: devices with
+    their own memory held to their budgets, weights uploaded, buffers pre-allocated (when asked).
+    Auto-fit trials plan without allocating."""
     graph = model.graph
     device_by_ep = {p.name: p.device for p in providers}
     device_of_node = {n.index: device_by_ep.get(placement.ep_of[n.index], "cpu") for n in graph.nodes}
@@ -241,7 +260,7 @@ def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any],
         for slot in ort_abi.declare_workspace(kernels[node.index], shapes, node=node.name) or ():
             slots[(node.index, slot.slot_id)] = slot.size_bytes
     gplan = ort_memplan.plan_graph(graph, order, lambda n: device_of_node[n.index], workspace=slots,
-                                   red_zone=options.red_zones, algorithm=algorithm)
+                                   red_zone=options.red_zones, algorithm=algorithm, input_device=HOST)
     static = not gplan.activations.unknown_sizes
     inputs = [n for n in graph.inputs if n not in graph.initializers]
     planned_shapes = {n: tuple(graph.values[n].shape) for n in inputs if is_static(graph.values[n].shape)}
@@ -249,15 +268,26 @@ def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any],
     weights = _weights_per_device(model, device_of_node)
     budgets = {device_by_ep[ep]: b for ep, b in placement.result.budgets.items() if ep in device_by_ep}
     remaining = {d: max(b - weights.get(d, 0), 0) for d, b in budgets.items()}
+    allocators = device_allocators(providers)
+    device_weights = DeviceWeights()
+    if allocate:
+        for device, alloc in allocators.items():  # the device never holds more than its budget, run after run
+            alloc.capacity = budgets.get(device, alloc.capacity)
+        device_weights = DeviceWeights.upload(graph, order, device_of_node, allocators)
     buffers = None
-    if options.pre_allocate:
+    if options.pre_allocate and allocate:
         if not static:
+            device_weights.close()
             unknown = list(gplan.activations.unknown_sizes)[:5]
             raise InvalidOptionError(
                 f"session.pre_allocate_execution_buffers needs static shapes, but {len(gplan.activations.unknown_sizes)} "
                 f"value(s) have unknown sizes, e.g. {unknown!r}; set free_dimension_overrides for the model's "
                 "symbolic dimensions (ortrun: --dim name=N)")
-        buffers = gplan.buffers(_host_allocators(gplan.plan.peak), remaining)
+        try:
+            buffers = gplan.buffers(arena_allocators(gplan.plan.peak, allocators), remaining)
+        except Exception:
+            device_weights.close()
+            raise
     value_device = {}
     for node in order:
         for o in node.outputs:
@@ -265,4 +295,5 @@ def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any],
                 value_device[o] = device_of_node[node.index]
     return SessionMemory(model=model, gplan=gplan, slots=slots, weights=weights, device_budgets=remaining,
                          static=static, planned_shapes=planned_shapes, buffers=buffers, options=options,
-                         node_names=[n.name for n in order], device_of_value=value_device)
+                         node_names=[n.name for n in order], device_of_value=value_device, allocators=allocators,
+                         device_weights=device_weights)

@@ -100,7 +100,12 @@ class InferenceSession:
         self.overruns = _placement.planned_overruns(self.memory, self.placement, self.providers)
         self.plan = SessionPlan(self.model, self.placement, self.memory, self.shape_report, self.fusions,
                                 self.providers, self.recheck, self.overruns)
-        self._executor = Executor(graph, self.order, self.kernels)
+        device_of_ep = {p.name: p.device for p in self.providers}
+        node_allocators = {n.index: self.memory.allocators[device_of_ep[n.ep]] for n in graph.nodes
+                           if device_of_ep.get(n.ep) in self.memory.allocators}
+        self._executor = Executor(graph, self.order, self.kernels, allocators=node_allocators,
+                                  weights=self.memory.device_weights)
+        self._closed = False
         used = {n.ep for n in graph.nodes}
         self._plan_only = [p.name for p in self.providers if not getattr(p, "can_run", True) and p.name in used]
         if self.options.memory_profile_out:
@@ -133,6 +138,8 @@ class InferenceSession:
     def run(self, output_names: Sequence[str] | None, feeds: Mapping[str, Any],
             progress: Callable[[int, int], None] | None = None) -> list[Any]:
         """Run the model; `progress(done_nodes, total_nodes)` is called after every node when given."""
+        if self._closed:
+            raise SessionError("this session was closed (its device memory freed); create a new InferenceSession")
         idle = self._plan_only
         if idle:
             raise SessionError(
@@ -150,6 +157,29 @@ class InferenceSession:
         if self._executor.recorder is not None:  # field-wise maximum over all runs so far
             self._executor.recorder.dump(self.options.memory_profile_out)
         return result
+
+
+    def device_memory(self) -> dict[str, dict[str, int | None]]:
+        """Per device with its own memory (CUDA, the simulated GPU), measured by its allocator: bytes in
+        use now (weights + pre-allocated buffers between runs), the peak since initialization, the
+        capacity it is held to (the device's budget; None when none was given) and the weights' bytes."""
+        return self.memory.device_usage()
+
+    def close(self) -> None:
+        """Free the session's device memory (weights, pre-allocated buffers) and release its kernels.
+        Idempotent; refused while a run is using the pre-allocated buffers; later runs are refused."""
+        if self._closed:
+            return
+        self.memory.close()
+        for kernel in self.kernels.values():
+            ort_abi.release_kernel(kernel)
+        self._closed = True
+
+    def __enter__(self) -> InferenceSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _as_mapping(opts: SessionOptions) -> dict[str, Any]:

@@ -1,0 +1,121 @@
+"""Memory of devices that are not the host: arenas for the memory plan, weights uploaded once, and
+one teardown that frees all of it exactly once.
+
+A provider with its own memory exposes `allocator` (an ort_abi Allocator whose buffers the host
+cannot read: CUDA, the simulated GPU); `None` means host memory (numpy arrays). On such a device
+every value is an `ort_abi.DeviceTensor` in that device's arena, every weight is uploaded once at
+initialization, and bytes cross to and from the host only in the boundary copy nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+
+import ort_abi
+import ort_memplan
+from ort_graph import Graph, Node
+
+__all__ = ["DeviceArena", "DeviceWeights", "arena_allocators", "weight_names_per_device", "device_allocators"]
+
+
+class DeviceArena:
+    """ort-memplan's Allocator and HostAccess over an ort_abi Allocator: a plan's buffer for the
+    device is one owned DeviceBuffer; red-zone guard bytes are read and written by explicit copies."""
+
+    def __init__(self, allocator: ort_abi.Allocator) -> None:
+        self.allocator = allocator
+
+    def allocate(self, nbytes: int) -> ort_abi.DeviceBuffer:
+        return self.allocator.alloc(nbytes)
+
+    def free(self, buffer: ort_abi.DeviceBuffer) -> None:
+        self.allocator.free(buffer)
+
+    def read(self, buffer: ort_abi.DeviceBuffer, offset: int, nbytes: int) -> bytes:
+        out = np.empty(nbytes, np.uint8)
+        ort_abi.copy_device_to_host(buffer.view(offset, nbytes), out)
+        return out.tobytes()
+
+    def write(self, buffer: ort_abi.DeviceBuffer, offset: int, data: bytes) -> None:
+        ort_abi.copy_host_to_device(np.frombuffer(data, np.uint8), buffer.view(offset, len(data)))
+
+
+def device_allocators(providers: Sequence[Any]) -> dict[str, ort_abi.Allocator]:
+    """Device name -> the allocator of the provider that owns it, for devices with their own memory."""
+    out: dict[str, ort_abi.Allocator] = {}
+    for p in providers:
+        alloc = getattr(p, "allocator", None)
+        if alloc is not None:
+            out.setdefault(p.device, alloc)
+    return out
+
+
+def arena_allocators(devices: Iterable[str], allocators: Mapping[str, ort_abi.Allocator]) -> dict[str, Any]:
+    """One ort-memplan allocator per planned device: the device's arena, or host numpy memory."""
+    return {d: DeviceArena(allocators[d]) if d in allocators else ort_memplan.HostAllocator() for d in devices}
+
+
+def weight_names_per_device(graph: Graph, device_of_node: Mapping[int, str]) -> dict[str, set[str]]:
+    """Initializers read by nodes on each device (one read on two devices counts on both)."""
+    seen: dict[str, set[str]] = {}
+    for node in graph.nodes:
+        device = device_of_node[node.index]
+        for name in list(node.inputs) + node.implicit_inputs():
+            if name in graph.initializers:
+                seen.setdefault(device, set()).add(name)
+    return seen
+
+
+@attrs.define(eq=False)
+class DeviceWeights:
+    """Initializers uploaded once to each device with its own memory; `args` says, per node on such a
+    device, which input positions read a device copy instead of the host array."""
+
+    tensors: dict[str, dict[str, ort_abi.DeviceTensor]] = attrs.field(factory=dict)  # device -> name -> tensor
+    args: dict[int, list[tuple[int, ort_abi.DeviceTensor]]] = attrs.field(factory=dict)  # node -> (position, tensor)
+
+    @classmethod
+    def upload(cls, graph: Graph, order: Sequence[Node], device_of_node: Mapping[int, str],
+               allocators: Mapping[str, ort_abi.Allocator]) -> DeviceWeights:
+        weights = cls()
+        try:
+            for device, names in sorted(weight_names_per_device(graph, device_of_node).items()):
+                alloc = allocators.get(device)
+                if alloc is None:
+                    continue
+                on_device = weights.tensors.setdefault(device, {})
+                for name in sorted(names):
+                    on_device[name] = ort_abi.tensor_from_host(alloc, _host_array(graph, name))
+        except Exception:
+            weights.close()  # a weight that does not fit: free the ones already uploaded, lose nothing
+            raise
+        for node in order:
+            on_device = weights.tensors.get(device_of_node[node.index])
+            if on_device is None:
+                continue
+            reads = list(node.inputs) + node.implicit_inputs()
+            pairs = [(i, on_device[n]) for i, n in enumerate(reads) if n in on_device]
+            if pairs:
+                weights.args[node.index] = pairs
+        return weights
+
+    def nbytes(self, device: str) -> int:
+        return sum(t.buffer.nbytes for t in self.tensors.get(device, {}).values())
+
+    def close(self) -> None:
+        tensors, self.tensors, self.args = self.tensors, {}, {}
+        for on_device in tensors.values():
+            for t in on_device.values():
+                t.buffer.allocator.free(t.buffer)
+
+
+def _host_array(graph: Graph, name: str) -> np.ndarray:
+    arr = graph.initializers[name].numpy()
+    if arr.dtype == object:
+        raise ort_abi.TransferError(f"initializer {name!r} holds {arr.dtype} values, which cannot live in device "
+                                    "memory; leave the nodes that read it to the CPU EP")
+    return np.asarray(arr, order="C")

@@ -1,0 +1,195 @@
+"""Device-resident execution on the simulated GPU (a device whose memory the host cannot read):
+weights uploaded once, values in the device arena, explicit copies at the boundaries, the budget
+held by the device's allocator at run time, and nothing left behind by runs, failures or close()."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import ort_abi
+from ort_graph import zoo
+from ort_session import InferenceSession, KernelRunError, SessionError
+from ort_session._device_kernels import CopyKernel, StagedKernel
+
+CFG = zoo.DecoderConfig(layers=4, hidden=64, vocab=256)
+DIMS = {"batch": 1, "sequence": 16, "past_sequence": 0}
+SIM = ["SimulatedGPUExecutionProvider", "CPUExecutionProvider"]
+RULES = "gpu(layers.0/, layers.1/)"
+
+
+def _session(options=None, dims=DIMS, providers=SIM):
+    opts = {"session.name_based_layer_assignment": RULES, **(options or {})}
+    if dims is not None:
+        opts["free_dimension_overrides"] = dims
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return InferenceSession(zoo.decoder(CFG), opts, providers=providers)
+
+
+def _feeds(seq=16):
+    return zoo.decoder_inputs(CFG, 1, seq, 0)
+
+
+@pytest.fixture(scope="module")
+def reference():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cpu = InferenceSession(zoo.decoder(CFG), {"free_dimension_overrides": DIMS})
+    return cpu.run(None, _feeds())
+
+
+def _allocator(sess):
+    return sess.memory.allocators["simgpu"]
+
+
+def test_device_nodes_see_device_tensors_and_outputs_match_the_cpu_run(reference, monkeypatch):
+    seen = set()
+    real = StagedKernel.compute
+
+    def spy(self, ctx):
+        seen.update(type(a).__name__ for a in ctx.inputs if a is not None)
+        return real(self, ctx)
+
+    monkeypatch.setattr(StagedKernel, "compute", spy)
+    sess = _session({"session.pre_allocate_execution_buffers": "1"})
+    for got, want in zip(sess.run(None, _feeds()), reference):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert seen == {"DeviceTensor"}  # weights and activations: every input of a device node is on the device
+
+
+def test_weights_are_uploaded_once_and_the_arena_is_the_plan(reference):
+    sess = _session({"session.pre_allocate_execution_buffers": "1", "budgets": "gpu:64MiB"})
+    alloc = _allocator(sess)
+    use = sess.device_memory()["simgpu"]
+    weights = sess.memory.weights["simgpu"]
+    arena = sess.memory.gplan.plan.peak["simgpu"]
+    assert use["weights"] == weights and use["in_use"] == weights + arena
+    assert use["capacity"] == 64 << 20 and use["peak"] <= use["capacity"]
+    count = alloc.alloc_count
+    for _ in range(3):
+        sess.run(None, _feeds())
+    assert alloc.alloc_count == count  # no upload, no device allocation during runs
+    assert sess.last_run_stats.allocations == 0 and alloc.bytes_in_use == weights + arena
+
+
+def test_graph_inputs_are_planned_on_the_host_where_feeds_arrive():
+    sess = _session()
+    acts = sess.memory.gplan.activations
+    for name in sess.input_names:
+        assert sess.memory.gplan.by_id[acts.value_ids[name]].device == "cpu"
+
+
+def test_per_run_buffers_and_unplanned_values_are_freed_after_each_run(reference):
+    static = _session()  # a static plan without pre-allocation: the arena is allocated per run
+    weights = static.memory.weights["simgpu"]
+    static.run(None, _feeds())
+    assert _allocator(static).bytes_in_use == weights
+    dynamic = _session(dims=None)  # symbolic dims: traced, then the cached pattern
+    for layout in ("tracing", "cached pattern"):
+        for got, want in zip(dynamic.run(None, _feeds()), reference):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        assert dynamic.last_run_stats.layout == layout
+        assert _allocator(dynamic).bytes_in_use == dynamic.memory.weights["simgpu"]
+
+
+def test_the_budget_is_held_at_run_time_and_a_refused_run_leaks_nothing():
+    sess = _session({"budgets": "gpu:4MiB"}, dims=None)
+    alloc = _allocator(sess)
+    assert alloc.capacity == 4 << 20
+    before = alloc.bytes_in_use
+    long = zoo.decoder_inputs(CFG, 8, 512, 0)  # values far larger than the budget left after the weights
+    with pytest.raises(KernelRunError, match="cannot allocate .* capacity 4194304"):
+        sess.run(None, long)
+    assert alloc.bytes_in_use == before  # every device buffer of the failed run was freed
+    sess.run(None, _feeds())  # and the session still works
+
+
+def test_close_frees_all_device_memory_and_refuses_later_runs():
+    with _session({"session.pre_allocate_execution_buffers": "1"}) as sess:
+        sess.run(None, _feeds())
+        alloc = _allocator(sess)
+    assert alloc.bytes_in_use == 0 and alloc.live_buffers == 0
+    sess.close()  # idempotent
+    with pytest.raises(SessionError, match="closed"):
+        sess.run(None, _feeds())
+
+
+def test_red_zones_in_the_device_arena_name_the_node_that_wrote_past_its_output(reference):
+    sess = _session({"red_zones": 64, "session.pre_allocate_execution_buffers": "1"})
+    for got, want in zip(sess.run(None, _feeds()), reference):  # guards intact in a clean run
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    victim = next(n for n in sess.order if n.op_type == "MatMul" and n.ep == SIM[0])
+    kernel = sess.kernels[victim.index]
+    inner = kernel.compute
+
+    def overflowing(ctx):
+        inner(ctx)
+        device, offset, nbytes = sess.memory.gplan.value_block(victim.outputs[0])
+        assert device == "simgpu"
+        arena = sess.memory.buffers.buffers[device]  # a DeviceBuffer: written only by explicit copies
+        ort_abi.copy_host_to_device(np.array([0x5A], np.uint8), arena.view(offset + nbytes, 1))
+
+    kernel.compute = overflowing
+    with pytest.raises(Exception, match=victim.name):
+        sess.run(None, _feeds())
+
+
+# -- the kernels at the boundary ---------------------------------------------------------------------
+def _ctx(inputs, allocator=None, scratch_allocator=None):
+    def out(i, shape, dtype):
+        return np.empty(shape, dtype) if allocator is None else ort_abi.empty_tensor(allocator, shape, dtype)
+
+    return ort_abi.KernelContext(inputs, output_count=1, output_allocator=out, scratch_allocator=scratch_allocator)
+
+
+@pytest.mark.parametrize("shape", [(), (3,), (2, 0), (2, 3)])
+def test_copy_kernel_round_trips_host_device_and_device_device(shape):
+    a, b = ort_abi.NullDeviceAllocator(), ort_abi.NullDeviceAllocator(ort_abi.EpIdentity("Other", "other", 1))
+    x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    up = _ctx([x], a)
+    CopyKernel().compute(up)
+    same = _ctx([up.outputs[0]], a)
+    CopyKernel().compute(same)
+    other = _ctx([same.outputs[0]], b)
+    CopyKernel().compute(other)
+    down = _ctx([other.outputs[0]])
+    CopyKernel().compute(down)
+    assert down.outputs[0].shape == shape and np.array_equal(down.outputs[0], x)
+
+
+def test_copy_kernel_passes_values_that_are_not_tensors():
+    seq = [np.zeros(2, np.float32)]
+    ctx = _ctx([seq], ort_abi.NullDeviceAllocator())
+    CopyKernel().compute(ctx)
+    assert ctx.outputs[0] is seq
+
+
+class _ScratchKernel:
+    def __init__(self, nbytes):
+        self.nbytes = nbytes
+
+    def compute(self, ctx):
+        ws = ctx.preallocated_workspace(0, 8)
+        buf = ws if ws is not None else ctx.scratch(self.nbytes)
+        assert isinstance(buf, np.ndarray)  # the host kernel gets host memory either way
+        ctx.output(0, (2,), np.float32)[...] = ctx.input(0) * 2
+
+
+def test_staged_kernel_reserves_scratch_on_the_device_and_uses_planned_workspace():
+    dev = ort_abi.NullDeviceAllocator(capacity=64)
+    x = ort_abi.tensor_from_host(dev, np.array([1, 2], np.float32))
+    ctx = _ctx([x], dev, scratch_allocator=dev)
+    StagedKernel(_ScratchKernel(40)).compute(ctx)
+    assert ctx.counters.scratch_fallbacks == 1 and dev.bytes_in_use == 8 + 8 + 40  # input, output, scratch
+    ctx.close()
+    assert dev.bytes_in_use == 16
+    assert np.array_equal(ort_abi.tensor_to_host(ctx.outputs[0]), [2, 4])
+    too_big = _ctx([x], dev, scratch_allocator=dev)
+    with pytest.raises(ort_abi.AllocationError, match="capacity 64"):
+        StagedKernel(_ScratchKernel(100)).compute(too_big)
+    planned = dev.alloc(8)
+    ctx = ort_abi.KernelContext([x], output_count=1, workspace={0: planned},
+                                output_allocator=lambda i, s, d: ort_abi.empty_tensor(dev, s, d), scratch_allocator=dev)
+    StagedKernel(_ScratchKernel(40)).compute(ctx)
+    assert (ctx.counters.workspace_from_plan, ctx.counters.scratch_fallbacks) == (1, 0)

@@ -1,0 +1,91 @@
+"""A whole session on the CUDA EP against ort_cuda_ep.testing.RecordingDriver (host-backed memory,
+recorded copies and launches; kernels do not execute), so machines without a GPU check the device
+side of the session: weights uploaded once into device memory, one pre-allocated device arena, every
+kernel launched on pointers inside them, host <-> device copies only at the boundary copy nodes, no
+device allocation during runs, the budget as the allocator's capacity, and close() freeing it all."""
+
+import warnings
+
+import pytest
+
+from ort_graph import zoo
+from ort_session import InferenceSession
+
+ort_cuda_ep = pytest.importorskip("ort_cuda_ep", reason="ort-cuda-ep is not installed")
+from ort_cuda_ep import CudaRuntime  # noqa: E402
+from ort_cuda_ep.testing import RecordingDriver, fake_device  # noqa: E402
+
+CUDA = "CUDAExecutionProvider"
+CFG = zoo.DecoderConfig(layers=4, hidden=64, vocab=256)
+DIMS = {"batch": 1, "sequence": 16, "past_sequence": 0}
+BUDGET = 64 << 20
+
+
+@pytest.fixture
+def driver(monkeypatch):
+    import ort_cuda_ep._ep as ep_module
+
+    recording = RecordingDriver()
+    monkeypatch.setattr(ep_module, "discover", lambda device_id=0: fake_device("a100"))
+    monkeypatch.setattr(ep_module, "CudaRuntime",
+                        lambda device, cache, identity: CudaRuntime(device, cache, identity, driver=recording))
+    return recording
+
+
+def _session(pre_allocate: bool = True) -> InferenceSession:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return InferenceSession(zoo.decoder(CFG), {
+            "free_dimension_overrides": DIMS, "budgets": f"cuda:{BUDGET}",
+            "session.name_based_layer_assignment": "cuda(layers.0/, layers.1/)",
+            "session.pre_allocate_execution_buffers": "1" if pre_allocate else "0"}, providers=[CUDA, "CPUExecutionProvider"])
+
+
+def _inside(pointer: int, buffers) -> bool:
+    return any(b.ptr <= pointer < b.ptr + max(b.nbytes, 1) for b in buffers)
+
+
+def test_a_pre_allocated_run_launches_on_the_arena_and_the_weights_only(driver):
+    sess = _session()
+    on_cuda = [n for n in sess.model.graph.nodes if n.ep == CUDA]
+    assert sum(n.op_type not in ("MemcpyFromHost", "MemcpyToHost") for n in on_cuda) >= 10
+    alloc = sess.memory.allocators["cuda:0"]
+    weights = sess.memory.device_weights.tensors["cuda:0"]
+    arena = sess.memory.buffers.buffers["cuda:0"]
+    assert alloc.capacity == BUDGET
+    assert len(driver.memory) == len(weights) + 1  # each weight once, one arena
+    assert alloc.bytes_in_use == sess.memory.weights["cuda:0"] + sess.memory.gplan.plan.peak["cuda:0"] <= BUDGET
+    uploads = sum(1 for c in driver.calls if c[0] == "HtoD")
+    assert uploads == sum(1 for t in weights.values() if t.nbytes)
+
+    driver.calls.clear()
+    driver.pointers.clear()
+    count = alloc.alloc_count
+    outs = sess.run(None, zoo.decoder_inputs(CFG, 1, 16, 0))
+    assert outs[0].shape == (1, 16, CFG.vocab)
+    assert alloc.alloc_count == count and sess.last_run_stats.allocations == 0
+    launches = [c for c in driver.calls if c[0] == "launch"]
+    assert len(launches) >= len(on_cuda) // 2
+    device_buffers = [arena, *(t.buffer for t in weights.values())]
+    assert driver.pointers and all(_inside(p, device_buffers) for p in driver.pointers)
+    to_device = [n for n in sess.order if n.op_type == "MemcpyFromHost" and n.ep == CUDA]
+    to_host = [n for n in sess.order if n.op_type == "MemcpyToHost"]
+    # copies at the boundaries only: none inside kernels, no device-to-device staging of outputs
+    assert sum(1 for c in driver.calls if c[0] == "HtoD") == len(to_device)
+    assert sum(1 for c in driver.calls if c[0] == "DtoH") == len(to_host)
+
+    sess.close()
+    assert driver.memory == {} and alloc.bytes_in_use == 0
+
+
+def test_per_run_arena_is_freed_when_the_run_ends(driver):
+    sess = _session(pre_allocate=False)
+    weights = sess.memory.weights["cuda:0"]
+    alloc = sess.memory.allocators["cuda:0"]
+    assert alloc.bytes_in_use == weights
+    sess.run(None, zoo.decoder_inputs(CFG, 1, 16, 0))
+    assert alloc.bytes_in_use == weights and alloc.peak_bytes <= BUDGET
+    assert len(driver.memory) == len(sess.memory.device_weights.tensors["cuda:0"])
+    sess.close()
+    assert driver.memory == {}
+
