@@ -57,7 +57,7 @@ from ._status import ErrorCode, check, live_status_count, status_misuse
 from ._tensor import DeviceTensor, empty_tensor, tensor_from_host, tensor_to_host
 from ._workspace import MAX_SLOTS, InputState, WorkspaceInputShape, WorkspaceSlot, workspace_input_shapes
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 ABI_VERSION = 2  # == ORT_KERNEL_ABI_VERSION in the header (a test checks they agree)
 ABI_MIN_VERSION = 1

@@ -31,7 +31,7 @@ from ._profiles import PROFILES, DeviceProfile, get_profile, profile_names
 from ._runtime import CudaAllocator, CudaRuntime, DeviceArray, WorkspaceCounters
 from ._workspace import SLOT_ID, estimate_bytes, workspace_bytes
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "AttentionRecipe", "CompiledKernel", "CudaAllocator", "CudaEpError", "CudaExecutionProvider", "CudaKernel",

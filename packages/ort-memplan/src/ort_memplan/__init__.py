@@ -31,7 +31,7 @@ from ._types import DEFAULT_ALIGNMENT, MAX_BYTES, AllocationRequest, MemoryPlan,
 from ._validate import validate
 from ._workspace import GraphPlan, SlotKey, plan_graph, workspace_requests
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "ALGORITHMS", "DEFAULT_ALIGNMENT", "MAX_BYTES", "Activations", "AllocationRequest", "Allocator", "BudgetExceededError",
