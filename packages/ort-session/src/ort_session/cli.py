@@ -142,6 +142,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"  run: median {np.median(times) * 1e3:.1f} ms over {len(times)} run(s); {stats.nodes_run} nodes; "
           f"{stats.allocations} runtime allocations; workspace from plan {stats.workspace_from_plan}, "
           f"scratch fallbacks {stats.scratch_fallbacks}")
+    for device, use in sess.device_memory().items():  # measured by the device's allocator
+        cap = use["capacity"]
+        print(f"  {device} memory: peak {ort_partition.format_bytes(use['peak'])} (weights "
+              f"{ort_partition.format_bytes(use['weights'])}) of capacity "
+              f"{'unlimited' if cap is None else ort_partition.format_bytes(cap)}")
     if args.check:
         worst = _check(sess, args.model, feeds, outs)
         ok = worst <= args.tolerance

@@ -35,6 +35,14 @@ def test_run_check_passes_against_onnxruntime(model_path, capsys):
     assert "check PASSED" in capsys.readouterr().out
 
 
+def test_run_on_a_budgeted_device_reports_its_measured_peak(model_path, capsys):
+    assert main(["run", model_path, "--budget", "gpu:300KiB", "--providers", "SimulatedGPUExecutionProvider",
+                 "--dim", "batch=1", "--dim", "sequence=16", "--dim", "past_sequence=0", "--check"]) == 0
+    out = capsys.readouterr().out
+    line = next(s for s in out.splitlines() if s.strip().startswith("simgpu memory: peak"))
+    assert line.endswith("of capacity 300.0 KiB") and "check PASSED" in out
+
+
 def test_run_with_input_files(model_path, tmp_path, capsys):
     ids = tmp_path / "ids.npy"
     np.save(ids, np.array([[1, 2, 3]], np.int64))
