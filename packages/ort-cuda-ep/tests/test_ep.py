@@ -73,9 +73,10 @@ def test_profile_plans_without_a_device(monkeypatch):
     assert isinstance(by_name["/model/layers.0/self_attn/q_proj/MatMul"], Supported)
     assert isinstance(by_name["/model/layers.0/self_attn/Softmax"], Supported)
     assert isinstance(by_name["/model/layers.0/mlp/act_fn/Sigmoid"], Supported)
-    reshape = by_name["/model/layers.0/self_attn/Reshape"]
-    assert isinstance(reshape, Declined) and reshape.rejected.startswith("op: Reshape")
-    assert "MatMul" in reshape.accepts and "CPU" in reshape.remedy
+    assert isinstance(by_name["/model/layers.0/self_attn/Reshape"], Supported)  # its shape input stays on the host
+    rng = by_name["/model/attn_mask/Range"]
+    assert isinstance(rng, Declined) and rng.rejected.startswith("op: Range")
+    assert "MatMul" in rng.accepts and "CPU" in rng.remedy
     # cost = outputs + initializers, no workspace for MatMul
     node = model.graph.node_by_name("/model/layers.0/self_attn/q_proj/MatMul")
     assert by_name[node.name].cost_bytes == model.graph.output_nbytes(node) + model.graph.initializer_nbytes(node)
@@ -197,7 +198,8 @@ def test_resolved_decoder_claims_are_stable(monkeypatch):
     ep = CudaExecutionProvider(profile="rtx4090")
     claimed = [n.op_type for n in model.graph.nodes if isinstance(ep.claim(n, model.opset("")), Supported)]
     assert {"MatMul", "Softmax", "Add", "Mul", "Sigmoid", "Pow", "Sqrt", "Div"} <= set(claimed)
-    assert "Transpose" not in claimed and "Reshape" not in claimed
+    assert {"Transpose", "Reshape", "Concat", "Slice", "Unsqueeze"} <= set(claimed)  # float data movement
+    assert not {"Range", "Where", "Greater"} & set(claimed)
     onnx.checker.check_model(zoo.decoder_proto(zoo.DecoderConfig(batch=1, sequence=8, past_sequence=0)))
 
 

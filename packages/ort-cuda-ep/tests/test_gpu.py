@@ -248,3 +248,44 @@ def test_float16_attention(ep):
     node = helper.make_node("MultiHeadAttention", ["q", "k", "v"], ["o"], domain="com.microsoft", num_heads=4)
     want = _ort_cpu(node, {"q": q.astype(np.float32), "k": k.astype(np.float32), "v": v.astype(np.float32)}, [])
     _close(y.astype(np.float32), want, 1e-2)
+
+
+def _reference(op, inputs, attrs, opset):
+    from onnx.reference import ReferenceEvaluator
+
+    names = [f"i{k}" if a is not None else "" for k, a in enumerate(inputs)]
+    node = helper.make_node(op, names, ["y"], **attrs)
+    ins = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(np.asarray(a).dtype), None)
+           for n, a in zip(names, inputs) if n]
+    model = helper.make_model(helper.make_graph([node], "g", ins, [helper.make_tensor_value_info("y", 0, None)]),
+                              opset_imports=[helper.make_opsetid("", opset)])
+    return ReferenceEvaluator(model).run(None, {n: np.asarray(a) for n, a in zip(names, inputs) if n})[0]
+
+
+_X = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+_I = np.int64
+
+
+@pytest.mark.parametrize("op,inputs,attrs,opset", [
+    ("Reshape", [_X, np.array([4, -1], _I)], {}, 17),
+    ("Unsqueeze", [_X, np.array([0, -1], _I)], {}, 13),
+    ("Squeeze", [_X[:, :1], np.array([1], _I)], {}, 13),
+    ("Flatten", [_X], {"axis": 2}, 13),
+    ("Transpose", [_X], {"perm": [2, 0, 1]}, 17),
+    ("Transpose", [_X.astype(np.float16)], {"perm": [0, 2, 1]}, 17),
+    ("Slice", [_X, np.array([-1], _I), np.array([-4], _I), np.array([2], _I), np.array([-1], _I)], {}, 13),
+    ("Slice", [_X, np.array([0, 1], _I), np.array([2, 9], _I), np.array([0, 1], _I), None], {}, 13),
+    ("Expand", [_X[:, :1], np.array([2, 5, 4], _I)], {}, 13),
+    ("Concat", [_X, _X * 2, _X[:, :0]], {"axis": 1}, 13),
+    ("Gather", [_X, np.array([[1, -1]], _I)], {"axis": 1}, 13),
+    ("Gather", [RNG.standard_normal((50, 8)).astype(np.float16), np.array([3, 49, 0], np.int32)], {}, 13),
+    ("Cast", [_X * 100], {"to": TensorProto.FLOAT16}, 21),
+    ("Cast", [_X * 100], {"to": TensorProto.INT32}, 21),
+    ("Cast", [np.arange(-3, 9, dtype=_I)], {"to": TensorProto.FLOAT}, 21),
+    ("Shape", [_X], {"start": 1}, 21),
+])
+def test_data_movement_vs_onnx_reference(ep, op, inputs, attrs, opset):
+    (y,), _ = ep.run_op(op, inputs, attrs, opset=opset)
+    want = _reference(op, inputs, attrs, opset)
+    assert y.shape == want.shape and y.dtype == want.dtype
+    np.testing.assert_array_equal(y, want)

@@ -5,55 +5,14 @@ that grids cover the outputs, and that workspace requests equal the recipes."""
 from __future__ import annotations
 
 import ctypes
-import re
 
 import numpy as np
 import pytest
 
-from ort_abi import EpIdentity, NullDeviceAllocator
-from ort_cuda_ep import KERNEL_SOURCES, attention_recipe, get_profile, matmul_nbits_recipe
-from ort_cuda_ep._device import DeviceInfo
+from ort_cuda_ep import KERNEL_SOURCES, attention_recipe, matmul_nbits_recipe
 from ort_cuda_ep._launch import ScratchOnly, compute
 from ort_cuda_ep._ops import find_spec
-from ort_cuda_ep._runtime import DeviceArray, WorkspaceCounters
-
-_CTYPE = {"ptr": ctypes.c_void_p, "int": ctypes.c_int, "long long": ctypes.c_longlong, "float": ctypes.c_float}
-
-
-def _signatures() -> dict[str, list[type]]:
-    out = {}
-    for src in KERNEL_SOURCES.values():
-        text = src.text()
-        for entry in src.entry_points:
-            m = re.search(r"\b" + entry + r"\s*\(([^)]*)\)", text)
-            assert m, entry
-            types = []
-            for param in m.group(1).split(","):
-                p = " ".join(param.replace("__restrict__", "").split())
-                types.append(_CTYPE["ptr"] if "*" in p else _CTYPE[p.rsplit(" ", 1)[0].replace("const ", "")])
-            out[entry] = types
-    return out
-
-
-SIGNATURES = _signatures()
-
-
-class RecordingRuntime:
-    def __init__(self, profile="a100"):
-        self.allocator = NullDeviceAllocator(EpIdentity("CUDAExecutionProvider", "cuda", 0))
-        self.device = DeviceInfo(0, "fake", get_profile(profile), 0)
-        self.counters = WorkspaceCounters()
-        self.launches = []
-
-    def empty(self, shape, dtype=np.float32):
-        dt = np.dtype(dtype)
-        shape = tuple(int(d) for d in shape)
-        return DeviceArray(self.allocator.alloc(int(np.prod(shape, dtype=np.int64)) * dt.itemsize), shape, dt)
-
-    def launch(self, source, entry, grid, block, args, shared_bytes=0):
-        assert entry in KERNEL_SOURCES[source].entry_points
-        assert [t for _, t in args] == SIGNATURES[entry], f"{entry}: argument types differ from the .cu signature"
-        self.launches.append((entry, tuple(grid), tuple(block), [v for v, _ in args]))
+from ort_cuda_ep.testing import SIGNATURES, RecordingRuntime
 
 
 def _arr(rt, shape, dtype=np.float32):

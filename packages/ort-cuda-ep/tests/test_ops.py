@@ -33,6 +33,17 @@ def facts(op, shapes, dtypes=None, attrs=None, domain="", inputs=None):
            domain="com.microsoft"), 1),
     (NodeFacts("n", "SkipSimplifiedLayerNormalization", "com.microsoft", ("x", "s", "g"), (F, F, F),
                ((1, 8, 64), (1, 8, 64), (64,)), {}, ("y", "", "", "sum")), 1),
+    (facts("Reshape", [("b", 8, 64), (3,)], (F, TensorProto.INT64)), 17),
+    (facts("Unsqueeze", [("b", 64), (1,)], (H, TensorProto.INT64)), 13),
+    (facts("Squeeze", [("b", 1, 64)], attrs={"axes": [1]}), 11),
+    (facts("Transpose", [(2, 3, 4, 5)], attrs={"perm": [0, 2, 1, 3]}), 17),
+    (facts("Slice", [(2, 8), (1,), (1,), (1,), (1,)], (F, TensorProto.INT64, TensorProto.INT64, TensorProto.INT64,
+                                                        TensorProto.INT64)), 13),
+    (facts("Expand", [(1, 8), (3,)], (F, TensorProto.INT64)), 13),
+    (facts("Concat", [("b", 3), ("b", 5)], attrs={"axis": 1}), 13),
+    (facts("Gather", [(256, 64), ("b", "s")], (F, TensorProto.INT64)), 13),
+    (facts("Cast", [(3,)], (TensorProto.INT64,), attrs={"to": F}), 21),
+    (facts("Shape", [("b", 8)]), 21),
 ])
 def test_supported(f, opset):
     spec, rejection = check_node(f, opset)
@@ -40,7 +51,17 @@ def test_supported(f, opset):
 
 
 @pytest.mark.parametrize("f,opset,aspect,text", [
-    (facts("Reshape", [(2,), (1,)]), 17, "op", "Reshape"),
+    (facts("Range", [(), (), ()]), 17, "op", "Range"),
+    (facts("Reshape", [(2, 3), (2,)], (TensorProto.INT64, TensorProto.INT64)), 17, "dtype", "INT64"),
+    (facts("Reshape", [(2, 3), (2,)], (F, F)), 17, "dtype", "input 1"),
+    (facts("Transpose", [(2, 3)], attrs={"perm": [0, 0]}), 17, "attribute", "perm"),
+    (facts("Transpose", [(1,) * 7]), 17, "shape", "rank"),
+    (facts("Expand", [(2, 3), None], (F, TensorProto.INT64)), 17, "shape", "1-D shape input"),
+    (facts("Concat", [(2, 3), (2, 3)], (F, H), attrs={"axis": 0}), 17, "dtype", "mix"),
+    (facts("Gather", [(8, 4), (3,)], (F, F)), 17, "dtype", "input 1"),
+    (facts("Cast", [(3,)], (TensorProto.INT64,), attrs={"to": TensorProto.INT32}), 21, "dtype", "integer -> integer"),
+    (facts("Cast", [(3,)], (F,), attrs={"to": TensorProto.BFLOAT16}), 21, "dtype", "BFLOAT16"),
+    (facts("Shape", [(3,)], (TensorProto.INT64,)), 21, "dtype", "INT64"),
     (facts("Add", [(2, 3), (3,)], (D, D)), 17, "dtype", "DOUBLE"),
     (facts("Add", [(2, 3), (3,)], (F, H)), 17, "dtype", "mix"),
     (facts("MatMulNBits", [("m", 64), (32, 2, 16), (64,)], (H, U8, F), {"K": 64, "N": 32, "bits": 4, "block_size": 32},

@@ -57,6 +57,11 @@ class KernelSource:
         return "\n".join(parts)
 
 
+_CAST = ("f32", "f16", "i32", "i64")
+_MOVEMENT_ENTRIES = (*(f"strided_copy_b{b}" for b in (1, 2, 4, 8)),
+                     *(f"gather_b{b}_{i}" for b in (2, 4, 8) for i in ("i32", "i64")),
+                     *(f"cast_{s}_{d}" for s in _CAST for d in _CAST if s != d))
+
 KERNEL_SOURCES: dict[str, KernelSource] = {
     "matmul": KernelSource("matmul.cu", ("matmul_f32", "matmul_f16")),
     "elementwise": KernelSource("elementwise.cu", ("binary_f32", "binary_f16", "unary_f32", "unary_f16")),
@@ -66,6 +71,7 @@ KERNEL_SOURCES: dict[str, KernelSource] = {
                                                      "mnb4_dequant_f16")),
     "attention": KernelSource("attention.cu", ("attn_split_f32", "attn_split_f16", "attn_combine_f32",
                                                "attn_combine_f16")),
+    "movement": KernelSource("movement.cu", _MOVEMENT_ENTRIES),
 }
 
 

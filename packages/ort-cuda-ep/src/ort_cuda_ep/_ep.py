@@ -167,6 +167,12 @@ class CudaExecutionProvider:
         return estimate_bytes(spec.recipe, shapes, facts.dtypes, facts.attrs, profile, self.dim_ranges,
                               facts.present_inputs())
 
+    def memory_types(self, node: Any, opset: int | None = None) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(host inputs, host outputs) of the node's kernel: positions kept in host memory (shapes, axes,
+        slice bounds; Shape's output), as ONNX Runtime's OrtMemTypeCPUInput / CPUOutput."""
+        spec = find_spec(node.op_type, node.domain, 1 << 20 if opset is None else opset)
+        return ((), ()) if spec is None else (spec.host_inputs, spec.host_outputs)
+
     def estimate(self, node: Any, opset: int | None = None) -> int | None:
         """Level-1 workspace estimate in bytes (None: unavailable, or the node is not supported)."""
         spec = find_spec(node.op_type, node.domain, 1 << 20 if opset is None else opset)

@@ -122,6 +122,8 @@ class CudaKernel:
 
         def output(index: int, shape: tuple[int, ...], dtype: np.dtype) -> DeviceArray:
             dst = ctx.output(index, shape, dtype)
+            if index in self.spec.host_outputs:
+                return dst  # made in host memory (Shape's output): the launch code fills it on the host
             if isinstance(dst, DeviceTensor):
                 if dst.device != rt.allocator.device:
                     raise CudaEpError(f"node {self.node_name!r}: output {index} was allocated on {dst.device}, "
@@ -134,9 +136,12 @@ class CudaKernel:
 
         try:
             inputs = []
-            for a in ctx.inputs:
+            for i, a in enumerate(ctx.inputs):
                 if a is None or isinstance(a, DeviceTensor):  # device tensors pass through, borrowed
                     inputs.append(a)
+                    continue
+                if i in self.spec.host_inputs:  # shapes, axes, slice bounds: read on the host
+                    inputs.append(np.asarray(a))
                     continue
                 d = rt.to_device(np.asarray(a, order="C"))  # explicit host -> device copy
                 inputs.append(d)

@@ -15,6 +15,7 @@ import numpy as np
 
 from ._attention_recipe import attention_recipe
 from ._errors import KernelLaunchError
+from ._launch_movement import MOVEMENT_OPS, compute_movement
 from ._nbits_recipe import matmul_nbits_recipe
 from ._ops import BINARY_OPS, MAX_RANK, UNARY_OPS, OpSpec
 from ._runtime import CudaRuntime, DeviceArray, f32, i32, i64, ptr
@@ -296,6 +297,8 @@ def compute(rt: CudaRuntime, spec: OpSpec, node: str, inputs: Sequence[DeviceArr
     made by ``out(index, shape, dtype)`` (the planned block of a session), else owned by ``rt``."""
     new = out or _owned_by(rt)
     op = spec.op_type
+    if op in MOVEMENT_OPS:
+        return compute_movement(rt, new, op, inputs, attrs)
     if op in BINARY_OPS:
         return [_binary(rt, new, op, inputs[0], inputs[1])]  # type: ignore[arg-type]
     if op in UNARY_OPS:

@@ -85,6 +85,8 @@ class OpSpec:
     kernel: str  # source name in KERNEL_SOURCES
     recipe: str  # workspace recipe name ("none" for kernels that use none)
     check: Check
+    host_inputs: tuple[int, ...] = ()  # inputs read on the host (shapes, axes, slice bounds), never copied
+    host_outputs: tuple[int, ...] = ()  # outputs made in host memory (Shape's)
 
 
 def _dtypes(f: NodeFacts, want: Mapping[int, tuple[int, ...]]) -> Rejection | None:
@@ -273,7 +275,7 @@ def _mha(f: NodeFacts, opset: int) -> Rejection | None:
     return None
 
 
-OP_SPECS: tuple[OpSpec, ...] = (
+_COMPUTE_SPECS: tuple[OpSpec, ...] = (
     *(OpSpec(op, "", 7, None, "elementwise", "none", _elementwise) for op in BINARY_OPS),
     *(OpSpec(op, "", 6 if op not in ("Erf", "Gelu", "Identity") else {"Erf": 9, "Gelu": 20, "Identity": 1}[op], None,
              "elementwise", "none", _elementwise) for op in UNARY_OPS),
@@ -286,6 +288,10 @@ OP_SPECS: tuple[OpSpec, ...] = (
     OpSpec("MatMulNBits", "com.microsoft", 1, None, "matmul_nbits", "matmul_nbits", _matmul_nbits),
     OpSpec("MultiHeadAttention", "com.microsoft", 1, None, "attention", "attention", _mha),
 )
+
+from ._ops_movement import MOVEMENT_SPECS  # noqa: E402  (its checks use the helpers above)
+
+OP_SPECS: tuple[OpSpec, ...] = (*_COMPUTE_SPECS, *MOVEMENT_SPECS)
 
 
 def supported_ops() -> list[str]:

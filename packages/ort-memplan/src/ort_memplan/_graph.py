@@ -79,10 +79,13 @@ class Activations:
 
 def activation_lifetimes(graph: Graph, order: Sequence[Node], device_of: Callable[[Node], str], *,
                          inplace: bool = True, alignment: int = DEFAULT_ALIGNMENT,
-                         input_device: str | None = None) -> Activations:
+                         input_device: str | None = None,
+                         value_devices: Mapping[str, str] | None = None) -> Activations:
     """Requests for the activations of `graph` run in `order`, one device per node by `device_of`.
     Graph inputs live on `input_device` (a session's host, where feeds arrive) when given, else on
-    the device of their first reader."""
+    the device of their first reader. `value_devices` overrides the device of node outputs by name
+    (a device kernel's output in host memory, as ONNX Runtime's CPU output memory type)."""
+    value_devices = value_devices or {}
     order = list(order)
     steps = len(order)
     end = max(steps - 1, 0)
@@ -148,7 +151,7 @@ def activation_lifetimes(graph: Graph, order: Sequence[Node], device_of: Callabl
                 unknown.append(o)
                 continue
             last = end if o in outputs else max(last_use.get(o, t), t)
-            blocks.append((o, nb, t, last, devices[t]))
+            blocks.append((o, nb, t, last, value_devices.get(o, devices[t])))
 
     plain = [AllocationRequest(i, nb, f, la, dev, alignment) for i, (_, nb, f, la, dev) in enumerate(blocks)]
     index = {b[0]: i for i, b in enumerate(blocks)}

@@ -99,11 +99,11 @@ class GraphPlan:
 def plan_graph(graph: Graph, order: Sequence[Node], device_of: Callable[[Node], str], *,
                workspace: Mapping[SlotKey, int] | None = None, inplace: bool = True,
                algorithm: str = "auto", alignment: int = DEFAULT_ALIGNMENT, red_zone: int = 0,
-               input_device: str | None = None) -> GraphPlan:
+               input_device: str | None = None, value_devices: Mapping[str, str] | None = None) -> GraphPlan:
     """Plan activations (and declared workspace slots) of `graph` run in `order`, per device (graph
     inputs on `input_device` when given, see `activation_lifetimes`)."""
     acts = activation_lifetimes(graph, order, device_of, inplace=inplace, alignment=alignment,
-                                input_device=input_device)
+                                input_device=input_device, value_devices=value_devices)
     slots = workspace_requests(workspace or {}, acts.node_steps, acts.node_devices, alignment=alignment)
     names = dict(acts.names)
     for (_node, slot_id), req in slots.items():

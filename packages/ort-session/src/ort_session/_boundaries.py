@@ -7,7 +7,7 @@ on a device are copied back. Names derive from the value (`<value>/MemcpyFromHos
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import attrs
 
@@ -32,8 +32,14 @@ def _copy_op(src: str, dst: str) -> str:
     return "MemcpyDeviceToDevice"
 
 
-def insert_copies(graph: Graph, device_of_ep: Mapping[str, str], host_ep: str) -> list[CopyRecord]:
-    """Insert copy nodes where a value crosses devices; sets each new node's `ep`."""
+def insert_copies(graph: Graph, device_of_ep: Mapping[str, str], host_ep: str,
+                  memory_types: Callable[[Node], tuple[tuple[int, ...], tuple[int, ...]]] | None = None
+                  ) -> list[CopyRecord]:
+    """Insert copy nodes where a value crosses devices; sets each new node's `ep`. `memory_types(node)`
+    gives the (input, output) positions a device kernel keeps in host memory: those are read or made
+    on the host, so they need no copy to (or from) the device."""
+    types = memory_types or (lambda node: ((), ()))
+
     def device(node: Node | None) -> str:
         return HOST if node is None else device_of_ep.get(node.ep or host_ep, HOST)
 
@@ -44,25 +50,40 @@ def insert_copies(graph: Graph, device_of_ep: Mapping[str, str], host_ep: str) -
         value = graph.values[name]
         if name in graph.initializers:
             continue  # weights are placed with the node that reads them
-        src = device(value.producer)
-        readers: dict[str, list[Node]] = {}
+        producer = value.producer
+        src = device(producer)
+        if producer is not None and src != HOST:
+            position = producer.outputs.index(name)
+            if position in types(producer)[1]:
+                src = HOST
+        readers: dict[str, list[tuple[Node, int]]] = {}
         for consumer in value.consumers:
             if consumer.graph is not graph:
                 continue
-            readers.setdefault(device(consumer), []).append(consumer)
+            host_inputs = types(consumer)[0]
+            for position, i in enumerate(consumer.inputs):
+                if i == name:
+                    dst = HOST if position in host_inputs else device(consumer)
+                    readers.setdefault(dst, []).append((consumer, position))
+            if name in consumer.implicit_inputs():
+                readers.setdefault(device(consumer), []).append((consumer, -1))
         wants_host_copy = name in graph.outputs and src != HOST
-        for dst, nodes in readers.items():
+        for dst, reads in readers.items():
             if dst == src:
                 continue
             op = _copy_op(src, dst)
             out = f"{name}/{op}" if dst == HOST or src == HOST else f"{name}/{op}/{dst}"
-            copy = _add_copy(graph, name, out, op, ep_of_device[dst], value.producer)
-            for consumer in nodes:
-                consumer.inputs = [out if i == name else i for i in consumer.inputs]
+            copy = _add_copy(graph, name, out, op, ep_of_device[dst], producer)
+            for consumer, position in reads:
+                if position < 0:
+                    consumer.inputs = [out if i == name else i for i in consumer.inputs]
+                else:
+                    inputs = list(consumer.inputs)
+                    inputs[position] = out
+                    consumer.inputs = inputs
             records.append(CopyRecord(name, src, dst, copy.name))
         if wants_host_copy:
             staged = f"{name}/on_{src}"
-            producer = value.producer
             producer.outputs = [staged if o == name else o for o in producer.outputs]
             value.producer = None
             for consumer in value.consumers:

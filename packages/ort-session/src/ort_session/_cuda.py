@@ -62,6 +62,11 @@ class CudaProvider:
     def estimate(self, node: Node) -> int | None:
         return self.inner.estimate(node, self._opset(node))
 
+    def memory_types(self, node: Node) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(host inputs, host outputs) of the node's kernel (see _device_memory)."""
+        types = getattr(self.inner, "memory_types", None)
+        return ((), ()) if types is None else types(node, self._opset(node))
+
     @property
     def can_run(self) -> bool:
         return bool(getattr(self.inner, "can_run", True))

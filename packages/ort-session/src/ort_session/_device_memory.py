@@ -9,7 +9,7 @@ initialization, and bytes cross to and from the host only in the boundary copy n
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -19,7 +19,28 @@ import ort_abi
 import ort_memplan
 from ort_graph import Graph, Node
 
-__all__ = ["DeviceArena", "DeviceWeights", "arena_allocators", "weight_names_per_device", "device_allocators"]
+__all__ = ["DeviceArena", "DeviceWeights", "MemoryTypes", "arena_allocators", "device_allocators", "memory_types_of",
+           "weight_names_per_device"]
+
+MemoryTypes = Callable[[Node], tuple[tuple[int, ...], tuple[int, ...]]]  # node -> (host inputs, host outputs)
+
+
+def _no_host_io(node: Node) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    return (), ()
+
+
+def memory_types_of(providers: Sequence[Any]) -> MemoryTypes:
+    """node -> (host inputs, host outputs) from the provider the node is placed on: positions its kernel
+    keeps in host memory although it runs on a device (ONNX Runtime's OrtMemTypeCPUInput / CPUOutput:
+    Reshape's shape, Slice's bounds, Shape's output). Providers without `memory_types` have none."""
+    by_name = {p.name: p for p in providers}
+
+    def types(node: Node) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        provider = by_name.get(node.ep or "")
+        fn = getattr(provider, "memory_types", None) if getattr(provider, "allocator", None) is not None else None
+        return _no_host_io(node) if fn is None else fn(node)
+
+    return types
 
 
 class DeviceArena:
@@ -59,13 +80,16 @@ def arena_allocators(devices: Iterable[str], allocators: Mapping[str, ort_abi.Al
     return {d: DeviceArena(allocators[d]) if d in allocators else ort_memplan.HostAllocator() for d in devices}
 
 
-def weight_names_per_device(graph: Graph, device_of_node: Mapping[int, str]) -> dict[str, set[str]]:
-    """Initializers read by nodes on each device (one read on two devices counts on both)."""
+def weight_names_per_device(graph: Graph, device_of_node: Mapping[int, str],
+                            memory_types: MemoryTypes = _no_host_io, host: str = "cpu") -> dict[str, set[str]]:
+    """Initializers read by nodes on each device (one read on two devices counts on both); a weight
+    read at a host-input position is read on the host."""
     seen: dict[str, set[str]] = {}
     for node in graph.nodes:
-        device = device_of_node[node.index]
-        for name in list(node.inputs) + node.implicit_inputs():
+        host_inputs = memory_types(node)[0]
+        for i, name in enumerate(list(node.inputs) + node.implicit_inputs()):
             if name in graph.initializers:
+                device = host if i in host_inputs else device_of_node[node.index]
                 seen.setdefault(device, set()).add(name)
     return seen
 
@@ -80,10 +104,10 @@ class DeviceWeights:
 
     @classmethod
     def upload(cls, graph: Graph, order: Sequence[Node], device_of_node: Mapping[int, str],
-               allocators: Mapping[str, ort_abi.Allocator]) -> DeviceWeights:
+               allocators: Mapping[str, ort_abi.Allocator], memory_types: MemoryTypes = _no_host_io) -> DeviceWeights:
         weights = cls()
         try:
-            for device, names in sorted(weight_names_per_device(graph, device_of_node).items()):
+            for device, names in sorted(weight_names_per_device(graph, device_of_node, memory_types).items()):
                 alloc = allocators.get(device)
                 if alloc is None:
                     continue
@@ -98,7 +122,8 @@ class DeviceWeights:
             if on_device is None:
                 continue
             reads = list(node.inputs) + node.implicit_inputs()
-            pairs = [(i, on_device[n]) for i, n in enumerate(reads) if n in on_device]
+            host_inputs = memory_types(node)[0]
+            pairs = [(i, on_device[n]) for i, n in enumerate(reads) if n in on_device and i not in host_inputs]
             if pairs:
                 weights.args[node.index] = pairs
         return weights

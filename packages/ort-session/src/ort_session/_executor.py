@@ -150,6 +150,7 @@ class Executor:
     recorder: Any = None  # ort_partition.NodeStatsRecorder: per-node memory in ONNX Runtime's CSV format
     allocators: Mapping[int, ort_abi.Allocator] = attrs.field(factory=dict)  # node index -> its device's memory
     weights: Any = None  # _device_memory.DeviceWeights: device copies of the weights device nodes read
+    host_outputs: Mapping[int, tuple[int, ...]] = attrs.field(factory=dict)  # device nodes' outputs made on the host
     _release: dict[int, list[str]] = attrs.field(factory=dict, alias="release")
     _reads: dict[int, list[str]] = attrs.field(factory=dict, alias="reads")  # node index -> inputs + implicit
     _out_types: dict[int, list[int]] = attrs.field(factory=dict, alias="out_types")
@@ -232,7 +233,7 @@ class Executor:
                 stats.planned_values += 1
                 return planned
             stats.allocations += 1
-            if device is None or np.dtype(dtype).kind == "O":
+            if device is None or np.dtype(dtype).kind == "O" or index in self.host_outputs.get(node.index, ()):
                 return np.empty(shape, dtype)
             tensor = ort_abi.empty_tensor(device, shape, dtype)
             if name:

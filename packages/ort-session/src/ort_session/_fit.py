@@ -13,6 +13,7 @@ import ort_graph
 from ort_graph import Model
 
 from ._boundaries import insert_copies
+from ._device_memory import memory_types_of
 from ._options import SessionOptions
 
 TRIAL_ALGORITHM = "greedy_by_size"
@@ -27,7 +28,8 @@ def device_totals_for(model: Model, placement: Any, providers: Sequence[Any], op
     by_index = {n.index: placement.ep_of(n) for n in model.graph.nodes}
     for node in trial.graph.nodes:
         node.ep = by_index[node.index]
-    insert_copies(trial.graph, {p.name: p.device for p in providers}, providers[-1].name)
+    insert_copies(trial.graph, {p.name: p.device for p in providers}, providers[-1].name,
+                  memory_types_of(providers))
     order = ort_graph.topological_order(trial.graph)
     by_name = {p.name: p for p in providers}
     kernels = {n.index: by_name[n.ep].create_kernel(n) for n in trial.graph.nodes}

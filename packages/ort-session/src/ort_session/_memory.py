@@ -22,7 +22,13 @@ import ort_memplan
 from ort_graph import Model, Node, is_static
 
 from ._boundaries import HOST
-from ._device_memory import DeviceWeights, arena_allocators, device_allocators, weight_names_per_device
+from ._device_memory import (
+    DeviceWeights,
+    arena_allocators,
+    device_allocators,
+    memory_types_of,
+    weight_names_per_device,
+)
 from ._errors import InvalidInputError, InvalidOptionError
 from ._executor import BlockLayout, FreshArrays, LayoutBase, RunStats, block_of
 from ._options import SessionOptions
@@ -237,10 +243,10 @@ class SessionMemory:
         return TracingLayout(self.cache.trace(key), ids, self.device_of_value, done)
 
 
-def _weights_per_device(model: Model, device_of_node: Mapping[int, str]) -> dict[str, int]:
+def _weights_per_device(model: Model, device_of_node: Mapping[int, str], memory_types: Any) -> dict[str, int]:
     inits = model.graph.initializers
     return {d: sum(inits[n].nbytes for n in names)
-            for d, names in weight_names_per_device(model.graph, device_of_node).items()}
+            for d, names in weight_names_per_device(model.graph, device_of_node, memory_types, HOST).items()}
 
 
 def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any], placement: Any,
@@ -259,13 +265,21 @@ def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any],
             continue  # unresolved shapes: the kernel falls back to scratch at run time
         for slot in ort_abi.declare_workspace(kernels[node.index], shapes, node=node.name) or ():
             slots[(node.index, slot.slot_id)] = slot.size_bytes
+    memory_types = memory_types_of(providers)
+    value_device: dict[str, str] = {}
+    for node in order:
+        host_outputs = memory_types(node)[1]
+        for k, o in enumerate(node.outputs):
+            if o:
+                value_device[o] = HOST if k in host_outputs else device_of_node[node.index]
     gplan = ort_memplan.plan_graph(graph, order, lambda n: device_of_node[n.index], workspace=slots,
-                                   red_zone=options.red_zones, algorithm=algorithm, input_device=HOST)
+                                   red_zone=options.red_zones, algorithm=algorithm, input_device=HOST,
+                                   value_devices=value_device)
     static = not gplan.activations.unknown_sizes
     inputs = [n for n in graph.inputs if n not in graph.initializers]
     planned_shapes = {n: tuple(graph.values[n].shape) for n in inputs if is_static(graph.values[n].shape)}
     static = static and len(planned_shapes) == len(inputs)
-    weights = _weights_per_device(model, device_of_node)
+    weights = _weights_per_device(model, device_of_node, memory_types)
     budgets = {device_by_ep[ep]: b for ep, b in placement.result.budgets.items() if ep in device_by_ep}
     remaining = {d: max(b - weights.get(d, 0), 0) for d, b in budgets.items()}
     allocators = device_allocators(providers)
@@ -273,7 +287,7 @@ def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any],
     if allocate:
         for device, alloc in allocators.items():  # the device never holds more than its budget, run after run
             alloc.capacity = budgets.get(device, alloc.capacity)
-        device_weights = DeviceWeights.upload(graph, order, device_of_node, allocators)
+        device_weights = DeviceWeights.upload(graph, order, device_of_node, allocators, memory_types)
     buffers = None
     if options.pre_allocate and allocate:
         if not static:
@@ -288,11 +302,6 @@ def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any],
         except Exception:
             device_weights.close()
             raise
-    value_device = {}
-    for node in order:
-        for o in node.outputs:
-            if o:
-                value_device[o] = device_of_node[node.index]
     return SessionMemory(model=model, gplan=gplan, slots=slots, weights=weights, device_budgets=remaining,
                          static=static, planned_shapes=planned_shapes, buffers=buffers, options=options,
                          node_names=[n.name for n in order], device_of_value=value_device, allocators=allocators,

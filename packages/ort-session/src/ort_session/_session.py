@@ -16,6 +16,7 @@ from ort_graph import Model
 from . import _memory, _placement
 from ._boundaries import insert_copies
 from ._cpu_ep import CpuExecutionProvider, SimulatedGpuExecutionProvider
+from ._device_memory import memory_types_of
 from ._errors import InvalidOptionError, SessionError
 from ._executor import Executor, RunStats
 from ._feeds import required_inputs, validate_feeds
@@ -89,7 +90,8 @@ class InferenceSession:
         self.placement = _placement.place(self.model, self.order, self.providers, self.options)
         for node in graph.nodes:
             node.ep = self.placement.ep_of[node.index]
-        self.copies = insert_copies(graph, {p.name: p.device for p in self.providers}, self.providers[-1].name)
+        self.copies = insert_copies(graph, {p.name: p.device for p in self.providers}, self.providers[-1].name,
+                                    memory_types_of(self.providers))
         if self.copies:
             self.order = ort_graph.topological_order(graph)
             self.placement.ep_of = {n.index: n.ep for n in graph.nodes}
@@ -103,8 +105,10 @@ class InferenceSession:
         device_of_ep = {p.name: p.device for p in self.providers}
         node_allocators = {n.index: self.memory.allocators[device_of_ep[n.ep]] for n in graph.nodes
                            if device_of_ep.get(n.ep) in self.memory.allocators}
+        types = memory_types_of(self.providers)
+        host_outputs = {n.index: types(n)[1] for n in graph.nodes if n.index in node_allocators}
         self._executor = Executor(graph, self.order, self.kernels, allocators=node_allocators,
-                                  weights=self.memory.device_weights)
+                                  weights=self.memory.device_weights, host_outputs=host_outputs)
         self._closed = False
         used = {n.ep for n in graph.nodes}
         self._plan_only = [p.name for p in self.providers if not getattr(p, "can_run", True) and p.name in used]

@@ -41,6 +41,22 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return scratch[0];
 }
 
+// Element offsets of linear index i over 6 row-major dims `d`, for two stride sets (0 on a broadcast
+// dim, negative for a reversed one): the index math of broadcast and strided kernels.
+__device__ __forceinline__ void offsets6(long long i, const long long* d, const long long* sa, const long long* sb,
+                                         long long& ia, long long& ib) {
+  long long rem = i;
+  ia = 0;
+  ib = 0;
+#pragma unroll
+  for (int k = 5; k >= 0; --k) {
+    const long long c = rem % d[k];
+    rem /= d[k];
+    ia += c * sa[k];
+    ib += c * sb[k];
+  }
+}
+
 // float16 without cuda_fp16.h (NVRTC has no toolkit headers here): storage is the raw 16 bits,
 // arithmetic is float32, conversions are single PTX instructions (round to nearest even).
 typedef unsigned short f16_t;

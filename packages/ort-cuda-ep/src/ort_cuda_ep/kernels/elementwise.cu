@@ -47,14 +47,8 @@ __device__ __forceinline__ void binary_impl(
   const long long sa[6] = {sa0, sa1, sa2, sa3, sa4, sa5};
   const long long sb[6] = {sb0, sb1, sb2, sb3, sb4, sb5};
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    long long rem = i, ia = 0, ib = 0;
-#pragma unroll
-    for (int k = 5; k >= 0; --k) {
-      const long long c = rem % d[k];
-      rem /= d[k];
-      ia += c * sa[k];
-      ib += c * sb[k];
-    }
+    long long ia, ib;
+    offsets6(i, d, sa, sb, ia, ib);
     y[i] = from_f<T>(binary(op, to_f(a[ia]), to_f(b[ib])));
   }
 }

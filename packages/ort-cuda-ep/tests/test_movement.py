@@ -1,0 +1,218 @@
+"""The data-movement ops without a GPU: their launch code runs on a recording runtime whose launches
+are emulated in numpy with exactly the kernels' semantics (movement.cu: strided copy, gather, cast),
+and every output is compared with onnx.reference on the same single-node model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+from ort_abi import DeviceTensor, tensor_from_host, tensor_to_host
+from ort_cuda_ep._launch import ScratchOnly, compute
+from ort_cuda_ep._ops import find_spec
+from ort_cuda_ep.testing import RecordingRuntime
+
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+_CAST = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64}
+
+
+class EmulatingRuntime(RecordingRuntime):
+    """Records each launch (checked against the .cu signature), then does what the kernel does."""
+
+    def _view(self, pointer: int, dtype) -> tuple[np.ndarray, int]:
+        """The whole allocation as `dtype` elements, and the pointer's element index in it (strides may
+        be negative: a kernel reads before its pointer)."""
+        handle, offset = self.resolve(pointer)
+        item = np.dtype(dtype).itemsize
+        assert offset % item == 0, "misaligned element pointer"
+        return handle[: handle.nbytes // item * item].view(dtype), offset // item
+
+    def _at(self, pointer: int, dtype) -> np.ndarray:
+        arr, at = self._view(pointer, dtype)
+        return arr[at:]
+
+    def launch(self, source, entry, grid, block, args, shared_bytes=0):
+        super().launch(source, entry, grid, block, args, shared_bytes)
+        v = [a for a, _ in args]
+        if entry.startswith("strided_copy_b"):
+            dt = _UINT[int(entry[-1])]
+            (x, x0), (y, y0), n = self._view(v[0], dt), self._view(v[1], dt), v[2]
+            dims, sx, sy = np.array(v[3:9]), np.array(v[9:15]), np.array(v[15:21])
+            idx = np.stack(np.unravel_index(np.arange(n), dims), axis=1)  # row-major, as the kernel's loop
+            src, dst = x0 + idx @ sx, y0 + idx @ sy
+            assert src.min() >= 0 and src.max() < x.size and dst.min() >= 0 and dst.max() < y.size, "out of bounds"
+            y[dst] = x[src]
+        elif entry.startswith("gather_b"):
+            _, b, it = entry.split("_")
+            x, idx, y = self._at(v[0], _UINT[int(b[1:])]), self._at(v[1], _CAST[it]), self._at(v[2], _UINT[int(b[1:])])
+            outer, n_idx, axis_dim, inner = v[3:7]
+            i = np.arange(outer * n_idx * inner)
+            k, j, o = i % inner, (i // inner) % n_idx, i // (inner * n_idx)
+            at = idx[j].astype(np.int64)
+            at = np.where(at < 0, at + axis_dim, at)
+            ok = (at >= 0) & (at < axis_dim)
+            y[i] = np.where(ok, x[np.where(ok, (o * axis_dim + at) * inner + k, 0)], 0)
+        elif entry.startswith("cast_"):
+            _, s, d = entry.split("_")
+            x, y, n = self._at(v[0], _CAST[s]), self._at(v[1], _CAST[d]), v[2]
+            y[:n] = x[:n].astype(_CAST[d])
+        else:
+            raise AssertionError(f"no emulation for {entry!r}")
+
+
+def _run(op, inputs, attrs=None, opset=17, host=(), n_out=1):
+    """Our launch code on the emulating runtime vs onnx.reference; returns (ours, reference, runtime)."""
+    rt = EmulatingRuntime()
+    spec = find_spec(op, "", opset)
+    assert spec is not None and set(host) == set(spec.host_inputs)
+    args = [None if a is None else (np.asarray(a) if i in host else tensor_from_host(rt.allocator, np.asarray(a)))
+            for i, a in enumerate(inputs)]
+
+    def new(i, shape, dtype):
+        if i in spec.host_outputs:
+            return np.empty(shape, dtype)
+        return rt.empty(shape, dtype)
+
+    outs = compute(rt, spec, "n", args, attrs or {}, ScratchOnly(rt), n_out, out=new)
+    ours = [tensor_to_host(o) if isinstance(o, DeviceTensor) else o for o in outs]
+    names = [f"i{k}" if a is not None else "" for k, a in enumerate(inputs)]
+    node = helper.make_node(op, names, ["y"], **(attrs or {}))
+    ins = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(np.asarray(a).dtype), None)
+           for n, a in zip(names, inputs) if n]
+    model = helper.make_model(helper.make_graph([node], "g", ins, [helper.make_tensor_value_info("y", 0, None)]),
+                              opset_imports=[helper.make_opsetid("", opset)])
+    ref = ReferenceEvaluator(model).run(None, {n: np.asarray(a) for n, a in zip(names, inputs) if n})
+    return ours, ref, rt
+
+
+def _check(op, inputs, attrs=None, opset=17, host=()):
+    ours, ref, rt = _run(op, inputs, attrs, opset, host)
+    for a, b in zip(ours, ref):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+    return rt
+
+
+R = np.random.default_rng(0)
+X = R.standard_normal((2, 3, 4)).astype(np.float32)
+I64 = np.int64
+
+
+@pytest.mark.parametrize("target", [[4, -1], [0, 12], [24], [2, 3, 2, 2], [-1, 1, 4]])
+def test_reshape(target):
+    _check("Reshape", [X, np.array(target, I64)], host=(1,))
+
+
+@pytest.mark.parametrize("op,axes,opset", [("Squeeze", [1], 13), ("Squeeze", None, 13), ("Unsqueeze", [0, -1], 13),
+                                           ("Unsqueeze", [2], 13), ("Squeeze", [-2], 11), ("Unsqueeze", [1, 3], 11)])
+def test_squeeze_and_unsqueeze(op, axes, opset):
+    x = R.standard_normal((2, 1, 4)).astype(np.float16)
+    if opset >= 13:
+        _check(op, [x, None if axes is None else np.array(axes, I64)], opset=opset, host=(1,))
+    else:
+        _check(op, [x], {"axes": axes}, opset=opset)
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2, -1, 3])
+def test_flatten(axis):
+    _check("Flatten", [X], {"axis": axis})
+
+
+@pytest.mark.parametrize("perm", [None, [0, 2, 1], [2, 0, 1], [1, 0, 2]])
+def test_transpose(perm):
+    _check("Transpose", [X], {} if perm is None else {"perm": perm})
+
+
+def test_transpose_rank6_and_float16():
+    x = R.standard_normal((2, 1, 3, 2, 2, 3)).astype(np.float16)
+    _check("Transpose", [x], {"perm": [5, 3, 1, 0, 2, 4]})
+
+
+@pytest.mark.parametrize("starts,ends,axes,steps", [
+    ([1], [3], [1], [1]), ([0, 1], [2, 4], [0, 2], None), ([-1], [-4], [2], [-1]), ([2], [0], [1], [-2]),
+    ([0], [2**62], [-1], [2]), ([5], [9], [2], [1]), ([-100], [100], [0], None)])
+def test_slice(starts, ends, axes, steps):
+    inputs = [X, np.array(starts, I64), np.array(ends, I64), np.array(axes, I64)]
+    inputs.append(None if steps is None else np.array(steps, I64))
+    _check("Slice", inputs, opset=13, host=(1, 2, 3, 4))
+
+
+def test_slice_opset_9_attributes():
+    _check("Slice", [X], {"starts": [0, 1], "ends": [1, 3], "axes": [0, 1]}, opset=9)
+
+
+@pytest.mark.parametrize("shape,target", [((3, 1), (2, 3, 4)), ((1,), (5,)), ((2, 1, 4), (1, 3, 1)), ((4,), (2, 1, 4))])
+def test_expand(shape, target):
+    _check("Expand", [R.standard_normal(shape).astype(np.float32), np.array(target, I64)], host=(1,))
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_concat_of_three_including_an_empty_one(axis):
+    a = R.standard_normal((2, 3, 4)).astype(np.float32)
+    shape = list(a.shape)
+    shape[axis] = 0
+    _check("Concat", [a, np.zeros(shape, np.float32), a * 2], {"axis": axis})
+
+
+@pytest.mark.parametrize("axis,indices", [(0, np.array([[1, -1], [0, 1]], I64)), (1, np.array([2, 0, -3], np.int32)),
+                                          (2, np.array(3, I64)), (0, np.array([], I64))])
+def test_gather(axis, indices):
+    _check("Gather", [X, indices], {"axis": axis}, opset=13)
+
+
+def test_gather_embedding_rows_in_float16():
+    table = R.standard_normal((50, 8)).astype(np.float16)
+    _check("Gather", [table, np.array([[3, 49, 0, 7]], I64)], opset=13)
+
+
+@pytest.mark.parametrize("src,to", [(np.float32, TensorProto.FLOAT16), (np.float16, TensorProto.FLOAT),
+                                    (np.int64, TensorProto.FLOAT), (np.float32, TensorProto.INT32),
+                                    (np.float32, TensorProto.INT64), (np.int32, TensorProto.FLOAT16),
+                                    (np.float32, TensorProto.FLOAT)])
+def test_cast(src, to):
+    x = (R.standard_normal((3, 5)) * 100).astype(src)
+    _check("Cast", [x], {"to": to}, opset=21)
+
+
+@pytest.mark.parametrize("attrs", [{}, {"start": 1}, {"end": -1}, {"start": -2, "end": 3}])
+def test_shape_is_a_host_output_without_a_launch(attrs):
+    rt = _check("Shape", [X], attrs, opset=21)
+    assert rt.launches == []
+
+
+def test_reshape_planned_in_place_moves_nothing():
+    rt = EmulatingRuntime()
+    x = tensor_from_host(rt.allocator, X)
+    spec = find_spec("Reshape", "", 17)
+    (y,) = compute(rt, spec, "n", [x, np.array([6, 4], I64)], {}, ScratchOnly(rt),
+                   out=lambda i, shape, dtype: DeviceTensor(x.buffer.view(0, x.nbytes), shape, dtype))
+    assert y.ptr == x.ptr and y.shape == (6, 4) and rt.launches == []
+    np.testing.assert_array_equal(tensor_to_host(y), X.reshape(6, 4))
+
+
+@pytest.mark.parametrize("op,inputs,attrs,opset", [
+    ("Reshape", [X, np.array([4, -1], I64)], {}, 17),
+    ("Slice", [X, np.array([-1], I64), np.array([-4], I64), np.array([2], I64), np.array([-1], I64)], {}, 13),
+    ("Gather", [X, np.array([[1, -1]], I64)], {"axis": 1}, 13),
+    ("Cast", [X * 100], {"to": TensorProto.INT32}, 21),
+    ("Shape", [X], {"start": 1}, 21),
+])
+def test_the_kernel_path_keeps_host_inputs_and_outputs_on_the_host(monkeypatch, op, inputs, attrs, opset):
+    """CudaKernel through the EP's run_op (what a session calls): host inputs are not copied to the
+    device, Shape's host output is filled without a launch, other outputs come back explicitly."""
+    from ort_cuda_ep import CudaExecutionProvider
+    from ort_cuda_ep.testing import fake_device
+
+    monkeypatch.setattr("ort_cuda_ep._ep.discover", lambda device_id=0: fake_device("a100"))
+    ep = CudaExecutionProvider()
+    ep._runtime = EmulatingRuntime()
+    (y,), _ = ep.run_op(op, inputs, attrs, opset=opset)
+    _, (want,), _ = _run(op, inputs, attrs, opset, find_spec(op, "", opset).host_inputs)  # onnx.reference
+    assert y.shape == want.shape and y.dtype == want.dtype
+    np.testing.assert_array_equal(y, want)
+    host = find_spec(op, "", opset).host_inputs
+    copied = ep.allocator.alloc_count
+    assert copied == sum(1 for i, a in enumerate(inputs) if a is not None and i not in host) + (op != "Shape")
+    assert ep.allocator.bytes_in_use == 0
