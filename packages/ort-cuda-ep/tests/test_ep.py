@@ -225,12 +225,13 @@ def test_real_exported_int4_model(shared_models, monkeypatch):
     assert ep.estimate(qkv, 1) == 4 * k * n  # 16 tokens: the tiled path dequantizes B
 
 
-def test_real_exported_fp16_cuda_model(shared_models, monkeypatch):
-    """onnxruntime-genai's fp16 CUDA export: the float16 MatMuls, norms and activations are claimed."""
+@pytest.mark.parametrize("export", ["genai_fp16_cuda", "genai_bf16_cuda"])
+def test_real_exported_half_cuda_model(shared_models, monkeypatch, export):
+    """onnxruntime-genai's fp16 and bf16 CUDA exports: the half-precision MatMuls, norms, activations are claimed."""
     from ort_graph import load
 
     _no_device(monkeypatch)
-    model = load(shared_models / "llama_l4" / "genai_fp16_cuda" / "model.onnx")
+    model = load(shared_models / "llama_l4" / export / "model.onnx")
     resolve_shapes(model, dims={"batch_size": 1, "sequence_length": 4, "total_sequence_length": 4,
                                 "past_sequence_length": 0})
     ep = CudaExecutionProvider(profile="h100")

@@ -188,3 +188,14 @@ def test_mixed_types_are_refused_at_launch():
     rt = RecordingRuntime()
     with pytest.raises(Exception, match="float32/float16"):
         compute(rt, find_spec("Add", "", 17), "a", [_arr(rt, (4,), np.float16), _arr(rt, (4,))], {}, ScratchOnly(rt))
+
+
+@pytest.mark.parametrize("op,shapes", [("MatMul", [(4, 8), (8, 16)]), ("Softmax", [(3, 10)]), ("Add", [(2, 3), (3,)])])
+def test_bfloat16_launches_the_bf16_entry_points(op, shapes):
+    import ml_dtypes
+
+    rt = RecordingRuntime()
+    arrays = [rt.empty(s, ml_dtypes.bfloat16) for s in shapes]
+    (out,) = compute(rt, find_spec(op, "", 17), "n", arrays, {}, ScratchOnly(rt))
+    assert out.dtype == np.dtype(ml_dtypes.bfloat16)
+    assert all(entry.endswith("_bf16") for entry, *_ in rt.launches) and rt.launches

@@ -4,6 +4,7 @@ and every output is compared with onnx.reference on the same single-node model."
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
@@ -15,7 +16,7 @@ from ort_cuda_ep._ops import find_spec
 from ort_cuda_ep.testing import RecordingRuntime
 
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
-_CAST = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64}
+_CAST = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16, "i32": np.int32, "i64": np.int64}
 
 
 class EmulatingRuntime(RecordingRuntime):
@@ -170,7 +171,9 @@ def test_gather_embedding_rows_in_float16():
 @pytest.mark.parametrize("src,to", [(np.float32, TensorProto.FLOAT16), (np.float16, TensorProto.FLOAT),
                                     (np.int64, TensorProto.FLOAT), (np.float32, TensorProto.INT32),
                                     (np.float32, TensorProto.INT64), (np.int32, TensorProto.FLOAT16),
-                                    (np.float32, TensorProto.FLOAT)])
+                                    (np.float32, TensorProto.FLOAT), (np.float32, TensorProto.BFLOAT16),
+                                    (ml_dtypes.bfloat16, TensorProto.FLOAT), (ml_dtypes.bfloat16, TensorProto.FLOAT16),
+                                    (np.int64, TensorProto.BFLOAT16)])
 def test_cast(src, to):
     x = (R.standard_normal((3, 5)) * 100).astype(src)
     _check("Cast", [x], {"to": to}, opset=21)
@@ -216,3 +219,10 @@ def test_the_kernel_path_keeps_host_inputs_and_outputs_on_the_host(monkeypatch, 
     copied = ep.allocator.alloc_count
     assert copied == sum(1 for i, a in enumerate(inputs) if a is not None and i not in host) + (op != "Shape")
     assert ep.allocator.bytes_in_use == 0
+
+
+def test_bfloat16_data_moves_by_element_size():
+    x = R.standard_normal((3, 4, 2)).astype(ml_dtypes.bfloat16)
+    rt = _check("Transpose", [x], {"perm": [2, 0, 1]})
+    assert [e for e, *_ in rt.launches] == ["strided_copy_b2"]
+    _check("Gather", [x, np.array([2, 0], I64)], {"axis": 0}, opset=13)

@@ -44,6 +44,9 @@ def facts(op, shapes, dtypes=None, attrs=None, domain="", inputs=None):
     (facts("Gather", [(256, 64), ("b", "s")], (F, TensorProto.INT64)), 13),
     (facts("Cast", [(3,)], (TensorProto.INT64,), attrs={"to": F}), 21),
     (facts("Shape", [("b", 8)]), 21),
+    (facts("MatMul", [("b", 8, 64), (64, 32)], (TensorProto.BFLOAT16, TensorProto.BFLOAT16)), 17),
+    (facts("SimplifiedLayerNormalization", [("b", 64), (64,)], (TensorProto.BFLOAT16, TensorProto.BFLOAT16)), 17),
+    (facts("Cast", [(3,)], (F,), attrs={"to": TensorProto.BFLOAT16}), 21),
 ])
 def test_supported(f, opset):
     spec, rejection = check_node(f, opset)
@@ -60,7 +63,8 @@ def test_supported(f, opset):
     (facts("Concat", [(2, 3), (2, 3)], (F, H), attrs={"axis": 0}), 17, "dtype", "mix"),
     (facts("Gather", [(8, 4), (3,)], (F, F)), 17, "dtype", "input 1"),
     (facts("Cast", [(3,)], (TensorProto.INT64,), attrs={"to": TensorProto.INT32}), 21, "dtype", "integer -> integer"),
-    (facts("Cast", [(3,)], (F,), attrs={"to": TensorProto.BFLOAT16}), 21, "dtype", "BFLOAT16"),
+    (facts("Cast", [(3,)], (F,), attrs={"to": TensorProto.DOUBLE}), 21, "dtype", "DOUBLE"),
+    (facts("MatMul", [(2, 8), (8, 4)], (F, TensorProto.BFLOAT16)), 17, "dtype", "mix"),
     (facts("Shape", [(3,)], (TensorProto.INT64,)), 21, "dtype", "INT64"),
     (facts("Add", [(2, 3), (3,)], (D, D)), 17, "dtype", "DOUBLE"),
     (facts("Add", [(2, 3), (3,)], (F, H)), 17, "dtype", "mix"),

@@ -57,20 +57,26 @@ class KernelSource:
         return "\n".join(parts)
 
 
-_CAST = ("f32", "f16", "i32", "i64")
+FLOAT_SUFFIXES = ("f32", "f16", "bf16")  # float32, float16 and bfloat16 storage; float32 math
+_CAST = ("f32", "f16", "bf16", "i32", "i64")
+
+
+def _typed(*names: str) -> tuple[str, ...]:
+    """Each kernel's entry points, one per float storage type: name_f32, name_f16, name_bf16."""
+    return tuple(f"{n}_{t}" for n in names for t in FLOAT_SUFFIXES)
+
+
 _MOVEMENT_ENTRIES = (*(f"strided_copy_b{b}" for b in (1, 2, 4, 8)),
                      *(f"gather_b{b}_{i}" for b in (2, 4, 8) for i in ("i32", "i64")),
                      *(f"cast_{s}_{d}" for s in _CAST for d in _CAST if s != d))
 
 KERNEL_SOURCES: dict[str, KernelSource] = {
-    "matmul": KernelSource("matmul.cu", ("matmul_f32", "matmul_f16")),
-    "elementwise": KernelSource("elementwise.cu", ("binary_f32", "binary_f16", "unary_f32", "unary_f16")),
-    "softmax": KernelSource("softmax.cu", ("softmax_f32", "softmax_f16")),
-    "rms_norm": KernelSource("rms_norm.cu", ("rms_norm_f32", "rms_norm_f16", "skip_rms_norm_f32", "skip_rms_norm_f16")),
-    "matmul_nbits": KernelSource("matmul_nbits.cu", ("mnb4_gemv_f32", "mnb4_gemv_f16", "mnb4_dequant_f32",
-                                                     "mnb4_dequant_f16")),
-    "attention": KernelSource("attention.cu", ("attn_split_f32", "attn_split_f16", "attn_combine_f32",
-                                               "attn_combine_f16")),
+    "matmul": KernelSource("matmul.cu", _typed("matmul")),
+    "elementwise": KernelSource("elementwise.cu", _typed("binary", "unary")),
+    "softmax": KernelSource("softmax.cu", _typed("softmax")),
+    "rms_norm": KernelSource("rms_norm.cu", _typed("rms_norm", "skip_rms_norm")),
+    "matmul_nbits": KernelSource("matmul_nbits.cu", _typed("mnb4_gemv", "mnb4_dequant")),
+    "attention": KernelSource("attention.cu", _typed("attn_split", "attn_combine")),
     "movement": KernelSource("movement.cu", _MOVEMENT_ENTRIES),
 }
 

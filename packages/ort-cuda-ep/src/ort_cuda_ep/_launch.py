@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+import ml_dtypes
 import numpy as np
 
 from ._attention_recipe import attention_recipe
@@ -77,14 +78,15 @@ def _workspace(rt: CudaRuntime, ws: WorkspaceSource, node: str, nbytes: int) -> 
     return p
 
 
-_SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}
+_SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dtype(ml_dtypes.bfloat16): "bf16"}
 
 
 def _sfx(*arrays: DeviceArray | None) -> str:
     """The entry-point suffix for the arrays' common float type (f32 / f16)."""
     dts = {a.dtype for a in arrays if a is not None}
     if len(dts) != 1 or next(iter(dts)) not in _SUFFIX:
-        raise KernelLaunchError(f"inputs of types {sorted(str(d) for d in dts)!r}; expected one of float32/float16 for all")
+        raise KernelLaunchError(f"inputs of types {sorted(str(d) for d in dts)!r}; expected one of "
+                                f"float32/float16/bfloat16 for all")
     return _SUFFIX[next(iter(dts))]
 
 

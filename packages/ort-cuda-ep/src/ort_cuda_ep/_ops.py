@@ -16,8 +16,8 @@ from onnx import TensorProto
 __all__ = ["OpSpec", "Rejection", "NodeFacts", "OP_SPECS", "find_spec", "check_node", "supported_ops",
            "BINARY_OPS", "UNARY_OPS", "MAX_RANK"]
 
-F32, F16, U8 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.UINT8
-FLOATS = (F32, F16)
+F32, F16, BF16, U8 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.UINT8
+FLOATS = (F32, F16, BF16)
 MAX_RANK = 6
 MAX_DIM = (1 << 31) - 1  # as _checked.MAX_DIM: kernels index one dimension with a 32-bit int
 BINARY_OPS = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3, "Pow": 4}
@@ -108,7 +108,7 @@ def _dtypes(f: NodeFacts, want: Mapping[int, tuple[int, ...]]) -> Rejection | No
 
 
 def _floats(f: NodeFacts, idx: tuple[int, ...]) -> Rejection | None:
-    """The present inputs in ``idx`` are all float32 or all float16 (kernels run on one type)."""
+    """The present inputs in ``idx`` share one float type: float32, float16 or bfloat16 (kernels run on one)."""
     r = _dtypes(f, {i: FLOATS for i in idx})
     if r:
         return r

@@ -5,7 +5,7 @@ reshape through the host.
 Their shape-like inputs (Reshape's shape, Slice's starts/ends/axes/steps, Expand's shape, the axes of
 Squeeze/Unsqueeze) are *host inputs* and Shape's output is a *host output*, as ONNX Runtime's CUDA EP
 marks them (OrtMemTypeCPUInput / CPUOutput): the session keeps those values in host memory, with no
-copy. Data must be float32/float16: integer tensors are shape arithmetic, and they stay on the CPU EP
+copy. Data must be float32/float16/bfloat16: integer tensors are shape arithmetic, and they stay on the CPU EP
 with the nodes that read them on the host (Gather's indices and Cast's source may be integers).
 """
 
@@ -18,14 +18,14 @@ from ._ops import FLOATS, MAX_RANK, NodeFacts, OpSpec, Rejection, _dtypes, _firs
 __all__ = ["MOVEMENT_SPECS", "CAST_TYPES"]
 
 I32, I64 = TensorProto.INT32, TensorProto.INT64
-CAST_TYPES = {TensorProto.FLOAT: "f32", TensorProto.FLOAT16: "f16", I32: "i32", I64: "i64"}
+CAST_TYPES = {TensorProto.FLOAT: "f32", TensorProto.FLOAT16: "f16", TensorProto.BFLOAT16: "bf16", I32: "i32", I64: "i64"}
 _SHAPE_MATH = "integer tensors are shape arithmetic: leave this node to the CPU EP with the nodes that read it"
 
 
 def _float_data(f: NodeFacts, idx: tuple[int, ...] = (0,)) -> Rejection | None:
     r = _dtypes(f, {i: FLOATS for i in idx})
     if r is not None and r.aspect == "dtype" and "unknown" not in r.detail:
-        return Rejection("dtype", r.detail, "float32/float16 data", _SHAPE_MATH)
+        return Rejection("dtype", r.detail, "float32/float16/bfloat16 data", _SHAPE_MATH)
     return r or _floats(f, idx)
 
 
@@ -78,14 +78,14 @@ def _gather(f: NodeFacts, opset: int) -> Rejection | None:
 
 def _cast(f: NodeFacts, opset: int) -> Rejection | None:
     src, to = (f.dtypes[0] if f.dtypes else 0), f.attrs.get("to")
-    names = "float32/float16/int32/int64"
+    names = "float32/float16/bfloat16/int32/int64"
     if src not in CAST_TYPES or to not in CAST_TYPES:
         from ort_graph import dtype_name
 
         got = f"{dtype_name(src) if src else 'unknown'} -> {dtype_name(to) if isinstance(to, int) and to else to!r}"
         return Rejection("dtype", f"cast {got}", f"casts between {names}", "leave this node to the CPU EP")
-    if src != TensorProto.FLOAT and src != TensorProto.FLOAT16 and to != TensorProto.FLOAT and to != TensorProto.FLOAT16:
-        return Rejection("dtype", "an integer -> integer cast", "casts to or from float32/float16", _SHAPE_MATH)
+    if src not in FLOATS and to not in FLOATS:
+        return Rejection("dtype", "an integer -> integer cast", "casts to or from float32/float16/bfloat16", _SHAPE_MATH)
     return _ranks_known(f, (0,), 64)
 
 

@@ -156,3 +156,18 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_combine_f16(
     float* __restrict__ softmax_lse, int B, int H, int Sq, int D, int Dr, int num_splits) {
   combine_impl(lse_accum, o_accum, O, softmax_lse, B, H, Sq, D, Dr, num_splits);
 }
+
+extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_split_bf16(
+    const bf16_t* __restrict__ Q, const bf16_t* __restrict__ K, const bf16_t* __restrict__ V,
+    bf16_t* __restrict__ O, float* __restrict__ softmax_lse, float* __restrict__ lse_accum,
+    float* __restrict__ o_accum, int B, int H, int Sq, int L, int D, int Dr, float scale, int causal_offset,
+    int num_splits, int keys_per_split) {
+  split_impl(Q, K, V, O, softmax_lse, lse_accum, o_accum, B, H, Sq, L, D, Dr, scale, causal_offset, num_splits,
+             keys_per_split);
+}
+
+extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_combine_bf16(
+    const float* __restrict__ lse_accum, const float* __restrict__ o_accum, bf16_t* __restrict__ O,
+    float* __restrict__ softmax_lse, int B, int H, int Sq, int D, int Dr, int num_splits) {
+  combine_impl(lse_accum, o_accum, O, softmax_lse, B, H, Sq, D, Dr, num_splits);
+}

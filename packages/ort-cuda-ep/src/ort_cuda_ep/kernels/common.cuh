@@ -75,3 +75,16 @@ template <> __device__ __forceinline__ f16_t from_f<f16_t>(float v) {
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
   return h;
 }
+
+// bfloat16: the upper 16 bits of a float32; a struct so that overloads tell it from float16's raw bits.
+struct bf16_t {
+  unsigned short bits;
+};
+
+__device__ __forceinline__ float to_f(bf16_t v) { return __uint_as_float(((unsigned int)v.bits) << 16); }
+template <> __device__ __forceinline__ bf16_t from_f<bf16_t>(float v) {
+  bf16_t h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h.bits) : "f"(v));  // round to nearest even (sm_80+)
+  return h;
+}
+

@@ -82,3 +82,15 @@ extern "C" __global__ void unary_f32(const float* __restrict__ x, float* __restr
 extern "C" __global__ void unary_f16(const f16_t* __restrict__ x, f16_t* __restrict__ y, long long n, int op) {
   unary_impl(x, y, n, op);
 }
+
+extern "C" __global__ void binary_bf16(
+    const bf16_t* __restrict__ a, const bf16_t* __restrict__ b, bf16_t* __restrict__ y, long long n, int op,
+    long long d0, long long d1, long long d2, long long d3, long long d4, long long d5,
+    long long sa0, long long sa1, long long sa2, long long sa3, long long sa4, long long sa5,
+    long long sb0, long long sb1, long long sb2, long long sb3, long long sb4, long long sb5) {
+  binary_impl(a, b, y, n, op, d0, d1, d2, d3, d4, d5, sa0, sa1, sa2, sa3, sa4, sa5, sb0, sb1, sb2, sb3, sb4, sb5);
+}
+
+extern "C" __global__ void unary_bf16(const bf16_t* __restrict__ x, bf16_t* __restrict__ y, long long n, int op) {
+  unary_impl(x, y, n, op);
+}

@@ -80,3 +80,10 @@ extern "C" __global__ void __launch_bounds__(256) matmul_f16(
     long long bias_m, long long bias_n, long long batch_bias, float alpha, float beta) {
   matmul_impl(A, B, C, bias, M, N, K, a_m, a_k, b_k, b_n, batch_a, batch_b, batch_c, bias_m, bias_n, batch_bias, alpha, beta);
 }
+
+extern "C" __global__ void __launch_bounds__(256) matmul_bf16(
+    const bf16_t* __restrict__ A, const bf16_t* __restrict__ B, bf16_t* __restrict__ C, const bf16_t* __restrict__ bias, int M, int N, int K,
+    long long a_m, long long a_k, long long b_k, long long b_n, long long batch_a, long long batch_b, long long batch_c,
+    long long bias_m, long long bias_n, long long batch_bias, float alpha, float beta) {
+  matmul_impl(A, B, C, bias, M, N, K, a_m, a_k, b_k, b_n, batch_a, batch_b, batch_c, bias_m, bias_n, batch_bias, alpha, beta);
+}

@@ -86,3 +86,16 @@ extern "C" __global__ void mnb4_dequant_f16(
     f16_t* __restrict__ W, int N, int K, int block_size, int k_blocks) {
   dequant_impl(B, scales, zp, W, N, K, block_size, k_blocks);
 }
+
+extern "C" __global__ void __launch_bounds__(128) mnb4_gemv_bf16(
+    const bf16_t* __restrict__ A, const unsigned char* __restrict__ B, const bf16_t* __restrict__ scales,
+    const unsigned char* __restrict__ zp, const bf16_t* __restrict__ bias, bf16_t* __restrict__ Y,
+    int M, int N, int K, int block_size, int k_blocks) {
+  gemv_impl(A, B, scales, zp, bias, Y, M, N, K, block_size, k_blocks);
+}
+
+extern "C" __global__ void mnb4_dequant_bf16(
+    const unsigned char* __restrict__ B, const bf16_t* __restrict__ scales, const unsigned char* __restrict__ zp,
+    bf16_t* __restrict__ W, int N, int K, int block_size, int k_blocks) {
+  dequant_impl(B, scales, zp, W, N, K, block_size, k_blocks);
+}

@@ -3,7 +3,7 @@
 // allowed), Expand (stride 0 on broadcast dims) and Concat (one launch per input into an offset
 // destination). The host passes the dims, both sides' element strides and pointers already offset.
 // Element size is the only type parameter. Gather takes int32/int64 indices (negative ones count
-// from the end; out-of-range ones write zeros). Casts convert between float32/float16/int32/int64.
+// from the end; out-of-range ones write zeros). Casts convert between float32/float16/bfloat16/int32/int64.
 #include "common.cuh"
 
 typedef unsigned char b1_t;
@@ -116,6 +116,14 @@ template <> __device__ __forceinline__ f16_t convert<f16_t, int>(int v) { return
 template <> __device__ __forceinline__ f16_t convert<f16_t, long long>(long long v) { return from_f<f16_t>((float)v); }
 template <> __device__ __forceinline__ int convert<int, f16_t>(f16_t v) { return (int)to_f(v); }
 template <> __device__ __forceinline__ long long convert<long long, f16_t>(f16_t v) { return (long long)to_f(v); }
+template <> __device__ __forceinline__ bf16_t convert<bf16_t, float>(float v) { return from_f<bf16_t>(v); }
+template <> __device__ __forceinline__ bf16_t convert<bf16_t, f16_t>(f16_t v) { return from_f<bf16_t>(to_f(v)); }
+template <> __device__ __forceinline__ bf16_t convert<bf16_t, int>(int v) { return from_f<bf16_t>((float)v); }
+template <> __device__ __forceinline__ bf16_t convert<bf16_t, long long>(long long v) { return from_f<bf16_t>((float)v); }
+template <> __device__ __forceinline__ float convert<float, bf16_t>(bf16_t v) { return to_f(v); }
+template <> __device__ __forceinline__ f16_t convert<f16_t, bf16_t>(bf16_t v) { return from_f<f16_t>(to_f(v)); }
+template <> __device__ __forceinline__ int convert<int, bf16_t>(bf16_t v) { return (int)to_f(v); }
+template <> __device__ __forceinline__ long long convert<long long, bf16_t>(bf16_t v) { return (long long)to_f(v); }
 
 template <typename S, typename D>
 __device__ __forceinline__ void cast_impl(const S* __restrict__ x, D* __restrict__ y, long long n) {
@@ -124,6 +132,11 @@ __device__ __forceinline__ void cast_impl(const S* __restrict__ x, D* __restrict
 }
 
 extern "C" __global__ void __launch_bounds__(256) cast_f32_f16(const float* __restrict__ x, f16_t* __restrict__ y,
+                                                            long long n) {
+  cast_impl(x, y, n);
+}
+
+extern "C" __global__ void __launch_bounds__(256) cast_f32_bf16(const float* __restrict__ x, bf16_t* __restrict__ y,
                                                             long long n) {
   cast_impl(x, y, n);
 }
@@ -143,6 +156,11 @@ extern "C" __global__ void __launch_bounds__(256) cast_f16_f32(const f16_t* __re
   cast_impl(x, y, n);
 }
 
+extern "C" __global__ void __launch_bounds__(256) cast_f16_bf16(const f16_t* __restrict__ x, bf16_t* __restrict__ y,
+                                                            long long n) {
+  cast_impl(x, y, n);
+}
+
 extern "C" __global__ void __launch_bounds__(256) cast_f16_i32(const f16_t* __restrict__ x, int* __restrict__ y,
                                                             long long n) {
   cast_impl(x, y, n);
@@ -153,12 +171,37 @@ extern "C" __global__ void __launch_bounds__(256) cast_f16_i64(const f16_t* __re
   cast_impl(x, y, n);
 }
 
+extern "C" __global__ void __launch_bounds__(256) cast_bf16_f32(const bf16_t* __restrict__ x, float* __restrict__ y,
+                                                            long long n) {
+  cast_impl(x, y, n);
+}
+
+extern "C" __global__ void __launch_bounds__(256) cast_bf16_f16(const bf16_t* __restrict__ x, f16_t* __restrict__ y,
+                                                            long long n) {
+  cast_impl(x, y, n);
+}
+
+extern "C" __global__ void __launch_bounds__(256) cast_bf16_i32(const bf16_t* __restrict__ x, int* __restrict__ y,
+                                                            long long n) {
+  cast_impl(x, y, n);
+}
+
+extern "C" __global__ void __launch_bounds__(256) cast_bf16_i64(const bf16_t* __restrict__ x, long long* __restrict__ y,
+                                                            long long n) {
+  cast_impl(x, y, n);
+}
+
 extern "C" __global__ void __launch_bounds__(256) cast_i32_f32(const int* __restrict__ x, float* __restrict__ y,
                                                             long long n) {
   cast_impl(x, y, n);
 }
 
 extern "C" __global__ void __launch_bounds__(256) cast_i32_f16(const int* __restrict__ x, f16_t* __restrict__ y,
+                                                            long long n) {
+  cast_impl(x, y, n);
+}
+
+extern "C" __global__ void __launch_bounds__(256) cast_i32_bf16(const int* __restrict__ x, bf16_t* __restrict__ y,
                                                             long long n) {
   cast_impl(x, y, n);
 }
@@ -174,6 +217,11 @@ extern "C" __global__ void __launch_bounds__(256) cast_i64_f32(const long long* 
 }
 
 extern "C" __global__ void __launch_bounds__(256) cast_i64_f16(const long long* __restrict__ x, f16_t* __restrict__ y,
+                                                            long long n) {
+  cast_impl(x, y, n);
+}
+
+extern "C" __global__ void __launch_bounds__(256) cast_i64_bf16(const long long* __restrict__ x, bf16_t* __restrict__ y,
                                                             long long n) {
   cast_impl(x, y, n);
 }

@@ -72,3 +72,16 @@ extern "C" __global__ void __launch_bounds__(256) skip_rms_norm_f16(
     f16_t* __restrict__ sum_out, long long rows, int cols, float eps) {
   skip_rms_norm_impl(x, skip, bias, scale, y, inv_std, sum_out, rows, cols, eps);
 }
+
+extern "C" __global__ void __launch_bounds__(256) rms_norm_bf16(
+    const bf16_t* __restrict__ x, const bf16_t* __restrict__ scale, bf16_t* __restrict__ y,
+    float* __restrict__ inv_std, long long rows, int cols, float eps) {
+  rms_norm_impl(x, scale, y, inv_std, rows, cols, eps);
+}
+
+extern "C" __global__ void __launch_bounds__(256) skip_rms_norm_bf16(
+    const bf16_t* __restrict__ x, const bf16_t* __restrict__ skip, const bf16_t* __restrict__ bias,
+    const bf16_t* __restrict__ scale, bf16_t* __restrict__ y, float* __restrict__ inv_std,
+    bf16_t* __restrict__ sum_out, long long rows, int cols, float eps) {
+  skip_rms_norm_impl(x, skip, bias, scale, y, inv_std, sum_out, rows, cols, eps);
+}

@@ -27,3 +27,8 @@ extern "C" __global__ void __launch_bounds__(256) softmax_f16(const f16_t* __res
                                                               long long rows, int cols) {
   softmax_impl(x, y, rows, cols);
 }
+
+extern "C" __global__ void __launch_bounds__(256) softmax_bf16(const bf16_t* __restrict__ x, bf16_t* __restrict__ y,
+                                                              long long rows, int cols) {
+  softmax_impl(x, y, rows, cols);
+}
