@@ -90,3 +90,19 @@ def test_per_run_arena_is_freed_when_the_run_ends(driver):
     sess.close()
     assert driver.memory == {}
 
+
+
+@pytest.mark.parametrize("room", ["none", "weights only"])
+def test_a_device_with_less_free_memory_than_the_budget_fails_initialization_cleanly(driver, room):
+    from ort_session import DeviceMemoryError
+
+    sizing = _session()  # what the plan allocates on this device
+    weights = sum(t.buffer.nbytes for t in sizing.memory.device_weights.tensors["cuda:0"].values())
+    sizing.close()
+    driver.capacity = 0 if room == "none" else weights + 64
+    with pytest.raises(DeviceMemoryError) as info:
+        _session()
+    message = str(info.value)
+    assert "out of memory" in message and f"budget {64.0:.1f} MiB" in message and "lower the budget" in message
+    assert ("the weights" if room == "none" else "the pre-allocated buffers") in message
+    assert driver.memory == {}  # nothing stays allocated

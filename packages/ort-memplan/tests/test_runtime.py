@@ -284,3 +284,26 @@ def test_close_frees_each_buffer_through_its_allocator_and_refuses_later_runs() 
     with pytest.raises(mp.InvalidRequestError, match="closed"):
         with bufs.run():
             pass
+
+
+def test_a_device_that_cannot_allocate_leaves_nothing_allocated_on_the_others() -> None:
+    p, reqs = two_device_plan()
+
+    class Tracked(mp.HostAllocator):
+        def __init__(self, fail: bool) -> None:
+            super().__init__()
+            self.fail, self.live = fail, 0
+
+        def allocate(self, nbytes: int) -> object:
+            if self.fail:
+                raise MemoryError("device full")
+            self.live += 1
+            return super().allocate(nbytes)
+
+        def free(self, buffer: object) -> None:
+            self.live -= 1
+
+    cpu, cuda = Tracked(False), Tracked(True)  # "cpu" sorts first: allocated, then "cuda" fails
+    with pytest.raises(MemoryError, match="device full"):
+        mp.ExecutionBuffers(p, {"cpu": cpu, "cuda": cuda}, requests=reqs)
+    assert cpu.live == 0

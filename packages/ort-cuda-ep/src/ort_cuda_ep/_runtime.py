@@ -14,6 +14,7 @@ import attrs
 import numpy as np
 
 from ort_abi import (
+    AllocationError,
     Allocator,
     Device,
     DeviceBuffer,
@@ -31,6 +32,7 @@ from ._errors import CudaEpError, KernelLaunchError
 __all__ = ["DeviceArray", "CudaAllocator", "CudaRuntime", "WorkspaceCounters", "Arg", "ptr", "i32", "i64", "f32"]
 
 Arg = tuple[object, object]  # (value, ctypes type)
+CUDA_ERROR_OUT_OF_MEMORY = 2
 
 
 def ptr(v: int | DeviceArray | DeviceBuffer | None) -> Arg:
@@ -61,7 +63,14 @@ class CudaAllocator(Allocator):
 
     def _alloc(self, nbytes: int) -> tuple[Any, int]:
         self._rt.activate()
-        p = int(_check(self._rt._driver.cuMemAlloc(max(nbytes, 1)), f"cuMemAlloc({nbytes})"))
+        result = self._rt._driver.cuMemAlloc(max(nbytes, 1))
+        if int(result[0]) == CUDA_ERROR_OUT_OF_MEMORY:
+            free, total = self._rt.memory_info()
+            raise AllocationError(
+                f"cuda:{self._rt.device.ordinal} is out of memory: cuMemAlloc of {nbytes} bytes failed with "
+                f"{free} of {total} bytes free (cuMemGetInfo); lower the budget below the free memory, or free "
+                "device memory held by other processes")
+        p = int(_check(result, f"cuMemAlloc({nbytes})"))
         return p, p
 
     def _free(self, handle: Any) -> None:
@@ -127,6 +136,14 @@ class CudaRuntime:
     @property
     def arch(self) -> str:
         return self.device.profile.arch
+
+    def memory_info(self) -> tuple[int | None, int | None]:
+        """(free, total) bytes of the device per cuMemGetInfo; (None, None) when the driver cannot say."""
+        try:
+            free, total = _check(self._driver.cuMemGetInfo(), "cuMemGetInfo")
+            return int(free), int(total)
+        except Exception:
+            return None, None
 
     def activate(self) -> None:
         _check(self._driver.cuCtxSetCurrent(self._ctx), "cuCtxSetCurrent")

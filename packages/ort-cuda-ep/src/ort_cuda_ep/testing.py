@@ -130,6 +130,7 @@ class RecordingDriver:
         self.next = 0x10000
         self.calls: list[tuple] = []
         self.pointers: list[int] = []  # every pointer argument of every launch, in order
+        self.capacity: int | None = None  # device bytes; cuMemAlloc beyond them fails out of memory
         self.modules: dict[int, bytes] = {}
 
     def _ok(self, *values):
@@ -150,7 +151,14 @@ class RecordingDriver:
     def cuCtxSynchronize(self):
         return self._ok()
 
+    def cuMemGetInfo(self):
+        used = sum(len(m) for m in self.memory.values())
+        total = self.capacity if self.capacity is not None else 80 << 30
+        return self._ok(total - used, total)
+
     def cuMemAlloc(self, n):
+        if self.capacity is not None and sum(len(m) for m in self.memory.values()) + n > self.capacity:
+            return (2, None)  # CUDA_ERROR_OUT_OF_MEMORY
         p = self.next
         self.next += (n + 255) // 256 * 256 + 256
         self.memory[p] = bytearray(n)

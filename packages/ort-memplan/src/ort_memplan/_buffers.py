@@ -86,8 +86,14 @@ class ExecutionBuffers:
             available = budgets.get(device)
             if available is not None and needed > available:
                 raise self._budget_error(device, needed, available)
-        self.buffers: dict[str, Any] = {d: allocators[d].allocate(n) for d, n in sorted(plan.peak.items())}
         self.allocators = dict(allocators)
+        self.buffers: dict[str, Any] = {}
+        try:
+            for d, n in sorted(plan.peak.items()):
+                self.buffers[d] = allocators[d].allocate(n)
+        except BaseException:
+            self._free_all()  # one device could not allocate: the others give theirs back, nothing leaks
+            raise
         self._lock = threading.Lock()
         self.runs = 0
         self.closed = False
@@ -126,14 +132,17 @@ class ExecutionBuffers:
         if not self._lock.acquire(blocking=False):
             raise ConcurrentRunError("cannot close execution buffers while a run is using them; wait for it to finish")
         try:
-            buffers, self.buffers = self.buffers, {}
-            for device, buf in buffers.items():
-                free = getattr(self.allocators[device], "free", None)
-                if free is not None:
-                    free(buf)
+            self._free_all()
             self.closed = True
         finally:
             self._lock.release()
+
+    def _free_all(self) -> None:
+        buffers, self.buffers = self.buffers, {}
+        for device, buf in buffers.items():
+            free = getattr(self.allocators[device], "free", None)
+            if free is not None:
+                free(buf)
 
     @property
     def busy(self) -> bool:

@@ -7,7 +7,14 @@
 """
 
 from ._cpu_ep import CpuExecutionProvider, SimulatedGpuExecutionProvider
-from ._errors import InvalidInputError, InvalidOptionError, KernelRunError, PlacementError, SessionError
+from ._errors import (
+    DeviceMemoryError,
+    InvalidInputError,
+    InvalidOptionError,
+    KernelRunError,
+    PlacementError,
+    SessionError,
+)
 from ._executor import RunStats
 from ._feeds import generate_inputs, validate_feeds
 from ._options import (
@@ -24,7 +31,7 @@ __version__ = "0.2.0"
 
 __all__ = [
     "CUDA_PARTITIONING", "LAYER_ASSIGNMENT", "MAX_SHAPE_OVERRIDE", "NAME_BASED_ASSIGNMENT", "PRE_ALLOCATE",
-    "CpuExecutionProvider", "InferenceSession", "InvalidInputError", "InvalidOptionError", "KernelRunError",
+    "CpuExecutionProvider", "DeviceMemoryError", "InferenceSession", "InvalidInputError", "InvalidOptionError", "KernelRunError",
     "PlacementError", "RunStats", "SessionError", "SessionOptions", "SimulatedGpuExecutionProvider",
     "__version__", "generate_inputs", "validate_feeds",
 ]

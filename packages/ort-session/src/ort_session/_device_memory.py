@@ -19,8 +19,10 @@ import ort_abi
 import ort_memplan
 from ort_graph import Graph, Node
 
+from ._errors import DeviceMemoryError
+
 __all__ = ["DeviceArena", "DeviceWeights", "MemoryTypes", "arena_allocators", "device_allocators", "memory_types_of",
-           "weight_names_per_device"]
+           "weight_names_per_device", "device_memory_error"]
 
 MemoryTypes = Callable[[Node], tuple[tuple[int, ...], tuple[int, ...]]]  # node -> (host inputs, host outputs)
 
@@ -144,3 +146,16 @@ def _host_array(graph: Graph, name: str) -> np.ndarray:
         raise ort_abi.TransferError(f"initializer {name!r} holds {arr.dtype} values, which cannot live in device "
                                     "memory; leave the nodes that read it to the CPU EP")
     return np.asarray(arr, order="C")
+
+
+def device_memory_error(what: str, weights: Mapping[str, int], peaks: Mapping[str, int], budgets: Mapping[str, int],
+                        cause: Exception, host: str = "cpu") -> DeviceMemoryError:
+    """The error initialization raises when a device cannot hold what the plan allocates on it."""
+    from ort_partition import format_bytes
+
+    needs = "; ".join(f"{d}: weights {format_bytes(weights.get(d, 0))} + planned peak {format_bytes(peaks.get(d, 0))}"
+                      f"{f' (budget {format_bytes(budgets[d])})' if d in budgets else ''}"
+                      for d in sorted(set(weights) | set(peaks)) if d != host)
+    return DeviceMemoryError(f"initialization could not allocate {what} on the device: {cause}. The plan needs {needs}. "
+                             "Nothing stays allocated; lower the budget to what the device has free, or close other "
+                             "sessions and processes using it")

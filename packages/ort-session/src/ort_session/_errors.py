@@ -21,3 +21,8 @@ class PlacementError(SessionError):
 
 class KernelRunError(SessionError):
     """A kernel failed during a run; the message names the node, op and execution provider."""
+
+
+class DeviceMemoryError(SessionError):
+    """Initialization could not allocate a device's planned memory (weights, pre-allocated buffers): the
+    device has less free memory than the budget promised. Nothing stays allocated."""

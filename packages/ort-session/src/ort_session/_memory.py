@@ -26,6 +26,7 @@ from ._device_memory import (
     DeviceWeights,
     arena_allocators,
     device_allocators,
+    device_memory_error,
     memory_types_of,
     weight_names_per_device,
 )
@@ -287,7 +288,10 @@ def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any],
     if allocate:
         for device, alloc in allocators.items():  # the device never holds more than its budget, run after run
             alloc.capacity = budgets.get(device, alloc.capacity)
-        device_weights = DeviceWeights.upload(graph, order, device_of_node, allocators, memory_types)
+        try:
+            device_weights = DeviceWeights.upload(graph, order, device_of_node, allocators, memory_types)
+        except ort_abi.AllocationError as e:
+            raise device_memory_error("the weights", weights, gplan.plan.peak, budgets, e) from e
     buffers = None
     if options.pre_allocate and allocate:
         if not static:
@@ -299,8 +303,10 @@ def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any],
                 "symbolic dimensions (ortrun: --dim name=N)")
         try:
             buffers = gplan.buffers(arena_allocators(gplan.plan.peak, allocators), remaining)
-        except Exception:
+        except Exception as e:
             device_weights.close()
+            if isinstance(e, ort_abi.AllocationError):
+                raise device_memory_error("the pre-allocated buffers", weights, gplan.plan.peak, budgets, e) from e
             raise
     return SessionMemory(model=model, gplan=gplan, slots=slots, weights=weights, device_budgets=remaining,
                          static=static, planned_shapes=planned_shapes, buffers=buffers, options=options,
