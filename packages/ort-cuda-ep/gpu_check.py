@@ -195,6 +195,29 @@ def main(argv: list[str] | None = None, ep=None) -> int:
             {"num_heads": H}, 2 * 2 * B_ * L * H * D + rec.total_bytes * 2)
         for t in (q, k, v, qh, kh, vh):
             rt.release(t)
+    # data movement (bytes read + written) and bfloat16 compute
+    Bm, S, H, D = (1, 2048, 32, 128) if big else (1, 16, 2, 64)
+    x = dev(Bm, S, H, D)
+    run(f"Transpose [B,S,H,D]->[B,H,S,D] S={S} H={H} D={D}", "Transpose", "", [x], {"perm": [0, 2, 1, 3]},
+        2 * 4 * x.size)
+    past, new = dev(Bm, H, S, D), dev(Bm, H, 1, D)
+    run(f"Concat KV append past={S} H={H} D={D}", "Concat", "", [past, new], {"axis": 2}, 2 * 4 * (past.size + new.size))
+    table = dev(32000 if big else 256, 4096 if big else 64)
+    ids = rt.to_device(rng.integers(0, table.shape[0], (1, S), dtype=np.int64))
+    run(f"Gather embedding rows={S} hidden={table.shape[1]}", "Gather", "", [table, ids], {"axis": 0},
+        2 * 4 * S * table.shape[1] + 8 * S)
+    run(f"Cast float32->float16 {x.size}", "Cast", "", [x], {"to": 10}, 6 * x.size)
+    for t in (x, past, new, table, ids):
+        rt.release(t)
+    import ml_dtypes
+
+    bf = ml_dtypes.bfloat16
+    X, Y = dev(M, M, dtype=np.float32), dev(M, M, dtype=np.float32)
+    Xb, Yb = (rt.to_device(rt.to_host(t).astype(bf)) for t in (X, Y))
+    run(f"MatMul bf16 {M}x{M}x{M}", "MatMul", "", [Xb, Yb], {}, 3 * 2 * M * M, flops=2 * M**3, iters=5)
+    run(f"Softmax bf16 {M}x{M}", "Softmax", "", [Xb], {"axis": -1}, 2 * 2 * M * M)
+    for t in (X, Y, Xb, Yb):
+        rt.release(t)
     report["kernels"] = rows
     report["workspace_counters"] = {"planned": rt.counters.planned, "scratch": rt.counters.scratch}
     leaked = rt.allocator.bytes_in_use

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from onnx import TensorProto
 
 import ort_memplan as mp
 from ort_graph import topological_order
@@ -213,3 +214,11 @@ def test_graph_inputs_can_live_where_feeds_arrive(chain_graph) -> None:
     on_host = mp.plan_graph(g, order, lambda n: "cuda:0", input_device="cpu")
     assert lifetimes(on_host.activations)["x"][2] == "cpu" and lifetimes(on_host.activations)["c"][2] == "cuda:0"
     mp.validate(on_host.plan, on_host.requests)
+
+
+@pytest.mark.parametrize("to, expected", [(TensorProto.INT32, (0,)), (TensorProto.FLOAT16, ()), (TensorProto.INT64, ())])
+def test_a_cast_is_written_in_place_only_between_types_of_one_size(graph_builder, to, expected) -> None:
+    """Narrowing in place races on a GPU (output element i lands on input element i/2), widening cannot fit."""
+    g = graph_builder([("c", "Cast", ["x"], ["y"])], {"x": (4, 8), "y": (4, 8)}, ["x"], ["y"])
+    g.values["y"].dtype = to
+    assert mp.may_inplace(g.node_by_name("c")) == expected

@@ -43,11 +43,22 @@ def may_inplace(node: Node) -> tuple[int, ...]:
     """Positions of the inputs `node`'s first output may overwrite (empty: none)."""
     if node.domain not in ("", "ai.onnx", "com.microsoft"):
         return ()
+    if node.op_type == "Cast" and not _same_bytes(node):
+        return ()  # a narrowing cast written over its input races on a GPU (element i overwrites input i/2)
     if node.op_type in ALIAS_INPLACE or node.op_type in UNARY_INPLACE:
         return (0,)
     if node.op_type in BINARY_INPLACE:
         return tuple(range(len(node.inputs)))
     return ()
+
+
+def _same_bytes(node: Node) -> bool:
+    """Input 0 and output 0 have the same known byte size (for a Cast: the same element size)."""
+    values = getattr(node.graph, "values", {}) if node.graph is not None else {}
+    src = values.get(node.inputs[0]) if node.inputs else None
+    dst = values.get(node.outputs[0]) if node.outputs else None
+    nb = (getattr(src, "nbytes", None), getattr(dst, "nbytes", None))
+    return nb[0] is not None and nb[0] == nb[1]
 
 
 @attrs.define(frozen=True)
