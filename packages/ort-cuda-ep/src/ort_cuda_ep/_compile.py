@@ -72,6 +72,8 @@ KERNEL_SOURCES: dict[str, KernelSource] = {
     "attention": KernelSource("attention.cu", ("attn_split_f32", "attn_split_f16", "attn_combine_f32",
                                                "attn_combine_f16")),
     "movement": KernelSource("movement.cu", _MOVEMENT_ENTRIES),
+    "gqa": KernelSource("gqa.cu", ("gqa_present_f32", "gqa_present_f16", "gqa_attn_f32", "gqa_attn_f16",
+                                   "gqa_combine_f32", "gqa_combine_f16")),
 }
 
 
