@@ -15,6 +15,7 @@ import numpy as np
 
 from ._attention_recipe import attention_recipe
 from ._errors import KernelLaunchError
+from ._launch_gqa import gqa
 from ._launch_movement import MOVEMENT_OPS, compute_movement
 from ._nbits_recipe import matmul_nbits_recipe
 from ._ops import BINARY_OPS, MAX_RANK, UNARY_OPS, OpSpec
@@ -317,4 +318,6 @@ def compute(rt: CudaRuntime, spec: OpSpec, node: str, inputs: Sequence[DeviceArr
         return [_matmul_nbits(rt, new, node, inputs, attrs, ws)]
     if op == "MultiHeadAttention":
         return [_attention(rt, new, node, inputs, attrs, ws)]
+    if op == "GroupQueryAttention":
+        return gqa(rt, new, node, inputs, attrs, lambda nbytes: _workspace(rt, ws, node, nbytes))  # type: ignore[return-value]
     raise KernelLaunchError(f"no launch code for {op!r}")
