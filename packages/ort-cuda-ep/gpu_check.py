@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None, ep=None) -> int:
     ap.add_argument("--skip-tests", action="store_true")
     args = ap.parse_args(argv)
 
-    from ort_cuda_ep import CudaExecutionProvider, attention_recipe, matmul_nbits_recipe
+    from ort_cuda_ep import CudaExecutionProvider, attention_recipe, gqa_recipe, matmul_nbits_recipe
     from ort_cuda_ep._launch import compute
     from ort_cuda_ep._ops import find_spec
 
@@ -120,22 +120,29 @@ def main(argv: list[str] | None = None, ep=None) -> int:
             for buf in self.buffers.values():
                 rt.allocator.free(buf)
 
-    def run(name, op, domain, inputs, attrs, nbytes, flops=0, iters=20):
+    def run(name, op, domain, inputs, attrs, nbytes, flops=0, iters=20, n_outputs=1):
         """Times compute() with outputs and workspace allocated once (kernel time only)."""
         spec = find_spec(op, domain, 21 if not domain else 1)
         ws = Reused()
         pool: dict = {}
+        seen: dict = {}  # requests per (shape, dtype) in the current call: outputs of one shape stay distinct
         real_empty = rt.empty
 
         def pooled_empty(shape, dtype=np.float32):
-            key = (tuple(int(d) for d in shape), np.dtype(dtype).str)  # benchmarked ops have distinct output shapes
+            key = (tuple(int(d) for d in shape), np.dtype(dtype).str)
+            seen[key] = seen.get(key, 0) + 1
+            key = (*key, seen[key])
             if key not in pool:
                 pool[key] = real_empty(shape, dtype)
             return pool[key]
 
+        def call():
+            seen.clear()
+            compute(rt, spec, name, inputs, attrs, ws, n_outputs)
+
         rt.empty = pooled_empty  # type: ignore[method-assign]
         try:
-            ms = bench(rt, lambda: compute(rt, spec, name, inputs, attrs, ws), iters)
+            ms = bench(rt, call, iters)
         finally:
             rt.empty = real_empty  # type: ignore[method-assign]
         for arr in pool.values():
@@ -218,6 +225,23 @@ def main(argv: list[str] | None = None, ep=None) -> int:
     run(f"Softmax bf16 {M}x{M}", "Softmax", "", [Xb], {"axis": -1}, 2 * 2 * M * M)
     for t in (X, Y, Xb, Yb):
         rt.release(t)
+    # GroupQueryAttention, as the genai exports: packed QKV, rotary, BNSH past copied into present
+    for B_, S_, H, Hkv, D, P in (((1, 1, 32, 8, 128, 8191), (8, 1, 32, 8, 128, 4095), (1, 512, 32, 8, 128, 0))
+                                 if big else ((1, 1, 4, 2, 16, 255),)):
+        T = P + S_
+        ang = np.arange(T)[:, None] * (1.0 / 10000 ** (np.arange(D // 2) / (D // 2)))[None, :]
+        qkv = dev(B_, S_, (H + 2 * Hkv) * D, dtype=np.float16)
+        pk, pv = dev(B_, Hkv, P, D, dtype=np.float16), dev(B_, Hkv, P, D, dtype=np.float16)
+        seqlens = rt.to_device(np.full(B_, T - 1, np.int32))
+        cos, sin = (rt.to_device(f(ang).astype(np.float16)) for f in (np.cos, np.sin))
+        rec = gqa_recipe(B_, S_, P, H, D, p.sm_count)
+        moved = 2 * (B_ * S_ * (H + 2 * Hkv) * D + B_ * S_ * H * D + B_ * Hkv * D * (2 * P + 4 * T))
+        run(f"GQA fp16 B={B_} S={S_} H={H}/{Hkv} D={D} T={T} ({rec.num_splits} splits)", "GroupQueryAttention",
+            "com.microsoft", [qkv, None, None, pk, pv, seqlens, np.array(T, np.int32), cos, sin],
+            {"num_heads": H, "kv_num_heads": Hkv, "do_rotary": 1}, moved + 2 * rec.total_bytes,
+            flops=4 * B_ * H * S_ * T * D, iters=10, n_outputs=3)
+        for t_ in (qkv, pk, pv, seqlens, cos, sin):
+            rt.release(t_)
     report["kernels"] = rows
     report["workspace_counters"] = {"planned": rt.counters.planned, "scratch": rt.counters.scratch}
     leaked = rt.allocator.bytes_in_use

@@ -35,6 +35,92 @@ def nbits_model(m, n=256, k=128, block=32):
 
 
 
+GQA_INPUT_NAMES = ("query", "key", "value", "past_key", "past_value", "seqlens_k", "total_sequence_length",
+                   "cos_cache", "sin_cache", "position_ids", "attention_bias", "head_sink")
+
+
+def gqa_model(batch=1, seq=8, past=0, heads=4, kv_heads=2, head=16, packed=True, dtype=TensorProto.FLOAT,
+              with_past=True, rotary=1, half=None, cos_rows=128, attrs=None, extra_inputs=(), outputs=3,
+              shapes=None, dtypes=None, name="/model/layers.0/attn/GroupQueryAttention"):
+    """One com.microsoft GroupQueryAttention node as the genai builder exports it (packed QKV, BNSH past,
+    shared cos/sin caches); `shapes` / `dtypes` override per input name (None: no shape), `extra_inputs`
+    names inputs after sin_cache to make present, `outputs` is a count or a list of names."""
+    hidden = (heads + 2 * kv_heads) * head if packed else heads * head
+    half = head // 2 if half is None else half
+    default = {"query": [batch, seq, hidden], "key": [batch, seq, kv_heads * head], "value": [batch, seq, kv_heads * head],
+               "past_key": [batch, kv_heads, past, head], "past_value": [batch, kv_heads, past, head],
+               "seqlens_k": [batch], "total_sequence_length": [], "cos_cache": [cos_rows, half],
+               "sin_cache": [cos_rows, half], "position_ids": [batch, seq],
+               "attention_bias": [batch, 1, seq, "total"], "head_sink": [heads]}
+    present = {"query": True, "key": not packed, "value": not packed, "past_key": with_past, "past_value": with_past,
+               "seqlens_k": True, "total_sequence_length": True, "cos_cache": bool(rotary), "sin_cache": bool(rotary)}
+    for e in extra_inputs:
+        present[e] = True
+    last = max(i for i, n in enumerate(GQA_INPUT_NAMES) if present.get(n))
+    names = [n if present.get(n) else "" for n in GQA_INPUT_NAMES[:last + 1]]
+    types_ = {"seqlens_k": TensorProto.INT32, "total_sequence_length": TensorProto.INT32,
+              "position_ids": TensorProto.INT64}
+    infos = []
+    for n in names:
+        if not n:
+            continue
+        shape = (shapes or {}).get(n, default[n])
+        elem = (dtypes or {}).get(n, types_.get(n, dtype))
+        infos.append(helper.make_tensor_value_info(n, elem, shape))
+    outs = (["output", "present_key", "present_value", "output_qk"][:outputs] if isinstance(outputs, int)
+            else list(outputs))
+    a = {"num_heads": heads, "kv_num_heads": kv_heads, "do_rotary": rotary, **(attrs or {})}
+    node = helper.make_node("GroupQueryAttention", names, outs, domain="com.microsoft", name=name, **a)
+    out_shapes = {"output": [batch, seq, heads * head], "present_key": [batch, kv_heads, "total", head],
+                  "present_value": [batch, kv_heads, "total", head], "output_qk": None}
+    g = helper.make_graph([node], "g", infos, [helper.make_tensor_value_info(o, dtype, out_shapes.get(o)) for o in outs
+                                               if o])
+    mp = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+    return from_proto(mp)
+
+
+def gqa_inputs(rng, batch, seq, past, heads=4, kv_heads=2, head=16, packed=True, dtype=np.float32, seqlens=None,
+               total=None, with_past=True, half=None, cos_rows=128):
+    """Feeds for a GroupQueryAttention node, in input order (None where omitted); rotary caches as the
+    genai builder makes them (theta 10000)."""
+    hidden = (heads + 2 * kv_heads) * head if packed else heads * head
+    total = past + seq if total is None else total
+    seqlens = [total - 1] * batch if seqlens is None else seqlens
+    half = head // 2 if half is None else half
+    ang = np.arange(cos_rows)[:, None] * (1.0 / 10000 ** (np.arange(half) / half))[None, :]
+
+    def f(*shape):
+        return rng.standard_normal(shape).astype(dtype)
+
+    return [f(batch, seq, hidden), None if packed else f(batch, seq, kv_heads * head),
+            None if packed else f(batch, seq, kv_heads * head),
+            f(batch, kv_heads, past, head) if with_past else None, f(batch, kv_heads, past, head) if with_past else None,
+            np.array(seqlens, np.int32), np.array(total, np.int32), np.cos(ang).astype(dtype), np.sin(ang).astype(dtype)]
+
+
+def ort_gqa(inputs, attrs):
+    """onnxruntime's CPU GroupQueryAttention on the same inputs: [output, present_key, present_value]."""
+    import onnxruntime as ort
+
+    names = [n if a is not None else "" for n, a in zip(GQA_INPUT_NAMES, inputs)]
+    infos = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
+             for n, a in zip(names, inputs) if n]
+    elem = helper.np_dtype_to_tensor_dtype(inputs[0].dtype)
+    node = helper.make_node("GroupQueryAttention", names, ["o", "pk", "pv"], domain="com.microsoft", **attrs)
+    g = helper.make_graph([node], "g", infos, [helper.make_tensor_value_info(n, elem, None) for n in ("o", "pk", "pv")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return sess.run(None, {n: a for n, a in zip(names, inputs) if n})
+
+
 @pytest.fixture
 def models():
-    return types.SimpleNamespace(mha=mha_model, nbits=nbits_model)
+    return types.SimpleNamespace(mha=mha_model, nbits=nbits_model, gqa=gqa_model)
+
+
+@pytest.fixture
+def gqa_kit():
+    """GroupQueryAttention helpers: node builder, feeds, onnxruntime's CPU kernel as the reference."""
+    return types.SimpleNamespace(model=gqa_model, inputs=gqa_inputs, ort=ort_gqa, names=GQA_INPUT_NAMES)

@@ -204,7 +204,7 @@ def test_resolved_decoder_claims_are_stable(monkeypatch):
 
 
 def test_real_exported_int4_model(shared_models, monkeypatch):
-    """onnxruntime-genai's int4 CPU export: MatMulNBits and the norms are claimed, GroupQueryAttention declined."""
+    """onnxruntime-genai's int4 CPU export: MatMulNBits, the norms and GroupQueryAttention are claimed."""
     from ort_graph import load
 
     _no_device(monkeypatch)
@@ -217,9 +217,7 @@ def test_real_exported_int4_model(shared_models, monkeypatch):
     for node, v in verdicts.values():
         kinds.setdefault(node.op_type, set()).add(type(v).__name__)
     assert kinds["MatMulNBits"] == {"Supported"} and kinds["SkipSimplifiedLayerNormalization"] == {"Supported"}
-    assert kinds["GroupQueryAttention"] == {"Declined"}
-    gqa = next(v for n, v in verdicts.values() if n.op_type == "GroupQueryAttention")
-    assert "GroupQueryAttention" in gqa.rejected and "CPU" in gqa.remedy
+    assert kinds["GroupQueryAttention"] == {"Supported"}
     qkv = next(n for n, _ in verdicts.values() if n.op_type == "MatMulNBits")
     k, n = qkv.attr("K"), qkv.attr("N")
     assert ep.estimate(qkv, 1) == 4 * k * n  # 16 tokens: the tiled path dequantizes B
@@ -227,7 +225,7 @@ def test_real_exported_int4_model(shared_models, monkeypatch):
 
 @pytest.mark.parametrize("export", ["genai_fp16_cuda", "genai_bf16_cuda"])
 def test_real_exported_half_cuda_model(shared_models, monkeypatch, export):
-    """onnxruntime-genai's fp16 and bf16 CUDA exports: the half-precision MatMuls, norms, activations are claimed."""
+    """onnxruntime-genai's fp16 and bf16 CUDA exports: the half-precision MatMuls, norms, activations and GQA are claimed."""
     from ort_graph import load
 
     _no_device(monkeypatch)
@@ -239,4 +237,4 @@ def test_real_exported_half_cuda_model(shared_models, monkeypatch, export):
     for n in model.graph.nodes:
         kinds.setdefault(n.op_type, set()).add(type(ep.claim(n, model.opset(n.domain) or 1)).__name__)
     assert kinds["MatMul"] == {"Supported"} and kinds["SkipSimplifiedLayerNormalization"] == {"Supported"}
-    assert kinds["Sigmoid"] == {"Supported"} and kinds["GroupQueryAttention"] == {"Declined"}
+    assert kinds["Sigmoid"] == {"Supported"} and kinds["GroupQueryAttention"] == {"Supported"}

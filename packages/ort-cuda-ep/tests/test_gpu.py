@@ -292,3 +292,65 @@ def test_data_movement_vs_onnx_reference(ep, op, inputs, attrs, opset):
     want = _reference(op, inputs, attrs, opset)
     assert y.shape == want.shape and y.dtype == want.dtype
     np.testing.assert_array_equal(y, want)
+
+
+# -- com.microsoft GroupQueryAttention ---------------------------------------------------------------
+GQA_CASES = [  # (batch, seq, past, heads, kv_heads, head, packed, interleaved, rotary, dtype, seqlens)
+    (1, 16, 0, 4, 2, 16, True, 0, 1, np.float32, None),               # the genai export's prefill
+    (2, 1, 8, 4, 2, 16, True, 0, 1, np.float32, [8, 5]),               # ragged decode
+    (1, 1, 4095, 32, 8, 128, True, 0, 1, np.float16, None),            # split-K decode, Llama-3-8B heads
+    (2, 1, 3000, 8, 1, 64, False, 1, 1, np.float32, [3000, 1200]),     # MQA, interleaved, ragged splits
+    (1, 3, 200, 8, 2, 256, False, 0, 0, np.float16, None),             # prompt chunk, head 256, no rotary
+    (1, 300, 0, 4, 4, 32, True, 0, 1, np.float32, None),               # causal prefill over 3 key chunks
+]
+
+
+@pytest.mark.parametrize("b,s,p,h,hkv,d,packed,inter,rotary,dtype,seqlens", GQA_CASES)
+def test_group_query_attention_vs_onnxruntime_with_planned_workspace(ep, gqa_kit, b, s, p, h, hkv, d, packed, inter,
+                                                                      rotary, dtype, seqlens):
+    inputs = gqa_kit.inputs(RNG, b, s, p, heads=h, kv_heads=hkv, head=d, packed=packed, dtype=dtype, seqlens=seqlens,
+                            cos_rows=p + s)
+    attrs = {"num_heads": h, "kv_num_heads": hkv, "do_rotary": rotary, "rotary_interleaved": inter}
+    from ort_cuda_ep import gqa_recipe
+
+    want = gqa_recipe(b, s, p, h, d, ep.profile.sm_count).total_bytes
+    kernel = CudaKernel(ep, find_spec("GroupQueryAttention", "com.microsoft", 1),
+                        _info("gqa", "GroupQueryAttention", attrs))
+    slots = declare_workspace(kernel, [WorkspaceInputShape.shaped(t.shape) if t is not None
+                                       else WorkspaceInputShape.missing() for t in inputs])
+    assert sum(sl.size_bytes for sl in slots) == want  # Level 2 == recipe
+    planned = ep.allocator.alloc(max(want, 1))
+    try:
+        (o, pk, pv), ctx = ep.run_op("GroupQueryAttention", inputs, attrs, domain="com.microsoft", opset=1,
+                                     output_count=3, workspace={0: planned}, node_name="gqa")
+    finally:
+        ep.allocator.free(planned)
+    assert ep.runtime.counters.last["gqa"] == ("planned" if want else "none", want)
+    ro, rpk, rpv = gqa_kit.ort(inputs, attrs)
+    tol = 5e-3 if dtype == np.float16 else 1e-4
+    for bi, n in enumerate(np.asarray(inputs[5]) + 1):
+        rows = min(s, int(n))
+        _close(o[bi, :rows].astype(np.float32), ro[bi, :rows].astype(np.float32), tol)
+        _close(pk[bi, :, :n].astype(np.float32), rpk[bi, :, :n].astype(np.float32), tol)
+        _close(pv[bi, :, :n].astype(np.float32), rpv[bi, :, :n].astype(np.float32), tol)
+        assert not pk[bi, :, n:].any() and not pv[bi, :, n:].any()
+
+
+def test_group_query_attention_leaves_no_device_bytes(ep, gqa_kit):
+    before = ep.allocator.bytes_in_use
+    inputs = gqa_kit.inputs(RNG, 1, 1, 600, cos_rows=601)
+    ep.run_op("GroupQueryAttention", inputs, {"num_heads": 4, "kv_num_heads": 2, "do_rotary": 1},
+              domain="com.microsoft", opset=1, output_count=3)
+    assert ep.allocator.bytes_in_use == before
+
+
+def test_group_query_attention_bfloat16_vs_onnxruntime_in_float32(ep, gqa_kit):
+    inputs = gqa_kit.inputs(RNG, 2, 1, 40, heads=8, kv_heads=2, head=64, seqlens=[40, 17], total=41, cos_rows=64)
+    bf = [a.astype(ml_dtypes.bfloat16) if a is not None and a.dtype == np.float32 else a for a in inputs]
+    attrs = {"num_heads": 8, "kv_num_heads": 2, "do_rotary": 1}
+    (o, pk, _pv), _ = ep.run_op("GroupQueryAttention", bf, attrs, domain="com.microsoft", opset=1, output_count=3)
+    widened = [a.astype(np.float32) if a is not None and a.dtype == np.dtype(ml_dtypes.bfloat16) else a for a in bf]
+    ro, rpk, _ = gqa_kit.ort(widened, attrs)
+    for b, n in enumerate(np.asarray(inputs[5]) + 1):
+        np.testing.assert_allclose(o[b, :1].astype(np.float32), ro[b, :1], rtol=3e-2, atol=3e-2)
+        np.testing.assert_allclose(pk[b, :, :n].astype(np.float32), rpk[b, :, :n], rtol=1e-2, atol=1e-2)

@@ -116,7 +116,8 @@ def test_gpu_check_script_runs_end_to_end_on_the_recording_driver(ep, tmp_path):
     assert mod.main(["--quick", "--skip-tests", "--json", str(out)], ep=ep) == 0
     report = json.loads(out.read_text())
     kernels = [r["kernel"] for r in report["kernels"]]
-    assert len(kernels) == 16 and all(r["ms"] == 0.5 for r in report["kernels"])
+    assert len(kernels) == 17 and all(r["ms"] == 0.5 for r in report["kernels"])
+    assert kernels[-1].startswith("GQA fp16")
     assert report["leaked_bytes"] == 0
 
 

@@ -23,6 +23,7 @@ from ._errors import (
     KernelLaunchError,
     UnknownProfileError,
 )
+from ._gqa_recipe import gqa_head_size, gqa_recipe, gqa_split_plan, gqa_workspace_envelope
 from ._kernel import CudaKernel, declared_slots
 from ._launch import ScratchOnly, WorkspaceSource
 from ._nbits_recipe import GEMV_MAX_M, MatMulNBitsRecipe, matmul_nbits_recipe, matmul_nbits_workspace_envelope
@@ -39,6 +40,7 @@ __all__ = [
     "GEMV_MAX_M", "KERNEL_SOURCES", "KernelCache", "KernelCompileError", "KernelLaunchError", "KernelSource",
     "MAX_SPLITS", "MatMulNBitsRecipe", "NO_DEVICE_REMEDY", "NodeFacts", "OP_SPECS", "OpSpec", "PROFILES", "Rejection",
     "SLOT_ID", "UnknownProfileError", "__version__", "attention_recipe", "attention_workspace_envelope", "check_node",
-    "compile_kernel", "default_cache", "discover", "estimate_bytes", "get_num_splits_and_buffer_sizes", "get_profile", "matmul_nbits_recipe",
+    "compile_kernel", "default_cache", "discover", "estimate_bytes", "get_num_splits_and_buffer_sizes", "get_profile",
+    "gqa_head_size", "gqa_recipe", "gqa_split_plan", "gqa_workspace_envelope", "matmul_nbits_recipe",
     "matmul_nbits_workspace_envelope", "num_splits_heuristic", "profile_names", "supported_ops", "workspace_bytes",
 ]

@@ -15,6 +15,8 @@ import re
 import threading
 
 import attrs
+import ml_dtypes
+import numpy as np
 
 from ._errors import KernelCompileError
 
@@ -58,6 +60,7 @@ class KernelSource:
 
 
 FLOAT_SUFFIXES = ("f32", "f16", "bf16")  # float32, float16 and bfloat16 storage; float32 math
+DTYPE_SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dtype(ml_dtypes.bfloat16): "bf16"}
 _CAST = ("f32", "f16", "bf16", "i32", "i64")
 
 
@@ -78,6 +81,7 @@ KERNEL_SOURCES: dict[str, KernelSource] = {
     "matmul_nbits": KernelSource("matmul_nbits.cu", _typed("mnb4_gemv", "mnb4_dequant")),
     "attention": KernelSource("attention.cu", _typed("attn_split", "attn_combine")),
     "movement": KernelSource("movement.cu", _MOVEMENT_ENTRIES),
+    "gqa": KernelSource("gqa.cu", _typed("gqa_present", "gqa_attn", "gqa_combine")),
 }
 
 

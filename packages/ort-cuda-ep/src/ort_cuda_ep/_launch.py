@@ -11,11 +11,12 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-import ml_dtypes
 import numpy as np
 
 from ._attention_recipe import attention_recipe
+from ._compile import DTYPE_SUFFIX
 from ._errors import KernelLaunchError
+from ._launch_gqa import gqa
 from ._launch_movement import MOVEMENT_OPS, compute_movement
 from ._nbits_recipe import matmul_nbits_recipe
 from ._ops import BINARY_OPS, MAX_RANK, UNARY_OPS, OpSpec
@@ -78,7 +79,7 @@ def _workspace(rt: CudaRuntime, ws: WorkspaceSource, node: str, nbytes: int) -> 
     return p
 
 
-_SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dtype(ml_dtypes.bfloat16): "bf16"}
+_SUFFIX = DTYPE_SUFFIX
 
 
 def _sfx(*arrays: DeviceArray | None) -> str:
@@ -319,4 +320,6 @@ def compute(rt: CudaRuntime, spec: OpSpec, node: str, inputs: Sequence[DeviceArr
         return [_matmul_nbits(rt, new, node, inputs, attrs, ws)]
     if op == "MultiHeadAttention":
         return [_attention(rt, new, node, inputs, attrs, ws)]
+    if op == "GroupQueryAttention":
+        return gqa(rt, new, node, inputs, attrs, lambda nbytes: _workspace(rt, ws, node, nbytes))  # type: ignore[return-value]
     raise KernelLaunchError(f"no launch code for {op!r}")

@@ -289,9 +289,10 @@ _COMPUTE_SPECS: tuple[OpSpec, ...] = (
     OpSpec("MultiHeadAttention", "com.microsoft", 1, None, "attention", "attention", _mha),
 )
 
-from ._ops_movement import MOVEMENT_SPECS  # noqa: E402  (its checks use the helpers above)
+from ._ops_gqa import GQA_SPEC  # noqa: E402  (its checks use the helpers above)
+from ._ops_movement import MOVEMENT_SPECS  # noqa: E402
 
-OP_SPECS: tuple[OpSpec, ...] = (*_COMPUTE_SPECS, *MOVEMENT_SPECS)
+OP_SPECS: tuple[OpSpec, ...] = (*_COMPUTE_SPECS, GQA_SPEC, *MOVEMENT_SPECS)
 
 
 def supported_ops() -> list[str]:

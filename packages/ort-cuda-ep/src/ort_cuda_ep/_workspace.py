@@ -11,6 +11,7 @@ from typing import Any
 
 from ._attention_recipe import attention_recipe, attention_workspace_envelope
 from ._checked import dim, mul, span
+from ._gqa_recipe import gqa_head_size, gqa_recipe, gqa_workspace_envelope
 from ._nbits_recipe import matmul_nbits_recipe, matmul_nbits_workspace_envelope
 from ._profiles import DeviceProfile
 
@@ -122,8 +123,55 @@ def _nbits_envelope(ranges: Ranges, dtypes: Dtypes, attrs: Mapping[str, Any], de
 
 matmul_nbits_recipe_ws = WorkspaceRecipe("matmul_nbits", _nbits_exact, _nbits_envelope)
 
+
+
+# -- GroupQueryAttention (com.microsoft, 3-D query, packed or separate q/k/v, BNSH past) ---------
+def _gqa_head(attrs: Mapping[str, Any], hidden: int, shapes_or_ranges: Sequence[object]) -> tuple[int, int] | None:
+    """(num_heads, head size); key omitted (None at position 1) means packed QKV."""
+    packed = len(shapes_or_ranges) < 2 or shapes_or_ranges[1] is None
+    d = gqa_head_size(hidden, attrs.get("num_heads"), attrs.get("kv_num_heads"), packed)
+    return None if d is None else (attrs["num_heads"], d)
+
+
+def _gqa_exact(shapes: InputShapes, dtypes: Dtypes, attrs: Mapping[str, Any], device: DeviceProfile) -> int | None:
+    # flash-decoding buffers for P + S keys (see _gqa_recipe); float32 whatever the input type
+    q = _static(shapes, 0, 3)
+    if q is None:
+        return None
+    hd = _gqa_head(attrs, q[2], shapes)
+    if hd is None:
+        return None
+    past = 0
+    if len(shapes) > 3 and shapes[3] is not None:
+        pk = _static(shapes, 3, 4)
+        if pk is None:
+            return None
+        past = pk[2]
+    r = gqa_recipe(q[0], q[1], past, hd[0], hd[1], device.sm_count)
+    return None if r is None else r.total_bytes
+
+
+def _gqa_envelope(ranges: Ranges, dtypes: Dtypes, attrs: Mapping[str, Any], device: DeviceProfile) -> int | None:
+    if not ranges or ranges[0] is None or len(ranges[0]) != 3:
+        return None
+    b, s, hid = ranges[0]
+    if hid[0] != hid[1]:
+        return None  # the hidden size must be known to split it into heads
+    hd = _gqa_head(attrs, hid[0], ranges)
+    if hd is None:
+        return None
+    past: tuple[int, int] = (0, 0)
+    if len(ranges) > 3 and ranges[3] is not None:
+        if len(ranges[3]) != 4:
+            return None
+        past = ranges[3][2]
+    return gqa_workspace_envelope(b, s, past, hd[0], hd[1], device.sm_count)
+
+
+gqa_recipe_ws = WorkspaceRecipe("gqa", _gqa_exact, _gqa_envelope)
+
 RECIPES: dict[str, WorkspaceRecipe] = {"none": zero_recipe, "attention": attention_recipe_ws,
-                                       "matmul_nbits": matmul_nbits_recipe_ws}
+                                       "matmul_nbits": matmul_nbits_recipe_ws, "gqa": gqa_recipe_ws}
 
 
 def recipe_for(kernel: str) -> WorkspaceRecipe:
