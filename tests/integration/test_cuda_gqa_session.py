@@ -17,8 +17,8 @@ from ort_session import InferenceSession
 
 ort_cuda_ep = pytest.importorskip("ort_cuda_ep", reason="ort-cuda-ep is not installed")
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the reference")
-from ort_cuda_ep import CudaRuntime, gqa_recipe  # noqa: E402
-from ort_cuda_ep.testing import RecordingDriver, emulate_gqa, fake_device  # noqa: E402
+from ort_cuda_ep import gqa_recipe  # noqa: E402
+from ort_cuda_ep.testing import RecordingDriver, emulate_gqa, install_driver  # noqa: E402
 
 CUDA = "CUDAExecutionProvider"
 LAYERS, KV_HEADS, HEAD = 4, 2, 16
@@ -41,13 +41,7 @@ class EmulatingDriver(RecordingDriver):
 
 @pytest.fixture
 def driver(monkeypatch):
-    import ort_cuda_ep._ep as ep_module
-
-    emulating = EmulatingDriver()
-    monkeypatch.setattr(ep_module, "discover", lambda device_id=0: fake_device("a100"))
-    monkeypatch.setattr(ep_module, "CudaRuntime",
-                        lambda device, cache, identity: CudaRuntime(device, cache, identity, driver=emulating))
-    return emulating
+    return install_driver(monkeypatch, EmulatingDriver())
 
 
 def _session(path, batch, seq, past):

@@ -12,8 +12,7 @@ from ort_graph import zoo
 from ort_session import InferenceSession
 
 ort_cuda_ep = pytest.importorskip("ort_cuda_ep", reason="ort-cuda-ep is not installed")
-from ort_cuda_ep import CudaRuntime  # noqa: E402
-from ort_cuda_ep.testing import RecordingDriver, fake_device  # noqa: E402
+from ort_cuda_ep.testing import RecordingDriver, install_driver  # noqa: E402
 
 CUDA = "CUDAExecutionProvider"
 CFG = zoo.DecoderConfig(layers=4, hidden=64, vocab=256)
@@ -23,13 +22,7 @@ BUDGET = 64 << 20
 
 @pytest.fixture
 def driver(monkeypatch):
-    import ort_cuda_ep._ep as ep_module
-
-    recording = RecordingDriver()
-    monkeypatch.setattr(ep_module, "discover", lambda device_id=0: fake_device("a100"))
-    monkeypatch.setattr(ep_module, "CudaRuntime",
-                        lambda device, cache, identity: CudaRuntime(device, cache, identity, driver=recording))
-    return recording
+    return install_driver(monkeypatch, RecordingDriver())
 
 
 def _session(pre_allocate: bool = True) -> InferenceSession:

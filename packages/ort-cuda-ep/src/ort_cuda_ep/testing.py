@@ -22,7 +22,8 @@ import numpy as np
 
 from ort_abi import EpIdentity, NullDeviceAllocator
 
-__all__ = ["RecordingDriver", "RecordingRuntime", "SIGNATURES", "emulate_gqa", "fake_device", "kernel_signatures"]
+__all__ = ["RecordingDriver", "RecordingRuntime", "SIGNATURES", "emulate_gqa", "fake_device", "install_driver",
+           "kernel_signatures"]
 
 _CTYPE = {"ptr": ctypes.c_void_p, "int": ctypes.c_int, "long long": ctypes.c_longlong, "float": ctypes.c_float}
 
@@ -126,6 +127,19 @@ def _tail(raw: np.ndarray, offset: int, dtype) -> np.ndarray:
     item = np.dtype(dtype).itemsize
     assert offset % item == 0, f"a {np.dtype(dtype)} pointer at byte offset {offset} is misaligned"
     return raw[offset: offset + (raw.nbytes - offset) // item * item].view(dtype)
+
+
+def install_driver(monkeypatch: Any, driver: Any, profile: str = "a100") -> Any:
+    """Make every CudaExecutionProvider created from now on (e.g. by a session) discover a `profile` GPU
+    and run on `driver` (a RecordingDriver); `monkeypatch` is pytest's fixture. Returns `driver`."""
+    import ort_cuda_ep._ep as ep_module
+
+    from ._runtime import CudaRuntime
+
+    monkeypatch.setattr(ep_module, "discover", lambda device_id=0: fake_device(profile))
+    monkeypatch.setattr(ep_module, "CudaRuntime",
+                        lambda device, cache, identity: CudaRuntime(device, cache, identity, driver=driver))
+    return driver
 
 
 def fake_device(profile: str = "a100", driver_version: int = 13000):

@@ -63,25 +63,7 @@ __device__ __forceinline__ void split_impl(
       }
       score = s;
     }
-    const float cmax = block_max(score, scratch);
-    const float m_new = fmaxf(m, cmax);
-    const float pj = (j < k_end) ? expf(score - m_new) : 0.f;
-    p[threadIdx.x] = pj;
-    const float psum = block_sum(pj, scratch);  // also orders the p[] stores before the reads below
-    const float corr = (m == -ORT_INF) ? 0.f : expf(m - m_new);
-    l = l * corr + psum;
-    const int cnt = (int)min((long long)ATT_THREADS, k_end - kc);
-    const int d0 = threadIdx.x, d1 = threadIdx.x + ATT_THREADS;
-    float s0 = 0.f, s1 = 0.f;
-    for (int t = 0; t < cnt; ++t) {
-      const T* vr = vbase + (kc + t) * row_stride;
-      if (d0 < D) s0 = fmaf(p[t], to_f(vr[d0]), s0);
-      if (d1 < D) s1 = fmaf(p[t], to_f(vr[d1]), s1);
-    }
-    acc0 = acc0 * corr + s0;
-    acc1 = acc1 * corr + s1;
-    m = m_new;
-    __syncthreads();  // p[] is rewritten by the next chunk
+    flash_chunk(score, kc, k_end, ATT_THREADS, vbase, row_stride, D, p, scratch, m, l, acc0, acc1);
   }
   const float inv = (l > 0.f) ? 1.f / l : 0.f;
   const float lse = (l > 0.f) ? m + logf(l) : -ORT_INF;

@@ -88,3 +88,33 @@ template <> __device__ __forceinline__ bf16_t from_f<bf16_t>(float v) {
   return h;
 }
 
+// One chunk of keys [kc, kc + nthreads) of the online (flash) softmax, every thread of the block calling it:
+// `score` is this thread's key score (-inf past k_end), V rows start at vbase + key * v_stride; updates the
+// running max m, sum l and the output accumulators of dims threadIdx.x and threadIdx.x + nthreads.
+// `p` holds nthreads floats of shared memory, `scratch` 32 (block reductions).
+template <typename T>
+__device__ __forceinline__ void flash_chunk(float score, long long kc, long long k_end, int nthreads, const T* vbase,
+                                            long long v_stride, int D, float* p, float* scratch, float& m, float& l,
+                                            float& acc0, float& acc1) {
+  const long long j = kc + threadIdx.x;
+  const float cmax = block_max(score, scratch);
+  const float m_new = fmaxf(m, cmax);
+  const float pj = (j < k_end) ? expf(score - m_new) : 0.f;
+  p[threadIdx.x] = pj;
+  const float psum = block_sum(pj, scratch);  // also orders the p[] stores before the reads below
+  const float corr = (m == -ORT_INF) ? 0.f : expf(m - m_new);
+  l = l * corr + psum;
+  const long long left = k_end - kc;
+  const int cnt = (int)(left < nthreads ? left : nthreads);
+  const int d0 = threadIdx.x, d1 = threadIdx.x + nthreads;
+  float s0 = 0.f, s1 = 0.f;
+  for (int t = 0; t < cnt; ++t) {
+    const T* vr = vbase + (kc + t) * v_stride;
+    if (d0 < D) s0 = fmaf(p[t], to_f(vr[d0]), s0);
+    if (d1 < D) s1 = fmaf(p[t], to_f(vr[d1]), s1);
+  }
+  acc0 = acc0 * corr + s0;
+  acc1 = acc1 * corr + s1;
+  m = m_new;
+  __syncthreads();  // p[] is rewritten by the next chunk
+}
