@@ -121,3 +121,13 @@ def test_derived_path_from_namespace_fallback():
 def test_names_with_a_path_are_matched_as_they_are():
     node = FakeNode("/model/layers.1/mlp/MatMul", metadata={"pkg.torch.onnx.name_scopes": "['', 'other']"})
     assert name_match_target(node) == "/model/layers.1/mlp/MatMul"
+
+
+def test_a_fused_dynamo_node_keeps_the_path_of_its_scopes():
+    """L1 fusions name their node after the first one they replace (`node_pow_1/SimplifiedLayerNormFusion/`):
+    a '/' inside a dynamo name is not a path, the scopes still are."""
+    scopes = "['', 'model', 'model.layers.0', 'model.layers.0.input_layernorm', 'pow_1']"
+    node = FakeNode("node_pow_1/SimplifiedLayerNormFusion/", "SimplifiedLayerNormalization",
+                    {"pkg.torch.onnx.name_scopes": scopes})
+    assert name_match_target(node) == "/model/layers.0/input_layernorm/SimplifiedLayerNormalization"
+    assert name_match_target(FakeNode("custom/node")) == "custom/node"  # no scopes: the name as it is

@@ -5,6 +5,7 @@ topological order, apply L1 fusions that keep derivative node names, and save it
 """
 
 from . import zoo
+from ._constprop import constants_to_initializers
 from ._copy import copy_model
 from ._dtypes import dtype_name, from_numpy_dtype, itemsize, tensor_nbytes, to_numpy_dtype
 from ._errors import (
@@ -23,10 +24,11 @@ from ._shapes import ShapeReport, parse_max_shape_override, resolve_shapes
 from ._tensor import ExternalLocation, Tensor
 from ._topo import topological_order, validate
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
-    "FUSIONS", "FusionRecord", "LAYER_ANN_KEY", "ShapeReport", "apply_l1_fusions", "copy_model", "parse_max_shape_override",
+    "FUSIONS", "FusionRecord", "LAYER_ANN_KEY", "ShapeReport", "apply_l1_fusions", "constants_to_initializers",
+    "copy_model", "parse_max_shape_override",
     "remove_unused_initializers", "resolve_shapes", "Attr", "Dim", "ExternalDataError", "ExternalLocation", "Graph", "GraphError",
     "GraphStructureError", "Model", "ModelLoadError", "Node", "Shape", "ShapeAnnotationWarning",
     "ShapeResolutionError", "Tensor", "UnsupportedModelError", "Value", "__version__", "dtype_name",

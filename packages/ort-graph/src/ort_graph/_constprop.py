@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ._dtypes import to_numpy_dtype
-from ._ir import Node, Shape, is_static
+from ._ir import Graph, Node, Shape, is_static
 
 MAX_ELEMENTS = 4096
 Fn = Callable[[Node, list[np.ndarray]], np.ndarray]
@@ -137,3 +137,45 @@ def evaluate(node: Node, inputs: list[np.ndarray | None]) -> np.ndarray | None:
     except (ValueError, IndexError, TypeError, ZeroDivisionError, OverflowError, AttributeError):
         return None
     return out if out.size <= MAX_ELEMENTS else None
+
+
+_CONSTANT_ATTRS = {"value_float": np.float32, "value_floats": np.float32, "value_int": np.int64, "value_ints": np.int64}
+
+
+def constants_to_initializers(graph: Graph) -> list[str]:
+    """Turn the main graph's Constant nodes into initializers, as ONNX Runtime does when it loads a model:
+    a constant is then a weight placed with the nodes that read it (uploaded once to a device) instead of
+    a node whose output is copied to every device that reads it, run after run. Constants that are graph
+    outputs, sparse or string-valued stay nodes. Returns the names of the new initializers."""
+    from onnx import TensorProto
+
+    from ._tensor import Tensor
+
+    made: list[str] = []
+    for node in list(graph.nodes):
+        if node.op_type != "Constant" or node.domain not in ("", "ai.onnx") or len(node.outputs) != 1:
+            continue
+        out = node.outputs[0]
+        if not out or out in graph.outputs or out in graph.initializers:
+            continue
+        value = node.attr("value")
+        if isinstance(value, TensorProto):
+            if value.data_location == TensorProto.EXTERNAL or value.data_type == TensorProto.STRING:
+                continue
+            proto = TensorProto()
+            proto.CopyFrom(value)
+            proto.name = out
+            tensor = Tensor.from_proto(proto, None)
+        else:
+            key = next((k for k in _CONSTANT_ATTRS if node.attr(k) is not None), None)
+            if key is None:
+                continue
+            tensor = Tensor.from_numpy(out, np.array(node.attr(key), dtype=_CONSTANT_ATTRS[key]))
+        graph.remove_node(node)
+        graph.initializers[out] = tensor
+        v = graph.value(out)
+        v.dtype, v.shape = tensor.dtype, tuple(tensor.dims)
+        made.append(out)
+    if made:
+        graph.relink()
+    return made

@@ -71,7 +71,7 @@ from ._report import DeviceTotals, PlacementReport, ReportRow, placement_report
 from ._rules import Rule, Rules, parse_rules
 from ._units import format_bytes, parse_bytes
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "CPU_EP", "CUDA_EP", "FINAL_NORM", "LAYER_ASSIGNMENT_KEY", "NAME_LAYER_ASSIGNMENT_KEY",

@@ -196,9 +196,11 @@ def _deepest_scope(metadata: dict[str, str]) -> str | None:
 
 
 def name_match_target(node) -> str:
-    """What name mode matches a node on: its name if that carries a path, else the derived path."""
+    """What name mode matches a node on: its name if that is a path (TorchScript and onnxruntime-genai
+    names start with '/'), else the path derived from torch dynamo's scopes, else the name. A node a
+    fusion derived from a dynamo node (`node_pow_1/SimplifiedLayerNormFusion/`) keeps its scopes."""
     name = node.name or ""
-    if "/" in name:
+    if name.startswith("/"):
         return name
     derived = derived_node_path(node)
     return derived if derived is not None else name

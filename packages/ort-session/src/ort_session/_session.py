@@ -77,6 +77,7 @@ class InferenceSession:
             self.options = SessionOptions.from_mapping({**_as_mapping(self.options), key: value})
         self.model = _load(model)
         graph = self.model.graph
+        self.constants = ort_graph.constants_to_initializers(graph)  # as ONNX Runtime does at load
         self._declared_inputs = {n: graph.values[n].shape for n in required_inputs(graph)}
         max_shapes: Any = self.options.max_shapes or self.options.get(MAX_SHAPE_OVERRIDE)
         self.shape_report = ort_graph.resolve_shapes(self.model, self.options.free_dimension_overrides, max_shapes)

@@ -1,0 +1,31 @@
+"""Constant nodes become initializers at load, as in ONNX Runtime."""
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+from ort_graph import constants_to_initializers, from_proto
+
+
+def _model(extra_nodes=(), outputs=("y",)):
+    nodes = [helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "v")),
+             helper.make_node("Constant", [], ["k"], value_ints=[1, 2]),
+             helper.make_node("Add", ["x", "c"], ["y"]), *extra_nodes]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs])
+    return from_proto(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+def test_constants_become_initializers_with_their_values():
+    model = _model()
+    made = constants_to_initializers(model.graph)
+    assert made == ["c", "k"] and [n.op_type for n in model.graph.nodes] == ["Add"]
+    np.testing.assert_array_equal(model.graph.initializers["c"].numpy(), np.arange(6, dtype=np.float32).reshape(2, 3))
+    np.testing.assert_array_equal(model.graph.initializers["k"].numpy(), [1, 2])
+    assert model.graph.values["c"].shape == (2, 3) and model.graph.values["c"].producer is None
+    assert model.graph.node_by_name(model.graph.nodes[0].name).inputs == ["x", "c"]
+
+
+def test_a_constant_that_is_a_graph_output_stays_a_node():
+    model = _model([helper.make_node("Constant", [], ["z"], value_float=2.0)], outputs=("y", "z"))
+    assert constants_to_initializers(model.graph) == ["c", "k"]
+    assert [n.op_type for n in model.graph.nodes] == ["Add", "Constant"]
