@@ -24,6 +24,7 @@ from ._options import (
     NAME_BASED_ASSIGNMENT,
     PRE_ALLOCATE,
     SessionOptions,
+    UnknownConfigKeyWarning,
 )
 from ._session import InferenceSession
 
@@ -32,6 +33,6 @@ __version__ = "0.2.0"
 __all__ = [
     "CUDA_PARTITIONING", "LAYER_ASSIGNMENT", "MAX_SHAPE_OVERRIDE", "NAME_BASED_ASSIGNMENT", "PRE_ALLOCATE",
     "CpuExecutionProvider", "DeviceMemoryError", "InferenceSession", "InvalidInputError", "InvalidOptionError", "KernelRunError",
-    "PlacementError", "RunStats", "SessionError", "SessionOptions", "SimulatedGpuExecutionProvider",
+    "PlacementError", "RunStats", "SessionError", "SessionOptions", "UnknownConfigKeyWarning", "SimulatedGpuExecutionProvider",
     "__version__", "generate_inputs", "validate_feeds",
 ]

@@ -17,6 +17,10 @@ MAX_SHAPE_OVERRIDE = "session.max_shape_override"
 KNOWN_CONFIG_KEYS = (LAYER_ASSIGNMENT, NAME_BASED_ASSIGNMENT, PRE_ALLOCATE, CUDA_PARTITIONING, MAX_SHAPE_OVERRIDE)
 
 
+class UnknownConfigKeyWarning(UserWarning):
+    """A `session.*` config key ort-session does not read (ONNX Runtime keys are accepted, typos are flagged)."""
+
+
 def _truthy(value: Any, key: str) -> bool:
     if isinstance(value, bool):
         return value
@@ -50,6 +54,14 @@ class SessionOptions:
     def add_session_config_entry(self, key: str, value: str) -> None:
         if not key.startswith("session."):
             raise InvalidOptionError(f"config key {key!r} must start with 'session.'; known keys: {KNOWN_CONFIG_KEYS!r}")
+        if key not in KNOWN_CONFIG_KEYS:  # ONNX Runtime has many more keys: accepted, but a typo must not pass silently
+            import difflib
+            import warnings
+
+            close = difflib.get_close_matches(key, KNOWN_CONFIG_KEYS, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; the keys it reads are {list(KNOWN_CONFIG_KEYS)!r}"
+            warnings.warn(f"session config key {key!r} is not read by ort-session and has no effect{hint}",
+                          UnknownConfigKeyWarning, stacklevel=3)
         self.config[key] = str(value)
 
     def get(self, key: str, default: str | None = None) -> str | None:

@@ -230,3 +230,13 @@ def test_max_shapes_plan_serves_every_smaller_run_from_the_preallocated_buffers(
         assert sess.last_run_stats.allocations == 0
     with pytest.raises(InvalidInputError, match="planned shapes or smaller"):
         sess.run(None, zoo.decoder_inputs(cfg, 1, 9, 0))
+
+
+def test_a_config_key_that_has_no_effect_is_flagged_with_the_closest_known_one():
+    from ort_session import SessionOptions, UnknownConfigKeyWarning
+
+    with pytest.warns(UnknownConfigKeyWarning, match="did you mean 'session.pre_allocate_execution_buffers'"):
+        opts = SessionOptions.from_mapping({"session.pre_allocate_executon_buffers": "1"})
+    assert not opts.pre_allocate  # the typo is kept as given, and has no effect
+    with pytest.warns(UnknownConfigKeyWarning, match="the keys it reads are"):
+        SessionOptions.from_mapping({"session.intra_op.allow_spinning": "0"})  # an ONNX Runtime key: accepted
