@@ -99,3 +99,40 @@ def test_a_device_with_less_free_memory_than_the_budget_fails_initialization_cle
     assert "out of memory" in message and f"budget {64.0:.1f} MiB" in message and "lower the budget" in message
     assert ("the weights" if room == "none" else "the pre-allocated buffers") in message
     assert driver.memory == {}  # nothing stays allocated
+
+
+def _assert_copies_are_needed(sess: InferenceSession) -> None:
+    """Every boundary copy feeds a position that reads on the copy's side (never a host input of a
+    device node, nor a value a device node made in host memory)."""
+    graph = sess.model.graph
+    types = {n.index: sess.providers[0].memory_types(n) for n in graph.nodes if n.ep == CUDA}
+    for copy in (n for n in graph.nodes if n.op_type.startswith("Memcpy")):
+        out, src = copy.outputs[0], graph.values[copy.inputs[0]].producer
+        assert src is None or src.ep != CUDA or src.outputs.index(copy.inputs[0]) not in types[src.index][1], copy.name
+        to_device = copy.op_type == "MemcpyFromHost"
+        needed = out in graph.outputs or any(
+            (n.ep == CUDA) == to_device and any(i == out and (n.ep != CUDA or k not in types[n.index][0])
+                                                for k, i in enumerate(n.inputs))
+            for n in graph.values[out].consumers)
+        assert needed, f"{copy.name} copies {copy.inputs[0]!r} for readers that read it on the other side"
+
+
+def test_host_inputs_and_outputs_are_never_copied_on_the_recording_driver(driver):
+    sess = _session()
+    assert any(sess.providers[0].memory_types(n)[0] for n in sess.model.graph.nodes if n.ep == CUDA)
+    _assert_copies_are_needed(sess)
+
+
+@pytest.mark.parametrize("export", ["torchscript_dynamic.onnx", "dynamo_kv_dynamic.onnx"])
+def test_shape_arithmetic_feeds_device_nodes_without_copies_when_planning_with_a_profile(shared_models, export):
+    """Real exports compute Reshape/Slice/Expand shapes on the CPU at run time: planned for a GPU this
+    machine lacks, those values stay on the host, and Shape of a device tensor is made on the host."""
+    path = shared_models / "llama_l4" / "torch" / export
+    if not path.exists():
+        pytest.skip(f"{path} is not present")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sess = InferenceSession(str(path), {"budgets": "cuda:4GiB", "device_profile": "a100"}, providers=[CUDA])
+    _assert_copies_are_needed(sess)
+    shape_fed = [n for n in sess.model.graph.nodes if n.ep == CUDA and sess.providers[0].memory_types(n)[0]]
+    assert len(shape_fed) >= 8

@@ -7,85 +7,17 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
+from onnx import TensorProto
 
 from ort_abi import DeviceTensor, tensor_from_host, tensor_to_host
 from ort_cuda_ep._launch import ScratchOnly, compute
 from ort_cuda_ep._ops import find_spec
-from ort_cuda_ep.testing import RecordingRuntime
-
-_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
-_CAST = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16, "i32": np.int32, "i64": np.int64}
+from ort_cuda_ep.testing import EmulatingRuntime, run_with_reference
 
 
-class EmulatingRuntime(RecordingRuntime):
-    """Records each launch (checked against the .cu signature), then does what the kernel does."""
-
-    def _view(self, pointer: int, dtype) -> tuple[np.ndarray, int]:
-        """The whole allocation as `dtype` elements, and the pointer's element index in it (strides may
-        be negative: a kernel reads before its pointer)."""
-        handle, offset = self.resolve(pointer)
-        item = np.dtype(dtype).itemsize
-        assert offset % item == 0, "misaligned element pointer"
-        return handle[: handle.nbytes // item * item].view(dtype), offset // item
-
-    def _at(self, pointer: int, dtype) -> np.ndarray:
-        arr, at = self._view(pointer, dtype)
-        return arr[at:]
-
-    def launch(self, source, entry, grid, block, args, shared_bytes=0):
-        super().launch(source, entry, grid, block, args, shared_bytes)
-        v = [a for a, _ in args]
-        if entry.startswith("strided_copy_b"):
-            dt = _UINT[int(entry[-1])]
-            (x, x0), (y, y0), n = self._view(v[0], dt), self._view(v[1], dt), v[2]
-            dims, sx, sy = np.array(v[3:9]), np.array(v[9:15]), np.array(v[15:21])
-            idx = np.stack(np.unravel_index(np.arange(n), dims), axis=1)  # row-major, as the kernel's loop
-            src, dst = x0 + idx @ sx, y0 + idx @ sy
-            assert src.min() >= 0 and src.max() < x.size and dst.min() >= 0 and dst.max() < y.size, "out of bounds"
-            y[dst] = x[src]
-        elif entry.startswith("gather_b"):
-            _, b, it = entry.split("_")
-            x, idx, y = self._at(v[0], _UINT[int(b[1:])]), self._at(v[1], _CAST[it]), self._at(v[2], _UINT[int(b[1:])])
-            outer, n_idx, axis_dim, inner = v[3:7]
-            i = np.arange(outer * n_idx * inner)
-            k, j, o = i % inner, (i // inner) % n_idx, i // (inner * n_idx)
-            at = idx[j].astype(np.int64)
-            at = np.where(at < 0, at + axis_dim, at)
-            ok = (at >= 0) & (at < axis_dim)
-            y[i] = np.where(ok, x[np.where(ok, (o * axis_dim + at) * inner + k, 0)], 0)
-        elif entry.startswith("cast_"):
-            _, s, d = entry.split("_")
-            x, y, n = self._at(v[0], _CAST[s]), self._at(v[1], _CAST[d]), v[2]
-            y[:n] = x[:n].astype(_CAST[d])
-        else:
-            raise AssertionError(f"no emulation for {entry!r}")
-
-
-def _run(op, inputs, attrs=None, opset=17, host=(), n_out=1):
-    """Our launch code on the emulating runtime vs onnx.reference; returns (ours, reference, runtime)."""
-    rt = EmulatingRuntime()
-    spec = find_spec(op, "", opset)
-    assert spec is not None and set(host) == set(spec.host_inputs)
-    args = [None if a is None else (np.asarray(a) if i in host else tensor_from_host(rt.allocator, np.asarray(a)))
-            for i, a in enumerate(inputs)]
-
-    def new(i, shape, dtype):
-        if i in spec.host_outputs:
-            return np.empty(shape, dtype)
-        return rt.empty(shape, dtype)
-
-    outs = compute(rt, spec, "n", args, attrs or {}, ScratchOnly(rt), n_out, out=new)
-    ours = [tensor_to_host(o) if isinstance(o, DeviceTensor) else o for o in outs]
-    names = [f"i{k}" if a is not None else "" for k, a in enumerate(inputs)]
-    node = helper.make_node(op, names, ["y"], **(attrs or {}))
-    ins = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(np.asarray(a).dtype), None)
-           for n, a in zip(names, inputs) if n]
-    model = helper.make_model(helper.make_graph([node], "g", ins, [helper.make_tensor_value_info("y", 0, None)]),
-                              opset_imports=[helper.make_opsetid("", opset)])
-    ref = ReferenceEvaluator(model).run(None, {n: np.asarray(a) for n, a in zip(names, inputs) if n})
-    return ours, ref, rt
+def _run(op, inputs, attrs=None, opset=17, host=()):
+    assert set(host) == set(find_spec(op, "", opset).host_inputs)
+    return run_with_reference(op, inputs, attrs, opset)
 
 
 def _check(op, inputs, attrs=None, opset=17, host=()):

@@ -81,6 +81,8 @@ KERNEL_SOURCES: dict[str, KernelSource] = {
     "matmul_nbits": KernelSource("matmul_nbits.cu", _typed("mnb4_gemv", "mnb4_dequant")),
     "attention": KernelSource("attention.cu", _typed("attn_split", "attn_combine")),
     "movement": KernelSource("movement.cu", _MOVEMENT_ENTRIES),
+    "where": KernelSource("where.cu", _typed("where", "isnan")),
+    "reduce": KernelSource("reduce.cu", _typed("reduce_rows")),
     "gqa": KernelSource("gqa.cu", _typed("gqa_present", "gqa_attn", "gqa_combine")),
 }
 

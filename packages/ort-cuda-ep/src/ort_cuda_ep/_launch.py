@@ -17,7 +17,8 @@ from ._attention_recipe import attention_recipe
 from ._compile import DTYPE_SUFFIX
 from ._errors import KernelLaunchError
 from ._launch_gqa import gqa
-from ._launch_movement import MOVEMENT_OPS, compute_movement
+from ._launch_movement import MOVEMENT_OPS, broadcast_strides, compute_movement
+from ._launch_where_reduce import WHERE_REDUCE_OPS, compute_where_reduce
 from ._nbits_recipe import matmul_nbits_recipe
 from ._ops import BINARY_OPS, MAX_RANK, UNARY_OPS, OpSpec
 from ._runtime import CudaRuntime, DeviceArray, f32, i32, i64, ptr
@@ -102,20 +103,11 @@ def _binary(rt: CudaRuntime, new: OutputSink, op: str, a: DeviceArray, b: Device
     sfx = _sfx(a, b)
     out = new(0, shape, a.dtype)
     dims = (1,) * (MAX_RANK - len(shape)) + tuple(shape)
-
-    def strides(s: tuple[int, ...]) -> list[int]:
-        s = (1,) * (MAX_RANK - len(s)) + s
-        st, acc = [0] * MAX_RANK, 1
-        for k in range(MAX_RANK - 1, -1, -1):
-            st[k] = 0 if s[k] == 1 and dims[k] != 1 else acc
-            acc *= s[k]
-        return st
-
     n = out.size
     if n:
         rt.launch("elementwise", f"binary_{sfx}", (_grid1d(n),), (256,),
                   [ptr(a), ptr(b), ptr(out), i64(n), i32(BINARY_OPS[op]), *map(i64, dims),
-                   *map(i64, strides(a.shape)), *map(i64, strides(b.shape))])
+                   *map(i64, broadcast_strides(a.shape, dims)), *map(i64, broadcast_strides(b.shape, dims))])
     return out
 
 
@@ -302,6 +294,8 @@ def compute(rt: CudaRuntime, spec: OpSpec, node: str, inputs: Sequence[DeviceArr
     op = spec.op_type
     if op in MOVEMENT_OPS:
         return compute_movement(rt, new, op, inputs, attrs)
+    if op in WHERE_REDUCE_OPS:
+        return compute_where_reduce(rt, new, op, inputs, attrs)
     if op in BINARY_OPS:
         return [_binary(rt, new, op, inputs[0], inputs[1])]  # type: ignore[arg-type]
     if op in UNARY_OPS:

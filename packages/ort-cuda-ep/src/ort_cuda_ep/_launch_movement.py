@@ -20,7 +20,7 @@ from ._ops import MAX_RANK
 from ._ops_movement import CAST_TYPES
 from ._runtime import CudaRuntime, DeviceArray, i64, ptr
 
-__all__ = ["MOVEMENT_OPS", "compute_movement", "strided_copy", "contiguous_strides"]
+__all__ = ["MOVEMENT_OPS", "broadcast_strides", "compute_movement", "contiguous_strides", "strided_copy"]
 
 MOVEMENT_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Transpose", "Slice", "Expand", "Concat",
                           "Gather", "Cast", "Shape"})
@@ -37,6 +37,18 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
         out.append(acc)
         acc *= int(d)
     return tuple(reversed(out))
+
+
+def broadcast_strides(shape: Sequence[int], dims: Sequence[int]) -> list[int]:
+    """Element strides of a C-contiguous `shape` read with numpy broadcasting as `dims` (len(dims) >= rank):
+    0 on a broadcast dim, leading dims padded with 1."""
+    rank = len(dims)
+    s = (1,) * (rank - len(shape)) + tuple(int(d) for d in shape)
+    st, acc = [0] * rank, 1
+    for k in range(rank - 1, -1, -1):
+        st[k] = 0 if s[k] == 1 and dims[k] != 1 else acc
+        acc *= s[k]
+    return st
 
 
 def strided_copy(rt: CudaRuntime, x: DeviceArray, y: DeviceArray, shape: Sequence[int], sx: Sequence[int],
@@ -130,9 +142,7 @@ def slice_plan(shape: Sequence[int], starts: list[int], ends: list[int], axes: l
 
 def _expand(rt: CudaRuntime, new: Sink, x: DeviceArray, target: list[int]) -> DeviceArray:
     out = tuple(np.broadcast_shapes(x.shape, tuple(target)))
-    xs = (1,) * (len(out) - len(x.shape)) + x.shape
-    st = (0,) * (len(out) - len(x.shape)) + contiguous_strides(x.shape)
-    sx = tuple(0 if d == 1 and o != 1 else s for d, o, s in zip(xs, out, st))
+    sx = broadcast_strides(x.shape, out)
     y = new(0, out, x.dtype)
     strided_copy(rt, x, y, out, sx, contiguous_strides(out))
     return y

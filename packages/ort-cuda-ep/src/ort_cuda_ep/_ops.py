@@ -22,7 +22,7 @@ MAX_RANK = 6
 MAX_DIM = (1 << 31) - 1  # as _checked.MAX_DIM: kernels index one dimension with a 32-bit int
 BINARY_OPS = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3, "Pow": 4}
 UNARY_OPS = {"Relu": 0, "Sigmoid": 1, "Tanh": 2, "Neg": 3, "Exp": 4, "Log": 5, "Sqrt": 6, "Abs": 7, "Erf": 8,
-             "Reciprocal": 9, "Gelu": 10, "Identity": 12}
+             "Reciprocal": 9, "Gelu": 10, "Identity": 12, "Sin": 13, "Cos": 14}
 
 
 @attrs.define(frozen=True)
@@ -47,6 +47,7 @@ class NodeFacts:
     shapes: tuple[tuple[object, ...] | None, ...]  # None: unknown rank or omitted
     attrs: Mapping[str, Any]
     outputs: tuple[str, ...] = ()  # '' for an omitted optional output
+    consts: Mapping[int, tuple[int, ...]] = attrs.field(factory=dict)  # small integer initializer inputs (axes, ...)
 
     @classmethod
     def from_node(cls, node) -> NodeFacts:
@@ -59,8 +60,14 @@ class NodeFacts:
             dtypes.append((v.dtype if v is not None else 0) or (t.dtype if t is not None else 0))
             shape = v.shape if v is not None else None
             shapes.append(tuple(shape) if shape is not None else (tuple(t.dims) if t is not None else None))
+        consts = {}
+        for i, name in enumerate(node.inputs):
+            t = inits.get(name) if name else None
+            if t is not None and t.dtype in (TensorProto.INT64, TensorProto.INT32) and (_prod(t.dims) <= 64):
+                consts[i] = tuple(int(v) for v in t.numpy().reshape(-1))
         return cls(node.name, node.op_type, "" if node.domain == "ai.onnx" else node.domain, tuple(node.inputs),
-                   tuple(dtypes), tuple(shapes), {k: a.value for k, a in node.attributes.items()}, tuple(node.outputs))
+                   tuple(dtypes), tuple(shapes), {k: a.value for k, a in node.attributes.items()}, tuple(node.outputs),
+                   consts)
 
     def present_inputs(self) -> tuple[bool, ...]:
         return tuple(bool(name) for name in self.inputs)
@@ -277,7 +284,7 @@ def _mha(f: NodeFacts, opset: int) -> Rejection | None:
 
 _COMPUTE_SPECS: tuple[OpSpec, ...] = (
     *(OpSpec(op, "", 7, None, "elementwise", "none", _elementwise) for op in BINARY_OPS),
-    *(OpSpec(op, "", 6 if op not in ("Erf", "Gelu", "Identity") else {"Erf": 9, "Gelu": 20, "Identity": 1}[op], None,
+    *(OpSpec(op, "", {"Erf": 9, "Gelu": 20, "Identity": 1, "Sin": 7, "Cos": 7}.get(op, 6), None,
              "elementwise", "none", _elementwise) for op in UNARY_OPS),
     OpSpec("Softmax", "", 1, None, "softmax", "none", _softmax),
     OpSpec("SimplifiedLayerNormalization", "", 1, None, "rms_norm", "none", _rms_norm),
@@ -291,8 +298,9 @@ _COMPUTE_SPECS: tuple[OpSpec, ...] = (
 
 from ._ops_gqa import GQA_SPEC  # noqa: E402  (its checks use the helpers above)
 from ._ops_movement import MOVEMENT_SPECS  # noqa: E402
+from ._ops_where_reduce import WHERE_REDUCE_SPECS  # noqa: E402
 
-OP_SPECS: tuple[OpSpec, ...] = (*_COMPUTE_SPECS, GQA_SPEC, *MOVEMENT_SPECS)
+OP_SPECS: tuple[OpSpec, ...] = (*_COMPUTE_SPECS, GQA_SPEC, *MOVEMENT_SPECS, *WHERE_REDUCE_SPECS)
 
 
 def supported_ops() -> list[str]:

@@ -22,8 +22,8 @@ import numpy as np
 
 from ort_abi import EpIdentity, NullDeviceAllocator
 
-__all__ = ["RecordingDriver", "RecordingRuntime", "SIGNATURES", "emulate_gqa", "fake_device", "install_driver",
-           "kernel_signatures"]
+__all__ = ["EmulatingRuntime", "RecordingDriver", "RecordingRuntime", "SIGNATURES", "emulate_gqa", "fake_device", "install_driver",
+           "kernel_signatures", "run_with_reference"]
 
 _CTYPE = {"ptr": ctypes.c_void_p, "int": ctypes.c_int, "long long": ctypes.c_longlong, "float": ctypes.c_float}
 
@@ -121,6 +121,58 @@ class RecordingRuntime:
         assert entry in KERNEL_SOURCES[source].entry_points, f"{entry!r} is not an entry point of {source!r}"
         assert [t for _, t in args] == SIGNATURES[entry], f"{entry}: argument types differ from the .cu signature"
         self.launches.append((entry, tuple(grid), tuple(block), [v for v, _ in args]))
+
+
+class EmulatingRuntime(RecordingRuntime):
+    """A RecordingRuntime whose launches also run, in numpy, as the kernels do: the data-movement,
+    where/isnan, reduction, unary/binary (``_emulate``) and GroupQueryAttention (``emulate_gqa``) kernels.
+    Every read and write is bounds-checked against its allocation."""
+
+    def launch(self, source: str, entry: str, grid, block, args, shared_bytes: int = 0) -> None:
+        from ._emulate import SIMPLE_PREFIXES, emulate_simple
+
+        super().launch(source, entry, grid, block, args, shared_bytes)
+        values = [v for v, _ in args]
+        if entry.startswith("gqa_"):
+            emulate_gqa(entry, values, self.array_at)
+        elif entry.startswith(SIMPLE_PREFIXES):
+            emulate_simple(entry, values, self.resolve)
+        else:
+            raise AssertionError(f"no emulation for {entry!r}")
+
+
+def run_with_reference(op: str, inputs: list[Any], attrs: dict[str, Any] | None = None, opset: int = 17,
+                       n_outputs: int = 1) -> tuple[list[np.ndarray], list[np.ndarray], EmulatingRuntime]:
+    """One ai.onnx op through its launch code on an EmulatingRuntime (host inputs stay numpy arrays, other
+    inputs are uploaded) and through onnx.reference; returns (ours, reference, runtime)."""
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
+
+    from ort_abi import DeviceTensor, tensor_from_host, tensor_to_host
+
+    from ._launch import ScratchOnly, compute
+    from ._ops import find_spec
+
+    rt = EmulatingRuntime()
+    spec = find_spec(op, "", opset)
+    if spec is None:
+        raise AssertionError(f"no CUDA kernel for {op!r} at opset {opset}")
+    args = [None if a is None else (np.asarray(a) if i in spec.host_inputs else tensor_from_host(rt.allocator, np.asarray(a)))
+            for i, a in enumerate(inputs)]
+
+    def new(i: int, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+        return np.empty(shape, dtype) if i in spec.host_outputs else rt.empty(shape, dtype)
+
+    outs = compute(rt, spec, "n", args, attrs or {}, ScratchOnly(rt), n_outputs, out=new)
+    ours = [tensor_to_host(o) if isinstance(o, DeviceTensor) else o for o in outs]
+    names = [f"i{k}" if a is not None else "" for k, a in enumerate(inputs)]
+    node = helper.make_node(op, names, [f"y{k}" for k in range(n_outputs)], **(attrs or {}))
+    ins = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(np.asarray(a).dtype), None)
+           for n, a in zip(names, inputs) if n]
+    outs_info = [helper.make_tensor_value_info(f"y{k}", 0, None) for k in range(n_outputs)]
+    model = helper.make_model(helper.make_graph([node], "g", ins, outs_info), opset_imports=[helper.make_opsetid("", opset)])
+    ref = ReferenceEvaluator(model).run(None, {n: np.asarray(a) for n, a in zip(names, inputs) if n})
+    return ours, list(ref), rt
 
 
 def _tail(raw: np.ndarray, offset: int, dtype) -> np.ndarray:

@@ -39,7 +39,7 @@ def memory_types_of(providers: Sequence[Any]) -> MemoryTypes:
 
     def types(node: Node) -> tuple[tuple[int, ...], tuple[int, ...]]:
         provider = by_name.get(node.ep or "")
-        fn = getattr(provider, "memory_types", None) if getattr(provider, "allocator", None) is not None else None
+        fn = getattr(provider, "memory_types", None)  # a plan-only device plans with them too
         return _no_host_io(node) if fn is None else fn(node)
 
     return types

@@ -5,7 +5,7 @@
 
 enum BinaryOp { ADD = 0, SUB = 1, MUL = 2, DIV = 3, POW = 4, MAX_ = 5, MIN_ = 6 };
 enum UnaryOp { RELU = 0, SIGMOID = 1, TANH = 2, NEG = 3, EXP = 4, LOG = 5, SQRT = 6, ABS = 7,
-               ERF = 8, RECIPROCAL = 9, GELU = 10, GELU_TANH = 11, IDENTITY = 12 };
+               ERF = 8, RECIPROCAL = 9, GELU = 10, GELU_TANH = 11, IDENTITY = 12, SIN = 13, COS = 14 };
 
 __device__ __forceinline__ float binary(int op, float a, float b) {
   switch (op) {
@@ -33,6 +33,8 @@ __device__ __forceinline__ float unary(int op, float v) {
     case RECIPROCAL: return 1.f / v;
     case GELU: return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
     case GELU_TANH: return 0.5f * v * (1.f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+    case SIN: return sinf(v);
+    case COS: return cosf(v);
     default: return v;
   }
 }
