@@ -354,3 +354,19 @@ def test_group_query_attention_bfloat16_vs_onnxruntime_in_float32(ep, gqa_kit):
     for b, n in enumerate(np.asarray(inputs[5]) + 1):
         np.testing.assert_allclose(o[b, :1].astype(np.float32), ro[b, :1], rtol=3e-2, atol=3e-2)
         np.testing.assert_allclose(pk[b, :, :n].astype(np.float32), rpk[b, :, :n], rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("op,inputs,attrs,opset", [
+    ("Where", [RNG.random((2, 1, 4)) > 0.5, _X[:, :1], _X], {}, 17),
+    ("IsNaN", [np.array([1.0, np.nan, -np.inf], np.float32)], {}, 20),
+    ("ReduceMean", [_X], {"axes": [-1], "keepdims": 1}, 17),
+    ("ReduceSum", [_X, np.array([1, 2], _I)], {"keepdims": 0}, 13),
+    ("Sin", [_X * 10], {}, 17),
+    ("Cos", [_X.astype(ml_dtypes.bfloat16)], {}, 17),
+])
+def test_where_reduce_and_trigonometry_vs_onnx_reference(ep, op, inputs, attrs, opset):
+    (y,), _ = ep.run_op(op, inputs, attrs, opset=opset)
+    want = _reference(op, inputs, attrs, opset)
+    assert y.shape == want.shape and y.dtype == want.dtype
+    np.testing.assert_allclose(y.astype(np.float64), want.astype(np.float64), rtol=1e-2 if y.dtype.itemsize == 2 else 1e-5,
+                               atol=1e-2 if y.dtype.itemsize == 2 else 1e-5)
