@@ -370,3 +370,25 @@ def test_where_reduce_and_trigonometry_vs_onnx_reference(ep, op, inputs, attrs, 
     assert y.shape == want.shape and y.dtype == want.dtype
     np.testing.assert_allclose(y.astype(np.float64), want.astype(np.float64), rtol=1e-2 if y.dtype.itemsize == 2 else 1e-5,
                                atol=1e-2 if y.dtype.itemsize == 2 else 1e-5)
+
+
+@pytest.mark.parametrize("m", [1, 24])
+@pytest.mark.parametrize("zero_points", [False, True])
+def test_eight_bit_matmul_nbits_vs_onnxruntime(ep, m, zero_points):
+    n, k, bs = 96, 256, 32
+    kb = k // bs
+    a = _f(m, k)
+    b = RNG.integers(0, 256, (n, kb, bs), dtype=np.uint8)
+    scales = (RNG.random(n * kb).astype(np.float32) + 0.5) * 0.01
+    zp = RNG.integers(0, 256, n * kb, dtype=np.uint8) if zero_points else None
+    attrs = {"N": n, "K": k, "bits": 8, "block_size": bs}
+    (y,), _ = ep.run_op("MatMulNBits", [a, b, scales] + ([zp] if zero_points else []), attrs, domain="com.microsoft",
+                        opset=1, node_name="q8")
+    names = ["A", "B", "scales"] + (["zp"] if zero_points else [])
+    inits = [helper.make_tensor("B", TensorProto.UINT8, b.shape, b.tobytes(), raw=True),
+             helper.make_tensor("scales", TensorProto.FLOAT, scales.shape, scales.tobytes(), raw=True)]
+    if zero_points:
+        inits.append(helper.make_tensor("zp", TensorProto.UINT8, zp.shape, zp.tobytes(), raw=True))
+    node = helper.make_node("MatMulNBits", names, ["Y"], domain="com.microsoft", **attrs)
+    _close(y, _ort_cpu(node, {"A": a}, inits), 2e-3)
+    assert ep.runtime.counters.last["q8"][1] == (4 * k * n if m > 8 else 0)

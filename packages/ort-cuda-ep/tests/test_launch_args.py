@@ -199,3 +199,14 @@ def test_bfloat16_launches_the_bf16_entry_points(op, shapes):
     (out,) = compute(rt, find_spec(op, "", 17), "n", arrays, {}, ScratchOnly(rt))
     assert out.dtype == np.dtype(ml_dtypes.bfloat16)
     assert all(entry.endswith("_bf16") for entry, *_ in rt.launches) and rt.launches
+
+
+@pytest.mark.parametrize("m,entries", [(1, ["mnb8_gemv_f32"]), (16, ["mnb8_dequant_f32", "matmul_f32"])])
+def test_eight_bit_matmul_nbits_launches(m, entries):
+    rt = RecordingRuntime()
+    n, k, bs = 64, 128, 32
+    a, b, s = rt.empty((m, k)), rt.empty((n, k // bs, bs), np.uint8), rt.empty((n * k // bs,))
+    (out,) = compute(rt, find_spec("MatMulNBits", "com.microsoft", 1), "q8", [a, b, s],
+                     {"N": n, "K": k, "bits": 8, "block_size": bs}, ScratchOnly(rt))
+    assert out.shape == (m, n) and [e for e, *_ in rt.launches] == entries
+    assert rt.counters.last["q8"] == (("scratch", 4 * k * n) if m > 8 else ("none", 0))

@@ -52,3 +52,39 @@ def test_kernel_layout_matches_onnxruntime(zero_points, k, bs):
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"A": a})[0]
     np.testing.assert_allclose(a @ dequant4(B, scales, zp, n, k, bs), want, rtol=1e-4, atol=1e-4)
+
+
+def dequant8(B, scales, zp, n_dim, k_dim, block_size):
+    """Element (k, n) of 8-bit weights exactly as the kernel's dequant<8> computes it."""
+    k_blocks = -(-k_dim // block_size)
+    flat = B.reshape(-1)
+    W = np.empty((k_dim, n_dim), np.float32)
+    for n in range(n_dim):
+        for k in range(k_dim):
+            kb = k // block_size
+            z = int(zp[n * k_blocks + kb]) if zp is not None else 128
+            W[k, n] = np.float32(int(flat[n * k_blocks * block_size + k]) - z) * scales[n * k_blocks + kb]
+    return W
+
+
+@pytest.mark.parametrize("zero_points", [False, True])
+def test_eight_bit_layout_matches_onnxruntime(zero_points):
+    ort = pytest.importorskip("onnxruntime")
+    rng = np.random.default_rng(1)
+    n, m, k, bs = 12, 3, 64, 32
+    kb = k // bs
+    B = rng.integers(0, 256, (n, kb, bs), dtype=np.uint8)
+    scales = (rng.random(n * kb).astype(np.float32) + 0.5) * 0.01
+    zp = rng.integers(0, 256, n * kb, dtype=np.uint8) if zero_points else None
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    names = ["A", "B", "scales"] + (["zp"] if zero_points else [])
+    inits = [helper.make_tensor("B", TensorProto.UINT8, B.shape, B.tobytes(), raw=True),
+             helper.make_tensor("scales", TensorProto.FLOAT, scales.shape, scales.tobytes(), raw=True)]
+    if zero_points:
+        inits.append(helper.make_tensor("zp", TensorProto.UINT8, zp.shape, zp.tobytes(), raw=True))
+    node = helper.make_node("MatMulNBits", names, ["Y"], domain="com.microsoft", K=k, N=n, bits=8, block_size=bs)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("A", TensorProto.FLOAT, [m, k])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [m, n])], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"A": a})[0]
+    np.testing.assert_allclose(a @ dequant8(B, scales, zp, n, k, bs), want, rtol=1e-4, atol=1e-4)

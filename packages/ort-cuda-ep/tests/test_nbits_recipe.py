@@ -25,7 +25,7 @@ def test_empty_output_needs_zero(m, n, k):
 
 
 @pytest.mark.parametrize("args", [
-    (16, 64, 64, 8, 32), (16, 64, 64, 4, 24), (16, 64, 64, 4, 8), (-1, 64, 64, 4, 32), (16, "N", 64, 4, 32),
+    (16, 64, 64, 2, 32), (16, 64, 64, 4, 24), (16, 64, 64, 4, 8), (-1, 64, 64, 4, 32), (16, "N", 64, 4, 32),
     (16, 2**31 - 1, 2**31 - 1, 4, 32),  # 4*K*N overflows 63 bits
     (2**31 - 1, 2**31 - 1, 64, 4, 32),  # output elements overflow
 ])
@@ -43,3 +43,9 @@ def test_envelope_over_m():
 def test_float16_tiled_workspace_is_half():
     assert matmul_nbits_recipe(16, 1024, 512, 4, 32, itemsize=2).workspace_bytes == 2 * 1024 * 512
     assert matmul_nbits_recipe(16, 1024, 512, 4, 32, itemsize=8) is None
+
+
+@pytest.mark.parametrize("m,path,ws", [(1, "gemv", 0), (8, "gemv", 0), (9, "tiled", 4 * 64 * 128)])
+def test_eight_bit_weights_follow_the_same_paths(m, path, ws):
+    r = matmul_nbits_recipe(m, 128, 64, 8, 32)
+    assert (r.path, r.workspace_bytes) == (path, ws)  # dequantized B in A's type, whatever the bit width

@@ -242,16 +242,17 @@ def _matmul_nbits(rt, new: OutputSink, node, inputs, attrs, ws) -> DeviceArray:
     M = int(np.prod(a.shape[:-1], dtype=np.int64))
     k_blocks = -(-K // bs)
     sfx = _sfx(a, scales, bias)
-    recipe = matmul_nbits_recipe(M, N, K, attrs.get("bits", 4), bs, a.dtype.itemsize)
+    bits = int(attrs.get("bits", 4))
+    recipe = matmul_nbits_recipe(M, N, K, bits, bs, a.dtype.itemsize)
     if recipe is None:
         raise KernelLaunchError(f"MatMulNBits: shape {a.shape!r} with N={N!r}, K={K!r} is out of range")
     out = new(0, a.shape[:-1] + (N,), a.dtype)
     wsp = _workspace(rt, ws, node, recipe.workspace_bytes)
     if recipe.path == "gemv":
-        rt.launch("matmul_nbits", f"mnb4_gemv_{sfx}", (math.ceil(N / 4),), (128,),
+        rt.launch("matmul_nbits", f"mnb{bits}_gemv_{sfx}", (math.ceil(N / 4),), (128,),
                   [ptr(a), ptr(b), ptr(scales), ptr(zp), ptr(bias), ptr(out), i32(M), i32(N), i32(K), i32(bs), i32(k_blocks)])
     elif recipe.path == "tiled":
-        rt.launch("matmul_nbits", f"mnb4_dequant_{sfx}", (_grid1d(N * K),), (256,),
+        rt.launch("matmul_nbits", f"mnb{bits}_dequant_{sfx}", (_grid1d(N * K),), (256,),
                   [ptr(b), ptr(scales), ptr(zp), ptr(wsp), i32(N), i32(K), i32(bs), i32(k_blocks)])
         _gemm_launch(rt, a.dtype, a, wsp, out, bias, M, N, K, K, 1, N, 1, 1, 0, 0, 0, 0, 1, 1.0, 1.0)
     return out

@@ -1,6 +1,6 @@
 """MatMulNBits workspace recipe: GEMV at small M needs none, the tiled path dequantizes B first.
 
-The tiled path (M > ``GEMV_MAX_M``) expands the 4-bit weights into a ``[K, N]`` buffer of A's type
+The tiled path (M > ``GEMV_MAX_M``) expands the 4- or 8-bit weights into a ``[K, N]`` buffer of A's type
 (float32: 4 bytes, float16: 2) in the workspace and runs the tiled GEMM on it; the GEMV path reads
 the packed weights directly.
 """
@@ -14,7 +14,7 @@ from ._checked import dim, mul, span
 __all__ = ["GEMV_MAX_M", "MatMulNBitsRecipe", "matmul_nbits_recipe", "matmul_nbits_workspace_envelope"]
 
 GEMV_MAX_M = 8
-SUPPORTED_BITS = (4,)
+SUPPORTED_BITS = (4, 8)
 
 
 @attrs.define(frozen=True)

@@ -238,12 +238,19 @@ def _matmul_nbits(f: NodeFacts, opset: int) -> Rejection | None:
     if r:
         return r
     bits, bs, k = f.attrs.get("bits", 4), f.attrs.get("block_size"), f.attrs.get("K")
-    if bits != 4:
-        return Rejection("attribute", f"bits={bits!r}", "bits=4", "quantize to 4 bits, or leave this node to the CPU EP")
+    if bits not in (4, 8):
+        return Rejection("attribute", f"bits={bits!r}", "bits=4 or bits=8",
+                         "quantize to 4 or 8 bits, or leave this node to the CPU EP")
     if not isinstance(bs, int) or bs < 16 or bs & (bs - 1):
         return Rejection("attribute", f"block_size={bs!r}", "a power of two >= 16", "re-quantize with block_size 32/64/128")
     if f.present(4):
         return Rejection("input", "g_idx (act-order) input", "no g_idx", "export without act-order, or use the CPU EP")
+    b_shape, n = f.shapes[1] if len(f.shapes) > 1 else None, f.attrs.get("N")
+    if b_shape is not None and isinstance(k, int) and isinstance(n, int):
+        want = (n, -(-k // bs), bs * bits // 8)
+        if len(b_shape) != 3 or any(isinstance(d, int) and d != w for d, w in zip(b_shape, want)):
+            return Rejection("shape", f"B (input 1, {f.inputs[1]!r}) shape {b_shape!r} for N={n}, K={k}, "
+                             f"block_size={bs}, bits={bits}", f"B of shape {list(want)!r}", "fix the model")
     last = f.shapes[0][-1] if f.shapes[0] else None
     if not f.shapes[0] or (isinstance(last, int) and last != k):
         return Rejection("shape", f"A shape {f.shapes[0]!r} with K={k!r}", "A[..., K]", "fix the model")
