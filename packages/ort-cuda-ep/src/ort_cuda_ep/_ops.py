@@ -96,6 +96,10 @@ class OpSpec:
     host_outputs: tuple[int, ...] = ()  # outputs made in host memory (Shape's)
 
 
+_INTEGERS = frozenset({TensorProto.INT64, TensorProto.INT32, TensorProto.INT16, TensorProto.INT8, TensorProto.UINT64,
+                       TensorProto.UINT32, TensorProto.UINT16, TensorProto.BOOL})
+
+
 def _dtypes(f: NodeFacts, want: Mapping[int, tuple[int, ...]]) -> Rejection | None:
     for i, ok in want.items():
         if not f.present(i):
@@ -108,9 +112,11 @@ def _dtypes(f: NodeFacts, want: Mapping[int, tuple[int, ...]]) -> Rejection | No
             from ort_graph import dtype_name
 
             names = "/".join(dtype_name(t) for t in ok)
+            integer_math = got in _INTEGERS and not set(ok) & _INTEGERS
             return Rejection("dtype", f"input {i} ({f.inputs[i]!r}) has dtype {dtype_name(got)!r}",
                              f"{names} for input {i}",
-                             "cast before this node, or leave it to the CPU EP")
+                             "integer tensors are shape arithmetic: leave this node to the CPU EP with the nodes that "
+                             "read it" if integer_math else "cast before this node, or leave it to the CPU EP")
     return None
 
 

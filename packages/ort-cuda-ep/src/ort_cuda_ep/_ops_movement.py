@@ -25,7 +25,7 @@ _SHAPE_MATH = "integer tensors are shape arithmetic: leave this node to the CPU 
 def _float_data(f: NodeFacts, idx: tuple[int, ...] = (0,)) -> Rejection | None:
     r = _dtypes(f, {i: FLOATS for i in idx})
     if r is not None and r.aspect == "dtype" and "unknown" not in r.detail:
-        return Rejection("dtype", r.detail, "float32/float16/bfloat16 data", _SHAPE_MATH)
+        return Rejection("dtype", r.detail, "float32/float16/bfloat16 data", r.remedy)
     return r or _floats(f, idx)
 
 
