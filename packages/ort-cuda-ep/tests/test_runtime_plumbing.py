@@ -101,8 +101,12 @@ def test_device_inputs_pass_through_without_copies(ep):
     assert ep.allocator.bytes_in_use == 0
 
 
-def test_gpu_check_script_runs_end_to_end_on_the_recording_driver(ep, tmp_path):
-    """A smoke run of gpu_check.py's benchmark half (its test half needs a real GPU)."""
+def test_gpu_check_script_runs_end_to_end_on_the_recording_driver(ep, tmp_path, monkeypatch):
+    """A smoke run of gpu_check.py's benchmark half (its test half needs a real GPU); sessions it builds
+    run on another recording driver (kernels are not executed, so only the plumbing is checked)."""
+    from ort_cuda_ep.testing import install_driver
+
+    session_driver = install_driver(monkeypatch, RecordingDriver())
     import importlib.util
     import json
     import pathlib
@@ -119,6 +123,15 @@ def test_gpu_check_script_runs_end_to_end_on_the_recording_driver(ep, tmp_path):
     assert len(kernels) == 17 and all(r["ms"] == 0.5 for r in report["kernels"])
     assert kernels[-1].startswith("GQA fp16")
     assert report["leaked_bytes"] == 0
+    try:
+        import ort_session  # noqa: F401
+    except ImportError:
+        assert report["sessions"] == []  # ort-cuda-ep alone: the session half is skipped
+    else:
+        (row,) = report["sessions"]
+        assert row["cuda_nodes"] > 100 and row["cuda_allocations"] == 0 == row["cpu_allocations"]
+        assert row["device_memory"]["peak"] <= row["device_memory"]["capacity"] == 1 << 30
+        assert session_driver.memory == {}  # every session closed
 
 
 
