@@ -156,7 +156,8 @@ def _fit_exactly(g: Any, eps: Sequence[Any], limits: dict[str, int], target: Any
         return place(g, eps, budgets=others or None, estimator=estimator, fallback=fallback, stats=stats,
                      allowed=allowed, node_order=order)
 
-    # bytes only grow with more units, so bisect for the largest count that fits, starting from the estimate
+    # bytes only grow with more units: gallop away from the estimate (the answer is usually a few units from
+    # it), then bisect the last step, for the largest count that fits; each check plans a whole placement
     checked: dict[int, Placement] = {}
 
     def ok(k: int) -> bool:
@@ -164,9 +165,15 @@ def _fit_exactly(g: Any, eps: Sequence[Any], limits: dict[str, int], target: Any
         return fits(checked[k])
 
     if ok(count):
-        lo, hi = count, len(units)  # lo fits
+        lo, step = count, 1  # lo fits
+        while lo < len(units) and ok(min(lo + step, len(units))):
+            lo, step = min(lo + step, len(units)), step * 2
+        hi = min(lo + step, len(units)) - 1 if lo < len(units) else lo
     else:
-        lo, hi = 0, count - 1
+        hi, step = count - 1, 1  # hi + 1 does not fit
+        while hi > 0 and not ok(max(hi + 1 - step, 0)):
+            hi, step = max(hi + 1 - step, 0) - 1, step * 2
+        lo = max(hi + 1 - step, 0) if hi > 0 else 0
         if lo not in checked:
             checked[lo] = realize(lo)  # nothing on the device: the fallback takes everything
     while lo < hi:
