@@ -67,3 +67,21 @@ def test_a_providers_own_device_name_is_a_designator():
     assert match_device("simgpu", [Sim(), "CPUExecutionProvider"]) == "SimulatedGPUExecutionProvider"
     assert match_device("SIMGPU", [Sim()]) == "SimulatedGPUExecutionProvider"
     assert match_device("cpu", [Sim(), "CPUExecutionProvider"]) == "CPUExecutionProvider"
+
+
+def test_exact_fit_finds_every_answer_above_and_below_the_estimate_in_few_checks():
+    m = zoo.decoder(zoo.DecoderConfig(layers=12, hidden=16, heads=2, kv_heads=1, vocab=32, intermediate=16))
+    resolve_shapes(m, dims={"batch": 1, "sequence": 4, "past_sequence": 0})
+    ep = OpSetProvider("CUDAExecutionProvider")
+    estimate = auto_fit(m.graph, [ep, "CPUExecutionProvider"], "cuda:40KiB").layers_on_device
+    assert 0 < estimate < 12
+    for limit in range(0, 13):
+        calls = []
+
+        def fits(placement, limit=limit):
+            calls.append(1)
+            return len(_layers_of(placement, "CUDAExecutionProvider")) <= limit
+
+        fit = auto_fit(m.graph, [ep, "CPUExecutionProvider"], "cuda:40KiB", fits=fits)
+        assert fit.layers_on_device == limit, (limit, estimate)
+        assert len(calls) <= 2 * abs(limit - estimate).bit_length() + 3  # galloping, not a scan
