@@ -78,7 +78,7 @@ def test_exact_fit_finds_every_answer_above_and_below_the_estimate_in_few_checks
     for limit in range(0, 13):
         calls = []
 
-        def fits(placement, limit=limit):
+        def fits(placement, limit=limit, calls=calls):
             calls.append(1)
             return len(_layers_of(placement, "CUDAExecutionProvider")) <= limit
 

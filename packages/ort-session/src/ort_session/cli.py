@@ -142,11 +142,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"  run: median {np.median(times) * 1e3:.1f} ms over {len(times)} run(s); {stats.nodes_run} nodes; "
           f"{stats.allocations} runtime allocations; workspace from plan {stats.workspace_from_plan}, "
           f"scratch fallbacks {stats.scratch_fallbacks}")
-    for device, use in sess.device_memory().items():  # measured by the device's allocator
-        cap = use["capacity"]
-        print(f"  {device} memory: peak {ort_partition.format_bytes(use['peak'])} (weights "
-              f"{ort_partition.format_bytes(use['weights'])}) of capacity "
-              f"{'unlimited' if cap is None else ort_partition.format_bytes(cap)}")
+    _device_lines(sess, lambda line: print("  " + line))
     if args.check:
         worst = _check(sess, args.model, feeds, outs)
         ok = worst <= args.tolerance
@@ -182,7 +178,18 @@ def cmd_generate(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - t
     _progress(f"{count} tokens in {elapsed:.2f} s ({elapsed / max(count, 1) * 1e3:.1f} ms/token); "
               f"{allocations} runtime allocations in total ({sess.last_run_stats.layout})")
+    _device_lines(sess, _progress)
+    sess.close()
     return 0
+
+
+def _device_lines(sess: InferenceSession, emit) -> None:
+    """Each device's peak as measured by its allocator, against the capacity it is held to."""
+    for device, use in sess.device_memory().items():
+        cap = use["capacity"]
+        emit(f"{device} memory: peak {ort_partition.format_bytes(use['peak'])} (weights "
+             f"{ort_partition.format_bytes(use['weights'])}) of capacity "
+             f"{'unlimited' if cap is None else ort_partition.format_bytes(cap)}")
 
 
 def cmd_kernels(args: argparse.Namespace) -> int:
