@@ -90,3 +90,18 @@ def test_declined_with_reasons(facts, opset, aspect, text):
 def test_reduction_axes_from_an_initializer_are_claimed():
     spec, rejection = check_node(_facts("ReduceMean", [(2, 3, 4), (1,)], (F, I64), consts={1: (-1,)}), 18)
     assert rejection is None and spec.host_inputs == (1,)
+
+
+@pytest.mark.parametrize("op,inputs,attrs", [
+    ("MatMul", [R.standard_normal((2, 3, 5, 8)), R.standard_normal((8, 4))], {}),
+    ("MatMul", [R.standard_normal((2, 5, 8)), R.standard_normal((2, 8, 3))], {}),
+    ("MatMul", [R.standard_normal(8), R.standard_normal((8, 3))], {}),
+    ("MatMul", [R.standard_normal((4, 8)), R.standard_normal(8)], {}),
+    ("Gemm", [R.standard_normal((8, 5)), R.standard_normal((6, 8)), R.standard_normal(6)],
+     {"transA": 1, "transB": 1, "alpha": 0.5, "beta": 2.0}),
+    ("Gemm", [R.standard_normal((5, 8)), R.standard_normal((8, 6)), R.standard_normal((5, 1))], {}),
+    ("Softmax", [R.standard_normal((3, 4, 17))], {"axis": -1}),
+])
+def test_matmul_gemm_softmax_launch_code_on_the_emulated_kernels(op, inputs, attrs):
+    """matmul.cu / softmax.cu emulated (their index math: strides, batches, bias broadcast, transposes)."""
+    _close(op, [np.asarray(a, np.float32) for a in inputs], attrs, 13, tol=1e-5)

@@ -97,3 +97,99 @@ def emulate_simple(entry: str, v: list[Any], resolve: Resolve) -> None:
         y[_index(y, y0 + np.arange(n))] = res.astype(t)
     else:
         raise AssertionError(f"no emulation for {entry!r}")
+
+
+# -- compute kernels: matmul.cu, softmax.cu, rms_norm.cu, matmul_nbits.cu ------------------------------
+COMPUTE_PREFIXES = ("matmul_", "softmax_", "rms_norm_", "skip_rms_norm_", "mnb4_", "mnb8_")
+
+
+def _rows(arr: np.ndarray, at: int, count: int) -> np.ndarray:
+    return arr[_index(arr, at + np.arange(count))]
+
+
+def _dequant(bits: int, b: np.ndarray, b0: int, s: np.ndarray, s0: int, zp: np.ndarray | None, z0: int, n_dim: int,
+             k_dim: int, block: int, k_blocks: int) -> np.ndarray:
+    """[K, N] weights exactly as matmul_nbits.cu's dequant<BITS> computes them (float32)."""
+    k, n = np.meshgrid(np.arange(k_dim), np.arange(n_dim), indexing="ij")
+    kb = k // block
+    row_bytes = k_blocks * block * bits // 8
+    if bits == 4:
+        byte = b[_index(b, b0 + n * row_bytes + (k >> 1))].astype(np.int64)
+        q = np.where(k & 1, byte >> 4, byte & 0xF)
+        if zp is None:
+            z = np.full_like(q, 8)
+        else:
+            zb = zp[_index(zp, z0 + n * ((k_blocks + 1) >> 1) + (kb >> 1))].astype(np.int64)
+            z = np.where(kb & 1, zb >> 4, zb & 0xF)
+    else:
+        q = b[_index(b, b0 + n * row_bytes + k)].astype(np.int64)
+        z = np.full_like(q, 128) if zp is None else zp[_index(zp, z0 + n * k_blocks + kb)].astype(np.int64)
+    return (q - z).astype(np.float32) * s[_index(s, s0 + n * k_blocks + kb)].astype(np.float32)
+
+
+def emulate_compute(entry: str, v: list[Any], grid: tuple[int, ...], resolve: Resolve) -> None:
+    """Execute one launch of a compute kernel as its .cu code does (float32 math, outputs rounded to the
+    storage type); `grid` is the launch grid (matmul's z is its batch count)."""
+    kind, _, sfx = entry.rpartition("_")
+    t = _TYPES[sfx]
+    if kind == "matmul":
+        (a, a0), (b, b0), (c, c0) = (_view(resolve, p, t) for p in v[:3])
+        bias = _view(resolve, v[3], t) if v[3] else None
+        M, N, K, a_m, a_k, b_k, b_n, ba, bb, bc, bias_m, bias_n, batch_bias, alpha, beta = v[4:19]
+        m, k, n = np.arange(M)[:, None], np.arange(K)[None, :], np.arange(N)[None, :]
+        for z in range(grid[2] if len(grid) > 2 else 1):
+            am = a[_index(a, a0 + z * ba + m * a_m + k * a_k)].astype(np.float32)
+            bm = b[_index(b, b0 + z * bb + np.arange(K)[:, None] * b_k + n * b_n)].astype(np.float32)
+            out = np.float32(alpha) * (am @ bm)
+            if bias is not None:
+                arr, at = bias
+                out = out + np.float32(beta) * arr[_index(arr, at + z * batch_bias + m * bias_m + n * bias_n)].astype(np.float32)
+            c[_index(c, c0 + z * bc + m * N + n)] = out.astype(t)
+    elif kind == "softmax":
+        (x, x0), (y, y0), rows, cols = _view(resolve, v[0], t), _view(resolve, v[1], t), v[2], v[3]
+        xr = _rows(x, x0, rows * cols).astype(np.float32).reshape(rows, cols)
+        e = np.exp(xr - xr.max(axis=1, keepdims=True))
+        y[_index(y, y0 + np.arange(rows * cols))] = (e / e.sum(axis=1, keepdims=True)).astype(t).reshape(-1)
+    elif kind in ("rms_norm", "skip_rms_norm"):
+        skip = kind == "skip_rms_norm"
+        xs = (v[0], v[1], v[2], v[3]) if skip else (v[0], None, None, v[1])
+        y_p, inv_p, sum_p = (v[4], v[5], v[6]) if skip else (v[2], v[3], 0)
+        rows, cols, eps = (v[7], v[8], v[9]) if skip else (v[4], v[5], v[6])
+        x, x0 = _view(resolve, xs[0], t)
+        s = _rows(x, x0, rows * cols).astype(np.float32).reshape(rows, cols)
+        if skip:
+            sk, k0 = _view(resolve, xs[1], t)
+            s = s + _rows(sk, k0, rows * cols).astype(np.float32).reshape(rows, cols)
+            if xs[2]:
+                bi, i0 = _view(resolve, xs[2], t)
+                s = s + _rows(bi, i0, cols).astype(np.float32)
+            s = s.astype(t).astype(np.float32)  # the sum is rounded to T first, as a stored residual would be
+        sc, c0 = _view(resolve, xs[3], t)
+        r = (1.0 / np.sqrt((s * s).sum(axis=1, dtype=np.float32) / np.float32(cols) + np.float32(eps))).astype(np.float32)
+        y, y0 = _view(resolve, y_p, t)
+        y[_index(y, y0 + np.arange(rows * cols))] = (s * r[:, None] * _rows(sc, c0, cols).astype(np.float32)).astype(t).reshape(-1)
+        if inv_p:
+            inv, i0 = _view(resolve, inv_p, np.float32)
+            inv[_index(inv, i0 + np.arange(rows))] = r
+        if sum_p:
+            so, o0 = _view(resolve, sum_p, t)
+            so[_index(so, o0 + np.arange(rows * cols))] = s.astype(t).reshape(-1)
+    elif kind in ("mnb4_gemv", "mnb8_gemv"):
+        bits = 4 if kind.startswith("mnb4") else 8
+        (a, a0), (b, b0), (s, s0) = _view(resolve, v[0], t), _view(resolve, v[1], np.uint8), _view(resolve, v[2], t)
+        zp, z0 = _view(resolve, v[3], np.uint8) if v[3] else (None, 0)
+        bias = _view(resolve, v[4], t) if v[4] else None
+        (y, y0), M, N, K, block, k_blocks = _view(resolve, v[5], t), *v[6:11]
+        w = _dequant(bits, b, b0, s, s0, zp, z0, N, K, block, k_blocks)
+        out = _rows(a, a0, M * K).astype(np.float32).reshape(M, K) @ w
+        if bias is not None:
+            out = out + _rows(bias[0], bias[1], N).astype(np.float32)
+        y[_index(y, y0 + np.arange(M * N))] = out.astype(t).reshape(-1)
+    elif kind in ("mnb4_dequant", "mnb8_dequant"):
+        bits = 4 if kind.startswith("mnb4") else 8
+        (b, b0), (s, s0) = _view(resolve, v[0], np.uint8), _view(resolve, v[1], t)
+        zp, z0 = _view(resolve, v[2], np.uint8) if v[2] else (None, 0)
+        (w, w0), N, K, block, k_blocks = _view(resolve, v[3], t), *v[4:8]
+        w[_index(w, w0 + np.arange(K * N))] = _dequant(bits, b, b0, s, s0, zp, z0, N, K, block, k_blocks).astype(t).reshape(-1)
+    else:
+        raise AssertionError(f"no emulation for {entry!r}")

@@ -22,7 +22,7 @@ import numpy as np
 
 from ort_abi import EpIdentity, NullDeviceAllocator
 
-__all__ = ["EmulatingRuntime", "RecordingDriver", "RecordingRuntime", "SIGNATURES", "emulate_gqa", "fake_device", "install_driver",
+__all__ = ["EmulatingDriver", "EmulatingRuntime", "RecordingDriver", "RecordingRuntime", "SIGNATURES", "emulate_gqa", "fake_device", "install_driver",
            "kernel_signatures", "run_with_reference"]
 
 _CTYPE = {"ptr": ctypes.c_void_p, "int": ctypes.c_int, "long long": ctypes.c_longlong, "float": ctypes.c_float}
@@ -129,16 +129,21 @@ class EmulatingRuntime(RecordingRuntime):
     Every read and write is bounds-checked against its allocation."""
 
     def launch(self, source: str, entry: str, grid, block, args, shared_bytes: int = 0) -> None:
-        from ._emulate import SIMPLE_PREFIXES, emulate_simple
-
         super().launch(source, entry, grid, block, args, shared_bytes)
-        values = [v for v, _ in args]
-        if entry.startswith("gqa_"):
-            emulate_gqa(entry, values, self.array_at)
-        elif entry.startswith(SIMPLE_PREFIXES):
-            emulate_simple(entry, values, self.resolve)
-        else:
-            raise AssertionError(f"no emulation for {entry!r}")
+        _emulate_launch(entry, [v for v, _ in args], tuple(grid), self.resolve, self.array_at)
+
+
+def _emulate_launch(entry: str, values: list[Any], grid: tuple[int, ...], resolve: Any, array_at: Any) -> None:
+    from ._emulate import COMPUTE_PREFIXES, SIMPLE_PREFIXES, emulate_compute, emulate_simple
+
+    if entry.startswith("gqa_"):
+        emulate_gqa(entry, values, array_at)
+    elif entry.startswith(SIMPLE_PREFIXES):
+        emulate_simple(entry, values, resolve)
+    elif entry.startswith(COMPUTE_PREFIXES):
+        emulate_compute(entry, values, (list(grid) + [1, 1])[:3], resolve)
+    else:
+        raise AssertionError(f"no emulation for {entry!r}")
 
 
 def run_with_reference(op: str, inputs: list[Any], attrs: dict[str, Any] | None = None, opset: int = 17,
@@ -295,6 +300,10 @@ class RecordingDriver:
         self.calls.append(("launch", fn[1], (gx, gy, gz), (bx, by, bz)))
         return self._ok()
 
+    def resolve(self, pointer: int) -> tuple[np.ndarray, int]:
+        mem, offset = self._find(pointer)
+        return np.frombuffer(mem, np.uint8), offset
+
     # events, for gpu_check.py's timing loop (every kernel 'takes' 0.5 ms)
     def cuEventCreate(self, flags):
         return self._ok(object())
@@ -310,6 +319,17 @@ class RecordingDriver:
 
     def cuEventDestroy(self, ev):
         return self._ok()
+
+
+class EmulatingDriver(RecordingDriver):
+    """A RecordingDriver whose launches also run in numpy as the kernels do (every kernel but
+    MultiHeadAttention's): a whole session on it computes real outputs, so a model split across the
+    "device" and the CPU can be compared with a CPU-only run without a GPU."""
+
+    def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
+        result = super().cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shmem, stream, params, extra)
+        _emulate_launch(fn[1], list(params[0]), (gx, gy, gz), self.resolve, self.array_at)
+        return result
 
 
 # -- gqa.cu in numpy -----------------------------------------------------------------------------------
