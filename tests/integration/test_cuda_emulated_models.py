@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from ort_graph import zoo
-from ort_session import InferenceSession
+from ort_session import InferenceSession, generate_inputs
 
 ort_cuda_ep = pytest.importorskip("ort_cuda_ep", reason="ort-cuda-ep is not installed")
 from ort_cuda_ep.testing import EmulatingDriver, install_driver  # noqa: E402
@@ -55,25 +55,6 @@ def test_the_demo_decoder_split_across_cuda_and_cpu_matches_the_cpu_only_run(dri
     assert driver.memory == {}
 
 
-def _feeds_for(model, seq=5, past=3):
-    rng = np.random.default_rng(0)
-    feeds = {}
-    for name in model.graph.inputs:
-        if name in model.graph.initializers:
-            continue
-        v = model.graph.values[name]
-        shape = [d if isinstance(d, int) else past if "past" in d else past + seq if "total" in d else 1
-                 if "batch" in d else 16 if "kv_cache_dim" in d else seq for d in v.shape]
-        if name == "input_ids":
-            feeds[name] = rng.integers(0, 256, shape).astype(np.int64)
-        elif name == "attention_mask":
-            feeds[name] = np.ones(shape, np.int64)
-        else:
-            dtype = {1: np.float32, 10: np.float16}[v.dtype]
-            feeds[name] = rng.standard_normal(shape).astype(dtype)
-    return feeds
-
-
 # the int4/int8 CPU exports carry accuracy_level=4: onnxruntime's CPU kernel quantizes the activations to
 # int8 there, while the CUDA kernels (like onnxruntime's CUDA EP) compute in float: ~1e-2 apart on logits
 @pytest.mark.parametrize("export,tol", [("genai_fp32_cpu/model.onnx", 2e-4), ("genai_int4_cpu/model.onnx", 1e-2),
@@ -86,7 +67,7 @@ def test_real_exports_on_the_emulated_device_match_onnxruntime(shared_models, dr
     path = shared_models / "llama_l4" / export
     if not path.exists():
         pytest.skip(f"{path} is not present")
-    feeds = _feeds_for(load(path))
+    feeds = generate_inputs(load(path).graph, {"sequence_length": 5, "past_sequence_length": 3, "kv_cache_dim": 16})
     sess = _quiet(InferenceSession, str(path), {"budgets": "cuda:1GiB"}, providers=[CUDA, "CPUExecutionProvider"])
     graph = sess.model.graph
     layers = [n for n in graph.nodes if "layers." in n.name and not n.op_type.startswith("Memcpy")]

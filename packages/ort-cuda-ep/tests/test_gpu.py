@@ -1,6 +1,8 @@
-"""On a GPU: every kernel against numpy / onnxruntime's CPU EP, and workspace declared == used.
+"""Every kernel against numpy / onnxruntime's CPU EP / onnx.reference, and workspace declared == used.
 
-Skipped, with the discovery reason, where no CUDA driver/device is present (CI, this machine)."""
+Each test runs twice: on the GPU (`gpu` marker; skipped with the discovery reason where there is none)
+and on ort_cuda_ep.testing.EmulatingRuntime (`emulated`: each launch executed in numpy as its kernel
+does), so the tests' own logic and the launch code they drive are checked in CI as well."""
 
 from __future__ import annotations
 
@@ -14,11 +16,23 @@ from ort_cuda_ep import CudaExecutionProvider, attention_recipe, matmul_nbits_re
 from ort_cuda_ep._kernel import CudaKernel
 from ort_cuda_ep._ops import find_spec
 
-pytestmark = pytest.mark.gpu
 
+@pytest.fixture(scope="module", params=[pytest.param("device", marks=pytest.mark.gpu),
+                                        pytest.param("emulated", marks=pytest.mark.emulated)])
+def ep(request):
+    """The real device; and, everywhere, the same tests on ort_cuda_ep.testing.EmulatingRuntime (each
+    launch executed in numpy as its kernel does), so this suite's own logic runs in CI too."""
+    if request.param == "emulated":
+        import ort_cuda_ep._ep as ep_module
+        from ort_cuda_ep.testing import EmulatingRuntime, fake_device
 
-@pytest.fixture(scope="module")
-def ep():
+        mp = pytest.MonkeyPatch()
+        mp.setattr(ep_module, "discover", lambda device_id=0: fake_device("h200"))
+        ep = CudaExecutionProvider()
+        ep._runtime = EmulatingRuntime("h200")
+        yield ep
+        mp.undo()
+        return
     ep = CudaExecutionProvider()
     if not ep.can_run:
         pytest.skip(f"no CUDA driver/device: {ep.unavailable_reason}")
@@ -119,6 +133,17 @@ def _ort_cpu(node, inputs, inits):
     return sess.run(None, inputs)[0]
 
 
+def _ort_nbits(a, b, scales, zp, attrs):
+    """onnxruntime's CPU MatMulNBits with these packed weights (and zero points when given)."""
+    names = ["A", "B", "scales"] + (["zp"] if zp is not None else [])
+    inits = [helper.make_tensor("B", TensorProto.UINT8, b.shape, b.tobytes(), raw=True),
+             helper.make_tensor("scales", TensorProto.FLOAT, scales.shape, scales.tobytes(), raw=True)]
+    if zp is not None:
+        inits.append(helper.make_tensor("zp", TensorProto.UINT8, zp.shape, zp.tobytes(), raw=True))
+    node = helper.make_node("MatMulNBits", names, ["Y"], domain="com.microsoft", **attrs)
+    return _ort_cpu(node, {"A": a}, inits)
+
+
 def _quantized(n, k, bs, zero_points):
     kb = k // bs
     q = RNG.integers(0, 16, (n, kb, bs), dtype=np.uint8)
@@ -138,19 +163,18 @@ def test_matmul_nbits_vs_onnxruntime_and_workspace(ep, m, zero_points):
     attrs = {"N": n, "K": k, "bits": 4, "block_size": bs}
     inputs = [a, b, scales] + ([zp] if zero_points else [])
     (y,), ctx = ep.run_op("MatMulNBits", inputs, attrs, domain="com.microsoft", opset=1, node_name="q4")
-    names = ["A", "B", "scales"] + (["zp"] if zero_points else [])
-    inits = [helper.make_tensor("B", TensorProto.UINT8, b.shape, b.tobytes(), raw=True),
-             helper.make_tensor("scales", TensorProto.FLOAT, scales.shape, scales.tobytes(), raw=True)]
-    if zero_points:
-        inits.append(helper.make_tensor("zp", TensorProto.UINT8, zp.shape, zp.tobytes(), raw=True))
-    node = helper.make_node("MatMulNBits", names, ["Y"], domain="com.microsoft", **attrs)
-    _close(y, _ort_cpu(node, {"A": a}, inits), 2e-3)
+    _close(y, _ort_nbits(a, b, scales, zp, attrs), 2e-3)
     want = matmul_nbits_recipe(m, n, k, 4, bs).workspace_bytes
     source, used = ep.runtime.counters.last["q4"]
     assert used == want and source == ("scratch" if want else "none")
     kernel = CudaKernel(ep, find_spec("MatMulNBits", "com.microsoft", 1), _info("q4", "MatMulNBits", attrs))
-    slots = declare_workspace(kernel, [WorkspaceInputShape.shaped(t.shape) for t in inputs])
+    slots = declare_workspace(kernel, [_declared(t) for t in inputs])
     assert sum(s.size_bytes for s in slots) == used  # Level 2 == runtime
+
+
+def _declared(t):
+    """What a session declares for an input: its shape and element type."""
+    return WorkspaceInputShape.shaped(t.shape, helper.np_dtype_to_tensor_dtype(np.asarray(t).dtype))
 
 
 def _info(name, op, attrs):
@@ -316,8 +340,8 @@ def test_group_query_attention_vs_onnxruntime_with_planned_workspace(ep, gqa_kit
     want = gqa_recipe(b, s, p, h, d, ep.profile.sm_count).total_bytes
     kernel = CudaKernel(ep, find_spec("GroupQueryAttention", "com.microsoft", 1),
                         _info("gqa", "GroupQueryAttention", attrs))
-    slots = declare_workspace(kernel, [WorkspaceInputShape.shaped(t.shape) if t is not None
-                                       else WorkspaceInputShape.missing() for t in inputs])
+    slots = declare_workspace(kernel, [_declared(t) if t is not None else WorkspaceInputShape.missing()
+                                       for t in inputs])
     assert sum(sl.size_bytes for sl in slots) == want  # Level 2 == recipe
     planned = ep.allocator.alloc(max(want, 1))
     try:
@@ -384,11 +408,5 @@ def test_eight_bit_matmul_nbits_vs_onnxruntime(ep, m, zero_points):
     attrs = {"N": n, "K": k, "bits": 8, "block_size": bs}
     (y,), _ = ep.run_op("MatMulNBits", [a, b, scales] + ([zp] if zero_points else []), attrs, domain="com.microsoft",
                         opset=1, node_name="q8")
-    names = ["A", "B", "scales"] + (["zp"] if zero_points else [])
-    inits = [helper.make_tensor("B", TensorProto.UINT8, b.shape, b.tobytes(), raw=True),
-             helper.make_tensor("scales", TensorProto.FLOAT, scales.shape, scales.tobytes(), raw=True)]
-    if zero_points:
-        inits.append(helper.make_tensor("zp", TensorProto.UINT8, zp.shape, zp.tobytes(), raw=True))
-    node = helper.make_node("MatMulNBits", names, ["Y"], domain="com.microsoft", **attrs)
-    _close(y, _ort_cpu(node, {"A": a}, inits), 2e-3)
+    _close(y, _ort_nbits(a, b, scales, zp, attrs), 2e-3)
     assert ep.runtime.counters.last["q8"][1] == (4 * k * n if m > 8 else 0)

@@ -27,6 +27,21 @@ def dequant4(B, scales, zp, n_dim, k_dim, block_size):
     return W
 
 
+def _onnxruntime(ort, a, B, scales, zp, n, k, bits, bs):
+    """onnxruntime's CPU MatMulNBits on A with the given packed weights."""
+    m = a.shape[0]
+    names = ["A", "B", "scales"] + (["zp"] if zp is not None else [])
+    inits = [helper.make_tensor("B", TensorProto.UINT8, B.shape, B.tobytes(), raw=True),
+             helper.make_tensor("scales", TensorProto.FLOAT, scales.shape, scales.tobytes(), raw=True)]
+    if zp is not None:
+        inits.append(helper.make_tensor("zp", TensorProto.UINT8, zp.shape, zp.tobytes(), raw=True))
+    node = helper.make_node("MatMulNBits", names, ["Y"], domain="com.microsoft", K=k, N=n, bits=bits, block_size=bs)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("A", TensorProto.FLOAT, [m, k])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [m, n])], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"A": a})[0]
+
+
 @pytest.mark.parametrize("zero_points", [False, True])
 @pytest.mark.parametrize("k,bs", [(64, 16), (96, 32)])
 def test_kernel_layout_matches_onnxruntime(zero_points, k, bs):
@@ -41,16 +56,7 @@ def test_kernel_layout_matches_onnxruntime(zero_points, k, bs):
         z = rng.integers(0, 16, (n, (kb + 1) // 2 * 2), dtype=np.uint8)
         zp = (z[:, 0::2] | (z[:, 1::2] << 4)).astype(np.uint8).reshape(-1)
     a = rng.standard_normal((m, k)).astype(np.float32)
-    names = ["A", "B", "scales"] + (["zp"] if zero_points else [])
-    inits = [helper.make_tensor("B", TensorProto.UINT8, B.shape, B.tobytes(), raw=True),
-             helper.make_tensor("scales", TensorProto.FLOAT, scales.shape, scales.tobytes(), raw=True)]
-    if zero_points:
-        inits.append(helper.make_tensor("zp", TensorProto.UINT8, zp.shape, zp.tobytes(), raw=True))
-    node = helper.make_node("MatMulNBits", names, ["Y"], domain="com.microsoft", K=k, N=n, bits=4, block_size=bs)
-    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("A", TensorProto.FLOAT, [m, k])],
-                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [m, n])], inits)
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"A": a})[0]
+    want = _onnxruntime(ort, a, B, scales, zp, n, k, 4, bs)
     np.testing.assert_allclose(a @ dequant4(B, scales, zp, n, k, bs), want, rtol=1e-4, atol=1e-4)
 
 
@@ -77,14 +83,5 @@ def test_eight_bit_layout_matches_onnxruntime(zero_points):
     scales = (rng.random(n * kb).astype(np.float32) + 0.5) * 0.01
     zp = rng.integers(0, 256, n * kb, dtype=np.uint8) if zero_points else None
     a = rng.standard_normal((m, k)).astype(np.float32)
-    names = ["A", "B", "scales"] + (["zp"] if zero_points else [])
-    inits = [helper.make_tensor("B", TensorProto.UINT8, B.shape, B.tobytes(), raw=True),
-             helper.make_tensor("scales", TensorProto.FLOAT, scales.shape, scales.tobytes(), raw=True)]
-    if zero_points:
-        inits.append(helper.make_tensor("zp", TensorProto.UINT8, zp.shape, zp.tobytes(), raw=True))
-    node = helper.make_node("MatMulNBits", names, ["Y"], domain="com.microsoft", K=k, N=n, bits=8, block_size=bs)
-    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("A", TensorProto.FLOAT, [m, k])],
-                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [m, n])], inits)
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"A": a})[0]
+    want = _onnxruntime(ort, a, B, scales, zp, n, k, 8, bs)
     np.testing.assert_allclose(a @ dequant8(B, scales, zp, n, k, bs), want, rtol=1e-4, atol=1e-4)

@@ -33,7 +33,8 @@ def _view(resolve: Resolve, pointer: int, dtype: Any) -> tuple[np.ndarray, int]:
     return handle[: handle.nbytes // item * item].view(dtype), offset // item
 
 
-def _index(arr: np.ndarray, at: np.ndarray) -> np.ndarray:
+def _index(arr: np.ndarray, at: Any) -> np.ndarray:
+    at = np.asarray(at)
     assert at.size == 0 or (at.min() >= 0 and at.max() < arr.size), "a read or write outside the allocation"
     return at
 
@@ -191,5 +192,66 @@ def emulate_compute(entry: str, v: list[Any], grid: tuple[int, ...], resolve: Re
         zp, z0 = _view(resolve, v[2], np.uint8) if v[2] else (None, 0)
         (w, w0), N, K, block, k_blocks = _view(resolve, v[3], t), *v[4:8]
         w[_index(w, w0 + np.arange(K * N))] = _dequant(bits, b, b0, s, s0, zp, z0, N, K, block, k_blocks).astype(t).reshape(-1)
+    else:
+        raise AssertionError(f"no emulation for {entry!r}")
+
+
+def emulate_attention(entry: str, v: list[Any], resolve: Resolve) -> None:
+    """attention.cu (MultiHeadAttention, split-K over the keys) as its kernels compute it: each (row,
+    split) block's softmax over its visible keys, then the LSE-weighted merge of the splits."""
+    kind, _, sfx = entry.rpartition("_")
+    t = _TYPES[sfx]
+    if kind == "attn_split":
+        (q, q0), (k, k0), (vv, v0), (o, o0) = (_view(resolve, p, t) for p in v[:4])
+        lse, lse0 = _view(resolve, v[4], np.float32)
+        lse_acc = _view(resolve, v[5], np.float32) if v[5] else None
+        o_acc = _view(resolve, v[6], np.float32) if v[6] else None
+        B, H, Sq, L, D, Dr, scale, offset, splits, kps = v[7:17]
+        Q = _rows(q, q0, B * Sq * H * D).astype(np.float32).reshape(B, Sq, H, D) * np.float32(scale)
+        K = _rows(k, k0, B * L * H * D).astype(np.float32).reshape(B, L, H, D)
+        V = _rows(vv, v0, B * L * H * D).astype(np.float32).reshape(B, L, H, D)
+        rows = B * H * Sq
+        for split in range(splits):
+            for b in range(B):
+                for h in range(H):
+                    for qi in range(Sq):
+                        begin, end = split * kps, min(L, split * kps + kps)
+                        if offset >= 0:
+                            end = min(end, qi + offset + 1)
+                        row = (b * H + h) * Sq + qi
+                        out, row_lse = np.zeros(D, np.float32), np.float32(-np.inf)
+                        if end > begin:
+                            s = K[b, begin:end, h] @ Q[b, qi, h]
+                            m = s.max()
+                            p = np.exp(s - m)
+                            out = (p @ V[b, begin:end, h]) / p.sum()
+                            row_lse = m + np.log(p.sum())
+                        if splits == 1:
+                            o[_index(o, o0 + ((b * Sq + qi) * H + h) * D + np.arange(D))] = out.astype(t)
+                            lse[_index(lse, lse0 + row)] = row_lse
+                        else:
+                            acc, a0 = o_acc
+                            padded = np.zeros(Dr, np.float32)
+                            padded[:D] = out
+                            acc[_index(acc, a0 + (split * rows + row) * Dr + np.arange(Dr))] = padded
+                            la, l0 = lse_acc
+                            la[_index(la, l0 + split * rows + row)] = row_lse
+    elif kind == "attn_combine":
+        (la, l0), (acc, a0) = _view(resolve, v[0], np.float32), _view(resolve, v[1], np.float32)
+        (o, o0), (lse, lse0) = _view(resolve, v[2], t), _view(resolve, v[3], np.float32)
+        B, H, Sq, D, Dr, splits = v[4:10]
+        rows = B * H * Sq
+        lv = la[_index(la, l0 + np.arange(splits * rows))].reshape(splits, rows)
+        parts = acc[_index(acc, a0 + np.arange(splits * rows * Dr))].reshape(splits, rows, Dr)[:, :, :D]
+        mx = lv.max(axis=0)
+        e = np.where(np.isfinite(mx), np.exp(lv - np.where(np.isfinite(mx), mx, 0)), 0).astype(np.float32)
+        total = e.sum(axis=0)
+        w = np.where(total > 0, e / np.where(total > 0, total, 1), 0)
+        out = np.einsum("sr,srd->rd", w, parts).astype(np.float32)
+        r = np.arange(rows)
+        b, h, qi = r // (H * Sq), (r // Sq) % H, r % Sq
+        dst = o0 + ((b * Sq + qi) * H + h)[:, None] * D + np.arange(D)[None, :]
+        o[_index(o, dst)] = out.astype(t)
+        lse[_index(lse, lse0 + r)] = np.where(total > 0, mx + np.log(np.where(total > 0, total, 1)), -np.inf)
     else:
         raise AssertionError(f"no emulation for {entry!r}")

@@ -125,7 +125,8 @@ class RecordingRuntime:
 
 class EmulatingRuntime(RecordingRuntime):
     """A RecordingRuntime whose launches also run, in numpy, as the kernels do: the data-movement,
-    where/isnan, reduction, unary/binary (``_emulate``) and GroupQueryAttention (``emulate_gqa``) kernels.
+    where/isnan, reduction, unary/binary, matmul, softmax, norm, MatMulNBits, MultiHeadAttention
+    (``_emulate``) and GroupQueryAttention (``emulate_gqa``) kernels, i.e. every kernel.
     Every read and write is bounds-checked against its allocation."""
 
     def launch(self, source: str, entry: str, grid, block, args, shared_bytes: int = 0) -> None:
@@ -134,10 +135,18 @@ class EmulatingRuntime(RecordingRuntime):
 
 
 def _emulate_launch(entry: str, values: list[Any], grid: tuple[int, ...], resolve: Any, array_at: Any) -> None:
-    from ._emulate import COMPUTE_PREFIXES, SIMPLE_PREFIXES, emulate_compute, emulate_simple
+    from ._emulate import (
+        COMPUTE_PREFIXES,
+        SIMPLE_PREFIXES,
+        emulate_attention,
+        emulate_compute,
+        emulate_simple,
+    )
 
     if entry.startswith("gqa_"):
         emulate_gqa(entry, values, array_at)
+    elif entry.startswith("attn_"):
+        emulate_attention(entry, values, resolve)
     elif entry.startswith(SIMPLE_PREFIXES):
         emulate_simple(entry, values, resolve)
     elif entry.startswith(COMPUTE_PREFIXES):
@@ -322,9 +331,9 @@ class RecordingDriver:
 
 
 class EmulatingDriver(RecordingDriver):
-    """A RecordingDriver whose launches also run in numpy as the kernels do (every kernel but
-    MultiHeadAttention's): a whole session on it computes real outputs, so a model split across the
-    "device" and the CPU can be compared with a CPU-only run without a GPU."""
+    """A RecordingDriver whose launches also run in numpy as the kernels do (every kernel): a whole
+    session on it computes real outputs, so a model split across the "device" and the CPU can be compared
+    with a CPU-only run without a GPU."""
 
     def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
         result = super().cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shmem, stream, params, extra)
