@@ -65,48 +65,15 @@ __device__ __forceinline__ void split_impl(
     }
     flash_chunk(score, kc, k_end, ATT_THREADS, vbase, row_stride, D, p, scratch, m, l, acc0, acc1);
   }
-  const float inv = (l > 0.f) ? 1.f / l : 0.f;
-  const float lse = (l > 0.f) ? m + logf(l) : -ORT_INF;
-  const long long row = ((long long)b * H + h) * Sq + qi;
-  if (num_splits == 1) {
-    T* o = O + ((long long)b * Sq + qi) * row_stride + (long long)h * D;
-    if (threadIdx.x < D) o[threadIdx.x] = from_f<T>(acc0 * inv);
-    if (threadIdx.x + ATT_THREADS < D) o[threadIdx.x + ATT_THREADS] = from_f<T>(acc1 * inv);
-    if (threadIdx.x == 0) softmax_lse[row] = lse;
-  } else {
-    const long long srow = (long long)split * B * H * Sq + row;
-    float* o = o_accum + srow * Dr;
-    if (threadIdx.x < Dr) o[threadIdx.x] = (threadIdx.x < D) ? acc0 * inv : 0.f;
-    if (threadIdx.x + ATT_THREADS < Dr) o[threadIdx.x + ATT_THREADS] = (threadIdx.x + ATT_THREADS < D) ? acc1 * inv : 0.f;
-    if (threadIdx.x == 0) lse_accum[srow] = lse;
-  }
+  flash_finish(m, l, acc0, acc1, ATT_THREADS, O + ((long long)b * Sq + qi) * row_stride + (long long)h * D, D, Dr,
+               num_splits, split, (long long)B * H * Sq, qrow, softmax_lse, lse_accum, o_accum);
 }
 
 template <typename T>
 __device__ __forceinline__ void combine_impl(
     const float* __restrict__ lse_accum, const float* __restrict__ o_accum, T* __restrict__ O,
     float* __restrict__ softmax_lse, int B, int H, int Sq, int D, int Dr, int num_splits) {
-  __shared__ float w[128];  // num_splits <= 128
-  __shared__ float scratch[32];
-  const long long row = blockIdx.x;  // (b * H + h) * Sq + qi
-  const long long rows = (long long)B * H * Sq;
-  float v = (threadIdx.x < num_splits) ? lse_accum[threadIdx.x * rows + row] : -ORT_INF;
-  const float mx = block_max(v, scratch);
-  const float e = (threadIdx.x < num_splits && mx != -ORT_INF) ? expf(v - mx) : 0.f;
-  const float total = block_sum(e, scratch);
-  const float lse = (total > 0.f) ? mx + logf(total) : -ORT_INF;
-  if (threadIdx.x < 128) w[threadIdx.x] = (total > 0.f) ? e / total : 0.f;
-  __syncthreads();
-  const int qi = (int)(row % Sq);
-  const long long bh = row / Sq;
-  const int h = (int)(bh % H), b = (int)(bh / H);
-  T* o = O + ((long long)b * Sq + qi) * H * D + (long long)h * D;
-  for (int d = threadIdx.x; d < D; d += ATT_THREADS) {
-    float acc = 0.f;
-    for (int s = 0; s < num_splits; ++s) acc = fmaf(w[s], o_accum[(s * rows + row) * Dr + d], acc);
-    o[d] = from_f<T>(acc);
-  }
-  if (threadIdx.x == 0) softmax_lse[row] = lse;
+  flash_combine(lse_accum, o_accum, O, softmax_lse, B, H, Sq, D, Dr, num_splits, ATT_THREADS);
 }
 
 extern "C" __global__ void __launch_bounds__(ATT_THREADS) attn_split_f32(

@@ -118,3 +118,53 @@ __device__ __forceinline__ void flash_chunk(float score, long long kc, long long
   m = m_new;
   __syncthreads();  // p[] is rewritten by the next chunk
 }
+
+// The end of one flash split of query row `row` (of `rows`): with one split, the normalized output row
+// (o_row, D values) and its log-sum-exp; else the split's normalized partial output (float32, zero-padded to
+// Dr) and LSE for flash_combine.
+template <typename T>
+__device__ __forceinline__ void flash_finish(float m, float l, float acc0, float acc1, int nthreads, T* o_row, int D,
+                                             int Dr, int num_splits, int split, long long rows, long long row,
+                                             float* softmax_lse, float* lse_accum, float* o_accum) {
+  const float inv = (l > 0.f) ? 1.f / l : 0.f;
+  const float lse = (l > 0.f) ? m + logf(l) : -ORT_INF;
+  if (num_splits == 1) {
+    if (threadIdx.x < D) o_row[threadIdx.x] = from_f<T>(acc0 * inv);
+    if (threadIdx.x + nthreads < D) o_row[threadIdx.x + nthreads] = from_f<T>(acc1 * inv);
+    if (threadIdx.x == 0) softmax_lse[row] = lse;
+  } else {
+    const long long srow = (long long)split * rows + row;
+    float* o = o_accum + srow * Dr;
+    if (threadIdx.x < Dr) o[threadIdx.x] = (threadIdx.x < D) ? acc0 * inv : 0.f;
+    if (threadIdx.x + nthreads < Dr) o[threadIdx.x + nthreads] = (threadIdx.x + nthreads < D) ? acc1 * inv : 0.f;
+    if (threadIdx.x == 0) lse_accum[srow] = lse;
+  }
+}
+
+// Merge the splits of query row blockIdx.x ((b * H + h) * S + s) with their LSEs into O [B, S, H, D] and
+// softmax_lse; nthreads threads, num_splits <= 128.
+template <typename T>
+__device__ __forceinline__ void flash_combine(const float* __restrict__ lse_accum, const float* __restrict__ o_accum,
+                                              T* __restrict__ O, float* __restrict__ softmax_lse, int B, int H, int S,
+                                              int D, int Dr, int num_splits, int nthreads) {
+  __shared__ float w[128];
+  __shared__ float scratch[32];
+  const long long row = blockIdx.x;
+  const long long rows = (long long)B * H * S;
+  const float v = (threadIdx.x < num_splits) ? lse_accum[threadIdx.x * rows + row] : -ORT_INF;
+  const float mx = block_max(v, scratch);
+  const float e = (threadIdx.x < num_splits && mx != -ORT_INF) ? expf(v - mx) : 0.f;
+  const float total = block_sum(e, scratch);
+  if (threadIdx.x < 128) w[threadIdx.x] = (total > 0.f) ? e / total : 0.f;
+  if (threadIdx.x == 0) softmax_lse[row] = (total > 0.f) ? mx + logf(total) : -ORT_INF;
+  __syncthreads();
+  const int s = (int)(row % S);
+  const long long bh = row / S;
+  const int h = (int)(bh % H), b = (int)(bh / H);
+  T* o = O + ((long long)b * S + s) * H * D + (long long)h * D;
+  for (int d = threadIdx.x; d < D; d += nthreads) {
+    float acc = 0.f;
+    for (int k = 0; k < num_splits; ++k) acc = fmaf(w[k], o_accum[(k * rows + row) * Dr + d], acc);
+    o[d] = from_f<T>(acc);
+  }
+}

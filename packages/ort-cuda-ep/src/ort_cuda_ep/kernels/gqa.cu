@@ -149,46 +149,15 @@ __device__ __forceinline__ void attn_impl(
     }
     flash_chunk(score, kc, k_end, GQA_THREADS, vbase, (long long)D, D, p, scratch, m, l, acc0, acc1);
   }
-  const float inv = (l > 0.f) ? 1.f / l : 0.f;
-  const float lse = (l > 0.f) ? m + logf(l) : -ORT_INF;
-  if (num_splits == 1) {
-    T* o = O + ((long long)b * S + s) * H * D + (long long)h * D;
-    if (threadIdx.x < D) o[threadIdx.x] = from_f<T>(acc0 * inv);
-    if (threadIdx.x + GQA_THREADS < D) o[threadIdx.x + GQA_THREADS] = from_f<T>(acc1 * inv);
-    if (threadIdx.x == 0) softmax_lse[row] = lse;
-  } else {
-    const long long srow = (long long)split * B * H * S + row;
-    float* o = o_accum + srow * Dr;
-    if (threadIdx.x < Dr) o[threadIdx.x] = (threadIdx.x < D) ? acc0 * inv : 0.f;
-    if (threadIdx.x + GQA_THREADS < Dr) o[threadIdx.x + GQA_THREADS] = (threadIdx.x + GQA_THREADS < D) ? acc1 * inv : 0.f;
-    if (threadIdx.x == 0) lse_accum[srow] = lse;
-  }
+  flash_finish(m, l, acc0, acc1, GQA_THREADS, O + ((long long)b * S + s) * H * D + (long long)h * D, D, Dr,
+               num_splits, split, (long long)B * H * S, row, softmax_lse, lse_accum, o_accum);
 }
 
 template <typename T>
 __device__ __forceinline__ void combine_impl(const float* __restrict__ lse_accum, const float* __restrict__ o_accum,
                                              T* __restrict__ O, float* __restrict__ softmax_lse, int B, int H, int S,
                                              int D, int Dr, int num_splits) {
-  __shared__ float w[GQA_THREADS];  // num_splits <= 128
-  __shared__ float scratch[32];
-  const long long row = blockIdx.x;  // (b * H + h) * S + s
-  const long long rows = (long long)B * H * S;
-  const float v = (threadIdx.x < num_splits) ? lse_accum[threadIdx.x * rows + row] : -ORT_INF;
-  const float mx = block_max(v, scratch);
-  const float e = (threadIdx.x < num_splits && mx != -ORT_INF) ? expf(v - mx) : 0.f;
-  const float total = block_sum(e, scratch);
-  w[threadIdx.x] = (total > 0.f) ? e / total : 0.f;
-  if (threadIdx.x == 0) softmax_lse[row] = (total > 0.f) ? mx + logf(total) : -ORT_INF;
-  __syncthreads();
-  const int s = (int)(row % S);
-  const long long bh = row / S;
-  const int h = (int)(bh % H), b = (int)(bh / H);
-  T* o = O + ((long long)b * S + s) * H * D + (long long)h * D;
-  for (int d = threadIdx.x; d < D; d += GQA_THREADS) {
-    float acc = 0.f;
-    for (int k = 0; k < num_splits; ++k) acc = fmaf(w[k], o_accum[(k * rows + row) * Dr + d], acc);
-    o[d] = from_f<T>(acc);
-  }
+  flash_combine(lse_accum, o_accum, O, softmax_lse, B, H, S, D, Dr, num_splits, GQA_THREADS);
 }
 
 extern "C" __global__ void gqa_present_f32(
