@@ -178,6 +178,21 @@ def _cuda_ep(profile: str | None = None) -> ort_cuda_ep.CudaExecutionProvider:
 
 
 @functools.cache
+def _emulated_cuda_ep(profile: str | None = None) -> ort_cuda_ep.CudaExecutionProvider:
+    """Without a GPU: the CUDA EP on ort_cuda_ep.testing.EmulatingRuntime, which executes every launch in
+    numpy as its kernel does, for the profile's SM count (so profile signatures run too)."""
+    import ort_cuda_ep._ep as ep_module
+    from ort_cuda_ep.testing import EmulatingRuntime, fake_device
+
+    name = profile or PROFILE.name
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ep_module, "discover", lambda device_id=0: fake_device(name))
+        ep = ort_cuda_ep.CudaExecutionProvider()
+    ep._runtime = EmulatingRuntime(name)
+    return ep
+
+
+@functools.cache
 def _registries(c_lib: str) -> dict[str, ort_abi.KernelRegistry]:
     py = ort_abi.KernelRegistry()
     pk.register(py)
@@ -271,8 +286,8 @@ def cells(column: str, runnable_only: bool = False) -> list:
                     continue
                 kinds, bug = KNOWN_BUGS.get((column, op.op_type, sig.id), ((), ""))
                 marks = [pytest.mark.xfail(strict=True, reason=bug)] if kind in kinds else []
-                if column == "outputs" and kind == "cuda":
-                    marks.append(pytest.mark.gpu)
+                if column == "outputs" and kind == "cuda":  # on the GPU, else on the emulating runtime
+                    marks.append(pytest.mark.gpu if _DEVICE_EP.can_run else pytest.mark.emulated)
                 out.append(pytest.param(op.op_type, kind, sig.id, id=f"{op.op_type}-{kind}-{sig.id}", marks=marks))
     return out
 
@@ -357,16 +372,20 @@ def _reference(op: Op, feeds: list) -> np.ndarray:
 def test_outputs(parity_lib, op_type, kind, sig_id):
     op = OPS[op_type]
     sig = next(s for s in op.sigs if s.id == sig_id)
-    if kind == "cuda" and not _cuda_ep().can_run:
-        pytest.skip("no CUDA device")
-    if kind == "cuda" and sig.profile:
+    emulated = kind == "cuda" and not _cuda_ep().can_run  # CI: the kernels' launches run in numpy
+    if kind == "cuda" and sig.profile and not emulated:
         pytest.skip(f"the CUDA kernels run with this GPU's SM count, not the {sig.profile} profile's")
     model = _model(op_type, sig_id)
     node = model.graph.nodes[0]
     feeds = _feeds(op, sig)
-    kernel = _kernel(kind, str(parity_lib), op, node, sig.profile)
+    device_ep = (_emulated_cuda_ep(sig.profile) if emulated else _cuda_ep()) if kind == "cuda" else None
+    if emulated:
+        spec = next(s for s in ort_cuda_ep.OP_SPECS if s.op_type == op.op_type and s.domain == op.domain)
+        kernel = ort_cuda_ep.CudaKernel(device_ep, spec, ort_abi.KernelInfo.from_node(node, device_ep))
+    else:
+        kernel = _kernel(kind, str(parity_lib), op, node, sig.profile)
     slots = ort_abi.declare_workspace(kernel, ort_abi.workspace_input_shapes(node), node=node.name) or []
-    allocator = _cuda_ep().allocator if kind == "cuda" else None
+    allocator = device_ep.allocator if device_ep is not None else None
     workspace = {s.slot_id: (allocator.alloc(s.size_bytes) if allocator else np.zeros(s.size_bytes, np.uint8))
                  for s in slots}
     counters = ort_abi.ContextCounters()
@@ -395,9 +414,10 @@ def test_outputs(parity_lib, op_type, kind, sig_id):
     else:
         bytes_needed = 0
     if kind == "cuda":
+        run_dtypes = [0 if f is None else helper.np_dtype_to_tensor_dtype(np.asarray(f).dtype) for f in feeds]
         bytes_needed = ort_cuda_ep.workspace_bytes(
-            next(s for s in ort_cuda_ep.OP_SPECS if s.op_type == op_type).recipe, run_shapes, op.attrs,
-            _cuda_ep().require_profile())
+            next(s for s in ort_cuda_ep.OP_SPECS if s.op_type == op_type).recipe, run_shapes, run_dtypes, op.attrs,
+            device_ep.require_profile())
     expect = (0, 0) if not bytes_needed else ((1, 0) if slots else (0, 1))
     assert (counters.workspace_from_plan, counters.scratch_fallbacks) == expect, (
         f"workspace column differs for {op_type} [{sig_id}] on {kind}: (from plan, scratch) = "
