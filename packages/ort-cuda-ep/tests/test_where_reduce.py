@@ -97,6 +97,9 @@ def test_reduction_axes_from_an_initializer_are_claimed():
     ("MatMul", [R.standard_normal((2, 5, 8)), R.standard_normal((2, 8, 3))], {}),
     ("MatMul", [R.standard_normal(8), R.standard_normal((8, 3))], {}),
     ("MatMul", [R.standard_normal((4, 8)), R.standard_normal(8)], {}),
+    ("MatMul", [R.standard_normal((2, 1, 5, 8)), R.standard_normal((1, 3, 8, 4))], {}),  # one launch per batch
+    ("MatMul", [R.standard_normal((3, 5, 8)), R.standard_normal((1, 8, 4))], {}),  # B shared: stride 0
+    ("MatMul", [R.standard_normal((1, 5, 8)), R.standard_normal((2, 3, 8, 4))], {}),  # A shared across 6
     ("Gemm", [R.standard_normal((8, 5)), R.standard_normal((6, 8)), R.standard_normal(6)],
      {"transA": 1, "transB": 1, "alpha": 0.5, "beta": 2.0}),
     ("Gemm", [R.standard_normal((5, 8)), R.standard_normal((8, 6)), R.standard_normal((5, 1))], {}),
@@ -105,3 +108,10 @@ def test_reduction_axes_from_an_initializer_are_claimed():
 def test_matmul_gemm_softmax_launch_code_on_the_emulated_kernels(op, inputs, attrs):
     """matmul.cu / softmax.cu emulated (their index math: strides, batches, bias broadcast, transposes)."""
     _close(op, [np.asarray(a, np.float32) for a in inputs], attrs, 13, tol=1e-5)
+
+
+def test_matmul_batch_dims_that_may_broadcast_at_run_time_are_claimed():
+    symbolic = _facts("MatMul", [("unk__13", 4, 8, 16), ("batch", 4, 16, 8)], (F, F))
+    assert check_node(symbolic, 17)[1] is None  # equal at run time in every valid model
+    clash = _facts("MatMul", [(2, 4, 8, 16), (3, 4, 16, 8)], (F, F))
+    assert check_node(clash, 17)[1].aspect == "shape"

@@ -150,9 +150,10 @@ def _matmul(rt: CudaRuntime, new: OutputSink, a: DeviceArray, b: DeviceArray) ->
     if K != K2:
         raise KernelLaunchError(f"MatMul: inner dims differ, {a.shape!r} x {b.shape!r}")
     ba, bb = sa[:-2], sb[:-2]
-    batch_dims = ba or bb
-    if ba and bb and ba != bb:
-        raise KernelLaunchError(f"MatMul: batch dims {ba!r} and {bb!r} need a broadcast this kernel does not do")
+    try:
+        batch_dims = tuple(np.broadcast_shapes(ba, bb))
+    except ValueError:
+        raise KernelLaunchError(f"MatMul: batch dims {ba!r} and {bb!r} do not broadcast") from None
     out_shape = tuple(batch_dims) + (M, N)
     final = tuple(batch_dims) + ((M,) if len(a.shape) > 1 else ()) + ((N,) if len(b.shape) > 1 else ())
     _sfx(a, b)
@@ -165,9 +166,33 @@ def _matmul(rt: CudaRuntime, new: OutputSink, a: DeviceArray, b: DeviceArray) ->
         _gemm_launch(rt, a.dtype, a, b, out, None, Mf, N, K, K, 1, N, 1, 1, 0, 0, 0, 0, 0, 1.0, 0.0)
     else:
         batch = int(np.prod(batch_dims, dtype=np.int64))
-        _gemm_launch(rt, a.dtype, a, b, out, None, M, N, K, K, 1, N, 1, batch, M * K if ba else 0, K * N, M * N, 0, 0,
-                     1.0, 0.0)
+        off_a, off_b = _batch_offsets(ba, batch_dims, M * K), _batch_offsets(bb, batch_dims, K * N)
+        step_a, step_b = _linear(off_a), _linear(off_b)
+        if step_a is not None and step_b is not None:  # one launch: batch index z reads A at z*step_a
+            _gemm_launch(rt, a.dtype, a, b, out, None, M, N, K, K, 1, N, 1, batch, step_a, step_b, M * N, 0, 0,
+                         1.0, 0.0)
+        else:  # a broadcast no single stride expresses (e.g. [2, 1] x [1, 3]): one launch per batch entry
+            item = a.dtype.itemsize
+            for z in range(batch):
+                _gemm_launch(rt, a.dtype, a.ptr + item * int(off_a[z]), b.ptr + item * int(off_b[z]),
+                             out.ptr + item * z * M * N, None, M, N, K, K, 1, N, 1, 1, 0, 0, 0, 0, 0, 1.0, 0.0)
     return result
+
+
+def _batch_offsets(dims: tuple[int, ...], batch_dims: tuple[int, ...], matrix: int) -> np.ndarray:
+    """Element offset of each (flattened) output batch entry's matrix in an operand with batch `dims`."""
+    batch = int(np.prod(batch_dims, dtype=np.int64))
+    if not dims:
+        return np.zeros(batch, np.int64)
+    strides = np.array(broadcast_strides(dims, batch_dims), np.int64) * matrix
+    idx = np.stack(np.unravel_index(np.arange(batch), batch_dims), axis=1)
+    return idx @ strides
+
+
+def _linear(offsets: np.ndarray) -> int | None:
+    """The step when offsets[z] == z * step for every z, else None."""
+    step = int(offsets[1] - offsets[0]) if len(offsets) > 1 else 0
+    return step if np.array_equal(offsets, np.arange(len(offsets), dtype=np.int64) * step) else None
 
 
 def _gemm(rt: CudaRuntime, new: OutputSink, a: DeviceArray, b: DeviceArray, c: DeviceArray | None,

@@ -223,9 +223,11 @@ def _matmul(f: NodeFacts, opset: int) -> Rejection | None:
         return r
     a, b = f.shapes[0], f.shapes[1]
     ba, bb = tuple(a[:-2]) if len(a) > 2 else (), tuple(b[:-2]) if len(b) > 2 else ()  # type: ignore[index]
-    if ba and bb and ba != bb:
-        return Rejection("shape", f"batch dims {ba!r} x {bb!r}", "equal batch dims, or batch dims on one side only",
-                         "reshape the operands, or leave this node to the CPU EP")
+    clash = [(x, y) for x, y in zip(reversed(ba), reversed(bb))
+             if isinstance(x, int) and isinstance(y, int) and x != y and 1 not in (x, y)]
+    if clash:  # symbolic dims broadcast at run time (a model where they do not is invalid for every EP)
+        return Rejection("shape", f"batch dims {ba!r} x {bb!r}", "batch dims that broadcast (numpy rules)",
+                         "fix the model's MatMul operands")
     return None
 
 
