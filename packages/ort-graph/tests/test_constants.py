@@ -29,3 +29,28 @@ def test_a_constant_that_is_a_graph_output_stays_a_node():
     model = _model([helper.make_node("Constant", [], ["z"], value_float=2.0)], outputs=("y", "z"))
     assert constants_to_initializers(model.graph) == ["c", "k"]
     assert [n.op_type for n in model.graph.nodes] == ["Add", "Constant"]
+
+
+def test_rename_outer_reference_reaches_nested_subgraphs_but_not_shadowed_names():
+    from onnx import TensorProto, helper
+
+    inner = helper.make_graph([helper.make_node("Identity", ["v"], ["w"])], "inner", [],
+                              [helper.make_tensor_value_info("w", TensorProto.FLOAT, None)])
+    shadow = helper.make_graph([helper.make_node("Constant", [], ["v"], value_float=1.0),
+                                helper.make_node("Identity", ["v"], ["w2"])], "shadow", [],
+                               [helper.make_tensor_value_info("w2", TensorProto.FLOAT, None)])
+    body = helper.make_graph([helper.make_node("If", ["c"], ["z"], then_branch=inner, else_branch=shadow)], "body", [],
+                             [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)])
+    outer = helper.make_graph([helper.make_node("If", ["c"], ["y"], then_branch=body, else_branch=body)], "g",
+                              [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                               helper.make_tensor_value_info("v", TensorProto.FLOAT, [])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = from_proto(helper.make_model(outer, opset_imports=[helper.make_opsetid("", 17)]))
+    node = model.graph.nodes[0]
+    assert "v" in node.implicit_inputs()
+    for g in node.subgraphs:
+        g.rename_outer_reference("v", "v/copy")
+    assert "v/copy" in node.implicit_inputs() and "v" not in node.implicit_inputs()
+    then_if = node.attributes["then_branch"].value.nodes[0]
+    assert then_if.attributes["then_branch"].value.nodes[0].inputs == ["v/copy"]  # nested: renamed
+    assert then_if.attributes["else_branch"].value.nodes[1].inputs == ["v"]  # defined in that subgraph: untouched

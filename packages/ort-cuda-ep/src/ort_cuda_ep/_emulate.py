@@ -5,6 +5,7 @@ onnx.reference; a GPU run (tests/test_gpu.py) checks the CUDA code does the same
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -16,9 +17,13 @@ __all__ = ["emulate_simple", "SIMPLE_PREFIXES"]
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 _TYPES = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16, "i32": np.int32, "i64": np.int64}
 SIMPLE_PREFIXES = ("strided_copy_", "gather_", "cast_", "where_", "isnan_", "reduce_rows_", "unary_", "binary_")
+_erf = np.vectorize(math.erf, otypes=[np.float64])
 _UNARY: dict[int, Callable[[np.ndarray], np.ndarray]] = {
     0: lambda v: np.maximum(v, 0), 1: lambda v: 1 / (1 + np.exp(-v)), 2: np.tanh, 3: np.negative, 4: np.exp,
-    5: np.log, 6: np.sqrt, 7: np.abs, 9: lambda v: 1 / v, 12: lambda v: v, 13: np.sin, 14: np.cos}
+    5: np.log, 6: np.sqrt, 7: np.abs, 8: _erf, 9: lambda v: 1 / v,
+    10: lambda v: 0.5 * v * (1 + _erf(v * 0.70710678118654752)),
+    11: lambda v: 0.5 * v * (1 + np.tanh(0.79788456080286536 * (v + 0.044715 * v * v * v))),
+    12: lambda v: v, 13: np.sin, 14: np.cos}
 _BINARY: dict[int, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     0: np.add, 1: np.subtract, 2: np.multiply, 3: np.divide, 4: np.power, 5: np.maximum, 6: np.minimum}
 Resolve = Callable[[int], tuple[np.ndarray, int]]

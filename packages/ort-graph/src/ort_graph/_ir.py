@@ -219,6 +219,29 @@ class Graph:
                     refs.append(name)
         return refs
 
+    def rename_outer_reference(self, old: str, new: str) -> bool:
+        """Make this (sub)graph, and the subgraphs nested in it, read outer-scope value `old` as `new`
+        (where `old` is not defined at that level). Returns whether anything was renamed."""
+        defined = set(self.inputs) | set(self.initializers) | {o for n in self.nodes for o in n.outputs if o}
+        if old in defined:
+            return False
+        changed = False
+        for n in self.nodes:
+            if old in n.inputs:
+                n.inputs = [new if i == old else i for i in n.inputs]
+                changed = True
+            for g in n.subgraphs:
+                changed = g.rename_outer_reference(old, new) or changed
+        if old in self.outputs:
+            self.outputs = [new if o == old else o for o in self.outputs]
+            changed = True
+        if changed:
+            if old in self.values and new not in self.values:
+                v = self.values[old]
+                self.value(new).dtype, self.value(new).shape = v.dtype, v.shape
+            self.relink()
+        return changed
+
     def walk(self) -> Iterator[Node]:
         """Every node, subgraph nodes after their parent."""
         for n in self.nodes:

@@ -75,8 +75,9 @@ def insert_copies(graph: Graph, device_of_ep: Mapping[str, str], host_ep: str,
             out = f"{name}/{op}" if dst == HOST or src == HOST else f"{name}/{op}/{dst}"
             copy = _add_copy(graph, name, out, op, ep_of_device[dst], producer)
             for consumer, position in reads:
-                if position < 0:
-                    consumer.inputs = [out if i == name else i for i in consumer.inputs]
+                if position < 0:  # read inside the consumer's subgraphs: they read the copy instead
+                    for sub in consumer.subgraphs:
+                        sub.rename_outer_reference(name, out)
                 else:
                     inputs = list(consumer.inputs)
                     inputs[position] = out

@@ -37,14 +37,14 @@ def _prepare_error(e: Exception) -> bool:
 
 
 def run_case(name: str, proto: onnx.ModelProto, data_sets: Sequence[tuple[list, list]], rtol: float,
-             atol: float) -> CaseResult:
+             atol: float, providers: Sequence[str] | None = None) -> CaseResult:
     from . import backend
 
     t0 = time.perf_counter()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            rep = backend.prepare(proto)
+            rep = backend.prepare(proto, providers=list(providers)) if providers else backend.prepare(proto)
     except Exception as e:  # noqa: BLE001
         outcome = "declined" if _prepare_error(e) else "failed"
         return CaseResult(name, outcome, f"{type(e).__name__}: {e}", time.perf_counter() - t0)
@@ -67,10 +67,10 @@ def run_case(name: str, proto: onnx.ModelProto, data_sets: Sequence[tuple[list, 
     return CaseResult(name, "pass", "", time.perf_counter() - t0)
 
 
-def run_all(pattern: str | None = None, light: bool = False) -> list[CaseResult]:
-    results = [run_case(c.name, c.model, c.data_sets, c.rtol, c.atol) for c in node_cases(pattern)]
+def run_all(pattern: str | None = None, light: bool = False, providers: Sequence[str] | None = None) -> list[CaseResult]:
+    results = [run_case(c.name, c.model, c.data_sets, c.rtol, c.atol, providers) for c in node_cases(pattern)]
     if light:
-        results += [run_case(*case) for case in light_cases(pattern)]
+        results += [run_case(*case, providers=providers) for case in light_cases(pattern)]
     return results
 
 
@@ -80,9 +80,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--light", action="store_true", help="also run the onnx `light` model set")
     p.add_argument("--json", help="write per-case results and totals to this file")
     p.add_argument("-q", "--quiet", action="store_true", help="print only the non-passing cases and totals")
+    p.add_argument("--providers", help="comma-separated providers in priority order (default: the CPU EP)")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
-    results = run_all(args.filter, args.light)
+    results = run_all(args.filter, args.light, args.providers.split(",") if args.providers else None)
     for r in results:
         if not args.quiet or r.outcome != "pass":
             print(f"{r.outcome:9s} {r.name} {r.detail[:400]}")

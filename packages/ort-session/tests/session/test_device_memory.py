@@ -193,3 +193,26 @@ def test_staged_kernel_reserves_scratch_on_the_device_and_uses_planned_workspace
                                 output_allocator=lambda i, s, d: ort_abi.empty_tensor(dev, s, d), scratch_allocator=dev)
     StagedKernel(_ScratchKernel(40)).compute(ctx)
     assert (ctx.counters.workspace_from_plan, ctx.counters.scratch_fallbacks) == (1, 0)
+
+
+def test_a_cpu_subgraph_reading_a_device_value_reads_its_host_copy():
+    """An If on the CPU whose branches read a value made on the device: the boundary copy is what the
+    branches read (they never see a DeviceTensor)."""
+    from onnx import TensorProto, helper
+
+    then_g = helper.make_graph([helper.make_node("Identity", ["r"], ["t"])], "then", [],
+                               [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 3])])
+    else_g = helper.make_graph([helper.make_node("Neg", ["r"], ["e"])], "else", [],
+                               [helper.make_tensor_value_info("e", TensorProto.FLOAT, [2, 3])])
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["r"], name="/model/layers.0/Relu"),
+                           helper.make_node("If", ["c"], ["y"], name="/model/If", then_branch=then_g, else_branch=else_g)],
+                          "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+                                helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    sess = InferenceSession(model, {"session.name_based_layer_assignment": "gpu(layers.0/)"}, providers=SIM)
+    assert [n.ep for n in sess.model.graph.nodes if n.op_type in ("Relu", "If")] == [SIM[0], SIM[1]]
+    x = np.array([[-1, 2, -3], [4, -5, 6]], np.float32)
+    for cond, want in ((True, np.maximum(x, 0)), (False, -np.maximum(x, 0))):
+        (y,) = sess.run(None, {"x": x, "c": np.array(cond)})
+        np.testing.assert_array_equal(y, want)
