@@ -1,8 +1,8 @@
 """The whole pipeline on zoo decoders: load -> shapes -> L1 fusions -> layer rules -> placement under a
 budget -> Level-2 re-check -> memory plan -> runs, against onnxruntime on the same model.
 
-The budgeted device is SimulatedGPUExecutionProvider (host memory standing in for a GPU, with its own
-device "simgpu", budget and plan), so every device path runs without a GPU.
+The budgeted device is SimulatedGPUExecutionProvider (a device whose memory the host cannot read, with its
+own device "simgpu", budget, plan and allocator held to the budget), so every device path runs without a GPU.
 """
 
 from __future__ import annotations
