@@ -57,6 +57,25 @@ class SessionPlan:
                              "total": t["total"], "budget": budgets.get(p.name)}
         return out
 
+    def copies(self) -> dict[str, Any]:
+        """The boundary copy nodes a run executes, and the bytes they move per run, by direction (sizes
+        unknown until run time are counted apart)."""
+        out: dict[str, Any] = {"count": 0, "unknown_sizes": 0}
+        g = self.model.graph
+        for node in g.nodes:
+            if node.op_type not in ("MemcpyFromHost", "MemcpyToHost", "MemcpyDeviceToDevice"):
+                continue
+            key = {"MemcpyFromHost": "to_device", "MemcpyToHost": "to_host"}.get(node.op_type, "device_to_device")
+            entry = out.setdefault(key, {"count": 0, "bytes": 0})
+            nbytes = g.values[node.inputs[0]].nbytes if node.inputs[0] in g.values else None
+            out["count"] += 1
+            entry["count"] += 1
+            if nbytes is None:
+                out["unknown_sizes"] += 1
+            else:
+                entry["bytes"] += nbytes
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         g = self.model.graph
         layer_of = {}
@@ -71,6 +90,7 @@ class SessionPlan:
             "placement_mode": self.placement.mode,
             "nodes": nodes,
             "devices": self.devices(),
+            "copies": self.copies(),
             "layers": rep.get("rows", []),
             "declines": rep.get("declines", []),
             "recheck": {"ok": not self.overruns, "planned_overruns": list(self.overruns),
@@ -95,6 +115,12 @@ class SessionPlan:
         parts = [f"placement ({self.placement.mode}):", self.report.table(),
                  "  (per-layer costs are sums over nodes without liveness reuse, as the budget loop counts them;",
                  "   the memory plan below is what is allocated)", "", "memory plan:", self.memory_table()]
+        c = self.copies()
+        if c["count"]:
+            moves = [f"{k.replace('_', ' ')}: {v['count']} moving {format_bytes(v['bytes'])}" for k, v in c.items()
+                     if isinstance(v, dict)]
+            unknown = f"; {c['unknown_sizes']} of unknown size" if c["unknown_sizes"] else ""
+            parts += ["", f"boundary copies per run: {c['count']} ({'; '.join(moves)}{unknown})"]
         overruns = self.overruns
         if overruns:
             parts += [""] + overruns
