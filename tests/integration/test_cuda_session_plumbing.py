@@ -136,3 +136,23 @@ def test_shape_arithmetic_feeds_device_nodes_without_copies_when_planning_with_a
     _assert_copies_are_needed(sess)
     shape_fed = [n for n in sess.model.graph.nodes if n.ep == CUDA and sess.providers[0].memory_types(n)[0]]
     assert len(shape_fed) >= 8
+
+
+def test_a_share_budget_is_a_share_of_the_devices_free_memory(monkeypatch):
+    recording = install_driver(monkeypatch, RecordingDriver())
+    recording.capacity = 64 << 20  # the device: 64 MiB, all free
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sess = InferenceSession(zoo.decoder(CFG), {"free_dimension_overrides": DIMS, "budgets": "cuda:25%"},
+                                providers=[CUDA, "CPUExecutionProvider"])
+    assert sess.memory.allocators["cuda:0"].capacity == 16 << 20
+    assert sess.placement.result.budgets[CUDA] == 16 << 20
+    sess.close()
+
+
+def test_a_share_budget_when_planning_for_a_profile_is_a_share_of_its_total():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sess = InferenceSession(zoo.decoder(CFG), {"free_dimension_overrides": DIMS, "budgets": "cuda:10%",
+                                                   "device_profile": "l4"}, providers=[CUDA])
+    assert sess.placement.result.budgets[CUDA] == int(ort_cuda_ep.get_profile("l4").memory_bytes * 0.1)

@@ -168,3 +168,20 @@ def test_ort_resource_partitioning_settings_errors(tmp_path, value, fragment):
 @pytest.mark.parametrize(("n", "text"), [(None, "-"), (0, "0 B"), (1023, "1023 B"), (1536, "1.5 KiB"), (3 * 2**30, "3.0 GiB"), (-2048, "-2.0 KiB")])
 def test_format_bytes(n, text):
     assert format_bytes(n) == text
+
+
+def test_a_share_of_the_device_memory_resolves_against_the_provider():
+    from ort_partition import BudgetError, Share, parse_budget
+
+    class Gpu:
+        name, device_type, device, memory_bytes = "CUDAExecutionProvider", "gpu", "cuda:0", 8 << 30
+
+    b = parse_budget("cuda:90%, cpu:8GiB")
+    assert b.limits[0] == ("cuda", Share(0.9))
+    assert b.resolve([Gpu(), "CPUExecutionProvider"]) == {"CUDAExecutionProvider": int(0.9 * (8 << 30)),
+                                                          "CPUExecutionProvider": 8 << 30}
+    for bad, text in (("cuda:0%", "outside"), ("cuda:101%", "outside"), ("cuda:x%", "not a percentage")):
+        with pytest.raises(BudgetError, match=text):
+            parse_budget(bad)
+    with pytest.raises(BudgetError, match="reports none"):
+        parse_budget("cuda:50%").resolve(["CUDAExecutionProvider"])  # a name only: no memory to share

@@ -85,6 +85,16 @@ class CudaExecutionProvider:
                 "compute_capability_major": p.compute_capability[0], "compute_capability_minor": p.compute_capability[1],
                 "memory_bandwidth": p.memory_bandwidth, "shared_memory_per_block_optin": p.shared_memory_per_block_optin}
 
+    @property
+    def memory_bytes(self) -> int | None:
+        """What a share budget (`cuda:90%`) is a share of: the device's free memory (cuMemGetInfo) when
+        one is present, the profile's total when planning for one; None with neither."""
+        if self.device is not None:
+            free, _total = self.runtime.memory_info()
+            if free is not None:
+                return free
+        return self.profile.memory_bytes if self.profile is not None else None
+
     def require_profile(self) -> DeviceProfile:
         if self.profile is None:
             raise DeviceUnavailableError(f"no CUDA driver/device: {self.unavailable_reason}; {NO_DEVICE_REMEDY}")

@@ -28,6 +28,7 @@ from ._budget import (
     NodeStats,
     NodeStatsRecorder,
     ResourcePartitioningSettings,
+    Share,
     format_node_stats,
     parse_budget,
     parse_resource_partitioning_settings,
@@ -76,7 +77,7 @@ __version__ = "0.2.0"
 __all__ = [
     "CPU_EP", "CUDA_EP", "FINAL_NORM", "LAYER_ASSIGNMENT_KEY", "NAME_LAYER_ASSIGNMENT_KEY",
     "RESOURCE_CUDA_PARTITIONING_KEY", "STATS_HEADER", "WORKSPACE_HEURISTIC",
-    "AnnotationMatcher", "AutoFitResult", "BudgetError", "BudgetOverrunWarning", "BudgetStop", "Budgets",
+    "AnnotationMatcher", "AutoFitResult", "BudgetError", "BudgetOverrunWarning", "BudgetStop", "Budgets", "Share",
     "CapabilityResult", "Claim", "Declined", "DeviceTotals", "EpInfo", "ExecutionProviderSpec", "LayeringIndex",
     "NameMatcher", "NodeAllocationStats", "NodeCost", "NodeStats", "NodeStatsRecorder", "OpSetProvider", "Overrun",
     "PartitionError", "Placement", "PlacementError", "PlacementReport", "PluginAdapter", "PluginProviderSpec",

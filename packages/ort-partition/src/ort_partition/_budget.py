@@ -20,16 +20,28 @@ STATS_HEADER = "#name,input_sizes,initializers_sizes,total_dynamic_sizes,total_t
 
 
 @attrs.frozen
-class Budgets:
-    """Byte limits per device designator, in the order given (`cuda`, `gpu:1`, an EP name...)."""
+class Share:
+    """A budget given as a share of the device's memory (`cuda:90%`): of what is free on a present
+    device, of the profile's total when planning for one (the provider's `memory_bytes`)."""
 
-    limits: tuple[tuple[str, int], ...] = ()
+    fraction: float
+
+    def __str__(self) -> str:
+        return f"{self.fraction * 100:g}%"
+
+
+@attrs.frozen
+class Budgets:
+    """Byte limits (or shares of device memory) per device designator, in the order given (`cuda`,
+    `gpu:1`, an EP name...)."""
+
+    limits: tuple[tuple[str, int | Share], ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.limits)
 
     def resolve(self, eps: Sequence[Any]) -> dict[str, int]:
-        """Provider name -> limit; the first designator naming a provider wins. Unmatched
+        """Provider name -> limit in bytes; the first designator naming a provider wins. Unmatched
         designators raise: a budget that silently applies to nothing is a configuration error."""
         out: dict[str, int] = {}
         for designator, limit in self.limits:
@@ -40,13 +52,22 @@ class Budgets:
                     f"budget device {designator!r} matches no available execution provider {names}; "
                     "use 'cuda', 'gpu', 'gpu:<index>', 'cpu' or a provider name"
                 )
+            if isinstance(limit, Share):
+                provider = next((e for e in eps if getattr(e, "name", e) == ep), None)
+                memory = getattr(provider, "memory_bytes", None)
+                if not isinstance(memory, int) or memory <= 0:
+                    raise BudgetError(
+                        f"budget {designator}:{limit} is a share of the device's memory, but {ep} reports none "
+                        "(no device, and no device profile); give bytes instead, e.g. 'cuda:6GiB'")
+                limit = int(memory * limit.fraction)
             out.setdefault(ep, limit)
         return out
 
 
 def parse_budget(text: str | Budgets | Mapping[str, int | str] | None) -> Budgets:
-    """Parse `cuda:6GiB`, `cuda=6442450944`, `cuda:0:512MB`, `gpu:1=2GiB, cpu:32GiB` (entries split on
-    `,` or `;`). A mapping `{"cuda": "6GiB"}` or an existing `Budgets` is accepted too."""
+    """Parse `cuda:6GiB`, `cuda=6442450944`, `cuda:0:512MB`, `gpu:1=2GiB, cpu:32GiB`, `cuda:90%` (a share of
+    the device's memory, resolved against the provider's `memory_bytes`; entries split on `,` or `;`). A
+    mapping `{"cuda": "6GiB"}` or an existing `Budgets` is accepted too."""
     if text is None:
         return Budgets()
     if isinstance(text, Budgets):
@@ -89,12 +110,24 @@ def _checked(items: Iterable[tuple[str, Any]], shown: str) -> Budgets:
             raise BudgetError(f"device {device!r} has two budgets in {shown}; give each device one budget")
         seen.add(key)
         try:
-            limits.append((device, parse_bytes(amount)))
+            limits.append((device, _share(amount) if isinstance(amount, str) and amount.strip().endswith("%")
+                           else parse_bytes(amount)))
         except BudgetError as e:
             raise BudgetError(f"budget for {device!r} in {shown}: {e}") from e
     if not limits:
         raise BudgetError(f"budget {shown} has no entries; give one like 'cuda:6GiB'")
     return Budgets(tuple(limits))
+
+
+def _share(text: str) -> Share:
+    number = text.strip()[:-1].strip()
+    try:
+        pct = float(number)
+    except ValueError:
+        raise BudgetError(f"{text!r} is not a percentage; write e.g. '90%'") from None
+    if not 0 < pct <= 100:
+        raise BudgetError(f"{text!r} is outside (0%, 100%]; give a share of the device's memory such as '90%'")
+    return Share(pct / 100)
 
 
 # -- measured per-node memory statistics ------------------------------------------------------

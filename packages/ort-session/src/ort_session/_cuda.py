@@ -72,6 +72,11 @@ class CudaProvider:
         return bool(getattr(self.inner, "can_run", True))
 
     @property
+    def memory_bytes(self) -> int | None:
+        """Free device memory (or the device profile's total when planning): what `cuda:90%` shares."""
+        return getattr(self.inner, "memory_bytes", None)
+
+    @property
     def allocator(self) -> Any:
         """The device's ort_abi Allocator: values, weights and workspace of CUDA nodes live there.
         None for a plan-only provider (a device profile without the device)."""

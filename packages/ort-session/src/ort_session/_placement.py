@@ -52,14 +52,15 @@ def place(model: Model, order: Sequence[Node], providers: Sequence[Any], options
     graph = model.graph
     layering = ort_partition.assign_layers_from_options(graph, options.config, available_eps=providers)
     budgets, stats = _budgets(model, options)
+    if budgets:  # to bytes per provider once: a share ('cuda:90%') needs the provider's device memory
+        budgets = ort_partition.parse_budget(budgets).resolve(list(providers))
     estimator = ProviderEstimator(providers)
     if layering is None and budgets and len(providers) > 1:
         fits = None
         if not options.node_level_cutoff:
             from ._fit import plan_fits
 
-            limits = ort_partition.parse_budget(budgets).resolve(list(providers))
-            fits = plan_fits(model, providers, options, limits)
+            fits = plan_fits(model, providers, options, budgets)
         fit = ort_partition.auto_fit(graph, providers, budgets, estimator=estimator, stats=stats,
                                      node_level=options.node_level_cutoff, fits=fits)
         result, mode, layers = fit.placement, "auto-fit", fit.layers_on_device

@@ -211,7 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     def common(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("model", nargs="?", help="an .onnx file (default: the built-in demo decoder)")
-        sp.add_argument("--budget", help="device budgets, e.g. cuda:6GiB or gpu:64MiB,cpu:8GiB")
+        sp.add_argument("--budget", help="device budgets, e.g. cuda:6GiB, gpu:64MiB,cpu:8GiB or cuda:90%% "
+                                          "(a share of the device's free memory)")
         sp.add_argument("--layers", help="name-based rules, e.g. 'cuda(layers.[0-15]); cpu(layers.[16-31])'")
         sp.add_argument("--annotations", help="rules matched against layer_ann node annotations")
         sp.add_argument("--dim", action="append", help="free dimension override name=N (repeatable)")
