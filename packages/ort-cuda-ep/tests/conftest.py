@@ -124,3 +124,24 @@ def models():
 def gqa_kit():
     """GroupQueryAttention helpers: node builder, feeds, onnxruntime's CPU kernel as the reference."""
     return types.SimpleNamespace(model=gqa_model, inputs=gqa_inputs, ort=ort_gqa, names=GQA_INPUT_NAMES)
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    from ort_cuda_ep import KernelCache
+
+    return KernelCache(tmp_path_factory.mktemp("cubins"))  # one compile per source for the module
+
+
+@pytest.fixture
+def recording_ep(monkeypatch, cache):
+    """A CudaExecutionProvider that found an A100 and runs on ort_cuda_ep.testing.RecordingDriver."""
+    from ort_cuda_ep import CudaExecutionProvider, CudaRuntime
+    from ort_cuda_ep.testing import RecordingDriver, fake_device
+
+    fake = fake_device("a100")
+    monkeypatch.setattr("ort_cuda_ep._ep.discover", lambda device_id=0: fake)
+    ep = CudaExecutionProvider(cache=cache)
+    ep._runtime = CudaRuntime(fake, cache, ep.identity, driver=RecordingDriver())
+    return ep
+

@@ -22,10 +22,7 @@ from ort_abi import (
 from ort_cuda_ep import (
     EP_NAME,
     CudaExecutionProvider,
-    CudaRuntime,
-    DeviceInfo,
     DeviceUnavailableError,
-    KernelCache,
     KernelLaunchError,
     attention_recipe,
     get_profile,
@@ -37,7 +34,7 @@ from ort_cuda_ep import (
 )
 from ort_cuda_ep._launch import ScratchOnly, compute
 from ort_cuda_ep._ops import find_spec
-from ort_cuda_ep.testing import RecordingDriver, RecordingRuntime
+from ort_cuda_ep.testing import RecordingRuntime
 
 F32, F16, BF16 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16
 I32, I64 = TensorProto.INT32, TensorProto.INT64
@@ -277,18 +274,9 @@ def test_maxima_give_the_envelope(monkeypatch, models):
 
 
 # -- runtime plumbing on the recording driver --------------------------------------------------------
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    return KernelCache(tmp_path_factory.mktemp("cubins"))
-
-
 @pytest.fixture
-def ep(monkeypatch, cache):
-    fake = DeviceInfo(0, "NVIDIA A100", get_profile("a100"), 13000)
-    monkeypatch.setattr("ort_cuda_ep._ep.discover", lambda device_id=0: fake)
-    ep = CudaExecutionProvider(cache=cache)
-    ep._runtime = CudaRuntime(fake, cache, ep.identity, driver=RecordingDriver())
-    return ep
+def ep(recording_ep):
+    return recording_ep  # tests/conftest.py
 
 
 def _feeds(gqa_kit, batch=1, seq=16, past=0, **kw):

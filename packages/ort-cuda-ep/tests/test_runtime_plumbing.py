@@ -9,22 +9,12 @@ import ctypes
 import numpy as np
 import pytest
 
-from ort_cuda_ep import CudaExecutionProvider, CudaRuntime, DeviceInfo, KernelCache, get_profile
 from ort_cuda_ep.testing import RecordingDriver
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    return KernelCache(tmp_path_factory.mktemp("cubins"))  # one compile per source for the module
-
-
 @pytest.fixture
-def ep(monkeypatch, cache):
-    fake = DeviceInfo(0, "NVIDIA A100", get_profile("a100"), 13000)
-    monkeypatch.setattr("ort_cuda_ep._ep.discover", lambda device_id=0: fake)
-    ep = CudaExecutionProvider(cache=cache)
-    ep._runtime = CudaRuntime(fake, cache, ep.identity, driver=RecordingDriver())
-    return ep
+def ep(recording_ep):
+    return recording_ep  # tests/conftest.py
 
 
 def _launches(ep):
