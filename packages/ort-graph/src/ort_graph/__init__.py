@@ -9,12 +9,14 @@ from ._constprop import constants_to_initializers
 from ._copy import copy_model
 from ._dtypes import dtype_name, from_numpy_dtype, itemsize, tensor_nbytes, to_numpy_dtype
 from ._errors import (
+    DuplicateNameError,
     ExternalDataError,
     GraphError,
     GraphStructureError,
     ModelLoadError,
     ShapeAnnotationWarning,
     ShapeResolutionError,
+    TensorDataError,
     UnsupportedModelError,
 )
 from ._fusions import FUSIONS, FusionRecord, apply_l1_fusions, remove_unused_initializers
@@ -29,9 +31,9 @@ __version__ = "0.2.0"
 __all__ = [
     "FUSIONS", "FusionRecord", "LAYER_ANN_KEY", "ShapeReport", "apply_l1_fusions", "constants_to_initializers",
     "copy_model", "parse_max_shape_override",
-    "remove_unused_initializers", "resolve_shapes", "Attr", "Dim", "ExternalDataError", "ExternalLocation", "Graph", "GraphError",
+    "remove_unused_initializers", "resolve_shapes", "Attr", "Dim", "DuplicateNameError", "ExternalDataError", "ExternalLocation", "Graph", "GraphError",
     "GraphStructureError", "Model", "ModelLoadError", "Node", "Shape", "ShapeAnnotationWarning",
-    "ShapeResolutionError", "Tensor", "UnsupportedModelError", "Value", "__version__", "dtype_name",
+    "ShapeResolutionError", "Tensor", "TensorDataError", "UnsupportedModelError", "Value", "__version__", "dtype_name",
     "from_numpy_dtype", "from_proto", "is_static", "itemsize", "load", "save", "tensor_nbytes",
     "to_numpy_dtype", "to_proto", "topological_order", "validate", "zoo",
 ]

@@ -14,7 +14,9 @@ NAME_BASED_ASSIGNMENT = "session.name_based_layer_assignment"
 PRE_ALLOCATE = "session.pre_allocate_execution_buffers"
 CUDA_PARTITIONING = "session.resource_cuda_partitioning_settings"
 MAX_SHAPE_OVERRIDE = "session.max_shape_override"
-KNOWN_CONFIG_KEYS = (LAYER_ASSIGNMENT, NAME_BASED_ASSIGNMENT, PRE_ALLOCATE, CUDA_PARTITIONING, MAX_SHAPE_OVERRIDE)
+EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"  # ONNX Runtime's key
+KNOWN_CONFIG_KEYS = (LAYER_ASSIGNMENT, NAME_BASED_ASSIGNMENT, PRE_ALLOCATE, CUDA_PARTITIONING, MAX_SHAPE_OVERRIDE,
+                     EXTERNAL_DATA_FOLDER)
 
 
 class UnknownConfigKeyWarning(UserWarning):
