@@ -10,7 +10,6 @@ import sys
 
 import pytest
 
-import ort_abi
 from ort_abi import KernelLibraryError, KernelRegistry, load_kernel_library
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ELF checks run on Linux only")
@@ -90,13 +89,3 @@ def test_intact_library_loads_from_a_bytes_path(example_lib):
 def test_path_that_is_not_utf8_text_is_a_typed_error(path):
     with pytest.raises(KernelLibraryError, match="not valid UTF-8|not a path"):
         load_kernel_library(path, KernelRegistry())
-
-
-def test_session_with_a_truncated_kernel_library_fails_at_initialization(example_lib, tmp_path):
-    from ort_graph import zoo
-    from ort_session import InferenceSession
-
-    cut = tmp_path / "libhalf.so"
-    cut.write_bytes(example_lib.read_bytes()[: example_lib.stat().st_size // 2])
-    with pytest.raises(ort_abi.KernelLibraryError, match="truncated"):
-        InferenceSession(zoo.decoder_proto(zoo.DecoderConfig(layers=1)), {"kernel_libraries": [str(cut)]})

@@ -94,16 +94,6 @@ def test_model_without_directory_needs_an_explicit_base_dir(layout, monkeypatch,
         ort_graph.from_proto(_external_add("up/secret.bin", dims=(2,)), base_dir=layout)
 
 
-def test_session_option_names_the_external_data_folder(layout):
-    from ort_session import InferenceSession
-
-    data = _external_add("w.bin", dims=(2,)).SerializeToString()
-    with pytest.raises(ort_graph.ExternalDataError, match="model_external_initializers_file_folder_path"):
-        InferenceSession(data)
-    sess = InferenceSession(data, {"session.model_external_initializers_file_folder_path": str(layout)})
-    np.testing.assert_array_equal(sess.run(None, {"x": np.ones(2, np.float32)})[0], [1, 2])
-
-
 # -- 2. offsets and lengths ----------------------------------------------------------------------
 @pytest.mark.parametrize(("offset", "length", "fragment"), [
     (0, 8, r"length 8 does not match the tensor's 16 bytes"),
@@ -268,3 +258,24 @@ def test_every_well_formed_typed_tensor_passes(dtype):
     g = helper.make_graph([helper.make_node("Identity", ["w"], ["y"], name="id")], "g", [],
                           [helper.make_tensor_value_info("y", dtype, [5])], [t])
     ort_graph.load(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]).SerializeToString())
+
+
+# -- found by fuzzing (tests/integration/test_model_fuzz.py): structure a corrupt file can carry -----------
+def test_node_arity_is_checked_against_its_schema():
+    mp = _graph_model([helper.make_node("Add", ["x"], ["y"], name="add")])
+    with pytest.raises(ort_graph.ModelLoadError, match=r"node 'add' \(Add\).*has 1 inputs, but Add \(opset 14.*takes 2"):
+        ort_graph.load(mp.SerializeToString())
+
+
+def test_domain_without_opset_import_is_refused():
+    mp = _graph_model([helper.make_node("Relu", ["x"], ["y"], name="r")])
+    del mp.opset_import[:]
+    with pytest.raises(ort_graph.ModelLoadError, match=r"node 'r' \(Relu\).*imports no opset"):
+        ort_graph.load(mp.SerializeToString())
+
+
+def test_undefined_attribute_type_is_refused():
+    mp = _graph_model([helper.make_node("Softmax", ["x"], ["y"], name="sm", axis=-1)])
+    mp.graph.node[0].attribute[0].type = 0
+    with pytest.raises(ort_graph.ModelLoadError, match=r"attribute 'axis' of node 'sm'.*attribute type 0"):
+        ort_graph.load(mp.SerializeToString())

@@ -6,6 +6,8 @@
   may not redefine a name already defined in an enclosing graph before the node that owns the subgraph
   (the rule of `onnx.checker`, which ONNX Runtime applies too); subgraph inputs and initializers may
   shadow outer names, as ONNX allows;
+- every attribute has a defined type, and a node of a standard operator has as many inputs and outputs
+  as its schema (for the model's opset) allows;
 - every embedded tensor's data (raw_data or the typed field) holds exactly the bytes/elements its
   data type and dims call for, dims are non-negative, and only initializers keep data in external files.
 
@@ -18,7 +20,7 @@ import math
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
-from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, helper
+from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, defs, helper
 
 from ._dtypes import dtype_name, tensor_nbytes
 from ._errors import DuplicateNameError, ModelLoadError, TensorDataError
@@ -33,7 +35,8 @@ _RAW_BITS = {getattr(TensorProto, n): 2 for n in ("INT2", "UINT2") if hasattr(Te
 def check_model_proto(mp: ModelProto) -> None:
     """Raise a ModelLoadError for the first problem found (see the module docstring)."""
     _check_text(mp, "model")
-    _check_graph(mp.graph, {}, "graph")
+    opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in mp.opset_import}
+    _check_graph(mp.graph, {}, "graph", opsets)
 
 
 # -- text ---------------------------------------------------------------------------------------------
@@ -70,7 +73,7 @@ def _duplicate(name: str, first: str, second: str, graph: str) -> DuplicateNameE
         "one definition (SSA; onnx.checker and ONNX Runtime refuse this model too) — rename one of them")
 
 
-def _check_graph(gp: GraphProto, outer: dict[str, str], where: str) -> None:
+def _check_graph(gp: GraphProto, outer: dict[str, str], where: str, opsets: dict[str, int]) -> None:
     graph = f"graph {gp.name!r} ({where})"
     defined: dict[str, str] = {}
     for vi in gp.input:
@@ -86,8 +89,9 @@ def _check_graph(gp: GraphProto, outer: dict[str, str], where: str) -> None:
         _check_tensor(t, f"initializer {t.name!r} of {graph}", external_ok=True)
     for i, node in enumerate(gp.node):
         label = _node_label(node, i)
+        _check_arity(node, label, graph, opsets)
         for a in node.attribute:
-            _check_attribute(a, label, {**outer, **defined}, graph)
+            _check_attribute(a, label, {**outer, **defined}, graph, opsets)
         for k, out in enumerate(node.output):
             if not out:
                 continue
@@ -99,12 +103,38 @@ def _check_graph(gp: GraphProto, outer: dict[str, str], where: str) -> None:
             defined[out] = producer
 
 
-def _check_attribute(a: AttributeProto, label: str, visible: dict[str, str], graph: str) -> None:
+def _check_arity(node: NodeProto, label: str, graph: str, opsets: dict[str, int]) -> None:
+    domain = "" if node.domain == "ai.onnx" else node.domain
+    version = opsets.get(domain)
+    if version is None:
+        raise ModelLoadError(
+            f"{label} in {graph} uses operator domain {domain or 'ai.onnx'!r}, but the model imports no opset for it "
+            f"(opset_import: {opsets!r}); every domain a node uses must be imported (onnx.checker requires it) — "
+            "the model file is truncated or corrupt")
+    try:
+        schema = defs.get_schema(node.op_type, version, domain)
+    except defs.SchemaError:
+        return  # not a standard operator at this opset: placement declines it (or a plugin kernel serves it)
+    for kind, have, low, high in (("inputs", len(node.input), schema.min_input, schema.max_input),
+                                  ("outputs", len(node.output), schema.min_output, schema.max_output)):
+        if not low <= have <= high:
+            allowed = f"{low}" if low == high else f"{low}..{high}"
+            raise ModelLoadError(
+                f"{label} in {graph} has {have} {kind}, but {node.op_type} (opset {schema.since_version} of domain "
+                f"{domain or 'ai.onnx'!r}) takes {allowed}; the model file is corrupt or was exported for another "
+                "opset — re-export it")
+
+
+def _check_attribute(a: AttributeProto, label: str, visible: dict[str, str], graph: str,
+                     opsets: dict[str, int]) -> None:
     where = f"attribute {a.name!r} of {label} in {graph}"
+    if a.type == AttributeProto.UNDEFINED or a.type not in AttributeProto.AttributeType.values():
+        raise ModelLoadError(f"{where} has attribute type {a.type}, which ONNX does not define; the model file is "
+                             "corrupt — re-export it")
     if a.type == AttributeProto.GRAPH or a.HasField("g"):
-        _check_graph(a.g, visible, where)
+        _check_graph(a.g, visible, where, opsets)
     for k, sub in enumerate(a.graphs):
-        _check_graph(sub, visible, f"{where} [{k}]")
+        _check_graph(sub, visible, f"{where} [{k}]", opsets)
     if a.HasField("t"):
         _check_tensor(a.t, f"tensor of {where}", external_ok=False)
     for k, t in enumerate(a.tensors):
