@@ -279,3 +279,21 @@ def test_undefined_attribute_type_is_refused():
     mp.graph.node[0].attribute[0].type = 0
     with pytest.raises(ort_graph.ModelLoadError, match=r"attribute 'axis' of node 'sm'.*attribute type 0"):
         ort_graph.load(mp.SerializeToString())
+
+
+def test_nested_subgraph_may_not_redefine_an_outermost_name():
+    inner = helper.make_graph([helper.make_node("Neg", ["x"], ["x"], name="inner_neg")], "inner", [],
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])])
+    middle = helper.make_graph([helper.make_node("If", ["c"], ["m"], name="inner_if", then_branch=inner,
+                                                 else_branch=inner)], "middle", [],
+                               [helper.make_tensor_value_info("m", TensorProto.FLOAT, [2])])
+    g = helper.make_graph([helper.make_node("If", ["c"], ["y"], name="outer_if", then_branch=middle, else_branch=middle)],
+                          "g", [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                                helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    mp = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    with pytest.raises(onnx.checker.ValidationError):
+        onnx.checker.check_model(mp)
+    with pytest.raises(ort_graph.DuplicateNameError, match=r"'x' is defined twice in graph 'inner'.*a graph input of an "
+                                                           r"enclosing graph and by node 'inner_neg'"):
+        ort_graph.load(mp.SerializeToString())

@@ -16,7 +16,10 @@ Violations raise ModelLoadError subclasses naming the field, tensor or value; no
 
 from __future__ import annotations
 
+import functools
 import math
+from collections import ChainMap
+from collections.abc import Mapping
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
@@ -73,7 +76,7 @@ def _duplicate(name: str, first: str, second: str, graph: str) -> DuplicateNameE
         "one definition (SSA; onnx.checker and ONNX Runtime refuse this model too) — rename one of them")
 
 
-def _check_graph(gp: GraphProto, outer: dict[str, str], where: str, opsets: dict[str, int]) -> None:
+def _check_graph(gp: GraphProto, outer: Mapping[str, str], where: str, opsets: dict[str, int]) -> None:
     graph = f"graph {gp.name!r} ({where})"
     defined: dict[str, str] = {}
     for vi in gp.input:
@@ -90,8 +93,8 @@ def _check_graph(gp: GraphProto, outer: dict[str, str], where: str, opsets: dict
     for i, node in enumerate(gp.node):
         label = _node_label(node, i)
         _check_arity(node, label, graph, opsets)
-        for a in node.attribute:
-            _check_attribute(a, label, {**outer, **defined}, graph, opsets)
+        for a in node.attribute:  # names visible to a subgraph: this graph's so far, then the enclosing ones
+            _check_attribute(a, label, ChainMap(defined, outer), graph, opsets)
         for k, out in enumerate(node.output):
             if not out:
                 continue
@@ -103,6 +106,14 @@ def _check_graph(gp: GraphProto, outer: dict[str, str], where: str, opsets: dict
             defined[out] = producer
 
 
+@functools.lru_cache(maxsize=4096)
+def _schema(op_type: str, version: int, domain: str) -> defs.OpSchema | None:
+    try:
+        return defs.get_schema(op_type, version, domain)
+    except defs.SchemaError:
+        return None
+
+
 def _check_arity(node: NodeProto, label: str, graph: str, opsets: dict[str, int]) -> None:
     domain = "" if node.domain == "ai.onnx" else node.domain
     version = opsets.get(domain)
@@ -111,9 +122,8 @@ def _check_arity(node: NodeProto, label: str, graph: str, opsets: dict[str, int]
             f"{label} in {graph} uses operator domain {domain or 'ai.onnx'!r}, but the model imports no opset for it "
             f"(opset_import: {opsets!r}); every domain a node uses must be imported (onnx.checker requires it) — "
             "the model file is truncated or corrupt")
-    try:
-        schema = defs.get_schema(node.op_type, version, domain)
-    except defs.SchemaError:
+    schema = _schema(node.op_type, version, domain)
+    if schema is None:
         return  # not a standard operator at this opset: placement declines it (or a plugin kernel serves it)
     for kind, have, low, high in (("inputs", len(node.input), schema.min_input, schema.max_input),
                                   ("outputs", len(node.output), schema.min_output, schema.max_output)):
@@ -125,7 +135,7 @@ def _check_arity(node: NodeProto, label: str, graph: str, opsets: dict[str, int]
                 "opset — re-export it")
 
 
-def _check_attribute(a: AttributeProto, label: str, visible: dict[str, str], graph: str,
+def _check_attribute(a: AttributeProto, label: str, visible: Mapping[str, str], graph: str,
                      opsets: dict[str, int]) -> None:
     where = f"attribute {a.name!r} of {label} in {graph}"
     if a.type == AttributeProto.UNDEFINED or a.type not in AttributeProto.AttributeType.values():
