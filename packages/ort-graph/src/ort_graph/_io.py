@@ -45,8 +45,9 @@ def load(source: str | os.PathLike | bytes, *, validate_graph: bool = True,
          base_dir: str | os.PathLike | None = None) -> Model:
     """Load a model from a path or serialized bytes. External data is mapped lazily, not read.
 
-    External data resolves against the model file's directory, or `base_dir` for a model given as bytes
-    (required when such a model has external data; the working directory is never used). Files outside
+    External data resolves against `base_dir` when given (ONNX Runtime's
+    `session.model_external_initializers_file_folder_path`), else the model file's directory; a model given
+    as bytes with external data requires `base_dir` (the working directory is never used). Files outside
     that directory (absolute locations, `..`, symbolic links leading out) are refused."""
     if isinstance(source, bytes | bytearray | memoryview):
         mp = _parse(bytes(source), "the given bytes")
