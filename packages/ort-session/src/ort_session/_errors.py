@@ -7,8 +7,9 @@ class SessionError(Exception):
     """Base class of every error raised by ort-session."""
 
 
-class InvalidOptionError(SessionError):
-    """A session option is unknown, malformed or contradicts another option."""
+class InvalidOptionError(SessionError, ValueError):
+    """A session option is unknown, malformed, of the wrong type or contradicts another option (a
+    ValueError too, like the parse errors of ort-partition it often wraps)."""
 
 
 class InvalidInputError(SessionError):
