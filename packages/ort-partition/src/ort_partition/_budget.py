@@ -264,7 +264,14 @@ def format_node_stats(stats: Mapping[str, NodeAllocationStats]) -> str:
 def write_node_stats(path: str | os.PathLike[str], stats: Mapping[str, NodeAllocationStats]) -> pathlib.Path:
     """Write the CSV in ONNX Runtime's format; returns the path written."""
     p = pathlib.Path(path)
-    p.write_text(format_node_stats(stats))
+    data = format_node_stats(stats).encode("utf-8")
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")  # written whole, then renamed: no half-written CSV
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, p)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return p
 
 

@@ -27,3 +27,8 @@ class KernelRunError(SessionError):
 class DeviceMemoryError(SessionError):
     """Initialization could not allocate a device's planned memory (weights, pre-allocated buffers): the
     device has less free memory than the budget promised. Nothing stays allocated."""
+
+
+class MemoryProfileWriteWarning(UserWarning):
+    """The per-node memory statistics file (`memory_profile_out`) could not be written after a run; the
+    run's outputs are still returned and the file is left as it was."""
