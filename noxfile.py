@@ -17,7 +17,7 @@ nox.options.sessions = ["tests"]
 
 ROOT = pathlib.Path(__file__).parent
 PACKAGES = ["ort-graph", "ort-partition", "ort-memplan", "ort-abi", "ort-cuda-ep", "ort-session"]
-TEST_TOOLS = ["pytest>=8", "onnxruntime>=1.20"]
+TEST_TOOLS = ["pytest>=8", "onnxruntime>=1.20", "hypothesis>=6"]
 
 
 def _local_closure(name: str) -> list[str]:

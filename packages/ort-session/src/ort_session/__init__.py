@@ -12,6 +12,7 @@ from ._errors import (
     InvalidInputError,
     InvalidOptionError,
     KernelRunError,
+    MemoryProfileWriteWarning,
     PlacementError,
     SessionError,
 )
@@ -33,6 +34,6 @@ __version__ = "0.2.0"
 __all__ = [
     "CUDA_PARTITIONING", "LAYER_ASSIGNMENT", "MAX_SHAPE_OVERRIDE", "NAME_BASED_ASSIGNMENT", "PRE_ALLOCATE",
     "CpuExecutionProvider", "DeviceMemoryError", "InferenceSession", "InvalidInputError", "InvalidOptionError", "KernelRunError",
-    "PlacementError", "RunStats", "SessionError", "SessionOptions", "UnknownConfigKeyWarning", "SimulatedGpuExecutionProvider",
+    "MemoryProfileWriteWarning", "PlacementError", "RunStats", "SessionError", "SessionOptions", "UnknownConfigKeyWarning", "SimulatedGpuExecutionProvider",
     "__version__", "generate_inputs", "validate_feeds",
 ]

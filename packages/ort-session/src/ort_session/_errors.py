@@ -7,8 +7,9 @@ class SessionError(Exception):
     """Base class of every error raised by ort-session."""
 
 
-class InvalidOptionError(SessionError):
-    """A session option is unknown, malformed or contradicts another option."""
+class InvalidOptionError(SessionError, ValueError):
+    """A session option is unknown, malformed, of the wrong type or contradicts another option (a
+    ValueError too, like the parse errors of ort-partition it often wraps)."""
 
 
 class InvalidInputError(SessionError):
@@ -26,3 +27,8 @@ class KernelRunError(SessionError):
 class DeviceMemoryError(SessionError):
     """Initialization could not allocate a device's planned memory (weights, pre-allocated buffers): the
     device has less free memory than the budget promised. Nothing stays allocated."""
+
+
+class MemoryProfileWriteWarning(UserWarning):
+    """The per-node memory statistics file (`memory_profile_out`) could not be written after a run; the
+    run's outputs are still returned and the file is left as it was."""

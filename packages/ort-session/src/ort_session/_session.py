@@ -17,7 +17,7 @@ from . import _memory, _placement
 from ._boundaries import insert_copies
 from ._cpu_ep import CpuExecutionProvider, SimulatedGpuExecutionProvider
 from ._device_memory import memory_types_of
-from ._errors import InvalidOptionError, SessionError
+from ._errors import InvalidOptionError, MemoryProfileWriteWarning, SessionError
 from ._executor import Executor, RunStats
 from ._feeds import required_inputs, validate_feeds
 from ._options import MAX_SHAPE_OVERRIDE, SessionOptions
@@ -160,7 +160,7 @@ class InferenceSession:
             raise InvalidInputError(f"unknown output name(s) {unknown!r}; the model's outputs are {self.output_names!r}")
         result = self._executor.run(arrays, outputs, self.memory.layout_for(arrays), progress)
         if self._executor.recorder is not None:  # field-wise maximum over all runs so far
-            self._executor.recorder.dump(self.options.memory_profile_out)
+            _dump_memory_profile(self._executor.recorder, self.options.memory_profile_out)
         return result
 
 
@@ -185,6 +185,19 @@ class InferenceSession:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _dump_memory_profile(recorder: Any, path: str) -> None:
+    """Write the statistics CSV; a failure to write warns (MemoryProfileWriteWarning) and loses no outputs."""
+    import warnings
+
+    try:
+        recorder.dump(path)
+    except (OSError, ValueError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        warnings.warn(f"memory_profile_out {path!r}: the per-node memory statistics could not be written ({why}); "
+                      "the run's outputs are returned — give a writable file path", MemoryProfileWriteWarning,
+                      stacklevel=3)
 
 
 def _as_mapping(opts: SessionOptions) -> dict[str, Any]:
