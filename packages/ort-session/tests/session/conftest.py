@@ -1,7 +1,10 @@
 """Models without decoder-layer names (no `layers.N` / `h.N` / `blocks.N`), built in the tests: an MLP
 named `fc1/...`, a small CNN named `features.N/...` and an encoder named `encoder/stage_N/...`."""
 
+import types
+
 import numpy as np
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 OPSET = 17
@@ -102,3 +105,9 @@ def inputs(name, seed=0):
 
 DIMS = {"mlp": {"batch": 2}, "cnn": {"batch": 1}, "encoder": {"batch": 1, "tokens": 8}}
 BUILDERS = {"mlp": mlp, "cnn": cnn, "encoder": encoder}
+
+
+@pytest.fixture(scope="session")
+def layerless():
+    """The builders (`layerless.build[name]()` -> ModelProto), their feeds and free dimensions."""
+    return types.SimpleNamespace(build=BUILDERS, inputs=inputs, dims=DIMS)
