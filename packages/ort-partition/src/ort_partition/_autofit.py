@@ -44,7 +44,7 @@ class AutoFitResult:
         if self.granularity == "nodes":
             where = f" (topological positions {self.segment[0]}-{self.segment[1]})" if self.segment else ""
             return (f"{self.nodes_on_device}/{self.total_nodes} supported nodes on {self.ep}{where} "
-                    f"({self.cost_on_device} of {self.budget} bytes by the per-node cost sum; node granularity)")
+                    f"({self.cost_on_device} of {self.budget} bytes by the per-node cost sum)")
         text = (f"{self.layers_on_device}/{self.total_layers} decoder layers on {self.ep} "
                 f"({self.cost_on_device} of {self.budget} bytes)")
         if self.tail_on_device:

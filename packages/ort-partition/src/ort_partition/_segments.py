@@ -10,11 +10,11 @@ the boundary, and the exact check counts those copies: a segment whose copies do
   <= budget), the device gets one contiguous run of candidates: the longest that fits from the first
   candidate, and the longest from the start of the window of per-node costs that holds the most weight
   bytes within the budget (a CNN's first convolutions carry the largest activations and the least
-  weight). The segment with more weight bytes on the device wins (then more nodes, then the earlier
-  start). One segment means two boundaries at most: few copies. Each length is found by galloping
+  weight). The segment with the larger per-node cost sum on the device (the bytes it holds there:
+  weights, outputs, workspace) wins, then more nodes, then the earlier start. One segment means two boundaries at most: few copies. Each length is found by galloping
   from the accountant's estimate and bisecting (`largest_passing`); when neither start fits a single
   node, the cheapest few candidates are tried alone and extended. The number of exact checks is
-  O(log n) per start, plus at most `SINGLETON_TRIES`.
+  O(log n) per start (forwards and backwards), plus at most `SINGLETON_TRIES`.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ class Segment:
     end: int
     placement: Placement
     weights: int  # weight bytes on the device (deduplicated)
+    cost: int = 0  # the per-node cost sum of the segment (weights, outputs, workspace)
 
 
 @attrs.define(eq=False)
@@ -117,10 +118,13 @@ def fit_segment(graph: Any, eps: Sequence[Any], target: str, candidates: Sequenc
         length = largest_passing(guess, len(candidates) - start, lambda k: ok(start, start + k))
         if not length:
             return None
-        p = realize(start, start + length)
+        end = start + length
+        start -= largest_passing(0, start, lambda k: ok(start - k, end))  # and as far back as it fits
+        p = realize(start, end)
         on = set(p.nodes_on(target))
-        weights = sum(c.weights for n, c in p.costs.items() if n in on)
-        return Segment(start=start, end=start + length, placement=p, weights=weights)
+        mine = [c for n, c in p.costs.items() if n in on]
+        return Segment(start=start, end=end, placement=p, weights=sum(c.weights for c in mine),
+                       cost=sum(c.total for c in mine))
 
     costs = _costs(candidates, claims, estimator, stats, target)
     found: list[Segment] = []
@@ -137,4 +141,4 @@ def fit_segment(graph: Any, eps: Sequence[Any], target: str, candidates: Sequenc
                 break
     if not found:
         return Segment(start=0, end=0, placement=realize(0, 0), weights=0)
-    return max(found, key=lambda s: (s.weights, s.end - s.start, -s.start))
+    return max(found, key=lambda s: (s.cost, s.end - s.start, -s.start))

@@ -114,7 +114,8 @@ class SessionPlan:
         return "\n".join(lines)
 
     def to_table(self) -> str:
-        head = f"placement ({self.placement.mode}, {self.placement.granularity} granularity)"
+        unit = {"layers": "layer", "nodes": "node"}.get(self.placement.granularity, self.placement.granularity)
+        head = f"placement ({self.placement.mode}, {unit} granularity)"
         if self.placement.summary:
             head += f": {self.placement.summary}"
         parts = [head + ":" if not self.placement.summary else head, self.report.table(),
