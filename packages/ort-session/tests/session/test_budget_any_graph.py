@@ -82,3 +82,32 @@ def test_a_graph_with_layers_keeps_layer_granularity():
                     {"batch": 1, "sequence": 8, "past_sequence": 0}, budgets="gpu:1GiB")
     assert sess.placement.granularity == "layers" and sess.placement.layers_on_device == 2
     assert sess.plan.to_dict()["granularity"] == "layers"
+
+
+@pytest.fixture(scope="module")
+def squeezenet():
+    import os
+
+    import onnx
+
+    path = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light", "light_squeezenet.onnx")
+    if not os.path.exists(path):
+        pytest.skip(f"the onnx package has no light model at {path}")
+    x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cpu = InferenceSession(path)
+        name = cpu.input_names[0]
+        full = _session(path, {}, budgets="gpu:100GiB").plan.to_dict()["devices"]["simgpu"]["total"]
+        return path, {name: x}, cpu.run(None, {name: x}), full
+
+
+@pytest.mark.parametrize("fraction", [0.05, 0.3, 0.7])
+def test_a_real_cnn_without_layer_names_fits_its_budget(squeezenet, fraction):
+    path, feeds, cpu_only, full = squeezenet
+    budget = int(full * fraction)
+    sess = _session(path, {}, budgets=f"gpu:{budget}")
+    assert sess.placement.granularity == "nodes" and _on_device(sess)
+    for a, b in zip(sess.run(None, feeds), cpu_only):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert sess.device_memory()["simgpu"]["peak"] <= budget
