@@ -76,7 +76,8 @@ def test_generate_with_dims_plans_prefill_and_every_decode_step(decoder_path, re
     assert sess.options.max_shapes["input_ids"] == [1, 5]  # the prompt's 5 byte tokens
     use = _simgpu(sess)
     assert use["weights"] > 0 and use["peak"] <= use["capacity"]
-    assert "6 tokens" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "6 tokens" in err and "0 runtime allocations in total (pre-allocated)" in err
 
 
 @pytest.mark.parametrize("export", EXPORTS)
@@ -86,6 +87,17 @@ def test_run_every_real_export_under_a_small_budget(shared_models, export, recor
         pytest.skip(f"{path} is not present")
     rc = cli.main(["run", str(path), "--budget", f"gpu:{BUDGET}", "--providers", SIM])
     assert rc == 0, capsys.readouterr().err
+    (sess,) = recorded
+    use = _simgpu(sess)
+    assert use["weights"] > 0 and use["peak"] <= use["capacity"] == BUDGET
+
+
+def test_generate_on_a_real_export_with_dims_stays_within_the_budget(shared_models, recorded, capsys):
+    path = shared_models / "llama_l4" / "genai_int4_cpu" / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} is not present")
+    assert cli.main(["generate", str(path), "--budget", f"gpu:{BUDGET}", "--providers", SIM, "--prompt", "hello there",
+                     "--max-new-tokens", "6", "--dim", "batch_size=1"]) == 0, capsys.readouterr().err
     (sess,) = recorded
     use = _simgpu(sess)
     assert use["weights"] > 0 and use["peak"] <= use["capacity"] == BUDGET
