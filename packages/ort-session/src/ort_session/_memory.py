@@ -19,6 +19,7 @@ Which layout a run gets, checked in `layout_for` before any kernel runs:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -43,7 +44,24 @@ from ._executor import FreshArrays
 from ._layouts import CachedLayout, PlannedLayout, TracedPattern, TracingLayout, arenas
 from ._options import SessionOptions
 
-__all__ = ["SessionMemory", "plan_memory"]
+__all__ = ["RED_ZONES_ENV", "SessionMemory", "plan_memory", "red_zone_bytes"]
+
+RED_ZONES_ENV = "ORT_LOWMEM_RED_ZONES"  # debug: guard bytes after every planned block, without code changes
+
+
+def red_zone_bytes(options: SessionOptions) -> int:
+    """Guard bytes after every planned block: the `red_zones` option, else ORT_LOWMEM_RED_ZONES, else 0."""
+    if options.red_zones:
+        return int(options.red_zones)
+    raw = os.environ.get(RED_ZONES_ENV, "").strip()
+    try:
+        n = int(raw or 0)
+    except ValueError as e:
+        raise InvalidOptionError(f"{RED_ZONES_ENV}={raw!r} is not a byte count; set it to e.g. 64 (guard bytes after "
+                                 "every planned block), or unset it") from e
+    if n < 0:
+        raise InvalidOptionError(f"{RED_ZONES_ENV}={raw!r} is negative; set it to e.g. 64, or 0 to turn red zones off")
+    return n
 
 
 @attrs.define(eq=False)
@@ -157,7 +175,7 @@ class SessionMemory:
             self._check_promise(shapes)
         if self.static and self._within_plan(shapes):
             return PlannedLayout(self.gplan, self.buffers, self.stages,
-                                 self.node_names if self.options.red_zones else None,
+                                 self.node_names if self.gplan.plan.red_zone else None,
                                  name="pre-allocated" if self.buffers is not None else "static plan",
                                  slot_ids=self._slot_ids)
         if self.buffers is not None:
@@ -210,8 +228,8 @@ def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any],
             if o:
                 value_device[o] = HOST if k in host_outputs else device_of_node[node.index]
     gplan = ort_memplan.plan_graph(graph, order, lambda n: device_of_node[n.index], workspace=slots,
-                                   red_zone=options.red_zones, algorithm=algorithm, input_device=HOST,
-                                   value_devices=value_device)
+                                   red_zone=red_zone_bytes(options) if allocate else 0, algorithm=algorithm,
+                                   input_device=HOST, value_devices=value_device)
     inputs = [n for n in graph.inputs if n not in graph.initializers]
     input_limits = {n: tuple(graph.values[n].shape) for n in inputs if graph.values[n].shape is not None}
     planned_shapes = {n: s for n, s in input_limits.items() if is_static(s)}

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import ort_memplan
 from ort_session import InferenceSession
-from ort_session._errors import FeedExceedsPlanError, InvalidInputError
+from ort_session._errors import FeedExceedsPlanError, InvalidInputError, InvalidOptionError
 
 CPU = ["CPUExecutionProvider"]
 SIM = ["SimulatedGPUExecutionProvider", "CPUExecutionProvider"]
@@ -107,3 +108,29 @@ def test_without_a_promise_a_larger_feed_traces_a_new_pattern():
     sess = _session({"free_dimension_overrides": {"N": 2}})
     sess.run(None, {"X": _x(3)})
     assert sess.last_run_stats.layout == "tracing"
+
+
+def test_the_red_zones_environment_variable_turns_guards_on(monkeypatch):
+    monkeypatch.setenv("ORT_LOWMEM_RED_ZONES", "64")
+    sess = _session({"free_dimension_overrides": {"N": 2}, "session.pre_allocate_execution_buffers": "1"})
+    assert sess.memory.gplan.plan.red_zone == 64
+    sess.run(None, {"X": _x(2)})  # guards intact in a clean run
+    conv = next(n for n in sess.order if n.op_type == "Conv")
+    kernel = sess.kernels[conv.index]
+    inner = kernel.compute
+
+    def overflowing(ctx):  # one byte past its output block
+        inner(ctx)
+        device, offset, nbytes = sess.memory.gplan.value_block(conv.outputs[0])
+        sess.memory.buffers.buffers[device][offset + nbytes] ^= 0xFF
+
+    kernel.compute = overflowing
+    with pytest.raises(ort_memplan.RedZoneViolation, match=r"node 'conv' \(step 0\) wrote past the end of 'Y'"):
+        sess.run(None, {"X": _x(2)})
+
+
+@pytest.mark.parametrize("raw", ["lots", "-8"])
+def test_a_bad_red_zones_environment_variable_is_refused_at_initialization(monkeypatch, raw):
+    monkeypatch.setenv("ORT_LOWMEM_RED_ZONES", raw)
+    with pytest.raises(InvalidOptionError, match=f"ORT_LOWMEM_RED_ZONES='{raw}'"):
+        _session({"free_dimension_overrides": {"N": 2}})
