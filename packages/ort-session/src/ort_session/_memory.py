@@ -101,6 +101,11 @@ class SessionMemory:
         """Devices with their own memory -> their allocator."""
         return {d: s.allocator for d, s in self.stages.items() if s.allocator is not None}
 
+    def allocator_of_node(self) -> dict[int, ort_abi.Allocator]:
+        """Node index -> its device's allocator, for the nodes on a device with its own memory (the executor's)."""
+        return {i: self.stages[d].allocator for i, d in self.device_of_node.items()
+                if d in self.stages and self.stages[d].allocator is not None}
+
     @property
     def device_budgets(self) -> dict[str, int]:
         """Per device with a budget: what it leaves for activations and workspace."""

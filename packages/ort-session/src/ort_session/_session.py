@@ -106,9 +106,7 @@ class InferenceSession:
         self.overruns = _placement.planned_overruns(self.memory, self.placement, self.providers)
         self.plan = SessionPlan(self.model, self.placement, self.memory, self.shape_report, self.fusions,
                                 self.providers, self.recheck, self.overruns)
-        device_of_ep = {p.name: p.device for p in self.providers}
-        node_allocators = {n.index: self.memory.allocators[device_of_ep[n.ep]] for n in graph.nodes
-                           if device_of_ep.get(n.ep) in self.memory.allocators}
+        node_allocators = self.memory.allocator_of_node()  # read from the memory stages
         types = memory_types_of(self.providers)
         host_outputs = {n.index: types(n)[1] for n in graph.nodes if n.index in node_allocators}
         self._executor = Executor(graph, self.order, self.kernels, allocators=node_allocators,
