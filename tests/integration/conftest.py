@@ -31,3 +31,11 @@ def parity_lib(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     if not ort_abi.c_available():
         pytest.skip("ort_abi._cffi_bridge is not built (C kernels cannot load)")
     return compile_library(PARITY_C, tmp_path_factory.mktemp("clib") / "libparity_kernels.so")
+
+
+@pytest.fixture(scope="session")
+def old_abi_lib(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """Relu and Neg kernels of ABI version 1 that take scratch (`c/old_abi_relu.c`)."""
+    if not ort_abi.c_available():
+        pytest.skip("ort_abi._cffi_bridge is not built (C kernels cannot load)")
+    return compile_library(HERE / "c" / "old_abi_relu.c", tmp_path_factory.mktemp("oldabi") / "libold_abi_relu.so")

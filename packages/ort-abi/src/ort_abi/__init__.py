@@ -22,7 +22,7 @@ from ._buffers import (
     copy_host_to_device,
 )
 from ._context import ContextCounters, KernelContext, KernelInfo, OutputAllocator, numpy_output_allocator
-from ._ep import Capability, Declined, EpIdentity, EpInfo, Supported
+from ._ep import Capability, ClosableProvider, Declined, EpIdentity, EpInfo, Supported, close_provider
 from ._errors import (
     AbiError,
     AbiVersionMismatchError,
@@ -38,6 +38,7 @@ from ._errors import (
     KernelDefError,
     KernelError,
     KernelLibraryError,
+    LeakError,
     LibraryNotFoundError,
     MissingSymbolError,
     OwnershipError,
@@ -73,14 +74,14 @@ def get_include() -> str:
 __all__ = [
     "ABI_MIN_VERSION", "ABI_VERSION", "ABI_VERSION_WORKSPACE", "HEADER_NAME", "HOST_API", "MAX_SLOTS",
     "AbiError", "AbiVersionMismatchError", "AllocationError", "Allocator", "BorrowedFreeError",
-    "CFeaturesUnavailableError", "Capability", "ContextCounters", "CrossDeviceFreeError", "CrossEpFreeError",
+    "CFeaturesUnavailableError", "Capability", "ClosableProvider", "ContextCounters", "CrossDeviceFreeError", "CrossEpFreeError",
     "Declined", "Device", "DeviceBuffer", "DeviceTensor", "DoubleFreeError", "DuplicateKernelError", "EpIdentity", "EpInfo",
     "ErrorCode", "ForeignFreeError", "HandleError", "HostAllocator", "HostApi", "InputState", "KernelContext",
     "KernelDef", "KernelDefBuilder", "KernelDefError", "KernelEntry", "KernelError", "KernelInfo",
-    "KernelLibrary", "KernelLibraryError", "KernelRegistry", "LibraryNotFoundError", "MissingSymbolError",
+    "KernelLibrary", "KernelLibraryError", "KernelRegistry", "LeakError", "LibraryNotFoundError", "MissingSymbolError",
     "NullDeviceAllocator", "OutputAllocator", "OwnershipError", "RegistrationError", "RegistrationFailedError",
     "Supported", "TransferError", "UseAfterFreeError", "WorkspaceDeclarationError", "WorkspaceInputShape",
-    "WorkspaceSlot", "__version__", "c_available", "check", "copy_device_to_device", "copy_device_to_host",
+    "WorkspaceSlot", "__version__", "c_available", "check", "close_provider", "copy_device_to_device", "copy_device_to_host",
     "copy_host_to_device", "declare_workspace", "empty_tensor", "estimate_workspace", "get_include", "live_handles",
     "live_status_count", "load_kernel_library", "numpy_output_allocator", "release_kernel", "status_misuse",
     "tensor_from_host", "tensor_to_host", "workspace_input_shapes",

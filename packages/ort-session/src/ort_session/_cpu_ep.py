@@ -230,3 +230,11 @@ class SimulatedGpuExecutionProvider(CpuExecutionProvider):
     def create_kernel(self, node: Node) -> Any:
         kernel = super().create_kernel(node)
         return kernel if node.op_type in MEMCPY_OPS else StagedKernel(kernel)
+
+    def close(self) -> None:
+        """Shut the device down: everything its sessions allocated must have been freed by now."""
+        alloc = self.allocator
+        if alloc.live_buffers:
+            raise ort_abi.LeakError(
+                f"{self.name} shut down with {alloc.live_buffers} buffer(s) ({alloc.bytes_in_use} bytes) still "
+                "allocated; every weight, execution buffer and run value must be freed before its provider closes")

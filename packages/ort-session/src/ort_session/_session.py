@@ -3,8 +3,10 @@ Level-2 re-check -> boundary copies -> finalize (kernels, declared workspace) ->
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import onnx
@@ -17,13 +19,14 @@ from . import _memory, _placement
 from ._boundaries import insert_copies
 from ._cpu_ep import CpuExecutionProvider, SimulatedGpuExecutionProvider
 from ._device_memory import memory_types_of
-from ._errors import InvalidOptionError, MemoryProfileWriteWarning, SessionError
+from ._errors import InvalidInputError, InvalidOptionError, MemoryProfileWriteWarning, SessionBusyError, SessionError
 from ._executor import Executor, RunStats
 from ._feeds import required_inputs, validate_feeds
 from ._options import MAX_SHAPE_OVERRIDE, SessionOptions
 from ._plan import SessionPlan
 
 DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
+CLOSE_TIMEOUT_S = 30.0  # how long close() waits for runs in flight before it refuses
 
 
 def _load(model: str | os.PathLike | bytes | onnx.ModelProto | Model) -> Model:
@@ -103,14 +106,15 @@ class InferenceSession:
         self.overruns = _placement.planned_overruns(self.memory, self.placement, self.providers)
         self.plan = SessionPlan(self.model, self.placement, self.memory, self.shape_report, self.fusions,
                                 self.providers, self.recheck, self.overruns)
-        device_of_ep = {p.name: p.device for p in self.providers}
-        node_allocators = {n.index: self.memory.allocators[device_of_ep[n.ep]] for n in graph.nodes
-                           if device_of_ep.get(n.ep) in self.memory.allocators}
+        node_allocators = self.memory.allocator_of_node()  # read from the memory stages
         types = memory_types_of(self.providers)
         host_outputs = {n.index: types(n)[1] for n in graph.nodes if n.index in node_allocators}
         self._executor = Executor(graph, self.order, self.kernels, allocators=node_allocators,
                                   weights=self.memory.device_weights, host_outputs=host_outputs)
         self._closed = False
+        self._runs = threading.Condition()  # guards _active_runs / _closing / _closed
+        self._active_runs = 0
+        self._closing = False
         used = {n.ep for n in graph.nodes}
         self._plan_only = [p.name for p in self.providers if not getattr(p, "can_run", True) and p.name in used]
         if self.options.memory_profile_out:
@@ -143,8 +147,25 @@ class InferenceSession:
     def run(self, output_names: Sequence[str] | None, feeds: Mapping[str, Any],
             progress: Callable[[int, int], None] | None = None) -> list[Any]:
         """Run the model; `progress(done_nodes, total_nodes)` is called after every node when given."""
-        if self._closed:
-            raise SessionError("this session was closed (its device memory freed); create a new InferenceSession")
+        with self._run_slot():
+            return self._run(output_names, feeds, progress)
+
+    @contextlib.contextmanager
+    def _run_slot(self) -> Iterator[None]:
+        """Counts a run in flight so that close() waits for it; refused once close() has begun."""
+        with self._runs:
+            if self._closed or self._closing:
+                raise SessionError("this session was closed (its device memory freed); create a new InferenceSession")
+            self._active_runs += 1
+        try:
+            yield
+        finally:
+            with self._runs:
+                self._active_runs -= 1
+                self._runs.notify_all()
+
+    def _run(self, output_names: Sequence[str] | None, feeds: Mapping[str, Any],
+             progress: Callable[[int, int], None] | None) -> list[Any]:
         idle = self._plan_only
         if idle:
             raise SessionError(
@@ -155,8 +176,6 @@ class InferenceSession:
         outputs = list(output_names or self.output_names)
         unknown = [o for o in outputs if o not in self.model.graph.outputs]
         if unknown:
-            from ._errors import InvalidInputError
-
             raise InvalidInputError(f"unknown output name(s) {unknown!r}; the model's outputs are {self.output_names!r}")
         result = self._executor.run(arrays, outputs, self.memory.layout_for(arrays), progress)
         if self._executor.recorder is not None:  # field-wise maximum over all runs so far
@@ -170,15 +189,35 @@ class InferenceSession:
         capacity it is held to (the device's budget; None when none was given) and the weights' bytes."""
         return self.memory.device_usage()
 
-    def close(self) -> None:
-        """Free the session's device memory (weights, pre-allocated buffers) and release its kernels.
-        Idempotent; refused while a run is using the pre-allocated buffers; later runs are refused."""
-        if self._closed:
-            return
-        self.memory.close()
-        for kernel in self.kernels.values():
-            ort_abi.release_kernel(kernel)
-        self._closed = True
+    def close(self, timeout: float | None = CLOSE_TIMEOUT_S) -> None:
+        """Free the session's device memory (weights, pre-allocated buffers), release its kernels and shut
+        its execution providers down. Runs in flight (other threads) are waited for, at most `timeout`
+        seconds (None: no limit); if they have not ended by then nothing is freed and `SessionBusyError` is
+        raised: close again later. New runs are refused from the moment close() begins. Idempotent."""
+        with self._runs:
+            if self._closed:
+                return
+            self._closing = True
+            if not self._runs.wait_for(lambda: self._active_runs == 0, timeout):
+                self._closing = False
+                raise SessionBusyError(
+                    f"close() waited {timeout!r} s for {self._active_runs} run(s) in flight, which have not ended; "
+                    "nothing was freed (a running kernel still reads the weights). Close again once they finish, "
+                    "or pass a longer timeout")
+            self._closed = True
+        try:
+            self.memory.close()
+            for kernel in self.kernels.values():
+                ort_abi.release_kernel(kernel)
+        finally:
+            errors = []
+            for provider in self.providers:  # every provider is shut down, even if one of them complains
+                try:
+                    ort_abi.close_provider(provider)
+                except Exception as e:  # noqa: PERF203 - one error must not skip the other providers
+                    errors.append(e)
+            if errors:
+                raise SessionError(f"closing the execution providers failed: {errors[0]}") from errors[0]
 
     def __enter__(self) -> InferenceSession:
         return self
