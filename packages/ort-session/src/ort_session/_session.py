@@ -19,7 +19,13 @@ from . import _memory, _placement
 from ._boundaries import insert_copies
 from ._cpu_ep import CpuExecutionProvider, SimulatedGpuExecutionProvider
 from ._device_memory import memory_types_of
-from ._errors import InvalidInputError, InvalidOptionError, MemoryProfileWriteWarning, SessionBusyError, SessionError
+from ._errors import (
+    InvalidInputError,
+    InvalidOptionError,
+    MemoryProfileWriteWarning,
+    SessionBusyError,
+    SessionError,
+)
 from ._executor import Executor, RunStats
 from ._feeds import required_inputs, validate_feeds
 from ._options import MAX_SHAPE_OVERRIDE, SessionOptions
