@@ -106,6 +106,18 @@ def test_ignored_host_error_fails_the_load(misbehaving_variant, fresh_statuses):
     assert len(reg) == 0
 
 
+@pytest.mark.parametrize(("variant", "failed_call"), [
+    ("IGNORE_ADD_ERROR", "KernelDefBuilder_Build returned INVALID_ARGUMENT: kernel definition is missing op_type"),
+    ("IGNORE_TYPE_CONSTRAINT_ERROR", "KernelDefBuilder_AddTypeConstraint returned INVALID_ARGUMENT"),
+])
+def test_a_library_that_drops_a_failed_host_call_is_refused(misbehaving_variant, fresh_statuses, variant, failed_call):
+    reg = KernelRegistry()
+    with pytest.raises(RegistrationFailedError, match="returned success .* but ignored a failing host call") as info:
+        load_kernel_library(misbehaving_variant(variant), reg)
+    assert failed_call in str(info.value)
+    assert len(reg) == 0
+
+
 # ---- statuses --------------------------------------------------------------------------------------------------
 def test_foreign_status_pointer_raises_without_dereferencing(reg, fresh_statuses):
     with pytest.raises(KernelError, match="0x1234, which is not a live status") as info:

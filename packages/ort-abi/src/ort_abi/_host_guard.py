@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ._errors import AbiError, DuplicateKernelError, HandleError, KernelDefError
+from ._errors import AbiError, DuplicateKernelError, HandleError, KernelDefError, RegistrationError
 from ._ffi import _ffi as ffi
 from ._hostapi import AttributeError_, typed_attribute  # noqa: F401  (re-exported for the query module)
 from ._status import FAILURES, STATUSES, ErrorCode
@@ -26,8 +26,13 @@ def cstring(p: Any) -> str:
 
 def _failed(code: ErrorCode, name: str, e: BaseException, text: str) -> Any:
     failures = FAILURES.get()
-    if failures is not None:
-        failures.append(e)
+    if failures is not None:  # keep which call failed: the refusal of the library names it
+        if isinstance(e, DuplicateKernelError):
+            failures.append(e)
+        else:
+            recorded = RegistrationError(f"{name} returned {code.name}: {text}")
+            recorded.__cause__ = e
+            failures.append(recorded)
     return STATUSES.create(code, f"{name}: {text}")
 
 
