@@ -168,3 +168,11 @@ def test_a_version_2_library_still_loads(misbehaving_variant, fresh_statuses):
     reg = KernelRegistry()
     lib = load_kernel_library(misbehaving_variant("LIBRARY_V2"), reg)
     assert lib.abi_version == 2 and len(reg) > 0 and all(e.shape_func is None for e in reg)
+
+
+def test_find_picks_the_kernel_whose_schema_less_constraints_the_inputs_meet():
+    reg = KernelRegistry()
+    f32 = reg.add_kernel_v2(_double_def([("T", [F32])]), _Double)
+    f64 = reg.add_kernel_v2(_double_def([("T", [F64])]), _Double)
+    find = lambda types: reg.find("Double", "my.ops", 1, "CPUExecutionProvider", input_types=types)  # noqa: E731
+    assert find([F32]) is f32 and find([F64]) is f64 and find([I64]) is None

@@ -11,7 +11,7 @@ import attrs
 from ._errors import AbiError, DuplicateKernelError, KernelError, RegistrationError
 from ._hostapi import HOST_API
 from ._kerneldef import KernelDef, normalize_domain
-from ._shapefunc import TypeCheckedKernel, has_onnx_schema
+from ._shapefunc import TypeCheckedKernel, check_input_types, has_onnx_schema
 from ._status import ErrorCode
 from ._workspace import WorkspaceInputShape, WorkspaceSlot, validate_slots
 
@@ -128,11 +128,16 @@ class KernelRegistry:
         self._by_op[(entry.kernel_def.domain, entry.kernel_def.op_type)].remove(entry)
 
     def find(self, op_type: str, domain: str, opset: int, ep: str,
-             dtypes: Mapping[str, int] | None = None) -> KernelEntry | None:
+             dtypes: Mapping[str, int] | None = None, *,
+             input_types: Sequence[int] | None = None) -> KernelEntry | None:
         """The entry for this op at this opset on this EP (newest since-version wins); `dtypes`
-        optionally binds type-constraint names to element types. None when nothing matches."""
+        optionally binds type-constraint names to element types (ops with an ONNX schema);
+        `input_types` (element type per input) filters by the schema-less binding of
+        `check_input_types` (custom ops). None when nothing matches."""
         best = None
         for entry in self._by_op.get((normalize_domain(domain), op_type), ()):
+            if input_types is not None and check_input_types(entry.kernel_def, input_types, has_schema=False):
+                continue
             if entry.kernel_def.matches(op_type, domain, opset, ep, dtypes):
                 if best is None or entry.kernel_def.since_version_start > best.kernel_def.since_version_start:
                     best = entry

@@ -157,9 +157,16 @@ class CpuExecutionProvider:
         key = (node.op_type, node.domain, tuple(values[n].dtype if n in values else 0 for n in node.inputs))
         if key not in self._entries:
             bindings = self._bindings(node)
+            # schema-less (custom) ops: prefer a kernel whose type constraints the inputs meet; else any
+            # kernel of the op, which the claim then declines saying which input type it rejects
+            typed = [key[2]] if bindings is None else []
             found = None
-            for registry in self.registries:
-                found = registry.find(node.op_type, node.domain, self.opset(node), self.name, bindings)
+            for types in [*typed, None]:
+                for registry in self.registries:
+                    found = registry.find(node.op_type, node.domain, self.opset(node), self.name, bindings,
+                                          input_types=types)
+                    if found is not None:
+                        break
                 if found is not None:
                     break
             self._entries[key] = found
