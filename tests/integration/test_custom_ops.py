@@ -130,3 +130,12 @@ def test_in_tree_kernels_without_an_estimate_get_the_heuristic_not_zero(custom_o
     cost = ort_partition.node_cost_breakdown(ort_partition.ResourceAccountant(1 << 30), relu,
                                              ort_partition.safe_estimate(None, relu, cpu.name))
     assert cost.workspace_source == "heuristic" and cost.total == cost.activations * 3 // 2
+
+
+def test_kernel_listing_shows_which_kernels_have_an_output_shape_callback(custom_ops_lib):
+    from ort_session._kernels import kernel_rows, kernel_table
+
+    rows = {r["op"]: r for r in kernel_rows([str(custom_ops_lib)]) if r["library"]}
+    assert rows["com.example::TileRows"]["output_shapes"] == "yes"
+    assert rows["com.example::TileRowsNoShape"]["output_shapes"] == "no"
+    assert "output shapes" in kernel_table([str(custom_ops_lib)]).splitlines()[0]

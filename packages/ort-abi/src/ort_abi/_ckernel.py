@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -12,6 +13,8 @@ from ._shapefunc import MAX_OUTPUT_RANK, OutputShape
 from ._status import ErrorCode, check
 from ._views import ContextView, EpView, InfoView, NodeView, close_handle, open_handle
 from ._workspace import MAX_SLOTS, InputState, WorkspaceInputShape, WorkspaceSlot
+
+_log = logging.getLogger("ort_abi")
 
 
 def _host_version() -> tuple[int, int, int]:
@@ -32,7 +35,9 @@ class CEstimateFunc:
         node_h = open_handle("OrtNode", NodeView(node))
         try:
             ep_h = open_handle("OrtEp", EpView(ep)) if ep is not None else ffi.NULL
-        except TypeError:
+        except TypeError as e:  # the estimate still runs (it may not need the EP), but say why it gets NULL
+            _log.warning("workspace estimate for node %r from %r gets a NULL OrtEp: %s",
+                         getattr(node, "name", node), self.library, e)
             ep_h = ffi.NULL
         out = ffi.new("size_t*")
         try:

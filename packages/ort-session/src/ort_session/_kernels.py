@@ -65,11 +65,12 @@ def kernel_rows(kernel_libraries: Sequence[str] = ()) -> list[dict[str, str]]:
 
 def kernel_table(kernel_libraries: Sequence[str] = ()) -> str:
     rows = kernel_rows(kernel_libraries)
-    head = f"{'execution provider':<26} {'op':<44} {'opsets':<8} {'kind':<7} {'L1 estimate':<12} L2 declaration"
+    head = (f"{'execution provider':<26} {'op':<44} {'opsets':<8} {'kind':<7} {'L1 estimate':<12} "
+            f"{'L2 declaration':<18} output shapes")
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(f"{r['ep']:<26} {r['op']:<44} {r['opsets']:<8} {r['language']:<7} {r['level1_estimate']:<12} "
-                     f"{r['level2_declaration']}")
+                     f"{r['level2_declaration']:<18} {r['output_shapes']}")
     eps: dict[str, int] = {}
     for r in rows:
         eps[r["ep"]] = eps.get(r["ep"], 0) + 1
