@@ -39,3 +39,12 @@ def old_abi_lib(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     if not ort_abi.c_available():
         pytest.skip("ort_abi._cffi_bridge is not built (C kernels cannot load)")
     return compile_library(HERE / "c" / "old_abi_relu.c", tmp_path_factory.mktemp("oldabi") / "libold_abi_relu.so")
+
+
+@pytest.fixture(scope="session")
+def custom_ops_lib(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """c/custom_ops.c: custom-domain kernels with an output-shape callback (ABI v3), a type constraint
+    and an estimate that needs the EP handle."""
+    if not ort_abi.c_available():
+        pytest.skip("ort_abi._cffi_bridge is not built (C kernels cannot load)")
+    return compile_library(HERE / "c" / "custom_ops.c", tmp_path_factory.mktemp("clib") / "libcustom_ops.so")

@@ -120,9 +120,15 @@ class Executor:
     _release: dict[int, list[str]] = attrs.field(factory=dict, alias="release")
     _reads: dict[int, list[str]] = attrs.field(factory=dict, alias="reads")  # node index -> inputs + implicit
     _out_types: dict[int, list[int]] = attrs.field(factory=dict, alias="out_types")
+    # the planned (shape, type) of each node's outputs that kernels' requests are checked against: exact
+    # when the feeds have the planned input shapes, else rank and type only (smaller runs, max_shapes)
+    _planned: dict[bool, dict[int, list[Any]]] = attrs.field(factory=dict, alias="planned")
 
     def __attrs_post_init__(self) -> None:
+        self._planned = {True: {}, False: {}}
         for node in self.order:  # per-node facts every run needs, computed once
+            exact = self._planned[True][node.index] = ort_abi.planned_outputs(node)
+            self._planned[False][node.index] = [(None if s is None else (None,) * len(s), t) for s, t in exact]
             self._reads[node.index] = list(node.inputs) + node.implicit_inputs()
             self._out_types[node.index] = [self.graph.values[o].dtype if o and o in self.graph.values else 0
                                            for o in node.outputs]
@@ -142,6 +148,9 @@ class Executor:
         stats = RunStats(layout=layout.name)
         counters = ort_abi.ContextCounters()
         owned: dict[str, ort_abi.DeviceBuffer] = {}  # unplanned device outputs, freed when their value dies
+        planned = self._planned[all(  # the run has the planned input shapes: the plan's shapes are exact
+            np.ndim(a) == len(s) and all(not isinstance(d, int) or d == x for d, x in zip(s, np.shape(a)))
+            for n, a in feeds.items() if isinstance(a, np.ndarray) and (s := self.graph.values[n].shape) is not None)]
         with layout.hold(stats):
             try:
                 values: dict[str, Any] = {name: t.numpy() for name, t in self.graph.initializers.items()}
@@ -150,7 +159,7 @@ class Executor:
                     values[name] = arr if placed is None else placed
                 total = len(self.order)
                 for step, node in enumerate(self.order):
-                    self._step(step, node, values, layout, stats, counters, owned)
+                    self._step(step, node, values, layout, stats, counters, owned, planned[node.index])
                     if progress is not None:
                         progress(step + 1, total)
                 missing = [o for o in outputs if o not in values]
@@ -183,7 +192,7 @@ class Executor:
             total_dynamic_sizes=sum(size(o) for o in outputs), total_temp_allocations=temp))
 
     def _step(self, step: int, node: Node, values: dict[str, Any], layout: Layout, stats: RunStats,
-              counters: ort_abi.ContextCounters, owned: dict[str, ort_abi.DeviceBuffer]) -> None:
+              counters: ort_abi.ContextCounters, owned: dict[str, ort_abi.DeviceBuffer], planned: list[Any]) -> None:
         kernel = self.kernels[node.index]
         args = [values[n] if n else None for n in self._reads[node.index]]
         if self.weights is not None:
@@ -217,7 +226,8 @@ class Executor:
 
         ctx = ort_abi.KernelContext(args, output_count=len(node.outputs), output_types=out_types,
                                     output_allocator=allocate, workspace=workspace, counters=counters,
-                                    node_name=node.name, scratch_allocator=device if refusals is None else refusals)
+                                    node_name=node.name, scratch_allocator=device if refusals is None else refusals,
+                                    planned_outputs=planned)
         layout.before_step(step)
         scratch_before = counters.scratch_bytes
         try:

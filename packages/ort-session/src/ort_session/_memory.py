@@ -27,6 +27,7 @@ import attrs
 import numpy as np
 
 import ort_abi
+import ort_graph
 import ort_memplan
 from ort_graph import Model, Node, is_static
 
@@ -269,10 +270,12 @@ def _allocate(graph: Any, order: Sequence[Node], device_of_node: Mapping[int, st
     if not static:
         device_weights.close()
         unknown = list(gplan.activations.unknown_sizes)[:5]
+        origin = ort_graph.first_unresolved_node(graph)  # a node whose outputs no inference resolved
         raise InvalidOptionError(
             f"session.pre_allocate_execution_buffers needs static shapes, but {len(gplan.activations.unknown_sizes)} "
             f"value(s) have unknown sizes, e.g. {unknown!r}; set free_dimension_overrides for the model's "
-            "symbolic dimensions (ortrun: --dim name=N)")
+            "symbolic dimensions (ortrun: --dim name=N)"
+            + (f"; {ort_graph.unresolved_hint(origin)}" if origin is not None else ""))
     budgets = {d: s.activation_budget for d, s in stages.items() if s.activation_budget is not None}
     try:
         return device_weights, gplan.buffers(arenas(gplan.plan.peak, stages), budgets)

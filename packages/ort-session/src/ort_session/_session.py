@@ -28,6 +28,7 @@ from ._errors import (
 )
 from ._executor import Executor, RunStats
 from ._feeds import required_inputs, validate_feeds
+from ._kernels import kernel_output_shapes
 from ._options import MAX_SHAPE_OVERRIDE, SessionOptions
 from ._plan import SessionPlan
 
@@ -89,12 +90,13 @@ class InferenceSession:
         self.constants = ort_graph.constants_to_initializers(graph)  # as ONNX Runtime does at load
         self._declared_inputs = {n: graph.values[n].shape for n in required_inputs(graph)}
         max_shapes: Any = self.options.max_shapes or self.options.get(MAX_SHAPE_OVERRIDE)
-        self.shape_report = ort_graph.resolve_shapes(self.model, self.options.free_dimension_overrides, max_shapes)
+        self.plugins = load_plugins(self.options.kernel_libraries)  # first: their output-shape callbacks
+        self.shape_report = ort_graph.resolve_shapes(self.model, self.options.free_dimension_overrides, max_shapes,
+                                                     output_shapes=kernel_output_shapes(self.plugins, self.model))
         self.fusions = ort_graph.apply_l1_fusions(self.model) if self.options.enable_fusions else []
         names = list(providers or DEFAULT_PROVIDERS)
         if not any(n.lower() in ("cpu", "cpuexecutionprovider") for n in names):
             names.append("CPUExecutionProvider")  # the fallback provider is always last
-        self.plugins = load_plugins(self.options.kernel_libraries)
         self.providers = [make_provider(n, graph, self.model.opset_imports, self.options, self.plugins) for n in names]
         self.order = ort_graph.topological_order(graph)
         self.placement = _placement.place(self.model, self.order, self.providers, self.options)
