@@ -13,8 +13,10 @@ the boundary, and the exact check counts those copies: a segment whose copies do
   weight). The segment with the larger per-node cost sum on the device (the bytes it holds there:
   weights, outputs, workspace) wins, then more nodes, then the earlier start. One segment means two boundaries at most: few copies. Each length is found by galloping
   from the accountant's estimate and bisecting (`largest_passing`); when neither start fits a single
-  node, the cheapest few candidates are tried alone and extended. The number of exact checks is
-  O(log n) per start (forwards and backwards), plus at most `SINGLETON_TRIES`.
+  node, candidates are tried alone and extended, in the order of a lower bound of what one node alone
+  needs on the device (its weights + the larger of its copied-in inputs and its outputs: nothing less can
+  hold it, whatever in-place reuse the plan finds), only while that bound is within the budget. The number
+  of exact checks is O(log n) per start (forwards and backwards), plus at most `SINGLETON_TRIES`.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from ._loops import _estimate
 from ._placement import Placement, place
 from ._search import largest_passing
 
-SINGLETON_TRIES = 4
+SINGLETON_TRIES = 16
 
 
 @attrs.define(eq=False)
@@ -61,6 +63,24 @@ def _costs(candidates: Sequence[Any], claims: Mapping[Any, Any], estimator: Work
         out.total.append(cost.total)
         out.weights.append(cost.weights)
     return out
+
+
+def alone_lower_bound(node: Any) -> int:
+    """Bytes one node needs on a device when it is placed there alone, at least: its weights, plus the larger
+    of its inputs (copied in) and its outputs (values of unknown size count 0)."""
+    graph = node.graph
+    weights = inputs = outputs = 0
+    for name in dict.fromkeys(n for n in node.inputs if n):
+        init = graph.initializers.get(name)
+        if init is not None:
+            weights += init.nbytes
+        else:
+            v = graph.values.get(name)
+            inputs += (v.nbytes or 0) if v is not None else 0
+    for name in node.outputs:
+        v = graph.values.get(name) if name else None
+        outputs += (v.nbytes or 0) if v is not None else 0
+    return weights + max(inputs, outputs)
 
 
 def accountant_count(candidates: Sequence[Any], claims: Mapping[Any, Any], estimator: WorkspaceEstimator | None,
@@ -133,8 +153,10 @@ def fit_segment(graph: Any, eps: Sequence[Any], target: str, candidates: Sequenc
         seg = longest_from(start, guess)
         if seg is not None:
             found.append(seg)
-    if not found:  # the first nodes are too large: the cheapest few alone, each extended as far as it fits
-        for start in sorted(range(len(candidates)), key=costs.total.__getitem__)[:SINGLETON_TRIES]:
+    if not found:  # the first nodes are too large: single nodes by their lower bound, each extended as far as it fits
+        bounds = [alone_lower_bound(n) for n in candidates]
+        tries = [i for i in sorted(range(len(candidates)), key=bounds.__getitem__) if bounds[i] <= budget]
+        for start in tries[:SINGLETON_TRIES]:
             seg = longest_from(start, 1) if ok(start, start + 1) else None
             if seg is not None:
                 found.append(seg)
