@@ -266,7 +266,7 @@ def test_float16_matmul_nbits(ep, m):
     node = helper.make_node("MatMulNBits", ["A", "B", "scales"], ["Y"], domain="com.microsoft", **attrs)
     want = _ort_cpu(node, {"A": a.astype(np.float32)}, inits)
     _close(y.astype(np.float32), want, 5e-2)
-    assert ep.runtime.counters.last["q16"][1] == (2 * k * n if m > 8 else 0)
+    assert ep.runtime.counters.last["q16"] == ("none", 0)  # both paths: no workspace
 
 
 def test_float16_attention(ep):
@@ -409,4 +409,4 @@ def test_eight_bit_matmul_nbits_vs_onnxruntime(ep, m, zero_points):
     (y,), _ = ep.run_op("MatMulNBits", [a, b, scales] + ([zp] if zero_points else []), attrs, domain="com.microsoft",
                         opset=1, node_name="q8")
     _close(y, _ort_nbits(a, b, scales, zp, attrs), 2e-3)
-    assert ep.runtime.counters.last["q8"][1] == (4 * k * n if m > 8 else 0)
+    assert ep.runtime.counters.last["q8"] == ("none", 0)  # both paths: no workspace

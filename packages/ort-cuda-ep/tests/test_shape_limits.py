@@ -86,10 +86,10 @@ KV = (1, 600, 64)
     (lambda: _mha((1, 2, 64), KV, KV), 3584),                  # 3 splits on 132 SMs
     (lambda: _mha((1, 2, 64), KV, None), None),                # value present without a shape
     (lambda: _mha((1, 2, 64), KV, (1, 600, 1 << 40)), None),   # value extent past 2**31-1
-    (lambda: _nbits((16, _K), (_N,)), 4 * _K * _N),            # tiled: dequantized B
+    (lambda: _nbits((16, _K), (_N,)), 0),                      # tiled: B dequantized per tile, no workspace
     (lambda: _nbits((16, _K), None), None),                    # bias present without a shape
     (lambda: _nbits((16, _K), (1 << 40,)), None),              # bias extent past 2**31-1
-    (lambda: _nbits((16, _K)), 4 * _K * _N),                   # bias omitted: not an unknown shape
+    (lambda: _nbits((16, _K)), 0),                             # bias omitted: not an unknown shape
 ], ids=["mha", "mha-shapeless-value", "mha-huge-value", "nbits", "nbits-shapeless-bias", "nbits-huge-bias",
         "nbits-no-bias"])
 def test_level1_and_level2_give_one_answer(node, expected):
