@@ -147,7 +147,7 @@ def _gqa_exact(shapes: InputShapes, dtypes: Dtypes, attrs: Mapping[str, Any], de
         if pk is None:
             return None
         past = pk[2]
-    r = gqa_recipe(q[0], q[1], past, hd[0], hd[1], device.sm_count)
+    r = gqa_recipe(q[0], q[1], past, hd[0], hd[1], device.sm_count, attrs.get("kv_num_heads"))
     return None if r is None else r.total_bytes
 
 
@@ -165,7 +165,7 @@ def _gqa_envelope(ranges: Ranges, dtypes: Dtypes, attrs: Mapping[str, Any], devi
         if len(ranges[3]) != 4:
             return None
         past = ranges[3][2]
-    return gqa_workspace_envelope(b, s, past, hd[0], hd[1], device.sm_count)
+    return gqa_workspace_envelope(b, s, past, hd[0], hd[1], device.sm_count, attrs.get("kv_num_heads"))
 
 
 gqa_recipe_ws = WorkspaceRecipe("gqa", _gqa_exact, _gqa_envelope)
