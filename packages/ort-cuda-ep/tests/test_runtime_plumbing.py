@@ -110,8 +110,12 @@ def test_gpu_check_script_runs_end_to_end_on_the_recording_driver(ep, tmp_path, 
     assert mod.main(["--quick", "--skip-tests", "--json", str(out)], ep=ep) == 0
     report = json.loads(out.read_text())
     kernels = [r["kernel"] for r in report["kernels"]]
-    assert len(kernels) == 17 and all(r["ms"] == 0.5 for r in report["kernels"])
+    assert len(kernels) == 18 and all(r["ms"] == 0.5 for r in report["kernels"])
     assert kernels[-1].startswith("GQA fp16")
+    # the changed kernels' cases: the fp16 tiled MatMulNBits used no workspace, the GQA request is its recipe
+    assert list(report["nbits_tiled_workspace"].values()) == [["none", 0]]
+    (gqa,) = report["gqa_workspace"].values()
+    assert gqa["used"][1] == gqa["recipe_bytes"]
     assert report["leaked_bytes"] == 0
     try:
         import ort_session  # noqa: F401
