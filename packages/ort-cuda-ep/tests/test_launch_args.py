@@ -221,3 +221,29 @@ def test_eight_bit_matmul_nbits_launches(m, entries):
                      {"N": n, "K": k, "bits": 8, "block_size": bs}, ScratchOnly(rt))
     assert out.shape == (m, n) and [e for e, *_ in rt.launches] == entries
     assert rt.counters.last["q8"] == ("none", 0)
+
+
+def test_tiled_matmul_nbits_row_chunks_compute_every_row_on_the_emulator(monkeypatch):
+    """Row chunks (forced to one 64-row tile per launch) cover Y exactly; a grid short of the output is
+    caught by the emulation instead of leaving rows unwritten."""
+    import ort_cuda_ep._launch as L
+    from ort_cuda_ep.testing import EmulatingRuntime
+
+    monkeypatch.setattr(L, "_MAX_ROWS", 64)
+    rt = EmulatingRuntime()
+    rng = np.random.default_rng(5)
+    m, n, k, bs = 130, 80, 64, 16
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    q = rng.integers(0, 16, (n, k // bs, bs), dtype=np.uint8)
+    b = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)
+    s = (rng.random(n * k // bs).astype(np.float32) + 0.5) * 0.1
+    attrs = {"N": n, "K": k, "bits": 4, "block_size": bs}
+    (y,) = compute(rt, find_spec("MatMulNBits", "com.microsoft", 1), "q", [rt.to_device(t) for t in (a, b, s)], attrs,
+                   ScratchOnly(rt))
+    assert [launch[1] for launch in rt.launches] == [(2, 1), (2, 1), (2, 1)]
+    w = ((q.reshape(n, k).astype(np.float32) - 8) * np.repeat(s.reshape(n, k // bs), bs, axis=1)).T
+    np.testing.assert_allclose(rt.to_host(y), a @ w, rtol=1e-5, atol=1e-5)
+    entry, _grid, block, values = rt.launches[0]
+    args = [(v, t) for v, t in zip(values, SIGNATURES[entry])]
+    with pytest.raises(AssertionError, match="does not cover"):
+        rt.launch("matmul_nbits", entry, (1, 1), block, args)  # 64 columns of 80
