@@ -8,7 +8,7 @@ from onnx import TensorProto, helper
 import ort_abi
 import ort_session._session
 from ort_session import InferenceSession
-from ort_session._errors import UnplannedAllocationError
+from ort_session._errors import KernelRunError, UnplannedAllocationError
 
 CPU = ["CPUExecutionProvider"]
 SIM = ["SimulatedGPUExecutionProvider", "CPUExecutionProvider"]
@@ -88,8 +88,6 @@ CASES = {
                                     r"with pre-allocated execution buffers.*no workspace declaration", 256, None),
     "more than declared": (GreedyRelu, r"node 'first' \(Relu\) on \w+ asked for a 256-byte scratch buffer.*planned "
                                        r"workspace is \{0: 64\}.*more than it declared", 256, 64),
-    "output not planned": (WideRelu, r"node 'first' \(Relu\) on \w+ asked for output 0 'Y' as \(4, 16\) float32 "
-                                     r"\(256 bytes\).*planned block holds 128 bytes", 256, 128),
 }
 
 
@@ -110,6 +108,23 @@ def test_a_runtime_allocation_in_preallocated_mode_is_an_error_at_its_node(sessi
     kernel.greedy = False  # the kernel keeps to its plan: the same session runs, allocating nothing
     np.testing.assert_allclose(sess.run(None, {"X": X})[0], -np.maximum(X, 0))
     assert sess.last_run_stats.allocations == 0 and sess.last_run_stats.scratch_fallbacks == 0
+
+
+@pytest.mark.parametrize("providers", [CPU, SIM], ids=["cpu", "simgpu"])
+def test_an_output_larger_than_planned_is_refused_at_its_node_and_the_session_stays_usable(session_with, providers):
+    # the host's output check (the planned shape is exact for the planned feed) refuses it before any allocation
+    sess = session_with(WideRelu, PRE, providers)
+    device = sess.memory.allocators.get("simgpu")
+    in_use = device.bytes_in_use if device is not None else None
+    for _ in range(2):
+        with pytest.raises(KernelRunError, match=r"node 'first'.*requested with shape \[4, 16\] but the plan has \[2, 16\]"):
+            sess.run(None, {"X": X})
+        assert not sess.memory.buffers.busy
+        if device is not None:
+            assert device.bytes_in_use == in_use
+    WideRelu.greedy = False
+    np.testing.assert_allclose(sess.run(None, {"X": X})[0], -np.maximum(X, 0))
+    assert sess.last_run_stats.allocations == 0
 
 
 @pytest.mark.parametrize("kernel", [OldAbiRelu, GreedyRelu])
