@@ -24,3 +24,34 @@ def shared_models() -> pathlib.Path:
     if d is None:
         pytest.skip("real exported models not present (expected ../shared/models beside the checkout)")
     return d
+
+
+# -- fuzz case counts in the terminal summary ("fuzz: N cases ...") ------------------------------
+class FuzzCounter:
+    """Cases run by the property tests (hypothesis), by area; shown at the end of the run so CI logs
+    say how much fuzzing happened."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def add(self, area: str) -> None:
+        self.counts[area] = self.counts.get(area, 0) + 1
+
+
+_FUZZ = pytest.StashKey[FuzzCounter]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_FUZZ] = FuzzCounter()
+
+
+@pytest.fixture(scope="session")
+def fuzz_cases(request: pytest.FixtureRequest) -> FuzzCounter:
+    return request.config.stash[_FUZZ]
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:  # noqa: ARG001
+    counts = config.stash[_FUZZ].counts if _FUZZ in config.stash else {}
+    if counts:
+        detail = ", ".join(f"{area}: {n}" for area, n in sorted(counts.items()))
+        terminalreporter.write_line(f"fuzz: {sum(counts.values())} cases ({detail})")

@@ -14,6 +14,12 @@ reserve per layer), then as many layers as fit. For its layer count we build the
 with a layer rule (`gpu(layers.[0-N]/)`) and report the bytes that placement really needs (the
 planner's peak), so "over" means that placement would run out of memory. "best" is the largest
 layer count whose real bytes fit, found the same way (bisection over rule placements).
+
+A second table does the same for a CNN without layer names (`features.N/Conv`, `classifier/Gemm`):
+auto-fit places a segment of the topological order there (node granularity). Its peer is ONNX
+Runtime's accountant (nodes in topological order until the per-node cost sum would exceed the
+budget, `node_level_cutoff`), whose placement is built and planned the same way: "refused" when
+initialization refuses it because the real plan (boundary copies, liveness) needs more than the budget.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import Any
 import attrs
 from _table import Section, Table, fmt_bytes, fmt_ratio
 
+import ort_memplan
 from ort_graph import zoo
 from ort_session import InferenceSession
 
@@ -128,6 +135,89 @@ def best_layers(real: Callable[[int], int], layers: int, budget: int) -> int:
     return lo
 
 
+def cnn_proto(channels: tuple[int, ...] = (3, 16, 32, 64, 64), size: int = 32, classes: int = 100) -> bytes:
+    """A small CNN named torchvision-style (`features.N/...`): no decoder layers to place by."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    nodes, inits, x = [], [], "image"
+    for i, (a, b) in enumerate(zip(channels, channels[1:])):
+        w = numpy_helper.from_array((rng.standard_normal((b, a, 3, 3)) * 0.1).astype(np.float32), f"features.{i}.weight")
+        inits += [w, numpy_helper.from_array(np.zeros(b, np.float32), f"features.{i}.bias")]
+        nodes += [helper.make_node("Conv", [x, w.name, f"features.{i}.bias"], [f"features.{i}/conv"],
+                                   name=f"features.{i}/Conv", pads=[1, 1, 1, 1]),
+                  helper.make_node("Relu", [f"features.{i}/conv"], [f"features.{i}/relu"], name=f"features.{i}/Relu")]
+        x = f"features.{i}/relu"
+        if i % 2 == 1:
+            nodes.append(helper.make_node("MaxPool", [x], [f"features.{i}/pool"], name=f"features.{i}/MaxPool",
+                                          kernel_shape=[2, 2], strides=[2, 2]))
+            x = f"features.{i}/pool"
+    inits += [numpy_helper.from_array((rng.standard_normal((classes, channels[-1])) * 0.1).astype(np.float32),
+                                      "classifier.weight"),
+              numpy_helper.from_array(np.zeros(classes, np.float32), "classifier.bias")]
+    nodes += [helper.make_node("GlobalAveragePool", [x], ["pool"], name="avgpool/GlobalAveragePool"),
+              helper.make_node("Flatten", ["pool"], ["flat"], name="avgpool/Flatten"),
+              helper.make_node("Gemm", ["flat", "classifier.weight", "classifier.bias"], ["logits"],
+                               name="classifier/Gemm", transB=1)]
+    graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("image", TensorProto.FLOAT,
+                                                                          ["batch", channels[0], size, size])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", classes])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def _layerless_session(data: bytes, options: dict[str, Any]) -> InferenceSession:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return InferenceSession(data, {**options, "free_dimension_overrides": {"batch": 1}}, providers=[DEVICE_EP])
+
+
+def _nodes_on_device(sess: InferenceSession) -> int:
+    return sum(1 for n in sess.model.graph.nodes if n.ep == DEVICE_EP and not n.op_type.startswith("Memcpy"))
+
+
+def run_layerless(sec: Section, quick: bool) -> None:
+    """Budget fidelity on a graph without layer names: node granularity against ONNX Runtime's accountant."""
+    import numpy as np
+
+    t = Table("budget fidelity without layer names: a CNN (features.N/Conv), node granularity",
+              ["model", "budget", "bytes", "ours nodes", "ours bytes", "ours use", "measured", "ORT nodes",
+               "ORT bytes", "verdict"])
+    data = cnn_proto()
+    name = "cnn-c64 32x32"
+    full_sess = _layerless_session(data, {})
+    full, _ = device_bytes(full_sess)
+    total_nodes = _nodes_on_device(full_sess)
+    feeds = {"image": np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)}
+    for frac in ((0.1, 0.5, 1.0) if quick else tuple(i / 10 for i in range(1, 11))):
+        budget = int(full * frac)
+        sess = _layerless_session(data, {"budgets": f"gpu:{budget}"})
+        ours, entry = device_bytes(sess)
+        sess.run(None, feeds)
+        use = sess.device_memory().get("simgpu")
+        measured = int(use["peak"]) if use else 0
+        try:
+            peer = _layerless_session(data, {"budgets": f"gpu:{budget}", "node_level_cutoff": True})
+            ort_nodes, ort_bytes = f"{_nodes_on_device(peer)}/{total_nodes}", fmt_bytes(device_bytes(peer)[0])
+        except ort_memplan.BudgetExceededError:
+            ort_nodes, ort_bytes = "refused", "-"
+        verdict = "ok"
+        if ours > budget or measured > budget:
+            verdict = "FAIL"
+            sec.failures.append(f"{name} at {frac:.0%} budget: placed {ours} bytes (measured peak {measured}) on "
+                                f"{DEVICE_EP}, over the budget of {budget} bytes")
+        t.add(name, f"{frac:.0%}", fmt_bytes(budget), f"{_nodes_on_device(sess)}/{total_nodes}", fmt_bytes(ours),
+              fmt_ratio(ours / budget), fmt_bytes(measured), ort_nodes, ort_bytes, verdict)
+        sec.records.append({"model": name, "fraction": frac, "budget": budget, "full": full,
+                            "granularity": sess.placement.granularity, "ours_nodes": _nodes_on_device(sess),
+                            "ours_bytes": ours, "ours_use": ours / budget, "measured_peak": measured,
+                            "ours_device": entry, "ort_accountant_nodes": ort_nodes})
+    t.notes.append("ours: auto-fit at node granularity, one segment of the topological order verified by the exact "
+                   "plan check; ORT: the accountant's prefix (per-node cost sum, no boundary copies); 'refused': "
+                   "initialization refused that placement because its real plan is over the budget")
+    sec.tables.append(t)
+
+
 def run(quick: bool = False) -> Section:
     sec = Section("budget fidelity")
     t = Table("budget fidelity: bytes placed on the budgeted device (weights + planned peak) / budget",
@@ -156,7 +246,8 @@ def run(quick: bool = False) -> Section:
                                     f"{DEVICE_EP}, over the budget of {budget} bytes")
             elif llama > budget:
                 verdict = "llama over"
-            t.add(name, f"{frac:.0%}", fmt_bytes(budget), f"{ours_layers}/{cfg.layers}", fmt_bytes(ours),
+            by_nodes = " (nodes)" if sess.placement.granularity == "nodes" else ""
+            t.add(name, f"{frac:.0%}", fmt_bytes(budget), f"{ours_layers}/{cfg.layers}{by_nodes}", fmt_bytes(ours),
                   fmt_ratio(ours / budget), fmt_bytes(measured), f"{n_llama}/{cfg.layers}", fmt_bytes(llama), fmt_ratio(llama / budget),
                   best, verdict)
             sec.records.append({"model": name, "fraction": frac, "budget": budget, "full": full,
@@ -166,10 +257,12 @@ def run(quick: bool = False) -> Section:
                                 "llama_layers": n_llama, "llama_bytes": llama, "llama_use": llama / budget,
                                 "llama_overhead_per_layer": overhead, "best_layers": best})
     t.notes.append("budget: % of the bytes the whole model needs on the device; use = bytes / budget (must be <= 1)")
+    t.notes.append("(nodes): not even one layer fits, so auto-fit placed a segment of nodes instead (node granularity)")
     t.notes.append("measured: the device allocator's peak over initialization and one run (weights + the run's "
                    "arena + scratch); the allocator is held to the budget")
     t.notes.append("llama: layers by (layer weights + per-layer KV cache) summed to the budget; llama bytes = what that "
                    "placement really needs; 'llama over' = it would not fit")
     t.notes.append("best: most whole layers whose real bytes fit the budget (rule placements, bisection)")
     sec.tables.append(t)
+    run_layerless(sec, quick)
     return sec

@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None, ep=None) -> int:
         2 * 4 * r * c)
     rt.release(x)
     rt.release(w)
-    for N, K in ((4096, 4096), (14336, 4096)) if big else ((256, 256),):
+    for N, K in ((4096, 4096), (14336, 4096), (11008, 4096)) if big else ((256, 256),):
         bs = 32
         A1, A64 = dev(1, K), dev(64, K)
         B = dev(N, K // bs, bs // 2, dtype=np.uint8)
@@ -232,10 +232,15 @@ def main(argv: list[str] | None = None, ep=None) -> int:
         ws_bytes = matmul_nbits_recipe(64, N, K, 4, bs).workspace_bytes
         run(f"MatMulNBits tiled M=64 N={N} K={K}", "MatMulNBits", "com.microsoft", [A64, B, S], attrs,
             wbytes + 2 * ws_bytes + 4 * 64 * (K + N), flops=2 * 64 * N * K, iters=10)
-        A1h, Sh = dev(1, K, dtype=np.float16), dev(N * K // bs, dtype=np.float16)
+        A1h, A64h, Sh = dev(1, K, dtype=np.float16), dev(64, K, dtype=np.float16), dev(N * K // bs, dtype=np.float16)
         run(f"MatMulNBits fp16 GEMV M=1 N={N} K={K}", "MatMulNBits", "com.microsoft", [A1h, B, Sh], attrs,
             N * K // 2 + N * K // bs * 2 + 2 * (K + N))
-        for t in (A1, A64, B, S, A1h, Sh):
+        # the tiled path dequantizes B per tile in shared memory: no workspace (was 2*K*N for float16)
+        name = f"MatMulNBits fp16 tiled M=64 N={N} K={K}"
+        run(name, "MatMulNBits", "com.microsoft", [A64h, B, Sh], attrs, N * K // 2 + N * K // bs * 2 + 2 * 64 * (K + N),
+            flops=2 * 64 * N * K, iters=10)
+        report.setdefault("nbits_tiled_workspace", {})[name] = rt.counters.last[name]
+        for t in (A1, A64, B, S, A1h, A64h, Sh):
             rt.release(t)
     M = 4096 if big else 128
     X, Y = dev(M, M), dev(M, M)
@@ -276,7 +281,9 @@ def main(argv: list[str] | None = None, ep=None) -> int:
     for t in (X, Y, Xb, Yb):
         rt.release(t)
     # GroupQueryAttention, as the genai exports: packed QKV, rotary, BNSH past copied into present
-    for B_, S_, H, Hkv, D, P in (((1, 1, 32, 8, 128, 8191), (8, 1, 32, 8, 128, 4095), (1, 512, 32, 8, 128, 0))
+    # (1, 1, 32, 8, 128, 4095): the seeds' fast-decode example, splits chosen by the 8 KV heads
+    for B_, S_, H, Hkv, D, P in (((1, 1, 32, 8, 128, 4095), (1, 1, 32, 8, 128, 8191), (8, 1, 32, 8, 128, 4095),
+                                  (1, 512, 32, 8, 128, 0))
                                  if big else ((1, 1, 4, 2, 16, 255),)):
         T = P + S_
         ang = np.arange(T)[:, None] * (1.0 / 10000 ** (np.arange(D // 2) / (D // 2)))[None, :]
@@ -284,12 +291,14 @@ def main(argv: list[str] | None = None, ep=None) -> int:
         pk, pv = dev(B_, Hkv, P, D, dtype=np.float16), dev(B_, Hkv, P, D, dtype=np.float16)
         seqlens = rt.to_device(np.full(B_, T - 1, np.int32))
         cos, sin = (rt.to_device(f(ang).astype(np.float16)) for f in (np.cos, np.sin))
-        rec = gqa_recipe(B_, S_, P, H, D, p.sm_count)
+        rec = gqa_recipe(B_, S_, P, H, D, p.sm_count, Hkv)
         moved = 2 * (B_ * S_ * (H + 2 * Hkv) * D + B_ * S_ * H * D + B_ * Hkv * D * (2 * P + 4 * T))
         run(f"GQA fp16 B={B_} S={S_} H={H}/{Hkv} D={D} T={T} ({rec.num_splits} splits)", "GroupQueryAttention",
             "com.microsoft", [qkv, None, None, pk, pv, seqlens, np.array(T, np.int32), cos, sin],
             {"num_heads": H, "kv_num_heads": Hkv, "do_rotary": 1}, moved + 2 * rec.total_bytes,
             flops=4 * B_ * H * S_ * T * D, iters=10, n_outputs=3)
+        report.setdefault("gqa_workspace", {})[f"B={B_} S={S_} T={T}"] = {
+            "splits": rec.num_splits, "recipe_bytes": rec.total_bytes, "used": rt.counters.last[rows[-1]["kernel"]]}
         for t_ in (qkv, pk, pv, seqlens, cos, sin):
             rt.release(t_)
     report["kernels"] = rows

@@ -33,6 +33,23 @@ def parity_lib(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     return compile_library(PARITY_C, tmp_path_factory.mktemp("clib") / "libparity_kernels.so")
 
 
+@pytest.fixture(scope="session")
+def old_abi_lib(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """Relu and Neg kernels of ABI version 1 that take scratch (`c/old_abi_relu.c`)."""
+    if not ort_abi.c_available():
+        pytest.skip("ort_abi._cffi_bridge is not built (C kernels cannot load)")
+    return compile_library(HERE / "c" / "old_abi_relu.c", tmp_path_factory.mktemp("oldabi") / "libold_abi_relu.so")
+
+
+@pytest.fixture(scope="session")
+def custom_ops_lib(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """c/custom_ops.c: custom-domain kernels with an output-shape callback (ABI v3), a type constraint
+    and an estimate that needs the EP handle."""
+    if not ort_abi.c_available():
+        pytest.skip("ort_abi._cffi_bridge is not built (C kernels cannot load)")
+    return compile_library(HERE / "c" / "custom_ops.c", tmp_path_factory.mktemp("clib") / "libcustom_ops.so")
+
+
 _FUZZ_COUNTS = pytest.StashKey[dict]()
 
 

@@ -21,7 +21,6 @@ MAX_DIM = (1 << 31) - 1
 MAX_BYTES = (1 << 63) - 1
 ALIGNMENT = 256
 MAX_SPLITS = 128
-GEMV_MAX_M = 8
 Shapes = Sequence[tuple[int, ...] | None]  # None: omitted
 
 
@@ -116,9 +115,7 @@ def nbits_bytes(shapes: Shapes, n: int, k: int, bits: int, block_size: int) -> i
         return None
     if _mul(4, m, n) is None or _mul(4, m, k) is None:
         return None
-    if m == 0 or n == 0 or m <= GEMV_MAX_M or k == 0:
-        return 0
-    return _mul(4, k, n)
+    return 0  # GEMV and the tiled path (B dequantized per tile in shared memory) need no workspace
 
 
 def dequantize(b: np.ndarray, scales: np.ndarray, zp: np.ndarray | None, n: int, k: int, bs: int) -> np.ndarray:
@@ -256,11 +253,7 @@ class MatMulNBits:
         if m == 0 or self.n == 0:
             return
         a2 = a.reshape(m, self.k)
-        if nbytes:  # tiled: dequantized B [K, N] in the workspace
-            w = _workspace(ctx, nbytes)[:nbytes].view(np.float32).reshape(self.k, self.n)
-            w[...] = dequantize(b, scales, zp, self.n, self.k, self.bs)
-        else:  # GEMV: no workspace
-            w = dequantize(b, scales, zp, self.n, self.k, self.bs)
+        w = dequantize(b, scales, zp, self.n, self.k, self.bs)  # no workspace on either path
         y = a2 @ w
         if bias is not None:
             y = y + bias

@@ -7,8 +7,8 @@ slots, the memory plan (ort_memplan.plan_graph with those slots) and the outputs
             ort_abi.load_kernel_library;
   cuda   -- ort-cuda-ep's kernels registered by CudaExecutionProvider.register; estimates and
             declarations come from a device profile, outputs only on a GPU.
-All three implement ort-cuda-ep's workspace recipe (flash-decoding attention, MatMulNBits'
-dequantize-into-workspace tiled path, Softmax with none), and every kind reaches its estimate and
+All three implement ort-cuda-ep's workspace recipe (flash-decoding attention, MatMulNBits with
+none on either path but the same validation, Softmax with none), and every kind reaches its estimate and
 declaration through the same host path (ort_abi.estimate_workspace / ort_abi.declare_workspace).
 
 Level 2 compares *planned* slots: a C declaration can only say "no slots" where a Python one may
@@ -109,7 +109,7 @@ _W = ((_N, _K // _BS, _BS // 2), (_N * (_K // _BS),))  # packed B, scales
 NBITS = Op("MatMulNBits", "com.microsoft", 1,
            (("A", F32), ("B", U8), ("scales", F32), ("zero_points", U8), ("g_idx", TensorProto.INT32), ("bias", F32)),
            {"K": _K, "N": _N, "bits": 4, "block_size": _BS},
-           (Sig("static", ((2, 5, _K), *_W), ((2, 5, _K), *_W)),  # M = 10 > 8: tiled, dequantized B in workspace
+           (Sig("static", ((2, 5, _K), *_W), ((2, 5, _K), *_W)),  # M = 10 > 8: tiled (B dequantized per tile), no workspace
             Sig("static-gemv", ((1, 3, _K), *_W), ((1, 3, _K), *_W)),
             Sig("unknown-dims", (("batch", "seq", _K), *_W), ((2, 7, _K), *_W)),
             Sig("rank-0", ((), *_W)),

@@ -132,7 +132,7 @@ def test_the_gqa_workspace_is_declared_planned_and_used(shared_models, driver):
     past = {f"present.{i}.{k}": rng.standard_normal((2, KV_HEADS, 100, HEAD)).astype(np.float32)
             for i in range(LAYERS) for k in ("key", "value")}
     sess = _session(path, 2, 1, 100)
-    want = gqa_recipe(2, 1, 100, 4, HEAD, 108).total_bytes
+    want = gqa_recipe(2, 1, 100, 4, HEAD, 108, KV_HEADS).total_bytes
     gqa = [n for n in sess.model.graph.nodes if n.op_type == "GroupQueryAttention"]
     assert [sess.memory.slots[(n.index, 0)] for n in gqa] == [want] * LAYERS
     sess.run(None, _feeds([[3], [4]], np.ones((2, 101)), past, np.float32))

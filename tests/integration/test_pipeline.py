@@ -295,9 +295,11 @@ def test_c_kernel_library_takes_nodes_and_matches_numpy(parity_lib, preallocate)
         entry = cpu.entry(node)
         assert entry.language == "c" and str(entry.library) == str(parity_lib), (node.name, entry)
     mnb = next(nd for nd in sess.model.graph.nodes if nd.op_type == "MatMulNBits")
-    # Level 1 and Level 2 of the C kernel, through the session: M = 16 > 8 takes the tiled path
-    assert cpu.estimate(mnb) == 4 * k * n
-    assert sess.memory.slots == {(mnb.index, 0): 4 * k * n}
+    # Level 1 and Level 2 of the C kernel, through the session: M = 16 > 8 takes the tiled path, which
+    # (as ort-cuda-ep's) needs no workspace; planned workspace through a C library is the parity
+    # matrix's MultiHeadAttention rows (test_abi_parity.py)
+    assert cpu.estimate(mnb) == 0
+    assert sess.memory.slots == {}
     x = np.random.default_rng(4).standard_normal((1, m, k)).astype(np.float32)
     w = _dequantize(b, scales, n, k, bs)
     h = x.reshape(m, k).astype(np.float64) @ w
@@ -308,7 +310,7 @@ def test_c_kernel_library_takes_nodes_and_matches_numpy(parity_lib, preallocate)
         (got,) = sess.run(None, {"x": x})
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
         stats = sess.last_run_stats
-        assert (stats.workspace_from_plan, stats.scratch_fallbacks) == (1, 0)
+        assert (stats.workspace_from_plan, stats.scratch_fallbacks) == (0, 0)
         if preallocate == "1":
             assert (stats.layout, stats.allocations) == ("pre-allocated", 0)
 

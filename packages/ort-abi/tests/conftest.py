@@ -48,6 +48,12 @@ def misbehaving_lib(c_lib_dir: pathlib.Path) -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
+def custom_ops_c(c_lib_dir: pathlib.Path) -> pathlib.Path:
+    """tests/integration/c/custom_ops.c: kernels with an ABI v3 output-shape callback."""
+    return compile_library(REPO / "tests" / "integration" / "c" / "custom_ops.c", c_lib_dir / "libcustom_ops.so")
+
+
+@pytest.fixture(scope="session")
 def misbehaving_variant(c_lib_dir: pathlib.Path):
     def build(define: str) -> pathlib.Path:
         out = c_lib_dir / f"libmisbehaving_{define.lower()}.so"

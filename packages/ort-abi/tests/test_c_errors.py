@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import gc
 
 import numpy as np
 import pytest
@@ -106,6 +107,18 @@ def test_ignored_host_error_fails_the_load(misbehaving_variant, fresh_statuses):
     assert len(reg) == 0
 
 
+@pytest.mark.parametrize(("variant", "failed_call"), [
+    ("IGNORE_ADD_ERROR", "KernelDefBuilder_Build returned INVALID_ARGUMENT: kernel definition is missing op_type"),
+    ("IGNORE_TYPE_CONSTRAINT_ERROR", "KernelDefBuilder_AddTypeConstraint returned INVALID_ARGUMENT"),
+])
+def test_a_library_that_drops_a_failed_host_call_is_refused(misbehaving_variant, fresh_statuses, variant, failed_call):
+    reg = KernelRegistry()
+    with pytest.raises(RegistrationFailedError, match="returned success .* but ignored a failing host call") as info:
+        load_kernel_library(misbehaving_variant(variant), reg)
+    assert failed_call in str(info.value)
+    assert len(reg) == 0
+
+
 # ---- statuses --------------------------------------------------------------------------------------------------
 def test_foreign_status_pointer_raises_without_dereferencing(reg, fresh_statuses):
     with pytest.raises(KernelError, match="0x1234, which is not a live status") as info:
@@ -140,6 +153,7 @@ def test_check_releases_each_status_exactly_once(fresh_statuses):
 ])
 def test_create_errors(reg, misbehaving_lib, op, error, fragment, fresh_statuses):
     released = ctypes.CDLL(str(misbehaving_lib)).test_released_count
+    gc.collect()  # kernels of earlier tests held in reference cycles (tracebacks) are released now, not below
     before = released()
     with pytest.raises(error, match=fragment) as info:
         kernel(reg, op, name="/t/create-me")

@@ -44,6 +44,9 @@ def _header_define(name: str) -> int:
     ("ORT_KERNEL_ABI_MIN_VERSION", ort_abi.ABI_MIN_VERSION),
     ("ORT_KERNEL_ABI_VERSION_WORKSPACE", ort_abi.ABI_VERSION_WORKSPACE),
     ("ORT_WORKSPACE_MAX_SLOTS", ort_abi.MAX_SLOTS),
+    ("ORT_KERNEL_ABI_VERSION_OUTPUT_SHAPES", ort_abi.ABI_VERSION_OUTPUT_SHAPES),
+    ("ORT_OUTPUT_SHAPE_MAX_RANK", ort_abi.MAX_OUTPUT_RANK),
+    ("ORT_KERNEL_ABI_VERSION", ort_abi.HOST_API.version),
 ])
 def test_python_constants_match_header(macro, value):
     assert _header_define(macro) == value

@@ -154,7 +154,7 @@ def _quantized(n, k, bs, zero_points):
     return packed, scales, zp_packed
 
 
-@pytest.mark.parametrize("m", [1, 8, 9, 40])
+@pytest.mark.parametrize("m", [1, 8, 9, 40, 130])  # 130: three row tiles, the last ragged
 @pytest.mark.parametrize("zero_points", [False, True])
 def test_matmul_nbits_vs_onnxruntime_and_workspace(ep, m, zero_points):
     n, k, bs = 96, 256, 32
@@ -266,7 +266,7 @@ def test_float16_matmul_nbits(ep, m):
     node = helper.make_node("MatMulNBits", ["A", "B", "scales"], ["Y"], domain="com.microsoft", **attrs)
     want = _ort_cpu(node, {"A": a.astype(np.float32)}, inits)
     _close(y.astype(np.float32), want, 5e-2)
-    assert ep.runtime.counters.last["q16"][1] == (2 * k * n if m > 8 else 0)
+    assert ep.runtime.counters.last["q16"] == ("none", 0)  # both paths: no workspace
 
 
 def test_float16_attention(ep):
@@ -337,7 +337,7 @@ def test_group_query_attention_vs_onnxruntime_with_planned_workspace(ep, gqa_kit
     attrs = {"num_heads": h, "kv_num_heads": hkv, "do_rotary": rotary, "rotary_interleaved": inter}
     from ort_cuda_ep import gqa_recipe
 
-    want = gqa_recipe(b, s, p, h, d, ep.profile.sm_count).total_bytes
+    want = gqa_recipe(b, s, p, h, d, ep.profile.sm_count, hkv).total_bytes  # decode: splits by KV heads
     kernel = CudaKernel(ep, find_spec("GroupQueryAttention", "com.microsoft", 1),
                         _info("gqa", "GroupQueryAttention", attrs))
     slots = declare_workspace(kernel, [_declared(t) if t is not None else WorkspaceInputShape.missing()
@@ -396,7 +396,7 @@ def test_where_reduce_and_trigonometry_vs_onnx_reference(ep, op, inputs, attrs, 
                                atol=1e-2 if y.dtype.itemsize == 2 else 1e-5)
 
 
-@pytest.mark.parametrize("m", [1, 24])
+@pytest.mark.parametrize("m", [1, 24, 130])
 @pytest.mark.parametrize("zero_points", [False, True])
 def test_eight_bit_matmul_nbits_vs_onnxruntime(ep, m, zero_points):
     n, k, bs = 96, 256, 32
@@ -409,4 +409,4 @@ def test_eight_bit_matmul_nbits_vs_onnxruntime(ep, m, zero_points):
     (y,), _ = ep.run_op("MatMulNBits", [a, b, scales] + ([zp] if zero_points else []), attrs, domain="com.microsoft",
                         opset=1, node_name="q8")
     _close(y, _ort_nbits(a, b, scales, zp, attrs), 2e-3)
-    assert ep.runtime.counters.last["q8"][1] == (4 * k * n if m > 8 else 0)
+    assert ep.runtime.counters.last["q8"] == ("none", 0)  # both paths: no workspace

@@ -26,6 +26,7 @@ from ort_cuda_ep import (
     KernelLaunchError,
     attention_recipe,
     get_profile,
+    gqa_fast_decode,
     gqa_head_size,
     gqa_recipe,
     gqa_split_plan,
@@ -155,7 +156,7 @@ def test_real_genai_exports_claim_every_gqa_with_the_recipe_workspace(shared_mod
     ep = CudaExecutionProvider(profile="a100")
     nodes = [n for n in model.graph.nodes if n.op_type == "GroupQueryAttention"]
     assert len(nodes) == 4
-    want = gqa_recipe(batch, seq, past, 4, 16, 108).total_bytes  # 4 heads (2 KV heads) of 16, packed QKV
+    want = gqa_recipe(batch, seq, past, 4, 16, 108, 2).total_bytes  # 4 heads (2 KV heads) of 16, packed QKV
     for node in nodes:
         verdict = ep.claim(node, 1)
         assert isinstance(verdict, Supported), verdict
@@ -192,7 +193,7 @@ def test_the_unresolved_genai_export_is_claimed_and_estimated_over_ranges(shared
     ranges = {"batch_size": (1, 2), "sequence_length": (1, 128), "past_sequence_length": (0, 127),
               "kv_cache_dim": (16, 16)}
     ep = CudaExecutionProvider(profile="a100", dim_ranges=ranges)
-    assert ep.estimate(node, 1) == gqa_workspace_envelope((1, 2), (1, 128), (0, 127), 4, 16, 108)
+    assert ep.estimate(node, 1) == gqa_workspace_envelope((1, 2), (1, 128), (0, 127), 4, 16, 108, 2)
 
 
 # -- the recipe --------------------------------------------------------------------------------------
@@ -209,6 +210,34 @@ def test_head_size(hidden, h, hkv, packed, want):
                                            (1, 1, 4095, 32, 128, 132), (4, 512, 0, 32, 128, 132), (1, 1, 600, 4, 16, 58)])
 def test_recipe_is_the_flash_recipe_for_past_plus_new_keys(b, s, p, h, d, sms):
     assert gqa_recipe(b, s, p, h, d, sms) == attention_recipe(b, s, p + s, h, d, sms)
+
+
+def test_fast_decode_selects_splits_by_kv_heads_as_the_seeds():
+    """The seeds' example: B=1, S=1, 4096 keys, 32 query / 8 KV heads of 128 on 108 SMs."""
+    r = gqa_recipe(1, 1, 4095, 32, 128, 108, 8)
+    assert r.num_splits == 11 and gqa_recipe(1, 1, 4095, 32, 128, 108).num_splits == 3  # by query heads: 3
+    # the accumulators hold every query head: 4*B*H*S | 4*splits*B*H*S | 4*splits*B*H*S*round32(D)
+    assert (r.lse_bytes, r.lse_accum_bytes, r.out_accum_bytes) == (4 * 32, 4 * 11 * 32, 4 * 11 * 32 * 128)
+    assert r.total_bytes == 256 + 1536 + 4 * 11 * 32 * 128 == 182_016
+
+
+@pytest.mark.parametrize("b,s,p,fast", [(1, 1, 0, True), (1, 1, 4095, True), (1, 4, 100, True), (2, 4, 0, False),
+                                        (1, 300, 0, False), (0, 1, 8, True)])
+def test_route_is_fast_decode_unless_a_first_prompt(b, s, p, fast):
+    assert gqa_fast_decode(s, p) is fast
+    want = attention_recipe(b, s, p + s, 32, 128, 108, 8 if fast else 32)
+    assert gqa_recipe(b, s, p, 32, 128, 108, 8) == want
+
+
+def test_grouped_envelope_covers_both_routes():
+    h, hkv, d, sms = 8, 2, 64, 108
+    brute = max(gqa_recipe(b, s, p, h, d, sms, hkv).total_bytes for b in (1, 2) for s in (1, 2, 3)
+                for p in range(0, 1500))
+    assert gqa_workspace_envelope((1, 2), (1, 3), (0, 1499), h, d, sms, hkv) >= brute
+    exact = max(gqa_recipe(b, 1, p, h, d, sms, hkv).total_bytes for b in (1, 2) for p in range(0, 1500))
+    assert gqa_workspace_envelope((1, 2), 1, (0, 1499), h, d, sms, hkv) == exact  # decode only: tight
+    first = max(gqa_recipe(b, 3, 0, h, d, sms, hkv).total_bytes for b in (1, 2))
+    assert gqa_workspace_envelope((1, 2), 3, 0, h, d, sms, hkv) == first  # first prompt only: by query heads
 
 
 @pytest.mark.parametrize("args", [(1, 1, BIG, 4, 16, 108), (1 << 16, 1 << 16, 0, 1, 16, 108), (1, 1, 0, 4, 257, 108),
@@ -257,11 +286,11 @@ def test_workspace_bytes_follow_the_query_past_and_heads_not_the_float_type():
     f32_shapes = [(1, 1, 128), None, None, (1, 2, 600, 16), (1, 2, 600, 16), (1,), (), (1024, 8), (1024, 8)]
     attrs = {"num_heads": 4, "kv_num_heads": 2}
     prof = get_profile("a100")
-    want = gqa_recipe(1, 1, 600, 4, 16, 108).total_bytes
+    want = gqa_recipe(1, 1, 600, 4, 16, 108, 2).total_bytes
     assert workspace_bytes("gqa", f32_shapes, [F32] * 9, attrs, prof) == want
     assert workspace_bytes("gqa", f32_shapes, [F16] * 9, attrs, prof) == want
     separate = [(1, 1, 64), (1, 1, 32), (1, 1, 32), None, None, (1,), (), None, None]
-    assert workspace_bytes("gqa", separate, [F32] * 9, attrs, prof) == gqa_recipe(1, 1, 0, 4, 16, 108).total_bytes
+    assert workspace_bytes("gqa", separate, [F32] * 9, attrs, prof) == gqa_recipe(1, 1, 0, 4, 16, 108, 2).total_bytes
     assert workspace_bytes("gqa", [(1, 1, 130), *f32_shapes[1:]], [F32] * 9, attrs, prof) is None
 
 
@@ -269,7 +298,7 @@ def test_maxima_give_the_envelope(monkeypatch, models):
     _no_device(monkeypatch)
     node = models.gqa(batch=2, seq=3, past=1500).graph.nodes[0]
     ep = CudaExecutionProvider(profile="a100", shapes_are_maxima=True)
-    assert ep.estimate(node, 1) == gqa_workspace_envelope((1, 2), (1, 3), (1, 1500), 4, 16, 108)
+    assert ep.estimate(node, 1) == gqa_workspace_envelope((1, 2), (1, 3), (1, 1500), 4, 16, 108, 2)
     assert ep.estimate(node, 1) >= CudaExecutionProvider(profile="a100").estimate(node, 1)
 
 
@@ -300,12 +329,12 @@ def test_host_input_stays_on_the_host_and_nothing_leaks(ep, gqa_kit):
     assert copied == [a.nbytes for i, a in enumerate(inputs) if a is not None and i != 6]  # not total_sequence_length
     assert [c[1] for c in calls if c[0] == "launch"] == ["gqa_present_f32", "gqa_attn_f32", "gqa_combine_f32"]
     assert sum(1 for c in calls if c[0] == "DtoH") == 3
-    assert ep.runtime.counters.last["gqa"] == ("scratch", gqa_recipe(1, 1, 600, 4, 16, 108).total_bytes)
+    assert ep.runtime.counters.last["gqa"] == ("scratch", gqa_recipe(1, 1, 600, 4, 16, 108, 2).total_bytes)
     assert ep.allocator.bytes_in_use == 0 and ep.runtime._driver.memory == {}
 
 
 def test_planned_workspace_is_used_without_scratch(ep, gqa_kit):
-    want = gqa_recipe(1, 1, 600, 4, 16, 108).total_bytes
+    want = gqa_recipe(1, 1, 600, 4, 16, 108, 2).total_bytes
     planned = ep.allocator.alloc(want)
     _, ctx = _run(ep, _feeds(gqa_kit, 1, 1, 600, cos_rows=601), ATTRS, workspace={0: planned})
     assert ep.runtime.counters.last["gqa"] == ("planned", want)
@@ -354,7 +383,7 @@ def test_real_export_node_level1_equals_level2_equals_runtime(ep, gqa_kit, share
     (o, pk, _), _ = ep.run_op("GroupQueryAttention", feeds, attrs, domain="com.microsoft", opset=1, output_count=3,
                               node_name=node.name)
     assert o.dtype == np.float16 and pk.shape == (2, 2, 9, 16)
-    assert level1 == level2 == ep.runtime.counters.last[node.name][1] == gqa_recipe(2, 1, 8, 4, 16, 108).total_bytes
+    assert level1 == level2 == ep.runtime.counters.last[node.name][1] == gqa_recipe(2, 1, 8, 4, 16, 108, 2).total_bytes
 
 
 def test_caches_shorter_than_the_total_length_fail_as_in_onnxruntime(ep, gqa_kit):

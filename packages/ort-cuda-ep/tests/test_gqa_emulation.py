@@ -159,7 +159,7 @@ def test_decode_over_a_long_past_splits_the_keys(gqa_kit, past, head, heads, kv_
     sfx = "f16" if dtype == np.float16 else "f32"
     assert entries == [f"gqa_present_{sfx}", f"gqa_attn_{sfx}", f"gqa_combine_{sfx}"]
     splits, per_split = rt.launches[1][3][22:24]
-    r = gqa_recipe(1, 1, past, heads, head, 108)
+    r = gqa_recipe(1, 1, past, heads, head, 108, kv_heads)
     assert 1 < splits <= r.num_splits and per_split % r.block_n == 0
     assert per_split * (splits - 1) < past + 1 <= per_split * splits  # every split has keys, all keys covered
     assert rt.counters.last["gqa"] == ("scratch", r.total_bytes)
@@ -201,7 +201,7 @@ class _Kept:
 def test_softmax_lse_is_the_log_sum_exp_of_the_visible_scores(gqa_kit, past):
     heads, kv_heads, head = 4, 2, 16
     inputs = gqa_kit.inputs(RNG, 2, 1, past, seqlens=[past, past // 2], total=past + 1, cos_rows=past + 1)
-    r = gqa_recipe(2, 1, past, heads, head, 108)
+    r = gqa_recipe(2, 1, past, heads, head, 108, kv_heads)
     rt = GqaRuntime()
     ws = _Kept(rt, r.total_bytes)
     args = [None if a is None else (np.asarray(a) if i == 6 else tensor_from_host(rt.allocator, a))

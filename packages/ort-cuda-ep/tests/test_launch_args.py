@@ -5,6 +5,7 @@ that grids cover the outputs, and that workspace requests equal the recipes."""
 from __future__ import annotations
 
 import ctypes
+import math
 
 import numpy as np
 import pytest
@@ -74,7 +75,9 @@ def test_matmul_nbits_requests_the_recipe_workspace(m, path):
     assert y.shape == (m, n) and want.path == path
     assert rt.counters.last["q"] == (("scratch", want.workspace_bytes) if want.workspace_bytes else ("none", 0))
     entries = [e for e, *_ in rt.launches]
-    assert entries == (["mnb4_gemv_f32"] if path == "gemv" else ["mnb4_dequant_f32", "matmul_f32"])
+    assert entries == (["mnb4_gemv_f32"] if path == "gemv" else ["mnb4_tiled_f32"])
+    if path == "tiled":  # one block per 64x64 output tile: (column tiles, row tiles)
+        assert rt.launches[0][1][:2] == (math.ceil(n / 64), math.ceil(m / 64))
     ws.release()
     assert rt.allocator.bytes_in_use == sum(a.nbytes for a in inputs) + y.nbytes
 
@@ -173,10 +176,18 @@ def test_float16_matmul_nbits_workspace_and_offsets(monkeypatch):
     inputs = [_arr(rt, (m, k), np.float16), _arr(rt, (n, k // bs, bs // 2), np.uint8), _arr(rt, (n * k // bs,), np.float16)]
     (y,) = compute(rt, find_spec("MatMulNBits", "com.microsoft", 1), "q", inputs,
                    {"N": n, "K": k, "bits": 4, "block_size": bs}, ScratchOnly(rt))
-    assert y.dtype == np.float16 and rt.counters.last["q"] == ("scratch", 2 * k * n)
-    assert [e for e, *_ in rt.launches] == ["mnb4_dequant_f16", "matmul_f16"]
-    # row chunks advance by float16 elements (2 bytes)
+    assert y.dtype == np.float16 and rt.counters.last["q"] == ("none", 0)
+    assert [e for e, *_ in rt.launches] == ["mnb4_tiled_f16"]
+    # row chunks advance by float16 elements (2 bytes): A by rows of K, Y by rows of N
     monkeypatch.setattr(L, "_MAX_ROWS", 64)
+    rt1 = RecordingRuntime()
+    a1 = _arr(rt1, (100, k), np.float16)
+    w = [_arr(rt1, (n, k // bs, bs // 2), np.uint8), _arr(rt1, (n * k // bs,), np.float16)]
+    (y1,) = compute(rt1, find_spec("MatMulNBits", "com.microsoft", 1), "q", [a1, *w],
+                    {"N": n, "K": k, "bits": 4, "block_size": bs}, ScratchOnly(rt1))
+    (_, g0, _, v0), (_, g1, _, v1) = (launch[:4] for launch in rt1.launches)
+    assert (v0[6], v1[6]) == (64, 36) and g0[1] == 1 and g1[1] == 1
+    assert v1[0] == a1.ptr + 2 * 64 * k and v1[5] == y1.ptr + 2 * 64 * n
     rt2 = RecordingRuntime()
     a, b = _arr(rt2, (100, 8), np.float16), _arr(rt2, (8, 4), np.float16)
     (out,) = compute(rt2, find_spec("MatMul", "", 17), "g", [a, b], {}, ScratchOnly(rt2))
@@ -201,7 +212,7 @@ def test_bfloat16_launches_the_bf16_entry_points(op, shapes):
     assert all(entry.endswith("_bf16") for entry, *_ in rt.launches) and rt.launches
 
 
-@pytest.mark.parametrize("m,entries", [(1, ["mnb8_gemv_f32"]), (16, ["mnb8_dequant_f32", "matmul_f32"])])
+@pytest.mark.parametrize("m,entries", [(1, ["mnb8_gemv_f32"]), (16, ["mnb8_tiled_f32"])])
 def test_eight_bit_matmul_nbits_launches(m, entries):
     rt = RecordingRuntime()
     n, k, bs = 64, 128, 32
@@ -209,4 +220,30 @@ def test_eight_bit_matmul_nbits_launches(m, entries):
     (out,) = compute(rt, find_spec("MatMulNBits", "com.microsoft", 1), "q8", [a, b, s],
                      {"N": n, "K": k, "bits": 8, "block_size": bs}, ScratchOnly(rt))
     assert out.shape == (m, n) and [e for e, *_ in rt.launches] == entries
-    assert rt.counters.last["q8"] == (("scratch", 4 * k * n) if m > 8 else ("none", 0))
+    assert rt.counters.last["q8"] == ("none", 0)
+
+
+def test_tiled_matmul_nbits_row_chunks_compute_every_row_on_the_emulator(monkeypatch):
+    """Row chunks (forced to one 64-row tile per launch) cover Y exactly; a grid short of the output is
+    caught by the emulation instead of leaving rows unwritten."""
+    import ort_cuda_ep._launch as L
+    from ort_cuda_ep.testing import EmulatingRuntime
+
+    monkeypatch.setattr(L, "_MAX_ROWS", 64)
+    rt = EmulatingRuntime()
+    rng = np.random.default_rng(5)
+    m, n, k, bs = 130, 80, 64, 16
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    q = rng.integers(0, 16, (n, k // bs, bs), dtype=np.uint8)
+    b = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8)
+    s = (rng.random(n * k // bs).astype(np.float32) + 0.5) * 0.1
+    attrs = {"N": n, "K": k, "bits": 4, "block_size": bs}
+    (y,) = compute(rt, find_spec("MatMulNBits", "com.microsoft", 1), "q", [rt.to_device(t) for t in (a, b, s)], attrs,
+                   ScratchOnly(rt))
+    assert [launch[1] for launch in rt.launches] == [(2, 1), (2, 1), (2, 1)]
+    w = ((q.reshape(n, k).astype(np.float32) - 8) * np.repeat(s.reshape(n, k // bs), bs, axis=1)).T
+    np.testing.assert_allclose(rt.to_host(y), a @ w, rtol=1e-5, atol=1e-5)
+    entry, _grid, block, values = rt.launches[0]
+    args = [(v, t) for v, t in zip(values, SIGNATURES[entry])]
+    with pytest.raises(AssertionError, match="does not cover"):
+        rt.launch("matmul_nbits", entry, (1, 1), block, args)  # 64 columns of 80

@@ -56,8 +56,8 @@ def test_matmul_nbits_tiled_path_plumbing(ep):
     inputs = [np.zeros((m, k), np.float32), np.zeros((n, k // bs, bs // 2), np.uint8), np.ones(n * k // bs, np.float32)]
     (y,), _ = ep.run_op("MatMulNBits", inputs, {"N": n, "K": k, "bits": 4, "block_size": bs}, domain="com.microsoft",
                         opset=1, node_name="q")
-    assert y.shape == (m, n) and _launches(ep) == ["mnb4_dequant_f32", "matmul_f32"]
-    assert ep.runtime.counters.last["q"] == ("scratch", 4 * n * k)
+    assert y.shape == (m, n) and _launches(ep) == ["mnb4_tiled_f32"]
+    assert ep.runtime.counters.last["q"] == ("none", 0)  # B is dequantized per tile in shared memory
     assert ep.runtime._driver.memory == {}
 
 
@@ -110,8 +110,12 @@ def test_gpu_check_script_runs_end_to_end_on_the_recording_driver(ep, tmp_path, 
     assert mod.main(["--quick", "--skip-tests", "--json", str(out)], ep=ep) == 0
     report = json.loads(out.read_text())
     kernels = [r["kernel"] for r in report["kernels"]]
-    assert len(kernels) == 17 and all(r["ms"] == 0.5 for r in report["kernels"])
+    assert len(kernels) == 18 and all(r["ms"] == 0.5 for r in report["kernels"])
     assert kernels[-1].startswith("GQA fp16")
+    # the changed kernels' cases: the fp16 tiled MatMulNBits used no workspace, the GQA request is its recipe
+    assert list(report["nbits_tiled_workspace"].values()) == [["none", 0]]
+    (gqa,) = report["gqa_workspace"].values()
+    assert gqa["used"][1] == gqa["recipe_bytes"]
     assert report["leaked_bytes"] == 0
     try:
         import ort_session  # noqa: F401

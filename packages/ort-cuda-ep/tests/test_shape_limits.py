@@ -18,10 +18,21 @@ from ort_abi import (
     KernelInfo,
     KernelRegistry,
     Supported,
+    WorkspaceInputShape,
     estimate_workspace,
     workspace_input_shapes,
 )
-from ort_cuda_ep import EP_NAME, OP_SPECS, CudaExecutionProvider, CudaKernel, DeviceUnavailableError
+from ort_cuda_ep import (
+    EP_NAME,
+    OP_SPECS,
+    CudaExecutionProvider,
+    CudaKernel,
+    DeviceUnavailableError,
+    declared_slots,
+    estimate_bytes,
+    get_profile,
+)
+from ort_cuda_ep._ops import find_spec
 from ort_cuda_ep._workspace import launchable
 from ort_graph import from_proto
 
@@ -86,10 +97,10 @@ KV = (1, 600, 64)
     (lambda: _mha((1, 2, 64), KV, KV), 3584),                  # 3 splits on 132 SMs
     (lambda: _mha((1, 2, 64), KV, None), None),                # value present without a shape
     (lambda: _mha((1, 2, 64), KV, (1, 600, 1 << 40)), None),   # value extent past 2**31-1
-    (lambda: _nbits((16, _K), (_N,)), 4 * _K * _N),            # tiled: dequantized B
+    (lambda: _nbits((16, _K), (_N,)), 0),                      # tiled: B dequantized per tile, no workspace
     (lambda: _nbits((16, _K), None), None),                    # bias present without a shape
     (lambda: _nbits((16, _K), (1 << 40,)), None),              # bias extent past 2**31-1
-    (lambda: _nbits((16, _K)), 4 * _K * _N),                   # bias omitted: not an unknown shape
+    (lambda: _nbits((16, _K)), 0),                             # bias omitted: not an unknown shape
 ], ids=["mha", "mha-shapeless-value", "mha-huge-value", "nbits", "nbits-shapeless-bias", "nbits-huge-bias",
         "nbits-no-bias"])
 def test_level1_and_level2_give_one_answer(node, expected):
@@ -129,6 +140,7 @@ def test_claims_in_range_are_supported_with_their_workspace(node):
     (((1, 2), None), (True, False), True),
     (((1, 2), None), (True, True), False),        # present, unknown rank
     (((1, "s"),), None, True),                    # symbolic extents are for the envelope to judge
+    (((0, None, 8),), None, True),                # unknown extents too (a known zero may still empty it)
     (((1, BIG),), None, True),
     (((1, BIG + 1),), None, False),
     (((-1, 2),), None, False),
@@ -136,3 +148,33 @@ def test_claims_in_range_are_supported_with_their_workspace(node):
 ])
 def test_launchable(shapes, present, ok):
     assert launchable(shapes, present) is ok
+
+
+@pytest.mark.parametrize("a_dims, declared, expected", [
+    ((0, "s", _K), (0, -1, _K), 0),       # M known to be 0: empty output, no workspace (not "unknown")
+    ((0, None, _K), (0, -1, _K), 0),
+    ((2, "s", _K), (2, -1, _K), None),    # M unknown and not zero: no estimate without ranges
+    ((0, "s", _K + 1), (0, -1, _K + 1), None),  # malformed A stays unavailable
+])
+def test_known_zero_partial_shapes_are_empty(a_dims, declared, expected):
+    spec = find_spec("MatMulNBits", "com.microsoft", 1)
+    attrs = {"K": _K, "N": _N, "bits": 4, "block_size": 16}
+    shapes = [a_dims, (_N, _K // 16, 8), (_N * _K // 16,)]
+    prof = get_profile("h100")
+    assert estimate_bytes("matmul_nbits", shapes, [1, 2, 1], attrs, prof, None, (True, True, True)) == expected
+    decl = [WorkspaceInputShape.shaped(declared, 1), WorkspaceInputShape.shaped(shapes[1], 2),
+            WorkspaceInputShape.shaped(shapes[2], 1)]
+    assert declared_slots(spec, decl, attrs, prof) == ([] if expected == 0 else None)
+
+
+@pytest.mark.parametrize("kernel, shapes, attrs", [
+    ("attention", [(0, "s", 128), ("b", "L", 128), ("b", "L", 128)], {"num_heads": 2}),
+    ("attention", [("b", 0, 128), ("b", "L", 128), ("b", "L", 128)], {"num_heads": 2}),
+    ("gqa", [(0, "s", 128), None, None, (0, 2, "p", 16), (0, 2, "p", 16), (0,), (), (64, 8), (64, 8)],
+     {"num_heads": 4, "kv_num_heads": 2}),
+])
+def test_attentions_with_a_known_zero_batch_or_query_need_nothing(kernel, shapes, attrs):
+    prof = get_profile("h100")
+    assert estimate_bytes(kernel, shapes, [1] * len(shapes), attrs, prof) == 0
+    unknown = [tuple(1 if d == 0 else d for d in s) if i == 0 else s for i, s in enumerate(shapes)]
+    assert estimate_bytes(kernel, unknown, [1] * len(shapes), attrs, prof) is None  # no zero: no estimate

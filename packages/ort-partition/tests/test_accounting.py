@@ -145,3 +145,13 @@ def test_failing_estimator_falls_back_to_the_heuristic_with_a_warning():
     assert len(record) == 3
     assert "'mm_a'" in str(record[0].message) and "no device properties" in str(record[0].message)
     assert p.costs[nodes(g)["mm_a"]].workspace_source == "heuristic"
+
+
+@pytest.mark.parametrize("dims, unknown", [([0, "n", 8], 0), ([0, None, 8], 0), (["n", 4, 8], 1), ([2, "n", 0], 0)])
+def test_known_zero_partial_output_shapes_are_empty_not_unknown(dims, unknown):
+    f = TensorProto.FLOAT
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "g",
+                          [helper.make_tensor_value_info("x", f, dims)], [helper.make_tensor_value_info("y", f, dims)])
+    graph = ort_graph.from_proto(helper.make_model(g)).graph
+    cost = node_cost_breakdown(ResourceAccountant(), graph.nodes[0], None)
+    assert (cost.activations, cost.unknown_outputs) == (0, unknown)

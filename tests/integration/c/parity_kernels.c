@@ -4,8 +4,9 @@
  * Three ops, each implementing ort-cuda-ep's workspace recipe exactly (one recipe, three languages):
  *   com.microsoft::MultiHeadAttention  flash-decoding split-KV workspace (one slot, 256-byte aligned
  *                                      regions: softmax LSE | split LSE | split outputs)
- *   com.microsoft::MatMulNBits         4-bit weights; the tiled path (M > 8) dequantizes B into the
- *                                      workspace as float32 [K, N], the GEMV path needs none
+ *   com.microsoft::MatMulNBits         4-bit weights; no workspace on either path (the CUDA tiled
+ *                                      path dequantizes B per tile in shared memory), but the same
+ *                                      validation: a malformed or overflowing node is unavailable
  *   Softmax (13+)                      last axis, no workspace (the CUDA kernel reduces in registers)
  * Level 1 and Level 2 both call the same recipe functions below. A recipe is "unavailable" unless
  * every present input has a static shape whose extents fit a 32-bit index, exactly as the CUDA EP.
@@ -29,7 +30,6 @@ ORT_KERNEL_LIBRARY_DEFINE_ABI_VERSION()
 #define MAX_BYTES 9223372036854775807ULL
 #define ALIGNMENT 256ULL
 #define MAX_SPLITS 128
-#define GEMV_MAX_M 8
 #define MAX_INPUTS 16
 
 static const OrtKernelApi* g_api = NULL;
@@ -193,8 +193,8 @@ typedef struct NBitsAttrs {
   int64_t n, k, bits, block_size;
 } NBitsAttrs;
 
-/* 0 and *bytes / *tiled set, or -1 */
-static int nbits_recipe(const Shapes* s, const NBitsAttrs* a, uint64_t* m_out, uint64_t* bytes, int* tiled) {
+/* 0 and *bytes set (always 0: neither path needs workspace), or -1 when malformed or overflowing */
+static int nbits_recipe(const Shapes* s, const NBitsAttrs* a, uint64_t* m_out, uint64_t* bytes) {
   uint64_t m = 1, tmp;
   size_t i;
   if (check_static(s) || s->count < 1 || !s->present[0] || s->rank[0] < 1) return -1;
@@ -206,11 +206,8 @@ static int nbits_recipe(const Shapes* s, const NBitsAttrs* a, uint64_t* m_out, u
   if (a->block_size < 16 || a->block_size > MAX_DIM || (a->block_size & (a->block_size - 1))) return -1;
   if (mul2(4 * m, (uint64_t)a->n, &tmp) || mul2(4 * m, (uint64_t)a->k, &tmp)) return -1;
   *m_out = m;
-  *tiled = 0;
   *bytes = 0;
-  if (m == 0 || a->n == 0 || m <= GEMV_MAX_M || a->k == 0) return 0;
-  *tiled = 1;
-  return mul2(4 * (uint64_t)a->k, (uint64_t)a->n, bytes);
+  return 0;
 }
 
 /* ================================ kernels ================================ */
@@ -350,17 +347,15 @@ static OrtStatus* attention_compute(ParityKernel* k, OrtKernelContext* ctx) {
 static OrtStatus* nbits_compute(ParityKernel* k, OrtKernelContext* ctx) {
   Shapes s;
   uint64_t m, bytes;
-  int tiled;
   const float *a, *scales, *bias = NULL;
   const uint8_t *bq, *zp = NULL;
   const int64_t* dims;
   size_t rank, i;
   int64_t out_dims[8], N = k->nb.n, K = k->nb.k, bs = k->nb.block_size, kb = (K + bs - 1) / bs, row, n, kk;
   OrtValue* y;
-  float *out, *deq;
-  void* ws;
+  float* out;
   ORT_KERNEL_RETURN_IF_ERROR(shapes_from_ctx(ctx, &s));
-  if (nbits_recipe(&s, &k->nb, &m, &bytes, &tiled) != 0)
+  if (nbits_recipe(&s, &k->nb, &m, &bytes) != 0)
     return errorf(ORT_INVALID_ARGUMENT, "MatMulNBits: input A of rank %lld is out of range", (long long)s.rank[0]);
   ORT_KERNEL_RETURN_IF_ERROR(float_input(ctx, 0, &a, &dims, &rank));
   ORT_KERNEL_RETURN_IF_ERROR(float_input(ctx, 1, (const float**)&bq, &dims, &rank));
@@ -372,22 +367,12 @@ static OrtStatus* nbits_compute(ParityKernel* k, OrtKernelContext* ctx) {
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetOutput(ctx, 0, out_dims, s.rank[0], &y));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorMutableData(y, (void**)&out));
   if (m == 0 || N == 0) return NULL;
-  ORT_KERNEL_RETURN_IF_ERROR(workspace(ctx, bytes, &ws));
+  (void)bytes;
 #define NB_W(nn, kx)                                                                                               \
   (((float)((bq[((nn) * kb + (kx) / bs) * (bs / 2) + ((kx) % bs) / 2] >> (4 * ((kx) % 2))) & 0xF) -               \
     (float)(zp ? (zp[(nn) * ((kb + 1) / 2) + ((kx) / bs) / 2] >> (4 * (((kx) / bs) % 2))) & 0xF : 8)) *            \
    scales[(nn) * kb + (kx) / bs])
-  if (tiled) { /* dequantize B into the workspace as float32 [K, N], then a plain GEMM */
-    deq = (float*)ws;
-    for (n = 0; n < N; ++n)
-      for (kk = 0; kk < K; ++kk) deq[kk * N + n] = NB_W(n, kk);
-    for (row = 0; row < (int64_t)m; ++row)
-      for (n = 0; n < N; ++n) {
-        float acc = 0.0f;
-        for (kk = 0; kk < K; ++kk) acc += a[row * K + kk] * deq[kk * N + n];
-        out[row * N + n] = acc + (bias ? bias[n] : 0.0f);
-      }
-  } else { /* GEMV: read the packed weights directly */
+  { /* both paths read the packed weights directly */
     for (row = 0; row < (int64_t)m; ++row)
       for (n = 0; n < N; ++n) {
         float acc = 0.0f;
@@ -435,7 +420,6 @@ static OrtStatus* parity_declare(OrtKernelImpl* self, const OrtWorkspaceInputSha
   ParityKernel* k = (ParityKernel*)self;
   Shapes s;
   uint64_t bytes = 0, m;
-  int tiled;
   AttnRecipe r;
   *num_slots = 0;
   if (max_slots < 1) return errorf(ORT_INVALID_ARGUMENT, "no room for a slot (max_slots %lld)", (long long)max_slots);
@@ -443,7 +427,7 @@ static OrtStatus* parity_declare(OrtKernelImpl* self, const OrtWorkspaceInputSha
   if (k->op == OP_ATTENTION) {
     if (attention_bytes(&s, k->heads, k->sms, &r) != 0) return NULL;
     bytes = r.total;
-  } else if (nbits_recipe(&s, &k->nb, &m, &bytes, &tiled) != 0) {
+  } else if (nbits_recipe(&s, &k->nb, &m, &bytes) != 0) {
     return NULL;
   }
   if (bytes == 0) return NULL;
@@ -483,11 +467,10 @@ static OrtStatus* nbits_estimate(const OrtEpApi* api, const OrtNode* node, const
   Shapes s;
   NBitsAttrs a;
   uint64_t m, bytes;
-  int tiled;
   (void)ep;
   if (shapes_from_node(api, node, &s) != 0) return unavailable(api, "MatMulNBits: shapes not static");
   ORT_KERNEL_RETURN_IF_ERROR(nbits_attrs_node(api, node, &a));
-  if (nbits_recipe(&s, &a, &m, &bytes, &tiled) != 0) return unavailable(api, "MatMulNBits: recipe unavailable");
+  if (nbits_recipe(&s, &a, &m, &bytes) != 0) return unavailable(api, "MatMulNBits: recipe unavailable");
   *out = (size_t)bytes;
   return NULL;
 }

@@ -2,7 +2,8 @@
 
 Kernels of every language (in-tree Python, shared-source CUDA, third-party C libraries) are
 registered through `KernelRegistry.add_kernel_v2` and reached through one host path:
-`estimate_workspace` (Level 1), `declare_workspace` (Level 2) and `kernel.compute(KernelContext)`.
+`estimate_workspace` (Level 1), `declare_workspace` (Level 2), `infer_output_shapes` (the optional
+output-shape callback, ABI v3) and `kernel.compute(KernelContext)`.
 The pure-Python parts import without the compiled bridge; C features then raise
 `CFeaturesUnavailableError`.
 """
@@ -22,7 +23,7 @@ from ._buffers import (
     copy_host_to_device,
 )
 from ._context import ContextCounters, KernelContext, KernelInfo, OutputAllocator, numpy_output_allocator
-from ._ep import Capability, Declined, EpIdentity, EpInfo, Supported
+from ._ep import Capability, ClosableProvider, Declined, EpIdentity, EpInfo, Supported, close_provider
 from ._errors import (
     AbiError,
     AbiVersionMismatchError,
@@ -38,6 +39,7 @@ from ._errors import (
     KernelDefError,
     KernelError,
     KernelLibraryError,
+    LeakError,
     LibraryNotFoundError,
     MissingSymbolError,
     OwnershipError,
@@ -53,15 +55,27 @@ from ._hostapi import HOST_API, HostApi
 from ._kerneldef import KernelDef, KernelDefBuilder
 from ._library import KernelLibrary, load_kernel_library
 from ._registry import KernelEntry, KernelRegistry, declare_workspace, estimate_workspace, release_kernel
+from ._shapefunc import (
+    MAX_OUTPUT_RANK,
+    InputTypeError,
+    OutputMismatchError,
+    OutputShape,
+    check_input_types,
+    has_onnx_schema,
+    infer_output_shapes,
+    output_shapes_hook,
+    planned_outputs,
+)
 from ._status import ErrorCode, check, live_status_count, status_misuse
 from ._tensor import DeviceTensor, empty_tensor, tensor_from_host, tensor_to_host
 from ._workspace import MAX_SLOTS, InputState, WorkspaceInputShape, WorkspaceSlot, workspace_input_shapes
 
 __version__ = "0.2.0"
 
-ABI_VERSION = 2  # == ORT_KERNEL_ABI_VERSION in the header (a test checks they agree)
+ABI_VERSION = 3  # == ORT_KERNEL_ABI_VERSION in the header (a test checks they agree)
 ABI_MIN_VERSION = 1
 ABI_VERSION_WORKSPACE = 2
+ABI_VERSION_OUTPUT_SHAPES = 3
 HEADER_NAME = "ort_kernel_abi.h"
 
 
@@ -71,16 +85,18 @@ def get_include() -> str:
 
 
 __all__ = [
-    "ABI_MIN_VERSION", "ABI_VERSION", "ABI_VERSION_WORKSPACE", "HEADER_NAME", "HOST_API", "MAX_SLOTS",
+    "ABI_MIN_VERSION", "ABI_VERSION", "ABI_VERSION_OUTPUT_SHAPES", "ABI_VERSION_WORKSPACE", "HEADER_NAME", "HOST_API",
+    "MAX_OUTPUT_RANK", "MAX_SLOTS", "InputTypeError", "OutputMismatchError", "OutputShape", "check_input_types",
+    "has_onnx_schema", "infer_output_shapes", "output_shapes_hook", "planned_outputs",
     "AbiError", "AbiVersionMismatchError", "AllocationError", "Allocator", "BorrowedFreeError",
-    "CFeaturesUnavailableError", "Capability", "ContextCounters", "CrossDeviceFreeError", "CrossEpFreeError",
+    "CFeaturesUnavailableError", "Capability", "ClosableProvider", "ContextCounters", "CrossDeviceFreeError", "CrossEpFreeError",
     "Declined", "Device", "DeviceBuffer", "DeviceTensor", "DoubleFreeError", "DuplicateKernelError", "EpIdentity", "EpInfo",
     "ErrorCode", "ForeignFreeError", "HandleError", "HostAllocator", "HostApi", "InputState", "KernelContext",
     "KernelDef", "KernelDefBuilder", "KernelDefError", "KernelEntry", "KernelError", "KernelInfo",
-    "KernelLibrary", "KernelLibraryError", "KernelRegistry", "LibraryNotFoundError", "MissingSymbolError",
+    "KernelLibrary", "KernelLibraryError", "KernelRegistry", "LeakError", "LibraryNotFoundError", "MissingSymbolError",
     "NullDeviceAllocator", "OutputAllocator", "OwnershipError", "RegistrationError", "RegistrationFailedError",
     "Supported", "TransferError", "UseAfterFreeError", "WorkspaceDeclarationError", "WorkspaceInputShape",
-    "WorkspaceSlot", "__version__", "c_available", "check", "copy_device_to_device", "copy_device_to_host",
+    "WorkspaceSlot", "__version__", "c_available", "check", "close_provider", "copy_device_to_device", "copy_device_to_host",
     "copy_host_to_device", "declare_workspace", "empty_tensor", "estimate_workspace", "get_include", "live_handles",
     "live_status_count", "load_kernel_library", "numpy_output_allocator", "release_kernel", "status_misuse",
     "tensor_from_host", "tensor_to_host", "workspace_input_shapes",

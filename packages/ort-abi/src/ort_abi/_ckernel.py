@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 import weakref
 from collections.abc import Sequence
 from typing import Any
 
 from ._errors import AbiError, AbiVersionMismatchError, KernelError, WorkspaceDeclarationError
 from ._ffi import require_c
+from ._shapefunc import MAX_OUTPUT_RANK, OutputShape
 from ._status import ErrorCode, check
 from ._views import ContextView, EpView, InfoView, NodeView, close_handle, open_handle
-from ._workspace import MAX_SLOTS, WorkspaceInputShape, WorkspaceSlot
+from ._workspace import MAX_SLOTS, InputState, WorkspaceInputShape, WorkspaceSlot
+
+_log = logging.getLogger("ort_abi")
 
 
 def _host_version() -> tuple[int, int, int]:
@@ -31,7 +35,9 @@ class CEstimateFunc:
         node_h = open_handle("OrtNode", NodeView(node))
         try:
             ep_h = open_handle("OrtEp", EpView(ep)) if ep is not None else ffi.NULL
-        except TypeError:
+        except TypeError as e:  # the estimate still runs (it may not need the EP), but say why it gets NULL
+            _log.warning("workspace estimate for node %r from %r gets a NULL OrtEp: %s",
+                         getattr(node, "name", node), self.library, e)
             ep_h = ffi.NULL
         out = ffi.new("size_t*")
         try:
@@ -42,6 +48,61 @@ class CEstimateFunc:
                 close_handle("OrtEp", ep_h)
         check(status, node=getattr(node, "name", None), library=self.library, operation="workspace estimate")
         return int(out[0])
+
+
+class CShapeFunc:
+    """An `OrtKernelOutputShapeFunc` in the Python role `shape_func(api, node, input_shapes)`."""
+
+    def __init__(self, fn: Any, library: str | None) -> None:
+        self.fn = fn
+        self.library = library
+
+    def __call__(self, api: Any, node: Any, input_shapes: Sequence[WorkspaceInputShape]) -> list[OutputShape | None]:
+        ffi, lib = require_c("C output-shape callbacks")
+        c_shapes, keep = _c_input_shapes(ffi, input_shapes)
+        n_out = len(node.outputs)
+        outs = ffi.new("OrtOutputShape[]", max(n_out, 1))
+        for k in range(n_out):
+            outs[k].state = int(InputState.UNSHAPED)
+        node_h = open_handle("OrtNode", NodeView(node))
+        try:
+            status = self.fn(lib.ort_abi_host_api(), node_h, c_shapes, len(input_shapes), outs, n_out)
+        finally:
+            close_handle("OrtNode", node_h)
+        del keep
+        check(status, node=getattr(node, "name", None), library=self.library, operation="output-shape callback")
+        result: list[OutputShape | None] = []
+        for k in range(n_out):
+            o = outs[k]
+            if o.state == InputState.UNSHAPED:
+                result.append(None)
+                continue
+            if o.state != InputState.SHAPED or o.rank > MAX_OUTPUT_RANK:
+                raise KernelError(ErrorCode.INVALID_ARGUMENT,
+                                  f"output {k}: state {int(o.state)} rank {int(o.rank)}; set state SHAPED (or leave "
+                                  f"UNSHAPED) and rank <= ORT_OUTPUT_SHAPE_MAX_RANK ({MAX_OUTPUT_RANK})",
+                                  node=getattr(node, "name", None), library=self.library,
+                                  operation="output-shape callback")
+            try:
+                result.append(OutputShape(int(o.elem_type), tuple(int(o.dims[i]) for i in range(o.rank))))
+            except ValueError as e:
+                raise KernelError(ErrorCode.INVALID_ARGUMENT, f"output {k}: {e}", node=getattr(node, "name", None),
+                                  library=self.library, operation="output-shape callback") from e
+        return result
+
+
+def _c_input_shapes(ffi: Any, shapes: Sequence[WorkspaceInputShape]) -> tuple[Any, list[Any]]:
+    """The OrtWorkspaceInputShape array for `shapes`, plus the dims arrays it points into (keep alive)."""
+    c_shapes = ffi.new("OrtWorkspaceInputShape[]", max(len(shapes), 1))
+    keep = []
+    for i, s in enumerate(shapes):
+        c_shapes[i].state = int(s.state)
+        c_shapes[i].elem_type = int(s.elem_type)
+        if s.dims is not None:
+            dims = ffi.new("int64_t[]", list(s.dims) or [0])
+            keep.append(dims)
+            c_shapes[i].dims, c_shapes[i].rank = dims, len(s.dims)
+    return c_shapes, keep
 
 
 class CCreateFunc:
@@ -112,6 +173,15 @@ class CKernel:
             status = impl.Compute(impl, ctx_h)
         finally:
             close_handle("OrtKernelContext", ctx_h)
+        violations = getattr(ctx, "violations", None)
+        if violations:  # the host refused an output request: fail with it, whatever the kernel returned
+            try:
+                check(status, node=self.node, library=self.library, operation="compute")
+            except KernelError:
+                pass  # (the kernel's status is released; the typed refusal says more)
+            violation = violations[0]
+            violation.library = self.library
+            raise violation
         check(status, node=self.node, library=self.library, operation="compute")
 
     def declare_workspace(self, shapes: Sequence[WorkspaceInputShape]) -> list[WorkspaceSlot] | None:
@@ -119,18 +189,11 @@ class CKernel:
         if not self.has_declaration:
             return None
         ffi, _ = require_c("C workspace declarations")
-        c_shapes = ffi.new("OrtWorkspaceInputShape[]", max(len(shapes), 1))
-        keep = []
-        for i, s in enumerate(shapes):
-            c_shapes[i].state = int(s.state)
-            c_shapes[i].elem_type = int(s.elem_type)
-            if s.dims is not None:
-                dims = ffi.new("int64_t[]", list(s.dims) or [0])
-                keep.append(dims)
-                c_shapes[i].dims, c_shapes[i].rank = dims, len(s.dims)
+        c_shapes, keep = _c_input_shapes(ffi, shapes)
         slots = ffi.new("OrtWorkspaceSlot[]", MAX_SLOTS)
         count = ffi.new("size_t*")
         status = impl.DeclareWorkspaceRequirements(impl, c_shapes, len(shapes), slots, MAX_SLOTS, count)
+        del keep
         check(status, node=self.node, library=self.library, operation="DeclareWorkspaceRequirements")
         if count[0] > MAX_SLOTS:
             raise WorkspaceDeclarationError(

@@ -8,6 +8,8 @@ from typing import Any, Protocol
 import attrs
 import numpy as np
 
+from ._shapefunc import OutputMismatchError, check_planned_output
+
 _MISSING = object()
 
 
@@ -97,12 +99,16 @@ class KernelContext:
     (or numpy dtypes) of the outputs; an output without a known type takes input 0's dtype.
     `workspace`: slot id -> uint8 array (or DeviceBuffer) planned for this node (None: nothing planned).
     Device kernels pass device tensors as inputs, an output allocator that returns device tensors
-    (objects with .shape and .dtype) and a `scratch_allocator` (an ort_abi Allocator)."""
+    (objects with .shape and .dtype) and a `scratch_allocator` (an ort_abi Allocator).
+    `planned_outputs`: (shape or None, element type or 0) per output as the session planned it
+    (`ort_abi.planned_outputs(node)`); a request that contradicts it raises OutputMismatchError, and
+    is kept in `violations` so a C kernel that drops the error status still fails."""
 
     def __init__(self, inputs: Sequence[np.ndarray | None], *, output_count: int | None = None,
                  output_types: Sequence[Any] | None = None, output_allocator: OutputAllocator | None = None,
                  workspace: Mapping[int, Any] | None = None, counters: ContextCounters | None = None,
-                 node_name: str | None = None, scratch_allocator: Any = None) -> None:
+                 node_name: str | None = None, scratch_allocator: Any = None,
+                 planned_outputs: Sequence[tuple[Any, int] | None] | None = None) -> None:
         # numpy arrays (host kernels), device tensors (objects with .shape/.dtype) or sequence values:
         # passed through exactly as given
         self.inputs: list[Any] = list(inputs)
@@ -116,6 +122,8 @@ class KernelContext:
         self.node_name = node_name
         self._scratch_allocator = scratch_allocator
         self._scratch: list[Any] = []
+        self.planned_outputs = list(planned_outputs) if planned_outputs is not None else None
+        self.violations: list[Exception] = []
 
     @property
     def input_count(self) -> int:
@@ -147,6 +155,12 @@ class KernelContext:
         if any(d < 0 for d in shape):
             raise ValueError(f"output {index} shape {shape!r} has a negative extent; every extent must be >= 0")
         dt = self.output_dtype(index) if dtype is None else _numpy_dtype(dtype)
+        if self.planned_outputs is not None and index < len(self.planned_outputs):
+            try:
+                check_planned_output(self.planned_outputs[index], index, shape, dt, self.node_name)
+            except OutputMismatchError as e:
+                self.violations.append(e)
+                raise
         existing = self.outputs[index]
         if existing is not None:
             if existing.shape != shape or existing.dtype != dt:

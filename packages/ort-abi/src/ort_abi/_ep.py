@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
@@ -111,3 +111,20 @@ class Declined:
 
 
 Capability = Supported | Declined
+
+
+@runtime_checkable
+class ClosableProvider(Protocol):
+    """The optional shutdown hook of an execution provider: `close()` releases what the provider holds
+    for its device (CUDA: loaded modules and the context; a simulated device checks that nothing is left
+    allocated). A session calls it once, after it freed its own buffers and weights and released its
+    kernels, and never while a run is in flight. Providers without it hold nothing to release."""
+
+    def close(self) -> None: ...
+
+
+def close_provider(ep: Any) -> None:
+    """Shut an execution provider down through its optional `close()` (or `shutdown()`); no-op without one."""
+    fn = getattr(ep, "close", None) or getattr(ep, "shutdown", None)
+    if callable(fn):
+        fn()

@@ -112,6 +112,10 @@ class UseAfterFreeError(OwnershipError):
     """A freed buffer (or a view of one) was used."""
 
 
+class LeakError(OwnershipError):
+    """An execution provider shut down while buffers of its allocator were still allocated."""
+
+
 class AllocationError(AbiError, MemoryError):
     """An allocator could not satisfy a request."""
 

@@ -101,20 +101,19 @@ def ReleaseKernelDef(kernel_def: Any) -> None:
     _release_quietly("OrtKernelDef", kernel_def)
 
 
-def _add(registry: Any, kernel_def: Any, create_func: Any, state: Any, estimate_func: Any) -> None:
-    from ._ckernel import CCreateFunc, CEstimateFunc
+def _add(registry: Any, kernel_def: Any, create_func: Any, state: Any, estimate_func: Any,
+         shape_func: Any = ffi.NULL) -> None:
+    """Failures raise into the status guard, which also records them for the registration scope."""
+    from ._ckernel import CCreateFunc, CEstimateFunc, CShapeFunc
 
     scope = HANDLES.get("OrtKernelRegistry", registry)
     kd = HANDLES.get("OrtKernelDef", kernel_def)
-    try:
-        if create_func == ffi.NULL:
-            raise ValueError(f"create_func is NULL for {kd.describe()}; pass the kernel's create function")
-        estimate = CEstimateFunc(estimate_func, scope.library) if estimate_func != ffi.NULL else None
-        entry = scope.registry.add_kernel_v2(kd, CCreateFunc(create_func, scope.library), state, estimate,
-                                             language="c", library=scope.library)
-    except Exception as e:
-        scope.errors.append(e)
-        raise
+    if create_func == ffi.NULL:
+        raise ValueError(f"create_func is NULL for {kd.describe()}; pass the kernel's create function")
+    estimate = CEstimateFunc(estimate_func, scope.library) if estimate_func != ffi.NULL else None
+    shapes = CShapeFunc(shape_func, scope.library) if shape_func != ffi.NULL else None
+    entry = scope.registry.add_kernel_v2(kd, CCreateFunc(create_func, scope.library), state, estimate,
+                                         language="c", library=scope.library, shape_func=shapes)
     scope.added.append(entry)
 
 
@@ -126,6 +125,12 @@ def KernelRegistry_AddKernel(registry: Any, kernel_def: Any, create_func: Any, s
 @_status_api
 def KernelRegistry_AddKernelV2(registry: Any, kernel_def: Any, create_func: Any, state: Any, estimate: Any) -> None:
     _add(registry, kernel_def, create_func, state, estimate)
+
+
+@_status_api
+def KernelRegistry_AddKernelV3(registry: Any, kernel_def: Any, create_func: Any, state: Any, estimate: Any,
+                               shape_func: Any) -> None:
+    _add(registry, kernel_def, create_func, state, estimate, shape_func)
 
 
 from . import _host_c_context, _host_c_query  # noqa: E402,F401  (importing them binds their functions)

@@ -7,10 +7,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ._errors import AbiError, DuplicateKernelError, HandleError, KernelDefError
+from ._errors import AbiError, DuplicateKernelError, HandleError, KernelDefError, RegistrationError
 from ._ffi import _ffi as ffi
 from ._hostapi import AttributeError_, typed_attribute  # noqa: F401  (re-exported for the query module)
-from ._status import STATUSES, ErrorCode
+from ._status import FAILURES, STATUSES, ErrorCode
 
 _log = logging.getLogger("ort_abi")
 _PREFIX = "_ort_host_"
@@ -24,6 +24,18 @@ def cstring(p: Any) -> str:
     return ffi.string(p).decode("utf-8", "replace")
 
 
+def _failed(code: ErrorCode, name: str, e: BaseException, text: str) -> Any:
+    failures = FAILURES.get()
+    if failures is not None:  # keep which call failed: the refusal of the library names it
+        if isinstance(e, DuplicateKernelError):
+            failures.append(e)
+        else:
+            recorded = RegistrationError(f"{name} returned {code.name}: {text}")
+            recorded.__cause__ = e
+            failures.append(recorded)
+    return STATUSES.create(code, f"{name}: {text}")
+
+
 def status_api(fn: Callable[..., None]) -> Callable[..., None]:
     name = fn.__name__
 
@@ -31,14 +43,12 @@ def status_api(fn: Callable[..., None]) -> Callable[..., None]:
         try:
             fn(*args)
             return ffi.NULL
-        except DuplicateKernelError as e:
-            return STATUSES.create(ErrorCode.INVALID_ARGUMENT, f"{name}: {e}")
-        except INVALID as e:
-            return STATUSES.create(ErrorCode.INVALID_ARGUMENT, f"{name}: {e}")
+        except (DuplicateKernelError, *INVALID) as e:
+            return _failed(ErrorCode.INVALID_ARGUMENT, name, e, str(e))
         except AbiError as e:
-            return STATUSES.create(ErrorCode.FAIL, f"{name}: {e}")
+            return _failed(ErrorCode.FAIL, name, e, str(e))
         except Exception as e:  # never raise through C frames
-            return STATUSES.create(ErrorCode.RUNTIME_EXCEPTION, f"{name}: {e!r}")
+            return _failed(ErrorCode.RUNTIME_EXCEPTION, name, e, repr(e))
 
     wrapper.__name__ = name
     ffi.def_extern(name=_PREFIX + name, onerror=_on_error)(wrapper)

@@ -41,7 +41,7 @@ def node_attributes(node: Any) -> dict[str, Any]:
 class HostApi:
     """Node, attribute and EP queries for estimate functions (Python twin of the C table)."""
 
-    version = 2
+    version = 3
 
     # -- nodes ------------------------------------------------------------------------------------
     @staticmethod

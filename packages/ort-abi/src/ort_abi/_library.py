@@ -20,7 +20,7 @@ from ._errors import (
     RegistrationFailedError,
 )
 from ._ffi import require_c
-from ._status import check
+from ._status import check, recording_failures
 from ._views import RegistryScope, close_handle, open_handle
 
 _log = logging.getLogger("ort_abi")
@@ -106,7 +106,8 @@ def load_kernel_library(path: str | bytes | os.PathLike[str], registry: Any,
     scope = RegistryScope(registry, name)
     reg_h = open_handle("OrtKernelRegistry", scope)
     try:
-        status = register(lib.ort_abi_host_api(), reg_h)
+        with recording_failures(scope.errors):  # a host call that failed, even if the library drops its status
+            status = register(lib.ort_abi_host_api(), reg_h)
     finally:
         close_handle("OrtKernelRegistry", reg_h)
     duplicate = next((e for e in scope.errors if isinstance(e, DuplicateKernelError)), None)

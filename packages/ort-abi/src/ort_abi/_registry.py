@@ -11,6 +11,7 @@ import attrs
 from ._errors import AbiError, DuplicateKernelError, KernelError, RegistrationError
 from ._hostapi import HOST_API
 from ._kerneldef import KernelDef, normalize_domain
+from ._shapefunc import TypeCheckedKernel, check_input_types, has_onnx_schema
 from ._status import ErrorCode
 from ._workspace import WorkspaceInputShape, WorkspaceSlot, validate_slots
 
@@ -23,7 +24,8 @@ class KernelEntry:
 
     `language` is 'python' or 'c'; `library` the C library path (None in-tree). `declares_workspace`
     says whether its kernels implement the Level-2 declaration: known up front for a Python kernel
-    class, learned at the first creation otherwise (None = not known yet)."""
+    class, learned at the first creation otherwise (None = not known yet). `shape_func` is the
+    optional output-shape callback (see `_shapefunc`)."""
 
     kernel_def: KernelDef
     create_func: Callable[[Any, Any], Any]
@@ -32,6 +34,7 @@ class KernelEntry:
     language: str = "python"
     library: str | None = None
     declares_workspace: bool | None = None
+    shape_func: Callable[[Any, Any, Any], Any] | None = None
 
     @property
     def op_type(self) -> str:
@@ -57,6 +60,9 @@ class KernelEntry:
                               "it must return an object with compute(ctx)",
                               node=getattr(info, "node_name", None), library=self.library, operation="create")
         self.declares_workspace = _kernel_declares(kernel)
+        d = self.kernel_def
+        if d.type_constraints and not has_onnx_schema(d.op_type, d.domain):
+            return TypeCheckedKernel(kernel, d, self.library, getattr(info, "node_name", None))
         return kernel
 
     def describe(self) -> str:
@@ -81,10 +87,13 @@ class KernelRegistry:
 
     def add_kernel_v2(self, kernel_def: KernelDef, create_func: Callable[[Any, Any], Any],
                       create_func_state: Any = None, estimate_func: Callable[[Any, Any, Any], Any] | None = None,
-                      *, language: str = "python", library: str | None = None) -> KernelEntry:
+                      *, language: str = "python", library: str | None = None,
+                      shape_func: Callable[[Any, Any, Any], Any] | None = None) -> KernelEntry:
         """Register a kernel. `create_func(state, info: KernelInfo) -> kernel` where kernel has
         `compute(ctx)` and optionally `declare_workspace(shapes) -> list[WorkspaceSlot]`;
-        `estimate_func(api, node, ep) -> int` bytes (None or raising = no estimate)."""
+        `estimate_func(api, node, ep) -> int` bytes (None or raising = no estimate);
+        `shape_func(api, node, input_shapes) -> list[OutputShape | None]` the node's output shapes,
+        asked during shape resolution for ops ONNX does not know (the C ABI's OrtKernelOutputShapeFunc)."""
         if not isinstance(kernel_def, KernelDef):
             raise RegistrationError(f"kernel_def must be a KernelDef (use KernelDefBuilder().build()), got {kernel_def!r}")
         if not callable(create_func):
@@ -92,6 +101,8 @@ class KernelRegistry:
         if estimate_func is not None and not callable(estimate_func):
             raise RegistrationError(f"estimate_func for {kernel_def.describe()} must be callable or None, "
                                     f"got {estimate_func!r}")
+        if shape_func is not None and not callable(shape_func):
+            raise RegistrationError(f"shape_func for {kernel_def.describe()} must be callable or None, got {shape_func!r}")
         for other in self._by_op.get((kernel_def.domain, kernel_def.op_type), ()):
             if other.kernel_def.overlaps(kernel_def):
                 raise DuplicateKernelError(
@@ -101,7 +112,8 @@ class KernelRegistry:
         declares = None
         if language == "python" and isinstance(create_func, type):
             declares = callable(getattr(create_func, "declare_workspace", None))
-        entry = KernelEntry(kernel_def, create_func, create_func_state, estimate_func, language, library, declares)
+        entry = KernelEntry(kernel_def, create_func, create_func_state, estimate_func, language, library, declares,
+                            shape_func)
         self._entries.append(entry)
         self._by_op.setdefault((kernel_def.domain, kernel_def.op_type), []).append(entry)
         return entry
@@ -116,15 +128,27 @@ class KernelRegistry:
         self._by_op[(entry.kernel_def.domain, entry.kernel_def.op_type)].remove(entry)
 
     def find(self, op_type: str, domain: str, opset: int, ep: str,
-             dtypes: Mapping[str, int] | None = None) -> KernelEntry | None:
+             dtypes: Mapping[str, int] | None = None, *,
+             input_types: Sequence[int] | None = None) -> KernelEntry | None:
         """The entry for this op at this opset on this EP (newest since-version wins); `dtypes`
-        optionally binds type-constraint names to element types. None when nothing matches."""
+        optionally binds type-constraint names to element types (ops with an ONNX schema);
+        `input_types` (element type per input) filters by the schema-less binding of
+        `check_input_types` (custom ops). None when nothing matches."""
         best = None
         for entry in self._by_op.get((normalize_domain(domain), op_type), ()):
+            if input_types is not None and check_input_types(entry.kernel_def, input_types, has_schema=False):
+                continue
             if entry.kernel_def.matches(op_type, domain, opset, ep, dtypes):
                 if best is None or entry.kernel_def.since_version_start > best.kernel_def.since_version_start:
                     best = entry
         return best
+
+    def find_shape_entry(self, op_type: str, domain: str, opset: int) -> KernelEntry | None:
+        """An entry for this op at this opset, on any EP, that has an output-shape callback."""
+        for entry in self._by_op.get((normalize_domain(domain), op_type), ()):
+            if entry.shape_func is not None and entry.kernel_def.covers(opset):
+                return entry
+        return None
 
     def __iter__(self) -> Iterator[KernelEntry]:
         return iter(list(self._entries))

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import enum
 import logging
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -122,3 +125,18 @@ def check(status: Any, *, node: str | None = None, library: str | None = None,
         )
     STATUSES.release(status)
     raise KernelError(record.code, record.message, node=node, library=library, operation=operation)
+
+
+# the failures of host calls made during a library's registration entry (see `recording_failures`)
+FAILURES: contextvars.ContextVar[list[BaseException] | None] = contextvars.ContextVar("ort_abi_failures", default=None)
+
+
+@contextlib.contextmanager
+def recording_failures(into: list[BaseException]) -> Iterator[None]:
+    """While active, every host call that returns an error status appends its exception to `into`:
+    a registration entry that returns success after one of them ignored it."""
+    token = FAILURES.set(into)
+    try:
+        yield
+    finally:
+        FAILURES.reset(token)

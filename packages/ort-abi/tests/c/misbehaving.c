@@ -8,6 +8,8 @@
 
 #if defined(BAD_VERSION)
 ORT_KERNEL_EXPORT uint32_t OrtKernelLibraryAbiVersion(void) { return 99; }
+#elif defined(LIBRARY_V2)
+ORT_KERNEL_EXPORT uint32_t OrtKernelLibraryAbiVersion(void) { return 2; } /* built before AddKernelV3 */
 #elif !defined(NO_VERSION)
 ORT_KERNEL_LIBRARY_DEFINE_ABI_VERSION()
 #endif
@@ -277,6 +279,43 @@ static OrtStatus* register_all(const OrtKernelApi* api, OrtKernelRegistry* r) {
     OrtStatus* st = add(api, r, "NoCreate", NULL, NULL, NULL); /* NULL create_func: the host refuses */
     if (st) api->ReleaseStatus(st);                            /* ...and this library ignores it */
     return NULL;
+  }
+#elif defined(IGNORE_ADD_ERROR)
+  {
+    /* Build fails (no op type set) and KernelRegistry_AddKernelV2 then fails on the NULL definition;
+     * this library drops both statuses and returns success anyway. */
+    OrtKernelDefBuilder* b = NULL;
+    OrtKernelDef* d = NULL;
+    OrtStatus* st = api->CreateKernelDefBuilder(&b);
+    if (st) return st;
+    st = api->KernelDefBuilder_Build(b, &d);
+    if (st) api->ReleaseStatus(st);
+    api->ReleaseKernelDefBuilder(b);
+    st = api->KernelRegistry_AddKernelV2(r, d, cr_echo, NULL, NULL);
+    if (st) api->ReleaseStatus(st);
+    return NULL;
+  }
+#elif defined(IGNORE_TYPE_CONSTRAINT_ERROR)
+  {
+    /* The type constraint is refused (element type 0) and dropped: the kernel would be registered
+     * without the constraint its author meant, so the host refuses the whole library. */
+    static const int32_t bad_types[] = {0};
+    OrtKernelDefBuilder* b = NULL;
+    OrtKernelDef* d = NULL;
+    OrtStatus* st = api->CreateKernelDefBuilder(&b);
+    if (st) return st;
+    if (!st) st = api->KernelDefBuilder_SetOperatorType(b, "Typed");
+    if (!st) st = api->KernelDefBuilder_SetSinceVersion(b, 1, 0);
+    if (!st) st = api->KernelDefBuilder_SetExecutionProvider(b, "TestEP");
+    if (!st) {
+      OrtStatus* ignored = api->KernelDefBuilder_AddTypeConstraint(b, "T", bad_types, 1);
+      if (ignored) api->ReleaseStatus(ignored);
+    }
+    if (!st) st = api->KernelDefBuilder_Build(b, &d);
+    api->ReleaseKernelDefBuilder(b);
+    if (!st) st = api->KernelRegistry_AddKernelV2(r, d, cr_echo, NULL, NULL);
+    if (d) api->ReleaseKernelDef(d);
+    return st;
   }
 #else
   ADD("BadStatus", cr_bad_status, NULL, NULL);

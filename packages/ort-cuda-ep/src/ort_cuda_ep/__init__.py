@@ -23,7 +23,7 @@ from ._errors import (
     KernelLaunchError,
     UnknownProfileError,
 )
-from ._gqa_recipe import gqa_head_size, gqa_recipe, gqa_split_plan, gqa_workspace_envelope
+from ._gqa_recipe import gqa_fast_decode, gqa_head_size, gqa_recipe, gqa_split_plan, gqa_workspace_envelope
 from ._kernel import CudaKernel, declared_slots
 from ._launch import ScratchOnly, WorkspaceSource
 from ._nbits_recipe import GEMV_MAX_M, MatMulNBitsRecipe, matmul_nbits_recipe, matmul_nbits_workspace_envelope
@@ -41,6 +41,6 @@ __all__ = [
     "MAX_SPLITS", "MatMulNBitsRecipe", "NO_DEVICE_REMEDY", "NodeFacts", "OP_SPECS", "OpSpec", "PROFILES", "Rejection",
     "SLOT_ID", "UnknownProfileError", "__version__", "attention_recipe", "attention_workspace_envelope", "check_node",
     "compile_kernel", "default_cache", "discover", "estimate_bytes", "get_num_splits_and_buffer_sizes", "get_profile",
-    "gqa_head_size", "gqa_recipe", "gqa_split_plan", "gqa_workspace_envelope", "matmul_nbits_recipe",
+    "gqa_fast_decode", "gqa_head_size", "gqa_recipe", "gqa_split_plan", "gqa_workspace_envelope", "matmul_nbits_recipe",
     "matmul_nbits_workspace_envelope", "num_splits_heuristic", "profile_names", "supported_ops", "workspace_bytes",
 ]

@@ -97,10 +97,14 @@ class AttentionRecipe:
 
 
 def attention_recipe(batch: object, seq_q: object, seq_kv: object, num_heads: object, head_size: object,
-                     sm_count: object) -> AttentionRecipe | None:
-    """Exact workspace for one static shape, or None if any input is malformed or overflows."""
+                     sm_count: object, split_heads: object = None) -> AttentionRecipe | None:
+    """Exact workspace for one static shape, or None if any input is malformed or overflows.
+
+    ``split_heads`` (default ``num_heads``) is the head count the split heuristic sees: GroupQueryAttention's
+    fast decode selects the split count by KV heads while its buffers hold every query head."""
     b, sq, skv, h, d, sms = (dim(v) for v in (batch, seq_q, seq_kv, num_heads, head_size, sm_count))
-    if None in (b, sq, skv, h, d, sms) or d == 0 or sms == 0:
+    hs = h if split_heads is None else dim(split_heads)
+    if None in (b, sq, skv, h, d, sms, hs) or d == 0 or sms == 0 or (h and not hs):
         return None
     d_r = -(-d // 32) * 32
     block_n = attention_block_n(d)
@@ -110,7 +114,7 @@ def attention_recipe(batch: object, seq_q: object, seq_kv: object, num_heads: ob
         return None
     if rows == 0:  # empty output: the kernel does not run
         return AttentionRecipe(1, d_r, block_n, n_blocks, 0, 0, 0, 0, 0, 0, 0)
-    splits = num_splits_heuristic(b, sq, skv, h, d, sms)
+    splits = num_splits_heuristic(b, sq, skv, hs, d, sms)
     lse = mul(4, rows)
     if splits > 1:
         lse_acc, out_acc = mul(4, splits, rows), mul(4, splits, rows, d_r)
@@ -136,7 +140,7 @@ def _bytes(rows: int, splits: int, d_r: int) -> int | None:
 
 
 def attention_workspace_envelope(batch: object, seq_q: object, seq_kv: object, num_heads: object,
-                                 head_size: object, sm_count: object) -> int | None:
+                                 head_size: object, sm_count: object, split_heads: object = None) -> int | None:
     """The largest workspace over every shape in the ranges (each an int or an inclusive ``(lo, hi)``).
 
     The split count is not monotonic in the key length (batch 1, query 1, 2 heads, head 64,
@@ -144,13 +148,14 @@ def attention_workspace_envelope(batch: object, seq_q: object, seq_kv: object, n
     an upper bound. This enumerates every (batch*heads*query-blocks, key-blocks) pair that can
     split; batch and query length enter the buffers monotonically within one pair. When that
     enumeration would exceed ~2M rows, it returns the bound with the largest split count
-    allowed (still never below any shape's need).
+    allowed (still never below any shape's need). ``split_heads`` as in ``attention_recipe``.
     """
     bs, qs, ks = span(batch), span(seq_q), span(seq_kv)
     h, d, sms = dim(num_heads), dim(head_size), dim(sm_count)
-    if None in (bs, qs, ks, h, d, sms) or d == 0 or sms == 0:
+    hs = h if split_heads is None else dim(split_heads)
+    if None in (bs, qs, ks, h, d, sms, hs) or d == 0 or sms == 0 or (h and not hs):
         return None
-    if attention_recipe(bs[1], qs[1], ks[1], h, d, sms) is None:  # overflow at the top of the range
+    if attention_recipe(bs[1], qs[1], ks[1], h, d, sms, hs) is None:  # overflow at the top of the range
         return None
     d_r = -(-d // 32) * 32
     block_n = attention_block_n(d)
@@ -161,10 +166,10 @@ def attention_workspace_envelope(batch: object, seq_q: object, seq_kv: object, n
     # (bnm -> largest (batch*heads*seq_q) rows among shapes with that bnm) for shapes that may split
     candidates: dict[int, int] = {}
     for b in range(max(bs[0], 1), bs[1] + 1):
-        if h == 0 or b * h * max(m_lo, 1) >= limit:
+        if h == 0 or b * hs * max(m_lo, 1) >= limit:
             break
         for m in range(max(m_lo, 1), m_hi + 1):
-            bnm = b * h * m
+            bnm = b * hs * m
             if bnm >= limit:
                 break
             sq = min(64 * m, qs[1])

@@ -78,7 +78,7 @@ KERNEL_SOURCES: dict[str, KernelSource] = {
     "elementwise": KernelSource("elementwise.cu", _typed("binary", "unary")),
     "softmax": KernelSource("softmax.cu", _typed("softmax")),
     "rms_norm": KernelSource("rms_norm.cu", _typed("rms_norm", "skip_rms_norm")),
-    "matmul_nbits": KernelSource("matmul_nbits.cu", _typed("mnb4_gemv", "mnb4_dequant", "mnb8_gemv", "mnb8_dequant")),
+    "matmul_nbits": KernelSource("matmul_nbits.cu", _typed("mnb4_gemv", "mnb4_tiled", "mnb8_gemv", "mnb8_tiled")),
     "attention": KernelSource("attention.cu", _typed("attn_split", "attn_combine")),
     "movement": KernelSource("movement.cu", _MOVEMENT_ENTRIES),
     "where": KernelSource("where.cu", _typed("where", "isnan")),

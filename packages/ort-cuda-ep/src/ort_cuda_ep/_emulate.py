@@ -180,23 +180,23 @@ def emulate_compute(entry: str, v: list[Any], grid: tuple[int, ...], resolve: Re
         if sum_p:
             so, o0 = _view(resolve, sum_p, t)
             so[_index(so, o0 + np.arange(rows * cols))] = s.astype(t).reshape(-1)
-    elif kind in ("mnb4_gemv", "mnb8_gemv"):
+    elif kind in ("mnb4_gemv", "mnb8_gemv", "mnb4_tiled", "mnb8_tiled"):
+        # both paths: float32 weights from dequant<BITS>, float32 products and sums, Y rounded to T
         bits = 4 if kind.startswith("mnb4") else 8
         (a, a0), (b, b0), (s, s0) = _view(resolve, v[0], t), _view(resolve, v[1], np.uint8), _view(resolve, v[2], t)
         zp, z0 = _view(resolve, v[3], np.uint8) if v[3] else (None, 0)
         bias = _view(resolve, v[4], t) if v[4] else None
         (y, y0), M, N, K, block, k_blocks = _view(resolve, v[5], t), *v[6:11]
+        if kind.endswith("gemv"):
+            assert M <= 8 and grid[0] * 4 >= N, f"{entry}: M={M} or grid {grid!r} does not cover the output"
+        else:  # one 64x64 output tile per block: grid (column tiles, row tiles) must cover Y
+            assert len(grid) > 1 and grid[0] * 64 >= N and grid[1] * 64 >= M and grid[1] <= 65535, (
+                f"{entry}: grid {grid!r} does not cover a [{M}, {N}] output")
         w = _dequant(bits, b, b0, s, s0, zp, z0, N, K, block, k_blocks)
         out = _rows(a, a0, M * K).astype(np.float32).reshape(M, K) @ w
         if bias is not None:
             out = out + _rows(bias[0], bias[1], N).astype(np.float32)
         y[_index(y, y0 + np.arange(M * N))] = out.astype(t).reshape(-1)
-    elif kind in ("mnb4_dequant", "mnb8_dequant"):
-        bits = 4 if kind.startswith("mnb4") else 8
-        (b, b0), (s, s0) = _view(resolve, v[0], np.uint8), _view(resolve, v[1], t)
-        zp, z0 = _view(resolve, v[2], np.uint8) if v[2] else (None, 0)
-        (w, w0), N, K, block, k_blocks = _view(resolve, v[3], t), *v[4:8]
-        w[_index(w, w0 + np.arange(K * N))] = _dequant(bits, b, b0, s, s0, zp, z0, N, K, block, k_blocks).astype(t).reshape(-1)
     else:
         raise AssertionError(f"no emulation for {entry!r}")
 

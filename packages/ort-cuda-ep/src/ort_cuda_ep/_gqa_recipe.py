@@ -10,6 +10,15 @@ GroupQueryAttention sizes for that length (``attention_recipe(B, S, P + S, H, D,
 softmax LSE ``4*B*H*S`` | split LSEs ``4*splits*B*H*S`` | split outputs ``4*splits*B*H*S*round32(D)``,
 every region 256-byte aligned, float32 whatever the input type.
 
+Split selection follows onnxruntime's GroupQueryAttention (the seeds' rule): on the fast-decode route
+(every call but a first prompt, i.e. unless S > 1 with no past) the heuristic sees the *KV* heads,
+``num_splits_heuristic(B, S, P + S, Hkv, D, SMs)``, while the accumulators still hold every *query*
+head (``splits*B*H*S``); a first prompt selects by query heads. B=1, S=1, P+S=4096, H=32, Hkv=8,
+D=128 on 108 SMs: 11 splits (by query heads it would be 3). onnxruntime also requires a shared
+past/present buffer for its fast-decode kernel; this kernel appends to present itself on every route,
+so the route is decided by the shapes alone. (The seeds cap the split length at local_window_size;
+sliding windows are declined here.)
+
 At run time the kernel uses at most the recipe's split count whatever T is (``gqa_split_plan``:
 fewer splits when T has fewer key blocks), so the declared slot always suffices and the run asks
 for the same bytes. Over ranges of shapes (symbolic dims) the envelope treats S and P + S as
@@ -21,7 +30,7 @@ from __future__ import annotations
 from ._attention_recipe import AttentionRecipe, attention_recipe, attention_workspace_envelope
 from ._checked import MAX_DIM, add, dim, span
 
-__all__ = ["MAX_HEAD_SIZE", "gqa_head_size", "gqa_recipe", "gqa_split_plan", "gqa_workspace_envelope"]
+__all__ = ["MAX_HEAD_SIZE", "gqa_fast_decode", "gqa_head_size", "gqa_recipe", "gqa_split_plan", "gqa_workspace_envelope"]
 
 MAX_HEAD_SIZE = 256  # the kernel keeps one query row in shared memory and two output dims per thread
 
@@ -39,17 +48,24 @@ def gqa_head_size(hidden: object, num_heads: object, kv_num_heads: object, packe
     return d if 1 <= d <= MAX_HEAD_SIZE else None
 
 
+def gqa_fast_decode(seq_q: int, past: int) -> bool:
+    """onnxruntime's fast-decode route: not a first prompt (S > 1 with no past) and some new tokens."""
+    return seq_q >= 1 and not (seq_q > 1 and past == 0)
+
+
 def gqa_recipe(batch: object, seq_q: object, past: object, num_heads: object, head_size: object,
-               sm_count: object) -> AttentionRecipe | None:
+               sm_count: object, kv_num_heads: object = None) -> AttentionRecipe | None:
     """Exact workspace for one static shape (past = the past inputs' length, 0 without them), or None
-    when malformed or overflowing (P + S or B*H*S past 2**31-1, head size past 256)."""
+    when malformed or overflowing (P + S or B*H*S past 2**31-1, head size past 256). ``kv_num_heads``
+    (default ``num_heads``) selects the split count on the fast-decode route."""
     s, p, d = dim(seq_q), dim(past), dim(head_size)
-    if s is None or p is None or d is None or d > MAX_HEAD_SIZE:
+    hkv = num_heads if kv_num_heads is None else dim(kv_num_heads)
+    if s is None or p is None or d is None or d > MAX_HEAD_SIZE or hkv is None:
         return None
     kv = add(p, s)
     if kv is None or kv > MAX_DIM:
         return None
-    return attention_recipe(batch, s, kv, num_heads, d, sm_count)
+    return attention_recipe(batch, s, kv, num_heads, d, sm_count, hkv if gqa_fast_decode(s, p) else num_heads)
 
 
 def gqa_split_plan(recipe: AttentionRecipe, total_kv: int) -> tuple[int, int]:
@@ -63,13 +79,25 @@ def gqa_split_plan(recipe: AttentionRecipe, total_kv: int) -> tuple[int, int]:
 
 
 def gqa_workspace_envelope(batch: object, seq_q: object, past: object, num_heads: object, head_size: object,
-                           sm_count: object) -> int | None:
-    """The largest workspace over every shape in the ranges (each an int or an inclusive ``(lo, hi)``)."""
+                           sm_count: object, kv_num_heads: object = None) -> int | None:
+    """The largest workspace over every shape in the ranges (each an int or an inclusive ``(lo, hi)``):
+    the larger of the two routes' envelopes over the whole ranges, for each route some shape can take."""
     bs, qs, ps = span(batch), span(seq_q), span(past)
     d = dim(head_size)
-    if bs is None or qs is None or ps is None or d is None or d > MAX_HEAD_SIZE:
+    hkv = num_heads if kv_num_heads is None else dim(kv_num_heads)
+    if bs is None or qs is None or ps is None or d is None or d > MAX_HEAD_SIZE or hkv is None:
         return None
     kv = (add(ps[0], qs[0]), add(ps[1], qs[1]))
     if kv[1] is None or kv[1] > MAX_DIM:
         return None
-    return attention_workspace_envelope(bs, qs, kv, num_heads, d, sm_count)
+    first_prompt = qs[1] > 1 and ps[0] == 0  # some shape has S > 1 and no past
+    fast = qs[1] >= 1 and (qs[0] <= 1 or ps[1] > 0)  # some shape has S == 1, or a past
+    best = 0
+    for reachable, split_heads in ((first_prompt, num_heads), (fast, hkv)):
+        if not reachable and (first_prompt or fast):
+            continue
+        got = attention_workspace_envelope(bs, qs, kv, num_heads, d, sm_count, split_heads)
+        if got is None:
+            return None
+        best = max(best, got)
+    return best

@@ -27,7 +27,7 @@ from ._launch import compute
 from ._ops import NodeFacts, OpSpec
 from ._profiles import DeviceProfile
 from ._runtime import CudaRuntime, DeviceArray
-from ._workspace import SLOT_ID, estimate_bytes, workspace_bytes
+from ._workspace import SLOT_ID, estimate_bytes, known_empty, workspace_bytes
 
 if TYPE_CHECKING:
     from ._ep import CudaExecutionProvider
@@ -37,19 +37,18 @@ __all__ = ["CudaKernel", "make_estimate_func", "declared_slots"]
 
 def declared_slots(spec: OpSpec, shapes: Sequence[WorkspaceInputShape], attrs: Mapping[str, Any],
                    profile: DeviceProfile) -> list[WorkspaceSlot] | None:
-    """Level 2: one slot with the recipe's bytes; [] when the kernel needs none; None when the shapes
-    are not static or the recipe says unavailable (the kernel then falls back to scratch)."""
+    """Level 2: one slot with the recipe's bytes; [] when the kernel needs none (a known-empty output
+    such as MatMulNBits' A of [0, -1, K] included); None when the shapes are not static or the recipe
+    says unavailable (the kernel then falls back to scratch)."""
     if spec.recipe == "none":
         return []
+    if any(s.present and not s.is_static for s in shapes):
+        partial = [None if not s.has_shape else tuple(None if d < 0 else d for d in s.dims or ()) for s in shapes]
+        return [] if known_empty(spec.recipe, partial, attrs, [s.present for s in shapes]) else None
     dims: list[tuple[int, ...] | None] = []
     dtypes = [s.elem_type for s in shapes]
     for s in shapes:
-        if not s.present:
-            dims.append(None)
-        elif not s.is_static:
-            return None
-        else:
-            dims.append(tuple(s.dims or ()))
+        dims.append(tuple(s.dims or ()) if s.present else None)
     n = workspace_bytes(spec.recipe, dims, dtypes, attrs, profile)
     if n is None:
         return None

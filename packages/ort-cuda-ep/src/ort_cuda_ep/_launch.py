@@ -19,7 +19,7 @@ from ._errors import KernelLaunchError
 from ._launch_gqa import gqa
 from ._launch_movement import MOVEMENT_OPS, broadcast_strides, compute_movement
 from ._launch_where_reduce import WHERE_REDUCE_OPS, compute_where_reduce
-from ._nbits_recipe import matmul_nbits_recipe
+from ._nbits_recipe import TILE_M, TILE_N, matmul_nbits_recipe
 from ._ops import BINARY_OPS, MAX_RANK, UNARY_OPS, OpSpec
 from ._runtime import CudaRuntime, DeviceArray, f32, i32, i64, ptr
 from ._workspace import SLOT_ID
@@ -272,14 +272,17 @@ def _matmul_nbits(rt, new: OutputSink, node, inputs, attrs, ws) -> DeviceArray:
     if recipe is None:
         raise KernelLaunchError(f"MatMulNBits: shape {a.shape!r} with N={N!r}, K={K!r} is out of range")
     out = new(0, a.shape[:-1] + (N,), a.dtype)
-    wsp = _workspace(rt, ws, node, recipe.workspace_bytes)
+    _workspace(rt, ws, node, recipe.workspace_bytes)  # 0 on every path: records that none was used
     if recipe.path == "gemv":
         rt.launch("matmul_nbits", f"mnb{bits}_gemv_{sfx}", (math.ceil(N / 4),), (128,),
                   [ptr(a), ptr(b), ptr(scales), ptr(zp), ptr(bias), ptr(out), i32(M), i32(N), i32(K), i32(bs), i32(k_blocks)])
-    elif recipe.path == "tiled":
-        rt.launch("matmul_nbits", f"mnb{bits}_dequant_{sfx}", (_grid1d(N * K),), (256,),
-                  [ptr(b), ptr(scales), ptr(zp), ptr(wsp), i32(N), i32(K), i32(bs), i32(k_blocks)])
-        _gemm_launch(rt, a.dtype, a, wsp, out, bias, M, N, K, K, 1, N, 1, 1, 0, 0, 0, 0, 1, 1.0, 1.0)
+    elif recipe.path == "tiled":  # B is dequantized tile by tile in shared memory: no workspace
+        item = a.dtype.itemsize
+        for r0 in range(0, M, _MAX_ROWS):  # grid.y holds at most 65535 row tiles
+            nr = min(_MAX_ROWS, M - r0)
+            rt.launch("matmul_nbits", f"mnb{bits}_tiled_{sfx}", (math.ceil(N / TILE_N), math.ceil(nr / TILE_M)), (256,),
+                      [ptr(a.ptr + item * r0 * K), ptr(b), ptr(scales), ptr(zp), ptr(bias), ptr(out.ptr + item * r0 * N),
+                       i32(nr), i32(N), i32(K), i32(bs), i32(k_blocks)])
     return out
 
 

@@ -82,7 +82,7 @@ def gqa(rt: CudaRuntime, new: Callable[[int, tuple[int, ...], np.dtype], DeviceA
             raise KernelLaunchError(f"GroupQueryAttention: cos_cache/sin_cache have {cos_rows} rows but "
                                     f"total_sequence_length is {tot}; the caches must cover every position "
                                     "(export with a larger max length)")
-    recipe = gqa_recipe(B, S, P, H, D, rt.device.profile.sm_count)
+    recipe = gqa_recipe(B, S, P, H, D, rt.device.profile.sm_count, Hkv)  # fast decode: splits chosen by Hkv
     if recipe is None:
         raise KernelLaunchError(f"GroupQueryAttention: query {q.shape!r} is out of range for the kernel")
 

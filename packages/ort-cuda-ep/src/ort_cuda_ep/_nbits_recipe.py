@@ -1,8 +1,14 @@
-"""MatMulNBits workspace recipe: GEMV at small M needs none, the tiled path dequantizes B first.
+"""MatMulNBits workspace recipe: neither path needs any.
 
-The tiled path (M > ``GEMV_MAX_M``) expands the 4- or 8-bit weights into a ``[K, N]`` buffer of A's type
-(float32: 4 bytes, float16: 2) in the workspace and runs the tiled GEMM on it; the GEMV path reads
-the packed weights directly.
+GEMV (M <= ``GEMV_MAX_M``) reads the packed 4- or 8-bit weights directly, one warp per output
+column. The tiled path (larger M) computes one 64x64 output tile per block and dequantizes each
+16-deep slice of B into shared memory as its K loop reaches it, accumulating in registers over the
+whole of K; every output element is written once by the block that owns it. No block shares state
+with another and nothing is staged in global memory, so the workspace is 0 bytes on both paths
+(the seeds' fpA_intB recipe, sized for CUTLASS's split-K semaphores or Hopper stream-K partials, is
+an upper bound this never exceeds; see the README's derivation).
+
+The recipe still validates the shapes: a malformed or overflowing node is unavailable (None), not 0.
 """
 
 from __future__ import annotations
@@ -11,16 +17,18 @@ import attrs
 
 from ._checked import dim, mul, span
 
-__all__ = ["GEMV_MAX_M", "MatMulNBitsRecipe", "matmul_nbits_recipe", "matmul_nbits_workspace_envelope"]
+__all__ = ["GEMV_MAX_M", "TILE_M", "TILE_N", "MatMulNBitsRecipe", "matmul_nbits_recipe",
+           "matmul_nbits_workspace_envelope"]
 
 GEMV_MAX_M = 8
+TILE_M = TILE_N = 64  # output tile of one block on the tiled path (matmul_nbits.cu TM x TN)
 SUPPORTED_BITS = (4, 8)
 
 
 @attrs.define(frozen=True)
 class MatMulNBitsRecipe:
     path: str  # "empty" | "gemv" | "tiled"
-    workspace_bytes: int  # dequantized B ([K, N] of A's type) on the tiled path, else 0
+    workspace_bytes: int  # 0 on every path: the tiled kernel dequantizes per tile in shared memory
 
 
 def _valid_attrs(n: int | None, k: int | None, bits: object, block_size: object) -> bool:
@@ -32,7 +40,7 @@ def _valid_attrs(n: int | None, k: int | None, bits: object, block_size: object)
 
 def matmul_nbits_recipe(m: object, n: object, k: object, bits: object = 4, block_size: object = 32,
                         itemsize: object = 4) -> MatMulNBitsRecipe | None:
-    """Exact workspace for ``[M, K] x dequant(B)[K, N]`` with A of ``itemsize`` bytes (4 or 2);
+    """The path and workspace for ``[M, K] x dequant(B)[K, N]`` with A of ``itemsize`` bytes (4 or 2);
     None when malformed or overflowing."""
     mm, nn, kk = dim(m), dim(n), dim(k)
     if mm is None or itemsize not in (2, 4) or not _valid_attrs(nn, kk, bits, block_size):
@@ -43,18 +51,15 @@ def matmul_nbits_recipe(m: object, n: object, k: object, bits: object = 4, block
         return MatMulNBitsRecipe("empty", 0)
     if mm <= GEMV_MAX_M or kk == 0:
         return MatMulNBitsRecipe("gemv", 0)
-    ws = mul(itemsize, kk, nn)
-    return None if ws is None else MatMulNBitsRecipe("tiled", ws)
+    return MatMulNBitsRecipe("tiled", 0)
 
 
 def matmul_nbits_workspace_envelope(m: object, n: object, k: object, bits: object = 4, block_size: object = 32,
                                     itemsize: object = 4) -> int | None:
-    """Largest workspace over M in a range (an int or inclusive ``(lo, hi)``); N and K are attributes."""
+    """Largest workspace over M in a range (an int or inclusive ``(lo, hi)``); N and K are attributes.
+    0 on every path, so the recipe at the top of the range (which also checks it for overflow) decides."""
     ms = span(m)
     if ms is None:
         return None
     top = matmul_nbits_recipe(ms[1], n, k, bits, block_size, itemsize)
-    if top is None:
-        return None
-    # the workspace does not grow with M once on the tiled path; below GEMV_MAX_M it is zero
-    return top.workspace_bytes
+    return None if top is None else top.workspace_bytes

@@ -2,6 +2,10 @@
 runtime request. Recipes see positional input shapes (None = omitted or shapeless), the inputs'
 ONNX element types (0 = unknown), the node's attributes and the device profile; they return bytes,
 or None when the shapes are malformed, overflow, or are not known well enough (never a guess).
+
+A known-zero extent that empties the output (``[0, unknown, K]`` for MatMulNBits' A, a zero batch or
+query length for the attentions) sizes the workspace at 0 even when other extents are unknown: the
+kernel does not run, so no shape of the unknown extents needs any (``known_empty``).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from ._nbits_recipe import matmul_nbits_recipe, matmul_nbits_workspace_envelope
 from ._profiles import DeviceProfile
 
 __all__ = ["SLOT_ID", "InputShapes", "Ranges", "WorkspaceRecipe", "RECIPES", "zero_recipe", "recipe_for",
-           "launchable", "workspace_bytes", "estimate_bytes"]
+           "launchable", "known_empty", "workspace_bytes", "estimate_bytes"]
 
 SLOT_ID = 0  # every kernel here declares at most one slot
 InputShapes = Sequence[tuple[int, ...] | None]
@@ -26,6 +30,8 @@ Ranges = Sequence[tuple[tuple[int, int], ...] | None]
 Dtypes = Sequence[int]
 Exact = Callable[[InputShapes, Dtypes, Mapping[str, Any], DeviceProfile], int | None]
 Envelope = Callable[[Ranges, Dtypes, Mapping[str, Any], DeviceProfile], int | None]
+Partial = Sequence[tuple[object, ...] | None]  # extents may be symbols or None (unknown)
+Empty = Callable[[Partial, Mapping[str, Any]], bool]
 _ITEMSIZE = {1: 4, 10: 2}  # onnx FLOAT, FLOAT16
 
 
@@ -33,11 +39,20 @@ def _itemsize(dtypes: Dtypes, i: int) -> int | None:
     return _ITEMSIZE.get(dtypes[i]) if i < len(dtypes) else None
 
 
-class WorkspaceRecipe:
-    """``exact`` for one static shape; ``envelope`` for the largest need over ranges of shapes."""
+def _zero(d: object) -> bool:
+    return isinstance(d, int) and not isinstance(d, bool) and d == 0
 
-    def __init__(self, name: str, exact: Exact, envelope: Envelope) -> None:
-        self.name, self.exact, self.envelope = name, exact, envelope
+
+def _never_empty(shapes: Partial, attrs: Mapping[str, Any]) -> bool:
+    return False
+
+
+class WorkspaceRecipe:
+    """``exact`` for one static shape; ``envelope`` for the largest need over ranges of shapes;
+    ``empty`` says a partially known signature has an empty output (the kernel does not run)."""
+
+    def __init__(self, name: str, exact: Exact, envelope: Envelope, empty: Empty = _never_empty) -> None:
+        self.name, self.exact, self.envelope, self.empty = name, exact, envelope, empty
 
     def __repr__(self) -> str:
         return f"WorkspaceRecipe({self.name!r})"
@@ -95,7 +110,13 @@ def _attention_envelope(ranges: Ranges, dtypes: Dtypes, attrs: Mapping[str, Any]
     return attention_workspace_envelope(b, sq, skv, hd[0], hd[1], device.sm_count)
 
 
-attention_recipe_ws = WorkspaceRecipe("attention", _attention_exact, _attention_envelope)
+def _query_empty(shapes: Partial, attrs: Mapping[str, Any]) -> bool:
+    """A 3-D query [B, S, hidden] with B or S known to be 0: no output rows."""
+    q = shapes[0] if shapes else None
+    return q is not None and len(q) == 3 and (_zero(q[0]) or _zero(q[1]))
+
+
+attention_recipe_ws = WorkspaceRecipe("attention", _attention_exact, _attention_envelope, _query_empty)
 
 
 # -- MatMulNBits --------------------------------------------------------------------------------
@@ -121,7 +142,15 @@ def _nbits_envelope(ranges: Ranges, dtypes: Dtypes, attrs: Mapping[str, Any], de
                                            attrs.get("block_size"), _itemsize(dtypes, 0))
 
 
-matmul_nbits_recipe_ws = WorkspaceRecipe("matmul_nbits", _nbits_exact, _nbits_envelope)
+def _nbits_empty(shapes: Partial, attrs: Mapping[str, Any]) -> bool:
+    """M = prod(A[:-1]) known to be 0 (A's last extent K or unknown), or N == 0."""
+    a = shapes[0] if shapes else None
+    if a is None or len(a) < 1 or (isinstance(a[-1], int) and a[-1] != attrs.get("K")):
+        return False
+    return _zero(attrs.get("N")) or any(_zero(d) for d in a[:-1])
+
+
+matmul_nbits_recipe_ws = WorkspaceRecipe("matmul_nbits", _nbits_exact, _nbits_envelope, _nbits_empty)
 
 
 
@@ -147,7 +176,7 @@ def _gqa_exact(shapes: InputShapes, dtypes: Dtypes, attrs: Mapping[str, Any], de
         if pk is None:
             return None
         past = pk[2]
-    r = gqa_recipe(q[0], q[1], past, hd[0], hd[1], device.sm_count)
+    r = gqa_recipe(q[0], q[1], past, hd[0], hd[1], device.sm_count, attrs.get("kv_num_heads"))
     return None if r is None else r.total_bytes
 
 
@@ -165,10 +194,10 @@ def _gqa_envelope(ranges: Ranges, dtypes: Dtypes, attrs: Mapping[str, Any], devi
         if len(ranges[3]) != 4:
             return None
         past = ranges[3][2]
-    return gqa_workspace_envelope(b, s, past, hd[0], hd[1], device.sm_count)
+    return gqa_workspace_envelope(b, s, past, hd[0], hd[1], device.sm_count, attrs.get("kv_num_heads"))
 
 
-gqa_recipe_ws = WorkspaceRecipe("gqa", _gqa_exact, _gqa_envelope)
+gqa_recipe_ws = WorkspaceRecipe("gqa", _gqa_exact, _gqa_envelope, _query_empty)
 
 RECIPES: dict[str, WorkspaceRecipe] = {"none": zero_recipe, "attention": attention_recipe_ws,
                                        "matmul_nbits": matmul_nbits_recipe_ws, "gqa": gqa_recipe_ws}
@@ -184,17 +213,24 @@ def launchable(shapes: Sequence[tuple[object, ...] | None], present: Sequence[bo
     A kernel reads every input it is given, not only those its recipe sizes from (attention walks
     value with key's layout, MatMulNBits adds an [N] bias), and its launch indexes each with 32-bit
     ints; so an input of unknown rank, or an extent < 0 or > 2**31-1, leaves the recipe unavailable
-    (None) at Level 1, at Level 2 and for claims alike. Symbolic extents pass here. ``present[i]``
-    says input i is given (where ``shapes[i]`` None may mean either); without it None is omitted.
+    (None) at Level 1, at Level 2 and for claims alike. Symbolic and unknown (None) extents pass here.
+    ``present[i]`` says input i is given (where ``shapes[i]`` None may mean either); without it None
+    is omitted.
     """
     for i, s in enumerate(shapes):
         if s is None:
             if present is not None and i < len(present) and present[i]:
                 return False
             continue
-        if any(not isinstance(d, str) and dim(d) is None for d in s):
+        if any(d is not None and not isinstance(d, str) and dim(d) is None for d in s):
             return False
     return True
+
+
+def known_empty(kernel: str, shapes: Partial, attrs: Mapping[str, Any], present: Sequence[bool] | None = None) -> bool:
+    """Whether the node's output is known to be empty from partial shapes (extents: ints, symbols or
+    None), every present input being ``launchable``: its workspace is then 0 bytes, not unknown."""
+    return launchable(shapes, present) and recipe_for(kernel).empty(shapes, attrs)
 
 
 def workspace_bytes(kernel: str, shapes: InputShapes, dtypes: Dtypes, attrs: Mapping[str, Any],
@@ -220,6 +256,8 @@ def estimate_bytes(kernel: str, shapes: Sequence[tuple[object, ...] | None], dty
         return 0
     if not launchable(shapes, present):
         return None
+    if recipe.empty(shapes, attrs):
+        return 0
     if all(s is None or all(dim(d) is not None for d in s) for s in shapes):
         return recipe.exact([None if s is None else tuple(s) for s in shapes], dtypes, attrs, device)  # type: ignore[misc]
     ranges: list[tuple[tuple[int, int], ...] | None] = []

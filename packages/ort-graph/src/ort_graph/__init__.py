@@ -16,13 +16,20 @@ from ._errors import (
     ModelLoadError,
     ShapeAnnotationWarning,
     ShapeResolutionError,
+    ShapeResolutionWarning,
     TensorDataError,
     UnsupportedModelError,
 )
 from ._fusions import FUSIONS, FusionRecord, apply_l1_fusions, remove_unused_initializers
 from ._io import from_proto, load, save, to_proto
 from ._ir import LAYER_ANN_KEY, Attr, Dim, Graph, Model, Node, Shape, Value, is_static
-from ._shapes import ShapeReport, parse_max_shape_override, resolve_shapes
+from ._shapes import (
+    ShapeReport,
+    first_unresolved_node,
+    parse_max_shape_override,
+    resolve_shapes,
+    unresolved_hint,
+)
 from ._tensor import ExternalLocation, Tensor
 from ._topo import topological_order, validate
 
@@ -32,7 +39,7 @@ __all__ = [
     "FUSIONS", "FusionRecord", "LAYER_ANN_KEY", "ShapeReport", "apply_l1_fusions", "constants_to_initializers",
     "copy_model", "parse_max_shape_override",
     "remove_unused_initializers", "resolve_shapes", "Attr", "Dim", "DuplicateNameError", "ExternalDataError", "ExternalLocation", "Graph", "GraphError",
-    "GraphStructureError", "Model", "ModelLoadError", "Node", "Shape", "ShapeAnnotationWarning",
+    "GraphStructureError", "Model", "ModelLoadError", "Node", "Shape", "ShapeAnnotationWarning", "ShapeResolutionWarning", "first_unresolved_node", "unresolved_hint",
     "ShapeResolutionError", "Tensor", "TensorDataError", "UnsupportedModelError", "Value", "__version__", "dtype_name",
     "from_numpy_dtype", "from_proto", "is_static", "itemsize", "load", "save", "tensor_nbytes",
     "to_numpy_dtype", "to_proto", "topological_order", "validate", "zoo",

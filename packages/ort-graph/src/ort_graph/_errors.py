@@ -39,3 +39,8 @@ class ShapeResolutionError(GraphError):
 
 class ShapeAnnotationWarning(UserWarning):
     """The file's declared shape of a value contradicts what inference computes."""
+
+
+class ShapeResolutionWarning(UserWarning):
+    """Some values' shapes could not be resolved: their sizes are unknown until run time, so the
+    session traces instead of planning (and refuses pre-allocation). Names the first such node."""

@@ -3,13 +3,18 @@
 `resolve_shapes(model, dims={"batch": 1}, max_shapes={"input_ids": [8, 4096]})` fills every value's
 dtype and shape in place. Shapes are computed, never trusted from the file: a declared annotation that
 contradicts inference is reported as a ShapeAnnotationWarning naming the value, and inference wins.
+
+Per node, in topological order: contrib handlers, ONNX schemas, then `output_shapes` (e.g. the kernel
+registry's shape callbacks for custom-domain ops), and only then the file's declared `value_info` /
+graph-output annotation — applied at once, so the nodes after a custom op resolve from it. What stays
+unresolved is reported (ShapeResolutionWarning) naming the first node that produced it and the fix.
 """
 
 from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 import numpy as np
@@ -19,9 +24,20 @@ from onnx import GraphProto, ModelProto, TypeProto, helper, numpy_helper
 from ._constprop import evaluate, shape_value
 from ._contrib_shapes import handler_for
 from ._convert import _shape_of, graph_to_proto
-from ._errors import ShapeAnnotationWarning, ShapeResolutionError
+from ._declared import (
+    _apply_declared,
+    _has_anonymous,
+    _substitute,
+    first_unresolved_node,
+    unresolved_hint,
+)
+from ._errors import ShapeAnnotationWarning, ShapeResolutionError, ShapeResolutionWarning
 from ._ir import Graph, Model, Node, Shape, Value, is_static
 from ._topo import topological_order
+
+Type = tuple[int, Shape | None]
+# (node, its input types) -> one (dtype, shape) per output ((0, None) where unknown), or None: not known
+OutputShapes = Callable[[Node, list[Type]], list[Type] | None]
 
 SMALL_INITIALIZER = 4096  # bytes: initializers up to this size keep their data for data propagation
 
@@ -35,6 +51,7 @@ class ShapeReport:
     unknown: int
     warnings: tuple[str, ...]
     unresolved: tuple[str, ...]  # values whose rank is unknown
+    unresolved_node: str | None = None  # the first node whose outputs could not be resolved
 
 
 def parse_max_shape_override(text: str) -> dict[str, list[int]]:
@@ -82,10 +99,6 @@ def _input_shapes(graph: Graph, dims: Mapping[str, int], max_shapes: Mapping[str
     return out
 
 
-def _substitute(shape: Shape | None, dims: Mapping[str, int]) -> Shape | None:
-    return None if shape is None else tuple(dims.get(d, d) if isinstance(d, str) else d for d in shape)
-
-
 def _shape_only_proto(model: Model, inputs: dict[str, Shape | None]) -> ModelProto:
     g = model.graph
     small = lambda t: t.nbytes <= SMALL_INITIALIZER  # noqa: E731
@@ -126,7 +139,8 @@ def _complete(shape: Shape | None) -> bool:
     return shape is not None and all(d is not None for d in shape)
 
 
-def _infer_node(node: Node, graph: Graph, opsets: dict[str, int], consts: dict[str, np.ndarray]) -> list[tuple[int, Shape | None]] | None:
+def _infer_node(node: Node, graph: Graph, opsets: dict[str, int], consts: dict[str, np.ndarray],
+                output_shapes: OutputShapes | None = None) -> list[tuple[int, Shape | None]] | None:
     ins = [(graph.values[n].dtype, graph.values[n].shape) if n and n in graph.values else (0, None) for n in node.inputs]
     node_consts = {i: consts[n] for i, n in enumerate(node.inputs) if n in consts}
     handler = handler_for(node.domain, node.op_type)
@@ -136,7 +150,7 @@ def _infer_node(node: Node, graph: Graph, opsets: dict[str, int], consts: dict[s
     try:
         schema = onnx.defs.get_schema(node.op_type, opsets.get(domain, 1), domain)
     except onnx.defs.SchemaError:
-        return None
+        return output_shapes(node, ins) if output_shapes is not None else None
     from ._convert import node_to_proto
 
     types = {n: _type_proto(graph.values[n]) for n in node.inputs if n and n in graph.values and graph.values[n].dtype}
@@ -170,15 +184,18 @@ def _fmt(shape: Shape | None) -> str:
     return "unknown rank" if shape is None else "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
-def _python_pass(graph: Graph, opsets: dict[str, int], dims: Mapping[str, int]) -> None:
-    """Values ONNX inference left incomplete, in topological order: contrib handlers, schemas, constants."""
+def _python_pass(graph: Graph, opsets: dict[str, int], dims: Mapping[str, int],
+                 output_shapes: OutputShapes | None = None) -> None:
+    """Values ONNX inference left incomplete, in topological order: contrib handlers, schemas, the
+    `output_shapes` callbacks, the file's declared annotation of what is still unknown, constants."""
     consts: dict[str, np.ndarray] = {n: t.numpy() for n, t in graph.initializers.items()
                                       if t.nbytes <= SMALL_INITIALIZER and t.dtype in (6, 7, 1, 9, 10, 11)}
     for node in topological_order(graph):
         outs = [graph.values[o] for o in node.outputs if o]
         ins_static = all(is_static(graph.values[n].shape) for n in node.inputs if n and n in graph.values)
-        if any(not _complete(v.shape) or not v.dtype or (ins_static and not is_static(v.shape)) for v in outs):
-            result = _infer_node(node, graph, opsets, consts)
+        if any(not _complete(v.shape) or not v.dtype or (ins_static and not is_static(v.shape))
+               or _has_anonymous(v.shape) for v in outs):
+            result = _infer_node(node, graph, opsets, consts, output_shapes)
             for name, (dtype, shape) in zip(node.outputs, result or ()):
                 if not name:
                     continue
@@ -187,6 +204,8 @@ def _python_pass(graph: Graph, opsets: dict[str, int], dims: Mapping[str, int]) 
                     v.dtype = dtype
                 if shape is not None and (v.shape is None or _better(shape, v.shape)):
                     v.shape = shape
+            for v in outs:  # what no inference knows: the file's annotation, now, so later nodes resolve
+                _apply_declared(graph, v, dims)
         if node.op_type == "Shape" and node.domain in ("", "ai.onnx"):
             val = shape_value(node, graph.values[node.inputs[0]].shape)
         else:
@@ -197,20 +216,7 @@ def _python_pass(graph: Graph, opsets: dict[str, int], dims: Mapping[str, int]) 
             if not _complete(v.shape) or len(v.shape) != val.ndim:
                 v.shape = tuple(val.shape)
     for v in graph.values.values():  # last resort: the file's annotation, with overrides applied
-        declared = graph.declared_value_info.get(v.name)
-        if declared is not None:
-            if not v.dtype:
-                v.dtype = declared.dtype
-            named = _substitute(declared.shape, dims)
-            if v.shape is None:
-                v.shape = named
-            elif named is not None and len(named) == len(v.shape):
-                v.shape = tuple(d if _anonymous(i) and not _anonymous(d) else i for i, d in zip(v.shape, named))
-
-
-def _anonymous(dim) -> bool:
-    """An unknown dim, or a symbol onnx inference invented (`unk__N`)."""
-    return dim is None or (isinstance(dim, str) and dim.startswith("unk__"))
+        _apply_declared(graph, v, dims)
 
 
 def _better(new: Shape, old: Shape) -> bool:
@@ -231,8 +237,11 @@ def _apply(graph: Graph, table: dict[str, tuple[int, Shape | None]]) -> None:
 
 
 def resolve_shapes(model: Model, dims: Mapping[str, int] | None = None,
-                   max_shapes: Mapping[str, Sequence[int]] | str | None = None) -> ShapeReport:
-    """Infer every value's dtype and shape in place, with free-dimension overrides and max-shape bounds."""
+                   max_shapes: Mapping[str, Sequence[int]] | str | None = None,
+                   output_shapes: OutputShapes | None = None) -> ShapeReport:
+    """Infer every value's dtype and shape in place, with free-dimension overrides and max-shape bounds.
+    `output_shapes(node, input_types)` answers for ops without an ONNX schema or contrib handler
+    (custom domains): one (dtype, shape) per output, or None when it does not know the op."""
     dims = dict(dims or {})
     if isinstance(max_shapes, str):
         max_shapes = parse_max_shape_override(max_shapes)
@@ -255,7 +264,7 @@ def resolve_shapes(model: Model, dims: Mapping[str, int] | None = None,
     for node in graph.walk():
         for sub in node.subgraphs:
             _apply(sub, table.get(id(sub), {}))
-    _python_pass(graph, model.opset_imports, dims)
+    _python_pass(graph, model.opset_imports, dims, output_shapes)
     found: list[str] = []
     for name, declared in graph.declared_value_info.items():
         v = graph.values.get(name)
@@ -267,6 +276,11 @@ def resolve_shapes(model: Model, dims: Mapping[str, int] | None = None,
                          f"{_fmt(v.shape)}; using the inferred shape")
     for msg in found:
         warnings.warn(msg, ShapeAnnotationWarning, stacklevel=2)
+    origin = first_unresolved_node(graph)
+    if origin is not None:
+        msg = f"planning degrades to tracing at run time (pre-allocation is refused): {unresolved_hint(origin)}"
+        warnings.warn(msg, ShapeResolutionWarning, stacklevel=2)
+        found.append(msg)
     graph.shape_warnings = found
     values = [v for v in graph.values.values() if v.name not in graph.initializers]
     return ShapeReport(
@@ -275,4 +289,5 @@ def resolve_shapes(model: Model, dims: Mapping[str, int] | None = None,
         unknown=sum(v.shape is None for v in values),
         warnings=tuple(found),
         unresolved=tuple(v.name for v in values if v.shape is None),
+        unresolved_node=origin.name if origin is not None else None,
     )

@@ -120,6 +120,9 @@ class ResourceAccountant:
                 continue
             v = graph.values.get(out)
             n = v.nbytes if v is not None else None
+            if n is None and v is not None and v.shape is not None and any(
+                    isinstance(d, int) and not isinstance(d, bool) and d == 0 for d in v.shape):
+                n = 0  # a known-zero extent ([0, unknown, K]): empty whatever the unknown extents are
             if n is None:
                 unknown += 1
             else:

@@ -1,5 +1,6 @@
 """Auto-fit by budget alone: as many whole decoder layers as fit, in layer order, the rest on the
-fallback provider (optionally continuing node by node into the first layer that does not fit)."""
+fallback provider (optionally continuing node by node into the first layer that does not fit). A graph
+without decoder layers (or whose layers place nothing) is fitted node by node (`_segments`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from ._errors import PlacementError
 from ._layers import node_group
 from ._loops import _declined, _estimate
 from ._placement import Placement, _AcceptAll, _graph, place
+from ._search import largest_passing
+from ._segments import fit_segment
 
 
 @attrs.frozen
@@ -32,8 +35,16 @@ class AutoFitResult:
     partial_nodes: int  # nodes of the next layer taken by the node-level cut-off
     cost_on_device: int  # bytes the chosen nodes cost on `ep`
     placement: Placement = attrs.field(repr=False)
+    granularity: str = "layers"  # "layers": whole decoder layers; "nodes": a run of the topological order
+    nodes_on_device: int = 0  # granularity "nodes": nodes placed on `ep`
+    total_nodes: int = 0  # granularity "nodes": nodes `ep` supports
+    segment: tuple[int, int] | None = None  # granularity "nodes": first and last topological position on `ep`
 
     def summary(self) -> str:
+        if self.granularity == "nodes":
+            where = f" (topological positions {self.segment[0]}-{self.segment[1]})" if self.segment else ""
+            return (f"{self.nodes_on_device}/{self.total_nodes} supported nodes on {self.ep}{where} "
+                    f"({self.cost_on_device} of {self.budget} bytes by the per-node cost sum)")
         text = (f"{self.layers_on_device}/{self.total_layers} decoder layers on {self.ep} "
                 f"({self.cost_on_device} of {self.budget} bytes)")
         if self.tail_on_device:
@@ -98,6 +109,10 @@ def auto_fit(graph: Any, eps: Sequence[Any], budgets: Budgets | str | Mapping[st
         if tail:
             units.append(("tail", tail))
 
+    candidates = [n for n in order if n in ok]
+    if not layer_ids:
+        return _fit_nodes(g, eps, limits, target, order, candidates, claims, fits, estimator, fallback, stats)
+
     chosen: list[Any] = []
     acc = ResourceAccountant(budget, stats, target.name)
     taken: list[Any] = []
@@ -125,7 +140,8 @@ def auto_fit(graph: Any, eps: Sequence[Any], budgets: Budgets | str | Mapping[st
         fit = _fit_exactly(g, eps, limits, target, units, taken, order, fits, estimator, fallback, stats,
                            len(layer_ids), budget)
         _add_claim_declines(fit.placement, claims, order, target.name)
-        return fit
+        return _nodes_if_layers_place_nothing(fit, g, eps, limits, target, order, candidates, claims, fits,
+                                              estimator, fallback, stats)
     allowed = {n: target.name for n in chosen}
     partial = 0
     if node_level and next_unit is not None:
@@ -137,10 +153,46 @@ def auto_fit(graph: Any, eps: Sequence[Any], budgets: Budgets | str | Mapping[st
     if node_level and next_unit is not None:
         partial = sum(1 for n in next_unit if n in on_device)
     whole = [k for k in taken if isinstance(k, int)]
-    return AutoFitResult(ep=target.name, budget=budget, layers_on_device=len(whole), total_layers=len(layer_ids),
-                         layer_ids=tuple(whole), tail_on_device="tail" in taken,
-                         partial_nodes=partial, cost_on_device=placement.consumed.get(target.name, 0),
-                         placement=placement)
+    fit = AutoFitResult(ep=target.name, budget=budget, layers_on_device=len(whole), total_layers=len(layer_ids),
+                        layer_ids=tuple(whole), tail_on_device="tail" in taken,
+                        partial_nodes=partial, cost_on_device=placement.consumed.get(target.name, 0),
+                        placement=placement)
+    return _nodes_if_layers_place_nothing(fit, g, eps, limits, target, order, candidates, claims, fits, estimator,
+                                          fallback, stats)
+
+
+def _nodes_if_layers_place_nothing(fit: AutoFitResult, *args: Any) -> AutoFitResult:
+    """Layers that place nothing (the first one alone is over the budget) give way to node granularity
+    when that places something."""
+    if fit.placement.nodes_on(fit.ep):
+        return fit
+    nodes = _fit_nodes(*args, total_layers=fit.total_layers)
+    return nodes if nodes.nodes_on_device else fit
+
+
+def _fit_nodes(g: Any, eps: Sequence[Any], limits: dict[str, int], target: Any, order: list[Any],
+               candidates: list[Any], claims: Mapping[Any, Any], fits: Callable[[Placement], bool] | None,
+               estimator: WorkspaceEstimator | None, fallback: str, stats: Any, total_layers: int = 0) -> AutoFitResult:
+    """Node granularity: ONNX Runtime's accountant without an exact check, the best contiguous segment
+    with one (`_segments.fit_segment`)."""
+    budget = limits[target.name]
+    if fits is not None:
+        others = {ep: b for ep, b in limits.items() if ep != target.name}
+        placement = fit_segment(g, eps, target.name, candidates, claims, fits, budget=budget, others=others,
+                                order=order, estimator=estimator, fallback=fallback, stats=stats).placement
+        placement.budgets = dict(limits)
+    else:
+        placement = place(g, eps, budgets=dict(limits), estimator=estimator, fallback=fallback, stats=stats,
+                          allowed={n: target.name for n in candidates}, node_order=order)
+    _add_claim_declines(placement, claims, order, target.name)
+    pos = {n: i for i, n in enumerate(order)}
+    on = [pos[n] for n in placement.nodes_on(target.name)]
+    return AutoFitResult(ep=target.name, budget=budget, layers_on_device=0, total_layers=total_layers, layer_ids=(),
+                         tail_on_device=False, partial_nodes=0,
+                         cost_on_device=sum(c.total for n, c in placement.costs.items()
+                                            if placement.assignments.get(n) == target.name),
+                         placement=placement, granularity="nodes", nodes_on_device=len(on),
+                         total_nodes=len(candidates), segment=(min(on), max(on)) if on else None)
 
 
 def _fit_exactly(g: Any, eps: Sequence[Any], limits: dict[str, int], target: Any, units: list[tuple[Any, list[Any]]],
@@ -164,25 +216,7 @@ def _fit_exactly(g: Any, eps: Sequence[Any], limits: dict[str, int], target: Any
         checked[k] = realize(k)
         return fits(checked[k])
 
-    if ok(count):
-        lo, step = count, 1  # lo fits
-        while lo < len(units) and ok(min(lo + step, len(units))):
-            lo, step = min(lo + step, len(units)), step * 2
-        hi = min(lo + step, len(units)) - 1 if lo < len(units) else lo
-    else:
-        hi, step = count - 1, 1  # hi + 1 does not fit
-        while hi > 0 and not ok(max(hi + 1 - step, 0)):
-            hi, step = max(hi + 1 - step, 0) - 1, step * 2
-        lo = max(hi + 1 - step, 0) if hi > 0 else 0
-        if lo not in checked:
-            checked[lo] = realize(lo)  # nothing on the device: the fallback takes everything
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    count = lo
+    count = largest_passing(count, len(units), ok)
     current = checked[count] if count in checked else realize(count)
     chosen = units[:count]
     current.budgets = dict(limits)

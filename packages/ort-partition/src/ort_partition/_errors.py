@@ -16,9 +16,18 @@ class RuleSyntaxError(PartitionError, ValueError):
         self.column = max(0, min(column, len(text)))
         super().__init__(self._render())
 
+    WINDOW = 200  # longer strings are shown as the part around the column
+
     def _render(self) -> str:
         shown = self.text.replace("\n", " ").replace("\t", " ")
-        return f"{self.message}\n  {shown}\n  {' ' * self.column}^"
+        column = self.column
+        if len(shown) > self.WINDOW:
+            start = max(0, min(column - self.WINDOW // 2, len(shown) - self.WINDOW))
+            head = "..." if start else ""
+            tail = "..." if start + self.WINDOW < len(shown) else ""
+            column = column - start + len(head)
+            shown = head + shown[start:start + self.WINDOW] + tail
+        return f"{self.message}\n  {shown}\n  {' ' * column}^"
 
 
 class RuleError(PartitionError, ValueError):

@@ -9,6 +9,11 @@ number (`layers.[0-2]/` -> `layers.0/`, `layers.1/`, `layers.2/`; zero padding i
 brackets that are not a numeric range stay literal (`/model/constant_nodes/INT64/[1]`). As in ONNX
 Runtime a pattern that repeats with the same match kind is an error. Errors quote the string with a
 caret under the offending column (`RuleSyntaxError`).
+
+A rule string is untrusted input with bounded cost: at most MAX_TEXT_CHARS characters, MAX_PATTERNS
+patterns after range expansion (in the whole string, not per pattern), MAX_PATTERN_CHARS characters in
+all expanded patterns together, and range bounds of at most MAX_RANGE_DIGITS digits. Anything over a
+limit raises `RuleSyntaxError` quoting the limit before any expansion work is done.
 """
 
 from __future__ import annotations
@@ -19,12 +24,24 @@ from collections.abc import Iterator
 
 import attrs
 
-from ._errors import RuleSyntaxError
+from ._errors import RuleError, RuleSyntaxError
 
 _DEVICE = re.compile(r"[A-Za-z_][A-Za-z0-9_.:\-]*")
-_RANGE = re.compile(r"\[\s*(\d+)\s*-\s*(\d+)\s*\]")
-_RANGE_START = re.compile(r"\[\s*\d+\s*-")
-MAX_EXPANSION = 100_000
+_RANGE = re.compile(r"\[\s*([0-9]+)\s*-\s*([0-9]+)\s*\]")
+_RANGE_START = re.compile(r"\[\s*[0-9]+\s*-")
+MAX_TEXT_CHARS = 100_000  # the rule string itself
+MAX_PATTERNS = 20_000  # patterns after range expansion, whole string (a 200-layer model uses ~2,000)
+MAX_PATTERN_CHARS = 250_000  # all expanded patterns together: the matchers build a trie node per char (measured: ~0.5 s, ~120 MiB at the limit)
+MAX_RANGE_DIGITS = 9  # a range bound: layers up to 999,999,999
+MAX_EXPANSION = MAX_PATTERNS  # the limit's former name (one pattern's expansion); kept for importers
+
+
+@attrs.define
+class _Work:
+    """What the rule string has cost so far, against the limits."""
+
+    patterns: int = 0
+    chars: int = 0
 
 
 @attrs.frozen
@@ -83,14 +100,23 @@ def _strip(text: str, s: int, e: int) -> tuple[int, int]:
     return s, e
 
 
-def _expand(text: str, s: int, e: int) -> list[str]:
-    """Expand numeric ranges in text[s:e]; errors point into `text`."""
+def _expand(text: str, s: int, e: int, work: _Work) -> list[str]:
+    """Expand numeric ranges in text[s:e]; errors point into `text`. The size of the expansion is
+    checked against the string's remaining budget (`work`) before it is built."""
     raw = text[s:e]
     parts: list[list[str]] = []
+    spans: list[tuple[int, int, int]] = []
     pos = 0
     count = 1
+    literal = 0
+    digits = 0
     for m in _RANGE.finditer(raw):
         a_txt, b_txt = m.group(1), m.group(2)
+        if max(len(a_txt), len(b_txt)) > MAX_RANGE_DIGITS:
+            raise RuleSyntaxError(
+                f"range {m.group(0)[:40]!r} has a bound of more than {MAX_RANGE_DIGITS} digits; layer numbers are "
+                "small, e.g. 'layers.[0-15]'", text, s + m.start(),
+            )
         a, b = int(a_txt), int(b_txt)
         if a > b:
             raise RuleSyntaxError(
@@ -99,29 +125,63 @@ def _expand(text: str, s: int, e: int) -> list[str]:
             )
         width = len(a_txt) if a_txt.startswith("0") and len(a_txt) > 1 else 0
         count *= b - a + 1
-        if count > MAX_EXPANSION:
+        literal += m.start() - pos
+        digits += max(width, len(b_txt))
+        if work.patterns + count > MAX_PATTERNS:
             raise RuleSyntaxError(
-                f"ranges in {raw!r} expand to more than {MAX_EXPANSION} patterns; narrow the range",
+                f"ranges in {_cut(raw)!r} expand to more than {MAX_PATTERNS} patterns, the limit per rule string "
+                f"(this pattern: {count}, the patterns before it: {work.patterns}); narrow the ranges or match a shared prefix "
+                "instead (e.g. 'layers.1' covers layers.1, layers.10-19, ...)",
                 text, s + m.start(),
             )
+        spans.append((a, b, width))
         parts.append([raw[pos:m.start()]])
-        parts.append([str(i).zfill(width) for i in range(a, b + 1)])
+        parts.append([])
         pos = m.end()
     tail = raw[pos:]
     bad = _RANGE_START.search(tail)
     if bad is not None:
         raise RuleSyntaxError(
-            f"incomplete range in pattern {raw!r}; a range is '[first-last]' with two numbers, e.g. 'layers.[0-15]'",
-            text, s + pos + bad.start(),
+            f"incomplete range in pattern {_cut(raw)!r}; a range is '[first-last]' with two numbers, e.g. "
+            "'layers.[0-15]'", text, s + pos + bad.start(),
         )
+    chars = count * (literal + len(tail) + digits)  # an upper bound of the expansion's length
+    if work.patterns + count > MAX_PATTERNS:
+        raise RuleSyntaxError(
+            f"pattern {_cut(raw)!r} brings the rule string to more than {MAX_PATTERNS} patterns, the limit per rule "
+            "string; use fewer patterns, ranges ('layers.[0-15]/') or shared prefixes", text, s,
+        )
+    if work.chars + chars > MAX_PATTERN_CHARS:
+        raise RuleSyntaxError(
+            f"pattern {_cut(raw)!r} brings the rule string to more than {MAX_PATTERN_CHARS} characters of patterns "
+            f"after range expansion (this pattern: {chars}, the patterns before it: {work.chars}), the limit per "
+            "rule string; use shorter patterns or narrower ranges", text, s,
+        )
+    work.patterns += count
+    work.chars += chars
+    for i, (a, b, width) in enumerate(spans):
+        parts[2 * i + 1] = [str(n).zfill(width) for n in range(a, b + 1)]
     parts.append([tail])
+    if not spans:
+        return [raw]
     return ["".join(p) for p in itertools.product(*parts)]
+
+
+def _cut(raw: str, limit: int = 60) -> str:
+    return raw if len(raw) <= limit else raw[:limit - 3] + "..."
 
 
 def parse_rules(text: str) -> Rules:
     """Parse `device(pattern, ...); device(...)` into `Rules` (see the module docstring)."""
     if not isinstance(text, str):
-        raise TypeError(f"rules must be a str like 'cuda(layers.[0-15]/); cpu(layers.[16-31]/)', got {text!r}")
+        raise RuleError(
+            f"rules must be a str like 'cuda(layers.[0-15]/); cpu(layers.[16-31]/)', got {type(text).__name__} "
+            f"{_cut(repr(text))}")
+    if len(text) > MAX_TEXT_CHARS:
+        raise RuleSyntaxError(
+            f"rule string has {len(text)} characters, more than the limit of {MAX_TEXT_CHARS}; use ranges "
+            "('layers.[0-15]/') or shared prefixes instead of listing every pattern", text, MAX_TEXT_CHARS)
+    work = _Work()
     rules: list[Rule] = []
     seen: dict[tuple[bool, str], Rule] = {}
     for es, ee in _segments(text, ";", 0, len(text)):
@@ -171,7 +231,7 @@ def parse_rules(text: str) -> Rules:
                 ps, pe = _strip(text, ps + 1, pe)
                 if ps == pe:
                     raise RuleSyntaxError("'=' must be followed by the exact annotation to match", text, column)
-            for pattern in _expand(text, ps, pe):
+            for pattern in _expand(text, ps, pe, work):
                 key = (exact, pattern)
                 if key in seen:
                     first = seen[key]

@@ -9,11 +9,15 @@
 from ._cpu_ep import CpuExecutionProvider, SimulatedGpuExecutionProvider
 from ._errors import (
     DeviceMemoryError,
+    FeedExceedsPlanError,
     InvalidInputError,
     InvalidOptionError,
     KernelRunError,
+    MemoryProfileWriteWarning,
     PlacementError,
+    SessionBusyError,
     SessionError,
+    UnplannedAllocationError,
 )
 from ._executor import RunStats
 from ._feeds import generate_inputs, validate_feeds
@@ -32,7 +36,8 @@ __version__ = "0.2.0"
 
 __all__ = [
     "CUDA_PARTITIONING", "LAYER_ASSIGNMENT", "MAX_SHAPE_OVERRIDE", "NAME_BASED_ASSIGNMENT", "PRE_ALLOCATE",
-    "CpuExecutionProvider", "DeviceMemoryError", "InferenceSession", "InvalidInputError", "InvalidOptionError", "KernelRunError",
-    "PlacementError", "RunStats", "SessionError", "SessionOptions", "UnknownConfigKeyWarning", "SimulatedGpuExecutionProvider",
-    "__version__", "generate_inputs", "validate_feeds",
+    "CpuExecutionProvider", "DeviceMemoryError", "FeedExceedsPlanError", "InferenceSession", "InvalidInputError",
+    "InvalidOptionError", "KernelRunError", "MemoryProfileWriteWarning", "PlacementError", "RunStats", "SessionBusyError",
+    "SessionError", "SessionOptions", "UnknownConfigKeyWarning", "SimulatedGpuExecutionProvider",
+    "UnplannedAllocationError", "__version__", "generate_inputs", "validate_feeds",
 ]

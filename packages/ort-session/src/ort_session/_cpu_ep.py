@@ -128,6 +128,8 @@ class CpuExecutionProvider:
 
     def __init__(self, graph: Graph, opsets: Mapping[str, int], plugins: ort_abi.KernelRegistry | None = None) -> None:
         self.graph = graph
+        self.identity = ort_abi.EpIdentity(self.name, self.device_type, self.device_id)  # what estimates receive
+        self.device_properties: dict[str, int] = {}
         self.opsets = {("" if d == "ai.onnx" else d): v for d, v in opsets.items()}
         self.registries = ([plugins] if plugins is not None else []) + [builtin_registry(self.name)]
         self._claims: dict[Node, Supported | Declined] = {}
@@ -155,9 +157,16 @@ class CpuExecutionProvider:
         key = (node.op_type, node.domain, tuple(values[n].dtype if n in values else 0 for n in node.inputs))
         if key not in self._entries:
             bindings = self._bindings(node)
+            # schema-less (custom) ops: prefer a kernel whose type constraints the inputs meet; else any
+            # kernel of the op, which the claim then declines saying which input type it rejects
+            typed = [key[2]] if bindings is None else []
             found = None
-            for registry in self.registries:
-                found = registry.find(node.op_type, node.domain, self.opset(node), self.name, bindings)
+            for types in [*typed, None]:
+                for registry in self.registries:
+                    found = registry.find(node.op_type, node.domain, self.opset(node), self.name, bindings,
+                                          input_types=types)
+                    if found is not None:
+                        break
                 if found is not None:
                     break
             self._entries[key] = found
@@ -194,16 +203,21 @@ class CpuExecutionProvider:
             decline = impl.supports(node, self._inputs(node), self.opset(node))
             if decline is not None:
                 return self._decline(node, decline.rejected, decline.accepts, decline.remedy)
+        kdef = entry.kernel_def
+        wrong = ort_abi.check_input_types(kdef, [i.dtype for i in self._inputs(node)],
+                                          has_schema=ort_abi.has_onnx_schema(node.op_type, node.domain, self.opset(node)))
+        if wrong is not None:
+            return self._decline(node, wrong, f"the type constraints of {entry.describe()}",
+                                 "cast the input to an accepted type, or load a kernel registered for this type")
         return Supported(self.estimate(node))
 
     def estimate(self, node: Node) -> int | None:
-        """Level-1 workspace estimate (one host path for every kernel language); 0 for kernels that
-        declare none, None when unknown."""
+        """Level-1 workspace estimate (one host path for every kernel language), asked with this EP as
+        the estimate's EP handle; None when the kernel has no estimate (the budget then applies the
+        design's 1.5x heuristic, `node_cost_for_budget`) or it declined."""
         entry = self.entry(node)
-        if entry is None:
+        if entry is None or not entry.has_estimate:
             return None
-        if not entry.has_estimate:
-            return 0 if entry.language == "python" else None
         return ort_abi.estimate_workspace(entry, node, self)
 
     def create_kernel(self, node: Node) -> Any:
@@ -230,3 +244,11 @@ class SimulatedGpuExecutionProvider(CpuExecutionProvider):
     def create_kernel(self, node: Node) -> Any:
         kernel = super().create_kernel(node)
         return kernel if node.op_type in MEMCPY_OPS else StagedKernel(kernel)
+
+    def close(self) -> None:
+        """Shut the device down: everything its sessions allocated must have been freed by now."""
+        alloc = self.allocator
+        if alloc.live_buffers:
+            raise ort_abi.LeakError(
+                f"{self.name} shut down with {alloc.live_buffers} buffer(s) ({alloc.bytes_in_use} bytes) still "
+                "allocated; every weight, execution buffer and run value must be freed before its provider closes")

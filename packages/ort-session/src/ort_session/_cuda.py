@@ -82,6 +82,12 @@ class CudaProvider:
         None for a plan-only provider (a device profile without the device)."""
         return self.inner.allocator if self.can_run else None
 
+    def close(self) -> None:
+        """Release the device state the provider holds (loaded modules, its context's allocations)."""
+        close = getattr(self.inner, "close", None)
+        if close is not None:
+            close()
+
     def create_kernel(self, node: Node) -> Any:
         if node.op_type in ("MemcpyFromHost", "MemcpyToHost", "MemcpyDeviceToDevice"):
             from ._device_kernels import CopyKernel

@@ -1,5 +1,9 @@
-"""Memory of devices that are not the host: arenas for the memory plan, weights uploaded once, and
+"""One memory stage per device (`DeviceMemoryStage`): its budget, its allocator, the arena the memory
+plan's buffer lives in, its weights and what its allocator measures; plus the weights uploaded once and
 one teardown that frees all of it exactly once.
+
+Data goes down once: options -> placement (budgets per provider, in bytes) -> plan (`plan_memory`) ->
+one `DeviceMemoryStage` per planned device -> layouts and the executor, which read the stages.
 
 A provider with its own memory exposes `allocator` (an ort_abi Allocator whose buffers the host
 cannot read: CUDA, the simulated GPU); `None` means host memory (numpy arrays). On such a device
@@ -9,7 +13,7 @@ initialization, and bytes cross to and from the host only in the boundary copy n
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -21,7 +25,7 @@ from ort_graph import Graph, Node
 
 from ._errors import DeviceMemoryError
 
-__all__ = ["DeviceArena", "DeviceWeights", "MemoryTypes", "arena_allocators", "device_allocators", "memory_types_of",
+__all__ = ["DeviceArena", "DeviceMemoryStage", "DeviceWeights", "MemoryTypes", "device_allocators", "memory_types_of",
            "weight_names_per_device", "device_memory_error"]
 
 MemoryTypes = Callable[[Node], tuple[tuple[int, ...], tuple[int, ...]]]  # node -> (host inputs, host outputs)
@@ -67,6 +71,42 @@ class DeviceArena:
         ort_abi.copy_host_to_device(np.frombuffer(data, np.uint8), buffer.view(offset, len(data)))
 
 
+@attrs.define(eq=False)
+class DeviceMemoryStage:
+    """One device's memory, built once from the plan. `budget`: the device's budget in bytes (None: none
+    given); `weights`: bytes of the initializers its nodes read; `peak`: the plan's peak of activations
+    and workspace there; `allocator`: the provider's ort_abi Allocator (None: host memory, numpy)."""
+
+    device: str
+    budget: int | None
+    weights: int
+    peak: int
+    allocator: ort_abi.Allocator | None = None
+
+    @property
+    def activation_budget(self) -> int | None:
+        """What the budget leaves for activations and workspace once the weights are in (None: no budget)."""
+        return None if self.budget is None else max(self.budget - self.weights, 0)
+
+    def arena(self) -> Any:
+        """The ort-memplan allocator the plan's buffer for this device comes from."""
+        return DeviceArena(self.allocator) if self.allocator is not None else ort_memplan.HostAllocator()
+
+    def hold_to_budget(self) -> None:
+        """The device never holds more than its budget, run after run (its allocator refuses beyond it)."""
+        if self.allocator is not None and self.budget is not None:
+            self.allocator.capacity = self.budget
+
+    def usage(self, uploaded: DeviceWeights) -> dict[str, int | None]:
+        """Measured by the allocator: bytes in use now, peak, the capacity it is held to, weights uploaded
+        (host memory is not measured: None)."""
+        a = self.allocator
+        if a is None:
+            return {"in_use": None, "peak": None, "capacity": self.budget, "weights": None}
+        return {"in_use": a.bytes_in_use, "peak": a.peak_bytes, "capacity": a.capacity,
+                "weights": uploaded.nbytes(self.device)}
+
+
 def device_allocators(providers: Sequence[Any]) -> dict[str, ort_abi.Allocator]:
     """Device name -> the allocator of the provider that owns it, for devices with their own memory."""
     out: dict[str, ort_abi.Allocator] = {}
@@ -75,11 +115,6 @@ def device_allocators(providers: Sequence[Any]) -> dict[str, ort_abi.Allocator]:
         if alloc is not None:
             out.setdefault(p.device, alloc)
     return out
-
-
-def arena_allocators(devices: Iterable[str], allocators: Mapping[str, ort_abi.Allocator]) -> dict[str, Any]:
-    """One ort-memplan allocator per planned device: the device's arena, or host numpy memory."""
-    return {d: DeviceArena(allocators[d]) if d in allocators else ort_memplan.HostAllocator() for d in devices}
 
 
 def weight_names_per_device(graph: Graph, device_of_node: Mapping[int, str],
@@ -148,14 +183,14 @@ def _host_array(graph: Graph, name: str) -> np.ndarray:
     return np.asarray(arr, order="C")
 
 
-def device_memory_error(what: str, weights: Mapping[str, int], peaks: Mapping[str, int], budgets: Mapping[str, int],
-                        cause: Exception, host: str = "cpu") -> DeviceMemoryError:
+def device_memory_error(what: str, stages: Mapping[str, DeviceMemoryStage], cause: Exception,
+                        host: str = "cpu") -> DeviceMemoryError:
     """The error initialization raises when a device cannot hold what the plan allocates on it."""
     from ort_partition import format_bytes
 
-    needs = "; ".join(f"{d}: weights {format_bytes(weights.get(d, 0))} + planned peak {format_bytes(peaks.get(d, 0))}"
-                      f"{f' (budget {format_bytes(budgets[d])})' if d in budgets else ''}"
-                      for d in sorted(set(weights) | set(peaks)) if d != host)
+    needs = "; ".join(f"{d}: weights {format_bytes(s.weights)} + planned peak {format_bytes(s.peak)}"
+                      f"{f' (budget {format_bytes(s.budget)})' if s.budget is not None else ''}"
+                      for d, s in sorted(stages.items()) if d != host and (s.weights or s.peak))
     return DeviceMemoryError(f"initialization could not allocate {what} on the device: {cause}. The plan needs {needs}. "
                              "Nothing stays allocated; lower the budget to what the device has free, or close other "
                              "sessions and processes using it")

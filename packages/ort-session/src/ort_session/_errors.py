@@ -7,8 +7,9 @@ class SessionError(Exception):
     """Base class of every error raised by ort-session."""
 
 
-class InvalidOptionError(SessionError):
-    """A session option is unknown, malformed or contradicts another option."""
+class InvalidOptionError(SessionError, ValueError):
+    """A session option is unknown, malformed, of the wrong type or contradicts another option (a
+    ValueError too, like the parse errors of ort-partition it often wraps)."""
 
 
 class InvalidInputError(SessionError):
@@ -26,3 +27,31 @@ class KernelRunError(SessionError):
 class DeviceMemoryError(SessionError):
     """Initialization could not allocate a device's planned memory (weights, pre-allocated buffers): the
     device has less free memory than the budget promised. Nothing stays allocated."""
+
+
+class MemoryProfileWriteWarning(UserWarning):
+    """The per-node memory statistics file (`memory_profile_out`) could not be written after a run; the
+    run's outputs are still returned and the file is left as it was."""
+
+
+class FeedExceedsPlanError(InvalidInputError):
+    """A run's feed is larger than the shapes the session planned for (or of another rank) while the session
+    holds its memory promise (device budgets or pre-allocated buffers): refused before any kernel runs."""
+
+    def __init__(self, message: str, *, input_name: str = "", shape: tuple[int, ...] | None = None,
+                 planned: tuple[int, ...] | None = None) -> None:
+        super().__init__(message)
+        self.input_name, self.shape, self.planned = input_name, shape, planned
+
+
+class UnplannedAllocationError(SessionError):
+    """A run with pre-allocated execution buffers asked for memory outside the plan (a scratch buffer, more
+    workspace than declared, an output without a planned block): raised at that node, never counted later."""
+
+    def __init__(self, message: str, *, node: str = "", requested: int = 0, planned: int | None = None) -> None:
+        super().__init__(message)
+        self.node, self.requested, self.planned = node, requested, planned
+
+
+class SessionBusyError(SessionError):
+    """`close()` found runs still in flight after its timeout: nothing was freed; close again once they end."""

@@ -4,12 +4,16 @@ pattern, or fresh arrays), workspace served from the plan or counted scratch.
 Nodes on a device with its own memory (`allocators`) read and write `ort_abi.DeviceTensor`s: their
 weights were uploaded once (`weights`), their outputs live in the device's planned arena, and an
 unplanned output or scratch buffer is a counted device allocation freed when its value dies (or
-when the run ends or fails: a run never leaves device memory behind)."""
+when the run ends or fails: a run never leaves device memory behind).
+
+A `strict` layout (pre-allocated execution buffers) allows no allocation at all: an output without a
+planned block, a scratch buffer (a kernel without a workspace declaration, or asking for more than it
+declared) is an `UnplannedAllocationError` raised at that node, naming what it asked for and what was
+planned; the run ends there and the buffers are free for the next run."""
 
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -20,6 +24,7 @@ import ort_abi
 from ort_graph import Graph, Node
 
 from ._errors import KernelRunError, SessionError
+from ._strict import Refusals
 
 
 @attrs.define
@@ -47,6 +52,7 @@ class Layout(Protocol):
     """Where a run's values and workspace live."""
 
     name: str
+    strict: bool  # pre-allocated: any allocation outside the plan is an error at the node
 
     def hold(self, stats: RunStats) -> contextlib.AbstractContextManager[Any]: ...
 
@@ -59,8 +65,9 @@ class Layout(Protocol):
 
     def release(self, step: int, name: str) -> None: ...
 
-    def workspace(self, node: Node) -> dict[int, Any]:
-        """Planned workspace slots of this node: slot id -> uint8 buffer (a DeviceBuffer on a device)."""
+    def workspace(self, node: Node, args: Sequence[Any] = ()) -> dict[int, Any]:
+        """Planned workspace slots of this node (`args`: its inputs this run): slot id -> uint8 buffer
+        (a DeviceBuffer on a device)."""
 
     def before_step(self, step: int) -> None: ...
 
@@ -71,6 +78,7 @@ class LayoutBase:
     """Defaults for a Layout: nothing planned, no guards. Subclasses override what they plan."""
 
     name = "unplanned"
+    strict = False
 
     @contextlib.contextmanager
     def hold(self, stats: RunStats) -> Iterator[None]:
@@ -85,7 +93,7 @@ class LayoutBase:
     def release(self, step: int, name: str) -> None:
         return None
 
-    def workspace(self, node: Node) -> dict[int, Any]:
+    def workspace(self, node: Node, args: Sequence[Any] = ()) -> dict[int, Any]:
         return {}
 
     def before_step(self, step: int) -> None:
@@ -97,48 +105,6 @@ class LayoutBase:
 
 class FreshArrays(LayoutBase):
     """No plan: every output is its own allocation (and counted as one)."""
-
-
-class BlockLayout(LayoutBase):
-    """A layout whose values live in blocks of per-run buffers: subclasses say where (`_block`)."""
-
-    def _block(self, name: str) -> np.ndarray | ort_abi.DeviceBuffer | None:
-        raise NotImplementedError
-
-    def place(self, name: str, arr: Any) -> Any | None:
-        block = self._block(name)
-        fits = (isinstance(block, np.ndarray) and isinstance(arr, np.ndarray | np.generic) and arr.dtype != object
-                and arr.nbytes <= block.nbytes)
-        return copy_into(block, arr) if fits else None
-
-    def allocate(self, step: int, name: str, shape: tuple[int, ...], dtype: np.dtype) -> Any | None:
-        block = self._block(name)
-        return None if block is None else view_as(block, shape, dtype)
-
-
-def block_of(buffer: Any, offset: int, nbytes: int) -> np.ndarray | ort_abi.DeviceBuffer:
-    """Bytes [offset, offset + nbytes) of a plan's buffer: a numpy slice, or a borrowed DeviceBuffer view."""
-    if isinstance(buffer, ort_abi.DeviceBuffer):
-        return buffer.view(offset, nbytes)
-    return buffer[offset:offset + nbytes]
-
-
-def copy_into(block: np.ndarray, arr: np.ndarray) -> np.ndarray:
-    """View `block` (uint8) as `arr`'s dtype and shape, and copy `arr` there unless it already is."""
-    view = block[: arr.nbytes].view(arr.dtype).reshape(arr.shape)
-    if arr.nbytes and view.__array_interface__["data"][0] != arr.__array_interface__["data"][0]:
-        np.copyto(view, arr)
-    return view
-
-
-def view_as(block: np.ndarray | ort_abi.DeviceBuffer, shape: tuple[int, ...], dtype: np.dtype) -> Any | None:
-    """`block` (uint8 array or DeviceBuffer) as a tensor of (shape, dtype), or None when it does not fit."""
-    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
-    if np.dtype(dtype).kind == "O" or nbytes > block.nbytes:
-        return None
-    if isinstance(block, ort_abi.DeviceBuffer):
-        return ort_abi.DeviceTensor(block.view(0, nbytes), shape, dtype)
-    return block[:nbytes].view(dtype).reshape(shape)
 
 
 @attrs.define(eq=False)
@@ -154,9 +120,15 @@ class Executor:
     _release: dict[int, list[str]] = attrs.field(factory=dict, alias="release")
     _reads: dict[int, list[str]] = attrs.field(factory=dict, alias="reads")  # node index -> inputs + implicit
     _out_types: dict[int, list[int]] = attrs.field(factory=dict, alias="out_types")
+    # the planned (shape, type) of each node's outputs that kernels' requests are checked against: exact
+    # when the feeds have the planned input shapes, else rank and type only (smaller runs, max_shapes)
+    _planned: dict[bool, dict[int, list[Any]]] = attrs.field(factory=dict, alias="planned")
 
     def __attrs_post_init__(self) -> None:
+        self._planned = {True: {}, False: {}}
         for node in self.order:  # per-node facts every run needs, computed once
+            exact = self._planned[True][node.index] = ort_abi.planned_outputs(node)
+            self._planned[False][node.index] = [(None if s is None else (None,) * len(s), t) for s, t in exact]
             self._reads[node.index] = list(node.inputs) + node.implicit_inputs()
             self._out_types[node.index] = [self.graph.values[o].dtype if o and o in self.graph.values else 0
                                            for o in node.outputs]
@@ -176,6 +148,9 @@ class Executor:
         stats = RunStats(layout=layout.name)
         counters = ort_abi.ContextCounters()
         owned: dict[str, ort_abi.DeviceBuffer] = {}  # unplanned device outputs, freed when their value dies
+        planned = self._planned[all(  # the run has the planned input shapes: the plan's shapes are exact
+            np.ndim(a) == len(s) and all(not isinstance(d, int) or d == x for d, x in zip(s, np.shape(a)))
+            for n, a in feeds.items() if isinstance(a, np.ndarray) and (s := self.graph.values[n].shape) is not None)]
         with layout.hold(stats):
             try:
                 values: dict[str, Any] = {name: t.numpy() for name, t in self.graph.initializers.items()}
@@ -184,7 +159,7 @@ class Executor:
                     values[name] = arr if placed is None else placed
                 total = len(self.order)
                 for step, node in enumerate(self.order):
-                    self._step(step, node, values, layout, stats, counters, owned)
+                    self._step(step, node, values, layout, stats, counters, owned, planned[node.index])
                     if progress is not None:
                         progress(step + 1, total)
                 missing = [o for o in outputs if o not in values]
@@ -217,7 +192,7 @@ class Executor:
             total_dynamic_sizes=sum(size(o) for o in outputs), total_temp_allocations=temp))
 
     def _step(self, step: int, node: Node, values: dict[str, Any], layout: Layout, stats: RunStats,
-              counters: ort_abi.ContextCounters, owned: dict[str, ort_abi.DeviceBuffer]) -> None:
+              counters: ort_abi.ContextCounters, owned: dict[str, ort_abi.DeviceBuffer], planned: list[Any]) -> None:
         kernel = self.kernels[node.index]
         args = [values[n] if n else None for n in self._reads[node.index]]
         if self.weights is not None:
@@ -225,6 +200,8 @@ class Executor:
                 args[position] = tensor
         out_types = self._out_types[node.index]
         device = self.allocators.get(node.index)
+        workspace = layout.workspace(node, args)
+        refusals = Refusals(node, workspace) if layout.strict else None
 
         def allocate(index: int, shape: tuple[int, ...], dtype: np.dtype) -> Any:
             name = node.outputs[index] if index < len(node.outputs) else ""
@@ -232,6 +209,8 @@ class Executor:
             if planned is not None:
                 stats.planned_values += 1
                 return planned
+            if refusals is not None:
+                refusals.output(index, name, shape, dtype, getattr(layout, "planned_nbytes", lambda n: None)(name))
             stats.allocations += 1
             if device is None or np.dtype(dtype).kind == "O" or index in self.host_outputs.get(node.index, ()):
                 return np.empty(shape, dtype)
@@ -246,15 +225,22 @@ class Executor:
             return tensor
 
         ctx = ort_abi.KernelContext(args, output_count=len(node.outputs), output_types=out_types,
-                                    output_allocator=allocate, workspace=layout.workspace(node),
-                                    counters=counters, node_name=node.name, scratch_allocator=device)
+                                    output_allocator=allocate, workspace=workspace, counters=counters,
+                                    node_name=node.name, scratch_allocator=device if refusals is None else refusals,
+                                    planned_outputs=planned)
         layout.before_step(step)
         scratch_before = counters.scratch_bytes
         try:
             kernel.compute(ctx)
-        except SessionError:
+            if refusals is not None:
+                refusals.raise_first()  # a kernel that swallowed the refusal still ran outside the plan
+        except SessionError as e:
+            if refusals is not None and refusals.first is not None and e is not refusals.first:
+                raise refusals.first from e
             raise
         except Exception as e:  # a kernel bug or a C status: never lose the node's identity
+            if refusals is not None and refusals.first is not None:
+                raise refusals.first from e  # a refusal that crossed the C ABI as a status
             raise KernelRunError(f"node {node.name!r} ({node.qualified_op}) on {node.ep or 'CPUExecutionProvider'} "
                                  f"failed: {type(e).__name__}: {e}") from e
         finally:

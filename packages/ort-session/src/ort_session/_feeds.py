@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,10 +25,12 @@ def validate_feeds(graph: Graph, feeds: Mapping[str, object],
                    declared: Mapping[str, tuple | None] | None = None) -> tuple[dict[str, Any], dict[str, int]]:
     """Check names, dtypes, ranks and shapes (against `declared` input shapes when given, e.g. the
     model's own before max-shape resolution); returns the arrays and the symbolic-dim bindings."""
+    if not isinstance(feeds, Mapping):
+        raise InvalidInputError(f"feeds must be a dict of input name -> numpy array, got {type(feeds).__name__}")
     expected = required_inputs(graph)
-    unknown = [n for n in feeds if n not in graph.inputs]
+    unknown = [n for n in feeds if not isinstance(n, str) or n not in graph.inputs]
     if unknown:
-        raise InvalidInputError(f"unknown input name(s) {unknown!r}; the model's inputs are {expected!r}")
+        raise InvalidInputError(f"unknown input name(s) {_cut(repr(unknown))}; the model's inputs are {expected!r}")
     missing = [n for n in expected if n not in feeds]
     if missing:
         raise InvalidInputError(f"missing input(s) {missing!r}; the model needs {expected!r}")
@@ -35,18 +38,23 @@ def validate_feeds(graph: Graph, feeds: Mapping[str, object],
     bindings: dict[str, int] = {}
     for name, raw in feeds.items():
         value = graph.values[name]
-        if raw is None or isinstance(raw, list | tuple | dict):  # sequences, maps, empty optionals
-            arrays[name] = raw
-            continue
-        arr = np.asarray(raw)
+        shape = declared.get(name, value.shape) if declared is not None else value.shape
         want = value.dtype
-        if want and ort_graph.from_numpy_dtype(arr.dtype) != want:
+        if not want:  # not a tensor input (sequence, map, optional): passed to the kernels as given
+            if raw is None or isinstance(raw, list | tuple | dict):
+                arrays[name] = raw
+                continue
+        arr = _as_array(name, raw, want, shape)
+        try:
+            got_dtype = ort_graph.from_numpy_dtype(arr.dtype)
+        except (ValueError, KeyError, TypeError):
+            got_dtype = None
+        if want and got_dtype != want:
             np_want = ort_graph.to_numpy_dtype(want)
             raise InvalidInputError(
                 f"input {name!r} has dtype {arr.dtype} but the model expects {ort_graph.dtype_name(want)} "
                 f"({np_want}); convert it with .astype(np.{np_want})"
             )
-        shape = declared.get(name, value.shape) if declared is not None else value.shape
         if shape is not None:
             if arr.ndim != len(shape):
                 raise InvalidInputError(
@@ -68,6 +76,45 @@ def validate_feeds(graph: Graph, feeds: Mapping[str, object],
                     bindings[dim] = got
         arrays[name] = arr
     return arrays, bindings
+
+
+def _cut(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit - 20] + f"... ({len(text)} chars)"
+
+
+def _expectation(want: int, shape: Any) -> str:
+    dtype = f"numpy array of {ort_graph.to_numpy_dtype(want)}" if want else "numpy array"
+    return dtype + (f" with shape {list(shape)}" if shape is not None else "")
+
+
+def _as_array(name: str, raw: Any, want: int, shape: Any) -> np.ndarray:
+    """A tensor feed as an ndarray. As in onnxruntime, a (nested) Python list converts to the input's
+    dtype; None, dicts, tuples, strings and other objects are refused naming the expected array."""
+    if isinstance(raw, np.ndarray):
+        return raw
+    if isinstance(raw, np.generic | bool | int | float | complex):
+        return np.asarray(raw)
+    if isinstance(raw, list):
+        np_want = ort_graph.to_numpy_dtype(want) if want else None
+        try:
+            arr = np.array(raw, dtype=np_want)
+        except (ValueError, TypeError, OverflowError) as e:
+            raise InvalidInputError(
+                f"input {name!r}: the list {reprlib.repr(raw)} does not convert to a {_expectation(want, shape)} "
+                f"({type(e).__name__}: {_cut(str(e))}); pass a numpy array") from e
+        if arr.dtype == object and np_want != np.dtype(object):
+            raise InvalidInputError(f"input {name!r}: the list {reprlib.repr(raw)} is not a rectangular array; "
+                                    f"pass a {_expectation(want, shape)}")
+        return arr
+    if hasattr(raw, "__array__") or hasattr(raw, "__array_interface__"):
+        try:
+            return np.asarray(raw)
+        except Exception as e:  # noqa: BLE001 - a foreign array type: say which input it was
+            raise InvalidInputError(f"input {name!r}: {type(raw).__name__} does not convert to a numpy array "
+                                    f"({type(e).__name__}: {_cut(str(e))}); pass a {_expectation(want, shape)}") from e
+    what = "None" if raw is None else f"a {type(raw).__name__} {reprlib.repr(raw)}"
+    raise InvalidInputError(f"input {name!r} is {what}, but the model expects a {_expectation(want, shape)}; "
+                            "pass a numpy array (np.asarray(...))")
 
 
 def default_dim(symbol: str) -> int:

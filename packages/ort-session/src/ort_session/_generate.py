@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 
@@ -31,15 +31,18 @@ def _kv_pairs(session: InferenceSession) -> dict[str, str]:
     return pairs
 
 
-def generation_max_shapes(model: ort_graph.Model, prompt_len: int, max_total: int) -> dict[str, list[int]] | None:
+def generation_max_shapes(model: ort_graph.Model, prompt_len: int, max_total: int,
+                          dims: Mapping[str, int] | None = None) -> dict[str, list[int]] | None:
     """Largest input shapes of a prefill of `prompt_len` tokens followed by decoding up to `max_total`
-    tokens: plan once for these and every step fits the same pre-allocated buffers (llama.cpp's way).
-    None when a dimension cannot be told (then the session plans per shape)."""
+    tokens: plan once for these and every step fits the same pre-allocated buffers (llama.cpp's way):
+    each step's inputs are no larger, extent by extent (prefill: past 0, mask `prompt_len`; step t: one
+    token, past t-1, mask t). Axes the steps do not set come from `dims` (the user's `--dim`), then from
+    what the model pins. None when a dimension cannot be told (then the session plans per shape)."""
     from ._feeds import required_inputs, symbol_hints
 
     trial = ort_graph.copy_model(model)
     ort_graph.resolve_shapes(trial)
-    hints = symbol_hints(trial.graph)
+    hints = {**symbol_hints(trial.graph), **dict(dims or {})}
     out: dict[str, list[int]] = {}
     for name in required_inputs(trial.graph):
         shape = model.graph.values[name].shape

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import ort_abi
 
@@ -40,6 +41,13 @@ def registries(kernel_libraries: Sequence[str] = ()) -> list[ort_abi.KernelRegis
     return regs
 
 
+def kernel_output_shapes(plugins: ort_abi.KernelRegistry | None, model: Any) -> Any:
+    """The `output_shapes` hook for `ort_graph.resolve_shapes`: output-shape callbacks registered with
+    the loaded kernel libraries' kernels (then the in-tree CPU registry's), for ops ONNX does not know."""
+    regs = ([plugins] if plugins is not None else []) + [builtin_registry("CPUExecutionProvider")]
+    return ort_abi.output_shapes_hook(regs, model.opset_imports)
+
+
 def kernel_rows(kernel_libraries: Sequence[str] = ()) -> list[dict[str, str]]:
     rows = []
     for reg in registries(kernel_libraries):
@@ -49,6 +57,7 @@ def kernel_rows(kernel_libraries: Sequence[str] = ()) -> list[dict[str, str]]:
             rows.append({"ep": e.ep, "op": f"{d.domain}::{d.op_type}" if d.domain else d.op_type,
                          "opsets": f"{d.since_version_start}-{end}", "language": e.language if not e.library else "c",
                          "level1_estimate": "yes" if e.has_estimate else "no", "level2_declaration": _level2(e),
+                         "output_shapes": "yes" if e.shape_func is not None else "no",
                          "library": e.library or ""})
     rows.sort(key=lambda r: (r["ep"], r["op"], r["opsets"]))
     return rows
@@ -56,11 +65,12 @@ def kernel_rows(kernel_libraries: Sequence[str] = ()) -> list[dict[str, str]]:
 
 def kernel_table(kernel_libraries: Sequence[str] = ()) -> str:
     rows = kernel_rows(kernel_libraries)
-    head = f"{'execution provider':<26} {'op':<44} {'opsets':<8} {'kind':<7} {'L1 estimate':<12} L2 declaration"
+    head = (f"{'execution provider':<26} {'op':<44} {'opsets':<8} {'kind':<7} {'L1 estimate':<12} "
+            f"{'L2 declaration':<18} output shapes")
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(f"{r['ep']:<26} {r['op']:<44} {r['opsets']:<8} {r['language']:<7} {r['level1_estimate']:<12} "
-                     f"{r['level2_declaration']}")
+                     f"{r['level2_declaration']:<18} {r['output_shapes']}")
     eps: dict[str, int] = {}
     for r in rows:
         eps[r["ep"]] = eps.get(r["ep"], 0) + 1

@@ -7,6 +7,7 @@ from typing import Any
 
 import attrs
 
+from . import _option_checks as _check
 from ._errors import InvalidOptionError
 
 LAYER_ASSIGNMENT = "session.layer_assignment_settings"
@@ -42,18 +43,26 @@ class SessionOptions:
     the typed fields are this project's additions (budgets, dimension overrides, kernel libraries).
     """
 
-    config: dict[str, str] = attrs.field(factory=dict)
-    budgets: str | None = None  # "cuda:6GiB" or several, see ort_partition.parse_budget
-    free_dimension_overrides: dict[str, int] = attrs.field(factory=dict)
-    max_shapes: dict[str, list[int]] | None = None
-    kernel_libraries: list[str] = attrs.field(factory=list)
-    enable_fusions: bool = True
-    node_level_cutoff: bool = False  # auto-fit: cut inside a layer instead of at whole layers
-    red_zones: int = 0  # debug guard bytes between planned blocks (0: off)
-    device_profile: str | None = None  # plan for a GPU that is not present (ort-cuda-ep profiles)
-    memory_profile_out: str | None = None  # write per-node memory CSV (ONNX Runtime's stats format)
+    # every field is checked (and converted: numpy ints -> int, paths -> str) when set: `_option_checks`
+    config: dict[str, str] = attrs.field(factory=dict, converter=_check.config)
+    # "cuda:6GiB" or several, see ort_partition.parse_budget
+    budgets: str | None = attrs.field(default=None, converter=_check.budgets)
+    free_dimension_overrides: dict[str, int] = attrs.field(factory=dict, converter=_check.dimension_overrides)
+    max_shapes: dict[str, list[int]] | None = attrs.field(default=None, converter=_check.max_shapes)
+    kernel_libraries: list[str] = attrs.field(factory=list, converter=_check.kernel_libraries)
+    enable_fusions: bool = attrs.field(default=True, converter=_check.boolean("enable_fusions"))
+    # auto-fit: cut inside a layer instead of at whole layers
+    node_level_cutoff: bool = attrs.field(default=False, converter=_check.boolean("node_level_cutoff"))
+    red_zones: int = attrs.field(default=0, converter=_check.red_zone)  # debug guard bytes between blocks (0: off)
+    # plan for a GPU that is not present (ort-cuda-ep profiles)
+    device_profile: str | None = attrs.field(default=None, converter=_check.optional_str("device_profile"))
+    # write per-node memory CSV (ONNX Runtime's stats format)
+    memory_profile_out: str | None = attrs.field(default=None,
+                                                 converter=_check.optional_str("memory_profile_out", path=True))
 
     def add_session_config_entry(self, key: str, value: str) -> None:
+        key = _check.config_key(key)
+        value = _check.config_value(key, value)
         if not key.startswith("session."):
             raise InvalidOptionError(f"config key {key!r} must start with 'session.'; known keys: {KNOWN_CONFIG_KEYS!r}")
         if key not in KNOWN_CONFIG_KEYS:  # ONNX Runtime has many more keys: accepted, but a typo must not pass silently
@@ -64,7 +73,11 @@ class SessionOptions:
             hint = f"; did you mean {close[0]!r}?" if close else f"; the keys it reads are {list(KNOWN_CONFIG_KEYS)!r}"
             warnings.warn(f"session config key {key!r} is not read by ort-session and has no effect{hint}",
                           UnknownConfigKeyWarning, stacklevel=3)
-        self.config[key] = str(value)
+        if key == PRE_ALLOCATE:
+            _truthy(value, key)
+        elif key == MAX_SHAPE_OVERRIDE:
+            _check.max_shapes(value, option=key)
+        self.config[key] = value
 
     def get(self, key: str, default: str | None = None) -> str | None:
         return self.config.get(key, default)
@@ -76,10 +89,14 @@ class SessionOptions:
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any] | None) -> SessionOptions:
         opts = cls()
+        if options is not None and not isinstance(options, Mapping):
+            raise InvalidOptionError(f"session options must be a mapping of option name -> value or a SessionOptions, "
+                                     f"got {type(options).__name__}")
         for key, value in (options or {}).items():
+            _check.config_key(key)
             if key.startswith("session."):
                 opts.add_session_config_entry(key, value)
-            elif hasattr(opts, key):
+            elif key in attrs.fields_dict(cls):
                 setattr(opts, key, value)
             else:
                 fields = [f.name for f in attrs.fields(cls) if f.name != "config"]

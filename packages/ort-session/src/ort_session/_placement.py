@@ -33,6 +33,10 @@ class SessionPlacement:
     ep_of: dict[int, str]  # node index -> provider
     mode: str  # "rules", "auto-fit", "budget", "priority"
     layers_on_device: int | None = None
+    # the unit placement chose by: "layers" (rules, or auto-fit by whole decoder layers) or "nodes" (auto-fit
+    # by a segment of the topological order on a graph without layers that fit; the per-node accountant)
+    granularity: str = "nodes"
+    summary: str = ""  # auto-fit's one-line account of what it placed
 
 
 def _budgets(model: Model, options: SessionOptions) -> tuple[Any, Any]:
@@ -63,13 +67,14 @@ def place(model: Model, order: Sequence[Node], providers: Sequence[Any], options
             fits = plan_fits(model, providers, options, budgets)
         fit = ort_partition.auto_fit(graph, providers, budgets, estimator=estimator, stats=stats,
                                      node_level=options.node_level_cutoff, fits=fits)
-        result, mode, layers = fit.placement, "auto-fit", fit.layers_on_device
-    else:
-        result = ort_partition.place(graph, providers, layering=layering, budgets=budgets, estimator=estimator,
-                                     stats=stats, node_order=order)
-        mode, layers = ("rules" if layering is not None else "budget" if budgets else "priority"), None
+        ep_of = {node.index: fit.placement.ep_of(node) for node in graph.nodes}
+        return SessionPlacement(result=fit.placement, ep_of=ep_of, mode="auto-fit", layers_on_device=fit.layers_on_device,
+                                granularity=fit.granularity, summary=fit.summary())
+    result = ort_partition.place(graph, providers, layering=layering, budgets=budgets, estimator=estimator,
+                                 stats=stats, node_order=order)
+    mode = "rules" if layering is not None else "budget" if budgets else "priority"
     ep_of = {node.index: result.ep_of(node) for node in graph.nodes}
-    return SessionPlacement(result=result, ep_of=ep_of, mode=mode, layers_on_device=layers)
+    return SessionPlacement(result=result, ep_of=ep_of, mode=mode, granularity="layers" if layering else "nodes")
 
 
 @attrs.define

@@ -3,6 +3,7 @@
 JSON layout (stable; documented in the README):
 {
   "model": str, "placement_mode": "rules" | "auto-fit" | "budget" | "priority",
+  "granularity": "layers" | "nodes",   # the unit placed: whole layers (rules, auto-fit by layers) or nodes
   "nodes":   [{"name", "op", "layer", "ep", "reason"}],       # reason: why this EP (or "")
   "devices": {device: {"ep", "weights", "peak_activations", "workspace", "lower_bound", "total", "budget"}},
   "layers":  [placement report rows: group, layer, ep, nodes, weight/activation/workspace bytes],
@@ -88,6 +89,7 @@ class SessionPlan:
         return {
             "model": str(self.model.path) if self.model.path else g.name,
             "placement_mode": self.placement.mode,
+            "granularity": self.placement.granularity,
             "nodes": nodes,
             "devices": self.devices(),
             "copies": self.copies(),
@@ -112,7 +114,11 @@ class SessionPlan:
         return "\n".join(lines)
 
     def to_table(self) -> str:
-        parts = [f"placement ({self.placement.mode}):", self.report.table(),
+        unit = {"layers": "layer", "nodes": "node"}.get(self.placement.granularity, self.placement.granularity)
+        head = f"placement ({self.placement.mode}, {unit} granularity)"
+        if self.placement.summary:
+            head += f": {self.placement.summary}"
+        parts = [head + ":" if not self.placement.summary else head, self.report.table(),
                  "  (per-layer costs are sums over nodes without liveness reuse, as the budget loop counts them;",
                  "   the memory plan below is what is allocated)", "", "memory plan:", self.memory_table()]
         c = self.copies()

@@ -3,8 +3,10 @@ Level-2 re-check -> boundary copies -> finalize (kernels, declared workspace) ->
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import onnx
@@ -17,13 +19,21 @@ from . import _memory, _placement
 from ._boundaries import insert_copies
 from ._cpu_ep import CpuExecutionProvider, SimulatedGpuExecutionProvider
 from ._device_memory import memory_types_of
-from ._errors import InvalidOptionError, SessionError
+from ._errors import (
+    InvalidInputError,
+    InvalidOptionError,
+    MemoryProfileWriteWarning,
+    SessionBusyError,
+    SessionError,
+)
 from ._executor import Executor, RunStats
 from ._feeds import required_inputs, validate_feeds
+from ._kernels import kernel_output_shapes
 from ._options import EXTERNAL_DATA_FOLDER, MAX_SHAPE_OVERRIDE, SessionOptions
 from ._plan import SessionPlan
 
 DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
+CLOSE_TIMEOUT_S = 30.0  # how long close() waits for runs in flight before it refuses
 
 
 def _load(model: str | os.PathLike | bytes | onnx.ModelProto | Model, base_dir: str | None = None) -> Model:
@@ -81,12 +91,13 @@ class InferenceSession:
         self.constants = ort_graph.constants_to_initializers(graph)  # as ONNX Runtime does at load
         self._declared_inputs = {n: graph.values[n].shape for n in required_inputs(graph)}
         max_shapes: Any = self.options.max_shapes or self.options.get(MAX_SHAPE_OVERRIDE)
-        self.shape_report = ort_graph.resolve_shapes(self.model, self.options.free_dimension_overrides, max_shapes)
+        self.plugins = load_plugins(self.options.kernel_libraries)  # first: their output-shape callbacks
+        self.shape_report = ort_graph.resolve_shapes(self.model, self.options.free_dimension_overrides, max_shapes,
+                                                     output_shapes=kernel_output_shapes(self.plugins, self.model))
         self.fusions = ort_graph.apply_l1_fusions(self.model) if self.options.enable_fusions else []
         names = list(providers or DEFAULT_PROVIDERS)
         if not any(n.lower() in ("cpu", "cpuexecutionprovider") for n in names):
             names.append("CPUExecutionProvider")  # the fallback provider is always last
-        self.plugins = load_plugins(self.options.kernel_libraries)
         self.providers = [make_provider(n, graph, self.model.opset_imports, self.options, self.plugins) for n in names]
         self.order = ort_graph.topological_order(graph)
         self.placement = _placement.place(self.model, self.order, self.providers, self.options)
@@ -104,14 +115,15 @@ class InferenceSession:
         self.overruns = _placement.planned_overruns(self.memory, self.placement, self.providers)
         self.plan = SessionPlan(self.model, self.placement, self.memory, self.shape_report, self.fusions,
                                 self.providers, self.recheck, self.overruns)
-        device_of_ep = {p.name: p.device for p in self.providers}
-        node_allocators = {n.index: self.memory.allocators[device_of_ep[n.ep]] for n in graph.nodes
-                           if device_of_ep.get(n.ep) in self.memory.allocators}
+        node_allocators = self.memory.allocator_of_node()  # read from the memory stages
         types = memory_types_of(self.providers)
         host_outputs = {n.index: types(n)[1] for n in graph.nodes if n.index in node_allocators}
         self._executor = Executor(graph, self.order, self.kernels, allocators=node_allocators,
                                   weights=self.memory.device_weights, host_outputs=host_outputs)
         self._closed = False
+        self._runs = threading.Condition()  # guards _active_runs / _closing / _closed
+        self._active_runs = 0
+        self._closing = False
         used = {n.ep for n in graph.nodes}
         self._plan_only = [p.name for p in self.providers if not getattr(p, "can_run", True) and p.name in used]
         if self.options.memory_profile_out:
@@ -144,8 +156,25 @@ class InferenceSession:
     def run(self, output_names: Sequence[str] | None, feeds: Mapping[str, Any],
             progress: Callable[[int, int], None] | None = None) -> list[Any]:
         """Run the model; `progress(done_nodes, total_nodes)` is called after every node when given."""
-        if self._closed:
-            raise SessionError("this session was closed (its device memory freed); create a new InferenceSession")
+        with self._run_slot():
+            return self._run(output_names, feeds, progress)
+
+    @contextlib.contextmanager
+    def _run_slot(self) -> Iterator[None]:
+        """Counts a run in flight so that close() waits for it; refused once close() has begun."""
+        with self._runs:
+            if self._closed or self._closing:
+                raise SessionError("this session was closed (its device memory freed); create a new InferenceSession")
+            self._active_runs += 1
+        try:
+            yield
+        finally:
+            with self._runs:
+                self._active_runs -= 1
+                self._runs.notify_all()
+
+    def _run(self, output_names: Sequence[str] | None, feeds: Mapping[str, Any],
+             progress: Callable[[int, int], None] | None) -> list[Any]:
         idle = self._plan_only
         if idle:
             raise SessionError(
@@ -156,12 +185,10 @@ class InferenceSession:
         outputs = list(output_names or self.output_names)
         unknown = [o for o in outputs if o not in self.model.graph.outputs]
         if unknown:
-            from ._errors import InvalidInputError
-
             raise InvalidInputError(f"unknown output name(s) {unknown!r}; the model's outputs are {self.output_names!r}")
         result = self._executor.run(arrays, outputs, self.memory.layout_for(arrays), progress)
         if self._executor.recorder is not None:  # field-wise maximum over all runs so far
-            self._executor.recorder.dump(self.options.memory_profile_out)
+            _dump_memory_profile(self._executor.recorder, self.options.memory_profile_out)
         return result
 
 
@@ -171,21 +198,54 @@ class InferenceSession:
         capacity it is held to (the device's budget; None when none was given) and the weights' bytes."""
         return self.memory.device_usage()
 
-    def close(self) -> None:
-        """Free the session's device memory (weights, pre-allocated buffers) and release its kernels.
-        Idempotent; refused while a run is using the pre-allocated buffers; later runs are refused."""
-        if self._closed:
-            return
-        self.memory.close()
-        for kernel in self.kernels.values():
-            ort_abi.release_kernel(kernel)
-        self._closed = True
+    def close(self, timeout: float | None = CLOSE_TIMEOUT_S) -> None:
+        """Free the session's device memory (weights, pre-allocated buffers), release its kernels and shut
+        its execution providers down. Runs in flight (other threads) are waited for, at most `timeout`
+        seconds (None: no limit); if they have not ended by then nothing is freed and `SessionBusyError` is
+        raised: close again later. New runs are refused from the moment close() begins. Idempotent."""
+        with self._runs:
+            if self._closed:
+                return
+            self._closing = True
+            if not self._runs.wait_for(lambda: self._active_runs == 0, timeout):
+                self._closing = False
+                raise SessionBusyError(
+                    f"close() waited {timeout!r} s for {self._active_runs} run(s) in flight, which have not ended; "
+                    "nothing was freed (a running kernel still reads the weights). Close again once they finish, "
+                    "or pass a longer timeout")
+            self._closed = True
+        try:
+            self.memory.close()
+            for kernel in self.kernels.values():
+                ort_abi.release_kernel(kernel)
+        finally:
+            errors = []
+            for provider in self.providers:  # every provider is shut down, even if one of them complains
+                try:
+                    ort_abi.close_provider(provider)
+                except Exception as e:  # noqa: PERF203 - one error must not skip the other providers
+                    errors.append(e)
+            if errors:
+                raise SessionError(f"closing the execution providers failed: {errors[0]}") from errors[0]
 
     def __enter__(self) -> InferenceSession:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _dump_memory_profile(recorder: Any, path: str) -> None:
+    """Write the statistics CSV; a failure to write warns (MemoryProfileWriteWarning) and loses no outputs."""
+    import warnings
+
+    try:
+        recorder.dump(path)
+    except (OSError, ValueError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        warnings.warn(f"memory_profile_out {path!r}: the per-node memory statistics could not be written ({why}); "
+                      "the run's outputs are returned — give a writable file path", MemoryProfileWriteWarning,
+                      stacklevel=3)
 
 
 def _as_mapping(opts: SessionOptions) -> dict[str, Any]:

@@ -7,6 +7,8 @@
     ortrun demo
 
 Without MODEL, commands use the built-in demo decoder (ort_graph.zoo.demo_decoder()).
+`run` makes its inputs first (`--input` files, else generated: `--dim`, what the model pins, then past*=0,
+*seq*/*len*=8, others 1) and plans exactly their shapes; `generate` plans prefill and every decode step.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import ort_graph
 import ort_partition
 
 from ._errors import SessionError
-from ._feeds import generate_inputs
+from ._feeds import generate_inputs, validate_feeds
 from ._options import LAYER_ASSIGNMENT, NAME_BASED_ASSIGNMENT, PRE_ALLOCATE, SessionOptions
 from ._session import InferenceSession
 
@@ -87,8 +89,10 @@ def _providers(args: argparse.Namespace) -> list[str]:
     return ["CUDAExecutionProvider", "CPUExecutionProvider"]
 
 
-def _session(args: argparse.Namespace, dims: dict[str, int]) -> tuple[InferenceSession, str]:
+def _session(args: argparse.Namespace, dims: dict[str, int], loaded: ort_graph.Model | None = None
+             ) -> tuple[InferenceSession, str]:
     model, label = _model(args.model)
+    model = loaded if loaded is not None else model
     _progress(f"loading and planning {label}")
     t = time.perf_counter()
     sess = InferenceSession(model, _options(args, dims), providers=_providers(args))
@@ -124,13 +128,27 @@ def _check(sess: InferenceSession, model_arg: str | None, feeds: dict, outs: lis
     return worst
 
 
+def _run_feeds(args: argparse.Namespace, dims: dict[str, int]) -> tuple[ort_graph.Model, dict, dict[str, int]]:
+    """The feeds `ortrun run` will run with (generated, then `--input` files), resolved before the session is
+    made, and every symbolic input dimension they bind: the session plans exactly these shapes."""
+    model, _ = _model(args.model)
+    model = model if isinstance(model, ort_graph.Model) else ort_graph.load(model)
+    trial = ort_graph.copy_model(model)
+    ort_graph.resolve_shapes(trial, dims)
+    feeds = generate_inputs(trial.graph, dims, seed=args.seed)
+    for item in args.input or ():
+        name, sep, path = item.partition("=")
+        if not sep or not path:
+            raise SystemExit(f"ortrun: --input {item!r} must look like name=file.npy")
+        feeds[name] = np.load(path)
+    _, bindings = validate_feeds(trial.graph, feeds)
+    return model, feeds, {**dims, **bindings}
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     dims = _dims(args.dim) or (DEMO_DIMS if args.model is None else {})
-    sess, _ = _session(args, dims)
-    feeds = generate_inputs(sess.model.graph, dims, seed=args.seed)
-    for item in args.input or ():
-        name, _, path = item.partition("=")
-        feeds[name] = np.load(path)
+    model, feeds, planned = _run_feeds(args, dims)
+    sess, _ = _session(args, planned, model)
     times = []
     for i in range(max(1, args.repeat)):
         t = time.perf_counter()
@@ -161,11 +179,16 @@ def cmd_generate(args: argparse.Namespace) -> int:
     vocab = model.graph.values["logits"].shape[-1]
     tok = Tokenizer.from_file(tok_path) if tok_path and tok_path.exists() else Tokenizer.bytes_fallback(int(vocab))
     ids = tok.encode(args.prompt)
-    opts = _options(args, _dims(args.dim))
-    maxes = generation_max_shapes(model, len(ids), len(ids) + args.max_new_tokens)
-    if maxes is not None and not opts.free_dimension_overrides:
-        opts.max_shapes = maxes  # one plan for prefill and every decode step: zero allocations per token
+    dims = _dims(args.dim)
+    opts = _options(args, dims)
+    maxes = generation_max_shapes(model, len(ids), len(ids) + args.max_new_tokens, dims)
+    if maxes is not None:
+        # one plan for prefill and every decode step (each step's inputs are no larger): zero allocations per token
+        opts.max_shapes = maxes
         opts.add_session_config_entry("session.pre_allocate_execution_buffers", "1")
+    else:
+        _progress("note: cannot tell every input dimension of the decode steps ahead; each new shape is planned on "
+                  "its first step, outside the initial plan — pass --dim NAME=N for the model's symbolic dims")
     _progress(f"loading and planning {label}")
     sess = InferenceSession(model, opts, providers=_providers(args))
     print(args.prompt, end="", flush=True)

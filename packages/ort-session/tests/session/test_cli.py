@@ -21,9 +21,10 @@ def test_plan_json_layout_is_stable(model_path, capsys):
                "--dim", "batch=1", "--dim", "sequence=16", "--dim", "past_sequence=0", "--json"])
     assert rc == 0
     d = json.loads(capsys.readouterr().out)
-    assert set(d) == {"model", "placement_mode", "nodes", "devices", "copies", "layers", "declines", "recheck", "shapes"}
+    assert set(d) == {"model", "placement_mode", "granularity", "nodes", "devices", "copies", "layers", "declines",
+                      "recheck", "shapes"}
     assert d["copies"]["count"] == d["copies"]["to_device"]["count"] + d["copies"]["to_host"]["count"] > 0
-    assert d["placement_mode"] == "auto-fit"
+    assert d["placement_mode"] == "auto-fit" and d["granularity"] == "layers"
     assert set(d["nodes"][0]) == {"name", "op", "layer", "ep", "reason"}
     dev = d["devices"]["simgpu"]
     assert set(dev) == {"ep", "weights", "peak_activations", "workspace", "lower_bound", "total", "budget"}

@@ -13,6 +13,10 @@
  *            the resolved input shapes; the planner pre-allocates the declared slots and Compute()
  *            fetches them with KernelContext_GetPreallocatedWorkspace (NULL -> fall back to
  *            KernelContext_GetScratchBuffer).
+ * and, since version 3, output shapes for ops ONNX does not know (custom domains):
+ *   OrtKernelOutputShapeFunc, registered with KernelRegistry_AddKernelV3, called during shape
+ *            resolution (before placement) with the input shapes/types; what it returns lets the
+ *            nodes after the op resolve, so the session keeps its static memory plan.
  *
  * A kernel library is a shared object that exports two functions:
  *
@@ -50,14 +54,20 @@ extern "C" {
 /* ORT_KERNEL_ABI_CDEF_BEGIN -- plain C declarations only: no #if/#include, integer #defines ok */
 
 /* The ABI version this header describes. Version 2 added KernelRegistry_AddKernelV2,
- * OrtKernelImpl::DeclareWorkspaceRequirements and KernelContext_GetPreallocatedWorkspace. */
-#define ORT_KERNEL_ABI_VERSION 2
+ * OrtKernelImpl::DeclareWorkspaceRequirements and KernelContext_GetPreallocatedWorkspace; version 3
+ * added KernelRegistry_AddKernelV3 (an output-shape callback). Libraries built against 1 or 2 load
+ * unchanged; a library that calls KernelRegistry_AddKernelV3 needs a host with api->version >= 3. */
+#define ORT_KERNEL_ABI_VERSION 3
 /* The oldest library / kernel version a host of this version still accepts. */
 #define ORT_KERNEL_ABI_MIN_VERSION 1
 /* The first version whose OrtKernelImpl has the DeclareWorkspaceRequirements field. */
 #define ORT_KERNEL_ABI_VERSION_WORKSPACE 2
 /* Capacity of the slot array the host passes to DeclareWorkspaceRequirements. */
 #define ORT_WORKSPACE_MAX_SLOTS 8
+/* The first version whose host table has KernelRegistry_AddKernelV3. */
+#define ORT_KERNEL_ABI_VERSION_OUTPUT_SHAPES 3
+/* The largest output rank an OrtKernelOutputShapeFunc can report. */
+#define ORT_OUTPUT_SHAPE_MAX_RANK 16
 
 typedef struct OrtStatus OrtStatus;                     /* opaque, created by the host */
 typedef struct OrtNode OrtNode;                         /* opaque graph node (Level-1 estimate) */
@@ -124,6 +134,18 @@ typedef struct OrtWorkspaceInputShape {
   const int64_t* dims;
 } OrtWorkspaceInputShape;
 
+/* One output as an OrtKernelOutputShapeFunc reports it. The host passes every entry with
+ * state = ORT_WORKSPACE_INPUT_UNSHAPED, elem_type = 0, rank = 0 ("not known"); the callback fills the
+ * outputs it knows: state = ORT_WORKSPACE_INPUT_SHAPED, elem_type, rank <= ORT_OUTPUT_SHAPE_MAX_RANK
+ * and dims[0..rank) (-1 for an extent it cannot tell). An entry left UNSHAPED falls back to the
+ * model's declared value_info. */
+typedef struct OrtOutputShape {
+  int32_t state;      /* an OrtWorkspaceInputState: SHAPED or UNSHAPED */
+  int32_t elem_type;  /* an OrtTensorElementType; 0 keeps the host's (declared) type */
+  size_t rank;
+  int64_t dims[ORT_OUTPUT_SHAPE_MAX_RANK];
+} OrtOutputShape;
+
 /* One workspace buffer a kernel instance needs during Compute. slot_id is chosen by the kernel
  * author, unique within the kernel, in [0, ORT_WORKSPACE_MAX_SLOTS). */
 typedef struct OrtWorkspaceSlot {
@@ -163,6 +185,16 @@ typedef OrtStatus* (*OrtKernelWorkspaceEstimateFunc)(const OrtEpApi* api, const 
                                                      const OrtEp* ep,
                                                      size_t* estimated_workspace_bytes);
 
+/* Output shapes of a node, like ONNX Runtime custom ops' InferOutputShapeFn. Called during shape
+ * resolution, before placement, with the node's input shapes (the OrtWorkspaceInputShape states; -1
+ * for an extent that is not static) and the node itself (read attributes with Node_GetAttribute*).
+ * Fill output_shapes[0..num_outputs) (see OrtOutputShape). Return an error status when the inputs
+ * are invalid for the op: the host reports it and uses the declared value_info instead. */
+typedef OrtStatus* (*OrtKernelOutputShapeFunc)(const OrtKernelApi* api, const OrtNode* node,
+                                               const OrtWorkspaceInputShape* input_shapes,
+                                               size_t num_inputs, OrtOutputShape* output_shapes,
+                                               size_t num_outputs);
+
 /* The registration entry a kernel library exports (default name: OrtRegisterKernels). */
 typedef OrtStatus* (*OrtRegisterKernelsFunc)(const OrtKernelApi* api, OrtKernelRegistry* registry);
 
@@ -189,6 +221,10 @@ struct OrtKernelApi {
   OrtStatus* (*KernelDefBuilder_SetSinceVersion)(OrtKernelDefBuilder* builder, int start, int end);
   OrtStatus* (*KernelDefBuilder_SetExecutionProvider)(OrtKernelDefBuilder* builder,
                                                       const char* ep_name);
+  /* name: the op schema's type parameter (e.g. "T"). For an op without an ONNX schema (custom
+   * domains): "T<k>" (e.g. "T0", "T1") binds input k; any other name binds every present input that
+   * no "T<k>" binds. The host declines nodes whose inputs break a constraint (saying which) and
+   * checks the inputs again at Compute: a kernel registered for FLOAT never receives DOUBLE. */
   OrtStatus* (*KernelDefBuilder_AddTypeConstraint)(OrtKernelDefBuilder* builder, const char* name,
                                                    const int32_t* elem_types, size_t count);
   OrtStatus* (*KernelDefBuilder_Build)(OrtKernelDefBuilder* builder, OrtKernelDef** def_out);
@@ -254,6 +290,9 @@ struct OrtKernelApi {
    * node's declared output type */
   OrtStatus* (*KernelContext_GetOutput)(OrtKernelContext* context, size_t index,
                                         const int64_t* dims, size_t rank, OrtValue** out);
+  /* (The host checks dims against the planned shape of the output where that is known, and returns
+   * ORT_INVALID_ARGUMENT naming the node, the index and both shapes on a mismatch; a symbolic planned
+   * extent accepts any value. The kernel's Compute fails even if it drops that status.) */
   /* host memory valid until Compute returns */
   OrtStatus* (*KernelContext_GetScratchBuffer)(OrtKernelContext* context, size_t nbytes,
                                                void** out);
@@ -266,6 +305,13 @@ struct OrtKernelApi {
   OrtStatus* (*Value_GetElementType)(const OrtValue* value, int32_t* out);
   OrtStatus* (*Value_GetShape)(const OrtValue* value, const int64_t** dims, size_t* rank);
   OrtStatus* (*Value_GetElementCount)(const OrtValue* value, size_t* out);
+
+  /* ---- since version 3 ---- */
+  /* KernelRegistry_AddKernelV2 plus an output-shape callback (shape_func may be NULL) */
+  OrtStatus* (*KernelRegistry_AddKernelV3)(OrtKernelRegistry* registry, const OrtKernelDef* def,
+                                           OrtKernelCreateFunc create_func, void* create_func_state,
+                                           OrtKernelWorkspaceEstimateFunc estimate_func,
+                                           OrtKernelOutputShapeFunc shape_func);
 };
 
 /* ORT_KERNEL_ABI_CDEF_END */

@@ -3,10 +3,14 @@
 // n*row_bytes + k/2 (low nibble = even k); zero_points (optional) uint8 [N, ceil(k_blocks/2)] packed the
 // same way, default 8. 8-bit: one byte per element; zero_points uint8 [N, k_blocks], default 128.
 // scales: [N, k_blocks]. Small M: mnb{4,8}_gemv_* reads the packed weights directly (one warp per output
-// column). Larger M: mnb{4,8}_dequant_* expands B into a [K, N] workspace of A's type, then matmul_* runs.
+// column). Larger M: mnb{4,8}_tiled_* computes one 64x64 output tile per block, dequantizing each 16-deep
+// slice of B into shared memory (float) as it goes: no workspace, and B is never expanded in global memory.
 #include "common.cuh"
 
 #define GEMV_MAX_M 8
+#define TM 64
+#define TN 64
+#define TK 16
 
 template <int BITS, typename T>
 __device__ __forceinline__ float dequant(const unsigned char* __restrict__ B, const T* __restrict__ scales,
@@ -55,15 +59,58 @@ __device__ __forceinline__ void gemv_impl(const T* __restrict__ A, const unsigne
   }
 }
 
+// One TM x TN tile of Y = A [M, K] x dequant(B) [K, N] (+ bias) per block, 256 threads, 4x4 outputs each;
+// the K loop stages TM x TK of A and TK x TN dequantized weights in shared memory, float accumulation.
+// blockIdx.x: column tile, blockIdx.y: row tile (the host cuts M into launches of <= 65535 row tiles).
 template <int BITS, typename T>
-__device__ __forceinline__ void dequant_impl(const unsigned char* __restrict__ B, const T* __restrict__ scales,
-                                             const unsigned char* __restrict__ zp, T* __restrict__ W, int N, int K,
-                                             int block_size, int k_blocks) {
-  const long long total = (long long)N * K;
+__device__ __forceinline__ void tiled_impl(const T* __restrict__ A, const unsigned char* __restrict__ B,
+                                           const T* __restrict__ scales, const unsigned char* __restrict__ zp,
+                                           const T* __restrict__ bias, T* __restrict__ Y, int M, int N, int K,
+                                           int block_size, int k_blocks) {
+  __shared__ float As[TK][TM + 4];
+  __shared__ float Ws[TK][TN + 4];
   const long long row_bytes = (long long)k_blocks * (block_size * BITS / 8);
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
-    const int k = (int)(i / N), n = (int)(i % N);
-    W[i] = from_f<T>(dequant<BITS>(B, scales, zp, n, k, block_size, k_blocks, row_bytes));
+  const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+  const int row0 = blockIdx.y * TM, col0 = blockIdx.x * TN;
+  float acc[4][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
+  for (int k0 = 0; k0 < K; k0 += TK) {
+    for (int i = threadIdx.x; i < TM * TK; i += 256) {
+      const int r = i / TK, c = i % TK, gr = row0 + r, gc = k0 + c;
+      As[c][r] = (gr < M && gc < K) ? to_f(A[(long long)gr * K + gc]) : 0.f;
+    }
+    for (int i = threadIdx.x; i < TK * TN; i += 256) {
+      const int c = i / TK, r = i % TK, gk = k0 + r, gn = col0 + c;  // consecutive threads walk k of one column
+      Ws[r][c] = (gk < K && gn < N) ? dequant<BITS>(B, scales, zp, gn, gk, block_size, k_blocks, row_bytes) : 0.f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < TK; ++kk) {
+      float a[4], w[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = As[kk][ty + 16 * i];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) w[j] = Ws[kk][tx + 16 * j];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i], w[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int r = row0 + ty + 16 * i;
+    if (r >= M) continue;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int c = col0 + tx + 16 * j;
+      if (c >= N) continue;
+      Y[(long long)r * N + c] = from_f<T>(acc[i][j] + (bias ? to_f(bias[c]) : 0.f));
+    }
   }
 }
 
@@ -81,16 +128,18 @@ extern "C" __global__ void __launch_bounds__(128) mnb4_gemv_f16(
   gemv_impl<4>(A, B, scales, zp, bias, Y, M, N, K, block_size, k_blocks);
 }
 
-extern "C" __global__ void mnb4_dequant_f32(
-    const unsigned char* __restrict__ B, const float* __restrict__ scales, const unsigned char* __restrict__ zp,
-    float* __restrict__ W, int N, int K, int block_size, int k_blocks) {
-  dequant_impl<4>(B, scales, zp, W, N, K, block_size, k_blocks);
+extern "C" __global__ void __launch_bounds__(256) mnb4_tiled_f32(
+    const float* __restrict__ A, const unsigned char* __restrict__ B, const float* __restrict__ scales,
+    const unsigned char* __restrict__ zp, const float* __restrict__ bias, float* __restrict__ Y,
+    int M, int N, int K, int block_size, int k_blocks) {
+  tiled_impl<4>(A, B, scales, zp, bias, Y, M, N, K, block_size, k_blocks);
 }
 
-extern "C" __global__ void mnb4_dequant_f16(
-    const unsigned char* __restrict__ B, const f16_t* __restrict__ scales, const unsigned char* __restrict__ zp,
-    f16_t* __restrict__ W, int N, int K, int block_size, int k_blocks) {
-  dequant_impl<4>(B, scales, zp, W, N, K, block_size, k_blocks);
+extern "C" __global__ void __launch_bounds__(256) mnb4_tiled_f16(
+    const f16_t* __restrict__ A, const unsigned char* __restrict__ B, const f16_t* __restrict__ scales,
+    const unsigned char* __restrict__ zp, const f16_t* __restrict__ bias, f16_t* __restrict__ Y,
+    int M, int N, int K, int block_size, int k_blocks) {
+  tiled_impl<4>(A, B, scales, zp, bias, Y, M, N, K, block_size, k_blocks);
 }
 
 extern "C" __global__ void __launch_bounds__(128) mnb4_gemv_bf16(
@@ -100,10 +149,11 @@ extern "C" __global__ void __launch_bounds__(128) mnb4_gemv_bf16(
   gemv_impl<4>(A, B, scales, zp, bias, Y, M, N, K, block_size, k_blocks);
 }
 
-extern "C" __global__ void mnb4_dequant_bf16(
-    const unsigned char* __restrict__ B, const bf16_t* __restrict__ scales, const unsigned char* __restrict__ zp,
-    bf16_t* __restrict__ W, int N, int K, int block_size, int k_blocks) {
-  dequant_impl<4>(B, scales, zp, W, N, K, block_size, k_blocks);
+extern "C" __global__ void __launch_bounds__(256) mnb4_tiled_bf16(
+    const bf16_t* __restrict__ A, const unsigned char* __restrict__ B, const bf16_t* __restrict__ scales,
+    const unsigned char* __restrict__ zp, const bf16_t* __restrict__ bias, bf16_t* __restrict__ Y,
+    int M, int N, int K, int block_size, int k_blocks) {
+  tiled_impl<4>(A, B, scales, zp, bias, Y, M, N, K, block_size, k_blocks);
 }
 
 extern "C" __global__ void __launch_bounds__(128) mnb8_gemv_f32(
@@ -120,16 +170,18 @@ extern "C" __global__ void __launch_bounds__(128) mnb8_gemv_f16(
   gemv_impl<8>(A, B, scales, zp, bias, Y, M, N, K, block_size, k_blocks);
 }
 
-extern "C" __global__ void mnb8_dequant_f32(
-    const unsigned char* __restrict__ B, const float* __restrict__ scales, const unsigned char* __restrict__ zp,
-    float* __restrict__ W, int N, int K, int block_size, int k_blocks) {
-  dequant_impl<8>(B, scales, zp, W, N, K, block_size, k_blocks);
+extern "C" __global__ void __launch_bounds__(256) mnb8_tiled_f32(
+    const float* __restrict__ A, const unsigned char* __restrict__ B, const float* __restrict__ scales,
+    const unsigned char* __restrict__ zp, const float* __restrict__ bias, float* __restrict__ Y,
+    int M, int N, int K, int block_size, int k_blocks) {
+  tiled_impl<8>(A, B, scales, zp, bias, Y, M, N, K, block_size, k_blocks);
 }
 
-extern "C" __global__ void mnb8_dequant_f16(
-    const unsigned char* __restrict__ B, const f16_t* __restrict__ scales, const unsigned char* __restrict__ zp,
-    f16_t* __restrict__ W, int N, int K, int block_size, int k_blocks) {
-  dequant_impl<8>(B, scales, zp, W, N, K, block_size, k_blocks);
+extern "C" __global__ void __launch_bounds__(256) mnb8_tiled_f16(
+    const f16_t* __restrict__ A, const unsigned char* __restrict__ B, const f16_t* __restrict__ scales,
+    const unsigned char* __restrict__ zp, const f16_t* __restrict__ bias, f16_t* __restrict__ Y,
+    int M, int N, int K, int block_size, int k_blocks) {
+  tiled_impl<8>(A, B, scales, zp, bias, Y, M, N, K, block_size, k_blocks);
 }
 
 extern "C" __global__ void __launch_bounds__(128) mnb8_gemv_bf16(
@@ -139,8 +191,9 @@ extern "C" __global__ void __launch_bounds__(128) mnb8_gemv_bf16(
   gemv_impl<8>(A, B, scales, zp, bias, Y, M, N, K, block_size, k_blocks);
 }
 
-extern "C" __global__ void mnb8_dequant_bf16(
-    const unsigned char* __restrict__ B, const bf16_t* __restrict__ scales, const unsigned char* __restrict__ zp,
-    bf16_t* __restrict__ W, int N, int K, int block_size, int k_blocks) {
-  dequant_impl<8>(B, scales, zp, W, N, K, block_size, k_blocks);
+extern "C" __global__ void __launch_bounds__(256) mnb8_tiled_bf16(
+    const bf16_t* __restrict__ A, const unsigned char* __restrict__ B, const bf16_t* __restrict__ scales,
+    const unsigned char* __restrict__ zp, const bf16_t* __restrict__ bias, bf16_t* __restrict__ Y,
+    int M, int N, int K, int block_size, int k_blocks) {
+  tiled_impl<8>(A, B, scales, zp, bias, Y, M, N, K, block_size, k_blocks);
 }

@@ -5,15 +5,35 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._errors import IndexOutOfRangeError
 from ._registry import OpImpl, register
 from ._util import I64, INDEX, IndexTyped, decline_attr, ints, norm_axis
 
 _REDUCTIONS = ("none", "add", "mul", "max", "min")
 
 
-def _fix(idx: np.ndarray, dim: int) -> np.ndarray:
-    idx = idx.astype(np.int64)
+def _fix(idx: np.ndarray, dim: int, node, axis: int) -> np.ndarray:
+    """Indices along `axis` (length `dim`) as non-negative int64; any outside `[-dim, dim-1]` is refused."""
+    idx = np.asarray(idx).astype(np.int64)
+    _check_range(idx, dim, node, axis)
     return np.where(idx < 0, idx + dim, idx)
+
+
+def _check_range(idx: np.ndarray, dim, node, axis: int, tuple_indices: bool = False) -> None:
+    """Raise `IndexOutOfRangeError` naming the node, the first offending index, its data axis and the
+    valid range. `tuple_indices`: the last index dimension holds one index per data axis from `axis` on
+    (GatherND, ScatterND), and `dim` is the array of those axes' sizes."""
+    dim = np.asarray(dim, dtype=np.int64)
+    bad = (idx < -dim) | (idx >= dim)
+    if not bad.any():
+        return
+    pos = tuple(int(i) for i in np.argwhere(bad)[0])
+    n = int(np.broadcast_to(dim, idx.shape)[pos])
+    data_axis = axis + pos[-1] if tuple_indices else axis
+    raise IndexOutOfRangeError(
+        f"{node.op_type} node {node.name!r}: index {int(idx[pos])} at position {list(pos)} of the indices is "
+        f"outside the valid range [{-n}, {n - 1}] for data axis {data_axis} (size {n}); indices must address an "
+        "existing element (negative values count from the end)")
 
 
 @register("Gather", since=1)
@@ -23,7 +43,7 @@ class Gather(IndexTyped):
     def compute(self, node, inputs):
         x, idx = inputs
         axis = norm_axis(node.attr("axis", 0), x.ndim)
-        return [np.take(x, _fix(idx, x.shape[axis]), axis=axis)]
+        return [np.take(x, _fix(idx, x.shape[axis], node, axis), axis=axis)]
 
 
 @register("GatherElements", since=11)
@@ -33,7 +53,7 @@ class GatherElements(IndexTyped):
     def compute(self, node, inputs):
         x, idx = inputs
         axis = norm_axis(node.attr("axis", 0), x.ndim)
-        return [np.take_along_axis(x, _fix(idx, x.shape[axis]), axis=axis)]
+        return [np.take_along_axis(x, _fix(idx, x.shape[axis], node, axis), axis=axis)]
 
 
 @register("GatherND", since=11)
@@ -49,7 +69,8 @@ class GatherND(IndexTyped):
         nb = int(np.prod(bshape))
         xb = x.reshape((nb,) + x.shape[b:])
         ib = idx.reshape((nb, int(np.prod(idx.shape[b:-1])), k))
-        dims = np.array(x.shape[b:b + k])
+        dims = np.array(x.shape[b:b + k], dtype=np.int64)
+        _check_range(ib, dims, node, b, tuple_indices=True)
         ib = np.where(ib < 0, ib + dims, ib)
         batch = np.arange(nb)[:, None]
         out = xb[(batch,) + tuple(ib[..., j] for j in range(k))]
@@ -85,7 +106,7 @@ class ScatterElements(_ScatterBase):
         x, idx, upd = inputs
         axis = norm_axis(node.attr("axis", 0), x.ndim)
         out = x.copy()
-        idx = _fix(idx, x.shape[axis])
+        idx = _fix(idx, x.shape[axis], node, axis)
         grids = list(np.indices(idx.shape, sparse=True))
         grids[axis] = idx
         _apply(out, tuple(grids), upd, node.attr("reduction", "none"))
@@ -106,7 +127,8 @@ class ScatterND(_ScatterBase):
         out = x.copy()
         idx = idx.astype(np.int64)
         k = idx.shape[-1]
-        dims = np.array(x.shape[:k])
+        dims = np.array(x.shape[:k], dtype=np.int64)
+        _check_range(idx, dims, node, 0, tuple_indices=True)
         idx = np.where(idx < 0, idx + dims, idx)
         flat = idx.reshape(-1, k)
         u = upd.reshape((flat.shape[0],) + x.shape[k:])
@@ -133,6 +155,11 @@ class TensorScatter(IndexTyped):
             pos = int(wi[b]) + np.arange(n)
             if node.attr("mode", "linear") == "circular":
                 pos = pos % size
+            elif n and (pos[0] < 0 or pos[-1] >= size):
+                raise IndexOutOfRangeError(
+                    f"TensorScatter node {node.name!r}: write index {int(wi[b])} of batch {b} places {n} update(s) "
+                    f"at positions {int(pos[0])}..{int(pos[-1])}, outside [0, {size - 1}] of cache axis {axis} "
+                    "(mode 'linear' does not wrap; use mode 'circular' or a smaller write index)")
             sl = [slice(None)] * (cache.ndim - 1)
             sl[axis - 1] = pos
             out[b][tuple(sl)] = upd[b]

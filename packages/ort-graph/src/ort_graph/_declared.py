@@ -1,0 +1,65 @@
+"""The file's declared shapes as a fallback, and where resolution stopped.
+
+A value no inference resolves takes the model's declared `value_info` / graph-output annotation (with
+dimension overrides applied) at its node, so the nodes after it resolve. `first_unresolved_node` names
+the node where unknown sizes start, for the ShapeResolutionWarning and the session's refusals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ._ir import Graph, Node, Shape, Value
+from ._topo import topological_order
+
+
+def _substitute(shape: Shape | None, dims: Mapping[str, int]) -> Shape | None:
+    return None if shape is None else tuple(dims.get(d, d) if isinstance(d, str) else d for d in shape)
+
+
+def _apply_declared(graph: Graph, v: Value, dims: Mapping[str, int]) -> None:
+    """Fill what inference left unknown in `v` (dtype, rank, anonymous dims) from the file's annotation."""
+    declared = graph.declared_value_info.get(v.name)
+    if declared is None:
+        return
+    if not v.dtype:
+        v.dtype = declared.dtype
+    named = _substitute(declared.shape, dims)
+    if v.shape is None:
+        v.shape = named
+    elif named is not None and len(named) == len(v.shape):
+        v.shape = tuple(d if _anonymous(i) and not _anonymous(d) else i for i, d in zip(v.shape, named))
+
+
+def _has_anonymous(shape: Shape | None) -> bool:
+    return shape is not None and any(_anonymous(d) for d in shape)
+
+
+def _resolved(shape: Shape | None) -> bool:
+    """Known rank and no anonymous dim: a size that is static, or symbolic in named input dims."""
+    return shape is not None and not _has_anonymous(shape)
+
+
+def first_unresolved_node(graph: Graph) -> Node | None:
+    """The first node (topological order) whose inputs are resolved but an output is not: where the
+    plan's unknown sizes come from. None when every produced value is resolved."""
+    values = graph.values
+    for node in topological_order(graph):
+        if not all(_resolved(values[n].shape) for n in node.inputs if n and n in values):
+            continue  # an input is unresolved already: its producer (or a graph input) is the origin
+        if any(o and o in values and not _resolved(values[o].shape) for o in node.outputs):
+            return node
+    return None
+
+
+def unresolved_hint(node: Node) -> str:
+    """What to do about a node whose outputs could not be resolved (used in warnings and errors)."""
+    return (f"node {node.name!r} ({node.qualified_op}) is the first whose output shapes could not be resolved; "
+            "declare them in the model's value_info (or graph outputs), give free_dimension_overrides for the "
+            "symbolic dimensions they depend on, or register an output-shape callback with the op's kernel "
+            "(KernelRegistry_AddKernelV3 / add_kernel_v2(shape_func=...))")
+
+
+def _anonymous(dim) -> bool:
+    """An unknown dim, or a symbol onnx inference invented (`unk__N`)."""
+    return dim is None or (isinstance(dim, str) and dim.startswith("unk__"))

@@ -1,0 +1,255 @@
+"""Where a run's values and workspace live: the static plan (pre-allocated or per run), a trace of a new
+shape key, or the pattern traced for a key seen before.
+
+A traced run records every value's allocation and free, and each node's declared workspace (declared
+for the run's concrete input shapes) as a block live while its kernel runs; the kernel itself still
+takes scratch on that first run. Later runs with the same key get activations and workspace at their
+traced offsets, so they take no scratch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+
+import ort_abi
+import ort_memplan
+from ort_graph import Node, from_numpy_dtype
+
+from ._device_memory import DeviceMemoryStage
+from ._executor import LayoutBase, RunStats
+
+__all__ = ["BlockLayout", "CachedLayout", "PlannedLayout", "TracedPattern", "TracingLayout", "arenas"]
+
+
+class BlockLayout(LayoutBase):
+    """A layout whose values live in blocks of per-run buffers: subclasses say where (`_block`)."""
+
+    def _block(self, name: str) -> np.ndarray | ort_abi.DeviceBuffer | None:
+        raise NotImplementedError
+
+    def place(self, name: str, arr: Any) -> Any | None:
+        block = self._block(name)
+        fits = (isinstance(block, np.ndarray) and isinstance(arr, np.ndarray | np.generic) and arr.dtype != object
+                and arr.nbytes <= block.nbytes)
+        return copy_into(block, arr) if fits else None
+
+    def allocate(self, step: int, name: str, shape: tuple[int, ...], dtype: np.dtype) -> Any | None:
+        block = self._block(name)
+        return None if block is None else view_as(block, shape, dtype)
+
+    def planned_nbytes(self, name: str) -> int | None:
+        """Bytes of the planned block of value `name`, None when it has none."""
+        block = self._block(name)
+        return None if block is None else int(block.nbytes)
+
+
+def block_of(buffer: Any, offset: int, nbytes: int) -> np.ndarray | ort_abi.DeviceBuffer:
+    """Bytes [offset, offset + nbytes) of a plan's buffer: a numpy slice, or a borrowed DeviceBuffer view."""
+    if isinstance(buffer, ort_abi.DeviceBuffer):
+        return buffer.view(offset, nbytes)
+    return buffer[offset:offset + nbytes]
+
+
+def copy_into(block: np.ndarray, arr: np.ndarray) -> np.ndarray:
+    """View `block` (uint8) as `arr`'s dtype and shape, and copy `arr` there unless it already is."""
+    view = block[: arr.nbytes].view(arr.dtype).reshape(arr.shape)
+    if arr.nbytes and view.__array_interface__["data"][0] != arr.__array_interface__["data"][0]:
+        np.copyto(view, arr)
+    return view
+
+
+def view_as(block: np.ndarray | ort_abi.DeviceBuffer, shape: tuple[int, ...], dtype: np.dtype) -> Any | None:
+    """`block` (uint8 array or DeviceBuffer) as a tensor of (shape, dtype), or None when it does not fit."""
+    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+    if np.dtype(dtype).kind == "O" or nbytes > block.nbytes:
+        return None
+    if isinstance(block, ort_abi.DeviceBuffer):
+        return ort_abi.DeviceTensor(block.view(0, nbytes), shape, dtype)
+    return block[:nbytes].view(dtype).reshape(shape)
+
+
+def arenas(devices: Sequence[str] | Mapping[str, Any], stages: Mapping[str, DeviceMemoryStage]) -> dict[str, Any]:
+    """One ort-memplan allocator per planned device, from its memory stage (host memory when none)."""
+    return {d: stages[d].arena() if d in stages else ort_memplan.HostAllocator() for d in devices}
+
+
+@attrs.define(eq=False)
+class PlannedLayout(BlockLayout):
+    """Values and workspace at the offsets of the static GraphPlan. With pre-allocated buffers the run is
+    `strict`: any allocation outside the plan is an error at the node that asked for it."""
+
+    gplan: ort_memplan.GraphPlan
+    buffers: ort_memplan.ExecutionBuffers | None  # None: allocate per run (memory-pattern mode)
+    stages: Mapping[str, DeviceMemoryStage]
+    red_zone_names: Sequence[str] | None = None
+    name: str = "pre-allocated"
+    slot_ids: Mapping[int, Sequence[int]] = attrs.field(factory=dict)
+    _live: ort_memplan.ExecutionBuffers | None = attrs.field(default=None, alias="live")
+    _guard: Any = attrs.field(default=None, alias="guard")
+
+    @property
+    def strict(self) -> bool:
+        return self.buffers is not None
+
+    @contextlib.contextmanager
+    def hold(self, stats: RunStats) -> Iterator[None]:
+        bufs = self.buffers
+        if bufs is None:  # memory-pattern mode: this run's buffers, freed when it ends
+            budgets = {d: s.activation_budget for d, s in self.stages.items() if s.activation_budget is not None}
+            bufs = self.gplan.buffers(arenas(self.gplan.plan.peak, self.stages), budgets)
+            stats.allocations += len(bufs.buffers)
+        try:
+            with bufs.run():
+                self._live = bufs
+                if self.red_zone_names is not None and self.gplan.plan.red_zone:
+                    self._guard = ort_memplan.RedZoneGuard(bufs, node_names=list(self.red_zone_names))
+                try:
+                    yield
+                finally:
+                    self._live, self._guard = None, None
+        finally:
+            if bufs is not self.buffers:
+                bufs.close()
+
+    def _block(self, name: str) -> Any:
+        rid = self.gplan.activations.value_ids.get(name)
+        if rid is None:
+            return None
+        return block_of(*self._live.block(rid))
+
+    def workspace(self, node: Node, args: Sequence[Any] = ()) -> dict[int, Any]:
+        out = {}
+        for slot_id in self.slot_ids.get(node.index, ()):
+            req = self.gplan.slot_requests[(node.index, slot_id)]
+            out[slot_id] = block_of(*self._live.block(req.id))
+        return out
+
+    def before_step(self, step: int) -> None:
+        if self._guard is not None:
+            self._guard.before_step(step)
+
+    def after_step(self, step: int, node: Node) -> None:
+        if self._guard is not None:
+            self._guard.after_step(step, node.name)
+
+
+@attrs.define(eq=False)
+class TracedPattern:
+    """What the first run of a shape key recorded: block id per value (and per workspace slot), the
+    requests, and node index -> slot id -> the slot's block name."""
+
+    ids: dict[str, int] = attrs.field(factory=dict)
+    requests: list[ort_memplan.AllocationRequest] = attrs.field(factory=list)
+    workspace: dict[int, dict[int, str]] = attrs.field(factory=dict)
+
+
+def _workspace_shapes(node: Node, args: Sequence[Any]) -> list[ort_abi.WorkspaceInputShape]:
+    """The run's concrete input shapes in the positional form a kernel declares its workspace from."""
+    out = []
+    for name, arg in zip(node.inputs, args):
+        if not name or arg is None:
+            out.append(ort_abi.WorkspaceInputShape.missing())
+        elif isinstance(arg, np.ndarray | np.generic | ort_abi.DeviceTensor) and np.dtype(arg.dtype).kind != "O":
+            out.append(ort_abi.WorkspaceInputShape.shaped(tuple(int(d) for d in arg.shape), from_numpy_dtype(arg.dtype)))
+        else:
+            out.append(ort_abi.WorkspaceInputShape.unshaped())
+    return out
+
+
+@attrs.define(eq=False)
+class TracingLayout(LayoutBase):
+    """First run of a new shape key: values are fresh arrays and workspace is scratch; the allocate/free
+    order of values and declared workspace slots is recorded and planned when the run ends."""
+
+    recorder: ort_memplan.TraceRecorder
+    pattern: TracedPattern
+    device_of_value: Mapping[str, str]
+    device_of_node: Mapping[int, str]
+    kernels: Mapping[int, Any]
+    on_done: Callable[[TracedPattern], None]
+    name: str = "tracing"
+    _open_workspace: list[str] = attrs.field(factory=list, alias="open_workspace")
+
+    @contextlib.contextmanager
+    def hold(self, stats: RunStats) -> Iterator[None]:
+        with self.recorder:
+            yield
+        self.pattern.requests = self.recorder.requests()
+        self.on_done(self.pattern)
+
+    def _record(self, name: str, nbytes: int, device: str) -> None:
+        ids = self.pattern.ids
+        ids.setdefault(name, len(ids))
+        self.recorder.allocate(ids[name], nbytes, device)
+
+    def place(self, name: str, arr: Any) -> Any | None:
+        if isinstance(arr, np.ndarray | np.generic) and arr.dtype != object:
+            self._record(name, arr.nbytes, self.device_of_value.get(name, "cpu"))
+        return None
+
+    def allocate(self, step: int, name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
+        self._record(name, int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize,
+                     self.device_of_value.get(name, "cpu"))
+        return None
+
+    def release(self, step: int, name: str) -> None:
+        if name in self.pattern.ids:
+            self.recorder.free(self.pattern.ids[name])
+
+    def workspace(self, node: Node, args: Sequence[Any] = ()) -> dict[int, Any]:
+        """Declare the node's workspace for this run's shapes and trace each slot as live during the step;
+        this run the kernel still takes scratch (nothing is planned yet)."""
+        slots = ort_abi.declare_workspace(self.kernels[node.index], _workspace_shapes(node, args), node=node.name)
+        for slot in slots or ():
+            name = f"#workspace:{node.index}:{slot.slot_id}"
+            self._record(name, slot.size_bytes, self.device_of_node.get(node.index, "cpu"))
+            self.pattern.workspace.setdefault(node.index, {})[slot.slot_id] = name
+            self._open_workspace.append(name)
+        return {}
+
+    def after_step(self, step: int, node: Node) -> None:
+        opened, self._open_workspace = self._open_workspace, []
+        for name in opened:
+            self.recorder.free(self.pattern.ids[name])
+
+
+@attrs.define(eq=False)
+class CachedLayout(BlockLayout):
+    """A shape key seen before: one buffer per device sized by its traced plan; values and workspace at
+    their traced offsets."""
+
+    plan: ort_memplan.MemoryPlan
+    pattern: TracedPattern
+    stages: Mapping[str, DeviceMemoryStage]
+    name: str = "cached pattern"
+    _bufs: Any = attrs.field(default=None, alias="bufs")
+
+    @contextlib.contextmanager
+    def hold(self, stats: RunStats) -> Iterator[None]:
+        bufs = ort_memplan.ExecutionBuffers(self.plan, arenas(self.plan.peak, self.stages),
+                                            requests=self.pattern.requests)
+        stats.allocations += len(bufs.buffers)
+        try:
+            with bufs.run():
+                self._bufs = bufs
+                try:
+                    yield
+                finally:
+                    self._bufs = None
+        finally:
+            bufs.close()
+
+    def _block(self, name: str) -> Any:
+        rid = self.pattern.ids.get(name)
+        if rid is None:
+            return None
+        return block_of(*self._bufs.block(rid))
+
+    def workspace(self, node: Node, args: Sequence[Any] = ()) -> dict[int, Any]:
+        return {slot: self._block(name) for slot, name in self.pattern.workspace.get(node.index, {}).items()}

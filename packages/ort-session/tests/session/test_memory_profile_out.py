@@ -1,0 +1,39 @@
+"""An unwritable `memory_profile_out` does not lose the run: outputs come back with a
+MemoryProfileWriteWarning saying the file could not be written and why."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto as T
+from onnx import helper
+
+from ort_session import InferenceSession, MemoryProfileWriteWarning
+
+
+def _model():
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g",
+                          [helper.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, [2, 3])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 9
+    return m
+
+
+@pytest.mark.parametrize(("where", "why"), [("missing_dir/stats.csv", "No such file"), (".", "directory")])
+def test_unwritable_profile_path_warns_and_returns_outputs(tmp_path, where, why):
+    target = tmp_path / where
+    sess = InferenceSession(_model(), {"memory_profile_out": str(target)})
+    x = np.array([[-1, 2, -3], [4, -5, 6]], np.float32)
+    with pytest.warns(MemoryProfileWriteWarning, match=f"could not be written.*{why}"):
+        (y,) = sess.run(None, {"x": x})
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no temporary file left behind
+
+
+def test_writable_profile_path_is_written_whole(tmp_path):
+    target = tmp_path / "stats.csv"
+    sess = InferenceSession(_model(), {"memory_profile_out": target})
+    sess.run(None, {"x": np.ones((2, 3), np.float32)})
+    assert target.read_text().startswith("#name,") and "relu" in target.read_text()
+    assert [p.name for p in tmp_path.iterdir()] == ["stats.csv"]
