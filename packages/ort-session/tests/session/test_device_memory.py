@@ -10,8 +10,8 @@ import pytest
 import ort_abi
 from ort_graph import zoo
 from ort_session import InferenceSession, InvalidOptionError, KernelRunError, SessionError
-from ort_session._errors import UnplannedShapesWarning
 from ort_session._device_kernels import CopyKernel, StagedKernel
+from ort_session._errors import UnplannedShapesWarning
 
 CFG = zoo.DecoderConfig(layers=4, hidden=64, vocab=256)
 DIMS = {"batch": 1, "sequence": 16, "past_sequence": 0}
