@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from ort_graph import zoo
-from ort_session import InferenceSession, generate_inputs
+from ort_session import InferenceSession, generate_inputs, validate_feeds
 
 ort_cuda_ep = pytest.importorskip("ort_cuda_ep", reason="ort-cuda-ep is not installed")
 from ort_cuda_ep.testing import EmulatingDriver, install_driver  # noqa: E402
@@ -70,8 +70,11 @@ def test_real_exports_on_the_emulated_device_match_onnxruntime(shared_models, dr
     path = shared_models / "llama_l4" / export
     if not path.exists():
         pytest.skip(f"{path} is not present")
-    feeds = generate_inputs(load(path).graph, {"sequence_length": 5, "past_sequence_length": 3, "kv_cache_dim": 16})
-    sess = _quiet(InferenceSession, str(path), {"budgets": "cuda:1GiB"}, providers=[CUDA, "CPUExecutionProvider"])
+    graph = load(path).graph
+    feeds = generate_inputs(graph, {"sequence_length": 5, "past_sequence_length": 3, "kv_cache_dim": 16})
+    _, dims = validate_feeds(graph, feeds)  # a budget plans the shapes the run feeds
+    sess = _quiet(InferenceSession, str(path), {"budgets": "cuda:1GiB", "free_dimension_overrides": dims},
+                  providers=[CUDA, "CPUExecutionProvider"])
     graph = sess.model.graph
     def computes_floats(n) -> bool:  # integer shape and mask arithmetic stays on the CPU by design
         v = graph.values.get(n.inputs[0]) if n.inputs and n.inputs[0] else None

@@ -89,13 +89,20 @@ def _input_shapes(graph: Graph, dims: Mapping[str, int], max_shapes: Mapping[str
             if isinstance(d, int) and d != m:
                 raise ShapeResolutionError(f"max shape {list(shape)!r} for input {name!r} contradicts its static "
                                            f"dimension {d} (declared {list(declared)!r})")
+    # a symbol bounded through one input bounds every input that shares it (equal at run time): the largest bound
+    bound: dict[str, int] = {}
+    for name, shape in max_shapes.items():
+        for d, m in zip(graph.values[name].shape or (), shape):
+            if isinstance(d, str) and d not in dims:
+                bound[d] = max(bound.get(d, 0), int(m))
     out: dict[str, Shape | None] = {}
     for name in graph.inputs:
         if name in max_shapes:
             out[name] = tuple(int(d) for d in max_shapes[name])
         else:
             shape = graph.values[name].shape
-            out[name] = None if shape is None else tuple(dims.get(d, d) if isinstance(d, str) else d for d in shape)
+            out[name] = None if shape is None else tuple(dims.get(d, bound.get(d, d)) if isinstance(d, str) else d
+                                                         for d in shape)
     return out
 
 

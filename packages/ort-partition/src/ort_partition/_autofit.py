@@ -40,13 +40,19 @@ class AutoFitResult:
     total_nodes: int = 0  # granularity "nodes": nodes `ep` supports
     segment: tuple[int, int] | None = None  # granularity "nodes": first and last topological position on `ep`
 
+    def _bytes(self) -> str:
+        from ._units import format_bytes
+
+        return (f"budget {format_bytes(self.budget)}; per-node cost sum {format_bytes(self.cost_on_device)}, which "
+                "counts no liveness reuse: the memory plan decides")
+
     def summary(self) -> str:
         if self.granularity == "nodes":
             where = f" (topological positions {self.segment[0]}-{self.segment[1]})" if self.segment else ""
             return (f"{self.nodes_on_device}/{self.total_nodes} supported nodes on {self.ep}{where} "
-                    f"({self.cost_on_device} of {self.budget} bytes by the per-node cost sum)")
+                    f"({self._bytes()})")
         text = (f"{self.layers_on_device}/{self.total_layers} decoder layers on {self.ep} "
-                f"({self.cost_on_device} of {self.budget} bytes)")
+                f"({self._bytes()})")
         if self.tail_on_device:
             text += ", output head too"
         if self.partial_nodes:

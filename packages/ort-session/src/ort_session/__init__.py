@@ -18,6 +18,7 @@ from ._errors import (
     SessionBusyError,
     SessionError,
     UnplannedAllocationError,
+    UnplannedShapesWarning,
 )
 from ._executor import RunStats
 from ._feeds import generate_inputs, validate_feeds
@@ -39,5 +40,5 @@ __all__ = [
     "CpuExecutionProvider", "DeviceMemoryError", "FeedExceedsPlanError", "InferenceSession", "InvalidInputError",
     "InvalidOptionError", "KernelRunError", "MemoryProfileWriteWarning", "PlacementError", "RunStats", "SessionBusyError",
     "SessionError", "SessionOptions", "UnknownConfigKeyWarning", "SimulatedGpuExecutionProvider",
-    "UnplannedAllocationError", "__version__", "generate_inputs", "validate_feeds",
+    "UnplannedAllocationError", "UnplannedShapesWarning", "__version__", "generate_inputs", "validate_feeds",
 ]

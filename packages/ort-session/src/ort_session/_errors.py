@@ -55,3 +55,9 @@ class UnplannedAllocationError(SessionError):
 
 class SessionBusyError(SessionError):
     """`close()` found runs still in flight after its timeout: nothing was freed; close again once they end."""
+
+
+class UnplannedShapesWarning(UserWarning):
+    """A budgeted device holds values of unknown size (symbolic dimensions left open) and the session was told
+    to accept that (`session.allow_unplanned_shapes`) or only plans: the device allocator, not the plan, holds
+    runs to the budget."""

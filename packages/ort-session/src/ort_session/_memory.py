@@ -43,7 +43,8 @@ from ._device_memory import (
 from ._errors import FeedExceedsPlanError, InvalidInputError, InvalidOptionError
 from ._executor import FreshArrays
 from ._layouts import CachedLayout, PlannedLayout, TracedPattern, TracingLayout, arenas
-from ._options import SessionOptions
+from ._options import SessionOptions, _truthy
+from ._promise import ALLOW_UNPLANNED_SHAPES, check_budgeted_values_planned
 
 __all__ = ["RED_ZONES_ENV", "SessionMemory", "plan_memory", "red_zone_bytes"]
 
@@ -245,6 +246,10 @@ def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any],
     allocators = device_allocators(providers)
     stages = {d: DeviceMemoryStage(d, budgets.get(d), weights.get(d, 0), gplan.plan.peak.get(d, 0), allocators.get(d))
               for d in sorted(set(weights) | set(gplan.plan.peak) | set(budgets) | set(allocators))}
+    if allocate:  # before anything is allocated (auto-fit trials only compare totals)
+        check_budgeted_values_planned(graph, gplan.activations.unknown_sizes, value_device, budgets,
+                                      allow=_truthy(options.get(ALLOW_UNPLANNED_SHAPES) or "0", ALLOW_UNPLANNED_SHAPES),
+                                      can_run=all(getattr(p, "can_run", True) for p in providers if p.device in budgets))
     device_weights, buffers = _allocate(graph, order, device_of_node, stages, gplan, static, options, memory_types) \
         if allocate else (DeviceWeights(), None)
     return SessionMemory(model=model, gplan=gplan, slots=slots, stages=stages, static=static,

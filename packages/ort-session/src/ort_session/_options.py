@@ -15,9 +15,10 @@ NAME_BASED_ASSIGNMENT = "session.name_based_layer_assignment"
 PRE_ALLOCATE = "session.pre_allocate_execution_buffers"
 CUDA_PARTITIONING = "session.resource_cuda_partitioning_settings"
 MAX_SHAPE_OVERRIDE = "session.max_shape_override"
+ALLOW_UNPLANNED_SHAPES = "session.allow_unplanned_shapes"  # budgets with symbolic dims left open: warn, not refuse
 EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"  # ONNX Runtime's key
 KNOWN_CONFIG_KEYS = (LAYER_ASSIGNMENT, NAME_BASED_ASSIGNMENT, PRE_ALLOCATE, CUDA_PARTITIONING, MAX_SHAPE_OVERRIDE,
-                     EXTERNAL_DATA_FOLDER)
+                     ALLOW_UNPLANNED_SHAPES, EXTERNAL_DATA_FOLDER)
 
 
 class UnknownConfigKeyWarning(UserWarning):
@@ -73,7 +74,7 @@ class SessionOptions:
             hint = f"; did you mean {close[0]!r}?" if close else f"; the keys it reads are {list(KNOWN_CONFIG_KEYS)!r}"
             warnings.warn(f"session config key {key!r} is not read by ort-session and has no effect{hint}",
                           UnknownConfigKeyWarning, stacklevel=3)
-        if key == PRE_ALLOCATE:
+        if key in (PRE_ALLOCATE, ALLOW_UNPLANNED_SHAPES):
             _truthy(value, key)
         elif key == MAX_SHAPE_OVERRIDE:
             _check.max_shapes(value, option=key)

@@ -102,7 +102,11 @@ def _session(args: argparse.Namespace, dims: dict[str, int], loaded: ort_graph.M
 
 def cmd_plan(args: argparse.Namespace) -> int:
     dims = _dims(args.dim) or (DEMO_DIMS if args.model is None else {})
-    sess, _ = _session(args, dims)
+    model, _feeds, planned = _run_feeds(args, dims)  # the dims `ortrun run` feeds: plan and run agree
+    assumed = {k: v for k, v in planned.items() if k not in dims}
+    if assumed:
+        _progress(f"planning for the dims `ortrun run` feeds by default: {assumed!r}; give --dim name=N to plan others")
+    sess, _ = _session(args, planned, model)
     print(json.dumps(sess.plan.to_dict(), indent=2) if args.json else sess.plan.to_table())
     return 0
 
@@ -135,8 +139,8 @@ def _run_feeds(args: argparse.Namespace, dims: dict[str, int]) -> tuple[ort_grap
     model = model if isinstance(model, ort_graph.Model) else ort_graph.load(model)
     trial = ort_graph.copy_model(model)
     ort_graph.resolve_shapes(trial, dims)
-    feeds = generate_inputs(trial.graph, dims, seed=args.seed)
-    for item in args.input or ():
+    feeds = generate_inputs(trial.graph, dims, seed=getattr(args, "seed", 0))
+    for item in getattr(args, "input", None) or ():
         name, sep, path = item.partition("=")
         if not sep or not path:
             raise SystemExit(f"ortrun: --input {item!r} must look like name=file.npy")

@@ -1,0 +1,67 @@
+"""The budget promise at initialization: every byte a budgeted device will hold must be in the plan.
+
+A value whose size is unknown at initialization (a symbolic dimension no override or max shape bound) on a
+device with a budget cannot be held to that budget by the plan: a run could need any amount there. Such a
+session is refused at initialization, naming the values, the dimensions that left them unsized and the
+fix. `session.allow_unplanned_shapes = 1` accepts it knowingly: the device's allocator still holds it to its
+budget at run time, so a run that needs more fails at its node (and frees what it allocated), and a
+`UnplannedShapesWarning` says so at initialization. Plan-only sessions (a device profile without the
+device) warn instead of refusing: they never run.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ._errors import InvalidOptionError, UnplannedShapesWarning
+from ._options import ALLOW_UNPLANNED_SHAPES
+
+SHOWN = 5
+
+__all__ = ["ALLOW_UNPLANNED_SHAPES", "check_budgeted_values_planned"]
+
+
+def _symbolic_inputs(graph: Any) -> list[str]:
+    out = []
+    for name in graph.inputs:
+        if name in graph.initializers:
+            continue
+        shape = graph.values[name].shape
+        if shape is None:
+            out.append(f"{name} (no shape)")
+        else:
+            dims = [d for d in shape if not isinstance(d, int)]
+            if dims:
+                out.append(f"{name} {list(shape)!r}")
+    return out
+
+
+def check_budgeted_values_planned(graph: Any, unknown_sizes: Sequence[str], device_of_value: Mapping[str, str],
+                                  budgets: Mapping[str, int], *, allow: bool, can_run: bool) -> None:
+    """Refuse (or, when allowed or plan-only, warn about) values of unknown size on budgeted devices."""
+    unplanned: dict[str, list[str]] = {}
+    for name in unknown_sizes:
+        device = device_of_value.get(name)
+        if device in budgets:
+            unplanned.setdefault(device, []).append(name)
+    if not unplanned:
+        return
+    where = "; ".join(f"{d} (budget {budgets[d]} bytes): {len(v)} value(s), e.g. {v[:SHOWN]!r}"
+                      for d, v in sorted(unplanned.items()))
+    inputs = _symbolic_inputs(graph)
+    why = (f"inputs with symbolic dimensions: {', '.join(inputs[:SHOWN])}" if inputs
+           else "shape inference could not size them (see the shape warnings)")
+    fix = ("give every symbolic dimension a value with free_dimension_overrides (ortrun: --dim name=N) or the "
+           "largest shapes you will run with max_shapes / session.max_shape_override")
+    if allow or not can_run:
+        warnings.warn(f"the budget cannot be guaranteed by the plan: values of unknown size are placed on budgeted "
+                      f"devices ({where}) because of {why}; runs are held to the budget only by the device allocator "
+                      f"and one that needs more fails at its node. To plan them, {fix}",
+                      UnplannedShapesWarning, stacklevel=4)
+        return
+    raise InvalidOptionError(
+        f"the budget cannot be planned: values of unknown size would live on budgeted devices ({where}) because of "
+        f"{why}. To plan them, {fix}; or set {ALLOW_UNPLANNED_SHAPES}=1 to accept runs held to the budget only by "
+        "the device allocator at run time (a run that needs more then fails at its node)")
