@@ -48,3 +48,22 @@ def custom_ops_lib(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     if not ort_abi.c_available():
         pytest.skip("ort_abi._cffi_bridge is not built (C kernels cannot load)")
     return compile_library(HERE / "c" / "custom_ops.c", tmp_path_factory.mktemp("clib") / "libcustom_ops.so")
+
+
+_FUZZ_COUNTS = pytest.StashKey[dict]()
+
+
+@pytest.fixture(scope="session")
+def fuzz_counts(request: pytest.FixtureRequest) -> dict:
+    """Outcome counts of the model-file fuzzing tests, per target; printed in the terminal summary."""
+    return request.config.stash.setdefault(_FUZZ_COUNTS, {})
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ARG001 - pytest's hook signature
+    table = config.stash.get(_FUZZ_COUNTS, None)
+    if not table:
+        return
+    terminalreporter.section("model fuzzing (tests/integration/test_model_fuzz.py)")
+    for target, counts in table.items():
+        cases = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
+        terminalreporter.write_line(f"{target}: {sum(counts.values())} cases: {cases}")

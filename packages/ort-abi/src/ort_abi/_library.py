@@ -9,6 +9,7 @@ from typing import Any
 
 import attrs
 
+from . import _elf
 from ._errors import (
     AbiVersionMismatchError,
     DuplicateKernelError,
@@ -37,13 +38,28 @@ class KernelLibrary:
     entries: list[Any]
 
 
+def _library_path(path: Any) -> pathlib.Path:
+    """The library path as text; bytes must be UTF-8 (the path crosses to C as UTF-8)."""
+    try:
+        raw = os.fspath(path)
+    except TypeError as e:
+        raise KernelLibraryError(f"kernel library path {path!r} is not a path (str, bytes or os.PathLike)") from e
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        text.encode("utf-8")  # str from os.fsdecode may carry surrogate escapes of undecodable bytes
+    except UnicodeError as e:
+        raise KernelLibraryError(f"kernel library path {raw!r} is not valid UTF-8; rename the file (or a folder on "
+                                 "its path) to a UTF-8 name") from e
+    return pathlib.Path(text)
+
+
 def _dlsym(ffi: Any, lib: Any, handle: Any, name: str) -> Any:
     err = ffi.new("char[]", 1024)
     sym = lib.ort_abi_dlsym(handle, name.encode(), err, 1024)
     return None if sym == ffi.NULL else sym
 
 
-def load_kernel_library(path: str | os.PathLike[str], registry: Any,
+def load_kernel_library(path: str | bytes | os.PathLike[str], registry: Any,
                         entry_point: str = "OrtRegisterKernels") -> KernelLibrary:
     """Load a shared library compiled against ort_kernel_abi.h and call its registration entry
     `OrtStatus* entry_point(const OrtKernelApi*, OrtKernelRegistry*)` on `registry`.
@@ -51,12 +67,18 @@ def load_kernel_library(path: str | os.PathLike[str], registry: Any,
     All-or-nothing: if anything fails, the kernels it added are removed again. Raises
     LibraryNotFoundError, KernelLibraryError (not loadable), MissingSymbolError, AbiVersionMismatchError,
     DuplicateKernelError, or RegistrationFailedError (the entry returned an error or ignored one)."""
-    p = pathlib.Path(path)
+    p = _library_path(path)
     if not p.is_file():
         raise LibraryNotFoundError(f"kernel library {str(p)!r} does not exist; build it first "
                                    "(see the README of examples/c-kernel-library) or fix the path")
     ffi, lib = require_c("load_kernel_library")
     name = str(p)
+    if _elf.applies():  # a truncated ELF file would kill the process with SIGBUS inside dlopen
+        try:
+            _elf.check_shared_object(p)
+        except _elf.ElfProblem as e:
+            raise KernelLibraryError(f"cannot load kernel library {name!r}: {e}; rebuild it as a shared object for "
+                                     "this platform (cc -shared -fPIC ...) or copy it again") from e
     err = ffi.new("char[]", 1024)
     handle = lib.ort_abi_dlopen(str(p.resolve()).encode(), err, 1024)
     if handle == ffi.NULL:

@@ -9,6 +9,7 @@ from ._constprop import constants_to_initializers
 from ._copy import copy_model
 from ._dtypes import dtype_name, from_numpy_dtype, itemsize, tensor_nbytes, to_numpy_dtype
 from ._errors import (
+    DuplicateNameError,
     ExternalDataError,
     GraphError,
     GraphStructureError,
@@ -16,6 +17,7 @@ from ._errors import (
     ShapeAnnotationWarning,
     ShapeResolutionError,
     ShapeResolutionWarning,
+    TensorDataError,
     UnsupportedModelError,
 )
 from ._fusions import FUSIONS, FusionRecord, apply_l1_fusions, remove_unused_initializers
@@ -36,9 +38,9 @@ __version__ = "0.2.0"
 __all__ = [
     "FUSIONS", "FusionRecord", "LAYER_ANN_KEY", "ShapeReport", "apply_l1_fusions", "constants_to_initializers",
     "copy_model", "parse_max_shape_override",
-    "remove_unused_initializers", "resolve_shapes", "Attr", "Dim", "ExternalDataError", "ExternalLocation", "Graph", "GraphError",
+    "remove_unused_initializers", "resolve_shapes", "Attr", "Dim", "DuplicateNameError", "ExternalDataError", "ExternalLocation", "Graph", "GraphError",
     "GraphStructureError", "Model", "ModelLoadError", "Node", "Shape", "ShapeAnnotationWarning", "ShapeResolutionWarning", "first_unresolved_node", "unresolved_hint",
-    "ShapeResolutionError", "Tensor", "UnsupportedModelError", "Value", "__version__", "dtype_name",
+    "ShapeResolutionError", "Tensor", "TensorDataError", "UnsupportedModelError", "Value", "__version__", "dtype_name",
     "from_numpy_dtype", "from_proto", "is_static", "itemsize", "load", "save", "tensor_nbytes",
     "to_numpy_dtype", "to_proto", "topological_order", "validate", "zoo",
 ]

@@ -6,7 +6,9 @@ import pathlib
 
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, ValueInfoProto, helper
 
+from ._external import DataDirectory
 from ._ir import Attr, Dim, Graph, Model, Node, Shape, Value
+from ._proto_checks import check_model_proto
 from ._tensor import Tensor
 
 
@@ -38,7 +40,7 @@ def value_info(v: Value) -> ValueInfoProto:
     return helper.make_tensor_value_info(v.name, v.dtype, shape)
 
 
-def graph_from_proto(gp: GraphProto, base_dir: pathlib.Path | None, parent: Node | None = None) -> Graph:
+def graph_from_proto(gp: GraphProto, base_dir: pathlib.Path | DataDirectory | None, parent: Node | None = None) -> Graph:
     g = Graph(name=gp.name, doc_string=gp.doc_string, parent_node=parent)
     for t in gp.initializer:
         g.initializers[t.name] = Tensor.from_proto(t, base_dir)
@@ -78,7 +80,10 @@ def graph_from_proto(gp: GraphProto, base_dir: pathlib.Path | None, parent: Node
     return g
 
 
-def model_from_proto(mp: ModelProto, base_dir: pathlib.Path | None, path: pathlib.Path | None = None) -> Model:
+def model_from_proto(mp: ModelProto, base_dir: pathlib.Path | DataDirectory | None,
+                     path: pathlib.Path | None = None) -> Model:
+    """The IR of a model; the proto is checked first (text, unique names, tensor data: `_proto_checks`)."""
+    check_model_proto(mp)
     graph = graph_from_proto(mp.graph, base_dir)
     return Model(
         graph=graph, ir_version=mp.ir_version,

@@ -12,7 +12,13 @@ class ModelLoadError(GraphError):
 
 
 class ExternalDataError(ModelLoadError):
-    """An initializer's external data file is missing, unreadable or too short."""
+    """An initializer's external data is missing, too short, inconsistent with its tensor, or outside the
+    model's directory (absolute location, `..`, a symbolic link leading out, no directory for a model given
+    as bytes)."""
+
+
+class TensorDataError(ModelLoadError):
+    """An embedded tensor's data does not match its data type and dims (or its dims/type are invalid)."""
 
 
 class UnsupportedModelError(ModelLoadError):
@@ -21,6 +27,10 @@ class UnsupportedModelError(ModelLoadError):
 
 class GraphStructureError(GraphError):
     """The graph is malformed: a cycle, a dangling input, duplicate producers."""
+
+
+class DuplicateNameError(ModelLoadError, GraphStructureError):
+    """A value is defined twice (two initializers, an initializer and a node output, two producers)."""
 
 
 class ShapeResolutionError(GraphError):

@@ -11,6 +11,7 @@ from onnx import ModelProto, TensorProto, numpy_helper
 
 from ._convert import model_from_proto, model_to_proto
 from ._errors import ModelLoadError, UnsupportedModelError
+from ._external import DataDirectory, open_checked
 from ._ir import Model
 from ._tensor import Tensor
 from ._topo import validate
@@ -40,11 +41,17 @@ def _parse(data: bytes, origin: str) -> ModelProto:
     return mp
 
 
-def load(source: str | os.PathLike | bytes, *, validate_graph: bool = True) -> Model:
-    """Load a model from a path or serialized bytes. External data is mapped lazily, not read."""
+def load(source: str | os.PathLike | bytes, *, validate_graph: bool = True,
+         base_dir: str | os.PathLike | None = None) -> Model:
+    """Load a model from a path or serialized bytes. External data is mapped lazily, not read.
+
+    External data resolves against `base_dir` when given (ONNX Runtime's
+    `session.model_external_initializers_file_folder_path`), else the model file's directory; a model given
+    as bytes with external data requires `base_dir` (the working directory is never used). Files outside
+    that directory (absolute locations, `..`, symbolic links leading out) are refused."""
     if isinstance(source, bytes | bytearray | memoryview):
         mp = _parse(bytes(source), "the given bytes")
-        model = model_from_proto(mp, base_dir=None)
+        model = model_from_proto(mp, base_dir=DataDirectory.of(base_dir) if base_dir is not None else None)
     else:
         path = pathlib.Path(source)
         if not path.is_file():
@@ -54,7 +61,8 @@ def load(source: str | os.PathLike | bytes, *, validate_graph: bool = True) -> M
         except OSError as e:
             raise ModelLoadError(f"cannot read model file {str(path)!r}: {e}") from e
         mp = _parse(data, f"model file {str(path)!r}")
-        model = model_from_proto(mp, base_dir=path.parent, path=path)
+        directory = DataDirectory.of(path.parent if base_dir is None else base_dir, model_file=path)
+        model = model_from_proto(mp, base_dir=directory, path=path)
     if validate_graph:
         validate(model.graph)
     return model
@@ -62,9 +70,9 @@ def load(source: str | os.PathLike | bytes, *, validate_graph: bool = True) -> M
 
 def _raw_bytes(t: Tensor) -> bytes:
     if t.external is not None:
-        with open(t.external.path, "rb") as f:
+        with open_checked(t.name, t.external, t.nbytes) as f:
             f.seek(t.external.offset)
-            return f.read(t.nbytes if t.external.length is None else t.external.length)
+            return f.read(t.nbytes)
     proto = t.to_proto()
     if proto.HasField("raw_data"):
         return proto.raw_data
@@ -110,6 +118,7 @@ def to_proto(model: Model) -> ModelProto:
 
 
 def from_proto(mp: ModelProto, base_dir: str | os.PathLike | None = None) -> Model:
-    model = model_from_proto(mp, base_dir=pathlib.Path(base_dir) if base_dir else None)
+    """An IR model from a ModelProto; external data resolves only against `base_dir` (see `load`)."""
+    model = model_from_proto(mp, base_dir=DataDirectory.of(base_dir) if base_dir is not None else None)
     validate(model.graph)
     return model

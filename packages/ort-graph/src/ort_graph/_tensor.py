@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import pathlib
 
 import attrs
@@ -11,15 +10,9 @@ from onnx import TensorProto, numpy_helper
 
 from ._dtypes import dtype_name, tensor_nbytes, to_numpy_dtype
 from ._errors import ExternalDataError
+from ._external import DataDirectory, ExternalLocation, open_checked, resolve
 
-
-@attrs.frozen
-class ExternalLocation:
-    """Where an initializer's bytes live on disk."""
-
-    path: pathlib.Path
-    offset: int
-    length: int | None
+__all__ = ["ExternalLocation", "Tensor"]
 
 
 @attrs.define(eq=False)
@@ -52,36 +45,16 @@ class Tensor:
         return cls(name=name, dtype=proto.data_type, dims=tuple(array.shape), proto=proto, array=None)
 
     @classmethod
-    def from_proto(cls, proto: TensorProto, base_dir: pathlib.Path | None) -> Tensor:
+    def from_proto(cls, proto: TensorProto, base_dir: pathlib.Path | DataDirectory | None) -> Tensor:
+        """A tensor from its proto; external data is checked (see `_external`) but not read."""
         dims = tuple(int(d) for d in proto.dims)
         if proto.data_location != TensorProto.EXTERNAL:
             return cls(name=proto.name, dtype=proto.data_type, dims=dims, proto=proto)
-        info = {e.key: e.value for e in proto.external_data}
-        if "location" not in info:
-            raise ExternalDataError(
-                f"initializer {proto.name!r} is marked external but names no 'location'; "
-                "re-export the model or embed the tensor"
-            )
-        path = (base_dir or pathlib.Path(".")) / info["location"]
-        offset = int(info.get("offset", 0))
-        length = int(info["length"]) if "length" in info else None
-        if not path.is_file():
-            raise ExternalDataError(
-                f"initializer {proto.name!r} needs external data file {str(path)!r}, which does not exist; "
-                "keep the .data file beside the .onnx file (same relative location as when it was saved)"
-            )
-        need = tensor_nbytes(proto.data_type, dims)
-        have = os.path.getsize(path) - offset
-        if (length is not None and length > have) or (need is not None and need > have):
-            raise ExternalDataError(
-                f"external data file {str(path)!r} is too short for initializer {proto.name!r}: "
-                f"needs {need if length is None else length} bytes at offset {offset}, the file has {max(have, 0)}; "
-                "the file is truncated or belongs to another model"
-            )
+        directory = base_dir if isinstance(base_dir, DataDirectory) or base_dir is None else DataDirectory.of(base_dir)
+        location = resolve(proto, directory)
         stripped = TensorProto()
         stripped.CopyFrom(proto)
-        return cls(name=proto.name, dtype=proto.data_type, dims=dims, proto=stripped,
-                   external=ExternalLocation(path=path, offset=offset, length=length))
+        return cls(name=proto.name, dtype=proto.data_type, dims=dims, proto=stripped, external=location)
 
     def numpy(self) -> np.ndarray:
         """The tensor's values; external data is memory-mapped, not copied."""
@@ -97,11 +70,12 @@ class Tensor:
         nbytes = tensor_nbytes(self.dtype, self.dims)
         if count == 0:
             return np.zeros(self.dims, dtype=np_dtype)
-        try:
-            raw = np.memmap(self.external.path, dtype=np.uint8, mode="r",
-                            offset=self.external.offset, shape=(nbytes,))
-        except (OSError, ValueError) as e:
-            raise ExternalDataError(f"cannot map external data of {self.name!r} from {str(self.external.path)!r}: {e}") from e
+        with open_checked(self.name, self.external, nbytes) as f:
+            try:
+                raw = np.memmap(f, dtype=np.uint8, mode="r", offset=self.external.offset, shape=(nbytes,))
+            except (OSError, ValueError) as e:
+                raise ExternalDataError(f"cannot map external data of {self.name!r} from {str(self.external.path)!r}: "
+                                        f"{e}") from e
         if nbytes != count * np_dtype.itemsize:  # packed 4-bit types: let onnx unpack them
             proto = TensorProto()
             proto.CopyFrom(self.proto)

@@ -16,8 +16,9 @@ PRE_ALLOCATE = "session.pre_allocate_execution_buffers"
 CUDA_PARTITIONING = "session.resource_cuda_partitioning_settings"
 MAX_SHAPE_OVERRIDE = "session.max_shape_override"
 ALLOW_UNPLANNED_SHAPES = "session.allow_unplanned_shapes"  # budgets with symbolic dims left open: warn, not refuse
+EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"  # ONNX Runtime's key
 KNOWN_CONFIG_KEYS = (LAYER_ASSIGNMENT, NAME_BASED_ASSIGNMENT, PRE_ALLOCATE, CUDA_PARTITIONING, MAX_SHAPE_OVERRIDE,
-                     ALLOW_UNPLANNED_SHAPES)
+                     ALLOW_UNPLANNED_SHAPES, EXTERNAL_DATA_FOLDER)
 
 
 class UnknownConfigKeyWarning(UserWarning):

@@ -29,19 +29,20 @@ from ._errors import (
 from ._executor import Executor, RunStats
 from ._feeds import required_inputs, validate_feeds
 from ._kernels import kernel_output_shapes
-from ._options import MAX_SHAPE_OVERRIDE, SessionOptions
+from ._options import EXTERNAL_DATA_FOLDER, MAX_SHAPE_OVERRIDE, SessionOptions
 from ._plan import SessionPlan
 
 DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
 CLOSE_TIMEOUT_S = 30.0  # how long close() waits for runs in flight before it refuses
 
 
-def _load(model: str | os.PathLike | bytes | onnx.ModelProto | Model) -> Model:
+def _load(model: str | os.PathLike | bytes | onnx.ModelProto | Model, base_dir: str | None = None) -> Model:
+    """External data resolves against the model file's folder, or `base_dir` (EXTERNAL_DATA_FOLDER) if set."""
     if isinstance(model, Model):
         return model
     if isinstance(model, onnx.ModelProto):
-        return ort_graph.from_proto(model)
-    return ort_graph.load(model)
+        return ort_graph.from_proto(model, base_dir=base_dir)
+    return ort_graph.load(model, base_dir=base_dir)
 
 
 def load_plugins(paths: Sequence[str]) -> ort_abi.KernelRegistry | None:
@@ -85,7 +86,7 @@ class InferenceSession:
         self.options = options if isinstance(options, SessionOptions) else SessionOptions.from_mapping(options)
         for key, value in kwargs.items():
             self.options = SessionOptions.from_mapping({**_as_mapping(self.options), key: value})
-        self.model = _load(model)
+        self.model = _load(model, self.options.get(EXTERNAL_DATA_FOLDER) or None)
         graph = self.model.graph
         self.constants = ort_graph.constants_to_initializers(graph)  # as ONNX Runtime does at load
         self._declared_inputs = {n: graph.values[n].shape for n in required_inputs(graph)}

@@ -1,0 +1,186 @@
+"""Checks on a parsed ModelProto before it becomes IR: a model file is untrusted input.
+
+- every text field is valid UTF-8 (protobuf hands invalid text back as `bytes`);
+- every value has one definition per graph (SSA): graph inputs, initializers and node outputs do not
+  collide (an initializer may still be listed as a graph input: its default); a node inside a subgraph
+  may not redefine a name already defined in an enclosing graph before the node that owns the subgraph
+  (the rule of `onnx.checker`, which ONNX Runtime applies too); subgraph inputs and initializers may
+  shadow outer names, as ONNX allows;
+- every attribute has a defined type, and a node of a standard operator has as many inputs and outputs
+  as its schema (for the model's opset) allows;
+- every embedded tensor's data (raw_data or the typed field) holds exactly the bytes/elements its
+  data type and dims call for, dims are non-negative, and only initializers keep data in external files.
+
+Violations raise ModelLoadError subclasses naming the field, tensor or value; nothing is left half-built.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections import ChainMap
+from collections.abc import Mapping
+
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, defs, helper
+
+from ._dtypes import dtype_name, tensor_nbytes
+from ._errors import DuplicateNameError, ModelLoadError, TensorDataError
+
+_ELEMENTS_PER_ENTRY = {TensorProto.COMPLEX64: 0.5, TensorProto.COMPLEX128: 0.5}
+for _n, _per in (("INT4", 2), ("UINT4", 2), ("FLOAT4E2M1", 2), ("INT2", 4), ("UINT2", 4)):
+    if hasattr(TensorProto, _n):
+        _ELEMENTS_PER_ENTRY[getattr(TensorProto, _n)] = _per
+_RAW_BITS = {getattr(TensorProto, n): 2 for n in ("INT2", "UINT2") if hasattr(TensorProto, n)}
+
+
+def check_model_proto(mp: ModelProto) -> None:
+    """Raise a ModelLoadError for the first problem found (see the module docstring)."""
+    _check_text(mp, "model")
+    opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in mp.opset_import}
+    _check_graph(mp.graph, {}, "graph", opsets)
+
+
+# -- text ---------------------------------------------------------------------------------------------
+def _is_repeated(fd: FieldDescriptor) -> bool:
+    repeated = getattr(fd, "is_repeated", None)  # protobuf >= 6; older versions only have `label`
+    return bool(repeated) if repeated is not None else fd.label == FieldDescriptor.LABEL_REPEATED
+
+
+def _check_text(msg: Message, path: str) -> None:
+    for fd, value in msg.ListFields():
+        if fd.type == FieldDescriptor.TYPE_STRING:
+            for i, text in enumerate(value if _is_repeated(fd) else [value]):
+                if not isinstance(text, str):
+                    where = f"{path}.{fd.name}" + (f"[{i}]" if _is_repeated(fd) else "")
+                    raise ModelLoadError(
+                        f"text field {where} of the model is not valid UTF-8 ({bytes(text)[:80]!r}); ONNX stores "
+                        "names and strings as UTF-8 — the file is corrupt or was written by a broken exporter")
+        elif fd.type == FieldDescriptor.TYPE_MESSAGE:
+            if _is_repeated(fd):
+                for i, sub in enumerate(value):
+                    _check_text(sub, f"{path}.{fd.name}[{i}]")
+            else:
+                _check_text(value, f"{path}.{fd.name}")
+
+
+# -- names --------------------------------------------------------------------------------------------
+def _node_label(node: NodeProto, index: int) -> str:
+    return f"node {node.name!r} ({node.op_type})" if node.name else f"unnamed node #{index} ({node.op_type})"
+
+
+def _duplicate(name: str, first: str, second: str, graph: str) -> DuplicateNameError:
+    return DuplicateNameError(
+        f"value {name!r} is defined twice in {graph}: by {first} and by {second}; every value must have exactly "
+        "one definition (SSA; onnx.checker and ONNX Runtime refuse this model too) — rename one of them")
+
+
+def _check_graph(gp: GraphProto, outer: Mapping[str, str], where: str, opsets: dict[str, int]) -> None:
+    graph = f"graph {gp.name!r} ({where})"
+    defined: dict[str, str] = {}
+    for vi in gp.input:
+        if vi.name in defined:
+            raise _duplicate(vi.name, "a graph input", "another graph input of the same name", graph)
+        defined[vi.name] = "a graph input"
+    initializers: set[str] = set()
+    for t in gp.initializer:
+        if t.name in initializers:
+            raise _duplicate(t.name, "an initializer", "another initializer of the same name", graph)
+        initializers.add(t.name)
+        defined.setdefault(t.name, "an initializer")  # an initializer listed as an input is that input's default
+        _check_tensor(t, f"initializer {t.name!r} of {graph}", external_ok=True)
+    for i, node in enumerate(gp.node):
+        label = _node_label(node, i)
+        _check_arity(node, label, graph, opsets)
+        for a in node.attribute:  # names visible to a subgraph: this graph's so far, then the enclosing ones
+            _check_attribute(a, label, ChainMap(defined, outer), graph, opsets)
+        for k, out in enumerate(node.output):
+            if not out:
+                continue
+            producer = f"{label} output {k}"
+            if out in defined:
+                raise _duplicate(out, defined[out], producer, graph)
+            if out in outer:
+                raise _duplicate(out, f"{outer[out]} of an enclosing graph", producer, graph)
+            defined[out] = producer
+
+
+@functools.lru_cache(maxsize=4096)
+def _schema(op_type: str, version: int, domain: str) -> defs.OpSchema | None:
+    try:
+        return defs.get_schema(op_type, version, domain)
+    except defs.SchemaError:
+        return None
+
+
+def _check_arity(node: NodeProto, label: str, graph: str, opsets: dict[str, int]) -> None:
+    domain = "" if node.domain == "ai.onnx" else node.domain
+    version = opsets.get(domain)
+    if version is None:
+        raise ModelLoadError(
+            f"{label} in {graph} uses operator domain {domain or 'ai.onnx'!r}, but the model imports no opset for it "
+            f"(opset_import: {opsets!r}); every domain a node uses must be imported (onnx.checker requires it) — "
+            "the model file is truncated or corrupt")
+    schema = _schema(node.op_type, version, domain)
+    if schema is None:
+        return  # not a standard operator at this opset: placement declines it (or a plugin kernel serves it)
+    for kind, have, low, high in (("inputs", len(node.input), schema.min_input, schema.max_input),
+                                  ("outputs", len(node.output), schema.min_output, schema.max_output)):
+        if not low <= have <= high:
+            allowed = f"{low}" if low == high else f"{low}..{high}"
+            raise ModelLoadError(
+                f"{label} in {graph} has {have} {kind}, but {node.op_type} (opset {schema.since_version} of domain "
+                f"{domain or 'ai.onnx'!r}) takes {allowed}; the model file is corrupt or was exported for another "
+                "opset — re-export it")
+
+
+def _check_attribute(a: AttributeProto, label: str, visible: Mapping[str, str], graph: str,
+                     opsets: dict[str, int]) -> None:
+    where = f"attribute {a.name!r} of {label} in {graph}"
+    if a.type == AttributeProto.UNDEFINED or a.type not in AttributeProto.AttributeType.values():
+        raise ModelLoadError(f"{where} has attribute type {a.type}, which ONNX does not define; the model file is "
+                             "corrupt — re-export it")
+    if a.type == AttributeProto.GRAPH or a.HasField("g"):
+        _check_graph(a.g, visible, where, opsets)
+    for k, sub in enumerate(a.graphs):
+        _check_graph(sub, visible, f"{where} [{k}]", opsets)
+    if a.HasField("t"):
+        _check_tensor(a.t, f"tensor of {where}", external_ok=False)
+    for k, t in enumerate(a.tensors):
+        _check_tensor(t, f"tensor {k} of {where}", external_ok=False)
+
+
+# -- tensor data --------------------------------------------------------------------------------------
+def _check_tensor(t: TensorProto, what: str, *, external_ok: bool) -> None:
+    dims = list(t.dims)
+    if any(d < 0 for d in dims):
+        raise TensorDataError(f"{what} has negative dims {dims!r}; the model file is corrupt — re-export it")
+    if t.data_type not in TensorProto.DataType.values() or t.data_type == TensorProto.UNDEFINED:
+        raise TensorDataError(f"{what} has data type {dtype_name(t.data_type)}, which ONNX does not define; "
+                              "the model file is corrupt — re-export it")
+    if t.data_location == TensorProto.EXTERNAL:
+        if not external_ok:
+            raise TensorDataError(f"{what} keeps its data in an external file; only initializers may (ONNX Runtime "
+                                  "refuses this too) — embed the tensor or make it an initializer")
+        return  # checked against its file by _external.resolve
+    count = math.prod(dims)
+    if t.HasField("raw_data"):
+        expected = tensor_nbytes(t.data_type, dims)
+        if expected is None and t.data_type in _RAW_BITS:
+            expected = math.ceil(count * _RAW_BITS[t.data_type] / 8)
+        if t.data_type == TensorProto.STRING:
+            raise TensorDataError(f"{what} is a string tensor with raw_data; strings go in string_data — "
+                                  "the model file is corrupt")
+        if expected is not None and len(t.raw_data) != expected:
+            raise TensorDataError(
+                f"{what} holds {len(t.raw_data)} bytes of raw_data, but {dtype_name(t.data_type)} {dims!r} needs "
+                f"{expected}; the model file is corrupt or truncated — re-export it")
+        return
+    field = helper.tensor_dtype_to_field(t.data_type)
+    have = len(getattr(t, field))
+    expected = math.ceil(count / _ELEMENTS_PER_ENTRY.get(t.data_type, 1))
+    if have != expected:
+        raise TensorDataError(
+            f"{what} holds {have} entries in {field}, but {dtype_name(t.data_type)} {dims!r} needs {expected}; "
+            "the model file is corrupt or truncated — re-export it")

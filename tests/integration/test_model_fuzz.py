@@ -1,0 +1,182 @@
+"""Model-file fuzzing: mutated and truncated model files (and external data files) are untrusted input.
+
+Small models are built here, serialized, then bytes are flipped, the file is truncated, or a chunk is
+spliced in elsewhere (hypothesis, fixed seed: `derandomize=True`, so CI runs the same cases every time).
+Every outcome must be one of:
+
+- a typed error of the project's hierarchy at initialization or run: ort_graph.GraphError (ModelLoadError,
+  GraphStructureError, ShapeResolutionError ...), ort_session.SessionError, ort_partition.PartitionError,
+  ort_memplan.MemPlanError, ort_abi.AbiError — never a raw protobuf/numpy/KeyError/UnicodeDecodeError,
+  never a crash;
+- a session whose run matches onnxruntime on the same mutated file, when onnxruntime accepts and runs it
+  (when onnxruntime refuses a model we accept, the case is counted as `ours_only`).
+
+The counts per outcome are printed in the terminal summary ("model fuzzing") by tests/integration/conftest.py.
+"""
+
+from __future__ import annotations
+
+import collections
+import pathlib
+import tempfile
+import traceback
+import warnings
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper, numpy_helper
+
+import ort_abi
+import ort_graph
+import ort_memplan
+import ort_partition
+import ort_session
+
+TYPED_ERRORS = (ort_graph.GraphError, ort_session.SessionError, ort_partition.PartitionError,
+                ort_memplan.MemPlanError, ort_abi.AbiError)
+FEEDS = {"x": np.linspace(-1.0, 1.0, 8, dtype=np.float32).reshape(2, 4)}
+FUZZ = settings(derandomize=True, max_examples=300, deadline=10_000, database=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+
+def _base_model() -> onnx.ModelProto:
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 6)).astype(np.float32), "W"),
+             numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "b"),
+             numpy_helper.from_array(np.array([3, 4], np.int64), "shape"),
+             numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "W2")]
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"], name="/layer/MatMul"),
+             helper.make_node("Add", ["h", "b"], ["h2"], name="/layer/Add"),
+             helper.make_node("Relu", ["h2"], ["r"], name="/layer/Relu"),
+             helper.make_node("Reshape", ["r", "shape"], ["r2"], name="/layer/Reshape"),
+             helper.make_node("MatMul", ["r2", "W2"], ["m"], name="/head/MatMul"),
+             helper.make_node("Softmax", ["m"], ["y"], name="/head/Softmax", axis=-1)]
+    g = helper.make_graph(nodes, "fuzz", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+MODEL_BYTES = _base_model().SerializeToString()
+
+
+def _external_files(directory: pathlib.Path) -> tuple[bytes, bytes]:
+    """The base model with W, b, W2 in `m.onnx.data` (the Reshape shape stays embedded: onnxruntime's shape
+    inference cannot read an external shape)."""
+    mp = _base_model()
+    data = bytearray()
+    for t in mp.graph.initializer:
+        if t.name == "shape":
+            continue
+        data += b"\0" * (-len(data) % 16)
+        onnx.external_data_helper.set_external_data(t, "m.onnx.data", offset=len(data), length=len(t.raw_data))
+        data += t.raw_data
+        t.ClearField("raw_data")
+        t.data_location = TensorProto.EXTERNAL
+    (directory / "m.onnx.data").write_bytes(bytes(data))
+    (directory / "m.onnx").write_bytes(mp.SerializeToString())
+    return (directory / "m.onnx").read_bytes(), bytes(data)
+
+
+def _mutations(size_hint: int):
+    pos = st.integers(0, size_hint)
+    return st.one_of(
+        st.tuples(st.just("flip"), st.lists(st.tuples(pos, st.integers(1, 255)), min_size=1, max_size=4)),
+        st.tuples(st.just("truncate"), pos),
+        st.tuples(st.just("splice"), pos, pos, pos),
+    )
+
+
+def _mutate(data: bytes, mutation) -> bytes:
+    kind, *args = mutation
+    if not data:
+        return data
+    if kind == "flip":
+        out = bytearray(data)
+        for at, mask in args[0]:
+            out[at % len(out)] ^= mask
+        return bytes(out)
+    if kind == "truncate":
+        return data[: args[0] % len(data)]
+    start, stop, at = (a % (len(data) + 1) for a in args)
+    chunk = data[min(start, stop):max(start, stop)]
+    return data[:at] + chunk + data[at:]
+
+
+def _ours(source):
+    """('ok', outputs) or ('typed', stage, error); anything untyped propagates."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            sess = ort_session.InferenceSession(source)
+        except TYPED_ERRORS as e:
+            return ("load" if isinstance(e, ort_graph.ModelLoadError) else "init"), e
+        try:
+            return "ok", sess.run(None, FEEDS)
+        except TYPED_ERRORS as e:
+            return "run", e
+
+
+def _onnxruntime(source):
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 4
+    try:
+        sess = ort.InferenceSession(str(source) if isinstance(source, pathlib.Path) else source, opts,
+                                    providers=["CPUExecutionProvider"])
+        return sess.run(None, FEEDS)
+    except Exception:  # noqa: BLE001 - any refusal by onnxruntime only means there is nothing to compare
+        return None
+
+
+def _check(source, counts: collections.Counter, describe: str) -> None:
+    try:
+        outcome, value = _ours(source)
+    except Exception as e:  # noqa: BLE001 - the failure message shows the case
+        pytest.fail(f"{describe}: untyped {type(e).__name__} escaped: {e}\n{traceback.format_exc()}")
+    if outcome != "ok":
+        counts[f"typed error at {outcome}"] += 1
+        return
+    theirs = _onnxruntime(source)
+    if theirs is None:
+        counts["ours_only (onnxruntime refused)"] += 1
+        return
+    assert len(value) == len(theirs), describe
+    for a, b in zip(value, theirs):
+        assert a.shape == b.shape and a.dtype == b.dtype, f"{describe}: {a.shape}/{a.dtype} vs {b.shape}/{b.dtype}"
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6, equal_nan=True, err_msg=describe)
+    counts["ran, matches onnxruntime"] += 1
+
+
+@pytest.fixture
+def counts(fuzz_counts):
+    return fuzz_counts
+
+
+def test_unmutated_models_match_onnxruntime(tmp_path, counts):
+    c = counts.setdefault("unmutated", collections.Counter())
+    _check(MODEL_BYTES, c, "embedded model")
+    _external_files(tmp_path)
+    _check(tmp_path / "m.onnx", c, "external-data model")
+    assert c == {"ran, matches onnxruntime": 2}
+
+
+@FUZZ
+@given(mutation=_mutations(len(MODEL_BYTES)))
+def test_mutated_model_bytes(mutation, counts):
+    _check(_mutate(MODEL_BYTES, mutation), counts.setdefault("model bytes", collections.Counter()),
+           f"model bytes mutated by {mutation!r}")
+
+
+@FUZZ
+@given(mutation=_mutations(4096), target=st.sampled_from(["model", "data"]))
+def test_mutated_model_with_external_data(mutation, target, counts):
+    with tempfile.TemporaryDirectory() as d:
+        directory = pathlib.Path(d)
+        model, data = _external_files(directory)
+        path = directory / ("m.onnx" if target == "model" else "m.onnx.data")
+        path.write_bytes(_mutate(model if target == "model" else data, mutation))
+        _check(directory / "m.onnx", counts.setdefault(f"external data ({target} file)", collections.Counter()),
+               f"{target} file of an external-data model mutated by {mutation!r}")
