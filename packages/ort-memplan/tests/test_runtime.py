@@ -307,3 +307,19 @@ def test_a_device_that_cannot_allocate_leaves_nothing_allocated_on_the_others() 
     with pytest.raises(MemoryError, match="device full"):
         mp.ExecutionBuffers(p, {"cpu": cpu, "cuda": cuda}, requests=reqs)
     assert cpu.live == 0
+
+
+def test_a_host_buffer_the_machine_cannot_give_is_a_typed_error(monkeypatch):
+    import numpy as np
+
+    import ort_memplan
+    from ort_memplan._buffers import HostAllocator
+
+    def refuse(*a, **k):
+        raise MemoryError("no memory")
+
+    monkeypatch.setattr(np, "zeros", refuse)
+    alloc = HostAllocator()
+    with pytest.raises(ort_memplan.HostMemoryError, match=r"could not allocate a planned buffer of 137438953472 bytes"):
+        alloc.allocate(128 << 30)
+    assert alloc.allocations == 0 and alloc.allocated_bytes == 0

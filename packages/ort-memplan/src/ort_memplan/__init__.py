@@ -13,6 +13,7 @@ from ._cache import PatternCache, ShapeKey, TraceRecorder, requests_from_trace, 
 from ._errors import (
     BudgetExceededError,
     ConcurrentRunError,
+    HostMemoryError,
     InvalidRequestError,
     LookupMissError,
     MemPlanError,
@@ -35,7 +36,7 @@ __version__ = "0.2.0"
 
 __all__ = [
     "ALGORITHMS", "DEFAULT_ALIGNMENT", "MAX_BYTES", "Activations", "AllocationRequest", "Allocator", "BudgetExceededError",
-    "ConcurrentRunError", "ExecutionBuffers", "GraphPlan", "HostAccess", "HostAllocator", "InvalidRequestError",
+    "ConcurrentRunError", "HostMemoryError", "ExecutionBuffers", "GraphPlan", "HostAccess", "HostAllocator", "InvalidRequestError",
     "LookupMissError", "MemPlanError", "MemoryPlan", "MisalignedError", "OnlinePlanner", "OverlapError",
     "PatternCache", "PlanValidationError", "RedZoneGuard", "RedZoneViolation", "ShapeKey", "SizeOverflowError", "SlotKey",
     "TraceError", "TraceRecorder", "__version__", "activation_lifetimes", "align_up", "busiest_step",

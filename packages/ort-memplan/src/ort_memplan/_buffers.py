@@ -17,7 +17,7 @@ import numpy as np
 
 from ._arrays import by_device
 from ._bound import busiest_step
-from ._errors import BudgetExceededError, ConcurrentRunError, InvalidRequestError, LookupMissError
+from ._errors import BudgetExceededError, ConcurrentRunError, HostMemoryError, InvalidRequestError, LookupMissError
 from ._types import AllocationRequest, MemoryPlan
 
 
@@ -45,9 +45,17 @@ class HostAllocator:
         self.allocated_bytes = 0
 
     def allocate(self, nbytes: int) -> np.ndarray:
+        try:
+            buf = np.zeros(nbytes, np.uint8)
+        except MemoryError as e:
+            raise HostMemoryError(
+                f"the host could not allocate a planned buffer of {nbytes} bytes ({nbytes / 2**30:.1f} GiB); the plan "
+                "needs more memory than this machine gives: lower the planned shapes (free_dimension_overrides / "
+                "max_shapes), give a cpu budget so the plan is checked at initialization, or use a model whose "
+                "shape constants are sane") from e
         self.allocations += 1
         self.allocated_bytes += nbytes
-        return np.zeros(nbytes, np.uint8)
+        return buf
 
     def read(self, buffer: np.ndarray, offset: int, nbytes: int) -> bytes:
         return buffer[offset:offset + nbytes].tobytes()

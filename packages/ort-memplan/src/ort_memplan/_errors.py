@@ -57,6 +57,10 @@ class BudgetExceededError(MemPlanError):
         self.contributors = contributors
 
 
+class HostMemoryError(MemPlanError, MemoryError):
+    """The host could not allocate a planned buffer (the plan needs more memory than the machine gives)."""
+
+
 class ConcurrentRunError(MemPlanError, RuntimeError):
     """A second run tried to use pre-allocated execution buffers while another run holds them."""
 
