@@ -17,7 +17,13 @@ import numpy as np
 
 from ._arrays import by_device
 from ._bound import busiest_step
-from ._errors import BudgetExceededError, ConcurrentRunError, HostMemoryError, InvalidRequestError, LookupMissError
+from ._errors import (
+    BudgetExceededError,
+    ConcurrentRunError,
+    HostMemoryError,
+    InvalidRequestError,
+    LookupMissError,
+)
 from ._types import AllocationRequest, MemoryPlan
 
 
