@@ -64,18 +64,19 @@ def node_arg(name: str, dtype: int, shape: Sequence[Any] | None) -> NodeArg:
 
 @functools.lru_cache(maxsize=1)
 def cuda_device_count() -> int:
-    """CUDA devices the driver reports (0 without ort-cuda-ep, cuda-python, a driver or a device)."""
+    """CUDA devices the driver reports (0 without ort-cuda-ep, a driver or a device)."""
     try:
-        from cuda.bindings import driver
-
-        import ort_cuda_ep  # noqa: F401 - the provider that would run on them
-
-        if driver.cuInit(0)[0] != driver.CUresult.CUDA_SUCCESS:
-            return 0
-        err, count = driver.cuDeviceGetCount()
-        return int(count) if err == driver.CUresult.CUDA_SUCCESS else 0
-    except Exception:  # noqa: BLE001 - no driver library, no package: no device to offer
+        import ort_cuda_ep
+    except ImportError:
         return 0
+    count = 0
+    while count < 64:  # the driver numbers devices 0..n-1; discover refuses the first id past the end
+        try:
+            ort_cuda_ep.discover(count)
+        except Exception:  # noqa: BLE001 - DeviceUnavailableError, or a driver that cannot be loaded
+            break
+        count += 1
+    return count
 
 
 def get_available_providers() -> list[str]:
