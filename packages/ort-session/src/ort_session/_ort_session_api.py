@@ -22,6 +22,8 @@ class OrtSessionApi:
     _declared_inputs: dict[str, Any]
     _declared_outputs: dict[str, Any]
     _profiler: Any
+    _arguments: tuple[Any, Any, dict[str, Any]]
+    _fallback_enabled: bool = True
 
     # -- the model ------------------------------------------------------------------------------
     def _declared_arg(self, name: str, shape: Any) -> NodeArg:
@@ -71,10 +73,37 @@ class OrtSessionApi:
         this session already moved to the CPU. To refuse it at initialization, create the session with
         `sess_options.add_session_config_entry('session.disable_cpu_ep_fallback', '1')`."""
         check_no_fallback(self.placement, self.providers, self.model.graph)
+        self._fallback_enabled = False
 
     def enable_fallback(self) -> None:
-        """Allow the CPU fallback (the default). Placement is fixed at initialization, so this changes
-        nothing on a created session; it exists so that ONNX Runtime code runs unchanged."""
+        """Allow the CPU fallback again (the default) for sessions `set_providers()` creates; placement is
+        fixed at initialization, so the current one is unchanged."""
+        self._fallback_enabled = True
+
+    def set_providers(self, providers: Sequence[Any] | None = None,
+                      provider_options: Sequence[Mapping[str, Any]] | None = None) -> None:
+        """Re-create the session with other providers (ONNX Runtime's), from the same model and options. The
+        new session is built first: if it fails, this one is left as it was. After `disable_fallback()`,
+        the new session refuses the CPU fallback at initialization (`session.disable_cpu_ep_fallback`)."""
+        import attrs
+
+        import ort_graph
+
+        from ._options import DISABLE_CPU_EP_FALLBACK, SessionOptions
+
+        model, options, kwargs = self._arguments
+        if isinstance(model, ort_graph.Model):
+            raise InvalidOptionError("set_providers() cannot re-create a session built from an ort_graph Model (its "
+                                     "initialization rewrote the model); create a new InferenceSession from the file "
+                                     "or bytes")
+        kwargs = dict(kwargs)
+        options = kwargs.pop("sess_options", options)
+        if not self._fallback_enabled:
+            options = attrs.evolve(options if isinstance(options, SessionOptions) else SessionOptions.from_mapping(options))
+            options.add_session_config_entry(DISABLE_CPU_EP_FALLBACK, "1")
+        fresh = type(self)(model, options, providers, provider_options, **kwargs)
+        self.close()  # type: ignore[attr-defined]
+        self.__dict__.update(fresh.__dict__)
 
     # -- runs ---------------------------------------------------------------------------------------
     def run_with_ort_values(self, output_names: Sequence[str] | None, input_dict_ort_values: Mapping[str, Any],

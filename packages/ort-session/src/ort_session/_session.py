@@ -100,6 +100,7 @@ class InferenceSession(OrtSessionApi):
                  options: SessionOptions | Mapping[str, Any] | None = None,
                  providers: Sequence[Any] | None = None, provider_options: Sequence[Mapping[str, Any]] | None = None,
                  **kwargs: Any) -> None:
+        self._arguments = (model, options, dict(kwargs))  # what set_providers() re-creates the session from
         self.options, providers = _ort_api.normalize_arguments(options, providers, provider_options, kwargs)
         for key, value in kwargs.items():
             self.options = SessionOptions.from_mapping({**_as_mapping(self.options), key: value})

@@ -254,6 +254,12 @@ def fallback_switches(ort, models, tmp):
     return sess.run(["Y"], {"X": X})[0]
 
 
+def set_providers(ort, models, tmp):
+    sess = _sess(ort, models)
+    sess.set_providers(["CPUExecutionProvider"])
+    return [sess.get_providers(), sess.run(None, {"X": X})[1]]
+
+
 # -- SessionOptions --------------------------------------------------------------------------------
 def session_options_attributes(ort, models, tmp):
     so = ort.SessionOptions()

@@ -119,6 +119,24 @@ def test_disable_fallback_names_nodes_the_session_already_moved():
     ort.InferenceSession(mlp_model().SerializeToString()).disable_fallback()  # CPU asked for first: nothing moved
 
 
+def test_set_providers_recreates_the_session_and_keeps_it_when_the_new_one_fails():
+    model = mlp_model().SerializeToString()
+    sess = _quiet(ort.InferenceSession, model, sess_options=_fixed_batch(), providers=[CPU])
+    _quiet(sess.set_providers, [SIM, CPU], [{"gpu_mem_limit": "1GiB"}, {}])
+    assert sess.get_providers() == [SIM] and sess.placement.result.budgets == {SIM: 2**30}
+    sess.disable_fallback()  # nothing moved to the CPU: allowed, and the next set_providers refuses a fallback
+    with pytest.raises(ort.FallbackDisabledError, match="fc/MatMul"):
+        _quiet(sess.set_providers, [(SIM, {"gpu_mem_limit": 1})])
+    assert sess.get_providers() == [SIM]
+    np.testing.assert_allclose(sess.run(["Z"], {"X": X})[0], ort.InferenceSession(model).run(["Z"], {"X": X})[0],
+                               rtol=1e-6)
+    sess.enable_fallback()
+    _quiet(sess.set_providers, [(SIM, {"gpu_mem_limit": 1})])
+    assert sess.get_providers() == [CPU]
+    with pytest.raises(ort.InvalidOptionError, match="ort_graph Model"):
+        _quiet(ort.InferenceSession, zoo.decoder(zoo.DecoderConfig(layers=1))).set_providers([CPU])
+
+
 # -- SessionOptions -------------------------------------------------------------------------------
 def test_disable_all_turns_the_fusions_off_and_optimized_model_filepath_saves_the_fused_model(tmp_path):
     import onnx
