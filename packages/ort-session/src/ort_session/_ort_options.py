@@ -83,9 +83,9 @@ def _int_of(value: Any) -> int | None:
 
 def enum_option(option: str, kind: type[enum.IntEnum]) -> Callable[[Any], Any]:
     def check(value: Any) -> Any:
-        number = _int_of(value)
+        number = kind[value].value if isinstance(value, str) and value in kind.__members__ else _int_of(value)
         if number is None or number not in {m.value for m in kind}:
-            raise _fail(option, value, f"one of {[m.name for m in kind]} ({kind.__name__}.<name> or its int)")
+            raise _fail(option, value, f"one of {[m.name for m in kind]} ({kind.__name__}.<name>, its name as a str, or its int)")
         member = kind(number)
         if kind is ExecutionMode and member is ExecutionMode.ORT_PARALLEL:
             note_once(option, "nodes run one at a time in the planned order (the memory plan relies on it)")

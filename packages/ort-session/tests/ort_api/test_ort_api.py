@@ -179,7 +179,7 @@ def test_honoured_options_are_not_noted(fresh_notes):
 
 
 @pytest.mark.parametrize(("attribute", "value"), [
-    ("graph_optimization_level", 5), ("graph_optimization_level", "ORT_ENABLE_ALL"), ("intra_op_num_threads", -1),
+    ("graph_optimization_level", 5), ("graph_optimization_level", "ORT_ENABLE_EVERYTHING"), ("intra_op_num_threads", -1),
     ("intra_op_num_threads", 2.0), ("enable_mem_pattern", "no"), ("log_severity_level", 7),
     ("execution_mode", ort.GraphOptimizationLevel.ORT_ENABLE_ALL), ("profile_file_prefix", 3),
 ])
@@ -187,6 +187,12 @@ def test_a_bad_option_value_is_refused_when_set(attribute, value):
     so = ort.SessionOptions()
     with pytest.raises(ort.InvalidArgument, match=attribute):
         setattr(so, attribute, value)
+
+
+def test_enum_options_take_member_names():
+    so = ort.SessionOptions.from_mapping({"graph_optimization_level": "ORT_DISABLE_ALL", "execution_mode": 0})
+    assert so.graph_optimization_level is ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    assert so.execution_mode is ort.ExecutionMode.ORT_SEQUENTIAL
 
 
 def test_onnxruntimes_own_enum_values_are_accepted():
