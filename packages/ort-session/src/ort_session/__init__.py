@@ -9,12 +9,18 @@
 from ._cpu_ep import CpuExecutionProvider, SimulatedGpuExecutionProvider
 from ._errors import (
     DeviceMemoryError,
+    FallbackDisabledError,
     FeedExceedsPlanError,
+    InvalidGraphError,
     InvalidInputError,
+    InvalidModelError,
     InvalidOptionError,
     KernelRunError,
     MemoryProfileWriteWarning,
+    ModelFileNotFoundError,
+    ModelLoadFailedError,
     PlacementError,
+    RunTerminatedError,
     SessionBusyError,
     SessionError,
     UnplannedAllocationError,
@@ -22,6 +28,7 @@ from ._errors import (
 )
 from ._executor import RunStats
 from ._feeds import generate_inputs, validate_feeds
+from ._iobinding import IOBinding
 from ._options import (
     CUDA_PARTITIONING,
     LAYER_ASSIGNMENT,
@@ -31,6 +38,22 @@ from ._options import (
     SessionOptions,
     UnknownConfigKeyWarning,
 )
+from ._ort_api import ModelMetadata, NodeArg, get_all_providers, get_available_providers
+from ._ort_errors import (
+    EngineError,
+    EPFail,
+    Fail,
+    InvalidArgument,
+    InvalidGraph,
+    InvalidProtobuf,
+    ModelLoaded,
+    NoModel,
+    NoSuchFile,
+    NotImplemented,
+    RuntimeException,
+)
+from ._ort_options import ExecutionMode, GraphOptimizationLevel, OrtOptionNoteWarning, RunOptions
+from ._ortvalue import OrtValue
 from ._session import InferenceSession
 
 __version__ = "0.2.0"
@@ -41,4 +64,10 @@ __all__ = [
     "InvalidOptionError", "KernelRunError", "MemoryProfileWriteWarning", "PlacementError", "RunStats", "SessionBusyError",
     "SessionError", "SessionOptions", "UnknownConfigKeyWarning", "SimulatedGpuExecutionProvider",
     "UnplannedAllocationError", "UnplannedShapesWarning", "__version__", "generate_inputs", "validate_feeds",
+    # ONNX Runtime's Python API (`import ort_session as ort`)
+    "EPFail", "EngineError", "ExecutionMode", "Fail", "FallbackDisabledError", "GraphOptimizationLevel", "IOBinding",
+    "InvalidArgument", "InvalidGraph", "InvalidGraphError", "InvalidModelError", "InvalidProtobuf", "ModelFileNotFoundError",
+    "ModelLoadFailedError", "ModelLoaded", "ModelMetadata", "NoModel", "NoSuchFile", "NodeArg", "NotImplemented",
+    "OrtOptionNoteWarning", "OrtValue", "RunOptions", "RunTerminatedError", "RuntimeException", "get_all_providers",
+    "get_available_providers",
 ]

@@ -130,7 +130,8 @@ def cuda_provider(graph: Graph, opsets: Mapping[str, int], options: SessionOptio
         return UnavailableCudaProvider("this ort-cuda-ep build has no CudaExecutionProvider",
                                        "upgrade ort-cuda-ep")
     try:
-        inner = factory(device_id=0, profile=options.device_profile,
+        device_id = int(options.provider_options.get(NAME, {}).get("device_id", "0"))  # checked in _ort_api
+        inner = factory(device_id=device_id, profile=options.device_profile,
                         shapes_are_maxima=bool(options.max_shapes or options.get("session.max_shape_override")))
     except Exception as e:  # a bad profile name or a broken driver: a clear decline, never a crash later
         return UnavailableCudaProvider(f"CUDA provider could not start: {e}",

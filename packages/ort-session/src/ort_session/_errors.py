@@ -2,21 +2,33 @@
 
 from __future__ import annotations
 
+from ._ort_errors import (
+    EPFail,
+    Fail,
+    InvalidArgument,
+    InvalidGraph,
+    InvalidProtobuf,
+    NoSuchFile,
+    NotImplemented,
+    RuntimeException,
+)
 
-class SessionError(Exception):
-    """Base class of every error raised by ort-session."""
+
+class SessionError(Fail):
+    """Base class of every error raised by ort-session (an ONNX Runtime `Fail` too: see `_ort_errors`)."""
 
 
-class InvalidOptionError(SessionError, ValueError):
+class InvalidOptionError(SessionError, InvalidArgument, ValueError):
     """A session option is unknown, malformed, of the wrong type or contradicts another option (a
     ValueError too, like the parse errors of ort-partition it often wraps)."""
 
 
-class InvalidInputError(SessionError):
-    """A run's feeds do not match the model's inputs (name, dtype, rank or shape)."""
+class InvalidInputError(SessionError, InvalidArgument, ValueError):
+    """A run's feeds do not match the model's inputs (name, dtype, rank or shape); a ValueError too, as
+    ONNX Runtime raises for missing inputs."""
 
 
-class PlacementError(SessionError):
+class PlacementError(SessionError, NotImplemented):
     """A node could not be placed on any execution provider; the message lists every decline."""
 
 
@@ -24,7 +36,7 @@ class KernelRunError(SessionError):
     """A kernel failed during a run; the message names the node, op and execution provider."""
 
 
-class DeviceMemoryError(SessionError):
+class DeviceMemoryError(SessionError, RuntimeException):
     """Initialization could not allocate a device's planned memory (weights, pre-allocated buffers): the
     device has less free memory than the budget promised. Nothing stays allocated."""
 
@@ -44,7 +56,7 @@ class FeedExceedsPlanError(InvalidInputError):
         self.input_name, self.shape, self.planned = input_name, shape, planned
 
 
-class UnplannedAllocationError(SessionError):
+class UnplannedAllocationError(SessionError, RuntimeException):
     """A run with pre-allocated execution buffers asked for memory outside the plan (a scratch buffer, more
     workspace than declared, an output without a planned block): raised at that node, never counted later."""
 
@@ -61,3 +73,28 @@ class UnplannedShapesWarning(UserWarning):
     """A budgeted device holds values of unknown size (symbolic dimensions left open) and the session was told
     to accept that (`session.allow_unplanned_shapes`) or only plans: the device allocator, not the plan, holds
     runs to the budget."""
+
+
+class ModelLoadFailedError(SessionError):
+    """The model could not be loaded; the subclass says why (ONNX Runtime's matching status is a base too)."""
+
+
+class ModelFileNotFoundError(ModelLoadFailedError, NoSuchFile, FileNotFoundError):
+    """The model path does not exist."""
+
+
+class InvalidModelError(ModelLoadFailedError, InvalidProtobuf):
+    """The bytes or the file are not an ONNX model (protobuf parse failed, or no graph)."""
+
+
+class InvalidGraphError(ModelLoadFailedError, InvalidGraph):
+    """The model parses but its graph is malformed or uses what ort-graph cannot load."""
+
+
+class FallbackDisabledError(SessionError, EPFail):
+    """CPU fallback is disabled (`session.disable_cpu_ep_fallback`, `disable_fallback()`) and nodes the
+    requested providers declined would have moved to the CPU; the message names them and why."""
+
+
+class RunTerminatedError(SessionError):
+    """`RunOptions.terminate` was set: the run stopped between nodes; its outputs are discarded."""

@@ -8,7 +8,9 @@ from typing import Any
 import attrs
 
 from . import _option_checks as _check
+from . import _ort_options as _ort
 from ._errors import InvalidOptionError
+from ._ort_options import ExecutionMode, GraphOptimizationLevel
 
 LAYER_ASSIGNMENT = "session.layer_assignment_settings"
 NAME_BASED_ASSIGNMENT = "session.name_based_layer_assignment"
@@ -17,8 +19,10 @@ CUDA_PARTITIONING = "session.resource_cuda_partitioning_settings"
 MAX_SHAPE_OVERRIDE = "session.max_shape_override"
 ALLOW_UNPLANNED_SHAPES = "session.allow_unplanned_shapes"  # budgets with symbolic dims left open: warn, not refuse
 EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"  # ONNX Runtime's key
+DISABLE_CPU_EP_FALLBACK = "session.disable_cpu_ep_fallback"  # ONNX Runtime's: a declined node is an error
+ORT_CONFIG_PREFIXES = ("session.", "optimization.", "ep.", "mlas.")  # key families: unread keys warn, others fail
 KNOWN_CONFIG_KEYS = (LAYER_ASSIGNMENT, NAME_BASED_ASSIGNMENT, PRE_ALLOCATE, CUDA_PARTITIONING, MAX_SHAPE_OVERRIDE,
-                     ALLOW_UNPLANNED_SHAPES, EXTERNAL_DATA_FOLDER)
+                     ALLOW_UNPLANNED_SHAPES, EXTERNAL_DATA_FOLDER, DISABLE_CPU_EP_FALLBACK)
 
 
 class UnknownConfigKeyWarning(UserWarning):
@@ -37,11 +41,13 @@ def _truthy(value: Any, key: str) -> bool:
 
 
 @attrs.define
-class SessionOptions:
+class SessionOptions(_ort.OrtSessionOptionMethods):
     """Everything a session needs to know before loading.
 
     `config` holds ONNX Runtime-style string entries (`session.layer_assignment_settings`, ...);
-    the typed fields are this project's additions (budgets, dimension overrides, kernel libraries).
+    the typed fields are this project's additions (budgets, dimension overrides, kernel libraries);
+    the keyword-only fields at the end are ONNX Runtime's SessionOptions attributes (`_ort_options`
+    says which are honoured and which are accepted with an `OrtOptionNoteWarning`).
     """
 
     # every field is checked (and converted: numpy ints -> int, paths -> str) when set: `_option_checks`
@@ -60,12 +66,45 @@ class SessionOptions:
     # write per-node memory CSV (ONNX Runtime's stats format)
     memory_profile_out: str | None = attrs.field(default=None,
                                                  converter=_check.optional_str("memory_profile_out", path=True))
+    # -- ONNX Runtime's SessionOptions attributes (keyword-only) --
+    graph_optimization_level: GraphOptimizationLevel = attrs.field(
+        default=GraphOptimizationLevel.ORT_ENABLE_ALL, kw_only=True,
+        converter=_ort.enum_option("graph_optimization_level", GraphOptimizationLevel))
+    intra_op_num_threads: int = attrs.field(default=0, kw_only=True,  # 0: the CPU provider's default
+                                            converter=_ort.count_option("intra_op_num_threads", 0, 4096))
+    inter_op_num_threads: int = attrs.field(default=0, kw_only=True,
+                                            converter=_ort.count_option("inter_op_num_threads", 0, 4096, _ort.NO_POOL))
+    execution_mode: ExecutionMode = attrs.field(default=ExecutionMode.ORT_SEQUENTIAL, kw_only=True,
+                                                converter=_ort.enum_option("execution_mode", ExecutionMode))
+    enable_mem_pattern: bool = attrs.field(default=True, kw_only=True,
+                                           converter=_ort.flag_option("enable_mem_pattern", True, _ort.NO_ARENA))
+    enable_mem_reuse: bool = attrs.field(default=True, kw_only=True,
+                                         converter=_ort.flag_option("enable_mem_reuse", True, _ort.NO_ARENA))
+    enable_cpu_mem_arena: bool = attrs.field(default=True, kw_only=True,
+                                             converter=_ort.flag_option("enable_cpu_mem_arena", True, _ort.NO_ARENA))
+    log_severity_level: int = attrs.field(default=2, kw_only=True,
+                                          converter=_ort.count_option("log_severity_level", 2, 4, _ort.NO_LOG))
+    log_verbosity_level: int = attrs.field(default=0, kw_only=True,
+                                           converter=_ort.count_option("log_verbosity_level", 0, 1000, _ort.NO_LOG))
+    logid: str = attrs.field(default="", kw_only=True, converter=_ort.text_option("logid"))
+    use_deterministic_compute: bool = attrs.field(default=False, kw_only=True, converter=_ort.flag_option(
+        "use_deterministic_compute", False, _ort.DETERMINISTIC))
+    optimized_model_filepath: str = attrs.field(default="", kw_only=True,  # the model after fusions is saved there
+                                                converter=_ort.text_option("optimized_model_filepath"))
+    enable_profiling: bool = attrs.field(default=False, kw_only=True, converter=_ort.flag_option("enable_profiling", False))
+    profile_file_prefix: str = attrs.field(default="onnxruntime_profile_", kw_only=True,
+                                           converter=_ort.text_option("profile_file_prefix"))
+    initializer_overrides: dict[str, Any] = attrs.field(factory=dict, kw_only=True,
+                                                        converter=_ort.initializer_overrides)
+    # providers=[(name, {...})] / provider_options=[{...}], checked by the session (`_ort_api`)
+    provider_options: dict[str, dict[str, str]] = attrs.field(factory=dict, kw_only=True)
 
     def add_session_config_entry(self, key: str, value: str) -> None:
         key = _check.config_key(key)
         value = _check.config_value(key, value)
-        if not key.startswith("session."):
-            raise InvalidOptionError(f"config key {key!r} must start with 'session.'; known keys: {KNOWN_CONFIG_KEYS!r}")
+        if not key.startswith(ORT_CONFIG_PREFIXES):
+            raise InvalidOptionError(f"config key {key!r} must start with one of {ORT_CONFIG_PREFIXES!r} (ONNX Runtime's "
+                                     f"config key families); the keys ort-session reads: {KNOWN_CONFIG_KEYS!r}")
         if key not in KNOWN_CONFIG_KEYS:  # ONNX Runtime has many more keys: accepted, but a typo must not pass silently
             import difflib
             import warnings
@@ -74,7 +113,7 @@ class SessionOptions:
             hint = f"; did you mean {close[0]!r}?" if close else f"; the keys it reads are {list(KNOWN_CONFIG_KEYS)!r}"
             warnings.warn(f"session config key {key!r} is not read by ort-session and has no effect{hint}",
                           UnknownConfigKeyWarning, stacklevel=3)
-        if key in (PRE_ALLOCATE, ALLOW_UNPLANNED_SHAPES):
+        if key in (PRE_ALLOCATE, ALLOW_UNPLANNED_SHAPES, DISABLE_CPU_EP_FALLBACK):
             _truthy(value, key)
         elif key == MAX_SHAPE_OVERRIDE:
             _check.max_shapes(value, option=key)

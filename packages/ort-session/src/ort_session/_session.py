@@ -15,14 +15,17 @@ import ort_abi
 import ort_graph
 from ort_graph import Model
 
-from . import _memory, _placement
+from . import _memory, _ort_api, _placement
 from ._boundaries import insert_copies
 from ._cpu_ep import CpuExecutionProvider, SimulatedGpuExecutionProvider
 from ._device_memory import memory_types_of
 from ._errors import (
+    InvalidGraphError,
     InvalidInputError,
+    InvalidModelError,
     InvalidOptionError,
     MemoryProfileWriteWarning,
+    ModelFileNotFoundError,
     SessionBusyError,
     SessionError,
 )
@@ -30,19 +33,30 @@ from ._executor import Executor, RunStats
 from ._feeds import required_inputs, validate_feeds
 from ._kernels import kernel_output_shapes
 from ._options import EXTERNAL_DATA_FOLDER, MAX_SHAPE_OVERRIDE, SessionOptions
+from ._ort_options import GraphOptimizationLevel
+from ._ort_session_api import OrtSessionApi, terminating
 from ._plan import SessionPlan
+from ._profiling import Profiler
 
 DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
 CLOSE_TIMEOUT_S = 30.0  # how long close() waits for runs in flight before it refuses
 
 
 def _load(model: str | os.PathLike | bytes | onnx.ModelProto | Model, base_dir: str | None = None) -> Model:
-    """External data resolves against the model file's folder, or `base_dir` (EXTERNAL_DATA_FOLDER) if set."""
+    """The model; external data resolves against the model file's folder, or `base_dir` (EXTERNAL_DATA_FOLDER) if
+    set. A load failure is typed as ONNX Runtime types it (NoSuchFile, InvalidProtobuf, InvalidGraph)."""
     if isinstance(model, Model):
         return model
-    if isinstance(model, onnx.ModelProto):
-        return ort_graph.from_proto(model, base_dir=base_dir)
-    return ort_graph.load(model, base_dir=base_dir)
+    if isinstance(model, str | os.PathLike) and not os.path.exists(model):
+        raise ModelFileNotFoundError(f"model file {os.fspath(model)!r} does not exist; check the path")
+    try:
+        if isinstance(model, onnx.ModelProto):
+            return ort_graph.from_proto(model, base_dir=base_dir)
+        return ort_graph.load(model, base_dir=base_dir)
+    except ort_graph.ModelLoadError as e:
+        raise InvalidModelError(str(e)) from e
+    except ort_graph.GraphError as e:
+        raise InvalidGraphError(str(e)) from e
 
 
 def load_plugins(paths: Sequence[str]) -> ort_abi.KernelRegistry | None:
@@ -71,8 +85,11 @@ def make_provider(name: str, graph: ort_graph.Graph, opsets: Mapping[str, int], 
         "'CPUExecutionProvider'")
 
 
-class InferenceSession:
+class InferenceSession(OrtSessionApi):
     """Plan everything at construction; `run` then executes without surprises.
+
+    ONNX Runtime's forms work too: `InferenceSession(path_or_bytes, sess_options, providers=[(name, options)],
+    provider_options=[...])`, `get_inputs()`, `run(names, feeds, run_options)`, `io_binding()`... (`_ort_api`).
 
     >>> sess = InferenceSession("model.onnx", {"budgets": "cuda:6GiB"},
     ...                         providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
@@ -82,25 +99,39 @@ class InferenceSession:
 
     def __init__(self, model: str | os.PathLike | bytes | onnx.ModelProto | Model,
                  options: SessionOptions | Mapping[str, Any] | None = None,
-                 providers: Sequence[str] | None = None, **kwargs: Any) -> None:
-        self.options = options if isinstance(options, SessionOptions) else SessionOptions.from_mapping(options)
+                 providers: Sequence[Any] | None = None, provider_options: Sequence[Mapping[str, Any]] | None = None,
+                 **kwargs: Any) -> None:
+        self._arguments = (model, options, dict(kwargs))  # what set_providers() re-creates the session from
+        self.options, providers = _ort_api.normalize_arguments(options, providers, provider_options, kwargs)
         for key, value in kwargs.items():
             self.options = SessionOptions.from_mapping({**_as_mapping(self.options), key: value})
+        self._profiler = profiler = Profiler(self.options.enable_profiling, self.options.profile_file_prefix)
         self.model = _load(model, self.options.get(EXTERNAL_DATA_FOLDER) or None)
         graph = self.model.graph
+        _ort_api.override_initializers(graph, self.options.initializer_overrides)
+        profiler.phase("model_loading")
         self.constants = ort_graph.constants_to_initializers(graph)  # as ONNX Runtime does at load
         self._declared_inputs = {n: graph.values[n].shape for n in required_inputs(graph)}
+        self._declared_outputs = {n: graph.values[n].shape if n in graph.values else None for n in graph.outputs}
         max_shapes: Any = self.options.max_shapes or self.options.get(MAX_SHAPE_OVERRIDE)
         self.plugins = load_plugins(self.options.kernel_libraries)  # first: their output-shape callbacks
         self.shape_report = ort_graph.resolve_shapes(self.model, self.options.free_dimension_overrides, max_shapes,
                                                      output_shapes=kernel_output_shapes(self.plugins, self.model))
-        self.fusions = ort_graph.apply_l1_fusions(self.model) if self.options.enable_fusions else []
+        profiler.phase("shape_resolution")
+        fuse = self.options.enable_fusions and \
+            self.options.graph_optimization_level != GraphOptimizationLevel.ORT_DISABLE_ALL
+        self.fusions = ort_graph.apply_l1_fusions(self.model) if fuse else []
+        if self.options.optimized_model_filepath:  # ONNX Runtime's: the model as optimized, before placement
+            ort_graph.save(self.model, self.options.optimized_model_filepath)
+        profiler.phase("fusions")
         names = list(providers or DEFAULT_PROVIDERS)
         if not any(n.lower() in ("cpu", "cpuexecutionprovider") for n in names):
             names.append("CPUExecutionProvider")  # the fallback provider is always last
         self.providers = [make_provider(n, graph, self.model.opset_imports, self.options, self.plugins) for n in names]
         self.order = ort_graph.topological_order(graph)
         self.placement = _placement.place(self.model, self.order, self.providers, self.options)
+        if _ort_api.fallback_disabled(self.options):
+            _ort_api.check_no_fallback(self.placement, self.providers, graph)
         for node in graph.nodes:
             node.ep = self.placement.ep_of[node.index]
         self.copies = insert_copies(graph, {p.name: p.device for p in self.providers}, self.providers[-1].name,
@@ -108,11 +139,14 @@ class InferenceSession:
         if self.copies:
             self.order = ort_graph.topological_order(graph)
             self.placement.ep_of = {n.index: n.ep for n in graph.nodes}
+        profiler.phase("placement")
         self.kernels = {n.index: self._provider(n.ep).create_kernel(n) for n in graph.nodes}
+        profiler.phase("kernel_creation")
         self.memory = _memory.plan_memory(self.model, self.order, self.kernels, self.placement, self.providers,
                                           self.options)
         self.recheck = _placement.level2_recheck(self.model, self.placement, self.memory.slots, self.providers)
         self.overruns = _placement.planned_overruns(self.memory, self.placement, self.providers)
+        profiler.phase("memory_planning")
         self.plan = SessionPlan(self.model, self.placement, self.memory, self.shape_report, self.fusions,
                                 self.providers, self.recheck, self.overruns)
         node_allocators = self.memory.allocator_of_node()  # read from the memory stages
@@ -130,6 +164,7 @@ class InferenceSession:
             import ort_partition
 
             self._executor.recorder = ort_partition.NodeStatsRecorder()
+        profiler.initialized()
 
     def _provider(self, name: str | None) -> Any:
         for p in self.providers:
@@ -147,17 +182,26 @@ class InferenceSession:
         return list(self.model.graph.outputs)
 
     def get_providers(self) -> list[str]:
-        return [p.name for p in self.providers]
+        """The providers that took at least one of the model's nodes (boundary copies not counted), in priority
+        order; the fallback provider when none took any."""
+        used = {n.ep for n in self.model.graph.nodes if n.op_type not in _ort_api.COPY_OPS}
+        return [p.name for p in self.providers if p.name in used] or [self.providers[-1].name]
 
     @property
     def last_run_stats(self) -> RunStats:
         return self._executor.last_stats
 
-    def run(self, output_names: Sequence[str] | None, feeds: Mapping[str, Any],
-            progress: Callable[[int, int], None] | None = None) -> list[Any]:
-        """Run the model; `progress(done_nodes, total_nodes)` is called after every node when given."""
+    def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
+            run_options: Any = None, progress: Callable[[int, int], None] | None = None) -> list[Any]:
+        """Run the model; `progress(done_nodes, total_nodes)` is called after every node when given.
+        `run_options` (a RunOptions): `terminate = True`, from any thread, stops the run between two nodes
+        with RunTerminatedError."""
+        progress = terminating(run_options, progress, len(self.order))
+        progress, finished = self._profiler.run_hook(self.order, getattr(run_options, "logid", ""), progress)
         with self._run_slot():
-            return self._run(output_names, feeds, progress)
+            result = self._run(output_names, input_feed, progress)
+        finished()
+        return result
 
     @contextlib.contextmanager
     def _run_slot(self) -> Iterator[None]:

@@ -1,0 +1,154 @@
+"""The ONNX Runtime methods of `InferenceSession` (mixed in): model inputs and outputs as `NodeArg`s, the
+model's metadata, providers and their options, the fallback switch, OrtValue runs, IOBinding and profiling."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ._errors import InvalidOptionError, RunTerminatedError
+from ._iobinding import IOBinding
+from ._ort_api import ModelMetadata, NodeArg, check_no_fallback, node_arg
+from ._ortvalue import OrtValue
+
+
+class OrtSessionApi:
+    """Mixed into InferenceSession; reads the attributes its constructor sets."""
+
+    model: Any
+    options: Any
+    providers: list[Any]
+    placement: Any
+    _declared_inputs: dict[str, Any]
+    _declared_outputs: dict[str, Any]
+    _profiler: Any
+    _arguments: tuple[Any, Any, dict[str, Any]]
+    _fallback_enabled: bool = True
+
+    # -- the model ------------------------------------------------------------------------------
+    def _declared_arg(self, name: str, shape: Any) -> NodeArg:
+        overrides = self.options.free_dimension_overrides
+        if shape is not None:  # ONNX Runtime shows an overridden dimension as its value
+            shape = [overrides.get(d, d) if isinstance(d, str) else d for d in shape]
+        return node_arg(name, self.model.graph.values[name].dtype, shape)
+
+    def get_inputs(self) -> list[NodeArg]:
+        """The inputs a run feeds (initializers excluded), as declared by the model (dimension overrides applied)."""
+        return [self._declared_arg(n, s) for n, s in self._declared_inputs.items()]
+
+    def get_outputs(self) -> list[NodeArg]:
+        return [self._declared_arg(n, s) for n, s in self._declared_outputs.items()]
+
+    def get_overridable_initializers(self) -> list[NodeArg]:
+        """Initializers that are graph inputs too (a feed may replace them); none before IR version 4, where
+        every initializer was listed as an input (as ONNX Runtime)."""
+        graph = self.model.graph
+        if self.model.ir_version < 4:
+            return []
+        return [node_arg(n, graph.initializers[n].dtype, list(graph.initializers[n].dims))
+                for n in graph.inputs if n in graph.initializers]
+
+    def get_modelmeta(self) -> ModelMetadata:
+        m = self.model
+        return ModelMetadata(producer_name=m.producer_name, graph_name=m.graph.name, domain=m.domain,
+                             description=m.doc_string, graph_description=m.graph.doc_string, version=m.model_version,
+                             custom_metadata_map=dict(m.metadata))
+
+    # -- options and providers --------------------------------------------------------------------
+    def get_session_options(self) -> Any:
+        return self.options
+
+    def get_provider_options(self) -> dict[str, dict[str, str]]:
+        """Per provider, the options it was given (strings, as ONNX Runtime reports them) and its device id."""
+        out = {}
+        for p in self.providers:
+            given = dict(self.options.provider_options.get(p.name, {}))
+            if hasattr(p, "device_id") and p.device_type == "gpu":
+                given.setdefault("device_id", str(p.device_id))
+            out[p.name] = given
+        return out
+
+    def disable_fallback(self) -> None:
+        """Refuse the CPU fallback: raises `FallbackDisabledError` (an ONNX Runtime `EPFail`) naming the nodes
+        this session already moved to the CPU. To refuse it at initialization, create the session with
+        `sess_options.add_session_config_entry('session.disable_cpu_ep_fallback', '1')`."""
+        check_no_fallback(self.placement, self.providers, self.model.graph)
+        self._fallback_enabled = False
+
+    def enable_fallback(self) -> None:
+        """Allow the CPU fallback again (the default) for sessions `set_providers()` creates; placement is
+        fixed at initialization, so the current one is unchanged."""
+        self._fallback_enabled = True
+
+    def set_providers(self, providers: Sequence[Any] | None = None,
+                      provider_options: Sequence[Mapping[str, Any]] | None = None) -> None:
+        """Re-create the session with other providers (ONNX Runtime's), from the same model and options. The
+        new session is built first: if it fails, this one is left as it was. After `disable_fallback()`,
+        the new session refuses the CPU fallback at initialization (`session.disable_cpu_ep_fallback`)."""
+        import attrs
+
+        import ort_graph
+
+        from ._options import DISABLE_CPU_EP_FALLBACK, SessionOptions
+
+        model, options, kwargs = self._arguments
+        if isinstance(model, ort_graph.Model):
+            raise InvalidOptionError("set_providers() cannot re-create a session built from an ort_graph Model (its "
+                                     "initialization rewrote the model); create a new InferenceSession from the file "
+                                     "or bytes")
+        kwargs = dict(kwargs)
+        options = kwargs.pop("sess_options", options)
+        if not self._fallback_enabled:
+            options = attrs.evolve(options if isinstance(options, SessionOptions) else SessionOptions.from_mapping(options))
+            options.add_session_config_entry(DISABLE_CPU_EP_FALLBACK, "1")
+        fresh = type(self)(model, options, providers, provider_options, **kwargs)
+        self.close()  # type: ignore[attr-defined]
+        self.__dict__.update(fresh.__dict__)
+
+    # -- runs ---------------------------------------------------------------------------------------
+    def run_with_ort_values(self, output_names: Sequence[str] | None, input_dict_ort_values: Mapping[str, Any],
+                            run_options: Any = None) -> list[OrtValue]:
+        """`run` with OrtValues in and out (values are host-resident: see `_ortvalue`)."""
+        feeds = {n: v.numpy() if isinstance(v, OrtValue) else v for n, v in dict(input_dict_ort_values).items()}
+        return [OrtValue(v) for v in self.run(output_names, feeds, run_options)]  # type: ignore[attr-defined]
+
+    run_with_ortvalues = run_with_ort_values
+
+    def io_binding(self) -> IOBinding:
+        return IOBinding(self)
+
+    def run_with_iobinding(self, iobinding: IOBinding, run_options: Any = None) -> None:
+        iobinding.run(run_options)
+
+    # -- profiling ----------------------------------------------------------------------------------
+    def end_profiling(self) -> str:
+        """Write the profile (a Chrome/Perfetto trace) and stop profiling; the file name ('' when
+        `SessionOptions.enable_profiling` was not set)."""
+        return self._profiler.end()
+
+    def get_profiling_start_time_ns(self) -> int:
+        return self._profiler.start_time_ns
+
+
+def terminating(run_options: Any, progress: Callable[[int, int], None] | None,
+                nodes: int) -> Callable[[int, int], None] | None:
+    """The run's progress callback, checking `run_options.terminate` before the first node and after each."""
+    if run_options is None:
+        return progress
+    if not hasattr(run_options, "terminate"):
+        raise InvalidOptionError(f"run_options must be a RunOptions, got {type(run_options).__name__}; the third "
+                                 "argument of run() is run_options (pass progress= by keyword)")
+
+    def check(done: int, total: int) -> None:
+        if progress is not None and done:
+            progress(done, total)
+        if run_options.terminate:
+            raise RunTerminatedError(f"the run was terminated (RunOptions.terminate) after {done} of {total} nodes; "
+                                     "its outputs are discarded — set terminate = False to run again")
+
+    if run_options.terminate:  # set before the run: no node runs
+        check(0, nodes)
+    return check
+
+
+__all__ = ["OrtSessionApi", "terminating"]

@@ -1,0 +1,1 @@
+"""ONNX Runtime's `capi` path, for code that imports its exception types from there."""
