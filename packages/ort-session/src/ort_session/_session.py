@@ -20,18 +20,16 @@ from ._boundaries import insert_copies
 from ._cpu_ep import CpuExecutionProvider, SimulatedGpuExecutionProvider
 from ._device_memory import memory_types_of
 from ._errors import (
-    InvalidGraphError,
     InvalidInputError,
-    InvalidModelError,
     InvalidOptionError,
     MemoryProfileWriteWarning,
-    ModelFileNotFoundError,
     SessionBusyError,
     SessionError,
 )
 from ._executor import Executor, RunStats
 from ._feeds import required_inputs, validate_feeds
 from ._kernels import kernel_output_shapes
+from ._loading import load_model as _load
 from ._options import EXTERNAL_DATA_FOLDER, MAX_SHAPE_OVERRIDE, SessionOptions
 from ._ort_options import GraphOptimizationLevel
 from ._ort_session_api import OrtSessionApi, terminating
@@ -40,23 +38,6 @@ from ._profiling import Profiler
 
 DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
 CLOSE_TIMEOUT_S = 30.0  # how long close() waits for runs in flight before it refuses
-
-
-def _load(model: str | os.PathLike | bytes | onnx.ModelProto | Model, base_dir: str | None = None) -> Model:
-    """The model; external data resolves against the model file's folder, or `base_dir` (EXTERNAL_DATA_FOLDER) if
-    set. A load failure is typed as ONNX Runtime types it (NoSuchFile, InvalidProtobuf, InvalidGraph)."""
-    if isinstance(model, Model):
-        return model
-    if isinstance(model, str | os.PathLike) and not os.path.exists(model):
-        raise ModelFileNotFoundError(f"model file {os.fspath(model)!r} does not exist; check the path")
-    try:
-        if isinstance(model, onnx.ModelProto):
-            return ort_graph.from_proto(model, base_dir=base_dir)
-        return ort_graph.load(model, base_dir=base_dir)
-    except ort_graph.ModelLoadError as e:
-        raise InvalidModelError(str(e)) from e
-    except ort_graph.GraphError as e:
-        raise InvalidGraphError(str(e)) from e
 
 
 def load_plugins(paths: Sequence[str]) -> ort_abi.KernelRegistry | None:
