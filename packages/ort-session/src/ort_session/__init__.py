@@ -6,7 +6,8 @@
     outputs = sess.run(None, {"input_ids": ids})
 """
 
-from ._cpu_ep import CpuExecutionProvider, SimulatedGpuExecutionProvider
+from ort_cpu_ep import CpuExecutionProvider, SimulatedGpuExecutionProvider
+
 from ._errors import (
     DeviceMemoryError,
     FeedExceedsPlanError,

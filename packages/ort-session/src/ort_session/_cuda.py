@@ -90,7 +90,7 @@ class CudaProvider:
 
     def create_kernel(self, node: Node) -> Any:
         if node.op_type in ("MemcpyFromHost", "MemcpyToHost", "MemcpyDeviceToDevice"):
-            from ._device_kernels import CopyKernel
+            from ort_cpu_ep import CopyKernel
 
             return CopyKernel()  # explicit host <-> device transfers into the planned blocks
         if not self.can_run:

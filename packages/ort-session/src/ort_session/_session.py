@@ -13,11 +13,11 @@ import onnx
 
 import ort_abi
 import ort_graph
+from ort_cpu_ep import CpuExecutionProvider, SimulatedGpuExecutionProvider
 from ort_graph import Model
 
 from . import _memory, _placement
 from ._boundaries import insert_copies
-from ._cpu_ep import CpuExecutionProvider, SimulatedGpuExecutionProvider
 from ._device_memory import memory_types_of
 from ._errors import (
     InvalidInputError,

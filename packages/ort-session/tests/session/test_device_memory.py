@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import ort_abi
+from ort_cpu_ep._device_kernels import CopyKernel, StagedKernel
 from ort_graph import zoo
 from ort_session import InferenceSession, InvalidOptionError, KernelRunError, SessionError
-from ort_session._device_kernels import CopyKernel, StagedKernel
 from ort_session._errors import UnplannedShapesWarning
 
 CFG = zoo.DecoderConfig(layers=4, hidden=64, vocab=256)
