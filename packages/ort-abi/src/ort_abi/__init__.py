@@ -23,6 +23,7 @@ from ._buffers import (
     copy_host_to_device,
 )
 from ._context import ContextCounters, KernelContext, KernelInfo, OutputAllocator, numpy_output_allocator
+from ._copy_kernel import CopyKernel
 from ._ep import Capability, ClosableProvider, Declined, EpIdentity, EpInfo, Supported, close_provider
 from ._errors import (
     AbiError,
@@ -89,7 +90,7 @@ __all__ = [
     "MAX_OUTPUT_RANK", "MAX_SLOTS", "InputTypeError", "OutputMismatchError", "OutputShape", "check_input_types",
     "has_onnx_schema", "infer_output_shapes", "output_shapes_hook", "planned_outputs",
     "AbiError", "AbiVersionMismatchError", "AllocationError", "Allocator", "BorrowedFreeError",
-    "CFeaturesUnavailableError", "Capability", "ClosableProvider", "ContextCounters", "CrossDeviceFreeError", "CrossEpFreeError",
+    "CFeaturesUnavailableError", "Capability", "ClosableProvider", "ContextCounters", "CopyKernel", "CrossDeviceFreeError", "CrossEpFreeError",
     "Declined", "Device", "DeviceBuffer", "DeviceTensor", "DoubleFreeError", "DuplicateKernelError", "EpIdentity", "EpInfo",
     "ErrorCode", "ForeignFreeError", "HandleError", "HostAllocator", "HostApi", "InputState", "KernelContext",
     "KernelDef", "KernelDefBuilder", "KernelDefError", "KernelEntry", "KernelError", "KernelInfo",

@@ -10,7 +10,7 @@
 testing device: the same kernels on a device whose memory the host cannot read, held to a budget.
 """
 
-from ._device_kernels import CopyKernel, StagedKernel
+from ._device_kernels import StagedKernel
 from ._provider import (
     MEMCPY_OPS,
     CpuExecutionProvider,
@@ -24,7 +24,7 @@ from .ops import CpuOpError, Decline, InputInfo, OpImpl, find, register, run_gra
 __version__ = "0.1.0"
 
 __all__ = [
-    "MEMCPY_OPS", "CopyKernel", "CpuExecutionProvider", "CpuOpError", "Decline", "InputInfo", "NumpyKernel", "OpImpl",
+    "MEMCPY_OPS", "CpuExecutionProvider", "CpuOpError", "Decline", "InputInfo", "NumpyKernel", "OpImpl",
     "SimulatedGpuExecutionProvider", "StagedKernel", "__version__", "builtin_registry", "find", "register",
     "register_numpy_kernels", "run_graph",
 ]

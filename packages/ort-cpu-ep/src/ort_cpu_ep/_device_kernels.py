@@ -1,5 +1,5 @@
-"""Kernels at and across device boundaries: the boundary copy, and a host kernel run on the
-simulated device through explicit staging copies."""
+"""A host kernel run on the simulated device through explicit staging copies (the boundary copy itself is
+`ort_abi.CopyKernel`)."""
 
 from __future__ import annotations
 
@@ -9,38 +9,7 @@ import numpy as np
 
 import ort_abi
 
-__all__ = ["CopyKernel", "StagedKernel"]
-
-
-class CopyKernel:
-    """A boundary copy (MemcpyFromHost / MemcpyToHost / MemcpyDeviceToDevice): explicit host <-> device
-    transfers between the tensors the context holds; values that are not tensors pass as they are."""
-
-    def compute(self, ctx: ort_abi.KernelContext) -> None:
-        src = ctx.input(0)
-        if not isinstance(src, np.ndarray | np.generic | ort_abi.DeviceTensor) or np.dtype(src.dtype).kind == "O":
-            ctx.outputs[0] = src  # sequences, optionals, strings: host objects, never planned
-            return
-        out = ctx.output(0, src.shape, src.dtype)
-        if isinstance(src, ort_abi.DeviceTensor):
-            if isinstance(out, ort_abi.DeviceTensor):
-                _device_to_device(src, out)
-            else:
-                ort_abi.tensor_to_host(src, out)
-        elif isinstance(out, ort_abi.DeviceTensor):
-            if out.nbytes:
-                ort_abi.copy_host_to_device(np.asarray(src, order="C"), out.buffer.view(0, out.nbytes))
-        else:
-            np.copyto(out, src)
-
-
-def _device_to_device(src: ort_abi.DeviceTensor, dst: ort_abi.DeviceTensor) -> None:
-    if not src.nbytes:
-        return
-    if src.device == dst.device:
-        ort_abi.copy_device_to_device(src.buffer.view(0, src.nbytes), dst.buffer.view(0, dst.nbytes))
-    else:  # two devices without a peer path: through the host
-        ort_abi.copy_host_to_device(ort_abi.tensor_to_host(src).reshape(-1).view(np.uint8), dst.buffer.view(0, dst.nbytes))
+__all__ = ["StagedKernel"]
 
 
 class _StagingContext(ort_abi.KernelContext):

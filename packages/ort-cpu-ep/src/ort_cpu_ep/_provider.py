@@ -24,7 +24,7 @@ import ort_abi
 from ort_graph import Graph, Node, is_static
 from ort_partition import Declined, Supported
 
-from ._device_kernels import CopyKernel, StagedKernel
+from ._device_kernels import StagedKernel
 from .ops import InputInfo, OpImpl, all_ops
 from .ops._interp import _OPSETS
 from .ops._registry import _WORKSPACE
@@ -222,7 +222,7 @@ class CpuExecutionProvider:
 
     def create_kernel(self, node: Node) -> Any:
         if node.op_type in MEMCPY_OPS:
-            return CopyKernel()
+            return ort_abi.CopyKernel()
         entry = self.entry(node)
         if entry is None:
             raise RuntimeError(f"{self.name} has no kernel for {node.qualified_op}; the node should have been declined")
