@@ -14,6 +14,7 @@ per-device plans, weights uploaded once, values in the device arena, and the bud
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -25,6 +26,7 @@ from ort_graph import Graph, Node, is_static
 from ort_partition import Declined, Supported
 
 from ._device_kernels import StagedKernel
+from ._threads import check_thread_count, intra_op_thread_scope, resolve_threads
 from .ops import InputInfo, OpImpl, all_ops
 from .ops._interp import _OPSETS
 from .ops._registry import _WORKSPACE
@@ -126,14 +128,27 @@ class CpuExecutionProvider:
     device = "cpu"
     allocator: ort_abi.Allocator | None = None  # host memory: numpy arrays
 
-    def __init__(self, graph: Graph, opsets: Mapping[str, int], plugins: ort_abi.KernelRegistry | None = None) -> None:
+    def __init__(self, graph: Graph, opsets: Mapping[str, int], plugins: ort_abi.KernelRegistry | None = None,
+                 *, intra_op_num_threads: int = 0) -> None:
         self.graph = graph
+        # threads of the CPU kernels and BLAS during runs (0: the physical cores); see run_scope
+        self.intra_op_num_threads = check_thread_count(intra_op_num_threads)
         self.identity = ort_abi.EpIdentity(self.name, self.device_type, self.device_id)  # what estimates receive
         self.device_properties: dict[str, int] = {}
         self.opsets = {("" if d == "ai.onnx" else d): v for d, v in opsets.items()}
         self.registries = ([plugins] if plugins is not None else []) + [builtin_registry(self.name)]
         self._claims: dict[Node, Supported | Declined] = {}
         self._entries: dict[tuple, ort_abi.KernelEntry | None] = {}
+
+    @property
+    def threads(self) -> int:
+        """The intra-op threads runs use: `intra_op_num_threads`, or the physical cores for 0."""
+        return resolve_threads(self.intra_op_num_threads)
+
+    def run_scope(self) -> contextlib.AbstractContextManager[int]:
+        """Entered around each run (`ort_abi.provider_run_scope`): the kernels get `threads` intra-op threads
+        (`ort_cpu_ep.intra_op_threads()`) and BLAS is limited to them until the run ends."""
+        return intra_op_thread_scope(self.intra_op_num_threads)
 
     def opset(self, node: Node) -> int:
         return self.opsets.get("" if node.domain == "ai.onnx" else node.domain, 1)
@@ -236,8 +251,9 @@ class SimulatedGpuExecutionProvider(CpuExecutionProvider):
     device_type = "gpu"
     device = "simgpu"
 
-    def __init__(self, graph: Graph, opsets: Mapping[str, int], plugins: ort_abi.KernelRegistry | None = None) -> None:
-        super().__init__(graph, opsets, plugins)
+    def __init__(self, graph: Graph, opsets: Mapping[str, int], plugins: ort_abi.KernelRegistry | None = None,
+                 *, intra_op_num_threads: int = 0) -> None:
+        super().__init__(graph, opsets, plugins, intra_op_num_threads=intra_op_num_threads)
         self.registries = ([plugins] if plugins is not None else []) + [builtin_registry(self.name)]
         self.allocator = ort_abi.NullDeviceAllocator(ort_abi.EpIdentity(self.name, "simgpu", 0))
 

@@ -58,9 +58,9 @@ def make_provider(name: str, graph: ort_graph.Graph, opsets: Mapping[str, int], 
                   plugins: ort_abi.KernelRegistry | None = None) -> Any:
     key = name.lower()
     if key in ("cpu", "cpuexecutionprovider"):
-        return CpuExecutionProvider(graph, opsets, plugins)
+        return CpuExecutionProvider(graph, opsets, plugins, intra_op_num_threads=options.intra_op_num_threads)
     if key in ("simgpu", "simulatedgpuexecutionprovider"):
-        return SimulatedGpuExecutionProvider(graph, opsets, plugins)
+        return SimulatedGpuExecutionProvider(graph, opsets, plugins, intra_op_num_threads=options.intra_op_num_threads)
     if key in ("cuda", "cudaexecutionprovider"):
         from ._cuda import cuda_provider
 
@@ -185,7 +185,10 @@ class InferenceSession:
         unknown = [o for o in outputs if o not in self.model.graph.outputs]
         if unknown:
             raise InvalidInputError(f"unknown output name(s) {unknown!r}; the model's outputs are {self.output_names!r}")
-        result = self._executor.run(arrays, outputs, self.memory.layout_for(arrays), progress)
+        with contextlib.ExitStack() as scopes:  # what each provider holds around a run (CPU: its threads)
+            for provider in self.providers:
+                scopes.enter_context(ort_abi.provider_run_scope(provider))
+            result = self._executor.run(arrays, outputs, self.memory.layout_for(arrays), progress)
         if self._executor.recorder is not None:  # field-wise maximum over all runs so far
             _dump_memory_profile(self._executor.recorder, self.options.memory_profile_out)
         return result

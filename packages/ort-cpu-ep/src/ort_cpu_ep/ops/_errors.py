@@ -1,7 +1,9 @@
 """Errors raised by the CPU op library."""
 
+from .._errors import CpuEpError
 
-class CpuOpError(Exception):
+
+class CpuOpError(CpuEpError):
     """A CPU kernel or the interpreter could not run a node (a bug when the node was claimed)."""
 
 
