@@ -16,7 +16,7 @@ nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["tests"]
 
 ROOT = pathlib.Path(__file__).parent
-PACKAGES = ["ort-graph", "ort-partition", "ort-memplan", "ort-abi", "ort-cuda-ep", "ort-session"]
+PACKAGES = ["ort-graph", "ort-partition", "ort-memplan", "ort-abi", "ort-cpu-ep", "ort-cuda-ep", "ort-session"]
 TEST_TOOLS = ["pytest>=8", "onnxruntime>=1.20", "hypothesis>=6"]
 
 

@@ -23,7 +23,18 @@ from ._buffers import (
     copy_host_to_device,
 )
 from ._context import ContextCounters, KernelContext, KernelInfo, OutputAllocator, numpy_output_allocator
-from ._ep import Capability, ClosableProvider, Declined, EpIdentity, EpInfo, Supported, close_provider
+from ._copy_kernel import CopyKernel
+from ._ep import (
+    Capability,
+    ClosableProvider,
+    Declined,
+    EpIdentity,
+    EpInfo,
+    RunScopedProvider,
+    Supported,
+    close_provider,
+    provider_run_scope,
+)
 from ._errors import (
     AbiError,
     AbiVersionMismatchError,
@@ -89,15 +100,16 @@ __all__ = [
     "MAX_OUTPUT_RANK", "MAX_SLOTS", "InputTypeError", "OutputMismatchError", "OutputShape", "check_input_types",
     "has_onnx_schema", "infer_output_shapes", "output_shapes_hook", "planned_outputs",
     "AbiError", "AbiVersionMismatchError", "AllocationError", "Allocator", "BorrowedFreeError",
-    "CFeaturesUnavailableError", "Capability", "ClosableProvider", "ContextCounters", "CrossDeviceFreeError", "CrossEpFreeError",
+    "CFeaturesUnavailableError", "Capability", "ClosableProvider", "ContextCounters", "CopyKernel", "CrossDeviceFreeError", "CrossEpFreeError",
     "Declined", "Device", "DeviceBuffer", "DeviceTensor", "DoubleFreeError", "DuplicateKernelError", "EpIdentity", "EpInfo",
     "ErrorCode", "ForeignFreeError", "HandleError", "HostAllocator", "HostApi", "InputState", "KernelContext",
     "KernelDef", "KernelDefBuilder", "KernelDefError", "KernelEntry", "KernelError", "KernelInfo",
     "KernelLibrary", "KernelLibraryError", "KernelRegistry", "LeakError", "LibraryNotFoundError", "MissingSymbolError",
     "NullDeviceAllocator", "OutputAllocator", "OwnershipError", "RegistrationError", "RegistrationFailedError",
+    "RunScopedProvider",
     "Supported", "TransferError", "UseAfterFreeError", "WorkspaceDeclarationError", "WorkspaceInputShape",
     "WorkspaceSlot", "__version__", "c_available", "check", "close_provider", "copy_device_to_device", "copy_device_to_host",
     "copy_host_to_device", "declare_workspace", "empty_tensor", "estimate_workspace", "get_include", "live_handles",
-    "live_status_count", "load_kernel_library", "numpy_output_allocator", "release_kernel", "status_misuse",
+    "live_status_count", "load_kernel_library", "numpy_output_allocator", "provider_run_scope", "release_kernel", "status_misuse",
     "tensor_from_host", "tensor_to_host", "workspace_input_shapes",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
@@ -128,3 +129,19 @@ def close_provider(ep: Any) -> None:
     fn = getattr(ep, "close", None) or getattr(ep, "shutdown", None)
     if callable(fn):
         fn()
+
+
+@runtime_checkable
+class RunScopedProvider(Protocol):
+    """The optional run hook of an execution provider: `run_scope()` returns a context manager the
+    session holds open for the whole of each run (the CPU provider sets its intra-op threads and BLAS
+    limits there, and restores them at the end, also when the run fails). Providers without it need
+    nothing around a run."""
+
+    def run_scope(self) -> contextlib.AbstractContextManager[Any]: ...
+
+
+def provider_run_scope(ep: Any) -> contextlib.AbstractContextManager[Any]:
+    """The context manager to hold around a run for `ep`: its `run_scope()`, else one that does nothing."""
+    fn = getattr(ep, "run_scope", None)
+    return fn() if callable(fn) else contextlib.nullcontext()

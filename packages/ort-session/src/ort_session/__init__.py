@@ -1,4 +1,4 @@
-"""ort-session: InferenceSession, the CPU execution provider, the ONNX backend and `ortrun`.
+"""ort-session: InferenceSession, the ONNX backend and `ortrun` (the CPU provider is ort-cpu-ep's, re-exported).
 
     from ort_session import InferenceSession
     sess = InferenceSession("model.onnx", {"budgets": "cuda:6GiB"}, providers=["CUDAExecutionProvider"])
@@ -6,7 +6,8 @@
     outputs = sess.run(None, {"input_ids": ids})
 """
 
-from ._cpu_ep import CpuExecutionProvider, SimulatedGpuExecutionProvider
+from ort_cpu_ep import CpuExecutionProvider, SimulatedGpuExecutionProvider
+
 from ._errors import (
     DeviceMemoryError,
     FallbackDisabledError,

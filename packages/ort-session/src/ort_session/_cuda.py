@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import ort_abi
 from ort_graph import Graph, Node
 from ort_partition import Declined, Supported
 
@@ -90,9 +91,7 @@ class CudaProvider:
 
     def create_kernel(self, node: Node) -> Any:
         if node.op_type in ("MemcpyFromHost", "MemcpyToHost", "MemcpyDeviceToDevice"):
-            from ._device_kernels import CopyKernel
-
-            return CopyKernel()  # explicit host <-> device transfers into the planned blocks
+            return ort_abi.CopyKernel()  # explicit host <-> device transfers into the planned blocks
         if not self.can_run:
             return PlanOnlyKernel(self.inner, node, self._opset(node))
         return self.inner.create_kernel(node, self._opset(node))

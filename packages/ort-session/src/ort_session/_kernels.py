@@ -6,9 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import ort_abi
-
-from ._cpu_ep import builtin_registry
-from .cpu import OpImpl
+from ort_cpu_ep import OpImpl, builtin_registry
 
 
 def _level2(entry: ort_abi.KernelEntry) -> str:

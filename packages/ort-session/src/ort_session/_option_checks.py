@@ -15,6 +15,7 @@ from ._errors import InvalidOptionError
 
 MAX_DIMENSION = 2**62  # a dimension override or max shape entry (element counts must still fit int64)
 MAX_RED_ZONE = 2**20  # guard bytes between planned blocks: a debug aid, 1 MiB is plenty
+MAX_THREADS = 1024  # intra_op_num_threads: the CPU provider refuses more (ort_cpu_ep.MAX_THREADS)
 
 
 def _shown(value: Any) -> str:
@@ -61,6 +62,13 @@ def optional_str(option: str, path: bool = False) -> Callable[[Any], str | None]
 def red_zone(value: Any) -> int:
     if not _is_int(value) or not 0 <= int(value) <= MAX_RED_ZONE:
         raise _fail("red_zones", value, f"an int of guard bytes from 0 (off) to {MAX_RED_ZONE}", "e.g. 64")
+    return int(value)
+
+
+def thread_count(value: Any) -> int:
+    if not _is_int(value) or not 0 <= int(value) <= MAX_THREADS:
+        raise _fail("intra_op_num_threads", value, f"an int from 0 (the physical cores) to {MAX_THREADS}",
+                    "the threads of the CPU kernels and BLAS during a run, e.g. 1 or 4 (numpy integers are accepted)")
     return int(value)
 
 

@@ -63,6 +63,8 @@ class SessionOptions(_ort.OrtSessionOptionMethods):
     red_zones: int = attrs.field(default=0, converter=_check.red_zone)  # debug guard bytes between blocks (0: off)
     # plan for a GPU that is not present (ort-cuda-ep profiles)
     device_profile: str | None = attrs.field(default=None, converter=_check.optional_str("device_profile"))
+    # threads of the CPU kernels and of BLAS while a run lasts (ONNX Runtime's name; 0: the physical cores)
+    intra_op_num_threads: int = attrs.field(default=0, converter=_check.thread_count)
     # write per-node memory CSV (ONNX Runtime's stats format)
     memory_profile_out: str | None = attrs.field(default=None,
                                                  converter=_check.optional_str("memory_profile_out", path=True))

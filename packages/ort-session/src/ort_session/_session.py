@@ -13,11 +13,11 @@ import onnx
 
 import ort_abi
 import ort_graph
+from ort_cpu_ep import CpuExecutionProvider, SimulatedGpuExecutionProvider
 from ort_graph import Model
 
 from . import _memory, _ort_api, _placement
 from ._boundaries import insert_copies
-from ._cpu_ep import CpuExecutionProvider, SimulatedGpuExecutionProvider
 from ._device_memory import memory_types_of
 from ._errors import (
     InvalidInputError,
@@ -54,9 +54,9 @@ def make_provider(name: str, graph: ort_graph.Graph, opsets: Mapping[str, int], 
                   plugins: ort_abi.KernelRegistry | None = None) -> Any:
     key = name.lower()
     if key in ("cpu", "cpuexecutionprovider"):
-        return CpuExecutionProvider(graph, opsets, plugins)
+        return CpuExecutionProvider(graph, opsets, plugins, intra_op_num_threads=options.intra_op_num_threads)
     if key in ("simgpu", "simulatedgpuexecutionprovider"):
-        return SimulatedGpuExecutionProvider(graph, opsets, plugins)
+        return SimulatedGpuExecutionProvider(graph, opsets, plugins, intra_op_num_threads=options.intra_op_num_threads)
     if key in ("cuda", "cudaexecutionprovider"):
         from ._cuda import cuda_provider
 
@@ -211,7 +211,10 @@ class InferenceSession(OrtSessionApi):
         unknown = [o for o in outputs if o not in self.model.graph.outputs]
         if unknown:
             raise InvalidInputError(f"unknown output name(s) {unknown!r}; the model's outputs are {self.output_names!r}")
-        result = self._executor.run(arrays, outputs, self.memory.layout_for(arrays), progress)
+        with contextlib.ExitStack() as scopes:  # what each provider holds around a run (CPU: its threads)
+            for provider in self.providers:
+                scopes.enter_context(ort_abi.provider_run_scope(provider))
+            result = self._executor.run(arrays, outputs, self.memory.layout_for(arrays), progress)
         if self._executor.recorder is not None:  # field-wise maximum over all runs so far
             _dump_memory_profile(self._executor.recorder, self.options.memory_profile_out)
         return result

@@ -23,7 +23,7 @@ import attrs
 import numpy as np
 import onnx
 
-from .cpu._conformance import CaseResult, _to_value, compare, light_cases, node_cases, totals
+from ort_cpu_ep.conformance import CaseResult, _to_value, compare, light_cases, node_cases, totals
 
 
 def _prepare_error(e: Exception) -> bool:

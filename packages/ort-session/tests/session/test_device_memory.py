@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import ort_abi
+from ort_cpu_ep import StagedKernel
 from ort_graph import zoo
 from ort_session import InferenceSession, InvalidOptionError, KernelRunError, SessionError
-from ort_session._device_kernels import CopyKernel, StagedKernel
 from ort_session._errors import UnplannedShapesWarning
 
 CFG = zoo.DecoderConfig(layers=4, hidden=64, vocab=256)
@@ -143,66 +143,6 @@ def test_red_zones_in_the_device_arena_name_the_node_that_wrote_past_its_output(
     kernel.compute = overflowing
     with pytest.raises(Exception, match=victim.name):
         sess.run(None, _feeds())
-
-
-# -- the kernels at the boundary ---------------------------------------------------------------------
-def _ctx(inputs, allocator=None, scratch_allocator=None):
-    def out(i, shape, dtype):
-        return np.empty(shape, dtype) if allocator is None else ort_abi.empty_tensor(allocator, shape, dtype)
-
-    return ort_abi.KernelContext(inputs, output_count=1, output_allocator=out, scratch_allocator=scratch_allocator)
-
-
-@pytest.mark.parametrize("shape", [(), (3,), (2, 0), (2, 3)])
-def test_copy_kernel_round_trips_host_device_and_device_device(shape):
-    a, b = ort_abi.NullDeviceAllocator(), ort_abi.NullDeviceAllocator(ort_abi.EpIdentity("Other", "other", 1))
-    x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
-    up = _ctx([x], a)
-    CopyKernel().compute(up)
-    same = _ctx([up.outputs[0]], a)
-    CopyKernel().compute(same)
-    other = _ctx([same.outputs[0]], b)
-    CopyKernel().compute(other)
-    down = _ctx([other.outputs[0]])
-    CopyKernel().compute(down)
-    assert down.outputs[0].shape == shape and np.array_equal(down.outputs[0], x)
-
-
-def test_copy_kernel_passes_values_that_are_not_tensors():
-    seq = [np.zeros(2, np.float32)]
-    ctx = _ctx([seq], ort_abi.NullDeviceAllocator())
-    CopyKernel().compute(ctx)
-    assert ctx.outputs[0] is seq
-
-
-class _ScratchKernel:
-    def __init__(self, nbytes):
-        self.nbytes = nbytes
-
-    def compute(self, ctx):
-        ws = ctx.preallocated_workspace(0, 8)
-        buf = ws if ws is not None else ctx.scratch(self.nbytes)
-        assert isinstance(buf, np.ndarray)  # the host kernel gets host memory either way
-        ctx.output(0, (2,), np.float32)[...] = ctx.input(0) * 2
-
-
-def test_staged_kernel_reserves_scratch_on_the_device_and_uses_planned_workspace():
-    dev = ort_abi.NullDeviceAllocator(capacity=64)
-    x = ort_abi.tensor_from_host(dev, np.array([1, 2], np.float32))
-    ctx = _ctx([x], dev, scratch_allocator=dev)
-    StagedKernel(_ScratchKernel(40)).compute(ctx)
-    assert ctx.counters.scratch_fallbacks == 1 and dev.bytes_in_use == 8 + 8 + 40  # input, output, scratch
-    ctx.close()
-    assert dev.bytes_in_use == 16
-    assert np.array_equal(ort_abi.tensor_to_host(ctx.outputs[0]), [2, 4])
-    too_big = _ctx([x], dev, scratch_allocator=dev)
-    with pytest.raises(ort_abi.AllocationError, match="capacity 64"):
-        StagedKernel(_ScratchKernel(100)).compute(too_big)
-    planned = dev.alloc(8)
-    ctx = ort_abi.KernelContext([x], output_count=1, workspace={0: planned},
-                                output_allocator=lambda i, s, d: ort_abi.empty_tensor(dev, s, d), scratch_allocator=dev)
-    StagedKernel(_ScratchKernel(40)).compute(ctx)
-    assert (ctx.counters.workspace_from_plan, ctx.counters.scratch_fallbacks) == (1, 0)
 
 
 def test_a_cpu_subgraph_reading_a_device_value_reads_its_host_copy():

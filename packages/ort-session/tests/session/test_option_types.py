@@ -38,6 +38,11 @@ BAD = [
     ("device_profile", 3090, "a str or None"),
     ("memory_profile_out", 5, "a str path or None"),
     ("config", "session.x=1", "a dict of 'session"),
+    ("intra_op_num_threads", -1, "an int from 0"),
+    ("intra_op_num_threads", "4", "an int from 0"),
+    ("intra_op_num_threads", 2.0, "an int from 0"),
+    ("intra_op_num_threads", True, "an int from 0"),
+    ("intra_op_num_threads", 1025, "an int from 0"),
 ]
 
 
@@ -63,7 +68,10 @@ def test_accepted_values_are_normalized():
         "red_zones": np.int16(64),
         "enable_fusions": np.bool_(False),
         "budgets": {"cuda": "1GiB"},
+        "intra_op_num_threads": np.int8(2),
     })
+    assert opts.intra_op_num_threads == 2 and type(opts.intra_op_num_threads) is int
+    assert SessionOptions().intra_op_num_threads == 0  # ONNX Runtime's default: the physical cores
     assert opts.free_dimension_overrides == {"batch": 2, "seq": 8}
     assert all(type(v) is int for v in opts.free_dimension_overrides.values())
     assert opts.max_shapes == {"input_ids": [8, 128]}

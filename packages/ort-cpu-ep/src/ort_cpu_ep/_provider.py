@@ -1,0 +1,270 @@
+"""The CPU execution provider and a simulated GPU, both registered through the ort-abi registry.
+
+Every in-tree numpy op (`ort_cpu_ep.ops`) is one `KernelRegistry.add_kernel_v2` entry whose state is
+its OpImpl, whose estimate function is the op's workspace recipe, and whose kernels declare the same
+recipe at Level 2 — the path C and CUDA kernels take too. Kernels from loaded C libraries sit in a
+registry consulted first. Claims are honest: a node is taken only if a kernel handles its op, opset,
+dtypes and attributes; otherwise the decline says what was rejected, what is accepted and a remedy.
+
+The simulated GPU (tinygrad's null-device idea) is a device whose memory the host cannot read: an
+ort_abi NullDeviceAllocator held to the device's budget. The same kernels run on it through explicit
+staging copies, so machines without a GPU exercise every device path: placement, boundary copies,
+per-device plans, weights uploaded once, values in the device arena, and the budget at run time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+
+import ort_abi
+from ort_graph import Graph, Node, is_static
+from ort_partition import Declined, Supported
+
+from ._device_kernels import StagedKernel
+from ._threads import check_thread_count, intra_op_thread_scope, resolve_threads
+from .ops import InputInfo, OpImpl, all_ops
+from .ops._interp import _OPSETS
+from .ops._registry import _WORKSPACE
+
+MEMCPY_OPS = ("MemcpyFromHost", "MemcpyToHost", "MemcpyDeviceToDevice")
+
+
+def _static_shapes(shapes: Sequence[Any]) -> list[tuple[int, ...] | None]:
+    out = []
+    for s in shapes:
+        dims = getattr(s, "dims", s)
+        out.append(tuple(dims) if dims is not None and all(isinstance(d, int) and d >= 0 for d in dims) else None)
+    return out
+
+
+def node_input_shapes(node: Node) -> list[tuple[int, ...] | None]:
+    g = node.graph
+    return [tuple(g.values[n].shape) if n and n in g.values and is_static(g.values[n].shape) else None
+            for n in node.inputs]
+
+
+class NumpyKernel:
+    """One node's numpy kernel: compute(ctx) through the ABI context, like a C kernel."""
+
+    def __init__(self, impl: OpImpl, info: ort_abi.KernelInfo) -> None:
+        self.impl, self.node = impl, info.node
+        opsets = getattr(info.ep, "opsets", {})
+        self.opsets = {("" if d == "ai.onnx" else d): int(v) for d, v in opsets.items()}
+
+    def compute(self, ctx: ort_abi.KernelContext) -> None:
+        def workspace(slot_id: int, nbytes: int) -> np.ndarray:
+            buf = ctx.preallocated_workspace(slot_id, nbytes)
+            return buf if buf is not None else ctx.scratch(nbytes)
+
+        # the two scopes of workspace_scope / opset_scope, set directly: this runs once per node per run
+        ws_token, op_token = _WORKSPACE.set(workspace), _OPSETS.set(self.opsets)
+        try:
+            results = self.impl.compute(self.node, list(ctx.inputs))
+        finally:
+            _OPSETS.reset(op_token)
+            _WORKSPACE.reset(ws_token)
+        for i, r in enumerate(results[: ctx.output_count]):
+            if isinstance(r, np.ndarray | np.generic) and np.asarray(r).dtype != object:
+                arr = np.asarray(r)
+                out = ctx.output(i, arr.shape, arr.dtype)
+                if arr.nbytes and out.__array_interface__["data"][0] != arr.__array_interface__["data"][0]:
+                    np.copyto(out, arr)
+            else:
+                ctx.outputs[i] = r  # sequences, optionals, strings: not planned
+
+    def declare_workspace(self, shapes: list[ort_abi.WorkspaceInputShape]) -> list[ort_abi.WorkspaceSlot]:
+        return [ort_abi.WorkspaceSlot(slot, nbytes) for slot, nbytes in self.impl.workspace_bytes(self.node, _static_shapes(shapes))]
+
+
+def _estimate_for(impl: OpImpl) -> Callable[[Any, Node, Any], int | None]:
+    def estimate(api: Any, node: Node, ep: Any) -> int | None:
+        shapes = node_input_shapes(node)
+        if any(s is None for s, name in zip(shapes, node.inputs) if name):
+            return None
+        return sum(b for _slot, b in impl.workspace_bytes(node, shapes))
+
+    return estimate
+
+
+def register_numpy_kernels(registry: ort_abi.KernelRegistry, ep_name: str) -> ort_abi.KernelRegistry:
+    """Add every in-tree OpImpl to `registry` for `ep_name` (opset ranges made disjoint per op)."""
+    by_op: dict[tuple[str, str], list[OpImpl]] = {}
+    for impl in all_ops():
+        by_op.setdefault((impl.domain, impl.op_type), []).append(impl)
+    for (domain, op_type), impls in by_op.items():
+        impls.sort(key=lambda i: i.since)
+        for k, impl in enumerate(impls):
+            end = impl.until
+            if k + 1 < len(impls):
+                nxt = impls[k + 1].since - 1
+                end = nxt if end is None else min(end, nxt)
+            if end is not None and end < impl.since:
+                continue
+            kdef = (ort_abi.KernelDefBuilder().op_type(op_type).domain(domain).since_version(impl.since, end)
+                    .ep(ep_name).build())
+            overridden = type(impl).workspace_bytes is not OpImpl.workspace_bytes
+            registry.add_kernel_v2(kdef, NumpyKernel, impl, _estimate_for(impl) if overridden else None)
+    return registry
+
+
+_BUILTIN: dict[str, ort_abi.KernelRegistry] = {}
+
+
+def builtin_registry(ep_name: str) -> ort_abi.KernelRegistry:
+    if ep_name not in _BUILTIN:
+        _BUILTIN[ep_name] = register_numpy_kernels(ort_abi.KernelRegistry(), ep_name)
+    return _BUILTIN[ep_name]
+
+
+class CpuExecutionProvider:
+    name = "CPUExecutionProvider"
+    device_type = "cpu"
+    device_id = 0
+    device = "cpu"
+    allocator: ort_abi.Allocator | None = None  # host memory: numpy arrays
+
+    def __init__(self, graph: Graph, opsets: Mapping[str, int], plugins: ort_abi.KernelRegistry | None = None,
+                 *, intra_op_num_threads: int = 0) -> None:
+        self.graph = graph
+        # threads of the CPU kernels and BLAS during runs (0: the physical cores); see run_scope
+        self.intra_op_num_threads = check_thread_count(intra_op_num_threads)
+        self.identity = ort_abi.EpIdentity(self.name, self.device_type, self.device_id)  # what estimates receive
+        self.device_properties: dict[str, int] = {}
+        self.opsets = {("" if d == "ai.onnx" else d): v for d, v in opsets.items()}
+        self.registries = ([plugins] if plugins is not None else []) + [builtin_registry(self.name)]
+        self._claims: dict[Node, Supported | Declined] = {}
+        self._entries: dict[tuple, ort_abi.KernelEntry | None] = {}
+
+    @property
+    def threads(self) -> int:
+        """The intra-op threads runs use: `intra_op_num_threads`, or the physical cores for 0."""
+        return resolve_threads(self.intra_op_num_threads)
+
+    def run_scope(self) -> contextlib.AbstractContextManager[int]:
+        """Entered around each run (`ort_abi.provider_run_scope`): the kernels get `threads` intra-op threads
+        (`ort_cpu_ep.intra_op_threads()`) and BLAS is limited to them until the run ends."""
+        return intra_op_thread_scope(self.intra_op_num_threads)
+
+    def opset(self, node: Node) -> int:
+        return self.opsets.get("" if node.domain == "ai.onnx" else node.domain, 1)
+
+    def _bindings(self, node: Node) -> dict[str, int] | None:
+        """Type-constraint name -> element type, from the op schema's formal inputs."""
+        try:
+            schema = onnx.defs.get_schema(node.op_type, self.opset(node), node.domain)
+        except onnx.defs.SchemaError:
+            return None
+        out: dict[str, int] = {}
+        for formal, name in zip(schema.inputs, node.inputs):
+            v = self.graph.values.get(name) if name else None
+            if v is not None and v.dtype and formal.type_str not in out:
+                out[formal.type_str] = v.dtype
+        return out
+
+    def entry(self, node: Node) -> ort_abi.KernelEntry | None:
+        """The registry entry for this node (memoized by op, domain and input element types)."""
+        values = self.graph.values
+        key = (node.op_type, node.domain, tuple(values[n].dtype if n in values else 0 for n in node.inputs))
+        if key not in self._entries:
+            bindings = self._bindings(node)
+            # schema-less (custom) ops: prefer a kernel whose type constraints the inputs meet; else any
+            # kernel of the op, which the claim then declines saying which input type it rejects
+            typed = [key[2]] if bindings is None else []
+            found = None
+            for types in [*typed, None]:
+                for registry in self.registries:
+                    found = registry.find(node.op_type, node.domain, self.opset(node), self.name, bindings,
+                                          input_types=types)
+                    if found is not None:
+                        break
+                if found is not None:
+                    break
+            self._entries[key] = found
+        return self._entries[key]
+
+    def _inputs(self, node: Node) -> list[InputInfo]:
+        infos = []
+        for name in node.inputs:
+            v = self.graph.values.get(name) if name else None
+            infos.append(InputInfo(dtype=v.dtype if v else 0, shape=v.shape if v else None, present=bool(name)))
+        return infos
+
+    def _decline(self, node: Node, rejected: str, accepts: str, remedy: str) -> Declined:
+        return Declined(ep=self.name, node=node.label, op=node.op_type, domain=node.domain, opset=self.opset(node),
+                        rejected=rejected, accepts=accepts, remedy=remedy)
+
+    def claim(self, node: Node) -> Supported | Declined:
+        """Memoized per node: auto-fit asks again for every candidate placement."""
+        cached = self._claims.get(node)
+        if cached is None:
+            cached = self._claims[node] = self._claim(node)
+        return cached
+
+    def _claim(self, node: Node) -> Supported | Declined:
+        if node.op_type in MEMCPY_OPS:
+            return Supported(0)
+        entry = self.entry(node)
+        if entry is None:
+            return self._decline(node, f"op {node.qualified_op!r} at opset {self.opset(node)}",
+                                 "the ops listed by `ortrun kernels`",
+                                 "export the model with ops this provider implements, or load a kernel library for it")
+        impl = entry.create_func_state
+        if isinstance(impl, OpImpl):
+            decline = impl.supports(node, self._inputs(node), self.opset(node))
+            if decline is not None:
+                return self._decline(node, decline.rejected, decline.accepts, decline.remedy)
+        kdef = entry.kernel_def
+        wrong = ort_abi.check_input_types(kdef, [i.dtype for i in self._inputs(node)],
+                                          has_schema=ort_abi.has_onnx_schema(node.op_type, node.domain, self.opset(node)))
+        if wrong is not None:
+            return self._decline(node, wrong, f"the type constraints of {entry.describe()}",
+                                 "cast the input to an accepted type, or load a kernel registered for this type")
+        return Supported(self.estimate(node))
+
+    def estimate(self, node: Node) -> int | None:
+        """Level-1 workspace estimate (one host path for every kernel language), asked with this EP as
+        the estimate's EP handle; None when the kernel has no estimate (the budget then applies the
+        design's 1.5x heuristic, `node_cost_for_budget`) or it declined."""
+        entry = self.entry(node)
+        if entry is None or not entry.has_estimate:
+            return None
+        return ort_abi.estimate_workspace(entry, node, self)
+
+    def create_kernel(self, node: Node) -> Any:
+        if node.op_type in MEMCPY_OPS:
+            return ort_abi.CopyKernel()
+        entry = self.entry(node)
+        if entry is None:
+            raise RuntimeError(f"{self.name} has no kernel for {node.qualified_op}; the node should have been declined")
+        return entry.create_kernel(ort_abi.KernelInfo.from_node(node, self))
+
+
+class SimulatedGpuExecutionProvider(CpuExecutionProvider):
+    """A device with its own memory, standing in for a GPU: the CPU kernels, staged through copies."""
+
+    name = "SimulatedGPUExecutionProvider"
+    device_type = "gpu"
+    device = "simgpu"
+
+    def __init__(self, graph: Graph, opsets: Mapping[str, int], plugins: ort_abi.KernelRegistry | None = None,
+                 *, intra_op_num_threads: int = 0) -> None:
+        super().__init__(graph, opsets, plugins, intra_op_num_threads=intra_op_num_threads)
+        self.registries = ([plugins] if plugins is not None else []) + [builtin_registry(self.name)]
+        self.allocator = ort_abi.NullDeviceAllocator(ort_abi.EpIdentity(self.name, "simgpu", 0))
+
+    def create_kernel(self, node: Node) -> Any:
+        kernel = super().create_kernel(node)
+        return kernel if node.op_type in MEMCPY_OPS else StagedKernel(kernel)
+
+    def close(self) -> None:
+        """Shut the device down: everything its sessions allocated must have been freed by now."""
+        alloc = self.allocator
+        if alloc.live_buffers:
+            raise ort_abi.LeakError(
+                f"{self.name} shut down with {alloc.live_buffers} buffer(s) ({alloc.bytes_in_use} bytes) still "
+                "allocated; every weight, execution buffer and run value must be freed before its provider closes")

@@ -1,0 +1,151 @@
+"""Intra-op threads of the CPU provider: one place that says how many threads a CPU kernel may use now.
+
+`intra_op_thread_scope(n)` is entered around a run (the provider's `run_scope()`, which the session
+enters through `ort_abi.provider_run_scope`). For its duration:
+- `intra_op_threads()` returns n: the thread count the provider's own multi-threaded kernels read;
+- numpy's BLAS (OpenBLAS, MKL, BLIS: whatever threadpoolctl finds loaded) is limited to n threads, and
+  its previous limits are restored when the scope ends (also when the run fails).
+
+n = 0 means the default: the physical cores this process may run on. Physical is determined from the
+CPUs in the affinity mask (`os.sched_getaffinity`, else `os.cpu_count()`), grouped by the Linux sysfs
+topology (`/sys/devices/system/cpu/cpuN/topology/core_cpus_list`, else `thread_siblings_list`): the
+hardware threads of one core count once. Where the topology is unreadable (not Linux, a restricted
+container) every logical CPU counts as a core.
+
+BLAS limits are process-wide: two sessions running at once in different threads share them. Scopes
+are counted, so the limits of the most recently entered scope still open apply, and the original
+limits come back when the last one closes. OpenBLAS itself ignores a limit set from a thread other
+than the main one once the main thread has set one (seen with numpy's OpenBLAS 0.3.31): runs started
+from worker threads then keep the main thread's BLAS limit; `intra_op_threads()` is per thread always.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import os
+import pathlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from ._errors import ThreadCountError
+
+MAX_THREADS = 1024  # more intra-op threads than this is a mistake, not a machine
+
+_REQUESTED: contextvars.ContextVar[int | None] = contextvars.ContextVar("ort_cpu_ep_intra_op_threads", default=None)
+_SYSFS_CPU = pathlib.Path("/sys/devices/system/cpu")
+
+
+def check_thread_count(value: Any, option: str = "intra_op_num_threads") -> int:
+    """`value` as an int thread count from 0 (the default: physical cores) to MAX_THREADS, else
+    `ThreadCountError` naming the option."""
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= int(value) <= MAX_THREADS:
+        raise ThreadCountError(
+            f"{option}={value!r} ({type(value).__name__}): expected an int from 0 to {MAX_THREADS}, the threads of "
+            f"the CPU kernels and BLAS; 0 uses the physical cores ({physical_cores()} here), 1 runs single-threaded")
+    return int(value)
+
+
+def _allowed_cpus() -> list[int]:
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
+def _core_of(cpu: int) -> str | None:
+    topology = _SYSFS_CPU / f"cpu{cpu}" / "topology"
+    for name in ("core_cpus_list", "thread_siblings_list"):
+        try:
+            return (topology / name).read_text().strip()
+        except OSError:
+            continue
+    return None
+
+
+def physical_cores() -> int:
+    """The physical cores among the CPUs this process may run on (see the module doc); at least 1."""
+    cpus = _allowed_cpus()
+    cores = [_core_of(cpu) for cpu in cpus]
+    if any(c is None for c in cores):
+        return max(1, len(cpus))
+    return max(1, len(set(cores)))
+
+
+@functools.cache
+def _default_threads() -> int:
+    return physical_cores()
+
+
+def resolve_threads(threads: int) -> int:
+    """The thread count a scope of `threads` uses: `threads`, or the physical cores for 0."""
+    n = check_thread_count(threads)
+    return n if n else _default_threads()
+
+
+def intra_op_threads() -> int:
+    """The threads a CPU kernel running now may use: the innermost `intra_op_thread_scope` of this thread
+    (and context), else the default (the physical cores)."""
+    n = _REQUESTED.get()
+    return n if n is not None else _default_threads()
+
+
+class _BlasLimits:
+    """Counted, process-wide BLAS thread limits through threadpoolctl."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: list[int] = []  # the thread counts of the scopes open now, in the order they were entered
+        self._original: Any = None  # threadpoolctl's limiter holding the limits before the first scope
+        self._controller: Any = None
+
+    def _blas(self) -> Any:
+        if self._controller is None:  # finding the loaded libraries takes milliseconds: once
+            from threadpoolctl import ThreadpoolController
+
+            self._controller = ThreadpoolController()
+        return self._controller
+
+    def enter(self, n: int) -> None:
+        with self._lock:
+            limiter = self._blas().limit(limits=n, user_api="blas")
+            if not self._open:
+                self._original = limiter  # remembers the limits from before any scope
+            self._open.append(n)
+
+    def exit(self, n: int) -> None:
+        with self._lock:
+            self._open.remove(n)
+            if self._open:
+                self._blas().limit(limits=self._open[-1], user_api="blas")
+            else:
+                original, self._original = self._original, None
+                original.restore_original_limits()
+
+
+_BLAS = _BlasLimits()
+
+
+@contextlib.contextmanager
+def intra_op_thread_scope(threads: int = 0) -> Iterator[int]:
+    """Run the body with `threads` intra-op threads (0: the physical cores): `intra_op_threads()` returns
+    it and BLAS is limited to it; both are restored afterwards. Yields the resolved count."""
+    n = resolve_threads(threads)
+    token = _REQUESTED.set(n)
+    try:
+        _BLAS.enter(n)
+    except BaseException:
+        _REQUESTED.reset(token)
+        raise
+    try:
+        yield n
+    finally:
+        _BLAS.exit(n)
+        _REQUESTED.reset(token)
+
+
+__all__ = ["MAX_THREADS", "check_thread_count", "intra_op_thread_scope", "intra_op_threads", "physical_cores",
+           "resolve_threads"]

@@ -1,0 +1,63 @@
+"""A whole genai-builder export (GroupQueryAttention, MatMulNBits) through InferenceSession with
+pre-allocated buffers: declared workspace served from the memory plan, outputs as onnxruntime's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ort_graph
+
+ort = pytest.importorskip("onnxruntime")
+
+LAYERS, KV_HEADS, HEAD = 4, 2, 16
+
+
+def _feeds(ids: np.ndarray, total: int, past: dict[str, np.ndarray] | None,
+           kv_dtype: type = np.float32) -> dict[str, np.ndarray]:
+    feeds = {"input_ids": ids, "attention_mask": np.ones((1, total), np.int64)}
+    for i in range(LAYERS):
+        for kind in ("key", "value"):
+            name = f"past_key_values.{i}.{kind}"
+            feeds[name] = past[f"present.{i}.{kind}"] if past else np.zeros((1, KV_HEADS, 0, HEAD), kv_dtype)
+    return feeds
+
+
+# (directory, KV/logits dtype, tolerance)
+VARIANTS = {
+    "fp32": ("genai_fp32_cpu", np.float32, 1e-5),
+    "int4": ("genai_int4_cpu", np.float32, 1e-5),
+}
+
+
+@pytest.mark.parametrize("variant", ["fp32", "int4"])
+def test_genai_export_preallocated_session_serves_gqa_workspace_from_plan(shared_models, variant):
+    """Through InferenceSession with pre-allocated buffers: every GroupQueryAttention (scores) and MatMulNBits
+    (dequantized weight band) node gets its declared workspace from the memory plan, the run allocates nothing,
+    and the outputs match onnxruntime."""
+    import warnings
+
+    from ort_session import PRE_ALLOCATE, InferenceSession, SessionOptions
+
+    folder, kv_dtype, tol = VARIANTS[variant]
+    path = shared_models / "llama_l4" / folder / "model.onnx"
+    if not path.exists():
+        pytest.skip(f"{path} not present")
+    opts = SessionOptions()
+    opts.add_session_config_entry(PRE_ALLOCATE, "1")
+    opts.free_dimension_overrides = {"batch_size": 1, "sequence_length": 8, "past_sequence_length": 0,
+                                     "total_sequence_length": 8, "kv_cache_dim": HEAD}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sess = InferenceSession(str(path), opts)
+    feeds = _feeds(np.array([[1, 5, 9, 33, 100, 7, 42, 250]], np.int64), 8, None, kv_dtype)
+    got = sess.run(None, feeds)
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    ref = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, feeds)
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=tol, atol=tol)
+    stats = sess.last_run_stats
+    declaring = [n for n in ort_graph.load(path).graph.nodes if n.op_type in ("GroupQueryAttention", "MatMulNBits")]
+    assert len(declaring) == (4 if variant == "fp32" else 25)
+    assert stats.workspace_from_plan == len(declaring) and stats.scratch_fallbacks == 0 and stats.allocations == 0
