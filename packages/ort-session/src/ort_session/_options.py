@@ -72,8 +72,6 @@ class SessionOptions(_ort.OrtSessionOptionMethods):
     graph_optimization_level: GraphOptimizationLevel = attrs.field(
         default=GraphOptimizationLevel.ORT_ENABLE_ALL, kw_only=True,
         converter=_ort.enum_option("graph_optimization_level", GraphOptimizationLevel))
-    intra_op_num_threads: int = attrs.field(default=0, kw_only=True,  # 0: the CPU provider's default
-                                            converter=_ort.count_option("intra_op_num_threads", 0, 4096))
     inter_op_num_threads: int = attrs.field(default=0, kw_only=True,
                                             converter=_ort.count_option("inter_op_num_threads", 0, 4096, _ort.NO_POOL))
     execution_mode: ExecutionMode = attrs.field(default=ExecutionMode.ORT_SEQUENTIAL, kw_only=True,
