@@ -18,6 +18,7 @@ from ._errors import (
     SessionBusyError,
     SessionError,
     UnplannedAllocationError,
+    WorkspaceVerificationError,
     UnplannedShapesWarning,
 )
 from ._executor import RunStats
@@ -40,5 +41,5 @@ __all__ = [
     "CpuExecutionProvider", "DeviceMemoryError", "FeedExceedsPlanError", "InferenceSession", "InvalidInputError",
     "InvalidOptionError", "KernelRunError", "MemoryProfileWriteWarning", "PlacementError", "RunStats", "SessionBusyError",
     "SessionError", "SessionOptions", "UnknownConfigKeyWarning", "SimulatedGpuExecutionProvider",
-    "UnplannedAllocationError", "UnplannedShapesWarning", "__version__", "generate_inputs", "validate_feeds",
+    "UnplannedAllocationError", "UnplannedShapesWarning", "WorkspaceVerificationError", "__version__", "generate_inputs", "validate_feeds",
 ]

@@ -53,6 +53,11 @@ class UnplannedAllocationError(SessionError):
         self.node, self.requested, self.planned = node, requested, planned
 
 
+class WorkspaceVerificationError(UnplannedAllocationError):
+    """`session.strict_workspace_verification`: a kernel asked at run time for more workspace than it declared
+    (Level 2) for the run's input shapes; raised at that node instead of a scratch fallback."""
+
+
 class SessionBusyError(SessionError):
     """`close()` found runs still in flight after its timeout: nothing was freed; close again once they end."""
 

@@ -117,6 +117,8 @@ class Executor:
     allocators: Mapping[int, ort_abi.Allocator] = attrs.field(factory=dict)  # node index -> its device's memory
     weights: Any = None  # _device_memory.DeviceWeights: device copies of the weights device nodes read
     host_outputs: Mapping[int, tuple[int, ...]] = attrs.field(factory=dict)  # device nodes' outputs made on the host
+    # strict workspace verification: (node, its inputs this run) -> slot id -> bytes the kernel declares for them
+    declared_workspace: Callable[[Node, Sequence[Any]], Mapping[int, int]] | None = None
     _release: dict[int, list[str]] = attrs.field(factory=dict, alias="release")
     _reads: dict[int, list[str]] = attrs.field(factory=dict, alias="reads")  # node index -> inputs + implicit
     _out_types: dict[int, list[int]] = attrs.field(factory=dict, alias="out_types")
@@ -201,7 +203,10 @@ class Executor:
         out_types = self._out_types[node.index]
         device = self.allocators.get(node.index)
         workspace = layout.workspace(node, args)
-        refusals = Refusals(node, workspace) if layout.strict else None
+        declared = (self.declared_workspace(node, args)
+                    if self.declared_workspace is not None and not layout.strict else None)
+        refusals = (Refusals(node, workspace, outputs=layout.strict, declared=declared, device=device)
+                    if layout.strict or declared is not None else None)
 
         def allocate(index: int, shape: tuple[int, ...], dtype: np.dtype) -> Any:
             name = node.outputs[index] if index < len(node.outputs) else ""
@@ -209,7 +214,7 @@ class Executor:
             if planned is not None:
                 stats.planned_values += 1
                 return planned
-            if refusals is not None:
+            if refusals is not None and refusals.refuses_outputs:
                 refusals.output(index, name, shape, dtype, getattr(layout, "planned_nbytes", lambda n: None)(name))
             stats.allocations += 1
             if device is None or np.dtype(dtype).kind == "O" or index in self.host_outputs.get(node.index, ()):

@@ -29,7 +29,7 @@ from ._errors import (
 from ._executor import Executor, RunStats
 from ._feeds import required_inputs, validate_feeds
 from ._kernels import kernel_output_shapes
-from ._options import MAX_SHAPE_OVERRIDE, SessionOptions
+from ._options import MAX_SHAPE_OVERRIDE, STRICT_WORKSPACE, SessionOptions
 from ._plan import SessionPlan
 
 DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
@@ -118,14 +118,17 @@ class InferenceSession:
         types = memory_types_of(self.providers)
         host_outputs = {n.index: types(n)[1] for n in graph.nodes if n.index in node_allocators}
         self._executor = Executor(graph, self.order, self.kernels, allocators=node_allocators,
-                                  weights=self.memory.device_weights, host_outputs=host_outputs)
+                                  weights=self.memory.device_weights, host_outputs=host_outputs,
+                                  declared_workspace=(self.memory.declared_workspace
+                                                      if self.options.flag(STRICT_WORKSPACE) else None))
         self._closed = False
         self._runs = threading.Condition()  # guards _active_runs / _closing / _closed
         self._active_runs = 0
         self._closing = False
         used = {n.ep for n in graph.nodes}
         self._plan_only = [p.name for p in self.providers if not getattr(p, "can_run", True) and p.name in used]
-        if self.options.memory_profile_out:
+        self._stats_file = self.options.memory_stats_file  # memory_profile_out or ONNX Runtime's key
+        if self._stats_file:
             import ort_partition
 
             self._executor.recorder = ort_partition.NodeStatsRecorder()
@@ -187,7 +190,7 @@ class InferenceSession:
             raise InvalidInputError(f"unknown output name(s) {unknown!r}; the model's outputs are {self.output_names!r}")
         result = self._executor.run(arrays, outputs, self.memory.layout_for(arrays), progress)
         if self._executor.recorder is not None:  # field-wise maximum over all runs so far
-            _dump_memory_profile(self._executor.recorder, self.options.memory_profile_out)
+            _dump_memory_profile(self._executor.recorder, self._stats_file)
         return result
 
 
