@@ -18,8 +18,8 @@ from ._errors import (
     SessionBusyError,
     SessionError,
     UnplannedAllocationError,
-    WorkspaceVerificationError,
     UnplannedShapesWarning,
+    WorkspaceVerificationError,
 )
 from ._executor import RunStats
 from ._feeds import generate_inputs, validate_feeds
