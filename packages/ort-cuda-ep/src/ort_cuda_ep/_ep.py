@@ -244,6 +244,22 @@ class CudaExecutionProvider:
         archs = list(archs or [self.require_profile().arch])
         return [self.cache.get(name, arch) for name in KERNEL_SOURCES for arch in archs]
 
+    # -- capture (003): CUDA graphs through cuda-python ----------------------------------------------------
+    def capture_unavailable(self) -> str | None:
+        """Why this EP cannot capture (None: it can): it needs a device."""
+        return None if self.can_run else f"no CUDA driver/device to capture on: {self.unavailable_reason}"
+
+    def begin_capture(self) -> None:
+        self.runtime.capture.begin()
+
+    def end_capture(self) -> Any:
+        """The captured CUDA graph (`CudaGraph`), instantiated and launched once."""
+        return self.runtime.capture.end()
+
+    def abort_capture(self) -> None:
+        if self._runtime is not None:
+            self._runtime.capture.abort()
+
     def close(self) -> None:
         if self._runtime is not None:
             self._runtime.close()

@@ -25,6 +25,7 @@ from ort_abi import (
     tensor_to_host,
 )
 
+from ._capture import StreamCapture
 from ._compile import KERNEL_SOURCES, KernelCache, default_cache
 from ._device import DeviceInfo
 from ._errors import CudaEpError, KernelLaunchError
@@ -62,6 +63,7 @@ class CudaAllocator(Allocator):
         self._rt = runtime
 
     def _alloc(self, nbytes: int) -> tuple[Any, int]:
+        self._rt.capture.refuse(f"a {nbytes}-byte device allocation")
         self._rt.activate()
         result = self._rt._driver.cuMemAlloc(max(nbytes, 1))
         if int(result[0]) == CUDA_ERROR_OUT_OF_MEMORY:
@@ -78,10 +80,12 @@ class CudaAllocator(Allocator):
 
     def _write(self, handle: Any, offset: int, src: np.ndarray) -> None:
         if src.nbytes:
+            self._rt.capture.refuse(f"a {src.nbytes}-byte host-to-device copy")
             _check(self._rt._driver.cuMemcpyHtoD(handle + offset, src, src.nbytes), "cuMemcpyHtoD")
 
     def _read(self, handle: Any, offset: int, dst: np.ndarray) -> None:
         if dst.nbytes:
+            self._rt.capture.refuse(f"a {dst.nbytes}-byte device-to-host copy")
             self._rt.synchronize()
             _check(self._rt._driver.cuMemcpyDtoH(dst, handle + offset, dst.nbytes), "cuMemcpyDtoH")
 
@@ -130,8 +134,17 @@ class CudaRuntime:
         self._modules: dict[str, object] = {}
         self._functions: dict[tuple[str, str], object] = {}
         self.counters = WorkspaceCounters()
+        self.capture = StreamCapture(self)  # the Capture surface: CUDA graphs
         self.activate()
         self.allocator = CudaAllocator(self, identity or EpIdentity("CUDAExecutionProvider", "cuda", device.ordinal))
+
+    @property
+    def driver(self) -> Any:
+        return self._driver
+
+    def check(self, result: Any, what: str) -> Any:
+        """The values of a driver call's result, or KernelLaunchError naming the call and the error."""
+        return _check(result, what)
 
     @property
     def arch(self) -> str:
@@ -192,13 +205,17 @@ class CudaRuntime:
         values = tuple(a[0] for a in args)
         types = tuple(a[1] for a in args)
         self.activate()
-        _check(self._driver.cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shared_bytes, 0, (values, types), 0),
+        stream = self.capture.stream if self.capture.active else 0  # a capture records instead of running
+        _check(self._driver.cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shared_bytes, stream, (values, types), 0),
                f"cuLaunchKernel({entry})")
+        if self.capture.active:
+            self.capture.launches += 1
 
     def synchronize(self) -> None:
         _check(self._driver.cuCtxSynchronize(), "cuCtxSynchronize")
 
     def close(self) -> None:
+        self.capture.close()
         for mod in self._modules.values():
             self._driver.cuModuleUnload(mod)
         self._modules.clear()

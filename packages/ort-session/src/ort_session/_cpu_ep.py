@@ -24,7 +24,7 @@ import ort_abi
 from ort_graph import Graph, Node, is_static
 from ort_partition import Declined, Supported
 
-from ._device_kernels import CopyKernel, StagedKernel
+from ._device_kernels import CopyKernel, SimulatedCaptureSurface, StagedKernel
 from .cpu import InputInfo, OpImpl, all_ops
 from .cpu._interp import _OPSETS
 from .cpu._registry import _WORKSPACE
@@ -229,7 +229,7 @@ class CpuExecutionProvider:
         return entry.create_kernel(ort_abi.KernelInfo.from_node(node, self))
 
 
-class SimulatedGpuExecutionProvider(CpuExecutionProvider):
+class SimulatedGpuExecutionProvider(SimulatedCaptureSurface, CpuExecutionProvider):
     """A device with its own memory, standing in for a GPU: the CPU kernels, staged through copies."""
 
     name = "SimulatedGPUExecutionProvider"
@@ -243,7 +243,7 @@ class SimulatedGpuExecutionProvider(CpuExecutionProvider):
 
     def create_kernel(self, node: Node) -> Any:
         kernel = super().create_kernel(node)
-        return kernel if node.op_type in MEMCPY_OPS else StagedKernel(kernel)
+        return kernel if node.op_type in MEMCPY_OPS else StagedKernel(kernel, self.capture)
 
     def close(self) -> None:
         """Shut the device down: everything its sessions allocated must have been freed by now."""

@@ -40,6 +40,7 @@ class RunStats:
     nodes_run: int = 0
     planned_values: int = 0
     layout: str = ""
+    graph: str = ""  # device graph capture: "captured" (this run recorded it), "replayed", or "" (none)
 
 
 class Kernel(Protocol):
@@ -119,6 +120,7 @@ class Executor:
     host_outputs: Mapping[int, tuple[int, ...]] = attrs.field(factory=dict)  # device nodes' outputs made on the host
     # strict workspace verification: (node, its inputs this run) -> slot id -> bytes the kernel declares for them
     declared_workspace: Callable[[Node, Sequence[Any]], Mapping[int, int]] | None = None
+    capture: Any = None  # _capture.GraphCapture: the first pre-allocated run captures its region, later ones replay
     _release: dict[int, list[str]] = attrs.field(factory=dict, alias="release")
     _reads: dict[int, list[str]] = attrs.field(factory=dict, alias="reads")  # node index -> inputs + implicit
     _out_types: dict[int, list[int]] = attrs.field(factory=dict, alias="out_types")
@@ -160,8 +162,13 @@ class Executor:
                     placed = layout.place(name, arr)
                     values[name] = arr if placed is None else placed
                 total = len(self.order)
+                capture = self.capture if layout.strict else None  # fixed addresses: pre-allocated buffers
                 for step, node in enumerate(self.order):
-                    self._step(step, node, values, layout, stats, counters, owned, planned[node.index])
+                    if capture is not None and step in capture.region:
+                        self._captured_step(capture, step, node, feeds, values, layout, stats, counters, owned,
+                                            planned[node.index])
+                    else:
+                        self._step(step, node, values, layout, stats, counters, owned, planned[node.index])
                     if progress is not None:
                         progress(step + 1, total)
                 missing = [o for o in outputs if o not in values]
@@ -179,6 +186,46 @@ class Executor:
         stats.scratch_bytes = counters.scratch_bytes
         self.last_stats = stats
         return result
+
+    def _captured_step(self, capture: Any, step: int, node: Node, feeds: Mapping[str, Any], values: dict[str, Any],
+                       layout: Layout, stats: RunStats, counters: ort_abi.ContextCounters,
+                       owned: dict[str, ort_abi.DeviceBuffer], planned: list[Any]) -> None:
+        """A step inside the captured region: replayed (the graph launches at the region's first step),
+        or run while the provider records it (begun at the first step, ended after the last)."""
+        if capture.replaying:
+            if step == capture.region.start:
+                capture.replay(values)
+                stats.graph = "replayed"
+            self._release_dead(step, values, layout, owned)
+            return
+        if step == capture.region.start:
+            capture.begin(feeds)
+        try:
+            self._step(step, node, values, layout, stats, counters, owned, planned)
+        except Exception as e:
+            refusal = capture.abort(e, node) if capture.capturing else None
+            if refusal is not None:
+                raise refusal from e
+            raise
+        if step == capture.region.stop - 1:
+            try:
+                capture.end(values, self.order)
+            except Exception as e:
+                refusal = capture.abort(e, node) if capture.capturing else None
+                if refusal is not None:
+                    raise refusal from e
+                raise
+            stats.graph = "captured"
+
+    def _release_dead(self, step: int, values: dict[str, Any], layout: Layout,
+                      owned: dict[str, ort_abi.DeviceBuffer]) -> None:
+        """Values whose last reader was this step: released (their planned block, or their own buffer)."""
+        for name in self._release.get(step, ()):
+            if values.pop(name, None) is not None:
+                layout.release(step, name)
+                buf = owned.pop(name, None)
+                if buf is not None:
+                    buf.allocator.free(buf)
 
     def _record(self, node: Node, args: list[Any], outputs: list[Any], temp: int) -> None:
         from ort_partition import NodeAllocationStats
@@ -256,12 +303,7 @@ class Executor:
         layout.after_step(step, node)
         if self.recorder is not None:
             self._record(node, args, ctx.outputs, counters.scratch_bytes - scratch_before)
-        for name in self._release.get(step, ()):
-            if values.pop(name, None) is not None:
-                layout.release(step, name)
-                buf = owned.pop(name, None)
-                if buf is not None:
-                    buf.allocator.free(buf)
+        self._release_dead(step, values, layout, owned)
         stats.nodes_run += 1
 
 

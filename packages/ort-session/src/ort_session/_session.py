@@ -17,6 +17,7 @@ from ort_graph import Model
 
 from . import _memory, _placement
 from ._boundaries import insert_copies
+from ._capture import plan_capture
 from ._cpu_ep import CpuExecutionProvider, SimulatedGpuExecutionProvider
 from ._device_memory import memory_types_of
 from ._errors import (
@@ -29,7 +30,7 @@ from ._errors import (
 from ._executor import Executor, RunStats
 from ._feeds import required_inputs, validate_feeds
 from ._kernels import kernel_output_shapes
-from ._options import MAX_SHAPE_OVERRIDE, STRICT_WORKSPACE, SessionOptions
+from ._options import GRAPH_CAPTURE, MAX_SHAPE_OVERRIDE, STRICT_WORKSPACE, SessionOptions
 from ._plan import SessionPlan
 
 DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
@@ -108,6 +109,9 @@ class InferenceSession:
             self.order = ort_graph.topological_order(graph)
             self.placement.ep_of = {n.index: n.ep for n in graph.nodes}
         self.kernels = {n.index: self._provider(n.ep).create_kernel(n) for n in graph.nodes}
+        # device graph capture: refused here (before anything is allocated) when it cannot hold
+        self._capture = plan_capture(self.order, self.providers, self.options.pre_allocate) \
+            if self.options.flag(GRAPH_CAPTURE) else None
         self.memory = _memory.plan_memory(self.model, self.order, self.kernels, self.placement, self.providers,
                                           self.options)
         self.recheck = _placement.level2_recheck(self.model, self.placement, self.memory.slots, self.providers)
@@ -120,7 +124,8 @@ class InferenceSession:
         self._executor = Executor(graph, self.order, self.kernels, allocators=node_allocators,
                                   weights=self.memory.device_weights, host_outputs=host_outputs,
                                   declared_workspace=(self.memory.declared_workspace
-                                                      if self.options.flag(STRICT_WORKSPACE) else None))
+                                                      if self.options.flag(STRICT_WORKSPACE) else None),
+                                  capture=self._capture)
         self._closed = False
         self._runs = threading.Condition()  # guards _active_runs / _closing / _closed
         self._active_runs = 0
@@ -188,6 +193,8 @@ class InferenceSession:
         unknown = [o for o in outputs if o not in self.model.graph.outputs]
         if unknown:
             raise InvalidInputError(f"unknown output name(s) {unknown!r}; the model's outputs are {self.output_names!r}")
+        if self._capture is not None:
+            self._capture.check_feeds(arrays)  # a captured graph replays the shapes it was captured with
         result = self._executor.run(arrays, outputs, self.memory.layout_for(arrays), progress)
         if self._executor.recorder is not None:  # field-wise maximum over all runs so far
             _dump_memory_profile(self._executor.recorder, self._stats_file)
@@ -217,6 +224,8 @@ class InferenceSession:
                     "or pass a longer timeout")
             self._closed = True
         try:
+            if self._capture is not None:
+                self._capture.release()
             self.memory.close()
             for kernel in self.kernels.values():
                 ort_abi.release_kernel(kernel)
