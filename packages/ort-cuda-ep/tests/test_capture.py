@@ -84,3 +84,36 @@ def test_a_replay_on_the_emulating_driver_recomputes_from_the_current_inputs(mon
     np.testing.assert_array_equal(rt.to_host(y), [5, 0, 7, 0])
     graph.release()
     ep.close()
+
+
+# ---- the optional mapped (host-visible) backing: cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP --------------
+def test_mapped_memory_is_written_by_the_host_in_place_and_read_by_kernels(monkeypatch, cache):
+    from ort_cuda_ep import CudaExecutionProvider, CudaRuntime
+    from ort_cuda_ep._launch import ScratchOnly, compute
+    from ort_cuda_ep._ops import find_spec
+    from ort_cuda_ep.testing import fake_device
+
+    fake = fake_device("a100")
+    monkeypatch.setattr("ort_cuda_ep._ep.discover", lambda device_id=0: fake)
+    ep = CudaExecutionProvider(cache=cache)
+    ep._runtime = rt = CudaRuntime(fake, cache, ep.identity, driver=EmulatingDriver())
+    mapped = ep.mapped_allocator
+    assert mapped.mapped and not ep.allocator.mapped
+    x = ort_abi.DeviceTensor(mapped.alloc(16), (4,), np.float32)
+    y = ort_abi.DeviceTensor(mapped.alloc(16), (4,), np.float32)
+    x.buffer.numpy().view(np.float32)[:] = [-1, 2, -3, 4]  # the host writes in place: no copy call
+    compute(rt, find_spec("Relu", "", 17), "relu", [x], {}, ScratchOnly(rt), 1, out=lambda i, s, d: y)
+    assert y.buffer.numpy().view(np.float32).tolist() == [0, 2, 0, 4]  # the kernel's write, seen in place
+    assert [c[0] for c in rt.driver.calls] == ["host_alloc", "host_alloc", "launch"]
+    with pytest.raises(ort_abi.ForeignFreeError):
+        ep.allocator.free(x.buffer)  # a mapped buffer goes back through the mapped allocator only
+    mapped.free(x.buffer)
+    mapped.free(y.buffer)
+    assert rt.driver.mapped == set() and rt.driver.memory == {}
+    ep.close()
+
+
+def test_a_driver_without_cuMemHostAlloc_refuses_mapped_memory(recording_ep, monkeypatch):
+    monkeypatch.delattr(type(recording_ep.runtime.driver), "cuMemHostAlloc")
+    with pytest.raises(ort_abi.AllocationError, match="no cuMemHostAlloc"):
+        recording_ep.mapped_allocator.alloc(8)

@@ -24,7 +24,17 @@ from ._buffers import (
 )
 from ._capture import CaptureCapable, CapturedGraph, RecordedCalls, capture_refusal
 from ._context import ContextCounters, KernelContext, KernelInfo, OutputAllocator, numpy_output_allocator
-from ._ep import Capability, ClosableProvider, Declined, EpIdentity, EpInfo, Supported, close_provider
+from ._ep import (
+    Capability,
+    ClosableProvider,
+    Declined,
+    EpGraphPass,
+    EpIdentity,
+    EpInfo,
+    GraphPassProvider,
+    Supported,
+    close_provider,
+)
 from ._errors import (
     AbiError,
     AbiVersionMismatchError,
@@ -93,7 +103,7 @@ __all__ = [
     "AbiError", "AbiVersionMismatchError", "AllocationError", "Allocator", "BorrowedFreeError",
     "CFeaturesUnavailableError", "Capability", "CaptureCapable", "CaptureError", "CapturedGraph", "RecordedCalls",
     "capture_refusal", "ClosableProvider", "ContextCounters", "CrossDeviceFreeError", "CrossEpFreeError",
-    "Declined", "Device", "DeviceBuffer", "DeviceTensor", "DoubleFreeError", "DuplicateKernelError", "EpIdentity", "EpInfo",
+    "Declined", "Device", "EpGraphPass", "GraphPassProvider", "DeviceBuffer", "DeviceTensor", "DoubleFreeError", "DuplicateKernelError", "EpIdentity", "EpInfo",
     "ErrorCode", "ForeignFreeError", "HandleError", "HostAllocator", "HostApi", "InputState", "KernelContext",
     "KernelDef", "KernelDefBuilder", "KernelDefError", "KernelEntry", "KernelError", "KernelInfo",
     "KernelLibrary", "KernelLibraryError", "KernelRegistry", "LeakError", "LibraryNotFoundError", "MissingSymbolError",

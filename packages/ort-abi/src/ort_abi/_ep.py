@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -128,3 +128,20 @@ def close_provider(ep: Any) -> None:
     fn = getattr(ep, "close", None) or getattr(ep, "shutdown", None)
     if callable(fn):
         fn()
+
+
+@attrs.frozen
+class EpGraphPass:
+    """One graph pass an EP contributes (003's Optimization surface): `apply(graph, claimed_nodes)` rewrites
+    only among the nodes the EP claimed and returns what it did (records with `.created` node names). The
+    session runs it after placement; every node it creates is placed on the EP and must be one it claims."""
+
+    name: str
+    apply: Callable[[Any, Sequence[Any]], Sequence[Any]]
+
+
+@runtime_checkable
+class GraphPassProvider(Protocol):
+    """The optional Optimization surface: `graph_passes()` in the order they run."""
+
+    def graph_passes(self) -> Sequence[EpGraphPass]: ...

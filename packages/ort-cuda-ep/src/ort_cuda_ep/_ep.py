@@ -220,6 +220,12 @@ class CudaExecutionProvider:
         """The ort_abi Allocator of this device (cuMemAlloc/cuMemFree, explicit copies)."""
         return self.runtime.allocator
 
+    @property
+    def mapped_allocator(self):
+        """The optional mapped backing (003's Allocation surface): pinned host memory the device reads and
+        writes in place (cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP)."""
+        return self.runtime.mapped_allocator
+
     def to_device(self, host: np.ndarray) -> DeviceArray:
         return self.runtime.to_device(host)
 

@@ -227,6 +227,7 @@ class RecordingDriver:
         self.capacity: int | None = None  # device bytes; cuMemAlloc beyond them fails out of memory
         self.modules: dict[int, bytes] = {}
         self.capturing: Any = None  # the stream a capture is open on
+        self.mapped: set[int] = set()  # cuMemHostAlloc'd addresses
         self._graph: list[tuple] = []  # the launches it recorded so far
 
     def _ok(self, *values):
@@ -261,7 +262,27 @@ class RecordingDriver:
         return self._ok(p)
 
     def cuMemFree(self, p):
-        assert p in self.memory, "free of an unknown pointer"
+        assert p in self.memory and p not in self.mapped, "cuMemFree of an unknown (or a mapped host) pointer"
+        del self.memory[p]
+        return self._ok()
+
+    # mapped (pinned, device-visible) host memory: real host bytes, at the same address for host and device (UVA)
+    def cuMemHostAlloc(self, n, flags):
+        assert flags & 2, "mapped memory needs CU_MEMHOSTALLOC_DEVICEMAP"
+        buf = (ctypes.c_char * n)()
+        p = ctypes.addressof(buf)
+        self.memory[p] = buf
+        self.mapped.add(p)
+        self.calls.append(("host_alloc", n))
+        return self._ok(p)
+
+    def cuMemHostGetDevicePointer(self, p, flags):
+        assert p in self.mapped, "not a mapped host allocation"
+        return self._ok(p)
+
+    def cuMemFreeHost(self, p):
+        assert p in self.mapped, "cuMemFreeHost of an unknown pointer"
+        self.mapped.discard(p)
         del self.memory[p]
         return self._ok()
 

@@ -8,6 +8,7 @@
 
 from ._cpu_ep import CpuExecutionProvider, SimulatedGpuExecutionProvider
 from ._errors import (
+    CaptureRefusedError,
     DeviceMemoryError,
     FeedExceedsPlanError,
     InvalidInputError,
@@ -37,6 +38,7 @@ from ._session import InferenceSession
 __version__ = "0.2.0"
 
 __all__ = [
+    "CaptureRefusedError",
     "CUDA_PARTITIONING", "LAYER_ASSIGNMENT", "MAX_SHAPE_OVERRIDE", "NAME_BASED_ASSIGNMENT", "PRE_ALLOCATE",
     "CpuExecutionProvider", "DeviceMemoryError", "FeedExceedsPlanError", "InferenceSession", "InvalidInputError",
     "InvalidOptionError", "KernelRunError", "MemoryProfileWriteWarning", "PlacementError", "RunStats", "SessionBusyError",

@@ -25,6 +25,7 @@ from ort_graph import Graph, Node, is_static
 from ort_partition import Declined, Supported
 
 from ._device_kernels import CopyKernel, SimulatedCaptureSurface, StagedKernel
+from ._ep_passes import ConvAddFusionSurface
 from .cpu import InputInfo, OpImpl, all_ops
 from .cpu._interp import _OPSETS
 from .cpu._registry import _WORKSPACE
@@ -229,7 +230,7 @@ class CpuExecutionProvider:
         return entry.create_kernel(ort_abi.KernelInfo.from_node(node, self))
 
 
-class SimulatedGpuExecutionProvider(SimulatedCaptureSurface, CpuExecutionProvider):
+class SimulatedGpuExecutionProvider(SimulatedCaptureSurface, ConvAddFusionSurface, CpuExecutionProvider):
     """A device with its own memory, standing in for a GPU: the CPU kernels, staged through copies."""
 
     name = "SimulatedGPUExecutionProvider"
@@ -244,6 +245,13 @@ class SimulatedGpuExecutionProvider(SimulatedCaptureSurface, CpuExecutionProvide
     def create_kernel(self, node: Node) -> Any:
         kernel = super().create_kernel(node)
         return kernel if node.op_type in MEMCPY_OPS else StagedKernel(kernel, self.capture)
+
+    @property
+    def mapped_allocator(self) -> ort_abi.Allocator:
+        """The optional mapped (host-visible) backing: the simulated device's memory, readable in place."""
+        if "_mapped" not in self.__dict__:
+            self._mapped = ort_abi.NullDeviceAllocator(ort_abi.EpIdentity(self.name, "simgpu", 0), mapped=True)
+        return self._mapped
 
     def close(self) -> None:
         """Shut the device down: everything its sessions allocated must have been freed by now."""

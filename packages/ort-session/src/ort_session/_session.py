@@ -20,6 +20,7 @@ from ._boundaries import insert_copies
 from ._capture import plan_capture
 from ._cpu_ep import CpuExecutionProvider, SimulatedGpuExecutionProvider
 from ._device_memory import memory_types_of
+from ._ep_passes import run_ep_passes
 from ._errors import (
     InvalidInputError,
     InvalidOptionError,
@@ -103,6 +104,11 @@ class InferenceSession:
         self.placement = _placement.place(self.model, self.order, self.providers, self.options)
         for node in graph.nodes:
             node.ep = self.placement.ep_of[node.index]
+        ep_fusions = run_ep_passes(graph, self.providers)  # each provider's passes on the nodes it claimed
+        if ep_fusions:
+            self.fusions = [*self.fusions, *ep_fusions]
+            self.order = ort_graph.topological_order(graph)
+            self.placement.ep_of = {n.index: n.ep for n in graph.nodes}
         self.copies = insert_copies(graph, {p.name: p.device for p in self.providers}, self.providers[-1].name,
                                     memory_types_of(self.providers))
         if self.copies:
