@@ -160,7 +160,8 @@ class SessionMemory:
             if len(got) == len(planned) and not any(isinstance(p, int) and g > p for g, p in zip(got, planned)):
                 continue
             if self.buffers is not None:
-                why = "pre-allocated its execution buffers"
+                why = ("pre-allocated its execution buffers" if self.options.pre_allocate else
+                       f"pre-allocated its static workspace with the activations ({STATIC_WORKSPACE})")
             else:
                 why = f"holds device budgets {sorted(d for d, s in self.stages.items() if s.budget is not None)!r}"
             rank = "" if len(got) == len(planned) else f" (rank {len(got)}, planned rank {len(planned)})"

@@ -96,3 +96,19 @@ def test_strict_verification_refuses_a_kernel_that_declares_nothing(session_with
     sess = session_with(OldAbiRelu, STRICT, CPU)
     with pytest.raises(WorkspaceVerificationError, match=r"256-byte workspace buffer, more than it declared.*\{\}"):
         sess.run(None, {"X": X})
+
+
+def test_static_workspace_preallocation_refuses_larger_feeds_naming_its_key():
+    from onnx import TensorProto, helper
+
+    from ort_session import FeedExceedsPlanError
+
+    graph = helper.make_graph([helper.make_node("Relu", ["X"], ["Y"])], "g",
+                              [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["n", 16])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["n", 16])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    sess = InferenceSession(model, {STATIC_WORKSPACE: "1", "free_dimension_overrides": {"n": 2}})
+    sess.run(None, {"X": np.ones((1, 16), np.float32)})  # smaller: the static plan
+    assert sess.last_run_stats.layout == "static workspace"
+    with pytest.raises(FeedExceedsPlanError, match=f"pre-allocated its static workspace.*{STATIC_WORKSPACE}"):
+        sess.run(None, {"X": np.ones((3, 16), np.float32)})
