@@ -83,6 +83,14 @@ def conformance(session: nox.Session) -> None:
 
 
 @nox.session
+def conformance_profile(session: nox.Session) -> None:
+    """Regenerate each provider's committed claims/declines profile (tests/integration/conformance_profiles);
+    `-- --check` only compares."""
+    _install_all(session)
+    session.run("python", "-m", "ort_session.conformance_profile", *session.posargs)
+
+
+@nox.session
 def bench(session: nox.Session) -> None:
     """Benchmarks against peers measured in the same run; prints a table and writes bench-results/."""
     _install_all(session)

@@ -40,3 +40,47 @@ def test_demo_decoder_split_across_cuda_and_cpu_matches_cpu_only(budget):
     use = split.device_memory()["cuda:0"]
     assert use["peak"] <= use["capacity"] == ort_partition.parse_bytes(budget.split(":", 1)[1])
     split.close()
+
+
+def test_cuda_graph_capture_replays_equal_cpu_runs_on_the_device():
+    """session.enable_graph_capture on a real device: cuStreamBeginCapture .. cuGraphLaunch through cuda-python."""
+    _cuda_or_skip()
+    import importlib.util
+    import pathlib
+
+    spec = importlib.util.spec_from_file_location("_capture_models", pathlib.Path(__file__).with_name(
+        "test_cuda_graph_capture.py"))
+    models = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(models)  # the same model and options the emulated test captures
+    CAPTURE, mlp = models.CAPTURE, models.mlp
+
+    sess, cpu = InferenceSession(mlp(), CAPTURE, providers=["CUDAExecutionProvider", "CPUExecutionProvider"]), \
+        InferenceSession(mlp())
+    rng = np.random.default_rng(2)
+    graphs = []
+    for _ in range(3):
+        x = rng.standard_normal((2, 16)).astype(np.float32)
+        np.testing.assert_allclose(sess.run(None, {"X": x})[0], cpu.run(None, {"X": x})[0], rtol=1e-4, atol=1e-5)
+        graphs.append(sess.last_run_stats.graph)
+    assert graphs == ["captured", "replayed", "replayed"]
+    sess.close()
+
+
+def test_mapped_memory_is_read_by_a_kernel_and_seen_in_place_on_the_device():
+    _cuda_or_skip()
+    import ort_abi
+    from ort_cuda_ep import CudaExecutionProvider
+    from ort_cuda_ep._launch import ScratchOnly, compute
+    from ort_cuda_ep._ops import find_spec
+
+    ep = CudaExecutionProvider()
+    rt, mapped = ep.runtime, ep.mapped_allocator
+    x = ort_abi.DeviceTensor(mapped.alloc(16), (4,), np.float32)
+    y = ort_abi.DeviceTensor(mapped.alloc(16), (4,), np.float32)
+    x.buffer.numpy().view(np.float32)[:] = [-1, 2, -3, 4]
+    compute(rt, find_spec("Relu", "", 17), "relu", [x], {}, ScratchOnly(rt), 1, out=lambda i, s, d: y)
+    rt.synchronize()
+    assert y.buffer.numpy().view(np.float32).tolist() == [0, 2, 0, 4]
+    mapped.free(x.buffer)
+    mapped.free(y.buffer)
+    ep.close()

@@ -81,7 +81,7 @@ def test_load_errors(misbehaving_variant, define, error, fragment):
 def test_custom_entry_point_name(misbehaving_variant, fresh_statuses):
     reg = KernelRegistry()
     lib = load_kernel_library(misbehaving_variant("NO_ENTRY"), reg, entry_point="MyRegister")
-    assert lib.entry_point == "MyRegister" and len(reg) == len(lib.entries) == 16
+    assert lib.entry_point == "MyRegister" and len(reg) == len(lib.entries) == 17
 
 
 def test_duplicate_registration_rolls_back(example_lib, fresh_statuses):
@@ -236,7 +236,36 @@ def test_estimate_reads_every_attribute_kind(reg, node_factory, fresh_statuses):
     assert estimate_workspace(entry, node, EpIdentity("TestEP")) == 5 + 6 + 2 + 4
 
 
-@pytest.mark.parametrize("attrs", [{"i": 5, "ints": [1], "f": 1.0},              # "s" absent
+def test_absent_pointer_attributes_read_as_ok_and_null(reg, node_factory, fresh_statuses):
+    """Node_GetAttributeInts / String on an absent attribute: OK with a NULL result (count 0), no HasAttribute."""
+    node = node_factory("Echo", [("x", (1,), F)], domain="com.test", attributes={"i": 5, "f": 1.0})
+    assert estimate_workspace(reg.find("Echo", "com.test", 1, "TestEP"), node, EpIdentity("TestEP")) == 5 + 1
+
+
+@pytest.mark.parametrize(("attrs", "expected"), [
+    ({}, 3 * 3 * 3 * 6 * 6 * 4),                                                   # every attribute absent
+    ({"pads": [1, 1, 1, 1]}, 3 * 3 * 3 * 8 * 8 * 4),
+    ({"pads": [1, 1, 1, 1], "strides": [2, 2]}, 3 * 3 * 3 * 4 * 4 * 4),
+    ({"dilations": [2, 2]}, 3 * 3 * 3 * 4 * 4 * 4),
+    ({"pads": [1, 1]}, None),                                                        # present but malformed
+])
+def test_seeds_conv_estimate_reads_optional_attributes_without_has_attribute(reg, node_factory, attrs, expected,
+                                                                              fresh_statuses):
+    node = node_factory("ConvEstimate", [("x", (1, 3, 8, 8), F), ("w", (4, 3, 3, 3), F)], domain="com.test",
+                        attributes=attrs)
+    entry = reg.find("ConvEstimate", "com.test", 1, "TestEP")
+    assert estimate_workspace(entry, node, EpIdentity("TestEP")) == expected
+
+
+def test_absent_scalar_attribute_is_still_an_error(reg, node_factory, fresh_statuses):
+    node = node_factory("Echo", [("x", (1,), F)], domain="com.test", attributes={"ints": [1], "f": 1.0, "s": "x"})
+    entry = reg.find("Echo", "com.test", 1, "TestEP")
+    with pytest.raises(KernelError, match="Node_GetAttributeInt: node .* has no attribute 'i'") as info:
+        entry.estimate_func(ort_abi.HOST_API, node, EpIdentity("TestEP"))
+    assert info.value.code == ErrorCode.INVALID_ARGUMENT
+
+
+@pytest.mark.parametrize("attrs", [{"ints": [1], "f": 1.0, "s": "x"},           # "i" absent (a scalar)
                                    {"i": 1.5, "ints": [1], "f": 1.0, "s": "x"},  # "i" of the wrong kind
                                    {"i": 5, "ints": "no", "f": 1.0, "s": "x"}])
 def test_estimate_attribute_errors_mean_no_estimate(reg, node_factory, attrs, fresh_statuses):

@@ -203,3 +203,23 @@ def test_declined_keywords_alias_and_required_fields():
         Declined("n", "Relu", "", 1, "x", "EP", "FLOAT")
     with pytest.raises(TypeError, match="pass one of them"):
         Declined("n", "Relu", op="Add", rejected="x", ep="EP", accepts="a", remedy="r")
+
+
+# ---- the optional mapped (host-visible) backing ------------------------------------------------------------
+def test_a_mapped_allocator_makes_device_buffers_host_visible_in_place():
+    mapped = NullDeviceAllocator(EpIdentity("SimEP", "sim", 0), mapped=True)
+    buf = mapped.alloc(16)
+    assert mapped.mapped and buf.host_visible
+    buf.view(4, 8).numpy()[:] = np.arange(8, dtype=np.uint8)  # written in place, no copy
+    out = np.zeros(16, np.uint8)
+    copy_device_to_host(buf, out)
+    assert out.tolist() == [0] * 4 + list(range(8)) + [0] * 4
+    mapped.free(buf)
+    opaque = NullDeviceAllocator(EpIdentity("SimEP", "sim", 0))
+    other = opaque.alloc(8)
+    assert not other.host_visible
+    with pytest.raises(TransferError, match="not host-accessible .*not mapped"):
+        other.numpy()
+    with pytest.raises(ForeignFreeError):
+        mapped.free(other)
+    opaque.free(other)

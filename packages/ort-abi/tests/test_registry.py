@@ -199,3 +199,17 @@ def test_declare_workspace_one_path(kernel, expected):
 def test_declare_workspace_rejects_bad_declarations(result, error, fragment):
     with pytest.raises(error, match=fragment):
         declare_workspace(Declares(result), [], node="n")
+
+
+def test_python_host_api_reads_absent_attributes_as_the_c_getters_do(node_factory):
+    from ort_abi import HOST_API
+    from ort_abi._hostapi import AttributeError_
+
+    node = node_factory("Conv", [("x", (1, 3, 8, 8), F)], attributes={"group": 1})
+    assert HOST_API.node_attribute(node, "pads", "ints") is None  # C: OK + NULL
+    assert HOST_API.node_attribute(node, "auto_pad", "string") is None
+    assert HOST_API.node_attribute(node, "pads", "ints", [0, 0, 0, 0]) == [0, 0, 0, 0]
+    with pytest.raises(AttributeError_, match="no attribute 'alpha'"):
+        HOST_API.node_attribute(node, "alpha", "float")  # a scalar has no null: an error, as in C
+    with pytest.raises(AttributeError_, match="not of kind 'ints'"):
+        HOST_API.node_attribute(node, "group", "ints")

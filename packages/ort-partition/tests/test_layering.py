@@ -96,6 +96,16 @@ def test_name_mode_refuses_exact_qualifier(control_flow_model):
         ("MyEP", [EpInfo("MyEP", "unknown"), CPU_EP], "MyEP"),
         ("accelerator", [EpInfo("MyEP", "unknown"), CPU_EP], "MyEP"),
         ("gpu", ["DmlExecutionProvider", CPU_EP], "DmlExecutionProvider"),
+        ("dml", ["DmlExecutionProvider", CPU_EP], "DmlExecutionProvider"),
+        ("DML:0", [CUDA_EP, "DmlExecutionProvider", CPU_EP], "DmlExecutionProvider"),
+        ("dml:1", ["DmlExecutionProvider", CPU_EP], None),
+        ("dml", EPS, None),
+        ("fpga", [EpInfo("MyFpgaEP", "fpga"), CPU_EP], "MyFpgaEP"),
+        ("fpga", ["XilinxFpgaExecutionProvider", CPU_EP], "XilinxFpgaExecutionProvider"),
+        ("FPGA:1", [EpInfo("A", "fpga", 0), EpInfo("B", "fpga", 1), CPU_EP], "B"),
+        ("fpga", EPS, None),
+        ("accelerator", [EpInfo("MyFpgaEP", "fpga"), CPU_EP], "MyFpgaEP"),
+        ("npu:1", [EpInfo("QNNExecutionProvider", "npu", 0), CPU_EP], None),
     ],
 )
 def test_device_designators(designator, eps, expected):

@@ -22,14 +22,17 @@ from ._buffers import (
     copy_device_to_host,
     copy_host_to_device,
 )
+from ._capture import CaptureCapable, CapturedGraph, RecordedCalls, capture_refusal
 from ._context import ContextCounters, KernelContext, KernelInfo, OutputAllocator, numpy_output_allocator
 from ._copy_kernel import CopyKernel
 from ._ep import (
     Capability,
     ClosableProvider,
     Declined,
+    EpGraphPass,
     EpIdentity,
     EpInfo,
+    GraphPassProvider,
     RunScopedProvider,
     Supported,
     close_provider,
@@ -40,6 +43,7 @@ from ._errors import (
     AbiVersionMismatchError,
     AllocationError,
     BorrowedFreeError,
+    CaptureError,
     CFeaturesUnavailableError,
     CrossDeviceFreeError,
     CrossEpFreeError,
@@ -100,8 +104,9 @@ __all__ = [
     "MAX_OUTPUT_RANK", "MAX_SLOTS", "InputTypeError", "OutputMismatchError", "OutputShape", "check_input_types",
     "has_onnx_schema", "infer_output_shapes", "output_shapes_hook", "planned_outputs",
     "AbiError", "AbiVersionMismatchError", "AllocationError", "Allocator", "BorrowedFreeError",
-    "CFeaturesUnavailableError", "Capability", "ClosableProvider", "ContextCounters", "CopyKernel", "CrossDeviceFreeError", "CrossEpFreeError",
-    "Declined", "Device", "DeviceBuffer", "DeviceTensor", "DoubleFreeError", "DuplicateKernelError", "EpIdentity", "EpInfo",
+    "CFeaturesUnavailableError", "Capability", "CaptureCapable", "CaptureError", "CapturedGraph", "RecordedCalls",
+    "capture_refusal", "ClosableProvider", "ContextCounters", "CopyKernel", "CrossDeviceFreeError", "CrossEpFreeError",
+    "Declined", "Device", "EpGraphPass", "GraphPassProvider", "DeviceBuffer", "DeviceTensor", "DoubleFreeError", "DuplicateKernelError", "EpIdentity", "EpInfo",
     "ErrorCode", "ForeignFreeError", "HandleError", "HostAllocator", "HostApi", "InputState", "KernelContext",
     "KernelDef", "KernelDefBuilder", "KernelDefError", "KernelEntry", "KernelError", "KernelInfo",
     "KernelLibrary", "KernelLibraryError", "KernelRegistry", "LeakError", "LibraryNotFoundError", "MissingSymbolError",

@@ -98,13 +98,22 @@ class DeviceBuffer:
         return DeviceBuffer(allocator=self.allocator, handle=None, address=self._address + offset, nbytes=n,
                             owner=self, offset=self.offset + offset)
 
+    @property
+    def host_visible(self) -> bool:
+        """Host memory, or device memory mapped into the host (an allocator with `mapped=True`)."""
+        return self.device.host_accessible or self.allocator.mapped
+
     def numpy(self) -> np.ndarray:
-        """A uint8 array over host-accessible memory; device memory is opaque on the host."""
+        """A uint8 array over host-visible memory (host memory, or a mapped allocation: writes are seen by
+        the device without a copy); other device memory is opaque on the host."""
         self._check_alive("numpy")
-        if not self.device.host_accessible:
-            raise TransferError(f"buffer on {self.device} is not host-accessible; copy it with copy_device_to_host")
-        base = self.root._handle
-        return base[self.offset:self.offset + self.nbytes]
+        if self.device.host_accessible:
+            base = self.root._handle
+            return base[self.offset:self.offset + self.nbytes]
+        if self.allocator.mapped:
+            return self.allocator._host_view(self.root._handle, self.offset, self.nbytes)
+        raise TransferError(f"buffer on {self.device} is not host-accessible (its allocator is not mapped); copy it "
+                            "with copy_device_to_host, or allocate it from a mapped allocator")
 
     def __repr__(self) -> str:
         state = "freed" if not self.alive else ("owned" if self.owned else "view")
@@ -117,7 +126,13 @@ class Allocator:
     `_write(handle, offset, src: np.ndarray)` / `_read(handle, offset, dst: np.ndarray)` (uint8, 1-D).
 
     `capacity` (bytes, None for no limit) caps the bytes live at once: an allocation beyond it raises
-    AllocationError before the provider is asked, so a session can hold a device to its budget."""
+    AllocationError before the provider is asked, so a session can hold a device to its budget.
+
+    `mapped` (003's optional mapped backing): buffers live in host memory mapped into the device's address
+    space (pinned, device-accessible), so the host reads and writes them in place (`DeviceBuffer.numpy()`)
+    while kernels use `ptr`. A provider that offers it overrides `_host_view(handle, offset, nbytes)`."""
+
+    mapped = False
 
     def __init__(self, ep: EpIdentity, device: Device | None = None, *, capacity: int | None = None) -> None:
         self.ep = ep
@@ -184,6 +199,9 @@ class Allocator:
     def _read(self, handle: Any, offset: int, dst: np.ndarray) -> None:
         raise TransferError(f"{type(self).__name__} on {self.device} cannot copy to the host")
 
+    def _host_view(self, handle: Any, offset: int, nbytes: int) -> np.ndarray:
+        raise TransferError(f"{type(self).__name__} on {self.device} has no mapped (host-visible) backing")
+
 
 class HostAllocator(Allocator):
     """Host memory from numpy (uint8 arrays); host-accessible."""
@@ -209,9 +227,10 @@ class NullDeviceAllocator(Allocator):
     """A pretend device for CPU-only tests of provider logic: opaque addresses (not host-accessible),
     optional capacity (AllocationError beyond it), and host-side numpy backing so copies round-trip."""
 
-    def __init__(self, ep: EpIdentity | None = None, *, capacity: int | None = None) -> None:
+    def __init__(self, ep: EpIdentity | None = None, *, capacity: int | None = None, mapped: bool = False) -> None:
         super().__init__(ep or EpIdentity("NullExecutionProvider", "null", 0), capacity=capacity)
         self._next = itertools.count(1)
+        self.mapped = bool(mapped)  # the numpy backing doubles as the host mapping
 
     def _alloc(self, nbytes: int) -> tuple[Any, int]:
         return np.zeros(nbytes, np.uint8), 0x7F0000000000 + next(self._next) * 0x100000
@@ -224,6 +243,11 @@ class NullDeviceAllocator(Allocator):
 
     def _read(self, handle: Any, offset: int, dst: np.ndarray) -> None:
         dst[...] = handle[offset:offset + dst.nbytes]
+
+    def _host_view(self, handle: Any, offset: int, nbytes: int) -> np.ndarray:
+        if not self.mapped:
+            return super()._host_view(handle, offset, nbytes)
+        return handle[offset:offset + nbytes]
 
 
 def _host_bytes(arr: np.ndarray, writable: bool) -> np.ndarray:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -145,3 +145,20 @@ def provider_run_scope(ep: Any) -> contextlib.AbstractContextManager[Any]:
     """The context manager to hold around a run for `ep`: its `run_scope()`, else one that does nothing."""
     fn = getattr(ep, "run_scope", None)
     return fn() if callable(fn) else contextlib.nullcontext()
+
+
+@attrs.frozen
+class EpGraphPass:
+    """One graph pass an EP contributes (003's Optimization surface): `apply(graph, claimed_nodes)` rewrites
+    only among the nodes the EP claimed and returns what it did (records with `.created` node names). The
+    session runs it after placement; every node it creates is placed on the EP and must be one it claims."""
+
+    name: str
+    apply: Callable[[Any, Sequence[Any]], Sequence[Any]]
+
+
+@runtime_checkable
+class GraphPassProvider(Protocol):
+    """The optional Optimization surface: `graph_passes()` in the order they run."""
+
+    def graph_passes(self) -> Sequence[EpGraphPass]: ...

@@ -122,3 +122,12 @@ class AllocationError(AbiError, MemoryError):
 
 class TransferError(AbiError):
     """A host/device copy had mismatched sizes, devices or dead buffers."""
+
+
+class CaptureError(AbiError):
+    """A device graph capture cannot hold: work that a replay cannot repeat happened inside the captured
+    region (a host copy, an allocation, a host object), or the provider cannot capture. `reason` says which."""
+
+    def __init__(self, message: str, *, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message

@@ -75,10 +75,22 @@ def _attrs_of_info(v: Any) -> tuple[dict[str, Any], str]:
     return dict(v.info.attributes), f"node {v.info.node_name!r}"
 
 
+# Getters whose result is a pointer (`Node_GetAttributeInts`, `..String`, and the KernelInfo twins) answer an
+# absent attribute with OK and a NULL result (count 0), as the seeds' Conv estimate reads its optional
+# pads/strides/dilations; a scalar getter has no null to give and returns ORT_INVALID_ARGUMENT (ask
+# `*_HasAttribute` first). An attribute of another kind is an error for every getter.
+NULLABLE_KINDS = ("ints", "string")
+
+
 def _get_attr(v: Any, source: Callable[[Any], tuple[dict[str, Any], str]], name: Any, kind: str, out: Any,
               count: Any = None) -> None:
     attributes, owner = source(v)
     key = _s(name)
+    if key not in attributes and kind in NULLABLE_KINDS:  # absent optional attribute: OK with a null result
+        out[0] = ffi.NULL
+        if count is not None:
+            count[0] = 0
+        return
     value = typed_attribute(attributes, key, kind, owner)
     if kind == "ints":
         out[0], count[0] = v.int64s(("attr", key), value), len(value)

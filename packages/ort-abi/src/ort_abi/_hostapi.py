@@ -90,12 +90,18 @@ class HostApi:
 
     @staticmethod
     def node_attribute(node: Any, name: str, kind: str, default: Any = _MISSING) -> Any:
+        """The attribute as `kind`; absent: `default` when given, else None for the pointer kinds ('ints',
+        'string': the C getters' OK + NULL) and an error for the scalar ones (as in C)."""
         try:
             return typed_attribute(node_attributes(node), name, kind, f"node {node.name!r}")
         except AttributeError_:
-            if default is _MISSING or name in node.attributes:
+            if name in node.attributes:
                 raise
-            return default
+            if default is not _MISSING:
+                return default
+            if kind in ("ints", "string"):
+                return None
+            raise
 
     # -- the EP -----------------------------------------------------------------------------------
     @staticmethod

@@ -188,7 +188,35 @@ static OrtStatus* est_attrs(const OrtEpApi* api, const OrtNode* n, const OrtEp* 
   ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetAttributeFloat(n, "f", &f));
   ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetAttributeString(n, "s", &s));
   for (k = 0; k < count; ++k) total += (size_t)ints[k];
-  *out = total + (size_t)i + (size_t)f + strlen(s);
+  *out = total + (size_t)i + (size_t)f + (s ? strlen(s) : 0); /* an absent string reads as NULL (OK) */
+  return NULL;
+}
+
+/* ConvEstimate: the seeds' Conv estimate pattern. pads/strides/dilations are optional and read WITHOUT
+ * HasAttribute: absent is OK + NULL (defaults: pads 0, strides 1, dilations 1). Input 0 is NCHW, input 1
+ * is MCkHkW; the estimate is an im2col column buffer of float: C*kH*kW * outH*outW * 4 bytes. A NULL
+ * result with a nonzero count, or a count that is not what Conv needs, is an error. */
+static OrtStatus* est_conv(const OrtEpApi* api, const OrtNode* n, const OrtEp* ep, size_t* out) {
+  const int64_t *x, *w, *pads = NULL, *strides = NULL, *dilations = NULL;
+  size_t xr, wr, pads_count = 99, strides_count = 99, dilations_count = 99, d;
+  size_t cols = 1;
+  (void)ep;
+  ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetInputShape(n, 0, &x, &xr));
+  ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetInputShape(n, 1, &w, &wr));
+  if (!x || !w || xr != 4 || wr != 4) return api->CreateStatus(ORT_INVALID_ARGUMENT, "Conv: need static 4-D shapes");
+  ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetAttributeInts(n, "pads", &pads, &pads_count));
+  ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetAttributeInts(n, "strides", &strides, &strides_count));
+  ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetAttributeInts(n, "dilations", &dilations, &dilations_count));
+  if ((!pads && pads_count) || (!strides && strides_count) || (!dilations && dilations_count))
+    return api->CreateStatus(ORT_FAIL, "Conv: a NULL attribute came with a nonzero count");
+  if ((pads && pads_count != 4) || (strides && strides_count != 2) || (dilations && dilations_count != 2))
+    return api->CreateStatus(ORT_INVALID_ARGUMENT, "Conv: pads need 4 values, strides and dilations 2");
+  for (d = 0; d < 2; ++d) {
+    int64_t p = pads ? pads[d] + pads[d + 2] : 0, s = strides ? strides[d] : 1, dl = dilations ? dilations[d] : 1;
+    int64_t span = dl * (w[2 + d] - 1) + 1;
+    cols *= (size_t)((x[2 + d] + p - span) / s + 1);
+  }
+  *out = (size_t)(w[1] * w[2] * w[3]) * cols * 4;
   return NULL;
 }
 
@@ -334,6 +362,7 @@ static OrtStatus* register_all(const OrtKernelApi* api, OrtKernelRegistry* r) {
   ADD("NoKernel", cr_no_kernel, NULL, est_reads_ep);
   ADD("State", cr_state, &g_state, NULL);
   ADD("InfoProbe", cr_info_probe, NULL, est_node_probe);
+  ADD("ConvEstimate", cr_no_kernel, NULL, est_conv);
   return NULL;
 #endif
 }

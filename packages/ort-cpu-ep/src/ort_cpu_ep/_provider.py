@@ -25,7 +25,8 @@ import ort_abi
 from ort_graph import Graph, Node, is_static
 from ort_partition import Declined, Supported
 
-from ._device_kernels import StagedKernel
+from ._device_kernels import SimulatedCaptureSurface, StagedKernel
+from ._ep_passes import ConvAddFusionSurface
 from ._threads import check_thread_count, intra_op_thread_scope, resolve_threads
 from .ops import InputInfo, OpImpl, all_ops
 from .ops._interp import _OPSETS
@@ -244,7 +245,7 @@ class CpuExecutionProvider:
         return entry.create_kernel(ort_abi.KernelInfo.from_node(node, self))
 
 
-class SimulatedGpuExecutionProvider(CpuExecutionProvider):
+class SimulatedGpuExecutionProvider(SimulatedCaptureSurface, ConvAddFusionSurface, CpuExecutionProvider):
     """A device with its own memory, standing in for a GPU: the CPU kernels, staged through copies."""
 
     name = "SimulatedGPUExecutionProvider"
@@ -259,7 +260,14 @@ class SimulatedGpuExecutionProvider(CpuExecutionProvider):
 
     def create_kernel(self, node: Node) -> Any:
         kernel = super().create_kernel(node)
-        return kernel if node.op_type in MEMCPY_OPS else StagedKernel(kernel)
+        return kernel if node.op_type in MEMCPY_OPS else StagedKernel(kernel, self.capture)
+
+    @property
+    def mapped_allocator(self) -> ort_abi.Allocator:
+        """The optional mapped (host-visible) backing: the simulated device's memory, readable in place."""
+        if "_mapped" not in self.__dict__:
+            self._mapped = ort_abi.NullDeviceAllocator(ort_abi.EpIdentity(self.name, "simgpu", 0), mapped=True)
+        return self._mapped
 
     def close(self) -> None:
         """Shut the device down: everything its sessions allocated must have been freed by now."""

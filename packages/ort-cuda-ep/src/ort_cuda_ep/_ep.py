@@ -220,6 +220,12 @@ class CudaExecutionProvider:
         """The ort_abi Allocator of this device (cuMemAlloc/cuMemFree, explicit copies)."""
         return self.runtime.allocator
 
+    @property
+    def mapped_allocator(self):
+        """The optional mapped backing (003's Allocation surface): pinned host memory the device reads and
+        writes in place (cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP)."""
+        return self.runtime.mapped_allocator
+
     def to_device(self, host: np.ndarray) -> DeviceArray:
         return self.runtime.to_device(host)
 
@@ -243,6 +249,22 @@ class CudaExecutionProvider:
     def compile_all(self, archs: Sequence[str] | None = None) -> list[CompiledKernel]:
         archs = list(archs or [self.require_profile().arch])
         return [self.cache.get(name, arch) for name in KERNEL_SOURCES for arch in archs]
+
+    # -- capture (003): CUDA graphs through cuda-python ----------------------------------------------------
+    def capture_unavailable(self) -> str | None:
+        """Why this EP cannot capture (None: it can): it needs a device."""
+        return None if self.can_run else f"no CUDA driver/device to capture on: {self.unavailable_reason}"
+
+    def begin_capture(self) -> None:
+        self.runtime.capture.begin()
+
+    def end_capture(self) -> Any:
+        """The captured CUDA graph (`CudaGraph`), instantiated and launched once."""
+        return self.runtime.capture.end()
+
+    def abort_capture(self) -> None:
+        if self._runtime is not None:
+            self._runtime.capture.abort()
 
     def close(self) -> None:
         if self._runtime is not None:

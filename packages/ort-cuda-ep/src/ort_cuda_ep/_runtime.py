@@ -25,6 +25,7 @@ from ort_abi import (
     tensor_to_host,
 )
 
+from ._capture import StreamCapture
 from ._compile import KERNEL_SOURCES, KernelCache, default_cache
 from ._device import DeviceInfo
 from ._errors import CudaEpError, KernelLaunchError
@@ -33,6 +34,7 @@ __all__ = ["DeviceArray", "CudaAllocator", "CudaRuntime", "WorkspaceCounters", "
 
 Arg = tuple[object, object]  # (value, ctypes type)
 CUDA_ERROR_OUT_OF_MEMORY = 2
+CU_MEMHOSTALLOC_DEVICEMAP = 2  # cuMemHostAlloc flag: map the allocation into the device's address space
 
 
 def ptr(v: int | DeviceArray | DeviceBuffer | None) -> Arg:
@@ -55,14 +57,22 @@ DeviceArray = DeviceTensor  # the ABI's typed device tensor; kernels take and re
 
 
 class CudaAllocator(Allocator):
-    """cuMemAlloc/cuMemFree and explicit cuMemcpy transfers, under ort_abi's ownership rules."""
+    """cuMemAlloc/cuMemFree and explicit cuMemcpy transfers, under ort_abi's ownership rules.
 
-    def __init__(self, runtime: CudaRuntime, ep: EpIdentity) -> None:
+    `mapped=True`: pinned host memory mapped into the device (`cuMemHostAlloc(CU_MEMHOSTALLOC_DEVICEMAP)`,
+    the kernels' pointer from `cuMemHostGetDevicePointer`), host-visible in place (`DeviceBuffer.numpy()`);
+    an AllocationError where the driver binding has no cuMemHostAlloc."""
+
+    def __init__(self, runtime: CudaRuntime, ep: EpIdentity, *, mapped: bool = False) -> None:
         super().__init__(ep, Device("cuda", runtime.device.ordinal))
         self._rt = runtime
+        self.mapped = mapped
 
     def _alloc(self, nbytes: int) -> tuple[Any, int]:
+        self._rt.capture.refuse(f"a {nbytes}-byte device allocation")
         self._rt.activate()
+        if self.mapped:
+            return self._alloc_mapped(nbytes)
         result = self._rt._driver.cuMemAlloc(max(nbytes, 1))
         if int(result[0]) == CUDA_ERROR_OUT_OF_MEMORY:
             free, total = self._rt.memory_info()
@@ -73,15 +83,55 @@ class CudaAllocator(Allocator):
         p = int(_check(result, f"cuMemAlloc({nbytes})"))
         return p, p
 
+    def _alloc_mapped(self, nbytes: int) -> tuple[Any, int]:
+        driver = self._rt._driver
+        if not hasattr(driver, "cuMemHostAlloc") or not hasattr(driver, "cuMemHostGetDevicePointer"):
+            raise AllocationError(f"cuda:{self._rt.device.ordinal}: this driver binding has no cuMemHostAlloc / "
+                                  "cuMemHostGetDevicePointer, so mapped (host-visible) memory is unavailable; use the "
+                                  "device allocator")
+        result = driver.cuMemHostAlloc(max(nbytes, 1), CU_MEMHOSTALLOC_DEVICEMAP)
+        if int(result[0]) != 0:
+            raise AllocationError(f"cuda:{self._rt.device.ordinal}: cuMemHostAlloc of {nbytes} mapped bytes failed "
+                                  f"(error {int(result[0])}); pinned host memory is limited: lower the request")
+        host = int(result[1])
+        try:
+            device_ptr = int(_check(driver.cuMemHostGetDevicePointer(host, 0), "cuMemHostGetDevicePointer"))
+        except Exception:
+            driver.cuMemFreeHost(host)
+            raise
+        return (host, nbytes), device_ptr
+
+    def _host_view(self, handle: Any, offset: int, nbytes: int) -> np.ndarray:
+        host, size = handle
+        if offset < 0 or offset + nbytes > size:
+            raise ValueError(f"mapped view [{offset}, {offset + nbytes}) is outside the {size}-byte allocation")
+        if nbytes == 0:
+            return np.empty(0, np.uint8)
+        return np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(host + offset))
+
     def _free(self, handle: Any) -> None:
+        if self.mapped:
+            _check(self._rt._driver.cuMemFreeHost(handle[0]), "cuMemFreeHost")
+            return
         _check(self._rt._driver.cuMemFree(handle), "cuMemFree")
 
     def _write(self, handle: Any, offset: int, src: np.ndarray) -> None:
+        if src.nbytes and self.mapped:
+            self._rt.capture.refuse(f"a {src.nbytes}-byte host write to mapped memory")
+            self._host_view(handle, offset, src.nbytes)[...] = src
+            return
         if src.nbytes:
+            self._rt.capture.refuse(f"a {src.nbytes}-byte host-to-device copy")
             _check(self._rt._driver.cuMemcpyHtoD(handle + offset, src, src.nbytes), "cuMemcpyHtoD")
 
     def _read(self, handle: Any, offset: int, dst: np.ndarray) -> None:
+        if dst.nbytes and self.mapped:
+            self._rt.capture.refuse(f"a {dst.nbytes}-byte host read of mapped memory")
+            self._rt.synchronize()  # the kernels' writes are done
+            dst[...] = self._host_view(handle, offset, dst.nbytes)
+            return
         if dst.nbytes:
+            self._rt.capture.refuse(f"a {dst.nbytes}-byte device-to-host copy")
             self._rt.synchronize()
             _check(self._rt._driver.cuMemcpyDtoH(dst, handle + offset, dst.nbytes), "cuMemcpyDtoH")
 
@@ -130,8 +180,25 @@ class CudaRuntime:
         self._modules: dict[str, object] = {}
         self._functions: dict[tuple[str, str], object] = {}
         self.counters = WorkspaceCounters()
+        self.capture = StreamCapture(self)  # the Capture surface: CUDA graphs
         self.activate()
         self.allocator = CudaAllocator(self, identity or EpIdentity("CUDAExecutionProvider", "cuda", device.ordinal))
+        self._mapped: CudaAllocator | None = None
+
+    @property
+    def mapped_allocator(self) -> CudaAllocator:
+        """The mapped (host-visible, pinned) allocator of this device, made on first use."""
+        if self._mapped is None:
+            self._mapped = CudaAllocator(self, self.allocator.ep, mapped=True)
+        return self._mapped
+
+    @property
+    def driver(self) -> Any:
+        return self._driver
+
+    def check(self, result: Any, what: str) -> Any:
+        """The values of a driver call's result, or KernelLaunchError naming the call and the error."""
+        return _check(result, what)
 
     @property
     def arch(self) -> str:
@@ -192,13 +259,17 @@ class CudaRuntime:
         values = tuple(a[0] for a in args)
         types = tuple(a[1] for a in args)
         self.activate()
-        _check(self._driver.cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shared_bytes, 0, (values, types), 0),
+        stream = self.capture.stream if self.capture.active else 0  # a capture records instead of running
+        _check(self._driver.cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shared_bytes, stream, (values, types), 0),
                f"cuLaunchKernel({entry})")
+        if self.capture.active:
+            self.capture.launches += 1
 
     def synchronize(self) -> None:
         _check(self._driver.cuCtxSynchronize(), "cuCtxSynchronize")
 
     def close(self) -> None:
+        self.capture.close()
         for mod in self._modules.values():
             self._driver.cuModuleUnload(mod)
         self._modules.clear()

@@ -2,7 +2,8 @@
 
 - ``RecordingDriver``: a stand-in for ``cuda.bindings.driver``; memory is host-backed and bounds-checked
   (a pointer outside every live allocation fails the call), copies and launches are recorded, kernels
-  do not execute. A whole session can run on it.
+  do not execute. A whole session can run on it. Stream capture records the launches into a graph
+  (``cuStreamBeginCapture`` .. ``cuStreamEndCapture``) and ``cuGraphLaunch`` replays them in order.
 - ``RecordingRuntime``: a stand-in for ``CudaRuntime`` over host-backed device memory; every launch is
   checked against the kernel's ``.cu`` signature and recorded (``launches``); ``resolve(ptr)`` maps a
   device address back to its host backing, so tests can emulate a kernel's semantics on the recorded
@@ -225,6 +226,9 @@ class RecordingDriver:
         self.pointers: list[int] = []  # every pointer argument of every launch, in order
         self.capacity: int | None = None  # device bytes; cuMemAlloc beyond them fails out of memory
         self.modules: dict[int, bytes] = {}
+        self.capturing: Any = None  # the stream a capture is open on
+        self.mapped: set[int] = set()  # cuMemHostAlloc'd addresses
+        self._graph: list[tuple] = []  # the launches it recorded so far
 
     def _ok(self, *values):
         return (0, *values)
@@ -258,7 +262,27 @@ class RecordingDriver:
         return self._ok(p)
 
     def cuMemFree(self, p):
-        assert p in self.memory, "free of an unknown pointer"
+        assert p in self.memory and p not in self.mapped, "cuMemFree of an unknown (or a mapped host) pointer"
+        del self.memory[p]
+        return self._ok()
+
+    # mapped (pinned, device-visible) host memory: real host bytes, at the same address for host and device (UVA)
+    def cuMemHostAlloc(self, n, flags):
+        assert flags & 2, "mapped memory needs CU_MEMHOSTALLOC_DEVICEMAP"
+        buf = (ctypes.c_char * n)()
+        p = ctypes.addressof(buf)
+        self.memory[p] = buf
+        self.mapped.add(p)
+        self.calls.append(("host_alloc", n))
+        return self._ok(p)
+
+    def cuMemHostGetDevicePointer(self, p, flags):
+        assert p in self.mapped, "not a mapped host allocation"
+        return self._ok(p)
+
+    def cuMemFreeHost(self, p):
+        assert p in self.mapped, "cuMemFreeHost of an unknown pointer"
+        self.mapped.discard(p)
         del self.memory[p]
         return self._ok()
 
@@ -306,7 +330,53 @@ class RecordingDriver:
             if t is ctypes.c_void_p and v:
                 self._find(v)  # every pointer argument points into live memory
                 self.pointers.append(int(v))
+        if self.capturing is not None and stream == self.capturing:  # recorded into the graph, not run
+            self._graph.append((fn, gx, gy, gz, bx, by, bz, shmem, params, extra))
+            self.calls.append(("capture", fn[1]))
+            return self._ok()
+        assert self.capturing is None or stream != 0, "a launch on the legacy stream while a capture is open"
         self.calls.append(("launch", fn[1], (gx, gy, gz), (bx, by, bz)))
+        return self._ok()
+
+    # CUDA graphs: a capture records the launches into its stream; a graph launch replays them in order
+    def cuStreamCreate(self, flags):
+        self.calls.append(("stream_create", flags))
+        return self._ok(f"stream{sum(c[0] == 'stream_create' for c in self.calls)}")
+
+    def cuStreamDestroy(self, stream):
+        return self._ok()
+
+    def cuStreamSynchronize(self, stream):
+        return self._ok()
+
+    def cuStreamBeginCapture(self, stream, mode):
+        assert self.capturing is None, "a second capture while one is open"
+        assert stream != 0, "the legacy stream cannot be captured"
+        self.capturing, self._graph = stream, []
+        self.calls.append(("begin_capture", stream))
+        return self._ok()
+
+    def cuStreamEndCapture(self, stream):
+        assert stream == self.capturing, "end of a capture that is not open on this stream"
+        self.capturing = None
+        self.calls.append(("end_capture", len(self._graph)))
+        return self._ok(list(self._graph))
+
+    def cuGraphInstantiate(self, graph, flags):
+        return self._ok(("exec", tuple(graph)))
+
+    def cuGraphLaunch(self, executable, stream):
+        _, launches = executable
+        self.calls.append(("graph_launch", len(launches)))
+        for fn, gx, gy, gz, bx, by, bz, shmem, params, extra in launches:
+            self.cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shmem, stream, params, extra)
+        return self._ok()
+
+    def cuGraphExecDestroy(self, executable):
+        self.calls.append(("graph_destroy",))
+        return self._ok()
+
+    def cuGraphDestroy(self, graph):
         return self._ok()
 
     def resolve(self, pointer: int) -> tuple[np.ndarray, int]:
@@ -337,6 +407,8 @@ class EmulatingDriver(RecordingDriver):
 
     def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
         result = super().cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shmem, stream, params, extra)
+        if self.capturing is not None and stream == self.capturing:
+            return result  # recorded: it runs when the graph is launched
         _emulate_launch(fn[1], list(params[0]), (gx, gy, gz), self.resolve, self.array_at)
         return result
 

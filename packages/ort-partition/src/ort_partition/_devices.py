@@ -1,4 +1,5 @@
-"""Device designators (`cpu`, `gpu`, `gpu:1`, `cuda`, `accelerator`, an EP name) -> execution providers."""
+"""Device designators (`cpu`, `gpu`, `gpu:1`, `cuda`, `dml`, `npu`, `fpga`, `accelerator`, an EP name) -> execution
+providers."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ CUDA_EP = "CUDAExecutionProvider"
 
 _GPU_EP_WORDS = ("cuda", "rocm", "migraphx", "dml", "tensorrt", "webgpu", "gpu")
 _NPU_EP_WORDS = ("qnn", "vitisai", "npu", "openvino_npu")
+_FPGA_EP_WORDS = ("fpga",)  # ONNX Runtime's OrtHardwareDeviceType_FPGA; no in-tree provider names one
+DML_EP = "DmlExecutionProvider"
 
 
 @attrs.frozen
@@ -19,7 +22,7 @@ class EpInfo:
     """What device matching needs to know about an execution provider."""
 
     name: str
-    device_type: str = "cpu"  # "cpu" | "gpu" | "npu" | "unknown"
+    device_type: str = "cpu"  # "cpu" | "gpu" | "npu" | "fpga" | "unknown"
     device_id: int = 0
     vendor: str = ""
     device_name: str = ""  # the provider's own device name (`simgpu`), also accepted as a designator
@@ -34,6 +37,8 @@ class EpInfo:
             kind = "gpu"
         elif any(w in low for w in _NPU_EP_WORDS):
             kind = "npu"
+        elif any(w in low for w in _FPGA_EP_WORDS):
+            kind = "fpga"
         else:
             kind = "unknown"
         vendor = "nvidia" if ("cuda" in low or "tensorrt" in low) else ("amd" if "rocm" in low or "migraphx" in low else "")
@@ -85,7 +90,11 @@ def _matches(ep: EpInfo, designator: str) -> bool:
     if kind_l == "accelerator":
         return ep.device_type != "cpu" and name_l != CPU_EP.lower() and index_ok()
     if kind_l == "npu":
-        return ep.device_type == "npu"
+        return ep.device_type == "npu" and index_ok()
+    if kind_l == "fpga":
+        return ep.device_type == "fpga" and index_ok()
+    if kind_l == "dml":  # DirectML (`dml`, `dml:<index>`)
+        return name_l in (DML_EP.lower(), "dml") and index_ok()
     # the provider's own device name (`simgpu`, `cuda:0`), or its exact name, case-insensitive
     if ep.device_name and ep.device_name in (designator.strip().lower(), kind_l):
         return True
@@ -95,8 +104,9 @@ def _matches(ep: EpInfo, designator: str) -> bool:
 def match_device(designator: str, eps: Sequence[Any]) -> str | None:
     """The first provider (in priority order) that a device designator names, or None.
 
-    `cpu`, `gpu`, `gpu:<index>`, `gpu:<vendor>`, `cuda`, `cuda:<index>`, `accelerator` (anything not
-    CPU), `npu`, or an execution provider's exact name — all case-insensitive.
+    `cpu`, `gpu`, `gpu:<index>`, `gpu:<vendor>`, `cuda`, `cuda:<index>`, `dml`, `dml:<index>` (DirectML),
+    `npu`, `npu:<index>`, `fpga`, `fpga:<index>`, `accelerator` (anything not CPU), or an execution
+    provider's exact name — all case-insensitive.
     """
     for ep in ep_infos(eps):
         if _matches(ep, designator):

@@ -9,6 +9,7 @@
 from ort_cpu_ep import CpuExecutionProvider, SimulatedGpuExecutionProvider
 
 from ._errors import (
+    CaptureRefusedError,
     DeviceMemoryError,
     FallbackDisabledError,
     FeedExceedsPlanError,
@@ -26,6 +27,7 @@ from ._errors import (
     SessionError,
     UnplannedAllocationError,
     UnplannedShapesWarning,
+    WorkspaceVerificationError,
 )
 from ._executor import RunStats
 from ._feeds import generate_inputs, validate_feeds
@@ -60,11 +62,12 @@ from ._session import InferenceSession
 __version__ = "0.2.0"
 
 __all__ = [
+    "CaptureRefusedError",
     "CUDA_PARTITIONING", "LAYER_ASSIGNMENT", "MAX_SHAPE_OVERRIDE", "NAME_BASED_ASSIGNMENT", "PRE_ALLOCATE",
     "CpuExecutionProvider", "DeviceMemoryError", "FeedExceedsPlanError", "InferenceSession", "InvalidInputError",
     "InvalidOptionError", "KernelRunError", "MemoryProfileWriteWarning", "PlacementError", "RunStats", "SessionBusyError",
     "SessionError", "SessionOptions", "UnknownConfigKeyWarning", "SimulatedGpuExecutionProvider",
-    "UnplannedAllocationError", "UnplannedShapesWarning", "__version__", "generate_inputs", "validate_feeds",
+    "UnplannedAllocationError", "UnplannedShapesWarning", "WorkspaceVerificationError", "__version__", "generate_inputs", "validate_feeds",
     # ONNX Runtime's Python API (`import ort_session as ort`)
     "EPFail", "EngineError", "ExecutionMode", "Fail", "FallbackDisabledError", "GraphOptimizationLevel", "IOBinding",
     "InvalidArgument", "InvalidGraph", "InvalidGraphError", "InvalidModelError", "InvalidProtobuf", "ModelFileNotFoundError",

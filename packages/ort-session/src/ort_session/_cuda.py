@@ -83,6 +83,22 @@ class CudaProvider:
         None for a plan-only provider (a device profile without the device)."""
         return self.inner.allocator if self.can_run else None
 
+    # the Capture surface (CUDA graphs), forwarded
+    def capture_unavailable(self) -> str | None:
+        why = getattr(self.inner, "capture_unavailable", None)
+        if why is None:
+            return f"this ort-cuda-ep build has no Capture surface ({type(self.inner).__name__})"
+        return why()
+
+    def begin_capture(self) -> None:
+        self.inner.begin_capture()
+
+    def end_capture(self) -> Any:
+        return self.inner.end_capture()
+
+    def abort_capture(self) -> None:
+        self.inner.abort_capture()
+
     def close(self) -> None:
         """Release the device state the provider holds (loaded modules, its context's allocations)."""
         close = getattr(self.inner, "close", None)

@@ -65,6 +65,21 @@ class UnplannedAllocationError(SessionError, RuntimeException):
         self.node, self.requested, self.planned = node, requested, planned
 
 
+class WorkspaceVerificationError(UnplannedAllocationError):
+    """`session.strict_workspace_verification`: a kernel asked at run time for more workspace than it declared
+    (Level 2) for the run's input shapes; raised at that node instead of a scratch fallback."""
+
+
+class CaptureRefusedError(SessionError):
+    """`session.enable_graph_capture`: the device graph capture cannot hold (no pre-allocated buffers, host
+    work inside the captured region, a changed input shape, ...). `reason` names the cause; raised at
+    initialization where it is knowable, else at the run that finds it."""
+
+    def __init__(self, message: str, *, reason: str = "", node: str = "") -> None:
+        super().__init__(message)
+        self.reason, self.node = reason, node
+
+
 class SessionBusyError(SessionError):
     """`close()` found runs still in flight after its timeout: nothing was freed; close again once they end."""
 

@@ -40,6 +40,7 @@ class RunStats:
     nodes_run: int = 0
     planned_values: int = 0
     layout: str = ""
+    graph: str = ""  # device graph capture: "captured" (this run recorded it), "replayed", or "" (none)
 
 
 class Kernel(Protocol):
@@ -117,6 +118,9 @@ class Executor:
     allocators: Mapping[int, ort_abi.Allocator] = attrs.field(factory=dict)  # node index -> its device's memory
     weights: Any = None  # _device_memory.DeviceWeights: device copies of the weights device nodes read
     host_outputs: Mapping[int, tuple[int, ...]] = attrs.field(factory=dict)  # device nodes' outputs made on the host
+    # strict workspace verification: (node, its inputs this run) -> slot id -> bytes the kernel declares for them
+    declared_workspace: Callable[[Node, Sequence[Any]], Mapping[int, int]] | None = None
+    capture: Any = None  # _capture.GraphCapture: the first pre-allocated run captures its region, later ones replay
     _release: dict[int, list[str]] = attrs.field(factory=dict, alias="release")
     _reads: dict[int, list[str]] = attrs.field(factory=dict, alias="reads")  # node index -> inputs + implicit
     _out_types: dict[int, list[int]] = attrs.field(factory=dict, alias="out_types")
@@ -158,8 +162,13 @@ class Executor:
                     placed = layout.place(name, arr)
                     values[name] = arr if placed is None else placed
                 total = len(self.order)
+                capture = self.capture if layout.strict else None  # fixed addresses: pre-allocated buffers
                 for step, node in enumerate(self.order):
-                    self._step(step, node, values, layout, stats, counters, owned, planned[node.index])
+                    if capture is not None and step in capture.region:
+                        self._captured_step(capture, step, node, feeds, values, layout, stats, counters, owned,
+                                            planned[node.index])
+                    else:
+                        self._step(step, node, values, layout, stats, counters, owned, planned[node.index])
                     if progress is not None:
                         progress(step + 1, total)
                 missing = [o for o in outputs if o not in values]
@@ -177,6 +186,46 @@ class Executor:
         stats.scratch_bytes = counters.scratch_bytes
         self.last_stats = stats
         return result
+
+    def _captured_step(self, capture: Any, step: int, node: Node, feeds: Mapping[str, Any], values: dict[str, Any],
+                       layout: Layout, stats: RunStats, counters: ort_abi.ContextCounters,
+                       owned: dict[str, ort_abi.DeviceBuffer], planned: list[Any]) -> None:
+        """A step inside the captured region: replayed (the graph launches at the region's first step),
+        or run while the provider records it (begun at the first step, ended after the last)."""
+        if capture.replaying:
+            if step == capture.region.start:
+                capture.replay(values)
+                stats.graph = "replayed"
+            self._release_dead(step, values, layout, owned)
+            return
+        if step == capture.region.start:
+            capture.begin(feeds)
+        try:
+            self._step(step, node, values, layout, stats, counters, owned, planned)
+        except Exception as e:
+            refusal = capture.abort(e, node) if capture.capturing else None
+            if refusal is not None:
+                raise refusal from e
+            raise
+        if step == capture.region.stop - 1:
+            try:
+                capture.end(values, self.order)
+            except Exception as e:
+                refusal = capture.abort(e, node) if capture.capturing else None
+                if refusal is not None:
+                    raise refusal from e
+                raise
+            stats.graph = "captured"
+
+    def _release_dead(self, step: int, values: dict[str, Any], layout: Layout,
+                      owned: dict[str, ort_abi.DeviceBuffer]) -> None:
+        """Values whose last reader was this step: released (their planned block, or their own buffer)."""
+        for name in self._release.get(step, ()):
+            if values.pop(name, None) is not None:
+                layout.release(step, name)
+                buf = owned.pop(name, None)
+                if buf is not None:
+                    buf.allocator.free(buf)
 
     def _record(self, node: Node, args: list[Any], outputs: list[Any], temp: int) -> None:
         from ort_partition import NodeAllocationStats
@@ -201,7 +250,10 @@ class Executor:
         out_types = self._out_types[node.index]
         device = self.allocators.get(node.index)
         workspace = layout.workspace(node, args)
-        refusals = Refusals(node, workspace) if layout.strict else None
+        declared = (self.declared_workspace(node, args)
+                    if self.declared_workspace is not None and not layout.strict else None)
+        refusals = (Refusals(node, workspace, outputs=layout.strict, declared=declared, device=device)
+                    if layout.strict or declared is not None else None)
 
         def allocate(index: int, shape: tuple[int, ...], dtype: np.dtype) -> Any:
             name = node.outputs[index] if index < len(node.outputs) else ""
@@ -209,7 +261,7 @@ class Executor:
             if planned is not None:
                 stats.planned_values += 1
                 return planned
-            if refusals is not None:
+            if refusals is not None and refusals.refuses_outputs:
                 refusals.output(index, name, shape, dtype, getattr(layout, "planned_nbytes", lambda n: None)(name))
             stats.allocations += 1
             if device is None or np.dtype(dtype).kind == "O" or index in self.host_outputs.get(node.index, ()):
@@ -251,12 +303,7 @@ class Executor:
         layout.after_step(step, node)
         if self.recorder is not None:
             self._record(node, args, ctx.outputs, counters.scratch_bytes - scratch_before)
-        for name in self._release.get(step, ()):
-            if values.pop(name, None) is not None:
-                layout.release(step, name)
-                buf = owned.pop(name, None)
-                if buf is not None:
-                    buf.allocator.free(buf)
+        self._release_dead(step, values, layout, owned)
         stats.nodes_run += 1
 
 

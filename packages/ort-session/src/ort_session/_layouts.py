@@ -24,7 +24,7 @@ from ort_graph import Node, from_numpy_dtype
 from ._device_memory import DeviceMemoryStage
 from ._executor import LayoutBase, RunStats
 
-__all__ = ["BlockLayout", "CachedLayout", "PlannedLayout", "TracedPattern", "TracingLayout", "arenas"]
+__all__ = ["BlockLayout", "CachedLayout", "PlannedLayout", "TracedPattern", "TracingLayout", "arenas", "workspace_shapes"]
 
 
 class BlockLayout(LayoutBase):
@@ -81,8 +81,9 @@ def arenas(devices: Sequence[str] | Mapping[str, Any], stages: Mapping[str, Devi
 
 @attrs.define(eq=False)
 class PlannedLayout(BlockLayout):
-    """Values and workspace at the offsets of the static GraphPlan. With pre-allocated buffers the run is
-    `strict`: any allocation outside the plan is an error at the node that asked for it."""
+    """Values and workspace at the offsets of the static GraphPlan. With pre-allocated execution buffers the
+    run is `strict`: any allocation outside the plan is an error at the node that asked for it. Buffers
+    allocated at initialization for static workspace pre-allocation are not strict (a counted fallback)."""
 
     gplan: ort_memplan.GraphPlan
     buffers: ort_memplan.ExecutionBuffers | None  # None: allocate per run (memory-pattern mode)
@@ -90,12 +91,9 @@ class PlannedLayout(BlockLayout):
     red_zone_names: Sequence[str] | None = None
     name: str = "pre-allocated"
     slot_ids: Mapping[int, Sequence[int]] = attrs.field(factory=dict)
+    strict: bool = False
     _live: ort_memplan.ExecutionBuffers | None = attrs.field(default=None, alias="live")
     _guard: Any = attrs.field(default=None, alias="guard")
-
-    @property
-    def strict(self) -> bool:
-        return self.buffers is not None
 
     @contextlib.contextmanager
     def hold(self, stats: RunStats) -> Iterator[None]:
@@ -149,7 +147,7 @@ class TracedPattern:
     workspace: dict[int, dict[int, str]] = attrs.field(factory=dict)
 
 
-def _workspace_shapes(node: Node, args: Sequence[Any]) -> list[ort_abi.WorkspaceInputShape]:
+def workspace_shapes(node: Node, args: Sequence[Any]) -> list[ort_abi.WorkspaceInputShape]:
     """The run's concrete input shapes in the positional form a kernel declares its workspace from."""
     out = []
     for name, arg in zip(node.inputs, args):
@@ -205,7 +203,7 @@ class TracingLayout(LayoutBase):
     def workspace(self, node: Node, args: Sequence[Any] = ()) -> dict[int, Any]:
         """Declare the node's workspace for this run's shapes and trace each slot as live during the step;
         this run the kernel still takes scratch (nothing is planned yet)."""
-        slots = ort_abi.declare_workspace(self.kernels[node.index], _workspace_shapes(node, args), node=node.name)
+        slots = ort_abi.declare_workspace(self.kernels[node.index], workspace_shapes(node, args), node=node.name)
         for slot in slots or ():
             name = f"#workspace:{node.index}:{slot.slot_id}"
             self._record(name, slot.size_bytes, self.device_of_node.get(node.index, "cpu"))

@@ -42,8 +42,8 @@ from ._device_memory import (
 )
 from ._errors import FeedExceedsPlanError, InvalidInputError, InvalidOptionError
 from ._executor import FreshArrays
-from ._layouts import CachedLayout, PlannedLayout, TracedPattern, TracingLayout, arenas
-from ._options import SessionOptions, _truthy
+from ._layouts import CachedLayout, PlannedLayout, TracedPattern, TracingLayout, arenas, workspace_shapes
+from ._options import PRE_ALLOCATE, STATIC_WORKSPACE, SessionOptions, _truthy
 from ._promise import ALLOW_UNPLANNED_SHAPES, check_budgeted_values_planned
 
 __all__ = ["RED_ZONES_ENV", "SessionMemory", "plan_memory", "red_zone_bytes"]
@@ -143,6 +143,12 @@ class SessionMemory:
                            "total": weights.get(device, 0) + peak}
         return out
 
+    def declared_workspace(self, node: Node, args: Sequence[Any]) -> dict[int, int]:
+        """Slot id -> bytes the node's kernel declares (Level 2) for this run's input shapes: what strict
+        workspace verification holds its runtime requests to."""
+        slots = ort_abi.declare_workspace(self.kernels[node.index], workspace_shapes(node, args), node=node.name)
+        return {slot.slot_id: slot.size_bytes for slot in slots or ()}
+
     # -- what a run gets --------------------------------------------------------------------------
     def _check_promise(self, shapes: Mapping[str, tuple[int, ...] | None]) -> None:
         """Refuse a feed of another rank or larger than its planned shape (extents the plan left symbolic
@@ -154,7 +160,8 @@ class SessionMemory:
             if len(got) == len(planned) and not any(isinstance(p, int) and g > p for g, p in zip(got, planned)):
                 continue
             if self.buffers is not None:
-                why = "pre-allocated its execution buffers"
+                why = ("pre-allocated its execution buffers" if self.options.pre_allocate else
+                       f"pre-allocated its static workspace with the activations ({STATIC_WORKSPACE})")
             else:
                 why = f"holds device budgets {sorted(d for d, s in self.stages.items() if s.budget is not None)!r}"
             rank = "" if len(got) == len(planned) else f" (rank {len(got)}, planned rank {len(planned)})"
@@ -180,12 +187,14 @@ class SessionMemory:
         shapes = {n: tuple(np.shape(a)) if isinstance(a, np.ndarray | np.generic) else None for n, a in feeds.items()}
         if self.holds_promise:
             self._check_promise(shapes)
-        if self.static and self._within_plan(shapes):
+        strict_buffers = self.options.pre_allocate  # static workspace pre-allocation keeps a counted fallback:
+        if self.static and self._within_plan(shapes):  # other shapes are traced and cached, like without it
+            strict = strict_buffers
+            name = "pre-allocated" if strict else "static workspace" if self.buffers is not None else "static plan"
             return PlannedLayout(self.gplan, self.buffers, self.stages,
                                  self.node_names if self.gplan.plan.red_zone else None,
-                                 name="pre-allocated" if self.buffers is not None else "static plan",
-                                 slot_ids=self._slot_ids)
-        if self.buffers is not None:
+                                 name=name, slot_ids=self._slot_ids, strict=strict)
+        if self.buffers is not None and strict_buffers:
             raise InvalidInputError(
                 f"this session pre-allocated its buffers for input shapes {self.planned_shapes!r}, but the run "
                 f"feeds {shapes!r}; pre-allocated runs must use the planned shapes or smaller ones (plan for the "
@@ -270,14 +279,15 @@ def _allocate(graph: Any, order: Sequence[Node], device_of_node: Mapping[int, st
         device_weights = DeviceWeights.upload(graph, order, device_of_node, allocators, memory_types)
     except ort_abi.AllocationError as e:
         raise device_memory_error("the weights", stages, e) from e
-    if not options.pre_allocate:
+    key = PRE_ALLOCATE if options.pre_allocate else STATIC_WORKSPACE if options.flag(STATIC_WORKSPACE) else None
+    if key is None:
         return device_weights, None
     if not static:
         device_weights.close()
         unknown = list(gplan.activations.unknown_sizes)[:5]
         origin = ort_graph.first_unresolved_node(graph)  # a node whose outputs no inference resolved
         raise InvalidOptionError(
-            f"session.pre_allocate_execution_buffers needs static shapes, but {len(gplan.activations.unknown_sizes)} "
+            f"{key} needs static shapes, but {len(gplan.activations.unknown_sizes)} "
             f"value(s) have unknown sizes, e.g. {unknown!r}; set free_dimension_overrides for the model's "
             "symbolic dimensions (ortrun: --dim name=N)"
             + (f"; {ort_graph.unresolved_hint(origin)}" if origin is not None else ""))

@@ -21,8 +21,20 @@ ALLOW_UNPLANNED_SHAPES = "session.allow_unplanned_shapes"  # budgets with symbol
 EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"  # ONNX Runtime's key
 DISABLE_CPU_EP_FALLBACK = "session.disable_cpu_ep_fallback"  # ONNX Runtime's: a declined node is an error
 ORT_CONFIG_PREFIXES = ("session.", "optimization.", "ep.", "mlas.")  # key families: unread keys warn, others fail
+# ONNX Runtime's key for the per-node memory statistics CSV; the same file as the `memory_profile_out` field
+NODE_MEMORY_STATS_FILE = "session.collect_node_memory_stats_to_file"
+# the seeds' keys (000/002): the static plan's buffers (activations + declared workspace, joined) allocated once
+# at initialization with a counted dynamic fallback; and a kernel asking at run time for more workspace than it
+# declared at Level 2 is an error at its node instead of a scratch fallback
+STATIC_WORKSPACE = "session.enable_static_workspace_preallocation"
+STRICT_WORKSPACE = "session.strict_workspace_verification"
+# capture a device graph on the first run and replay it on later runs (ONNX Runtime's CUDA provider option
+# `enable_cuda_graph`, session-wide here): needs pre-allocated buffers and a provider that can capture
+GRAPH_CAPTURE = "session.enable_graph_capture"
 KNOWN_CONFIG_KEYS = (LAYER_ASSIGNMENT, NAME_BASED_ASSIGNMENT, PRE_ALLOCATE, CUDA_PARTITIONING, MAX_SHAPE_OVERRIDE,
-                     ALLOW_UNPLANNED_SHAPES, EXTERNAL_DATA_FOLDER, DISABLE_CPU_EP_FALLBACK)
+                     ALLOW_UNPLANNED_SHAPES, EXTERNAL_DATA_FOLDER, DISABLE_CPU_EP_FALLBACK,
+                     NODE_MEMORY_STATS_FILE, STATIC_WORKSPACE, STRICT_WORKSPACE, GRAPH_CAPTURE)
+BOOLEAN_KEYS = (PRE_ALLOCATE, ALLOW_UNPLANNED_SHAPES, DISABLE_CPU_EP_FALLBACK, STATIC_WORKSPACE, STRICT_WORKSPACE, GRAPH_CAPTURE)
 
 
 class UnknownConfigKeyWarning(UserWarning):
@@ -113,7 +125,7 @@ class SessionOptions(_ort.OrtSessionOptionMethods):
             hint = f"; did you mean {close[0]!r}?" if close else f"; the keys it reads are {list(KNOWN_CONFIG_KEYS)!r}"
             warnings.warn(f"session config key {key!r} is not read by ort-session and has no effect{hint}",
                           UnknownConfigKeyWarning, stacklevel=3)
-        if key in (PRE_ALLOCATE, ALLOW_UNPLANNED_SHAPES, DISABLE_CPU_EP_FALLBACK):
+        if key in BOOLEAN_KEYS:
             _truthy(value, key)
         elif key == MAX_SHAPE_OVERRIDE:
             _check.max_shapes(value, option=key)
@@ -125,6 +137,21 @@ class SessionOptions(_ort.OrtSessionOptionMethods):
     @property
     def pre_allocate(self) -> bool:
         return _truthy(self.config.get(PRE_ALLOCATE, "0"), PRE_ALLOCATE)
+
+    def flag(self, key: str) -> bool:
+        """A boolean `session.*` key (unset: off)."""
+        return _truthy(self.config.get(key, "0"), key)
+
+    @property
+    def memory_stats_file(self) -> str | None:
+        """Where the per-node memory statistics CSV goes: `memory_profile_out` or ONNX Runtime's
+        `session.collect_node_memory_stats_to_file` (one file; two different paths are refused)."""
+        ours, ort_key = self.memory_profile_out, self.config.get(NODE_MEMORY_STATS_FILE) or None
+        if ours and ort_key and ours != ort_key:
+            raise InvalidOptionError(
+                f"memory_profile_out={ours!r} and {NODE_MEMORY_STATS_FILE}={ort_key!r} name two different files for "
+                "the same per-node memory statistics; set one of them")
+        return ours or ort_key
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any] | None) -> SessionOptions:

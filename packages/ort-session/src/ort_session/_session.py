@@ -18,7 +18,9 @@ from ort_graph import Model
 
 from . import _memory, _ort_api, _placement
 from ._boundaries import insert_copies
+from ._capture import plan_capture
 from ._device_memory import memory_types_of
+from ._ep_passes import run_ep_passes
 from ._errors import (
     InvalidInputError,
     InvalidOptionError,
@@ -30,7 +32,7 @@ from ._executor import Executor, RunStats
 from ._feeds import required_inputs, validate_feeds
 from ._kernels import kernel_output_shapes
 from ._loading import load_model as _load
-from ._options import EXTERNAL_DATA_FOLDER, MAX_SHAPE_OVERRIDE, SessionOptions
+from ._options import EXTERNAL_DATA_FOLDER, GRAPH_CAPTURE, MAX_SHAPE_OVERRIDE, STRICT_WORKSPACE, SessionOptions
 from ._ort_options import GraphOptimizationLevel
 from ._ort_session_api import OrtSessionApi, terminating
 from ._plan import SessionPlan
@@ -115,6 +117,11 @@ class InferenceSession(OrtSessionApi):
             _ort_api.check_no_fallback(self.placement, self.providers, graph)
         for node in graph.nodes:
             node.ep = self.placement.ep_of[node.index]
+        ep_fusions = run_ep_passes(graph, self.providers)  # each provider's passes on the nodes it claimed
+        if ep_fusions:
+            self.fusions = [*self.fusions, *ep_fusions]
+            self.order = ort_graph.topological_order(graph)
+            self.placement.ep_of = {n.index: n.ep for n in graph.nodes}
         self.copies = insert_copies(graph, {p.name: p.device for p in self.providers}, self.providers[-1].name,
                                     memory_types_of(self.providers))
         if self.copies:
@@ -123,6 +130,9 @@ class InferenceSession(OrtSessionApi):
         profiler.phase("placement")
         self.kernels = {n.index: self._provider(n.ep).create_kernel(n) for n in graph.nodes}
         profiler.phase("kernel_creation")
+        # device graph capture: refused here (before anything is allocated) when it cannot hold
+        self._capture = plan_capture(self.order, self.providers, self.options.pre_allocate) \
+            if self.options.flag(GRAPH_CAPTURE) else None
         self.memory = _memory.plan_memory(self.model, self.order, self.kernels, self.placement, self.providers,
                                           self.options)
         self.recheck = _placement.level2_recheck(self.model, self.placement, self.memory.slots, self.providers)
@@ -134,14 +144,18 @@ class InferenceSession(OrtSessionApi):
         types = memory_types_of(self.providers)
         host_outputs = {n.index: types(n)[1] for n in graph.nodes if n.index in node_allocators}
         self._executor = Executor(graph, self.order, self.kernels, allocators=node_allocators,
-                                  weights=self.memory.device_weights, host_outputs=host_outputs)
+                                  weights=self.memory.device_weights, host_outputs=host_outputs,
+                                  declared_workspace=(self.memory.declared_workspace
+                                                      if self.options.flag(STRICT_WORKSPACE) else None),
+                                  capture=self._capture)
         self._closed = False
         self._runs = threading.Condition()  # guards _active_runs / _closing / _closed
         self._active_runs = 0
         self._closing = False
         used = {n.ep for n in graph.nodes}
         self._plan_only = [p.name for p in self.providers if not getattr(p, "can_run", True) and p.name in used]
-        if self.options.memory_profile_out:
+        self._stats_file = self.options.memory_stats_file  # memory_profile_out or ONNX Runtime's key
+        if self._stats_file:
             import ort_partition
 
             self._executor.recorder = ort_partition.NodeStatsRecorder()
@@ -211,12 +225,14 @@ class InferenceSession(OrtSessionApi):
         unknown = [o for o in outputs if o not in self.model.graph.outputs]
         if unknown:
             raise InvalidInputError(f"unknown output name(s) {unknown!r}; the model's outputs are {self.output_names!r}")
+        if self._capture is not None:
+            self._capture.check_feeds(arrays)  # a captured graph replays the shapes it was captured with
         with contextlib.ExitStack() as scopes:  # what each provider holds around a run (CPU: its threads)
             for provider in self.providers:
                 scopes.enter_context(ort_abi.provider_run_scope(provider))
             result = self._executor.run(arrays, outputs, self.memory.layout_for(arrays), progress)
         if self._executor.recorder is not None:  # field-wise maximum over all runs so far
-            _dump_memory_profile(self._executor.recorder, self.options.memory_profile_out)
+            _dump_memory_profile(self._executor.recorder, self._stats_file)
         return result
 
 
@@ -243,6 +259,8 @@ class InferenceSession(OrtSessionApi):
                     "or pass a longer timeout")
             self._closed = True
         try:
+            if self._capture is not None:
+                self._capture.release()
             self.memory.close()
             for kernel in self.kernels.values():
                 ort_abi.release_kernel(kernel)

@@ -166,3 +166,18 @@ def test_a_cpu_subgraph_reading_a_device_value_reads_its_host_copy():
     for cond, want in ((True, np.maximum(x, 0)), (False, -np.maximum(x, 0))):
         (y,) = sess.run(None, {"x": x, "c": np.array(cond)})
         np.testing.assert_array_equal(y, want)
+
+
+def test_the_simulated_gpu_offers_a_mapped_backing():
+    import ort_abi
+    from ort_session import SimulatedGpuExecutionProvider
+
+    ep = SimulatedGpuExecutionProvider(None, {})
+    mapped = ep.mapped_allocator
+    assert mapped is ep.mapped_allocator and mapped.mapped and not ep.allocator.mapped
+    buf = mapped.alloc(8)
+    buf.numpy()[:] = 7
+    out = np.zeros(8, np.uint8)
+    ort_abi.copy_device_to_host(buf, out)
+    assert out.tolist() == [7] * 8
+    mapped.free(buf)

@@ -249,7 +249,10 @@ struct OrtKernelApi {
                                    size_t* rank);
   OrtStatus* (*Node_GetInputElementType)(const OrtNode* node, size_t index, int32_t* out);
   OrtStatus* (*Node_HasAttribute)(const OrtNode* node, const char* name, int* out);
-  /* the attribute getters return ORT_INVALID_ARGUMENT when the attribute is absent or of another type */
+  /* An absent attribute: the pointer getters (Ints, String) return OK with *values / *out = NULL (and
+   * *count = 0), so an optional attribute needs no HasAttribute call; the scalar getters (Int, Float)
+   * return ORT_INVALID_ARGUMENT (ask Node_HasAttribute first). An attribute of another type is
+   * ORT_INVALID_ARGUMENT for every getter. The KernelInfo_GetAttribute* getters behave the same. */
   OrtStatus* (*Node_GetAttributeInt)(const OrtNode* node, const char* name, int64_t* out);
   OrtStatus* (*Node_GetAttributeInts)(const OrtNode* node, const char* name, const int64_t** values,
                                       size_t* count);

@@ -1,0 +1,83 @@
+"""An execution provider's own graph passes (003's Optimization surface): the simulated GPU fuses Conv + a
+per-channel Add it claimed into Conv with a bias, after placement; the Level-2 re-check and the memory
+plan see the fused node and its declared workspace; nodes the provider did not claim are left alone."""
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import ort_abi
+import ort_graph
+from ort_session import InferenceSession, SimulatedGpuExecutionProvider
+from ort_session._errors import PlacementError
+
+SIM = ["SimulatedGPUExecutionProvider", "CPUExecutionProvider"]
+IM2COL = 3 * 3 * 3 * 8 * 8 * 4  # C * kH * kW * outH * outW float32: the Conv kernel's declared slot 0
+
+
+def conv_add(bias_shape=(1, 4, 1, 1)):
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "W"),
+             numpy_helper.from_array(rng.standard_normal(bias_shape).astype(np.float32), "B")]
+    nodes = [helper.make_node("Conv", ["X", "W"], ["C"], name="features.0/conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["C", "B"], ["A"], name="features.0/add"),
+             helper.make_node("Relu", ["A"], ["Y"], name="features.0/relu")]
+    graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 4, 8, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def session(rule="gpu(features.0/)", model=None, budget="simgpu:1MiB"):
+    return InferenceSession(model or conv_add(), {"budgets": budget, "session.name_based_layer_assignment": rule},
+                            providers=SIM)
+
+
+X = np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype(np.float32)
+
+
+def test_the_simulated_gpu_fuses_its_conv_add_and_the_recheck_counts_the_fused_workspace():
+    sess = session()
+    fused = [f for f in sess.fusions if f.fusion == "ConvAddFusion"]
+    assert [(f.replaced, f.created) for f in fused] == [(("features.0/conv", "features.0/add"),
+                                                         ("features.0/conv/ConvAddFusion",))]
+    node = sess.model.graph.node_by_name("features.0/conv/ConvAddFusion")
+    assert node.ep == "SimulatedGPUExecutionProvider" and len(node.inputs) == 3
+    assert not any(n.op_type == "Add" for n in sess.model.graph.nodes)
+    assert sess.memory.slots == {(node.index, 0): IM2COL}  # the fused kernel's Level-2 declaration
+    cost = sess.recheck.costs[node]
+    assert (cost.workspace, cost.workspace_source) == (IM2COL, "estimate")
+    assert sess.recheck.totals["SimulatedGPUExecutionProvider"] == sum(c.total for c in sess.recheck.costs.values()
+                                                                        if c.node != "Y/on_simgpu/MemcpyToHost")
+    want = InferenceSession(conv_add(), providers=["CPUExecutionProvider"]).run(None, {"X": X})[0]
+    np.testing.assert_allclose(sess.run(None, {"X": X})[0], want, rtol=1e-5, atol=1e-5)
+    sess.close()
+
+
+def test_a_pair_split_across_providers_is_not_fused():
+    sess = session(rule="gpu(features.0/conv, features.0/relu); cpu(features.0/add)")
+    assert not [f for f in sess.fusions if f.fusion == "ConvAddFusion"]
+    assert sess.model.graph.node_by_name("features.0/add").ep == "CPUExecutionProvider"
+
+
+def test_the_cpu_provider_contributes_no_pass():
+    sess = InferenceSession(conv_add(), providers=["CPUExecutionProvider"])
+    assert not [f for f in sess.fusions if f.fusion == "ConvAddFusion"]
+
+
+def test_a_bias_that_is_not_per_channel_is_not_fused():
+    model = ort_graph.from_proto(conv_add(bias_shape=(1, 4, 8, 8)))
+    ort_graph.resolve_shapes(model, {})
+    assert ort_graph.fuse_conv_add(model.graph) == []
+
+
+def test_a_pass_that_creates_a_node_its_provider_does_not_claim_is_an_error(monkeypatch):
+    def bogus(graph, nodes):
+        relu = next(n for n in nodes if n.op_type == "Relu")
+        graph.remove_node(relu)
+        graph.add_node("NoSuchOp", list(relu.inputs), list(relu.outputs), name="bogus", domain="com.nowhere")
+        return ["bogus"]
+
+    monkeypatch.setattr(SimulatedGpuExecutionProvider, "graph_passes",
+                        lambda self: [ort_abi.EpGraphPass("Bogus", bogus)])
+    with pytest.raises(PlacementError, match=r"graph pass 'Bogus' created node 'bogus'.*does not claim"):
+        session()
