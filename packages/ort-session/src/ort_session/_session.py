@@ -32,7 +32,13 @@ from ._executor import Executor, RunStats
 from ._feeds import required_inputs, validate_feeds
 from ._kernels import kernel_output_shapes
 from ._loading import load_model as _load
-from ._options import EXTERNAL_DATA_FOLDER, GRAPH_CAPTURE, MAX_SHAPE_OVERRIDE, STRICT_WORKSPACE, SessionOptions
+from ._options import (
+    EXTERNAL_DATA_FOLDER,
+    GRAPH_CAPTURE,
+    MAX_SHAPE_OVERRIDE,
+    STRICT_WORKSPACE,
+    SessionOptions,
+)
 from ._ort_options import GraphOptimizationLevel
 from ._ort_session_api import OrtSessionApi, terminating
 from ._plan import SessionPlan

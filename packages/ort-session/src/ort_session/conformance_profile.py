@@ -77,7 +77,7 @@ def case_claims(proto: onnx.ModelProto, provider: str) -> str | dict[str, str]:
 
 
 def compute_profile(provider: str, pattern: str | None = None) -> dict[str, Any]:
-    from .cpu._conformance import node_cases
+    from ort_cpu_ep.conformance import node_cases
 
     return {c.name: case_claims(c.model, provider) for c in node_cases(pattern)}
 
