@@ -15,7 +15,7 @@ import ort_abi
 import ort_graph
 from ort_graph import Model
 
-from . import _memory, _placement
+from . import _memory, _placement, _progress
 from ._boundaries import insert_copies
 from ._cpu_ep import CpuExecutionProvider, SimulatedGpuExecutionProvider
 from ._device_memory import memory_types_of
@@ -85,21 +85,24 @@ class InferenceSession:
         self.options = options if isinstance(options, SessionOptions) else SessionOptions.from_mapping(options)
         for key, value in kwargs.items():
             self.options = SessionOptions.from_mapping({**_as_mapping(self.options), key: value})
-        self.model = _load(model)
+        with _progress.phase("loading the model"):
+            self.model = _load(model)
         graph = self.model.graph
         self.constants = ort_graph.constants_to_initializers(graph)  # as ONNX Runtime does at load
         self._declared_inputs = {n: graph.values[n].shape for n in required_inputs(graph)}
         max_shapes: Any = self.options.max_shapes or self.options.get(MAX_SHAPE_OVERRIDE)
         self.plugins = load_plugins(self.options.kernel_libraries)  # first: their output-shape callbacks
-        self.shape_report = ort_graph.resolve_shapes(self.model, self.options.free_dimension_overrides, max_shapes,
-                                                     output_shapes=kernel_output_shapes(self.plugins, self.model))
-        self.fusions = ort_graph.apply_l1_fusions(self.model) if self.options.enable_fusions else []
+        with _progress.phase("resolving shapes and fusing"):
+            self.shape_report = ort_graph.resolve_shapes(self.model, self.options.free_dimension_overrides, max_shapes,
+                                                         output_shapes=kernel_output_shapes(self.plugins, self.model))
+            self.fusions = ort_graph.apply_l1_fusions(self.model) if self.options.enable_fusions else []
         names = list(providers or DEFAULT_PROVIDERS)
         if not any(n.lower() in ("cpu", "cpuexecutionprovider") for n in names):
             names.append("CPUExecutionProvider")  # the fallback provider is always last
         self.providers = [make_provider(n, graph, self.model.opset_imports, self.options, self.plugins) for n in names]
         self.order = ort_graph.topological_order(graph)
-        self.placement = _placement.place(self.model, self.order, self.providers, self.options)
+        with _progress.phase(f"placing {len(graph.nodes)} nodes"):
+            self.placement = _placement.place(self.model, self.order, self.providers, self.options)
         for node in graph.nodes:
             node.ep = self.placement.ep_of[node.index]
         self.copies = insert_copies(graph, {p.name: p.device for p in self.providers}, self.providers[-1].name,
@@ -108,8 +111,9 @@ class InferenceSession:
             self.order = ort_graph.topological_order(graph)
             self.placement.ep_of = {n.index: n.ep for n in graph.nodes}
         self.kernels = {n.index: self._provider(n.ep).create_kernel(n) for n in graph.nodes}
-        self.memory = _memory.plan_memory(self.model, self.order, self.kernels, self.placement, self.providers,
-                                          self.options)
+        with _progress.phase("planning memory"):
+            self.memory = _memory.plan_memory(self.model, self.order, self.kernels, self.placement, self.providers,
+                                              self.options)
         self.recheck = _placement.level2_recheck(self.model, self.placement, self.memory.slots, self.providers)
         self.overruns = _placement.planned_overruns(self.memory, self.placement, self.providers)
         self.plan = SessionPlan(self.model, self.placement, self.memory, self.shape_report, self.fusions,
