@@ -99,7 +99,8 @@ def load_summary(session: Any) -> list[str]:
             lines.append(f"{p.device} ({p.name}) took no node: {_why_nothing(session, p.name)}")
             continue
         on = sum(1 for eps in layer_eps.values() if p.name in eps and len(eps) == 1)
-        layers = f"{on}/{len(layer_eps)} layers" if layer_eps else f"{took}/{len(nodes)} nodes"
+        real = sum(1 for n in nodes if not n.op_type.startswith("Memcpy"))
+        layers = f"{on}/{len(layer_eps)} layers ({took}/{real} nodes)" if layer_eps else f"{took}/{real} nodes"
         budget = f" of budget {_fmt(d['budget'])}" if d["budget"] is not None else " (no budget)"
         kv = _kv_bytes(session, p.name)
         lines.append(f"offloaded {layers} to {p.device}: weights {_fmt(d['weights'])}, activations "
