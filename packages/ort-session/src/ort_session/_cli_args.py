@@ -154,8 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("-n", "--n-predict", "--max-new-tokens", dest="max_new_tokens", type=positive_int, default=16,
                     metavar="N", help="new tokens at most (default 16; generation stops earlier at EOS), e.g. -n 64")
     sp.add_argument("-c", "--ctx-size", type=positive_int, metavar="N",
-                    help="the context length planned for, prompt included (default: genai_config.json's "
-                         "context_length capped at prompt + N new tokens), e.g. -c 2048")
+                    help="the context length planned for, prompt included: one plan (and KV cache) for this many "
+                         "tokens, and generation stops there (default: the prompt + N new tokens, capped at "
+                         "genai_config.json's context_length), e.g. -c 2048")
     sp.add_argument("--tokenizer", metavar="PATH",
                     help="a tokenizer.json (default: the one beside the model or in its folder), "
                          "e.g. --tokenizer ./tokenizer.json")

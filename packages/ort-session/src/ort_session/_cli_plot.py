@@ -12,7 +12,6 @@ import numpy as np
 from ._errors import SessionError
 
 SUFFIXES = (".png", ".svg", ".pdf")
-_MIB = float(1 << 20)
 
 
 def _matplotlib() -> Any:
@@ -52,38 +51,43 @@ def plot_plan(session: Any, path: str | pathlib.Path) -> pathlib.Path:
     devices = plan.devices()
     eps = list(dict.fromkeys(r.ep for r in rows))
     colours = dict(zip(eps, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(max(8.0, 0.45 * len(rows) + 3), 8.5))
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(max(8.0, 0.45 * len(rows) + 3) + 3.5, 8.5))
+    largest = max([d["total"] for d in devices.values()] + [r.total_bytes for r in rows] + [1])
+    unit, scale = ("GiB", float(1 << 30)) if largest >= 1 << 30 else ("MiB", float(1 << 20)) \
+        if largest >= 1 << 20 else ("KiB", 1024.0)
 
     labels = [f"{r.group}" for r in rows]
     x = np.arange(len(rows))
     bottoms = np.zeros(len(rows))
     for kind, attr, hatch in (("weights", "weight_bytes", ""), ("activations", "activation_bytes", "//"),
                               ("workspace", "workspace_bytes", "..")):
-        values = np.array([getattr(r, attr) for r in rows], float) / _MIB
+        values = np.array([getattr(r, attr) for r in rows], float) / scale
         top.bar(x, values, bottom=bottoms, color=[colours[r.ep] for r in rows], hatch=hatch, edgecolor="white",
                 label=kind)
         bottoms += values
     top.set_xticks(x, labels, rotation=60, ha="right", fontsize=8)
-    top.set_ylabel("MiB (per-node cost sums)")
-    top.set_title(f"placement per layer ({plan.placement.mode}): weights plain, activations //, workspace ..")
+    top.set_ylabel(f"{unit} (per-node cost sums)")
+    top.set_title(f"placement per layer ({plan.placement.mode})")
     handles = [plt.Rectangle((0, 0), 1, 1, color=colours[ep]) for ep in eps]
-    top.legend(handles, eps, fontsize=8, loc="upper left")
+    handles += [plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", hatch=h) for h in ("", "//", "..")]
+    top.legend(handles, [*eps, "weights", "activations", "workspace"], fontsize=8, loc="upper left",
+               bbox_to_anchor=(1.0, 1.0))
 
     live = live_bytes_per_step(session)
     for device, d in devices.items():
         steps, used = live.get(device, (np.arange(1), np.zeros(1, np.int64)))
         colour = colours.get(d["ep"], "grey")
-        bottom.plot(steps, (used + d["weights"]) / _MIB, color=colour,
+        bottom.plot(steps, (used + d["weights"]) / scale, color=colour,
                     label=f"{device}: weights + live activations/workspace")
-        bottom.axhline((d["weights"] + d["peak_activations"]) / _MIB, color=colour, linestyle=":",
-                       label=f"{device}: planned total {d['total'] / _MIB:.1f} MiB")
+        bottom.axhline((d["weights"] + d["peak_activations"]) / scale, color=colour, linestyle=":",
+                       label=f"{device}: planned total {d['total'] / scale:.1f} {unit}")
         if d["budget"] is not None:
-            bottom.axhline(d["budget"] / _MIB, color=colour, linestyle="--", linewidth=2,
-                           label=f"{device}: budget {d['budget'] / _MIB:.1f} MiB")
+            bottom.axhline(d["budget"] / scale, color=colour, linestyle="--", linewidth=2,
+                           label=f"{device}: budget {d['budget'] / scale:.1f} {unit}")
     bottom.set_xlabel("execution step (node in execution order)")
-    bottom.set_ylabel("MiB")
+    bottom.set_ylabel(unit)
     bottom.set_title("memory plan per device over execution steps")
-    bottom.legend(fontsize=8, loc="best")
+    bottom.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     bottom.set_ylim(bottom=0)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -37,13 +37,12 @@ def generate_text(args: argparse.Namespace, out: TextIO | None = None) -> int:
     if not ids:
         raise SystemExit("ortrun generate: error: the prompt encodes to no token; give a longer prompt")
     context = args.ctx_size or (files.context_length if files is not None else None)
-    max_total = len(ids) + args.max_new_tokens
-    if context is not None:
-        if len(ids) >= context:
-            raise SystemExit(f"ortrun generate: error: the prompt is {len(ids)} tokens, the context {context}; "
-                             "shorten it or raise -c/--ctx-size")
-        max_total = min(max_total, context)
-    new_tokens = max_total - len(ids)
+    if context is not None and len(ids) >= context:
+        raise SystemExit(f"ortrun generate: error: the prompt is {len(ids)} tokens, the context {context}; "
+                         "shorten it or raise -c/--ctx-size")
+    new_tokens = min(args.max_new_tokens, context - len(ids)) if context is not None else args.max_new_tokens
+    # -c plans the whole context (llama.cpp's KV size); otherwise the plan covers what this run can reach
+    max_total = args.ctx_size or len(ids) + new_tokens
     dims = dict(args.dim)
     opts = _options(args, dims, model)
     maxes = generation_max_shapes(model, len(ids), max_total, dims)
@@ -56,7 +55,7 @@ def generate_text(args: argparse.Namespace, out: TextIO | None = None) -> int:
              "its first step, outside the initial plan — pass --dim NAME=N for the model's symbolic dims")
     sess = _session(args, model, label, opts)
     eos = files.eos_ids if files is not None else ()
-    _say(f"prompt: {len(ids)} tokens ({codec.kind}); up to {new_tokens} new, context {max_total}"
+    _say(f"prompt: {len(ids)} tokens ({codec.kind}); up to {new_tokens} new, planned context {max_total}"
          + (f", stopping at EOS {list(eos)}" if eos else ""))
     print(prompt, end="", flush=True, file=out)
     stream = StreamDecoder(codec, ids)

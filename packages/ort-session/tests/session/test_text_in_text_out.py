@@ -148,7 +148,7 @@ def test_generate_on_a_folder_stops_at_eos_and_caps_at_the_context(tmp_path, cap
     folder = _folder(tmp_path, {"model": {"context_length": 10, "decoder": {"filename": "decoder.onnx"}}})
     assert main(["generate", str(folder), "-p", "ab", "-n", "50"]) == 0
     captured = capsys.readouterr()
-    assert "8 tokens" in captured.err and "context 10" in captured.err  # 2 prompt bytes + 8 = the context
+    assert "8 tokens" in captured.err and "planned context 10" in captured.err  # 2 prompt bytes + 8 = the context
     assert "ortrun: warning: no tokenizer.json beside the model" in captured.err
     from ort_session import InferenceSession
     from ort_session._generate import generate
@@ -174,3 +174,13 @@ def test_generate_reads_the_real_exports_tokenizer_and_config(shared_models, cap
     captured = capsys.readouterr()
     assert captured.out.startswith("t5 t6 t7 t") and len(captured.out.split()) == 7
     assert "(tokenizers)" in captured.err and "stopping at EOS [2]" in captured.err
+
+
+def test_ctx_size_plans_the_whole_context_and_caps_generation(tmp_path, capsys):
+    folder = _folder(tmp_path, {"model": {"decoder": {"filename": "decoder.onnx"}}})
+    assert main(["generate", str(folder), "-p", "ab", "-n", "3", "-c", "40"]) == 0
+    err = capsys.readouterr().err
+    assert "up to 3 new, planned context 40" in err and "3 tokens" in err and "0 runtime allocations" in err
+    assert main(["generate", str(folder), "-p", "ab", "-n", "30", "-c", "6"]) == 0
+    err = capsys.readouterr().err
+    assert "up to 4 new, planned context 6" in err and "4 tokens" in err
