@@ -17,7 +17,7 @@ nox.options.sessions = ["tests"]
 
 ROOT = pathlib.Path(__file__).parent
 PACKAGES = ["ort-graph", "ort-partition", "ort-memplan", "ort-abi", "ort-cpu-ep", "ort-cuda-ep", "ort-session"]
-TEST_TOOLS = ["pytest>=8", "onnxruntime>=1.20", "hypothesis>=6"]
+TEST_TOOLS = ["pytest>=8", "onnxruntime>=1.20", "hypothesis>=6", "tokenizers>=0.15", "matplotlib>=3.7"]
 
 
 def _local_closure(name: str) -> list[str]:
@@ -51,6 +51,24 @@ def _install_all(session: nox.Session) -> None:
     _install_local(session, PACKAGES)
 
 
+def install_order() -> list[str]:
+    """Every project package, each after the project packages it declares."""
+    order: list[str] = []
+    for name in PACKAGES:
+        order += [p for p in _local_closure(name) if p not in order]
+    return order
+
+
+@nox.session(venv_backend="none")
+def install(session: nox.Session) -> None:
+    """Install every package from this checkout into the Python that runs nox (`python -m nox -s install`),
+    dependencies first: the same as `pip install ./packages/ort-graph ./packages/ort-partition ...`.
+    `nox -s install -- -e` installs them editable."""
+    editable = "-e" in session.posargs
+    args = [a for p in install_order() for a in (["-e", f"./packages/{p}"] if editable else [f"./packages/{p}"])]
+    session.run("python", "-m", "pip", "install", *args, *[a for a in session.posargs if a != "-e"], external=True)
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
     """Every package's tests and the integration tests, in one environment."""
@@ -77,7 +95,8 @@ def integration(session: nox.Session) -> None:
 
 @nox.session
 def conformance(session: nox.Session) -> None:
-    """ONNX backend node test cases through ort_session.backend: pass / declined / failed / wrong, totals."""
+    """ONNX backend node test cases (and the `light` models) through ort_session.backend, with onnxruntime and
+    onnx.reference measured in the same run on the same cases at each case's rtol/atol: one row per runtime."""
     _install_all(session)
     session.run("python", "-m", "ort_session.conformance", *(session.posargs or ["--light"]))
 

@@ -124,8 +124,13 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     results: dict[str, Any] = {}
     failed = False
-    for name in args.only or list(SECTIONS):
-        sec, extra = run_section(name, args.quick)
+    from ort_session import _progress
+
+    progress = _progress.Progress()  # stderr: redrawn on a terminal, whole lines in logs
+    names = args.only or list(SECTIONS)
+    for i, name in enumerate(names, 1):
+        with progress.phase(f"bench section {i}/{len(names)}: {name}"):
+            sec, extra = run_section(name, args.quick)
         print_section(sec, extra)
         failed = failed or bool(sec.failures) or extra["error"] is not None
         results[name] = {"seconds": sec.seconds, "tables": [attrs.asdict(t) for t in sec.tables],

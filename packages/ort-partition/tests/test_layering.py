@@ -147,3 +147,23 @@ def test_rule_assignment_queries(static_decoder):
     assert index.rule_of(node).device == "cuda"
     index.make_unassigned(node)
     assert index.ep_of(node) is None
+
+
+def test_a_rule_matching_no_node_warns_with_the_rule_and_the_closest_names(static_decoder):
+    from ort_partition import RuleUnmatchedWarning
+
+    model = static_decoder(layers=3)
+    with pytest.warns(RuleUnmatchedWarning) as caught:
+        index = assign_layers(model.graph, name_rules="cuda(layer.[0-1]); cpu(layers.[2-4])")
+    messages = [str(w.message) for w in caught if w.category is RuleUnmatchedWarning]
+    assert len(messages) == 2
+    assert "'cuda(layer.[0-1])' matches no node name" in messages[0] and "layers.0" in messages[0]
+    assert "has 2 of 3 patterns that match no node name ('layers.3', 'layers.4')" in messages[1]
+    assert index.assignment()  # layers.2 still assigned
+
+
+def test_rules_that_all_match_do_not_warn(static_decoder):
+    model = static_decoder(layers=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assign_layers(model.graph, name_rules="cuda(layers.[0-1])")

@@ -100,3 +100,16 @@ def test_report_dedups_weights_per_device(static_decoder):
     report = PlacementReport.from_placement(p)
     (cpu,) = report.devices
     assert cpu.weight_bytes == sum(t.nbytes for t in g.initializers.values())
+
+
+def test_declines_are_grouped_by_reason_with_a_count():
+    from ort_partition import Declined, declines_by_reason
+
+    same = [Declined(ep=CUDA_EP, node=f"n{i}", op=op, rejected="no driver", accepts="a GPU", remedy="install it")
+            for i, op in enumerate(["MatMul", "Add", "MatMul", "Softmax"])]
+    lone = Declined(ep=CUDA_EP, node="s", op="Softmax", rejected="dtype float64", accepts="float32")
+    lines = declines_by_reason([*same, lone])
+    assert lines[0] == "declines (5 nodes, 2 reasons):"
+    assert len(lines) == 3 and lines[1].count("no driver") == 1
+    assert lines[1].startswith("  4 nodes (Add, MatMul, Softmax; 'n0', 'n1', 'n2' and 1 more)")
+    assert "remedy: install it" in lines[1] and lines[2] == f"  {lone.reason}"

@@ -5,6 +5,8 @@ workspace recipes are pure functions of shapes, attributes and device properties
 the Level-1 estimate, the Level-2 declaration and the runtime request.
 """
 
+from ort_partition import PROFILES, DeviceProfile, get_profile, profile_names
+
 from ._attention_recipe import (
     MAX_SPLITS,
     AttentionRecipe,
@@ -28,7 +30,6 @@ from ._kernel import CudaKernel, declared_slots
 from ._launch import ScratchOnly, WorkspaceSource
 from ._nbits_recipe import GEMV_MAX_M, MatMulNBitsRecipe, matmul_nbits_recipe, matmul_nbits_workspace_envelope
 from ._ops import OP_SPECS, NodeFacts, OpSpec, Rejection, check_node, supported_ops
-from ._profiles import PROFILES, DeviceProfile, get_profile, profile_names
 from ._runtime import CudaAllocator, CudaRuntime, DeviceArray, WorkspaceCounters
 from ._workspace import SLOT_ID, estimate_bytes, workspace_bytes
 

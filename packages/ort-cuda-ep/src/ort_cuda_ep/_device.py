@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import attrs
 
+from ort_partition import PROFILES, DeviceProfile
+
 from ._errors import DeviceUnavailableError
-from ._profiles import PROFILES, DeviceProfile
 
 __all__ = ["DeviceInfo", "discover", "NO_DEVICE_REMEDY"]
 

@@ -18,6 +18,7 @@ from ort_abi import (
     KernelRegistry,
     Supported,
 )
+from ort_partition import DeviceProfile, get_profile
 
 from ._checked import MAX_DIM
 from ._compile import KERNEL_SOURCES, CompiledKernel, KernelCache, default_cache
@@ -25,7 +26,6 @@ from ._device import NO_DEVICE_REMEDY, DeviceInfo, discover
 from ._errors import DeviceUnavailableError
 from ._kernel import CudaKernel, make_estimate_func
 from ._ops import OP_SPECS, NodeFacts, OpSpec, Rejection, check_node, find_spec
-from ._profiles import DeviceProfile, get_profile
 from ._runtime import CudaRuntime, DeviceArray
 from ._workspace import estimate_bytes, workspace_bytes
 

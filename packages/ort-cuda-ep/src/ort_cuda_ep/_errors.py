@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ort_partition import UnknownProfileError  # profiles live in ort-partition: the same class, re-exported
+
 __all__ = ["CudaEpError", "DeviceUnavailableError", "KernelCompileError", "UnknownProfileError", "KernelLaunchError"]
 
 
@@ -11,13 +13,6 @@ class CudaEpError(Exception):
 
 class DeviceUnavailableError(CudaEpError):
     """No usable CUDA driver or device (the EP then declines every node at initialization)."""
-
-
-class UnknownProfileError(CudaEpError, KeyError):
-    """A device profile name that is not in the built-in table."""
-
-    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
-        return str(self.args[0]) if self.args else ""
 
 
 class KernelCompileError(CudaEpError):

@@ -21,11 +21,11 @@ from ort_abi import (
     WorkspaceSlot,
     tensor_to_host,
 )
+from ort_partition import DeviceProfile
 
 from ._errors import CudaEpError
 from ._launch import compute
 from ._ops import NodeFacts, OpSpec
-from ._profiles import DeviceProfile
 from ._runtime import CudaRuntime, DeviceArray
 from ._workspace import SLOT_ID, estimate_bytes, known_empty, workspace_bytes
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ort_partition import DeviceProfile
+
 from ._attention_recipe import attention_recipe, attention_workspace_envelope
 from ._checked import dim, mul, span
 from ._gqa_recipe import gqa_head_size, gqa_recipe, gqa_workspace_envelope
 from ._nbits_recipe import matmul_nbits_recipe, matmul_nbits_workspace_envelope
-from ._profiles import DeviceProfile
 
 __all__ = ["SLOT_ID", "InputShapes", "Ranges", "WorkspaceRecipe", "RECIPES", "zero_recipe", "recipe_for",
            "launchable", "known_empty", "workspace_bytes", "estimate_bytes"]

@@ -211,8 +211,9 @@ def install_driver(monkeypatch: Any, driver: Any, profile: str = "a100") -> Any:
 
 def fake_device(profile: str = "a100", driver_version: int = 13000):
     """A DeviceInfo for `profile` as discovery would report it (for monkeypatching ``discover``)."""
+    from ort_partition import get_profile
+
     from ._device import DeviceInfo
-    from ._profiles import get_profile
 
     p = get_profile(profile)
     return DeviceInfo(0, p.display_name, p, driver_version)

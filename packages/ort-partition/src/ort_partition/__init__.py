@@ -53,7 +53,9 @@ from ._errors import (
     RuleDroppedWarning,
     RuleError,
     RuleSyntaxError,
+    RuleUnmatchedWarning,
     StatsFileError,
+    UnknownProfileError,
     WorkspaceEstimateWarning,
 )
 from ._layering import (
@@ -62,29 +64,32 @@ from ._layering import (
     LayeringIndex,
     assign_layers,
     assign_layers_from_options,
+    closest_names,
 )
 from ._layers import FINAL_NORM, group_label, group_of, layer_groups, layer_id, node_group
 from ._loops import BudgetStop, CapabilityResult, host_loop, in_tree_loop, run_capability
 from ._matchers import AnnotationMatcher, NameMatcher, derived_node_path, name_match_target
 from ._placement import Placement, place
+from ._profiles import PROFILES, DeviceProfile, get_profile, profile_names
 from ._recheck import Overrun, RecheckResult, recheck_budget
-from ._report import DeviceTotals, PlacementReport, ReportRow, placement_report
+from ._report import DeviceTotals, PlacementReport, ReportRow, declines_by_reason, placement_report
 from ._rules import Rule, Rules, parse_rules
 from ._units import format_bytes, parse_bytes
 
 __version__ = "0.2.0"
 
 __all__ = [
-    "CPU_EP", "CUDA_EP", "FINAL_NORM", "LAYER_ASSIGNMENT_KEY", "NAME_LAYER_ASSIGNMENT_KEY",
+    "CPU_EP", "CUDA_EP", "FINAL_NORM", "PROFILES", "DeviceProfile", "UnknownProfileError", "get_profile",
+    "profile_names", "LAYER_ASSIGNMENT_KEY", "NAME_LAYER_ASSIGNMENT_KEY",
     "RESOURCE_CUDA_PARTITIONING_KEY", "STATS_HEADER", "WORKSPACE_HEURISTIC",
     "AnnotationMatcher", "AutoFitResult", "BudgetError", "BudgetOverrunWarning", "BudgetStop", "Budgets", "Share",
     "CapabilityResult", "Claim", "Declined", "DeviceTotals", "EpInfo", "ExecutionProviderSpec", "LayeringIndex",
     "NameMatcher", "NodeAllocationStats", "NodeCost", "NodeStats", "NodeStatsRecorder", "OpSetProvider", "Overrun",
     "PartitionError", "Placement", "PlacementError", "PlacementReport", "PluginAdapter", "PluginProviderSpec",
     "RecheckResult", "ReportRow", "ResourceAccountant", "ResourcePartitioningSettings", "Rule", "RuleDroppedWarning",
-    "RuleError", "RuleSyntaxError", "Rules", "StatsFileError", "Supported", "WorkspaceEstimateWarning",
+    "RuleError", "RuleSyntaxError", "RuleUnmatchedWarning", "Rules", "StatsFileError", "Supported", "WorkspaceEstimateWarning",
     "WorkspaceEstimator", "__version__",
-    "apply_workspace_heuristic", "assign_layers", "assign_layers_from_options", "auto_fit", "bench",
+    "apply_workspace_heuristic", "assign_layers", "declines_by_reason", "assign_layers_from_options", "auto_fit", "bench", "closest_names",
     "derived_node_path", "ep_info", "format_bytes", "format_node_stats", "group_label", "group_of", "host_loop",
     "in_tree_loop", "layer_groups", "layer_id", "match_device", "name_match_target", "node_cost_breakdown",
     "node_cost_for_budget", "node_group", "parse_budget", "parse_bytes", "parse_resource_partitioning_settings",

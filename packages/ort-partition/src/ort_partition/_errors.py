@@ -42,12 +42,24 @@ class StatsFileError(PartitionError, ValueError):
     """The per-node memory statistics CSV cannot be read or is malformed."""
 
 
+class UnknownProfileError(PartitionError, KeyError):
+    """A device profile name that is not in the built-in table."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
 class PlacementError(PartitionError):
     """No execution provider can take a node, or the placement inputs are inconsistent."""
 
 
 class RuleDroppedWarning(UserWarning):
     """A rule names a device that matches no available execution provider; it was dropped."""
+
+
+class RuleUnmatchedWarning(UserWarning):
+    """A layer rule matches no node of the graph (a typo, another naming scheme, a range past the last
+    layer); the warning names the rule and the closest node names."""
 
 
 class BudgetOverrunWarning(UserWarning):

@@ -137,9 +137,34 @@ class PlacementReport:
             out.extend(s.reason for s in self.stops)
         if self.declines:
             out.append("")
-            out.append(f"declines ({len(self.declines)}):")
-            out.extend(f"  {d.reason}" for d in self.declines)
+            out.extend(declines_by_reason(self.declines))
         return "\n".join(line_.rstrip() for line_ in out)
+
+
+def declines_by_reason(declines: Any, examples: int = 3) -> list[str]:
+    """Declines grouped by what was rejected (same provider, rejection, accepted input and remedy), each
+    group once with its node count, its op types and a few node names: 432 nodes declined for one missing
+    driver are one line, not 432."""
+    groups: dict[tuple[str, str, str, str], list[Any]] = {}
+    for d in declines:
+        key = (d.ep, getattr(d, "rejected", "") or d.reason, getattr(d, "accepts", ""), getattr(d, "remedy", ""))
+        groups.setdefault(key, []).append(d)
+    out = [f"declines ({len(declines)} nodes, {len(groups)} reason{'s' if len(groups) != 1 else ''}):"]
+    for (ep, rejected, accepts, remedy), members in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        if len(members) == 1:
+            out.append(f"  {members[0].reason}")
+            continue
+        ops = sorted({getattr(d, "op", "?") for d in members})
+        shown = ", ".join(repr(getattr(d, "node", "?")) for d in members[:examples])
+        more = f" and {len(members) - examples} more" if len(members) > examples else ""
+        text = f"  {len(members)} nodes ({', '.join(ops[:8])}{', ...' if len(ops) > 8 else ''}; {shown}{more}): {ep} "
+        text += f"rejected {rejected}" if getattr(members[0], "rejected", "") else rejected
+        if accepts:
+            text += f"; accepts {accepts}"
+        if remedy:
+            text += f"; remedy: {remedy}"
+        out.append(text)
+    return out
 
 
 def _decline_dict(d: Any) -> dict[str, Any]:

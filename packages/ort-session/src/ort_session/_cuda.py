@@ -10,8 +10,9 @@ from typing import Any
 
 import ort_abi
 from ort_graph import Graph, Node
-from ort_partition import Declined, Supported
+from ort_partition import Declined, Supported, UnknownProfileError, get_profile
 
+from ._errors import InvalidOptionError
 from ._options import SessionOptions
 
 NAME = "CUDAExecutionProvider"
@@ -23,8 +24,9 @@ class UnavailableCudaProvider:
     device_id = 0
     device = "cuda:0"
 
-    def __init__(self, reason: str, remedy: str) -> None:
+    def __init__(self, reason: str, remedy: str, memory_bytes: int | None = None) -> None:
         self.reason, self.remedy = reason, remedy
+        self.memory_bytes = memory_bytes  # a device profile's memory: what `cuda:90%` shares even here
 
     def claim(self, node: Node) -> Declined:
         return Declined(ep=NAME, node=node.name, op=node.op_type, domain=node.domain,
@@ -135,11 +137,26 @@ class PlanOnlyKernel:
         raise RuntimeError(f"node {self.node.name!r} was planned for a CUDA device profile; there is no device to run it")
 
 
+def _profile_memory(options: SessionOptions) -> int | None:
+    """The device profile's memory (profiles live in ort-partition: no CUDA wheel needed); an unknown
+    profile name is an error here, never a silent CPU plan."""
+    if options.device_profile is None:
+        return None
+    try:
+        return get_profile(options.device_profile).memory_bytes
+    except UnknownProfileError as e:
+        raise InvalidOptionError(f"option device_profile: {e}") from e
+
+
 def cuda_provider(graph: Graph, opsets: Mapping[str, int], options: SessionOptions) -> Any:
+    profile_memory = _profile_memory(options)
     try:
         import ort_cuda_ep
     except ImportError as e:
-        return UnavailableCudaProvider(f"ort-cuda-ep is not installed ({e})", "pip install ort-session[cuda]")
+        planning = (f"; planning for device profile {options.device_profile!r} needs its kernel recipes"
+                    if options.device_profile else "")
+        return UnavailableCudaProvider(f"ort-cuda-ep is not installed ({e}){planning}", "pip install ort-session[cuda]",
+                                       profile_memory)
     factory = getattr(ort_cuda_ep, "CudaExecutionProvider", None)
     if factory is None:
         return UnavailableCudaProvider("this ort-cuda-ep build has no CudaExecutionProvider",

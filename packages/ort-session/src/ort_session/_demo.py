@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -25,7 +26,9 @@ def _cuda_status() -> tuple[bool, str]:
     return bool(on_cuda), (declines[0].reason if declines else "")
 
 
-def demo() -> int:
+def demo(kernel_libraries: Sequence[str] = (), options: Mapping[str, str] | None = None) -> int:
+    """`kernel_libraries` and `options` (`ortrun demo --kernel-library PATH --option KEY=VALUE`) join the
+    demo's own session options (theirs win)."""
     model = zoo.demo_decoder()
     weights = sum(t.nbytes for t in model.graph.initializers.values())
     print(f"Demo model: a {zoo.DEMO_CONFIG.layers}-layer Llama-style decoder (hidden {zoo.DEMO_CONFIG.hidden}, "
@@ -45,7 +48,9 @@ def demo() -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         sess = InferenceSession(model, {"budgets": budget, "free_dimension_overrides": DIMS,
-                                        "session.pre_allocate_execution_buffers": "1"}, providers=providers)
+                                        "session.pre_allocate_execution_buffers": "1",
+                                        "kernel_libraries": list(kernel_libraries), **dict(options or {})},
+                                providers=providers)
     init = time.perf_counter() - t
     print(sess.plan.report.table())
     print(f"\n   auto-fit: {sess.placement.layers_on_device} of {zoo.DEMO_CONFIG.layers} layers on the device; "
@@ -67,7 +72,7 @@ def demo() -> int:
         outs = sess.run(None, feeds)
         times.append(time.perf_counter() - t)
     stats = sess.last_run_stats
-    from .cli import _onnxruntime
+    from ._cli_commands import _onnxruntime
 
     ort = _onnxruntime()
     ref_sess = ort.InferenceSession(ort_graph.to_proto(zoo.demo_decoder()).SerializeToString(),

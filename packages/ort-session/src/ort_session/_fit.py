@@ -12,6 +12,7 @@ import attrs
 import ort_graph
 from ort_graph import Model
 
+from . import _progress
 from ._boundaries import insert_copies
 from ._device_memory import memory_types_of
 from ._options import SessionOptions
@@ -48,6 +49,7 @@ def plan_fits(model: Model, providers: Sequence[Any], options: SessionOptions, b
     device_of = {p.name: p.device for p in providers}
 
     def fits(placement: Any) -> bool:
+        _progress.tick("auto-fit trials (each plans the memory of a candidate placement)")
         totals = device_totals_for(model, placement, providers, options)
         return all(totals.get(device_of[ep], {}).get("total", 0) <= limit
                    for ep, limit in budgets.items() if ep in device_of)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -93,9 +93,11 @@ def _empty_past(session: InferenceSession, name: str, present: str, batch: int, 
 
 
 def generate(session: InferenceSession, prompt_ids: list[int], max_new_tokens: int = 16, top_k: int = 1,
-             temperature: float = 1.0, seed: int = 0, eos_id: int | None = None,
+             temperature: float = 1.0, seed: int = 0, eos_id: int | Iterable[int] | None = None,
              head_dim_hint: int | None = None) -> Iterator[int]:
-    """Yield new token ids one at a time (streaming). top_k=1 is greedy."""
+    """Yield new token ids one at a time (streaming). top_k=1 is greedy. Stops after an EOS id (one id or
+    several, as genai_config.json's eos_token_id may list), which is yielded last."""
+    eos = {eos_id} if isinstance(eos_id, int) else set(eos_id or ())
     if not is_kv_decoder(session):
         raise InvalidInputError(
             f"model inputs {session.input_names!r} do not look like a KV-cache decoder; generate needs input_ids "
@@ -117,7 +119,7 @@ def generate(session: InferenceSession, prompt_ids: list[int], max_new_tokens: i
         logits = outs["logits"][0, -1].astype(np.float64)
         token = _pick(logits, top_k, temperature, rng)
         yield token
-        if eos_id is not None and token == eos_id:
+        if token in eos:
             return
         for present, past in pairs.items():
             feeds[past] = outs[present]

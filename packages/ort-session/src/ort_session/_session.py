@@ -16,7 +16,7 @@ import ort_graph
 from ort_cpu_ep import CpuExecutionProvider, SimulatedGpuExecutionProvider
 from ort_graph import Model
 
-from . import _memory, _ort_api, _placement
+from . import _memory, _ort_api, _placement, _progress
 from ._boundaries import insert_copies
 from ._capture import plan_capture
 from ._device_memory import memory_types_of
@@ -95,7 +95,8 @@ class InferenceSession(OrtSessionApi):
         for key, value in kwargs.items():
             self.options = SessionOptions.from_mapping({**_as_mapping(self.options), key: value})
         self._profiler = profiler = Profiler(self.options.enable_profiling, self.options.profile_file_prefix)
-        self.model = _load(model, self.options.get(EXTERNAL_DATA_FOLDER) or None)
+        with _progress.phase("loading the model"):
+            self.model = _load(model, self.options.get(EXTERNAL_DATA_FOLDER) or None)
         graph = self.model.graph
         _ort_api.override_initializers(graph, self.options.initializer_overrides)
         profiler.phase("model_loading")
@@ -104,21 +105,23 @@ class InferenceSession(OrtSessionApi):
         self._declared_outputs = {n: graph.values[n].shape if n in graph.values else None for n in graph.outputs}
         max_shapes: Any = self.options.max_shapes or self.options.get(MAX_SHAPE_OVERRIDE)
         self.plugins = load_plugins(self.options.kernel_libraries)  # first: their output-shape callbacks
-        self.shape_report = ort_graph.resolve_shapes(self.model, self.options.free_dimension_overrides, max_shapes,
-                                                     output_shapes=kernel_output_shapes(self.plugins, self.model))
-        profiler.phase("shape_resolution")
-        fuse = self.options.enable_fusions and \
-            self.options.graph_optimization_level != GraphOptimizationLevel.ORT_DISABLE_ALL
-        self.fusions = ort_graph.apply_l1_fusions(self.model) if fuse else []
-        if self.options.optimized_model_filepath:  # ONNX Runtime's: the model as optimized, before placement
-            ort_graph.save(self.model, self.options.optimized_model_filepath)
-        profiler.phase("fusions")
+        with _progress.phase("resolving shapes and fusing"):
+            self.shape_report = ort_graph.resolve_shapes(self.model, self.options.free_dimension_overrides, max_shapes,
+                                                         output_shapes=kernel_output_shapes(self.plugins, self.model))
+            profiler.phase("shape_resolution")
+            fuse = self.options.enable_fusions and \
+                self.options.graph_optimization_level != GraphOptimizationLevel.ORT_DISABLE_ALL
+            self.fusions = ort_graph.apply_l1_fusions(self.model) if fuse else []
+            if self.options.optimized_model_filepath:  # ONNX Runtime's: the model as optimized, before placement
+                ort_graph.save(self.model, self.options.optimized_model_filepath)
+            profiler.phase("fusions")
         names = list(providers or DEFAULT_PROVIDERS)
         if not any(n.lower() in ("cpu", "cpuexecutionprovider") for n in names):
             names.append("CPUExecutionProvider")  # the fallback provider is always last
         self.providers = [make_provider(n, graph, self.model.opset_imports, self.options, self.plugins) for n in names]
         self.order = ort_graph.topological_order(graph)
-        self.placement = _placement.place(self.model, self.order, self.providers, self.options)
+        with _progress.phase(f"placing {len(graph.nodes)} nodes"):
+            self.placement = _placement.place(self.model, self.order, self.providers, self.options)
         if _ort_api.fallback_disabled(self.options):
             _ort_api.check_no_fallback(self.placement, self.providers, graph)
         for node in graph.nodes:
@@ -139,8 +142,9 @@ class InferenceSession(OrtSessionApi):
         # device graph capture: refused here (before anything is allocated) when it cannot hold
         self._capture = plan_capture(self.order, self.providers, self.options.pre_allocate) \
             if self.options.flag(GRAPH_CAPTURE) else None
-        self.memory = _memory.plan_memory(self.model, self.order, self.kernels, self.placement, self.providers,
-                                          self.options)
+        with _progress.phase("planning memory"):
+            self.memory = _memory.plan_memory(self.model, self.order, self.kernels, self.placement, self.providers,
+                                              self.options)
         self.recheck = _placement.level2_recheck(self.model, self.placement, self.memory.slots, self.providers)
         self.overruns = _placement.planned_overruns(self.memory, self.placement, self.providers)
         profiler.phase("memory_planning")

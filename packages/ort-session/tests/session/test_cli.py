@@ -55,16 +55,28 @@ def test_run_with_input_files(model_path, tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["plan", "/nonexistent/model.onnx"], "does not exist"),
     (["plan", "--layers", "cuda(layers.[0-15]"], "missing ')'"),
-    (["plan", "--budget", "gpu:12parsecs"], "unit"),
 ])
 def test_errors_exit_2_with_a_clear_message(argv, message, capsys):
     assert main(argv) == 2
     assert message in capsys.readouterr().err
 
 
-def test_bad_dim_syntax_is_refused():
-    with pytest.raises(SystemExit, match="name=INTEGER"):
-        main(["plan", "--dim", "batch"])
+@pytest.mark.parametrize("argv, message", [
+    (["plan", "--budget", "gpu:12parsecs"], "argument --budget: budget for 'gpu' in 'gpu:12parsecs': unknown unit"),
+    (["plan", "--device-profile", "v100"], "argument --device-profile: unknown device profile 'v100'; known profiles: a100"),
+    (["plan", "--dim", "batch"], "argument --dim: 'batch' must look like name=INTEGER"),
+    (["run", "--option", "pre_allocate"], "argument --option: 'pre_allocate' must look like key=value"),
+    (["generate", "-n", "0"], "argument -n/--n-predict/--max-new-tokens: '0' is not a positive integer"),
+    (["plan", "--plot", "plan.jpeg"], "argument --plot: 'plan.jpeg' must end in .png, .svg or .pdf"),
+    (["plan", "--gpu-layers", "2", "--layers", "cuda(layers.0)"], "not allowed with argument"),
+])
+def test_bad_arguments_are_the_parsers_errors_at_parse_time(argv, message, capsys):
+    """Checked when the arguments are parsed (usage and exit 2), before any model is loaded."""
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and err.startswith("usage: ortrun")
 
 
 def test_generate_streams_tokens_with_zero_allocations(model_path, capsys):

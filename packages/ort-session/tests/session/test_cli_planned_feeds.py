@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from ort_graph import zoo
-from ort_session import InferenceSession, cli
+from ort_session import InferenceSession, _session, cli
 
 SIM = "SimulatedGPUExecutionProvider"
 BUDGET = 150 * 1024
@@ -33,7 +33,7 @@ class _Recording(InferenceSession):
 @pytest.fixture
 def recorded(monkeypatch):
     _Recording.made = []
-    monkeypatch.setattr(cli, "InferenceSession", _Recording)
+    monkeypatch.setattr(_session, "InferenceSession", _Recording)  # what the commands import when they run
     return _Recording.made
 
 

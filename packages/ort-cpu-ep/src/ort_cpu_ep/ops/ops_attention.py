@@ -1,5 +1,6 @@
 """ONNX Attention (opset 23+): scaled dot-product attention with GQA, KV cache, causal/sliding-window
-masks, softcap. Vectorized over batch and heads; 16-bit inputs are computed in float32."""
+masks, softcap. Vectorized over batch and heads; 16-bit inputs are computed in their own type, step by step,
+as the ONNX reference does."""
 
 from __future__ import annotations
 
@@ -47,8 +48,9 @@ def attention(q, k, v, mask=None, past_k=None, past_v=None, nonpad=None, *, scal
         q, k, v = _split_heads(q, q_heads), _split_heads(k, kv_heads), _split_heads(v, kv_heads)
     pk = k if past_k is None else np.concatenate([past_k, k], axis=2)
     pv = v if past_v is None else np.concatenate([past_v, v], axis=2)
-    # float16 runs natively like the ONNX function body; bfloat16 in float32
-    ct = (np.dtype(np.float32) if dt.name == "bfloat16" else dt).type
+    # 16-bit types run natively like the ONNX function body and the reference: every step rounds to the input
+    # type (a bfloat16 matmul accumulates in float32, as numpy does for it, and rounds once at its end)
+    ct = dt.type
     qf, kf, vf = q.astype(ct), pk.astype(ct), pv.astype(ct)
     sq, skv = qf.shape[2], kf.shape[2]
     bias = np.zeros((sq, skv), dtype=ct)
@@ -79,12 +81,14 @@ def attention(q, k, v, mask=None, past_k=None, past_v=None, nonpad=None, *, scal
     shape = (qf.shape[0], hq, sq, skv)
     sp = np.dtype(ct) if softmax_precision is None else np_dtype(softmax_precision)
     buf = None
-    if scratch is not None and sp == np.dtype(ct):
+    if scratch is not None and sp == np.dtype(ct) and dt.name != "bfloat16":  # numpy's bf16 matmul has no out=
         nbytes = int(np.prod(shape)) * sp.itemsize
         raw = scratch(nbytes)
         if raw is not None and raw.nbytes >= nbytes:
             buf = raw.reshape(-1).view(np.uint8)[:nbytes].view(sp).reshape(shape)
     s = np.matmul(qf * root, np.swapaxes(kf, -1, -2) * root, out=buf)  # the score buffer, updated in place
+    if s.dtype != np.dtype(ct):  # bfloat16: numpy computes the product in float32
+        s = s.astype(ct)
     if softcap and softcap > 0:
         c = ct(softcap)
         np.divide(s, c, out=s)

@@ -94,7 +94,8 @@ class _SoftmaxFamily(OpImpl):
         from ._interp import node_opset
 
         x = inputs[0]
-        v, axis, shape = _softmax_axes(node, x if x.dtype == np.float16 else upcast(x), node_opset(node))
+        keep = x.dtype == np.float16 or x.dtype.name == "bfloat16"  # as the reference computes: in the dtype
+        v, axis, shape = _softmax_axes(node, x if keep else upcast(x), node_opset(node))
         with np.errstate(all="ignore"):
             y = self.fn(v, axis)
         return [np.asarray(y).reshape(shape).astype(x.dtype)]

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from ort_cuda_ep import PROFILES, DeviceProfile, UnknownProfileError, get_profile
+from ort_partition import PROFILES, DeviceProfile, PartitionError, UnknownProfileError, get_profile
 
 
 @pytest.mark.parametrize("name,sms,cc,arch", [("h200", 132, (9, 0), "sm_90"), ("h100", 132, (9, 0), "sm_90"),
@@ -28,3 +28,9 @@ def test_aliases_and_unknown():
 def test_custom_profile_is_validated():
     with pytest.raises(ValueError, match="sm_count"):
         DeviceProfile("x", "x", 0, 1, (8, 0), 1)
+
+
+def test_unknown_profile_is_a_partition_error_and_a_key_error():
+    with pytest.raises(PartitionError) as info:
+        get_profile("gtx480")
+    assert isinstance(info.value, KeyError) and not str(info.value).startswith('"')

@@ -1,4 +1,7 @@
-"""Device profiles: plan placement and workspace for a GPU that is not on this machine."""
+"""Device profiles: plan placement and workspace for a GPU that is not on this machine.
+
+They live here (not in ort-cuda-ep) so that choosing and validating a profile, and the budget a
+`cuda:90%` share of it means, need no CUDA wheel; ort-cuda-ep re-exports them."""
 
 from __future__ import annotations
 

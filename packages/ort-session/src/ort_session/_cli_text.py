@@ -1,0 +1,79 @@
+"""`ortrun generate`: the prompt (argument or stdin), the model's tokenizer and genai_config.json, one plan for
+prefill and every decode step, tokens streamed as they are made, stopping at EOS."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import TextIO
+
+from ._cli_commands import _load, _options, _say, _session, device_lines
+
+
+def read_prompt(prompt: str | None, stdin: TextIO | None = None) -> str:
+    """`--prompt TEXT`; `-` or no prompt with stdin not a terminal reads stdin (a trailing newline dropped)."""
+    stdin = stdin if stdin is not None else sys.stdin
+    if prompt == "-" or (prompt is None and stdin is not None and not stdin.isatty()):
+        text = stdin.read()
+        return text[:-1] if text.endswith("\n") else text
+    if prompt is None:
+        raise SystemExit("ortrun generate: error: give a prompt: -p TEXT, -p - (stdin), or pipe it in")
+    return prompt
+
+
+def generate_text(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from ._generate import generate, generation_max_shapes
+    from ._tokenizer import StreamDecoder, load_tokenizer
+
+    out = out if out is not None else sys.stdout
+    prompt = read_prompt(args.prompt)
+    model, label, files = _load(args)
+    logits = model.graph.values.get("logits")
+    vocab = logits.shape[-1] if logits is not None and logits.shape and isinstance(logits.shape[-1], int) else 256
+    tok_path = args.tokenizer or (files.tokenizer if files is not None else None)
+    codec = load_tokenizer(tok_path, int(vocab))
+    ids = codec.encode(prompt)
+    if not ids:
+        raise SystemExit("ortrun generate: error: the prompt encodes to no token; give a longer prompt")
+    context = args.ctx_size or (files.context_length if files is not None else None)
+    if context is not None and len(ids) >= context:
+        raise SystemExit(f"ortrun generate: error: the prompt is {len(ids)} tokens, the context {context}; "
+                         "shorten it or raise -c/--ctx-size")
+    new_tokens = min(args.max_new_tokens, context - len(ids)) if context is not None else args.max_new_tokens
+    # -c plans the whole context (llama.cpp's KV size); otherwise the plan covers what this run can reach
+    max_total = args.ctx_size or len(ids) + new_tokens
+    dims = dict(args.dim)
+    opts = _options(args, dims, model)
+    maxes = generation_max_shapes(model, len(ids), max_total, dims)
+    if maxes is not None:
+        # one plan for prefill and every decode step (each step's inputs are no larger): zero allocations per token
+        opts.max_shapes = maxes
+        opts.add_session_config_entry("session.pre_allocate_execution_buffers", "1")
+    else:
+        _say("note: cannot tell every input dimension of the decode steps ahead; each new shape is planned on "
+             "its first step, outside the initial plan — pass --dim NAME=N for the model's symbolic dims")
+    sess = _session(args, model, label, opts)
+    eos = files.eos_ids if files is not None else ()
+    _say(f"prompt: {len(ids)} tokens ({codec.kind}); up to {new_tokens} new, planned context {max_total}"
+         + (f", stopping at EOS {list(eos)}" if eos else ""))
+    print(prompt, end="", flush=True, file=out)
+    stream = StreamDecoder(codec, ids)
+    t, allocations, count, stopped = time.perf_counter(), 0, 0, False
+    for token in generate(sess, ids, new_tokens, args.top_k, args.temperature, args.seed, eos_id=eos):
+        allocations += sess.last_run_stats.allocations
+        count += 1
+        if token in eos:
+            stopped = True
+            break
+        piece = stream.push(token)
+        if piece:
+            print(piece, end="", flush=True, file=out)
+    print(stream.flush(), file=out)
+    elapsed = time.perf_counter() - t
+    _say(f"{count} tokens in {elapsed:.2f} s ({elapsed / max(count, 1) * 1e3:.1f} ms/token)"
+         + (", stopped at EOS" if stopped else "") + f"; {allocations} runtime allocations in total "
+         f"({sess.last_run_stats.layout})")
+    device_lines(sess, _say)
+    sess.close()
+    return 0
