@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from .cpu._conformance import CaseResult, _to_value, compare
+from ort_cpu_ep.conformance import CaseResult, _to_value, compare
 
 Runner = Callable[[str, onnx.ModelProto, Sequence[tuple[list, list]], float, float], CaseResult]
 

@@ -4,9 +4,9 @@ at its own rtol/atol, and prints one row per runtime."""
 import numpy as np
 import pytest
 
+from ort_cpu_ep.conformance import compare
 from ort_session import conformance
 from ort_session._conformance_peers import compare_at_case_tolerance
-from ort_session.cpu._conformance import compare
 
 
 def test_bfloat16_is_held_to_the_case_tolerance():
