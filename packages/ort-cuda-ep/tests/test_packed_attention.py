@@ -23,36 +23,6 @@ F32, F16, I32 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.INT32
 PROFILE = get_profile("a100")
 
 
-def _layout(seqlens: list[int], S: int) -> tuple[np.ndarray, np.ndarray]:
-    """token_offset (real tokens' padded positions first, then the padding's) and cumulative lengths."""
-    real = [b * S + s for b, n in enumerate(seqlens) for s in range(n)]
-    pad = [b * S + s for b, n in enumerate(seqlens) for s in range(n, S)]
-    return (np.array(real + pad, np.int32).reshape(len(seqlens), S),
-            np.concatenate([[0], np.cumsum(seqlens)]).astype(np.int32))
-
-
-def reference(q, k, v, token_offset, cum, ab, scale, mask_filter=-10000.0):
-    """[T, H, D] q/k, [T, H, Dv] v -> [T, H*Dv] by the spec, in float64 on the padded layout."""
-    B, S = token_offset.shape
-    T, H, D = q.shape
-    Dv = v.shape[2]
-    qp, kp, vp = np.zeros((B * S, H, D)), np.zeros((B * S, H, D)), np.zeros((B * S, H, Dv))
-    at = token_offset.reshape(-1)[:T]
-    qp[at], kp[at], vp[at] = q, k, v
-    qp, kp, vp = (a.reshape(B, S, H, -1) for a in (qp, kp, vp))
-    out = np.zeros((B, S, H, Dv))
-    for b in range(B):
-        n = cum[b + 1] - cum[b]
-        s = np.einsum("shd,jhd->hsj", qp[b], kp[b]) * scale
-        if ab is not None:
-            s = s + ab[b if ab.shape[0] > 1 else 0]
-        s[:, :, n:] = mask_filter
-        p = np.exp(s - s.max(-1, keepdims=True))
-        p /= p.sum(-1, keepdims=True)
-        out[b] = np.einsum("hsj,jhd->shd", p, vp[b])
-    return out.reshape(B * S, H * Dv)[at]
-
-
 def run(op, inputs, attrs):
     rt = EmulatingRuntime()
     args = [None if a is None else tensor_from_host(rt.allocator, np.asarray(a)) for a in inputs]
@@ -69,9 +39,9 @@ CASES = [([1, 2, 4], 4, 2, 8, 8), ([3, 3], 3, 1, 16, 16), ([5, 1, 2], 6, 4, 8, 4
 @pytest.mark.parametrize("seqlens,S,H,D,Dv", CASES)
 @pytest.mark.parametrize("with_ab", [False, True])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
-def test_packed_attention_matches_the_spec(seqlens, S, H, D, Dv, with_ab, dtype):
+def test_packed_attention_matches_the_spec(packed_kit, seqlens, S, H, D, Dv, with_ab, dtype):
     rng = np.random.default_rng(len(seqlens) * 7 + S)
-    off, cum = _layout(seqlens, S)
+    off, cum = packed_kit.layout(seqlens, S)
     T, Din = int(cum[-1]), 12
     total = 2 * H * D + H * Dv
     x, w, bias = (rng.standard_normal(s).astype(dtype) * 0.5 for s in ((T, Din), (Din, total), (total,)))
@@ -80,7 +50,7 @@ def test_packed_attention_matches_the_spec(seqlens, S, H, D, Dv, with_ab, dtype)
     ours, rt = run("PackedAttention", [x, w, bias, off, cum, ab], attrs)
     qkv = x.astype(np.float64) @ w.astype(np.float64) + bias.astype(np.float64)
     q, k, v = qkv[:, :H * D], qkv[:, H * D:2 * H * D], qkv[:, 2 * H * D:]
-    want = reference(q.reshape(T, H, D), k.reshape(T, H, D), v.reshape(T, H, Dv), off, cum,
+    want = packed_kit.reference(q.reshape(T, H, D), k.reshape(T, H, D), v.reshape(T, H, Dv), off, cum,
                      None if ab is None else ab.astype(np.float64), 1 / np.sqrt(D))
     tol = 1e-4 if dtype == np.float32 else 2e-2
     np.testing.assert_allclose(ours.astype(np.float64), want, rtol=tol, atol=tol)
@@ -95,9 +65,9 @@ def test_packed_attention_matches_the_spec(seqlens, S, H, D, Dv, with_ab, dtype)
 @pytest.mark.parametrize("seqlens,S,H,D,Dv,layout", [
     (*case, layout) for case in CASES for layout in ("separate", "separate+bias", "packed_qkv", "packed_qkv+bias")
     if case[3] == case[4] or not layout.startswith("packed")])  # packed QKV has one head size
-def test_packed_multihead_attention_matches_the_spec(seqlens, S, H, D, Dv, layout):
+def test_packed_multihead_attention_matches_the_spec(packed_kit, seqlens, S, H, D, Dv, layout):
     rng = np.random.default_rng(S * 3 + H)
-    off, cum = _layout(seqlens, S)
+    off, cum = packed_kit.layout(seqlens, S)
     T = int(cum[-1])
     q, k = (rng.standard_normal((T, H, D)).astype(np.float32) for _ in range(2))
     v = rng.standard_normal((T, H, Dv)).astype(np.float32)
@@ -114,15 +84,15 @@ def test_packed_multihead_attention_matches_the_spec(seqlens, S, H, D, Dv, layou
         q = q + bias[:H * D].reshape(H, D)
         k = k + bias[H * D:2 * H * D].reshape(H, D)
         v = v + bias[2 * H * D:].reshape(H, Dv)
-    want = reference(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64), off, cum, ab.astype(np.float64), 0.3)
+    want = packed_kit.reference(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64), off, cum, ab.astype(np.float64), 0.3)
     np.testing.assert_allclose(ours, want, rtol=1e-4, atol=1e-4)
     assert rt.counters.last["n"][1] == 0  # the fused route keeps its softmax state on chip
 
 
-def test_malformed_offsets_never_read_out_of_bounds():
+def test_malformed_offsets_never_read_out_of_bounds(packed_kit):
     """token_offset past B*S gives zero rows; a cumulative length past the tokens is clamped (the emulation
     asserts every read is inside its allocation, as the kernel guarantees)."""
-    off, cum = _layout([2, 1], 2)
+    off, cum = packed_kit.layout([2, 1], 2)
     off = off.copy()
     off[0, 0] = 99
     cum = np.array([0, 2, 40], np.int32)
