@@ -38,7 +38,8 @@ __device__ __forceinline__ void conv_impl(
       if (gr < rows && gk < K) {
         const long long m = m0 + gr;
         const long long n = m / ohw;
-        const int rem = (int)(m % ohw), oh = rem / OW, ow = rem % OW;
+        const long long rem = m % ohw;  // OH*OW may pass 2**31
+        const int oh = (int)(rem / OW), ow = (int)(rem % OW);
         const int ic = gk / (KH * KW), kr = gk % (KH * KW), kh = kr / KW, kw = kr % KW;
         const int ih = oh * sh - ph + kh * dh, iw = ow * sw - pw + kw * dw;
         if (ih >= 0 && ih < H && iw >= 0 && iw < Wd)
