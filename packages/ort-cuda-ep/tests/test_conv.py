@@ -49,6 +49,7 @@ CASES = [
     ((1, 3, 8, 7), (5, 3, 2, 3), {"auto_pad": "SAME_LOWER"}, False),
     ((2, 3, 6, 6), (4, 3, 3, 3), {"auto_pad": "VALID", "strides": [1, 2]}, False),
     ((1, 4, 5, 5), (8, 4, 1, 1), {}, True),  # pointwise
+    ((1, 2, 11, 10), (3, 2, 3, 2), {"dilations": [3, 2], "strides": [2, 3], "pads": [2, 1, 0, 2]}, True),
     ((1, 3, 9), (5, 3, 3), {"auto_pad": "SAME_LOWER", "strides": [2]}, True),  # 1-D
     ((3, 4, 11), (4, 2, 2), {"group": 2, "pads": [0, 3], "dilations": [3]}, False),  # 1-D grouped, dilated
 ]
