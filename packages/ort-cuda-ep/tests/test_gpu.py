@@ -424,6 +424,8 @@ def test_conv_vs_onnxruntime_no_workspace(ep, xs, ws, attrs):
     node = helper.make_node("Conv", ["x", "w", "b"], ["y"], **attrs)
     _close(y, _ort_cpu(node, {"x": x, "w": w, "b": b}, []), 1e-4)
     assert ep.runtime.counters.last["conv"] == ("none", 0)
+    kernel = CudaKernel(ep, find_spec("Conv", "", 17), _info("conv", "Conv", attrs))
+    assert declare_workspace(kernel, [_declared(t) for t in (x, w, b)]) == []  # Level 2 == runtime: none
 
 
 @pytest.mark.parametrize("half", [np.float16, ml_dtypes.bfloat16])
