@@ -301,6 +301,42 @@ def main(argv: list[str] | None = None, ep=None) -> int:
             "splits": rec.num_splits, "recipe_bytes": rec.total_bytes, "used": rt.counters.last[rows[-1]["kernel"]]}
         for t_ in (qkv, pk, pv, seqlens, cos, sin):
             rt.release(t_)
+    # Conv as an implicit GEMM (no workspace): a ResNet-style 3x3, a depthwise 3x3 and a 1x1, float16 too
+    Bc, Hc = (8, 56) if big else (1, 12)
+    for name, cin, cout, k, g, stride in (("3x3", 64, 64, 3, 1, 1), ("depthwise 3x3", 64, 64, 3, 64, 1),
+                                           ("1x1 s2", 64, 128, 1, 1, 2)):
+        for dt in (np.float32, np.float16):
+            X, Wt = dev(Bc, cin, Hc, Hc, dtype=dt), dev(cout, cin // g, k, k, dtype=dt)
+            oh = (Hc + 2 * (k // 2) - k) // stride + 1
+            item = np.dtype(dt).itemsize
+            run(f"Conv {name} {np.dtype(dt).name} N={Bc} C={cin} HW={Hc} OC={cout}", "Conv", "", [X, Wt],
+                {"group": g, "strides": [stride, stride], "pads": [k // 2] * 4}, item * (X.size + Wt.size + Bc * cout * oh * oh),
+                flops=2 * Bc * cout * oh * oh * (cin // g) * k * k, iters=10)
+            report.setdefault("conv_workspace", {})[rows[-1]["kernel"]] = rt.counters.last[rows[-1]["kernel"]]
+            rt.release(X)
+            rt.release(Wt)
+    # PackedAttention (projection into the one 256-byte-aligned root) and PackedMultiHeadAttention (none)
+    from ort_cuda_ep._packed_recipe import packed_attention_recipe
+
+    lens, Sp, Hp, Dp = ([128, 77, 200, 31] * 4, 256, 12, 64) if big else ([5, 3], 8, 2, 32)
+    T_ = sum(lens)
+    real = [b * Sp + s for b, n_ in enumerate(lens) for s in range(n_)]
+    pads = [b * Sp + s for b, n_ in enumerate(lens) for s in range(n_, Sp)]
+    off = rt.to_device(np.array(real + pads, np.int32).reshape(len(lens), Sp))
+    cum = rt.to_device(np.concatenate([[0], np.cumsum(lens)]).astype(np.int32))
+    hid = Hp * Dp
+    Xp, Wp, Bp = dev(T_, hid, dtype=np.float16), dev(hid, 3 * hid, dtype=np.float16), dev(3 * hid, dtype=np.float16)
+    rec = packed_attention_recipe(T_, hid, hid, Hp, 2)
+    attn_flops = 4 * Hp * Dp * sum(n_ * n_ for n_ in lens)
+    run(f"PackedAttention fp16 T={T_} H={Hp} D={Dp} (root {rec.total_bytes} B)", "PackedAttention", "com.microsoft",
+        [Xp, Wp, Bp, off, cum], {"num_heads": Hp}, 2 * (Xp.size + Wp.size + T_ * hid) + 2 * rec.total_bytes,
+        flops=2 * T_ * hid * 3 * hid + attn_flops, iters=10)
+    report["packed_attention_workspace"] = {"recipe_bytes": rec.total_bytes, "used": rt.counters.last[rows[-1]["kernel"]]}
+    Qp = dev(T_, Hp, 3, Dp, dtype=np.float16)
+    run(f"PackedMultiHeadAttention fp16 packed QKV T={T_} H={Hp} D={Dp}", "PackedMultiHeadAttention", "com.microsoft",
+        [Qp, None, None, None, off, cum], {"num_heads": Hp}, 2 * (Qp.size + T_ * hid), flops=attn_flops, iters=10)
+    for t_ in (off, cum, Xp, Wp, Bp, Qp):
+        rt.release(t_)
     report["kernels"] = rows
     report["workspace_counters"] = {"planned": rt.counters.planned, "scratch": rt.counters.scratch}
     leaked = rt.allocator.bytes_in_use

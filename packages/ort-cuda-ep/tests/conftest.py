@@ -145,3 +145,39 @@ def recording_ep(monkeypatch, cache):
     ep._runtime = CudaRuntime(fake, cache, ep.identity, driver=RecordingDriver())
     return ep
 
+
+# -- PackedAttention / PackedMultiHeadAttention by their spec (onnxruntime's CPU provider has neither) ----
+def packed_layout(seqlens: list[int], S: int) -> tuple[np.ndarray, np.ndarray]:
+    """token_offset (real tokens' padded positions first, then the padding's) and cumulative lengths."""
+    real = [b * S + s for b, n in enumerate(seqlens) for s in range(n)]
+    pad = [b * S + s for b, n in enumerate(seqlens) for s in range(n, S)]
+    return (np.array(real + pad, np.int32).reshape(len(seqlens), S),
+            np.concatenate([[0], np.cumsum(seqlens)]).astype(np.int32))
+
+
+def packed_reference(q, k, v, token_offset, cum, ab, scale, mask_filter=-10000.0):
+    """[T, H, D] q/k, [T, H, Dv] v -> [T, H*Dv] by the spec, in float64 on the padded layout."""
+    B, S = token_offset.shape
+    T, H, D = q.shape
+    Dv = v.shape[2]
+    qp, kp, vp = np.zeros((B * S, H, D)), np.zeros((B * S, H, D)), np.zeros((B * S, H, Dv))
+    at = token_offset.reshape(-1)[:T]
+    qp[at], kp[at], vp[at] = q, k, v
+    qp, kp, vp = (a.reshape(B, S, H, -1) for a in (qp, kp, vp))
+    out = np.zeros((B, S, H, Dv))
+    for b in range(B):
+        n = cum[b + 1] - cum[b]
+        s = np.einsum("shd,jhd->hsj", qp[b], kp[b]) * scale
+        if ab is not None:
+            s = s + ab[b if ab.shape[0] > 1 else 0]
+        s[:, :, n:] = mask_filter
+        p = np.exp(s - s.max(-1, keepdims=True))
+        p /= p.sum(-1, keepdims=True)
+        out[b] = np.einsum("hsj,jhd->shd", p, vp[b])
+    return out.reshape(B * S, H * Dv)[at]
+
+
+@pytest.fixture(scope="module")
+def packed_kit():
+    """Packed-attention helpers: the token layout of given sequence lengths and the spec's reference."""
+    return types.SimpleNamespace(layout=packed_layout, reference=packed_reference)

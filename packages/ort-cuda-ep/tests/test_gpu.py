@@ -410,3 +410,67 @@ def test_eight_bit_matmul_nbits_vs_onnxruntime(ep, m, zero_points):
                         opset=1, node_name="q8")
     _close(y, _ort_nbits(a, b, scales, zp, attrs), 2e-3)
     assert ep.runtime.counters.last["q8"] == ("none", 0)  # both paths: no workspace
+
+
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ((2, 8, 20, 20), (70, 8, 3, 3), {"pads": [1, 1, 1, 1]}),  # several 64x64 tiles, ragged
+    ((1, 16, 15, 15), (16, 1, 3, 3), {"group": 16, "auto_pad": "SAME_UPPER", "strides": [2, 2]}),  # depthwise
+    ((2, 4, 9, 7), (6, 2, 3, 2), {"group": 2, "pads": [1, 0, 2, 1], "dilations": [2, 1]}),
+    ((1, 6, 33), (5, 6, 3), {"auto_pad": "SAME_LOWER", "strides": [2]}),  # 1-D
+])
+def test_conv_vs_onnxruntime_no_workspace(ep, xs, ws, attrs):
+    x, w, b = _f(*xs), _f(*ws), _f(ws[0])
+    (y,), ctx = ep.run_op("Conv", [x, w, b], attrs, opset=17, node_name="conv")
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], **attrs)
+    _close(y, _ort_cpu(node, {"x": x, "w": w, "b": b}, []), 1e-4)
+    assert ep.runtime.counters.last["conv"] == ("none", 0)
+    kernel = CudaKernel(ep, find_spec("Conv", "", 17), _info("conv", "Conv", attrs))
+    assert declare_workspace(kernel, [_declared(t) for t in (x, w, b)]) == []  # Level 2 == runtime: none
+
+
+@pytest.mark.parametrize("half", [np.float16, ml_dtypes.bfloat16])
+def test_half_conv(ep, half):
+    x, w = _f(1, 8, 12, 12), _f(12, 4, 3, 3)
+    attrs = {"group": 2, "pads": [1, 1, 1, 1]}
+    (y,), _ = ep.run_op("Conv", [x.astype(half), w.astype(half)], attrs, opset=17)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], **attrs)
+    want = _ort_cpu(node, {"x": x.astype(half).astype(np.float32), "w": w.astype(half).astype(np.float32)}, [])
+    _close(np.asarray(y).astype(np.float32), want, 3e-2 if half == np.float16 else 1e-1)
+
+
+@pytest.mark.parametrize("seqlens,S,H,D", [([1, 2, 4], 4, 2, 64), ([100, 37, 128], 128, 4, 32), ([300], 300, 1, 128)])
+def test_packed_attention_vs_the_spec_with_planned_workspace(ep, packed_kit, seqlens, S, H, D):
+    from ort_cuda_ep._packed_recipe import packed_attention_recipe
+
+    off, cum = packed_kit.layout(seqlens, S)
+    T, Din, total = int(cum[-1]), 48, 3 * H * D
+    x, w, bias = _f(T, Din) * 0.3, _f(Din, total) * 0.3, _f(total) * 0.3
+    ab = _f(len(seqlens), H, S, S)
+    attrs = {"num_heads": H}
+    r = packed_attention_recipe(T, H * D, H * D, H, 4)
+    planned = ep.allocator.alloc(r.total_bytes)
+    try:
+        (y,), ctx = ep.run_op("PackedAttention", [x, w, bias, off, cum, ab], attrs, domain="com.microsoft", opset=1,
+                              workspace={0: planned}, node_name="pa")
+    finally:
+        ep.allocator.free(planned)
+    qkv = x.astype(np.float64) @ w + bias
+    q, k, v = (qkv[:, i * H * D:(i + 1) * H * D].reshape(T, H, D) for i in range(3))
+    _close(y, packed_kit.reference(q, k, v, off, cum, ab.astype(np.float64), 1 / np.sqrt(D)), 2e-4)
+    assert ep.runtime.counters.last["pa"] == ("planned", r.total_bytes)
+    kernel = CudaKernel(ep, find_spec("PackedAttention", "com.microsoft", 1), _info("pa", "PackedAttention", attrs))
+    slots = declare_workspace(kernel, [_declared(t) for t in (x, w, bias, off, cum, ab)])
+    assert [s.size_bytes for s in slots] == [r.total_bytes]  # Level 2 == runtime
+
+
+@pytest.mark.parametrize("seqlens,S,H,D", [([3, 1, 4], 4, 2, 64), ([129, 7], 160, 3, 96)])
+def test_packed_multihead_attention_vs_the_spec(ep, packed_kit, seqlens, S, H, D):
+    off, cum = packed_kit.layout(seqlens, S)
+    T = int(cum[-1])
+    q, k, v = _f(T, H * D), _f(T, H * D), _f(T, H * D)
+    bias = _f(3 * H * D)
+    (y,), _ = ep.run_op("PackedMultiHeadAttention", [q, k, v, bias, off, cum], {"num_heads": H},
+                        domain="com.microsoft", opset=1, node_name="pmha")
+    split = [(a + bias[i * H * D:(i + 1) * H * D]).reshape(T, H, D).astype(np.float64) for i, a in enumerate((q, k, v))]
+    _close(y, packed_kit.reference(*split, off, cum, None, 1 / np.sqrt(D)), 2e-4)
+    assert ep.runtime.counters.last["pmha"] == ("none", 0)

@@ -110,12 +110,15 @@ def test_gpu_check_script_runs_end_to_end_on_the_recording_driver(ep, tmp_path, 
     assert mod.main(["--quick", "--skip-tests", "--json", str(out)], ep=ep) == 0
     report = json.loads(out.read_text())
     kernels = [r["kernel"] for r in report["kernels"]]
-    assert len(kernels) == 18 and all(r["ms"] == 0.5 for r in report["kernels"])
-    assert kernels[-1].startswith("GQA fp16")
+    assert len(kernels) == 26 and all(r["ms"] == 0.5 for r in report["kernels"])
+    assert kernels[-9].startswith("GQA fp16") and kernels[-1].startswith("PackedMultiHeadAttention fp16")
     # the changed kernels' cases: the fp16 tiled MatMulNBits used no workspace, the GQA request is its recipe
     assert list(report["nbits_tiled_workspace"].values()) == [["none", 0]]
     (gqa,) = report["gqa_workspace"].values()
     assert gqa["used"][1] == gqa["recipe_bytes"]
+    assert len(report["conv_workspace"]) == 6 and all(v == ["none", 0] for v in report["conv_workspace"].values())
+    packed = report["packed_attention_workspace"]  # the one 256-byte-aligned root: the projection
+    assert packed["used"] == ["planned", packed["recipe_bytes"]] and packed["recipe_bytes"] == 2 * 8 * 3 * 64
     assert report["leaked_bytes"] == 0
     try:
         import ort_session  # noqa: F401

@@ -84,6 +84,8 @@ KERNEL_SOURCES: dict[str, KernelSource] = {
     "where": KernelSource("where.cu", _typed("where", "isnan")),
     "reduce": KernelSource("reduce.cu", _typed("reduce_rows")),
     "gqa": KernelSource("gqa.cu", _typed("gqa_present", "gqa_attn", "gqa_combine")),
+    "conv": KernelSource("conv.cu", _typed("conv2d")),
+    "packed_attention": KernelSource("packed_attention.cu", _typed("packed_attn")),
 }
 
 

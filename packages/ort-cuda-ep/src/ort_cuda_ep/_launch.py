@@ -16,8 +16,10 @@ import numpy as np
 from ._attention_recipe import attention_recipe
 from ._compile import DTYPE_SUFFIX
 from ._errors import KernelLaunchError
+from ._launch_conv import conv
 from ._launch_gqa import gqa
 from ._launch_movement import MOVEMENT_OPS, broadcast_strides, compute_movement
+from ._launch_packed import packed_attention, packed_mha
 from ._launch_where_reduce import WHERE_REDUCE_OPS, compute_where_reduce
 from ._nbits_recipe import TILE_M, TILE_N, matmul_nbits_recipe
 from ._ops import BINARY_OPS, MAX_RANK, UNARY_OPS, OpSpec
@@ -345,4 +347,9 @@ def compute(rt: CudaRuntime, spec: OpSpec, node: str, inputs: Sequence[DeviceArr
         return [_attention(rt, new, node, inputs, attrs, ws)]
     if op == "GroupQueryAttention":
         return gqa(rt, new, node, inputs, attrs, lambda nbytes: _workspace(rt, ws, node, nbytes))  # type: ignore[return-value]
+    if op in _WORKSPACE_LAUNCHES:
+        return [_WORKSPACE_LAUNCHES[op](rt, new, node, inputs, attrs, lambda nbytes: _workspace(rt, ws, node, nbytes))]
     raise KernelLaunchError(f"no launch code for {op!r}")
+
+
+_WORKSPACE_LAUNCHES = {"Conv": conv, "PackedAttention": packed_attention, "PackedMultiHeadAttention": packed_mha}

@@ -311,11 +311,13 @@ _COMPUTE_SPECS: tuple[OpSpec, ...] = (
     OpSpec("MultiHeadAttention", "com.microsoft", 1, None, "attention", "attention", _mha),
 )
 
-from ._ops_gqa import GQA_SPEC  # noqa: E402  (its checks use the helpers above)
+from ._ops_conv import CONV_SPEC  # noqa: E402  (its checks use the helpers above)
+from ._ops_gqa import GQA_SPEC  # noqa: E402
 from ._ops_movement import MOVEMENT_SPECS  # noqa: E402
+from ._ops_packed import PACKED_SPECS  # noqa: E402
 from ._ops_where_reduce import WHERE_REDUCE_SPECS  # noqa: E402
 
-OP_SPECS: tuple[OpSpec, ...] = (*_COMPUTE_SPECS, GQA_SPEC, *MOVEMENT_SPECS, *WHERE_REDUCE_SPECS)
+OP_SPECS: tuple[OpSpec, ...] = (*_COMPUTE_SPECS, CONV_SPEC, GQA_SPEC, *PACKED_SPECS, *MOVEMENT_SPECS, *WHERE_REDUCE_SPECS)
 
 
 def supported_ops() -> list[str]:

@@ -17,8 +17,10 @@ from ort_partition import DeviceProfile
 
 from ._attention_recipe import attention_recipe, attention_workspace_envelope
 from ._checked import dim, mul, span
+from ._conv_recipe import conv_workspace_bytes
 from ._gqa_recipe import gqa_head_size, gqa_recipe, gqa_workspace_envelope
 from ._nbits_recipe import matmul_nbits_recipe, matmul_nbits_workspace_envelope
+from ._packed_recipe import packed_attention_dims, packed_attention_recipe, packed_mha_dims, packed_mha_recipe
 
 __all__ = ["SLOT_ID", "InputShapes", "Ranges", "WorkspaceRecipe", "RECIPES", "zero_recipe", "recipe_for",
            "launchable", "known_empty", "workspace_bytes", "estimate_bytes"]
@@ -33,7 +35,7 @@ Exact = Callable[[InputShapes, Dtypes, Mapping[str, Any], DeviceProfile], int | 
 Envelope = Callable[[Ranges, Dtypes, Mapping[str, Any], DeviceProfile], int | None]
 Partial = Sequence[tuple[object, ...] | None]  # extents may be symbols or None (unknown)
 Empty = Callable[[Partial, Mapping[str, Any]], bool]
-_ITEMSIZE = {1: 4, 10: 2}  # onnx FLOAT, FLOAT16
+_ITEMSIZE = {1: 4, 10: 2, 16: 2}  # onnx FLOAT, FLOAT16, BFLOAT16
 
 
 def _itemsize(dtypes: Dtypes, i: int) -> int | None:
@@ -200,8 +202,66 @@ def _gqa_envelope(ranges: Ranges, dtypes: Dtypes, attrs: Mapping[str, Any], devi
 
 gqa_recipe_ws = WorkspaceRecipe("gqa", _gqa_exact, _gqa_envelope, _query_empty)
 
+
+# -- Conv (implicit GEMM: 0 bytes for every geometry it runs; see _conv_recipe) -------------------
+def _conv_exact(shapes: InputShapes, dtypes: Dtypes, attrs: Mapping[str, Any], device: DeviceProfile) -> int | None:
+    x, w = _static(shapes, 0), _static(shapes, 1)
+    return None if x is None or w is None else conv_workspace_bytes(x, w, attrs)
+
+
+def _highest(ranges: Ranges) -> list[tuple[int, ...] | None]:
+    return [None if r is None else tuple(hi for _lo, hi in r) for r in ranges]
+
+
+def _conv_envelope(ranges: Ranges, dtypes: Dtypes, attrs: Mapping[str, Any], device: DeviceProfile) -> int | None:
+    # 0 whatever the shape; the largest shapes must still be a geometry the kernel runs
+    return _conv_exact(_highest(ranges), dtypes, attrs, device)
+
+
+conv_recipe_ws = WorkspaceRecipe("conv", _conv_exact, _conv_envelope)
+
+
+# -- PackedAttention / PackedMultiHeadAttention (com.microsoft; see _packed_recipe) -----------------
+def _zero_hint(shapes: InputShapes) -> bool:
+    """The seeds' rule: a zero extent in a shape hint is unavailable (the hint carries no max-shape
+    provenance), not 0 bytes; the graph-free recipes size an exact zero at run time."""
+    return any(s is not None and any(d == 0 for d in s) for s in shapes)
+
+
+def _packed_attention_exact(shapes: InputShapes, dtypes: Dtypes, attrs: Mapping[str, Any],
+                            device: DeviceProfile) -> int | None:
+    if _zero_hint(shapes):
+        return None
+    g = packed_attention_dims(shapes, attrs)
+    r = None if g is None else packed_attention_recipe(g.token_count, g.hidden, g.v_hidden, attrs.get("num_heads"),
+                                                       _itemsize(dtypes, 0))
+    return None if r is None else r.total_bytes
+
+
+def _packed_mha_exact(shapes: InputShapes, dtypes: Dtypes, attrs: Mapping[str, Any], device: DeviceProfile) -> int | None:
+    if _zero_hint(shapes):
+        return None
+    g = packed_mha_dims(shapes, attrs)
+    r = None if g is None else packed_mha_recipe(g.token_count, g.hidden, g.v_hidden, attrs.get("num_heads"))
+    return None if r is None else r.total_bytes
+
+
+def _monotonic_envelope(exact: Exact) -> Envelope:
+    """Both packed roots grow with every extent: the need at the largest shapes bounds every shape's."""
+    def envelope(ranges: Ranges, dtypes: Dtypes, attrs: Mapping[str, Any], device: DeviceProfile) -> int | None:
+        return exact(_highest(ranges), dtypes, attrs, device)
+
+    return envelope
+
+
+packed_attention_recipe_ws = WorkspaceRecipe("packed_attention", _packed_attention_exact,
+                                             _monotonic_envelope(_packed_attention_exact))
+packed_mha_recipe_ws = WorkspaceRecipe("packed_mha", _packed_mha_exact, _monotonic_envelope(_packed_mha_exact))
+
 RECIPES: dict[str, WorkspaceRecipe] = {"none": zero_recipe, "attention": attention_recipe_ws,
-                                       "matmul_nbits": matmul_nbits_recipe_ws, "gqa": gqa_recipe_ws}
+                                       "matmul_nbits": matmul_nbits_recipe_ws, "gqa": gqa_recipe_ws,
+                                       "conv": conv_recipe_ws, "packed_attention": packed_attention_recipe_ws,
+                                       "packed_mha": packed_mha_recipe_ws}
 
 
 def recipe_for(kernel: str) -> WorkspaceRecipe:

@@ -127,7 +127,8 @@ class RecordingRuntime:
 class EmulatingRuntime(RecordingRuntime):
     """A RecordingRuntime whose launches also run, in numpy, as the kernels do: the data-movement,
     where/isnan, reduction, unary/binary, matmul, softmax, norm, MatMulNBits, MultiHeadAttention
-    (``_emulate``) and GroupQueryAttention (``emulate_gqa``) kernels, i.e. every kernel.
+    (``_emulate``), GroupQueryAttention (``emulate_gqa``), Conv and PackedAttention
+    (``_emulate_conv_packed``) kernels, i.e. every kernel.
     Every read and write is bounds-checked against its allocation."""
 
     def launch(self, source: str, entry: str, grid, block, args, shared_bytes: int = 0) -> None:
@@ -143,9 +144,14 @@ def _emulate_launch(entry: str, values: list[Any], grid: tuple[int, ...], resolv
         emulate_compute,
         emulate_simple,
     )
+    from ._emulate_conv_packed import CONV_PACKED_PREFIXES, emulate_conv, emulate_packed_attention
 
     if entry.startswith("gqa_"):
         emulate_gqa(entry, values, array_at)
+    elif entry.startswith("conv2d_"):
+        emulate_conv(entry, values, (list(grid) + [1, 1])[:3], resolve)  # type: ignore[arg-type]
+    elif entry.startswith(CONV_PACKED_PREFIXES):
+        emulate_packed_attention(entry, values, (list(grid) + [1, 1])[:3], resolve)  # type: ignore[arg-type]
     elif entry.startswith("attn_"):
         emulate_attention(entry, values, resolve)
     elif entry.startswith(SIMPLE_PREFIXES):
