@@ -40,6 +40,8 @@ class RunStats:
     nodes_run: int = 0
     planned_values: int = 0
     layout: str = ""
+    streamed_copies: int = 0  # host-to-device copies of streamed weights (weight streaming)
+    streamed_bytes: int = 0
 
 
 class Kernel(Protocol):
@@ -117,6 +119,7 @@ class Executor:
     allocators: Mapping[int, ort_abi.Allocator] = attrs.field(factory=dict)  # node index -> its device's memory
     weights: Any = None  # _device_memory.DeviceWeights: device copies of the weights device nodes read
     host_outputs: Mapping[int, tuple[int, ...]] = attrs.field(factory=dict)  # device nodes' outputs made on the host
+    streamer: Any = None  # _streaming_run.WeightStreamer: streamed layers' weights copied into device slots
     _release: dict[int, list[str]] = attrs.field(factory=dict, alias="release")
     _reads: dict[int, list[str]] = attrs.field(factory=dict, alias="reads")  # node index -> inputs + implicit
     _out_types: dict[int, list[int]] = attrs.field(factory=dict, alias="out_types")
@@ -158,6 +161,8 @@ class Executor:
                     placed = layout.place(name, arr)
                     values[name] = arr if placed is None else placed
                 total = len(self.order)
+                if self.streamer is not None:
+                    self.streamer.begin_run()
                 for step, node in enumerate(self.order):
                     self._step(step, node, values, layout, stats, counters, owned, planned[node.index])
                     if progress is not None:
@@ -175,6 +180,8 @@ class Executor:
         stats.workspace_from_plan = counters.workspace_from_plan
         stats.scratch_fallbacks = counters.scratch_fallbacks
         stats.scratch_bytes = counters.scratch_bytes
+        if self.streamer is not None:
+            stats.streamed_copies, stats.streamed_bytes = self.streamer.copies, self.streamer.bytes
         self.last_stats = stats
         return result
 
@@ -198,6 +205,8 @@ class Executor:
         if self.weights is not None:
             for position, tensor in self.weights.args.get(node.index, ()):
                 args[position] = tensor
+        if self.streamer is not None:
+            self.streamer.before_node(step, node, args)
         out_types = self._out_types[node.index]
         device = self.allocators.get(node.index)
         workspace = layout.workspace(node, args)
@@ -249,6 +258,8 @@ class Executor:
             if name:
                 values[name] = arr
         layout.after_step(step, node)
+        if self.streamer is not None:
+            self.streamer.after_node(step)
         if self.recorder is not None:
             self._record(node, args, ctx.outputs, counters.scratch_bytes - scratch_before)
         for name in self._release.get(step, ()):

@@ -17,8 +17,9 @@ CUDA_PARTITIONING = "session.resource_cuda_partitioning_settings"
 MAX_SHAPE_OVERRIDE = "session.max_shape_override"
 ALLOW_UNPLANNED_SHAPES = "session.allow_unplanned_shapes"  # budgets with symbolic dims left open: warn, not refuse
 EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"  # ONNX Runtime's key
+WEIGHT_STREAMING = "session.weight_streaming"  # off | on | auto (default): see _streaming
 KNOWN_CONFIG_KEYS = (LAYER_ASSIGNMENT, NAME_BASED_ASSIGNMENT, PRE_ALLOCATE, CUDA_PARTITIONING, MAX_SHAPE_OVERRIDE,
-                     ALLOW_UNPLANNED_SHAPES, EXTERNAL_DATA_FOLDER)
+                     ALLOW_UNPLANNED_SHAPES, EXTERNAL_DATA_FOLDER, WEIGHT_STREAMING)
 
 
 class UnknownConfigKeyWarning(UserWarning):
@@ -78,6 +79,10 @@ class SessionOptions:
             _truthy(value, key)
         elif key == MAX_SHAPE_OVERRIDE:
             _check.max_shapes(value, option=key)
+        elif key == WEIGHT_STREAMING and str(value).strip().lower() not in ("off", "on", "auto"):
+            raise InvalidOptionError(f"option {key!r}={value!r} is not one of 'off', 'on', 'auto'; use 'off' (no "
+                                     "streaming), 'on' (stream every layer that does not fit resident) or 'auto' "
+                                     "(the cost model decides)")
         self.config[key] = value
 
     def get(self, key: str, default: str | None = None) -> str | None:

@@ -110,7 +110,7 @@ class InferenceSession:
             self.placement.ep_of = {n.index: n.ep for n in graph.nodes}
         self.kernels = {n.index: self._provider(n.ep).create_kernel(n) for n in graph.nodes}
         self.memory = _memory.plan_memory(self.model, self.order, self.kernels, self.placement, self.providers,
-                                          self.options)
+                                          self.options, streaming=self.placement.streaming)
         self.recheck = _placement.level2_recheck(self.model, self.placement, self.memory.slots, self.providers)
         self.overruns = _placement.planned_overruns(self.memory, self.placement, self.providers)
         self.plan = SessionPlan(self.model, self.placement, self.memory, self.shape_report, self.fusions,
@@ -120,6 +120,11 @@ class InferenceSession:
         host_outputs = {n.index: types(n)[1] for n in graph.nodes if n.index in node_allocators}
         self._executor = Executor(graph, self.order, self.kernels, allocators=node_allocators,
                                   weights=self.memory.device_weights, host_outputs=host_outputs)
+        if self.memory.slot_buffer is not None:  # streamed layers (session.weight_streaming)
+            from ._streaming_run import WeightStreamer
+
+            self._executor.streamer = WeightStreamer(graph, self.order, self.placement.streaming,
+                                                     self.memory.slot_buffer)
         self._closed = False
         self._runs = threading.Condition()  # guards _active_runs / _closing / _closed
         self._active_runs = 0
