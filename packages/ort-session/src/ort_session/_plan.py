@@ -10,7 +10,11 @@ JSON layout (stable; documented in the README):
   "declines": [{"ep", "node", "op", "domain", "opset", "rejected", "accepts", "remedy", "reason"}],
   "recheck": {"ok": bool, "planned_overruns": [str],              # weights + planned peak > budget
               "cost_sum_overruns": [{"ep", "budget", "total", "overrun"}]},  # per-node cost sum, no reuse
-  "shapes": {"static", "symbolic", "unknown", "warnings"}
+  "shapes": {"static", "symbolic", "unknown", "warnings"},
+  "copies": {"count", "unknown_sizes", "to_device", "to_host", "device_to_device",
+             "streamed": {"count", "bytes", "layers", "slot_bytes", "slots"}},  # streamed: weight streaming
+  "streaming": null | {"mode", "device", "ep", "copies", "predicted_seconds_per_run": {strategy: s},
+                       "layers": [{"layer", "choice", "resident_s", "streamed_s", "cpu_s"}], "device_speeds", "cpu"}
 }
 """
 
@@ -55,6 +59,7 @@ class SessionPlan:
             out[p.device] = {"ep": p.name, "weights": t["weights"],
                              "peak_activations": t["peak_activations_and_workspace"],
                              "workspace": t["largest_workspace"], "lower_bound": t["lower_bound"],
+                             "streaming_slots": t.get("streaming_slots", 0),
                              "total": t["total"], "budget": budgets.get(p.name)}
         return out
 
@@ -75,7 +80,28 @@ class SessionPlan:
                 out["unknown_sizes"] += 1
             else:
                 entry["bytes"] += nbytes
+        streaming = self.placement.streaming
+        if streaming is not None:  # streamed layers' weights, host -> device slots, every run
+            out["streamed"] = streaming.copies()
+            out["count"] += out["streamed"]["count"]
         return out
+
+    def streaming_table(self) -> str:
+        """Per layer: where it runs and the predicted seconds of each choice; then each strategy's total."""
+        s = self.placement.streaming
+        if s is None:
+            return ""
+        lines = [f"weight streaming ({s.mode}) on {s.ep}: {s.slots} slots of {format_bytes(s.slot_bytes)}; device "
+                 f"{s.speeds.name} (host->device {s.speeds.h2d_bandwidth / 1e9:.0f} GB/s), CPU "
+                 f"{s.cpu.flops / 1e9:.1f} GFLOP/s, {s.cpu.memory_bandwidth / 1e9:.1f} GB/s",
+                 f"{'layer':>6} {'choice':<9} {'resident':>10} {'streamed':>10} {'cpu':>10}  (predicted ms per run)"]
+        for lid, choice in sorted(s.choice.items()):
+            t = s.per_layer[lid]
+            lines.append(f"{lid:>6} {choice:<9} {t['resident'] * 1e3:>10.3f} {t['streamed'] * 1e3:>10.3f} "
+                         f"{t['cpu'] * 1e3:>10.3f}")
+        lines.append("predicted per run (decoder layers): " + "; ".join(f"{k} {v * 1e3:.3f} ms"
+                                                                         for k, v in s.times.items()))
+        return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
         g = self.model.graph
@@ -93,6 +119,7 @@ class SessionPlan:
             "nodes": nodes,
             "devices": self.devices(),
             "copies": self.copies(),
+            "streaming": self.placement.streaming.to_dict() if self.placement.streaming is not None else None,
             "layers": rep.get("rows", []),
             "declines": rep.get("declines", []),
             "recheck": {"ok": not self.overruns, "planned_overruns": list(self.overruns),
@@ -127,6 +154,8 @@ class SessionPlan:
                      if isinstance(v, dict)]
             unknown = f"; {c['unknown_sizes']} of unknown size" if c["unknown_sizes"] else ""
             parts += ["", f"boundary copies per run: {c['count']} ({'; '.join(moves)}{unknown})"]
+        if self.placement.streaming is not None:
+            parts += ["", self.streaming_table()]
         overruns = self.overruns
         if overruns:
             parts += [""] + overruns

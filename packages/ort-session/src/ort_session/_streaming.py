@@ -4,8 +4,9 @@ on the CPU, chosen by ort-partition's cost model and held to the device budget b
 
 `session.weight_streaming`: `off` keeps today's placement exactly; `on` streams every layer that does not
 fit resident and can stream; `auto` (default) streams where the cost model predicts a faster run than
-the placement without streaming, and only on a device whose speeds are known (a CUDA profile, or the
-simulated GPU's documented defaults)."""
+the placement without streaming, and only on a device whose published speeds are known (a CUDA device
+profile) that is present (a plan-only profile for an absent GPU: `on` only); the simulated GPU's stand-in speeds (`ort_partition.SIMULATED_DEVICE`) serve `on` only, so a
+simulated-GPU session without the option is placed as before."""
 
 from __future__ import annotations
 
@@ -136,10 +137,12 @@ def with_streaming(model: Model, providers: Sequence[Any], options: Any, budgets
     if mode == "off" or target is None or placement.granularity != "layers":
         return placement
     speeds = device_speeds_for(target)
-    if speeds is None:
-        if mode == "auto":
-            return placement
-        speeds = ort_partition.SIMULATED_DEVICE
+    if mode == "auto" and (speeds is None or speeds is ort_partition.SIMULATED_DEVICE
+                           or not getattr(target, "can_run", True)):
+        # auto decides only with the device's published speeds (never stand-ins), and only where the device is
+        # present: planning for an absent GPU, the CPU measured here is not the CPU beside that GPU
+        return placement
+    speeds = speeds or ort_partition.SIMULATED_DEVICE
     graph = model.graph
     by_layer, can, own = _layers(graph, target)
     order = sorted(by_layer)

@@ -80,6 +80,8 @@ def _options(args: argparse.Namespace, dims: dict[str, int]) -> SessionOptions:
         opts.add_session_config_entry(LAYER_ASSIGNMENT, args.annotations)
     if getattr(args, "pre_allocate", False):
         opts.add_session_config_entry(PRE_ALLOCATE, "1")
+    if getattr(args, "stream_weights", None):  # weight streaming: off | on | auto (the session's default)
+        opts.add_session_config_entry("session.weight_streaming", args.stream_weights)
     return opts
 
 
@@ -247,6 +249,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default CUDAExecutionProvider,CPUExecutionProvider; SimulatedGPUExecutionProvider stands in for a GPU)")
         sp.add_argument("--device-profile", help="plan for a GPU that is not present: h200, h100, a100, l4, rtx4090")
         sp.add_argument("--pre-allocate", action="store_true", help="one buffer per device, allocated at init")
+        sp.add_argument("--stream-weights", nargs="?", const="on", choices=("on", "off", "auto"),
+                        help="stream layers that do not fit the budget through device slots (alone: on; default: "
+                             "auto, the cost model decides)")
 
     sp = sub.add_parser("plan", help="placement per layer and device, and the memory plan")
     common(sp)
