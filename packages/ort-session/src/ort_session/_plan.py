@@ -5,7 +5,8 @@ JSON layout (stable; documented in the README):
   "model": str, "placement_mode": "rules" | "auto-fit" | "budget" | "priority",
   "granularity": "layers" | "nodes",   # the unit placed: whole layers (rules, auto-fit by layers) or nodes
   "nodes":   [{"name", "op", "layer", "ep", "reason"}],       # reason: why this EP (or "")
-  "devices": {device: {"ep", "weights", "peak_activations", "workspace", "lower_bound", "total", "budget"}},
+  "devices": {device: {"ep", "weights", "peak_activations", "workspace", "lower_bound", "total", "budget",
+                       "streaming_slots"}},   # streaming_slots: only with streamed layers
   "layers":  [placement report rows: group, layer, ep, nodes, weight/activation/workspace bytes],
   "declines": [{"ep", "node", "op", "domain", "opset", "rejected", "accepts", "remedy", "reason"}],
   "recheck": {"ok": bool, "planned_overruns": [str],              # weights + planned peak > budget
@@ -13,8 +14,9 @@ JSON layout (stable; documented in the README):
   "shapes": {"static", "symbolic", "unknown", "warnings"},
   "copies": {"count", "unknown_sizes", "to_device", "to_host", "device_to_device",
              "streamed": {"count", "bytes", "layers", "slot_bytes", "slots"}},  # streamed: weight streaming
-  "streaming": null | {"mode", "device", "ep", "copies", "predicted_seconds_per_run": {strategy: s},
-                       "layers": [{"layer", "choice", "resident_s", "streamed_s", "cpu_s"}], "device_speeds", "cpu"}
+  "streaming": {"mode", "device", "ep", "copies", "predicted_seconds_per_run": {strategy: s},   # only with
+                "layers": [{"layer", "choice", "resident_s", "streamed_s", "cpu_s"}],      # streamed layers
+                "device_speeds", "cpu"}
 }
 """
 
@@ -59,8 +61,9 @@ class SessionPlan:
             out[p.device] = {"ep": p.name, "weights": t["weights"],
                              "peak_activations": t["peak_activations_and_workspace"],
                              "workspace": t["largest_workspace"], "lower_bound": t["lower_bound"],
-                             "streaming_slots": t.get("streaming_slots", 0),
                              "total": t["total"], "budget": budgets.get(p.name)}
+            if t.get("streaming_slots"):  # weight streaming's slots (the key is absent without streamed layers)
+                out[p.device]["streaming_slots"] = t["streaming_slots"]
         return out
 
     def copies(self) -> dict[str, Any]:
@@ -119,7 +122,6 @@ class SessionPlan:
             "nodes": nodes,
             "devices": self.devices(),
             "copies": self.copies(),
-            "streaming": self.placement.streaming.to_dict() if self.placement.streaming is not None else None,
             "layers": rep.get("rows", []),
             "declines": rep.get("declines", []),
             "recheck": {"ok": not self.overruns, "planned_overruns": list(self.overruns),
@@ -127,6 +129,7 @@ class SessionPlan:
                 {"ep": o.ep, "budget": o.budget, "total": o.total, "overrun": o.overrun} for o in self.recheck.overruns]},
             "shapes": {"static": self.shape_report.static, "symbolic": self.shape_report.symbolic,
                        "unknown": self.shape_report.unknown, "warnings": list(self.shape_report.warnings)},
+            **({"streaming": self.placement.streaming.to_dict()} if self.placement.streaming is not None else {}),
         }
 
     def memory_table(self) -> str:
@@ -135,9 +138,11 @@ class SessionPlan:
         for device, d in self.devices().items():
             ratio = d["peak_activations"] / d["lower_bound"] if d["lower_bound"] else 1.0
             budget = format_bytes(d["budget"]) if d["budget"] is not None else "-"
+            slots = f"  (total includes {format_bytes(d['streaming_slots'])} of streaming slots)" \
+                if d.get("streaming_slots") else ""
             lines.append(f"{device:<10} {d['ep']:<32} {format_bytes(d['weights']):>10} "
                          f"{format_bytes(d['peak_activations']):>12} {format_bytes(d['workspace']):>10} "
-                         f"{format_bytes(d['total']):>10} {budget:>10}  {ratio:.3f}")
+                         f"{format_bytes(d['total']):>10} {budget:>10}  {ratio:.3f}{slots}")
         return "\n".join(lines)
 
     def to_table(self) -> str:

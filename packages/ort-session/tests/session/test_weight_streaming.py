@@ -112,3 +112,18 @@ def test_streamed_external_weights_are_read_from_the_file_mapping(tmp_path, refe
     # every streamed external weight is a view of the file mapping: the runtime materialised none of its bytes
     assert sum(inits[n].numpy().nbytes for n in external if not isinstance(inits[n].numpy(), np.memmap)) == 0
     sess.close()
+
+
+def test_ortrun_plan_and_run_stream_weights(tmp_path, capsys):
+    from ort_session.cli import main
+
+    path = str(zoo.write_decoder(tmp_path / "m.onnx", CFG))
+    common = [path, "--budget", f"gpu:{BUDGET}", "--providers", "SimulatedGPUExecutionProvider", "--dim", "batch=1",
+              "--dim", "sequence=16", "--dim", "past_sequence=0"]
+    assert main(["plan", *common, "--stream-weights", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["streaming"]["mode"] == "on" and d["copies"]["streamed"]["bytes"] > BUDGET
+    assert d["devices"]["simgpu"]["total"] <= BUDGET and d["devices"]["simgpu"]["streaming_slots"] > 0
+    assert main(["plan", *common, "--stream-weights", "off", "--json"]) == 0
+    assert "streaming" not in json.loads(capsys.readouterr().out)
+    assert main(["run", *common, "--stream-weights", "--check"]) == 0
