@@ -67,3 +67,21 @@ def test_a_kernel_reading_a_slot_before_its_copy_is_caught_on_the_emulated_devic
         sess.run(None, zoo.decoder_inputs(CFG, 1, 8, 0))
     sess.close()
     assert driver.memory == {}
+
+
+@pytest.mark.parametrize(("cpu", "streams"), [("1e8,1e8", True), ("1e18,1e18", False)])
+def test_auto_streams_only_where_the_model_predicts_a_faster_run(driver, cpu, streams):
+    opts = {"free_dimension_overrides": DIMS, "budgets": f"cuda:{WEIGHTS // 3}",
+            "session.weight_streaming_cpu_profile": cpu}
+    auto = _quiet(InferenceSession, zoo.decoder(CFG), opts, providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+    off = _quiet(InferenceSession, zoo.decoder(CFG), {**opts, "session.weight_streaming": "off"},
+                 providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+    assert (auto.placement.streaming is not None) is streams
+    if streams:
+        times = auto.placement.streaming.times
+        assert times["with streaming"] < times["partial offload"]
+        assert auto.placement.streaming.cpu.flops == 1e8
+    else:
+        assert auto.placement.ep_of == off.placement.ep_of  # placed exactly as without streaming
+    auto.close()
+    off.close()

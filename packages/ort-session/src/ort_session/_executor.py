@@ -154,15 +154,14 @@ class Executor:
         planned = self._planned[all(  # the run has the planned input shapes: the plan's shapes are exact
             np.ndim(a) == len(s) and all(not isinstance(d, int) or d == x for d, x in zip(s, np.shape(a)))
             for n, a in feeds.items() if isinstance(a, np.ndarray) and (s := self.graph.values[n].shape) is not None)]
-        with layout.hold(stats):
+        streaming = self.streamer.hold() if self.streamer is not None else contextlib.nullcontext()
+        with layout.hold(stats), streaming:
             try:
                 values: dict[str, Any] = {name: t.numpy() for name, t in self.graph.initializers.items()}
                 for name, arr in feeds.items():
                     placed = layout.place(name, arr)
                     values[name] = arr if placed is None else placed
                 total = len(self.order)
-                if self.streamer is not None:
-                    self.streamer.begin_run()
                 for step, node in enumerate(self.order):
                     self._step(step, node, values, layout, stats, counters, owned, planned[node.index])
                     if progress is not None:

@@ -19,11 +19,11 @@ import ort_partition
 from ort_graph import Model
 
 from ._errors import InvalidOptionError
+from ._options import WEIGHT_STREAMING, WEIGHT_STREAMING_CPU, cpu_profile
 
 __all__ = ["WEIGHT_STREAMING", "StreamedLayer", "StreamingPlan", "device_speeds_for", "streaming_mode",
            "with_streaming"]
 
-from ._options import WEIGHT_STREAMING
 
 MODES = ("off", "on", "auto")
 SLOTS = 2  # double buffering
@@ -147,7 +147,8 @@ def with_streaming(model: Model, providers: Sequence[Any], options: Any, budgets
     by_layer, can, own = _layers(graph, target)
     order = sorted(by_layer)
     works = [ort_partition.layer_work(graph, lid, by_layer[lid]) for lid in order]
-    cpu = ort_partition.measure_cpu_profile()
+    given = options.get(WEIGHT_STREAMING_CPU)
+    cpu = ort_partition.CpuProfile(*cpu_profile(given)) if given else ort_partition.measure_cpu_profile()
     resident0 = [lid for lid in order if all(fit.ep_of(n) == target.name for n in by_layer[lid])]
     times = {"all-CPU": ort_partition.run_time(works, {}, speeds, cpu),
              "partial offload": ort_partition.run_time(works, dict.fromkeys(resident0, ort_partition.RESIDENT), speeds,

@@ -9,7 +9,9 @@ before it, or a copy overwriting a slot a node may still read, is a `StreamOrder
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,13 +19,14 @@ import numpy as np
 import ort_abi
 from ort_graph import Graph, Node, to_numpy_dtype
 
-from ._errors import SessionError
+from ._errors import SessionBusyError, SessionError
 
 __all__ = ["WeightStreamer"]
 
 
 class WeightStreamer:
-    """The executor's hook for streamed layers: `begin_run`, `before_node`, `after_node`."""
+    """The executor's hook for streamed layers: `hold` (one run), `before_node`, `after_node`. The slots are
+    shared by every run of the session, so one run streams at a time: a concurrent run is refused."""
 
     def __init__(self, graph: Graph, order: Sequence[Node], plan: Any, slot_buffer: ort_abi.DeviceBuffer) -> None:
         self.graph, self.plan, self.slot_buffer = graph, plan, slot_buffer
@@ -54,7 +57,21 @@ class WeightStreamer:
         self.start_at = {step: j for j, step in first.items()}
         self.end_at = {step: j for j, step in last.items()}
         self.copies = self.bytes = 0
+        self._lock = threading.Lock()
         self.begin_run()
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        """The slots for one run (fresh streams and guard); a concurrent second run is refused at once."""
+        if not self._lock.acquire(blocking=False):
+            raise SessionBusyError("a run is already streaming weights through this session's device slots; "
+                                   "streamed layers allow one run at a time: wait for it to finish, or use one "
+                                   "session per thread (or session.weight_streaming='off')")
+        try:
+            self.begin_run()
+            yield
+        finally:
+            self._lock.release()
 
     def begin_run(self) -> None:
         """Fresh streams and guard; the first streamed layer's copy is issued at once."""

@@ -9,6 +9,7 @@
 Without MODEL, commands use the built-in demo decoder (ort_graph.zoo.demo_decoder()).
 `run` makes its inputs first (`--input` files, else generated: `--dim`, what the model pins, then past*=0,
 *seq*/*len*=8, others 1) and plans exactly their shapes; `generate` plans prefill and every decode step.
+plan, run and generate take `--stream-weights [on|off|auto]` (session.weight_streaming; alone: on).
 """
 
 from __future__ import annotations

@@ -127,3 +127,25 @@ def test_ortrun_plan_and_run_stream_weights(tmp_path, capsys):
     assert main(["plan", *common, "--stream-weights", "off", "--json"]) == 0
     assert "streaming" not in json.loads(capsys.readouterr().out)
     assert main(["run", *common, "--stream-weights", "--check"]) == 0
+
+
+def test_a_concurrent_run_is_refused_while_the_slots_are_in_use():
+    from ort_session import SessionBusyError
+
+    sess = _session()
+    with sess._executor.streamer.hold(), pytest.raises(SessionBusyError, match="one run at a time"):
+        sess.run(None, zoo.decoder_inputs(CFG, 1, 16, 0))
+    sess.run(None, zoo.decoder_inputs(CFG, 1, 16, 0))  # free again once the other run ended
+    sess.close()
+
+
+@pytest.mark.parametrize("value", ["fast", "1e9", "0,1e9", "1e9,-1", "inf,1e9"])
+def test_a_bad_cpu_profile_is_refused(value):
+    with pytest.raises(InvalidOptionError, match="weight_streaming_cpu_profile"):
+        _session(**{"session.weight_streaming_cpu_profile": value})
+
+
+def test_a_given_cpu_profile_is_used_instead_of_the_probe():
+    sess = _session(**{"session.weight_streaming_cpu_profile": "2e11,4e10"})
+    assert (sess.placement.streaming.cpu.flops, sess.placement.streaming.cpu.memory_bandwidth) == (2e11, 4e10)
+    sess.close()
