@@ -123,8 +123,12 @@ class InferenceSession:
         if self.memory.slot_buffer is not None:  # streamed layers (session.weight_streaming)
             from ._streaming_run import WeightStreamer
 
-            self._executor.streamer = WeightStreamer(graph, self.order, self.placement.streaming,
-                                                     self.memory.slot_buffer)
+            try:
+                self._executor.streamer = WeightStreamer(graph, self.order, self.placement.streaming,
+                                                         self.memory.slot_buffer)
+            except Exception:
+                self.memory.close()  # initialization fails: nothing stays allocated on the device
+                raise
         self._closed = False
         self._runs = threading.Condition()  # guards _active_runs / _closing / _closed
         self._active_runs = 0

@@ -149,3 +149,15 @@ def test_a_given_cpu_profile_is_used_instead_of_the_probe():
     sess = _session(**{"session.weight_streaming_cpu_profile": "2e11,4e10"})
     assert (sess.placement.streaming.cpu.flops, sess.placement.streaming.cpu.memory_bandwidth) == (2e11, 4e10)
     sess.close()
+
+
+def test_streamed_layers_out_of_execution_order_are_refused():
+    import attrs
+
+    from ort_session import SessionError
+
+    sess = _session()
+    plan = attrs.evolve(sess.placement.streaming, layers=tuple(reversed(sess.placement.streaming.layers)))
+    with pytest.raises(SessionError, match="cannot be double-buffered"):
+        WeightStreamer(sess.model.graph, sess.order, plan, sess.memory.slot_buffer)
+    sess.close()
