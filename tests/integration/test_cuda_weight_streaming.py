@@ -85,3 +85,16 @@ def test_auto_streams_only_where_the_model_predicts_a_faster_run(driver, cpu, st
         assert auto.placement.ep_of == off.placement.ep_of  # placed exactly as without streaming
     auto.close()
     off.close()
+
+
+def test_the_gpu_check_streamed_case_passes_on_the_emulating_driver(driver):
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "packages" / "ort-cuda-ep" / "gpu_check.py"
+    spec = importlib.util.spec_from_file_location("gpu_check", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    row = _quiet(mod.streamed_session, CFG, 8)
+    assert row["ok"] and row["streamed_layers"] >= 2 and row["peak"] <= row["budget"]
+    assert driver.memory == {}
