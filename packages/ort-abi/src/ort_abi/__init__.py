@@ -82,6 +82,7 @@ from ._shapefunc import (
     planned_outputs,
 )
 from ._status import ErrorCode, check, live_status_count, status_misuse
+from ._streams import Event, OrderGuard, Stream, StreamOrderError, copy_host_to_device_async
 from ._tensor import DeviceTensor, empty_tensor, tensor_from_host, tensor_to_host
 from ._workspace import MAX_SLOTS, InputState, WorkspaceInputShape, WorkspaceSlot, workspace_input_shapes
 
@@ -100,6 +101,7 @@ def get_include() -> str:
 
 
 __all__ = [
+    "Event", "OrderGuard", "Stream", "StreamOrderError", "copy_host_to_device_async",
     "ABI_MIN_VERSION", "ABI_VERSION", "ABI_VERSION_OUTPUT_SHAPES", "ABI_VERSION_WORKSPACE", "HEADER_NAME", "HOST_API",
     "MAX_OUTPUT_RANK", "MAX_SLOTS", "InputTypeError", "OutputMismatchError", "OutputShape", "check_input_types",
     "has_onnx_schema", "infer_output_shapes", "output_shapes_hook", "planned_outputs",

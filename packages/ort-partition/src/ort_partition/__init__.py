@@ -44,6 +44,20 @@ from ._claims import (
     PluginProviderSpec,
     Supported,
 )
+from ._costmodel import (
+    CPU,
+    RESIDENT,
+    SIMULATED_DEVICE,
+    STREAMED,
+    CpuProfile,
+    DeviceSpeeds,
+    LayerWork,
+    choose_layers,
+    device_speeds,
+    layer_work,
+    measure_cpu_profile,
+    run_time,
+)
 from ._devices import CPU_EP, CUDA_EP, EpInfo, ep_info, match_device
 from ._errors import (
     BudgetError,
@@ -79,6 +93,8 @@ from ._units import format_bytes, parse_bytes
 __version__ = "0.2.0"
 
 __all__ = [
+    "CPU", "RESIDENT", "SIMULATED_DEVICE", "STREAMED", "CpuProfile", "DeviceSpeeds", "LayerWork", "choose_layers",
+    "device_speeds", "layer_work", "measure_cpu_profile", "run_time",
     "CPU_EP", "CUDA_EP", "FINAL_NORM", "PROFILES", "DeviceProfile", "UnknownProfileError", "get_profile",
     "profile_names", "LAYER_ASSIGNMENT_KEY", "NAME_LAYER_ASSIGNMENT_KEY",
     "RESOURCE_CUDA_PARTITIONING_KEY", "STATS_HEADER", "WORKSPACE_HEURISTIC",

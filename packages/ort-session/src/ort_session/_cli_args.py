@@ -108,6 +108,9 @@ def _model_options(sp: argparse.ArgumentParser) -> None:
                          "--device-profile h100")
     sp.add_argument("--pre-allocate", action="store_true",
                     help="one buffer per device, allocated at initialization (runs then allocate nothing)")
+    sp.add_argument("--stream-weights", nargs="?", const="on", choices=("on", "off", "auto"),
+                    help="stream layers that do not fit the budget through device slots (alone: on; default: auto, "
+                         "the cost model decides), e.g. --stream-weights")
     _everywhere(sp)
 
 

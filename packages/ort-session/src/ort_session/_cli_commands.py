@@ -80,6 +80,8 @@ def _options(args: argparse.Namespace, dims: dict[str, int], model: Any = None) 
         opts.add_session_config_entry(NAME_BASED_ASSIGNMENT, rules)
     if getattr(args, "pre_allocate", False):
         opts.add_session_config_entry(PRE_ALLOCATE, "1")
+    if getattr(args, "stream_weights", None):  # weight streaming: off | on | auto (the session's default)
+        opts.add_session_config_entry("session.weight_streaming", args.stream_weights)
     return opts
 
 

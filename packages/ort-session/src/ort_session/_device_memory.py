@@ -82,11 +82,13 @@ class DeviceMemoryStage:
     weights: int
     peak: int
     allocator: ort_abi.Allocator | None = None
+    streaming_slots: int = 0  # bytes of the weight-streaming slots, allocated at initialization for the whole run
 
     @property
     def activation_budget(self) -> int | None:
-        """What the budget leaves for activations and workspace once the weights are in (None: no budget)."""
-        return None if self.budget is None else max(self.budget - self.weights, 0)
+        """What the budget leaves for activations and workspace once the weights (and streaming slots) are in
+        (None: no budget)."""
+        return None if self.budget is None else max(self.budget - self.weights - self.streaming_slots, 0)
 
     def arena(self) -> Any:
         """The ort-memplan allocator the plan's buffer for this device comes from."""
@@ -141,7 +143,9 @@ class DeviceWeights:
 
     @classmethod
     def upload(cls, graph: Graph, order: Sequence[Node], device_of_node: Mapping[int, str],
-               allocators: Mapping[str, ort_abi.Allocator], memory_types: MemoryTypes = _no_host_io) -> DeviceWeights:
+               allocators: Mapping[str, ort_abi.Allocator], memory_types: MemoryTypes = _no_host_io,
+               streamed: frozenset[str] | set[str] = frozenset()) -> DeviceWeights:
+        """`streamed`: weights that stay on the host (copied into a streaming slot per run), not uploaded."""
         weights = cls()
         try:
             for device, names in sorted(weight_names_per_device(graph, device_of_node, memory_types).items()):
@@ -149,7 +153,7 @@ class DeviceWeights:
                 if alloc is None:
                     continue
                 on_device = weights.tensors.setdefault(device, {})
-                for name in sorted(names):
+                for name in sorted(names - set(streamed)):
                     on_device[name] = ort_abi.tensor_from_host(alloc, _host_array(graph, name))
         except Exception:
             weights.close()  # a weight that does not fit: free the ones already uploaded, lose nothing

@@ -41,6 +41,8 @@ class RunStats:
     planned_values: int = 0
     layout: str = ""
     graph: str = ""  # device graph capture: "captured" (this run recorded it), "replayed", or "" (none)
+    streamed_copies: int = 0  # host-to-device copies of streamed weights (weight streaming)
+    streamed_bytes: int = 0
 
 
 class Kernel(Protocol):
@@ -121,6 +123,7 @@ class Executor:
     # strict workspace verification: (node, its inputs this run) -> slot id -> bytes the kernel declares for them
     declared_workspace: Callable[[Node, Sequence[Any]], Mapping[int, int]] | None = None
     capture: Any = None  # _capture.GraphCapture: the first pre-allocated run captures its region, later ones replay
+    streamer: Any = None  # _streaming_run.WeightStreamer: streamed layers' weights copied into device slots
     _release: dict[int, list[str]] = attrs.field(factory=dict, alias="release")
     _reads: dict[int, list[str]] = attrs.field(factory=dict, alias="reads")  # node index -> inputs + implicit
     _out_types: dict[int, list[int]] = attrs.field(factory=dict, alias="out_types")
@@ -155,7 +158,8 @@ class Executor:
         planned = self._planned[all(  # the run has the planned input shapes: the plan's shapes are exact
             np.ndim(a) == len(s) and all(not isinstance(d, int) or d == x for d, x in zip(s, np.shape(a)))
             for n, a in feeds.items() if isinstance(a, np.ndarray) and (s := self.graph.values[n].shape) is not None)]
-        with layout.hold(stats):
+        streaming = self.streamer.hold() if self.streamer is not None else contextlib.nullcontext()
+        with layout.hold(stats), streaming:
             try:
                 values: dict[str, Any] = {name: t.numpy() for name, t in self.graph.initializers.items()}
                 for name, arr in feeds.items():
@@ -184,6 +188,8 @@ class Executor:
         stats.workspace_from_plan = counters.workspace_from_plan
         stats.scratch_fallbacks = counters.scratch_fallbacks
         stats.scratch_bytes = counters.scratch_bytes
+        if self.streamer is not None:
+            stats.streamed_copies, stats.streamed_bytes = self.streamer.copies, self.streamer.bytes
         self.last_stats = stats
         return result
 
@@ -247,6 +253,8 @@ class Executor:
         if self.weights is not None:
             for position, tensor in self.weights.args.get(node.index, ()):
                 args[position] = tensor
+        if self.streamer is not None:
+            self.streamer.before_node(step, node, args)
         out_types = self._out_types[node.index]
         device = self.allocators.get(node.index)
         workspace = layout.workspace(node, args)
@@ -301,6 +309,8 @@ class Executor:
             if name:
                 values[name] = arr
         layout.after_step(step, node)
+        if self.streamer is not None:
+            self.streamer.after_node(step)
         if self.recorder is not None:
             self._record(node, args, ctx.outputs, counters.scratch_bytes - scratch_before)
         self._release_dead(step, values, layout, owned)

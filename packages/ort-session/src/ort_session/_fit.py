@@ -20,8 +20,10 @@ from ._options import SessionOptions
 TRIAL_ALGORITHM = "greedy_by_size"
 
 
-def device_totals_for(model: Model, placement: Any, providers: Sequence[Any], options: SessionOptions) -> dict[str, dict[str, int]]:
-    """Per-device totals (weights, planned peak) that `placement` would need, without touching `model`."""
+def device_totals_for(model: Model, placement: Any, providers: Sequence[Any], options: SessionOptions,
+                      streaming: Any = None) -> dict[str, dict[str, int]]:
+    """Per-device totals (weights, planned peak) that `placement` would need, without touching `model`
+    (`streaming`: a StreamingPlan whose weights stay on the host and whose slots count on the device)."""
     from . import _memory
     from ._placement import SessionPlacement
 
@@ -40,7 +42,7 @@ def device_totals_for(model: Model, placement: Any, providers: Sequence[Any], op
     # greedy-by-size is one of the candidates "auto" keeps the best of, so a trial that fits with it fits
     # with the final plan too: conservative, and several times faster than "auto" on large graphs
     memory = _memory.plan_memory(trial, order, kernels, trial_placement, providers, quiet, algorithm=TRIAL_ALGORITHM,
-                                  allocate=False)
+                                  allocate=False, streaming=streaming)
     return memory.device_totals()
 
 

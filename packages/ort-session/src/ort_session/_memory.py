@@ -85,6 +85,8 @@ class SessionMemory:
     device_of_node: dict[int, str]
     kernels: Mapping[int, Any]
     device_weights: DeviceWeights = attrs.field(factory=DeviceWeights)
+    streaming: Any = None  # _streaming.StreamingPlan (None: no streamed layers)
+    slot_buffer: ort_abi.DeviceBuffer | None = None  # the streaming slots, one device buffer for the whole run
     cache: ort_memplan.PatternCache = attrs.field(factory=ort_memplan.PatternCache)
     _slot_ids: dict[int, list[int]] = attrs.field(factory=dict, alias="slot_ids")
     _traced: dict[Any, TracedPattern] = attrs.field(factory=dict, alias="traced")
@@ -123,6 +125,9 @@ class SessionMemory:
         if self.buffers is not None:
             self.buffers.close()
         self.device_weights.close()
+        slots, self.slot_buffer = self.slot_buffer, None
+        if slots is not None:
+            slots.allocator.free(slots)
 
     def device_usage(self) -> dict[str, dict[str, int | None]]:
         """Per device with its own memory, measured by its allocator: bytes in use now, the peak since
@@ -136,11 +141,13 @@ class SessionMemory:
         for req in self.gplan.slot_requests.values():
             ws[req.device] = max(ws.get(req.device, 0), req.nbytes)
         weights = self.weights
-        for device in sorted(set(weights) | set(self.gplan.plan.peak)):
+        slots = {d: s.streaming_slots for d, s in self.stages.items() if s.streaming_slots}
+        for device in sorted(set(weights) | set(self.gplan.plan.peak) | set(slots)):
             peak = self.gplan.plan.peak.get(device, 0)
             out[device] = {"weights": weights.get(device, 0), "peak_activations_and_workspace": peak,
                            "largest_workspace": ws.get(device, 0), "lower_bound": self.gplan.lower_bound.get(device, 0),
-                           "total": weights.get(device, 0) + peak}
+                           "streaming_slots": slots.get(device, 0),
+                           "total": weights.get(device, 0) + peak + slots.get(device, 0)}
         return out
 
     def declared_workspace(self, node: Node, args: Sequence[Any]) -> dict[int, int]:
@@ -214,15 +221,17 @@ class SessionMemory:
                              self.kernels, done)
 
 
-def _weights_per_device(model: Model, device_of_node: Mapping[int, str], memory_types: Any) -> dict[str, int]:
+def _weights_per_device(model: Model, device_of_node: Mapping[int, str], memory_types: Any,
+                        streamed: set[str] | frozenset[str] = frozenset()) -> dict[str, int]:
+    """Bytes of the weights each device holds; streamed weights stay on the host (their slots count apart)."""
     inits = model.graph.initializers
-    return {d: sum(inits[n].nbytes for n in names)
-            for d, names in weight_names_per_device(model.graph, device_of_node, memory_types, HOST).items()}
+    per_device = weight_names_per_device(model.graph, device_of_node, memory_types, HOST)
+    return {d: sum(inits[n].nbytes for n in names if d == HOST or n not in streamed) for d, names in per_device.items()}
 
 
 def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any], placement: Any,
                 providers: Sequence[Any], options: SessionOptions, algorithm: str = "auto",
-                allocate: bool = True) -> SessionMemory:
+                allocate: bool = True, streaming: Any = None) -> SessionMemory:
     """The session's memory plan and its stages; with `allocate`, also what initialization allocates:
     devices with their own memory held to their budgets, weights uploaded, buffers pre-allocated (when
     asked). Auto-fit trials plan without allocating."""
@@ -250,18 +259,24 @@ def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any],
     input_limits = {n: tuple(graph.values[n].shape) for n in inputs if graph.values[n].shape is not None}
     planned_shapes = {n: s for n, s in input_limits.items() if is_static(s)}
     static = not gplan.activations.unknown_sizes and len(planned_shapes) == len(inputs)
-    weights = _weights_per_device(model, device_of_node, memory_types)
+    streamed = streaming.weight_names if streaming is not None else frozenset()
+    weights = _weights_per_device(model, device_of_node, memory_types, streamed)
     budgets = {device_by_ep[ep]: b for ep, b in placement.result.budgets.items() if ep in device_by_ep}
     allocators = device_allocators(providers)
     stages = {d: DeviceMemoryStage(d, budgets.get(d), weights.get(d, 0), gplan.plan.peak.get(d, 0), allocators.get(d))
               for d in sorted(set(weights) | set(gplan.plan.peak) | set(budgets) | set(allocators))}
+    if streaming is not None and streaming.layers:
+        stages.setdefault(streaming.device, DeviceMemoryStage(streaming.device, budgets.get(streaming.device), 0, 0,
+                                                              allocators.get(streaming.device)))
+        stages[streaming.device].streaming_slots = streaming.slot_total
     if allocate:  # before anything is allocated (auto-fit trials only compare totals)
         check_budgeted_values_planned(graph, gplan.activations.unknown_sizes, value_device, budgets,
                                       allow=_truthy(options.get(ALLOW_UNPLANNED_SHAPES) or "0", ALLOW_UNPLANNED_SHAPES),
                                       can_run=all(getattr(p, "can_run", True) for p in providers if p.device in budgets))
-    device_weights, buffers = _allocate(graph, order, device_of_node, stages, gplan, static, options, memory_types) \
-        if allocate else (DeviceWeights(), None)
-    return SessionMemory(model=model, gplan=gplan, slots=slots, stages=stages, static=static,
+    device_weights, buffers, slot_buffer = _allocate(graph, order, device_of_node, stages, gplan, static, options,
+                                                     memory_types, streaming) \
+        if allocate else (DeviceWeights(), None, None)
+    return SessionMemory(streaming=streaming, slot_buffer=slot_buffer, model=model, gplan=gplan, slots=slots, stages=stages, static=static,
                          planned_shapes=planned_shapes, input_limits=input_limits, buffers=buffers, options=options,
                          node_names=[n.name for n in order], device_of_value=value_device,
                          device_of_node=device_of_node, kernels=kernels, device_weights=device_weights)
@@ -269,21 +284,36 @@ def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any],
 
 def _allocate(graph: Any, order: Sequence[Node], device_of_node: Mapping[int, str],
               stages: Mapping[str, DeviceMemoryStage], gplan: ort_memplan.GraphPlan, static: bool,
-              options: SessionOptions, memory_types: Any) -> tuple[DeviceWeights, ort_memplan.ExecutionBuffers | None]:
+              options: SessionOptions, memory_types: Any, streaming: Any = None,
+              ) -> tuple[DeviceWeights, ort_memplan.ExecutionBuffers | None, ort_abi.DeviceBuffer | None]:
     """What initialization allocates, all or nothing: each device held to its budget, the weights uploaded
-    once, and (when asked) the pre-allocated buffers."""
+    once, the weight-streaming slots (when layers stream) and (when asked) the pre-allocated buffers."""
     for stage in stages.values():
         stage.hold_to_budget()
     allocators = {d: s.allocator for d, s in stages.items() if s.allocator is not None}
+    streamed = streaming.weight_names if streaming is not None else frozenset()
     try:
-        device_weights = DeviceWeights.upload(graph, order, device_of_node, allocators, memory_types)
+        device_weights = DeviceWeights.upload(graph, order, device_of_node, allocators, memory_types, streamed)
     except ort_abi.AllocationError as e:
         raise device_memory_error("the weights", stages, e) from e
+    slot_buffer = None
+    if streaming is not None and streaming.layers and streaming.device in allocators:
+        try:
+            slot_buffer = allocators[streaming.device].alloc(streaming.slot_total)
+        except ort_abi.AllocationError as e:
+            device_weights.close()
+            raise device_memory_error("the weight-streaming slots", stages, e) from e
+
+    def undo() -> None:
+        device_weights.close()
+        if slot_buffer is not None:
+            slot_buffer.allocator.free(slot_buffer)
+
     key = PRE_ALLOCATE if options.pre_allocate else STATIC_WORKSPACE if options.flag(STATIC_WORKSPACE) else None
     if key is None:
-        return device_weights, None
+        return device_weights, None, slot_buffer
     if not static:
-        device_weights.close()
+        undo()
         unknown = list(gplan.activations.unknown_sizes)[:5]
         origin = ort_graph.first_unresolved_node(graph)  # a node whose outputs no inference resolved
         raise InvalidOptionError(
@@ -293,9 +323,9 @@ def _allocate(graph: Any, order: Sequence[Node], device_of_node: Mapping[int, st
             + (f"; {ort_graph.unresolved_hint(origin)}" if origin is not None else ""))
     budgets = {d: s.activation_budget for d, s in stages.items() if s.activation_budget is not None}
     try:
-        return device_weights, gplan.buffers(arenas(gplan.plan.peak, stages), budgets)
+        return device_weights, gplan.buffers(arenas(gplan.plan.peak, stages), budgets), slot_buffer
     except Exception as e:
-        device_weights.close()
+        undo()
         if isinstance(e, ort_abi.AllocationError):
             raise device_memory_error("the pre-allocated buffers", stages, e) from e
         raise

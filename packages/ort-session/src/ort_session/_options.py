@@ -31,9 +31,12 @@ STRICT_WORKSPACE = "session.strict_workspace_verification"
 # capture a device graph on the first run and replay it on later runs (ONNX Runtime's CUDA provider option
 # `enable_cuda_graph`, session-wide here): needs pre-allocated buffers and a provider that can capture
 GRAPH_CAPTURE = "session.enable_graph_capture"
+WEIGHT_STREAMING = "session.weight_streaming"  # off | on | auto (default): see _streaming
+WEIGHT_STREAMING_CPU = "session.weight_streaming_cpu_profile"  # "<FLOP/s>,<bytes/s>": the CPU's, instead of a probe
 KNOWN_CONFIG_KEYS = (LAYER_ASSIGNMENT, NAME_BASED_ASSIGNMENT, PRE_ALLOCATE, CUDA_PARTITIONING, MAX_SHAPE_OVERRIDE,
                      ALLOW_UNPLANNED_SHAPES, EXTERNAL_DATA_FOLDER, DISABLE_CPU_EP_FALLBACK,
-                     NODE_MEMORY_STATS_FILE, STATIC_WORKSPACE, STRICT_WORKSPACE, GRAPH_CAPTURE)
+                     NODE_MEMORY_STATS_FILE, STATIC_WORKSPACE, STRICT_WORKSPACE, GRAPH_CAPTURE, WEIGHT_STREAMING,
+                     WEIGHT_STREAMING_CPU)
 BOOLEAN_KEYS = (PRE_ALLOCATE, ALLOW_UNPLANNED_SHAPES, DISABLE_CPU_EP_FALLBACK, STATIC_WORKSPACE, STRICT_WORKSPACE, GRAPH_CAPTURE)
 
 
@@ -50,6 +53,20 @@ def _truthy(value: Any, key: str) -> bool:
     if text in ("0", "false", "no", "off", ""):
         return False
     raise InvalidOptionError(f"option {key!r}={value!r} is not a boolean; use '1' or '0'")
+
+
+def cpu_profile(value: str) -> tuple[float, float]:
+    """`session.weight_streaming_cpu_profile`: "<FLOP/s>,<bytes/s>" (e.g. "2e11,4e10"), both positive."""
+    try:
+        flops, bandwidth = (float(p) for p in str(value).split(","))
+    except ValueError as e:
+        raise InvalidOptionError(f"option {WEIGHT_STREAMING_CPU!r}={value!r} is not '<FLOP/s>,<bytes/s>'; give e.g. "
+                                 "'2e11,4e10' (the CPU's compute and memory bandwidth), or leave it out to measure "
+                                 "them") from e
+    if not (flops > 0 and bandwidth > 0) or float("inf") in (flops, bandwidth):
+        raise InvalidOptionError(f"option {WEIGHT_STREAMING_CPU!r}={value!r}: both numbers must be positive and "
+                                 "finite, e.g. '2e11,4e10'")
+    return flops, bandwidth
 
 
 @attrs.define
@@ -129,6 +146,12 @@ class SessionOptions(_ort.OrtSessionOptionMethods):
             _truthy(value, key)
         elif key == MAX_SHAPE_OVERRIDE:
             _check.max_shapes(value, option=key)
+        elif key == WEIGHT_STREAMING and str(value).strip().lower() not in ("off", "on", "auto"):
+            raise InvalidOptionError(f"option {key!r}={value!r} is not one of 'off', 'on', 'auto'; use 'off' (no "
+                                     "streaming), 'on' (stream every layer that does not fit resident) or 'auto' "
+                                     "(the cost model decides)")
+        elif key == WEIGHT_STREAMING_CPU:
+            cpu_profile(value)
         self.config[key] = value
 
     def get(self, key: str, default: str | None = None) -> str | None:

@@ -37,6 +37,7 @@ class SessionPlacement:
     # by a segment of the topological order on a graph without layers that fit; the per-node accountant)
     granularity: str = "nodes"
     summary: str = ""  # auto-fit's one-line account of what it placed
+    streaming: Any = None  # _streaming.StreamingPlan: layers streamed through device slots (None: none)
 
 
 def _budgets(model: Model, options: SessionOptions) -> tuple[Any, Any]:
@@ -68,8 +69,14 @@ def place(model: Model, order: Sequence[Node], providers: Sequence[Any], options
         fit = ort_partition.auto_fit(graph, providers, budgets, estimator=estimator, stats=stats,
                                      node_level=options.node_level_cutoff, fits=fits)
         ep_of = {node.index: fit.placement.ep_of(node) for node in graph.nodes}
-        return SessionPlacement(result=fit.placement, ep_of=ep_of, mode="auto-fit", layers_on_device=fit.layers_on_device,
-                                granularity=fit.granularity, summary=fit.summary())
+        placed = SessionPlacement(result=fit.placement, ep_of=ep_of, mode="auto-fit",
+                                  layers_on_device=fit.layers_on_device, granularity=fit.granularity,
+                                  summary=fit.summary())
+        if not options.node_level_cutoff:  # weight streaming (session.weight_streaming; 'off': placed as is)
+            from ._streaming import with_streaming
+
+            placed = with_streaming(model, providers, options, budgets, placed, estimator, stats)
+        return placed
     result = ort_partition.place(graph, providers, layering=layering, budgets=budgets, estimator=estimator,
                                  stats=stats, node_order=order)
     mode = "rules" if layering is not None else "budget" if budgets else "priority"

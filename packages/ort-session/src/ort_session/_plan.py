@@ -5,12 +5,18 @@ JSON layout (stable; documented in the README):
   "model": str, "placement_mode": "rules" | "auto-fit" | "budget" | "priority",
   "granularity": "layers" | "nodes",   # the unit placed: whole layers (rules, auto-fit by layers) or nodes
   "nodes":   [{"name", "op", "layer", "ep", "reason"}],       # reason: why this EP (or "")
-  "devices": {device: {"ep", "weights", "peak_activations", "workspace", "lower_bound", "total", "budget"}},
+  "devices": {device: {"ep", "weights", "peak_activations", "workspace", "lower_bound", "total", "budget",
+                       "streaming_slots"}},   # streaming_slots: only with streamed layers
   "layers":  [placement report rows: group, layer, ep, nodes, weight/activation/workspace bytes],
   "declines": [{"ep", "node", "op", "domain", "opset", "rejected", "accepts", "remedy", "reason"}],
   "recheck": {"ok": bool, "planned_overruns": [str],              # weights + planned peak > budget
               "cost_sum_overruns": [{"ep", "budget", "total", "overrun"}]},  # per-node cost sum, no reuse
-  "shapes": {"static", "symbolic", "unknown", "warnings"}
+  "shapes": {"static", "symbolic", "unknown", "warnings"},
+  "copies": {"count", "unknown_sizes", "to_device", "to_host", "device_to_device",
+             "streamed": {"count", "bytes", "layers", "slot_bytes", "slots"}},  # streamed: weight streaming
+  "streaming": {"mode", "device", "ep", "copies", "predicted_seconds_per_run": {strategy: s},   # only with
+                "layers": [{"layer", "choice", "resident_s", "streamed_s", "cpu_s"}],      # streamed layers
+                "device_speeds", "cpu"}
 }
 """
 
@@ -56,6 +62,8 @@ class SessionPlan:
                              "peak_activations": t["peak_activations_and_workspace"],
                              "workspace": t["largest_workspace"], "lower_bound": t["lower_bound"],
                              "total": t["total"], "budget": budgets.get(p.name)}
+            if t.get("streaming_slots"):  # weight streaming's slots (the key is absent without streamed layers)
+                out[p.device]["streaming_slots"] = t["streaming_slots"]
         return out
 
     def copies(self) -> dict[str, Any]:
@@ -75,7 +83,28 @@ class SessionPlan:
                 out["unknown_sizes"] += 1
             else:
                 entry["bytes"] += nbytes
+        streaming = self.placement.streaming
+        if streaming is not None:  # streamed layers' weights, host -> device slots, every run
+            out["streamed"] = streaming.copies()
+            out["count"] += out["streamed"]["count"]
         return out
+
+    def streaming_table(self) -> str:
+        """Per layer: where it runs and the predicted seconds of each choice; then each strategy's total."""
+        s = self.placement.streaming
+        if s is None:
+            return ""
+        lines = [f"weight streaming ({s.mode}) on {s.ep}: {s.slots} slots of {format_bytes(s.slot_bytes)}; device "
+                 f"{s.speeds.name} (host->device {s.speeds.h2d_bandwidth / 1e9:.0f} GB/s), CPU "
+                 f"{s.cpu.flops / 1e9:.1f} GFLOP/s, {s.cpu.memory_bandwidth / 1e9:.1f} GB/s",
+                 f"{'layer':>6} {'choice':<9} {'resident':>10} {'streamed':>10} {'cpu':>10}  (predicted ms per run)"]
+        for lid, choice in sorted(s.choice.items()):
+            t = s.per_layer[lid]
+            lines.append(f"{lid:>6} {choice:<9} {t['resident'] * 1e3:>10.3f} {t['streamed'] * 1e3:>10.3f} "
+                         f"{t['cpu'] * 1e3:>10.3f}")
+        lines.append("predicted per run (decoder layers): " + "; ".join(f"{k} {v * 1e3:.3f} ms"
+                                                                         for k, v in s.times.items()))
+        return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
         g = self.model.graph
@@ -100,6 +129,7 @@ class SessionPlan:
                 {"ep": o.ep, "budget": o.budget, "total": o.total, "overrun": o.overrun} for o in self.recheck.overruns]},
             "shapes": {"static": self.shape_report.static, "symbolic": self.shape_report.symbolic,
                        "unknown": self.shape_report.unknown, "warnings": list(self.shape_report.warnings)},
+            **({"streaming": self.placement.streaming.to_dict()} if self.placement.streaming is not None else {}),
         }
 
     def memory_table(self) -> str:
@@ -108,9 +138,11 @@ class SessionPlan:
         for device, d in self.devices().items():
             ratio = d["peak_activations"] / d["lower_bound"] if d["lower_bound"] else 1.0
             budget = format_bytes(d["budget"]) if d["budget"] is not None else "-"
+            slots = f"  (total includes {format_bytes(d['streaming_slots'])} of streaming slots)" \
+                if d.get("streaming_slots") else ""
             lines.append(f"{device:<10} {d['ep']:<32} {format_bytes(d['weights']):>10} "
                          f"{format_bytes(d['peak_activations']):>12} {format_bytes(d['workspace']):>10} "
-                         f"{format_bytes(d['total']):>10} {budget:>10}  {ratio:.3f}")
+                         f"{format_bytes(d['total']):>10} {budget:>10}  {ratio:.3f}{slots}")
         return "\n".join(lines)
 
     def to_table(self) -> str:
@@ -127,6 +159,8 @@ class SessionPlan:
                      if isinstance(v, dict)]
             unknown = f"; {c['unknown_sizes']} of unknown size" if c["unknown_sizes"] else ""
             parts += ["", f"boundary copies per run: {c['count']} ({'; '.join(moves)}{unknown})"]
+        if self.placement.streaming is not None:
+            parts += ["", self.streaming_table()]
         overruns = self.overruns
         if overruns:
             parts += [""] + overruns

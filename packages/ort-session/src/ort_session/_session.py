@@ -144,7 +144,7 @@ class InferenceSession(OrtSessionApi):
             if self.options.flag(GRAPH_CAPTURE) else None
         with _progress.phase("planning memory"):
             self.memory = _memory.plan_memory(self.model, self.order, self.kernels, self.placement, self.providers,
-                                              self.options)
+                                              self.options, streaming=self.placement.streaming)
         self.recheck = _placement.level2_recheck(self.model, self.placement, self.memory.slots, self.providers)
         self.overruns = _placement.planned_overruns(self.memory, self.placement, self.providers)
         profiler.phase("memory_planning")
@@ -158,6 +158,15 @@ class InferenceSession(OrtSessionApi):
                                   declared_workspace=(self.memory.declared_workspace
                                                       if self.options.flag(STRICT_WORKSPACE) else None),
                                   capture=self._capture)
+        if self.memory.slot_buffer is not None:  # streamed layers (session.weight_streaming)
+            from ._streaming_run import WeightStreamer
+
+            try:
+                self._executor.streamer = WeightStreamer(graph, self.order, self.placement.streaming,
+                                                         self.memory.slot_buffer)
+            except Exception:
+                self.memory.close()  # initialization fails: nothing stays allocated on the device
+                raise
         self._closed = False
         self._runs = threading.Condition()  # guards _active_runs / _closing / _closed
         self._active_runs = 0

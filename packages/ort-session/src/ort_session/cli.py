@@ -14,6 +14,7 @@ inputs first (`--input` files, else generated: `--dim`, what the model pins, the
 others 1) and plans exactly their shapes; `generate` plans prefill and every decode step.
 
 This module and the parser import only the standard library; each command imports what it needs.
+plan, run and generate take `--stream-weights [on|off|auto]` (session.weight_streaming; alone: on).
 """
 
 from __future__ import annotations

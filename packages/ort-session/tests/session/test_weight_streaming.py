@@ -1,0 +1,163 @@
+"""Weight streaming on the simulated GPU: a decoder whose weights exceed the device budget several
+times runs with streamed layers, matches the CPU-only run, stays within the budget as the allocator
+measures it, moves exactly the planned bytes, and keeps the copy/compute ordering (checked)."""
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+import ort_abi
+from ort_graph import zoo
+from ort_session import InferenceSession, InvalidOptionError
+from ort_session._streaming_run import WeightStreamer
+
+CFG = zoo.DecoderConfig(layers=6, hidden=64, vocab=256)
+DIMS = {"batch": 1, "sequence": 16, "past_sequence": 0}
+SIM = ["SimulatedGPUExecutionProvider", "CPUExecutionProvider"]
+WEIGHTS = sum(t.nbytes for t in zoo.decoder(CFG).graph.initializers.values())
+BUDGET = WEIGHTS // 4  # the weights exceed the budget four times
+
+
+def _session(mode="on", budget=BUDGET, **extra):
+    opts = {"free_dimension_overrides": DIMS, "budgets": f"gpu:{budget}", "session.weight_streaming": mode, **extra}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return InferenceSession(zoo.decoder(CFG), opts, providers=SIM)
+
+
+@pytest.fixture(scope="module")
+def reference():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cpu = InferenceSession(zoo.decoder(CFG), {"free_dimension_overrides": DIMS})
+    return cpu.run(None, zoo.decoder_inputs(CFG, 1, 16, 0))
+
+
+@pytest.mark.parametrize("pre_allocate", ["0", "1"])
+def test_streamed_decoder_matches_the_cpu_run_within_the_budget(reference, pre_allocate):
+    sess = _session(**{"session.pre_allocate_execution_buffers": pre_allocate})
+    plan = sess.placement.streaming
+    assert plan is not None and len(plan.layers) >= 3  # several layers share the two slots
+    for _ in range(2):  # the second run reuses the slots
+        for got, want in zip(sess.run(None, zoo.decoder_inputs(CFG, 1, 16, 0)), reference):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    usage = sess.device_memory()["simgpu"]
+    assert usage["peak"] <= BUDGET and usage["capacity"] == BUDGET
+    totals = sess.memory.device_totals()["simgpu"]
+    assert totals["streaming_slots"] == 2 * plan.slot_bytes and totals["total"] <= BUDGET
+    copies = sess.plan.copies()["streamed"]
+    stats = sess.last_run_stats
+    assert (stats.streamed_copies, stats.streamed_bytes) == (copies["count"], copies["bytes"])
+    assert copies["bytes"] == sum(layer.nbytes for layer in plan.layers) > BUDGET
+    sess.close()
+
+
+def test_off_keeps_the_placement_without_streaming():
+    off = _session("off")
+    assert off.placement.streaming is None and off.memory.slot_buffer is None
+    assert off.last_run_stats.streamed_copies == 0
+    plain = _session("off")
+    assert off.placement.ep_of == plain.placement.ep_of
+
+
+def test_plan_shows_the_choice_per_layer_and_the_strategies():
+    sess = _session()
+    d = json.loads(json.dumps(sess.plan.to_dict()))
+    s = d["streaming"]
+    assert {"all-CPU", "partial offload", "with streaming"} <= set(s["predicted_seconds_per_run"])
+    assert [row["layer"] for row in s["layers"]] == list(range(CFG.layers))
+    assert {row["choice"] for row in s["layers"]} <= {"resident", "streamed", "cpu"}
+    assert d["copies"]["streamed"]["count"] == sum(len(layer.weights) for layer in sess.placement.streaming.layers)
+    table = sess.plan.to_table()
+    assert "weight streaming (on)" in table and "with streaming" in table
+
+
+def test_a_budget_below_two_slots_streams_nothing_and_stays_within_it():
+    small = WEIGHTS // 40  # less than two layers' weights: no room for the slots
+    sess = _session(budget=small)
+    assert sess.placement.streaming is None
+    assert sess.memory.device_totals().get("simgpu", {}).get("total", 0) <= small
+
+
+@pytest.mark.parametrize("skip", ["_copied", "_slot_free"])
+def test_a_wrong_copy_order_is_caught(monkeypatch, skip):
+    sess = _session()
+    monkeypatch.setattr(WeightStreamer, skip, lambda self, j: None)  # the wait on the event is left out
+    with pytest.raises(ort_abi.StreamOrderError, match="copy|overwrites"):
+        sess.run(None, zoo.decoder_inputs(CFG, 1, 16, 0))
+    monkeypatch.undo()
+    sess.run(None, zoo.decoder_inputs(CFG, 1, 16, 0))  # the right order runs, and nothing was left behind
+    sess.close()
+
+
+def test_an_unknown_mode_is_refused():
+    with pytest.raises(InvalidOptionError, match="weight_streaming"):
+        _session("sometimes")
+
+
+def test_streamed_external_weights_are_read_from_the_file_mapping(tmp_path, reference):
+    path = zoo.write_decoder(tmp_path / "m.onnx", CFG, external_data=True)
+    opts = {"free_dimension_overrides": DIMS, "budgets": f"gpu:{BUDGET}", "session.weight_streaming": "on"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sess = InferenceSession(str(path), opts, providers=SIM)
+    for got, want in zip(sess.run(None, zoo.decoder_inputs(CFG, 1, 16, 0)), reference):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    inits = sess.model.graph.initializers
+    streamed = sess.placement.streaming.weight_names
+    external = [n for n in streamed if inits[n].is_external]  # small ones (norms) are stored in the proto
+    assert sum(inits[n].nbytes for n in external) > 0.9 * sum(inits[n].nbytes for n in streamed)
+    # every streamed external weight is a view of the file mapping: the runtime materialised none of its bytes
+    assert sum(inits[n].numpy().nbytes for n in external if not isinstance(inits[n].numpy(), np.memmap)) == 0
+    sess.close()
+
+
+def test_ortrun_plan_and_run_stream_weights(tmp_path, capsys):
+    from ort_session.cli import main
+
+    path = str(zoo.write_decoder(tmp_path / "m.onnx", CFG))
+    common = [path, "--budget", f"gpu:{BUDGET}", "--providers", "SimulatedGPUExecutionProvider", "--dim", "batch=1",
+              "--dim", "sequence=16", "--dim", "past_sequence=0"]
+    assert main(["plan", *common, "--stream-weights", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["streaming"]["mode"] == "on" and d["copies"]["streamed"]["bytes"] > BUDGET
+    assert d["devices"]["simgpu"]["total"] <= BUDGET and d["devices"]["simgpu"]["streaming_slots"] > 0
+    assert main(["plan", *common, "--stream-weights", "off", "--json"]) == 0
+    assert "streaming" not in json.loads(capsys.readouterr().out)
+    assert main(["run", *common, "--stream-weights", "--check"]) == 0
+
+
+def test_a_concurrent_run_is_refused_while_the_slots_are_in_use():
+    from ort_session import SessionBusyError
+
+    sess = _session()
+    with sess._executor.streamer.hold(), pytest.raises(SessionBusyError, match="one run at a time"):
+        sess.run(None, zoo.decoder_inputs(CFG, 1, 16, 0))
+    sess.run(None, zoo.decoder_inputs(CFG, 1, 16, 0))  # free again once the other run ended
+    sess.close()
+
+
+@pytest.mark.parametrize("value", ["fast", "1e9", "0,1e9", "1e9,-1", "inf,1e9"])
+def test_a_bad_cpu_profile_is_refused(value):
+    with pytest.raises(InvalidOptionError, match="weight_streaming_cpu_profile"):
+        _session(**{"session.weight_streaming_cpu_profile": value})
+
+
+def test_a_given_cpu_profile_is_used_instead_of_the_probe():
+    sess = _session(**{"session.weight_streaming_cpu_profile": "2e11,4e10"})
+    assert (sess.placement.streaming.cpu.flops, sess.placement.streaming.cpu.memory_bandwidth) == (2e11, 4e10)
+    sess.close()
+
+
+def test_streamed_layers_out_of_execution_order_are_refused():
+    import attrs
+
+    from ort_session import SessionError
+
+    sess = _session()
+    plan = attrs.evolve(sess.placement.streaming, layers=tuple(reversed(sess.placement.streaming.layers)))
+    with pytest.raises(SessionError, match="cannot be double-buffered"):
+        WeightStreamer(sess.model.graph, sess.order, plan, sess.memory.slot_buffer)
+    sess.close()

@@ -1,0 +1,100 @@
+"""Weight streaming through the CUDA EP on the emulating driver (real cubins, launches executed in numpy):
+a decoder whose weights exceed the budget several times streams its layers through two slots, matches the
+CPU-only run, stays within the budget, and each run copies exactly the planned streamed bytes host->device
+on top of the boundary copies."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import ort_abi
+from ort_graph import zoo
+from ort_session import InferenceSession
+from ort_session._streaming_run import WeightStreamer
+
+ort_cuda_ep = pytest.importorskip("ort_cuda_ep", reason="ort-cuda-ep is not installed")
+from ort_cuda_ep.testing import EmulatingDriver, install_driver  # noqa: E402
+
+CFG = zoo.DecoderConfig(layers=4, hidden=64, vocab=256)
+DIMS = {"batch": 1, "sequence": 8, "past_sequence": 0}
+WEIGHTS = sum(t.nbytes for t in zoo.decoder(CFG).graph.initializers.values())
+
+
+@pytest.fixture
+def driver(monkeypatch):
+    return install_driver(monkeypatch, EmulatingDriver())
+
+
+def _quiet(fn, *args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*args, **kwargs)
+
+
+def _streamed(budget=WEIGHTS // 3):
+    return _quiet(InferenceSession, zoo.decoder(CFG), {"free_dimension_overrides": DIMS, "budgets": f"cuda:{budget}",
+                                                      "session.weight_streaming": "on"},
+                  providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+
+
+def test_streamed_layers_on_the_emulated_cuda_device_match_the_cpu_run(driver):
+    feeds = zoo.decoder_inputs(CFG, 1, 8, 0)
+    want = _quiet(InferenceSession, zoo.decoder(CFG), {"free_dimension_overrides": DIMS}).run(None, feeds)
+    sess = _streamed()
+    plan = sess.placement.streaming
+    assert plan is not None and len(plan.layers) >= 2
+    for _ in range(2):
+        before = len(driver.calls)
+        for a, b in zip(sess.run(None, feeds), want):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+        to_device = sum(c[1] for c in driver.calls[before:] if c[0] == "HtoD")
+        boundary = sess.plan.copies().get("to_device", {}).get("bytes", 0)
+        assert to_device == boundary + sess.plan.copies()["streamed"]["bytes"]
+    assert sess.last_run_stats.streamed_bytes == plan.copies()["bytes"]
+    use = sess.device_memory()["cuda:0"]
+    assert use["peak"] <= use["capacity"] == WEIGHTS // 3
+    sess.close()
+    assert driver.memory == {}
+
+
+def test_a_kernel_reading_a_slot_before_its_copy_is_caught_on_the_emulated_device(driver, monkeypatch):
+    sess = _streamed()
+    monkeypatch.setattr(WeightStreamer, "_copied", lambda self, j: None)
+    with pytest.raises(ort_abi.StreamOrderError):
+        sess.run(None, zoo.decoder_inputs(CFG, 1, 8, 0))
+    sess.close()
+    assert driver.memory == {}
+
+
+@pytest.mark.parametrize(("cpu", "streams"), [("1e8,1e8", True), ("1e18,1e18", False)])
+def test_auto_streams_only_where_the_model_predicts_a_faster_run(driver, cpu, streams):
+    opts = {"free_dimension_overrides": DIMS, "budgets": f"cuda:{WEIGHTS // 3}",
+            "session.weight_streaming_cpu_profile": cpu}
+    auto = _quiet(InferenceSession, zoo.decoder(CFG), opts, providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+    off = _quiet(InferenceSession, zoo.decoder(CFG), {**opts, "session.weight_streaming": "off"},
+                 providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+    assert (auto.placement.streaming is not None) is streams
+    if streams:
+        times = auto.placement.streaming.times
+        assert times["with streaming"] < times["partial offload"]
+        assert auto.placement.streaming.cpu.flops == 1e8
+    else:
+        assert auto.placement.ep_of == off.placement.ep_of  # placed exactly as without streaming
+    auto.close()
+    off.close()
+
+
+def test_the_gpu_check_streamed_case_passes_on_the_emulating_driver(driver):
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "packages" / "ort-cuda-ep" / "gpu_check.py"
+    spec = importlib.util.spec_from_file_location("gpu_check", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    row = _quiet(mod.streamed_session, CFG, 8)
+    assert row["ok"] and row["streamed_layers"] >= 2 and row["peak"] <= row["budget"]
+    assert driver.memory == {}
