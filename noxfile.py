@@ -37,13 +37,20 @@ def _local_closure(name: str) -> list[str]:
     return seen
 
 
+LOCAL_EXTRAS = {"ort-cuda-ep": "[cuda]"}  # tests compile every CUDA kernel with NVRTC (no GPU needed)
+
+
+def _spec(name: str) -> str:
+    return f"./packages/{name}{LOCAL_EXTRAS.get(name, '')}"
+
+
 def _install_local(session: nox.Session, names: list[str]) -> None:
     """Install project packages from their folders, always rebuilt from the current sources (uv caches
     local builds by pyproject.toml alone, which would test stale code)."""
     fresh = [f"--reinstall-package={n}" for n in names] if session.venv_backend == "uv" else ["--force-reinstall", "--no-deps"]
     if session.venv_backend != "uv":
-        session.install(*[f"./packages/{n}" for n in names])
-    session.install(*fresh, *[f"./packages/{n}" for n in names])
+        session.install(*[_spec(n) for n in names])
+    session.install(*fresh, *[_spec(n) for n in names])
 
 
 def _install_all(session: nox.Session) -> None:
@@ -65,7 +72,7 @@ def install(session: nox.Session) -> None:
     dependencies first: the same as `pip install ./packages/ort-graph ./packages/ort-partition ...`.
     `nox -s install -- -e` installs them editable."""
     editable = "-e" in session.posargs
-    args = [a for p in install_order() for a in (["-e", f"./packages/{p}"] if editable else [f"./packages/{p}"])]
+    args = [a for p in install_order() for a in (["-e", _spec(p)] if editable else [_spec(p)])]
     session.run("python", "-m", "pip", "install", *args, *[a for a in session.posargs if a != "-e"], external=True)
 
 
