@@ -27,7 +27,7 @@ from ort_partition import Declined, Supported
 from ._device_kernels import CopyKernel, StagedKernel
 from .cpu import InputInfo, OpImpl, all_ops
 from .cpu._interp import _OPSETS
-from .cpu._registry import _WORKSPACE
+from .cpu._registry import _OUTPUT, _WORKSPACE
 
 MEMCPY_OPS = ("MemcpyFromHost", "MemcpyToHost", "MemcpyDeviceToDevice")
 
@@ -59,11 +59,15 @@ class NumpyKernel:
             buf = ctx.preallocated_workspace(slot_id, nbytes)
             return buf if buf is not None else ctx.scratch(nbytes)
 
-        # the two scopes of workspace_scope / opset_scope, set directly: this runs once per node per run
-        ws_token, op_token = _WORKSPACE.set(workspace), _OPSETS.set(self.opsets)
+        def output(index: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+            return ctx.output(index, shape, dtype)
+
+        # the scopes of workspace_scope / opset_scope / OpImpl.output, set directly: this runs once per node per run
+        ws_token, op_token, out_token = _WORKSPACE.set(workspace), _OPSETS.set(self.opsets), _OUTPUT.set(output)
         try:
             results = self.impl.compute(self.node, list(ctx.inputs))
         finally:
+            _OUTPUT.reset(out_token)
             _OPSETS.reset(op_token)
             _WORKSPACE.reset(ws_token)
         for i, r in enumerate(results[: ctx.output_count]):
@@ -71,7 +75,9 @@ class NumpyKernel:
                 arr = np.asarray(r)
                 out = ctx.output(i, arr.shape, arr.dtype)
                 if arr.nbytes and out.__array_interface__["data"][0] != arr.__array_interface__["data"][0]:
-                    np.copyto(out, arr)
+                    np.copyto(out, arr)  # a kernel that returned a fresh array (or a view): one copy
+                    ctx.counters.copied_outputs += 1
+                    ctx.counters.copied_output_bytes += int(arr.nbytes)
             else:
                 ctx.outputs[i] = r  # sequences, optionals, strings: not planned
 

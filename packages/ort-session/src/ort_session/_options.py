@@ -59,6 +59,8 @@ class SessionOptions:
     # write per-node memory CSV (ONNX Runtime's stats format)
     memory_profile_out: str | None = attrs.field(default=None,
                                                  converter=_check.optional_str("memory_profile_out", path=True))
+    # trace host allocations during each run (tracemalloc; costs time): `last_run_stats.traced_bytes`
+    measure_host_allocations: bool = attrs.field(default=False, converter=_check.boolean("measure_host_allocations"))
 
     def add_session_config_entry(self, key: str, value: str) -> None:
         key = _check.config_key(key)

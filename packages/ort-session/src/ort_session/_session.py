@@ -185,7 +185,8 @@ class InferenceSession:
         unknown = [o for o in outputs if o not in self.model.graph.outputs]
         if unknown:
             raise InvalidInputError(f"unknown output name(s) {unknown!r}; the model's outputs are {self.output_names!r}")
-        result = self._executor.run(arrays, outputs, self.memory.layout_for(arrays), progress)
+        result = self._executor.run(arrays, outputs, self.memory.layout_for(arrays), progress,
+                                     measure=self.options.measure_host_allocations)
         if self._executor.recorder is not None:  # field-wise maximum over all runs so far
             _dump_memory_profile(self._executor.recorder, self.options.memory_profile_out)
         return result

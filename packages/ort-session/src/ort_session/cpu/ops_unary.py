@@ -6,8 +6,21 @@ import math
 
 import numpy as np
 
-from ._registry import OpImpl, register
-from ._util import FLOATS_BF, NUMERIC_BF, SINT, check_all, check_dtype, decline_attr, first_version, upcast
+from ._registry import OpImpl, register, workspace_nbytes
+from ._util import (
+    FLOATS_BF,
+    NUMERIC_BF,
+    SINT,
+    check_all,
+    check_dtype,
+    decline_attr,
+    first_version,
+    is_lowp,
+    np_dtype,
+    out_dtype,
+    upcast,
+    write_output,
+)
 
 
 def erf(x: np.ndarray) -> np.ndarray:
@@ -34,14 +47,48 @@ class _Unary(OpImpl):
     def fn(self, node, x):
         raise NotImplementedError
 
+    ufunc: np.ufunc | None = None  # set: computed straight into the output block (16-bit floats excepted)
+
     def compute(self, node, inputs):
         x = inputs[0]
         with np.errstate(all="ignore"):
+            if self.ufunc is not None and not is_lowp(x):
+                out = self.output(0, x.shape, x.dtype)
+                self.ufunc(x, out=out, casting="unsafe")
+                return [out]
             return [np.asarray(self.fn(node, upcast(x))).astype(x.dtype, copy=False)]
 
 
 def _unary(name: str, f, since: int | None = None, allowed=FLOATS_BF) -> None:
-    register(name, since=since or first_version(name))(type(name, (_Unary,), {"fn": lambda self, node, x: f(x), "allowed": allowed}))
+    into = {"ufunc": f, "writes_output": True} if isinstance(f, np.ufunc) else {}
+    register(name, since=since or first_version(name))(type(name, (_Unary,), {"fn": lambda self, node, x: f(x), "allowed": allowed,
+                                                                          **into}))
+
+
+SIGMOID_BLOCK = 1 << 14  # elements per block: the workspace Sigmoid declares is bounded by it
+
+
+def _sigmoid_block(x: np.ndarray) -> int:
+    return min(SIGMOID_BLOCK, max(int(x.size), 1))
+
+
+def sigmoid_into(x: np.ndarray, out: np.ndarray, e: np.ndarray, negative: np.ndarray) -> None:
+    """out = 1 / (1 + exp(-x)) without overflow, block by block through `e` (x's dtype) and `negative`
+    (bool), each at least one block long: exp(-|x|) is in (0, 1], and sigmoid is 1 / (1 + e) for x >= 0
+    and e / (1 + e) below. `out` may be `x` itself (an in-place plan): each block reads x first."""
+    xs, os = x.reshape(-1), out.reshape(-1)
+    step = len(e)
+    for start in range(0, xs.size, step):
+        xb, ob = xs[start:start + step], os[start:start + step]
+        eb, nb = e[: xb.size], negative[: xb.size]
+        np.less(xb, 0, out=nb)
+        np.abs(xb, out=eb)
+        np.negative(eb, out=eb)
+        np.exp(eb, out=eb)
+        np.add(eb, 1, out=ob)
+        np.divide(eb, ob, out=eb)
+        np.reciprocal(ob, out=ob)
+        np.copyto(ob, eb, where=nb)
 
 
 for _n, _f in [("Sqrt", np.sqrt), ("Exp", np.exp), ("Log", np.log), ("Ceil", np.ceil), ("Floor", np.floor),
@@ -50,10 +97,39 @@ for _n, _f in [("Sqrt", np.sqrt), ("Exp", np.exp), ("Log", np.log), ("Ceil", np.
                ("Asinh", np.arcsinh), ("Acosh", np.arccosh), ("Atanh", np.arctanh), ("Round", np.round),
                ("Erf", erf), ("Softsign", lambda x: x / (1 + np.abs(x))),
                ("Softplus", lambda x: np.logaddexp(0, x)),
-               ("Sigmoid", lambda x: np.exp(-np.logaddexp(0, -x))),
                ("Mish", lambda x: x * np.tanh(np.logaddexp(0, x))),
                ("HardSwish", lambda x: x * np.clip(x / 6 + 0.5, 0, 1))]:
     _unary(_n, _f)
+
+@register("Sigmoid", since=first_version("Sigmoid"))
+class Sigmoid(_Unary):
+    """Computed into its output block, one bounded block at a time (workspace slot 0)."""
+
+    writes_output = True
+
+    def fn(self, node, x):
+        return np.exp(-np.logaddexp(0, -x))
+
+    def compute(self, node, inputs):
+        x = inputs[0]
+        if is_lowp(x):
+            return super().compute(node, inputs)
+        out = self.output(0, x.shape, x.dtype)
+        n = _sigmoid_block(x)
+        e = self.workspace(0, (n,), x.dtype)
+        negative = self.workspace(1, (n,), np.bool_)
+        with np.errstate(all="ignore"):
+            sigmoid_into(x, out, e, negative)
+        return [out]
+
+    def workspace_bytes(self, node, input_shapes):
+        shape = input_shapes[0] if input_shapes else None
+        n = SIGMOID_BLOCK if shape is None else min(SIGMOID_BLOCK, max(int(np.prod(shape, dtype=np.int64)), 1))
+        dt = np_dtype(out_dtype(node)) if out_dtype(node) else np.dtype(np.float64)
+        if is_lowp(np.empty(0, dt)):
+            return []  # 16-bit floats are computed in float32 by `fn`, not block by block
+        return [(0, workspace_nbytes((n,), dt)), (1, workspace_nbytes((n,), np.bool_))]
+
 
 _unary("Abs", np.abs, allowed=NUMERIC_BF)
 _unary("Neg", np.negative, allowed=SINT | FLOATS_BF)
@@ -140,8 +216,13 @@ class Clip(OpImpl):
 
 @register("IsNaN", since=9)
 class IsNaN(_Unary):
+    writes_output = True
+
     def compute(self, node, inputs):
-        return [np.isnan(upcast(inputs[0]))]
+        x = upcast(inputs[0])
+        out = self.output(0, x.shape, np.bool_)
+        np.isnan(x, out=out)
+        return [out]
 
 
 @register("IsInf", since=10)
@@ -154,5 +235,8 @@ class IsInf(_Unary):
 
 @register("Identity", since=1)
 class Identity(OpImpl):
+    writes_output = True
+
     def compute(self, node, inputs):
-        return [inputs[0]]
+        x = inputs[0]
+        return [write_output(self, x) if isinstance(x, np.ndarray) else x]

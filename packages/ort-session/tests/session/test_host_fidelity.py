@@ -1,0 +1,138 @@
+"""Host memory is what the plan says: CPU kernels compute into the blocks they are given, their
+temporaries are declared workspace, and `measure_host_allocations` reports what a run really allocated."""
+
+import warnings
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+from ort_graph import zoo
+from ort_session import InferenceSession
+from ort_session.cpu import _registry
+
+CPU = ["CPUExecutionProvider"]
+PRE = {"session.pre_allocate_execution_buffers": "1"}
+HOT = ("MatMul", "Add", "Mul", "Sigmoid", "Softmax", "SimplifiedLayerNormalization", "Transpose", "Concat", "Gather",
+       "Slice", "Reshape", "Expand", "Where", "Neg", "Cast")
+
+
+def _decoder_session(cfg, seq, **options):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return InferenceSession(zoo.decoder(cfg), {"free_dimension_overrides": {"batch": 1, "sequence": seq,
+                                                                                "past_sequence": 0},
+                                                   **PRE, **options}, providers=CPU)
+
+
+def test_decoder_copies_only_what_kernels_without_an_output_block_return():
+    cfg = zoo.DecoderConfig(layers=2, hidden=64, heads=4, kv_heads=2)
+    sess = _decoder_session(cfg, 8)
+    sess.run(None, zoo.decoder_inputs(cfg, 1, 8, 0))
+    impls = {n.index: sess.kernels[n.index].impl for n in sess.model.graph.nodes}
+    ops = {n.op_type for n in sess.model.graph.nodes}
+    assert {op for op in HOT if op in ops} == {op for op in HOT if op in ops and all(
+        impls[n.index].writes_output for n in sess.model.graph.nodes if n.op_type == op)}
+    fresh = [n for n in sess.model.graph.nodes if not impls[n.index].writes_output]
+    stats = sess.last_run_stats
+    assert stats.copied_outputs == sum(len([o for o in n.outputs if o]) for n in fresh)
+    assert {n.op_type for n in fresh} <= {"Range"}  # what is left in a decoder: one small index vector
+    assert stats.scratch_fallbacks == 0 and stats.workspace_from_plan > 0
+
+
+def test_traced_bytes_only_when_measuring_and_within_a_tenth_of_the_plan():
+    cfg = zoo.DecoderConfig(layers=2, hidden=512, heads=8, kv_heads=4, vocab=512)
+    feeds = zoo.decoder_inputs(cfg, 1, 128, 0)
+    plain = _decoder_session(cfg, 128)
+    plain.run(None, feeds)
+    assert plain.last_run_stats.traced_bytes is None
+    sess = _decoder_session(cfg, 128, measure_host_allocations=True)
+    sess.run(None, feeds)
+    sess.run(None, feeds)
+    dev = sess.plan.to_dict()["devices"]["cpu"]
+    planned = dev["peak_activations"] + dev["workspace"]
+    traced = sess.last_run_stats.traced_bytes
+    assert 0 < traced <= planned // 10, (traced, planned)
+
+
+def test_traced_bytes_see_a_kernel_that_allocates_its_result():
+    """Hardmax returns a fresh array the session copies in: a 4 MiB result shows in traced_bytes."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1024, 1024])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1024, 1024])
+    model = helper.make_model(helper.make_graph([helper.make_node("Hardmax", ["x"], ["y"])], "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    sess = InferenceSession(model.SerializeToString(), {**PRE, "measure_host_allocations": True}, providers=CPU)
+    sess.run(None, {"x": np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)})
+    stats = sess.last_run_stats
+    assert stats.copied_outputs == 1 and stats.copied_bytes == 4 << 20
+    assert stats.traced_bytes >= 4 << 20
+
+
+def test_sigmoid_is_stable_and_may_write_over_its_input():
+    from ort_session.cpu.ops_unary import sigmoid_into
+
+    x = np.concatenate([np.linspace(-90, 90, 40001), [0.0, -0.0, np.inf, -np.inf, np.nan]]).astype(np.float32)
+    ref = 1 / (1 + np.exp(-x.astype(np.float64)))
+    out = np.empty_like(x)
+    sigmoid_into(x, out, np.empty(1000, np.float32), np.empty(1000, bool))  # 41 blocks, the last one short
+    normal = ref > np.finfo(np.float32).tiny
+    np.testing.assert_allclose(out[normal], ref[normal], rtol=4 * np.finfo(np.float32).eps)  # a few roundings
+    assert out[-5] == out[-4] == 0.5 and out[-3] == 1.0 and out[-2] == 0.0 and np.isnan(out[-1])
+    same = x.copy()
+    sigmoid_into(same, same, np.empty(1000, np.float32), np.empty(1000, bool))
+    assert np.array_equal(same, out, equal_nan=True)
+
+
+@pytest.mark.parametrize("alias", [0, 1, 2])
+def test_where_reads_its_inputs_before_writing_an_aliased_output(alias):
+    """An in-place plan may give Where's output the block of an input that dies there (the condition only
+    when the values are bool too)."""
+    from ort_graph import Node
+
+    rng = np.random.default_rng(alias)
+    c = rng.random((4, 5)) > 0.5
+    x, y = (rng.random((4, 5)) > 0.5, rng.random((4, 5)) > 0.5) if alias == 0 else \
+        (rng.standard_normal((4, 5)), rng.standard_normal((4, 5)))
+    want = np.where(c, x, y)
+    given = [c.copy(), x.copy(), y.copy()]
+    token = _registry._OUTPUT.set(lambda index, shape, dtype: given[alias])
+    try:
+        got = _registry.find("Where", "", 17).compute(Node(0, "w", "Where", "", ["c", "x", "y"], ["out"]), given)[0]
+    finally:
+        _registry._OUTPUT.reset(token)
+    assert got is given[alias] and np.array_equal(got, want)
+
+
+def test_outputs_outside_a_session_are_fresh_arrays():
+    from ort_graph import Node
+
+    a = np.ones((2, 3), np.float32)
+    out = _registry.find("Add", "", 17).compute(Node(0, "a", "Add", "", ["a", "b"], ["y"]), [a, a])[0]
+    assert out.base is None and np.array_equal(out, a + a)
+
+
+def test_kernels_table_says_which_kernels_copy():
+    from ort_session._kernels import kernel_rows, kernel_table
+
+    rows = {(r["ep"], r["op"]): r for r in kernel_rows()}
+    cpu = "CPUExecutionProvider"
+    assert rows[(cpu, "MatMul")]["output"] == "in block" and rows[(cpu, "Hardmax")]["output"] == "copied"
+    assert rows[(cpu, "com.microsoft::GroupQueryAttention")]["output"] == "in block"
+    assert "output: copied" in kernel_table()
+
+
+def test_quantized_activations_are_computed_in_the_workspace_as_before():
+    """fake_quantize_a in a given buffer equals the plain formula (max |a| / 127 per block, rint)."""
+    from ort_session.cpu.ops_extra_quant import fake_quantize_a
+
+    a = np.random.default_rng(3).standard_normal((5, 70)).astype(np.float32)
+    a[1] = 0
+    padded = np.zeros((5, 96), np.float32)
+    padded[:, :70] = a
+    blocks = padded.reshape(5, 3, 32)
+    scale = (np.abs(blocks).max(axis=-1) / np.float32(127)).astype(np.float32)
+    inv = np.where(scale != 0, np.float32(1) / np.where(scale != 0, scale, 1), 0).astype(np.float32)
+    want = (np.rint(blocks * inv[..., None]) * scale[..., None]).reshape(5, 96)[:, :70]
+    buf = np.full(5 * 96, np.nan, np.float32)
+    got = fake_quantize_a(a, 32, buf)
+    assert np.array_equal(got, want) and np.shares_memory(got, buf)
