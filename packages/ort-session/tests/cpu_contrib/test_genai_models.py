@@ -108,10 +108,9 @@ def test_genai_export_preallocated_session_serves_gqa_workspace_from_plan(shared
     declaring = [n for n in nodes if n.op_type in ("GroupQueryAttention", "MatMulNBits")]
     assert len(declaring) == (4 if variant == "fp32" else 25)
     # slots each node takes from the plan: GQA its scores, mask, rotated Q and K and their product; MatMulNBits
-    # its dequantized band and, at accuracy_level 4, A quantized; float32 norms their row statistics; Sigmoid
-    # its exp block and sign mask
+    # its dequantized band and, at accuracy_level 4, A quantized; float32 norms their row statistics
     per_node = {"GroupQueryAttention": 5, "MatMulNBits": 2 if variant != "fp32" else 1,
-                "SimplifiedLayerNormalization": 1, "SkipSimplifiedLayerNormalization": 1, "Sigmoid": 2}
-    assert sum(n.op_type in per_node for n in nodes) == len(declaring) + 9 + 4
+                "SimplifiedLayerNormalization": 1, "SkipSimplifiedLayerNormalization": 1}
+    assert sum(n.op_type in per_node for n in nodes) == len(declaring) + 9
     slots = sum(per_node.get(n.op_type, 0) for n in nodes)
     assert stats.workspace_from_plan == slots and stats.scratch_fallbacks == 0 and stats.allocations == 0

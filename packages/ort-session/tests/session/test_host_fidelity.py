@@ -74,12 +74,13 @@ def test_sigmoid_is_stable_and_may_write_over_its_input():
     x = np.concatenate([np.linspace(-90, 90, 40001), [0.0, -0.0, np.inf, -np.inf, np.nan]]).astype(np.float32)
     ref = 1 / (1 + np.exp(-x.astype(np.float64)))
     out = np.empty_like(x)
-    sigmoid_into(x, out, np.empty(1000, np.float32), np.empty(1000, bool))  # 41 blocks, the last one short
+    with np.errstate(all="raise"):  # exp(-x) over- or underflowing is the exact limit, not reported
+        sigmoid_into(x, out)
     normal = ref > np.finfo(np.float32).tiny
     np.testing.assert_allclose(out[normal], ref[normal], rtol=4 * np.finfo(np.float32).eps)  # a few roundings
     assert out[-5] == out[-4] == 0.5 and out[-3] == 1.0 and out[-2] == 0.0 and np.isnan(out[-1])
     same = x.copy()
-    sigmoid_into(same, same, np.empty(1000, np.float32), np.empty(1000, bool))
+    sigmoid_into(same, same)
     assert np.array_equal(same, out, equal_nan=True)
 
 

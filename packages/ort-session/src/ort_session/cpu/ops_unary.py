@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ._registry import OpImpl, register, workspace_nbytes
+from ._registry import OpImpl, register
 from ._util import (
     FLOATS_BF,
     NUMERIC_BF,
@@ -16,8 +16,6 @@ from ._util import (
     decline_attr,
     first_version,
     is_lowp,
-    np_dtype,
-    out_dtype,
     upcast,
     write_output,
 )
@@ -65,30 +63,15 @@ def _unary(name: str, f, since: int | None = None, allowed=FLOATS_BF) -> None:
                                                                           **into}))
 
 
-SIGMOID_BLOCK = 1 << 14  # elements per block: the workspace Sigmoid declares is bounded by it
-
-
-def _sigmoid_block(x: np.ndarray) -> int:
-    return min(SIGMOID_BLOCK, max(int(x.size), 1))
-
-
-def sigmoid_into(x: np.ndarray, out: np.ndarray, e: np.ndarray, negative: np.ndarray) -> None:
-    """out = 1 / (1 + exp(-x)) without overflow, block by block through `e` (x's dtype) and `negative`
-    (bool), each at least one block long: exp(-|x|) is in (0, 1], and sigmoid is 1 / (1 + e) for x >= 0
-    and e / (1 + e) below. `out` may be `x` itself (an in-place plan): each block reads x first."""
-    xs, os = x.reshape(-1), out.reshape(-1)
-    step = len(e)
-    for start in range(0, xs.size, step):
-        xb, ob = xs[start:start + step], os[start:start + step]
-        eb, nb = e[: xb.size], negative[: xb.size]
-        np.less(xb, 0, out=nb)
-        np.abs(xb, out=eb)
-        np.negative(eb, out=eb)
-        np.exp(eb, out=eb)
-        np.add(eb, 1, out=ob)
-        np.divide(eb, ob, out=eb)
-        np.reciprocal(ob, out=ob)
-        np.copyto(ob, eb, where=nb)
+def sigmoid_into(x: np.ndarray, out: np.ndarray) -> None:
+    """out = 1 / (1 + exp(-x)) in four passes over `out` (which may be `x` itself) and no temporary:
+    exp(-x) overflows to inf for x < -88 (float32) and 1 / inf is the exact limit 0, so the plain form is
+    stable once overflow (and underflow) is not reported; subnormal results keep their relative accuracy."""
+    with np.errstate(over="ignore", under="ignore"):
+        np.negative(x, out=out)
+        np.exp(out, out=out)
+        np.add(out, 1, out=out)
+        np.reciprocal(out, out=out)
 
 
 for _n, _f in [("Sqrt", np.sqrt), ("Exp", np.exp), ("Log", np.log), ("Ceil", np.ceil), ("Floor", np.floor),
@@ -101,34 +84,25 @@ for _n, _f in [("Sqrt", np.sqrt), ("Exp", np.exp), ("Log", np.log), ("Ceil", np.
                ("HardSwish", lambda x: x * np.clip(x / 6 + 0.5, 0, 1))]:
     _unary(_n, _f)
 
+
 @register("Sigmoid", since=first_version("Sigmoid"))
 class Sigmoid(_Unary):
-    """Computed into its output block, one bounded block at a time (workspace slot 0)."""
+    """Computed in its output block (`sigmoid_into`); 16-bit floats in float32 through `fn`."""
 
     writes_output = True
 
     def fn(self, node, x):
-        return np.exp(-np.logaddexp(0, -x))
+        out = np.empty_like(x)
+        sigmoid_into(x, out)
+        return out
 
     def compute(self, node, inputs):
         x = inputs[0]
         if is_lowp(x):
             return super().compute(node, inputs)
         out = self.output(0, x.shape, x.dtype)
-        n = _sigmoid_block(x)
-        e = self.workspace(0, (n,), x.dtype)
-        negative = self.workspace(1, (n,), np.bool_)
-        with np.errstate(all="ignore"):
-            sigmoid_into(x, out, e, negative)
+        sigmoid_into(x, out)
         return [out]
-
-    def workspace_bytes(self, node, input_shapes):
-        shape = input_shapes[0] if input_shapes else None
-        n = SIGMOID_BLOCK if shape is None else min(SIGMOID_BLOCK, max(int(np.prod(shape, dtype=np.int64)), 1))
-        dt = np_dtype(out_dtype(node)) if out_dtype(node) else np.dtype(np.float64)
-        if is_lowp(np.empty(0, dt)):
-            return []  # 16-bit floats are computed in float32 by `fn`, not block by block
-        return [(0, workspace_nbytes((n,), dt)), (1, workspace_nbytes((n,), np.bool_))]
 
 
 _unary("Abs", np.abs, allowed=NUMERIC_BF)
