@@ -137,3 +137,45 @@ def test_quantized_activations_are_computed_in_the_workspace_as_before():
     buf = np.full(5 * 96, np.nan, np.float32)
     got = fake_quantize_a(a, 32, buf)
     assert np.array_equal(got, want) and np.shares_memory(got, buf)
+
+
+@pytest.mark.parametrize("opset,axis,rows", [(11, 1, 2), (11, 2, 6), (13, 1, 8), (13, -1, 6)])
+def test_softmax_declares_its_row_statistics_for_the_models_opset(opset, axis, rows):
+    """Before opset 13 Softmax coerces its input to 2-D at `axis`: one statistic per leading row."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4])
+    model = helper.make_model(helper.make_graph([helper.make_node("Softmax", ["x"], ["y"], axis=axis)], "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", opset)])
+    sess = InferenceSession(model.SerializeToString(), PRE, providers=CPU)
+    node = sess.model.graph.nodes[0]
+    from ort_session._cpu_ep import node_input_shapes
+
+    declared = sess.kernels[node.index].declare_workspace(node_input_shapes(node))
+    assert [(s.slot_id, s.size_bytes) for s in declared] == [(0, 4 * rows + 4)]
+    data = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    got = sess.run(None, {"x": data})[0]
+    v = data.reshape(int(np.prod(data.shape[:axis])), -1) if opset < 13 else data
+    e = np.exp(v - v.max(axis=-1 if opset < 13 else axis, keepdims=True))
+    want = (e / e.sum(axis=-1 if opset < 13 else axis, keepdims=True)).reshape(data.shape)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert sess.last_run_stats.workspace_from_plan == 1 and sess.last_run_stats.copied_outputs == 0
+
+
+def test_broadcasting_kernels_keep_numpys_buffers_small_and_leave_its_setting_alone():
+    """A broadcasting ufunc allocates numpy iterator buffers (32 KiB for float32 at numpy's default 8192
+    elements); CPU kernels run with 1024, and the caller's setting is untouched."""
+    from ort_session._cpu_ep import UFUNC_BUFSIZE
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1024, 1024])
+    b = helper.make_tensor_value_info("b", TensorProto.FLOAT, [1024])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1024, 1024])
+    model = helper.make_model(helper.make_graph([helper.make_node("Add", ["x", "b"], ["y"])], "g", [x, b], [y]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    sess = InferenceSession(model.SerializeToString(), {**PRE, "measure_host_allocations": True}, providers=CPU)
+    feeds = {"x": np.ones((1024, 1024), np.float32), "b": np.arange(1024, dtype=np.float32)}
+    before = np.getbufsize()
+    sess.run(None, feeds)
+    got = sess.run(None, feeds)[0]
+    assert np.array_equal(got, feeds["x"] + feeds["b"])
+    assert sess.last_run_stats.traced_bytes < 4 * before // 2, sess.last_run_stats.traced_bytes
+    assert np.getbufsize() == before and UFUNC_BUFSIZE < before

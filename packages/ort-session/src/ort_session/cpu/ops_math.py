@@ -53,6 +53,7 @@ class MatMul(OpImpl):
 
 @register("Gemm", since=1)
 class Gemm(OpImpl):
+    writes_output = True  # float32 / float64: into the output block
     def supports(self, node, inputs, opset):
         return check_all(inputs, MATMUL_TYPES)
 
@@ -66,6 +67,14 @@ class Gemm(OpImpl):
         if node.attr("transB", 0):
             b = b.T
         alpha, beta = node.attr("alpha", 1.0), node.attr("beta", 1.0)
+        if dt in (np.float32, np.float64) and b.dtype == dt and (c is None or c.dtype == dt):
+            y = self.output(0, (a.shape[0], b.shape[1]), dt)
+            np.matmul(a, b, out=y)
+            if alpha != 1.0:
+                y *= dt.type(alpha)
+            if c is not None:
+                y += c if beta == 1.0 else c * dt.type(beta)  # a C-sized temporary only when beta scales it
+            return [y]
         y = a @ b
         if alpha != 1.0:
             y = y * np.asarray(alpha, dtype=y.dtype) if y.dtype.kind == "f" else (y * alpha).astype(y.dtype)
