@@ -179,3 +179,32 @@ def test_broadcasting_kernels_keep_numpys_buffers_small_and_leave_its_setting_al
     assert np.array_equal(got, feeds["x"] + feeds["b"])
     assert sess.last_run_stats.traced_bytes < 4 * before // 2, sess.last_run_stats.traced_bytes
     assert np.getbufsize() == before and UFUNC_BUFSIZE < before
+
+
+@pytest.mark.parametrize("interleaved", [0, 1])
+def test_rotary_computes_in_its_block_with_its_product_in_declared_workspace(interleaved):
+    from ort_session.cpu.ops_extra_attention import apply_rotary
+
+    B, N, S, H = 2, 3, 5, 16
+    rng = np.random.default_rng(interleaved)
+    ang = rng.random((32, H // 2)) * 3
+    cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+    f = TensorProto.FLOAT
+    inputs = [helper.make_tensor_value_info("x", f, [B, N, S, H]),
+              helper.make_tensor_value_info("pos", TensorProto.INT64, [B, S])]
+    inits = [helper.make_tensor("cos", f, cos.shape, cos.reshape(-1)), helper.make_tensor("sin", f, sin.shape,
+                                                                                         sin.reshape(-1))]
+    node = helper.make_node("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"], domain="com.microsoft",
+                            interleaved=interleaved)
+    model = helper.make_model(helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", f, [B, N, S, H])],
+                                                inits),
+                              opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    sess = InferenceSession(model.SerializeToString(), PRE, providers=CPU)
+    x = rng.standard_normal((B, N, S, H)).astype(np.float32)
+    pos = rng.integers(0, 32, (B, S)).astype(np.int64)
+    got = sess.run(None, {"x": x, "pos": pos})[0]
+    want = apply_rotary(x.transpose(0, 2, 1, 3), cos[pos][:, :, None], sin[pos][:, :, None],
+                        bool(interleaved)).transpose(0, 2, 1, 3)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    stats = sess.last_run_stats
+    assert stats.workspace_from_plan == 1 and stats.copied_outputs == 0 and stats.scratch_fallbacks == 0

@@ -27,7 +27,7 @@ from onnx import TensorProto
 
 from ort_graph import Node, dtype_name
 
-from ._registry import Decline, InputInfo, OpImpl, attrs_of, register
+from ._registry import Decline, InputInfo, OpImpl, attrs_of, register, workspace_nbytes
 
 MS = "com.microsoft"
 _T = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16})
@@ -336,6 +336,15 @@ class _RotaryBase(OpImpl):
                            remedy="run ragged batches on ONNX Runtime")
         return None
 
+    writes_output = True  # float32: into the output block, the half-width product in workspace slot 0
+
+    def workspace_bytes(self, node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
+        """Slot 0: float32 of half the input's elements, at least the (..., rotary_dim / 2) product."""
+        x = input_shapes[0] if input_shapes else None
+        if x is None:
+            return []
+        return [(0, workspace_nbytes((max(int(np.prod(x, dtype=np.int64)) // 2, 1),), np.float32))]
+
     def _rotate(self, node: Node, x: np.ndarray, cos: np.ndarray, sin: np.ndarray,
                 pos: np.ndarray | None, bsnh_4d: bool) -> np.ndarray:
         a = attrs_of(node)
@@ -350,11 +359,21 @@ class _RotaryBase(OpImpl):
         bsz, seq = xs.shape[0], xs.shape[1]
         rot = rot_attr or xs.shape[-1]
         if pos is not None:
-            cs, sn = cos.astype(f32)[pos], sin.astype(f32)[pos]  # (B, S, rot/2)
+            cs, sn = cos.astype(f32, copy=False)[pos], sin.astype(f32, copy=False)[pos]  # (B, S, rot/2)
         else:
-            cs, sn = cos.astype(f32), sin.astype(f32)
+            cs, sn = cos.astype(f32, copy=False), sin.astype(f32, copy=False)
         cs, sn = cs[..., : rot // 2], sn[..., : rot // 2]
-        y = apply_rotary(xs.astype(f32), cs[:, :, None], sn[:, :, None], bool(int(a.get("interleaved", 0))))
+        inter = bool(int(a.get("interleaved", 0)))
+        if x.dtype == f32:  # into the output block, seen in the (B, S, N, H) layout of xs
+            out = self.output(0, x.shape, f32)
+            if x.ndim == 4:
+                os = out.transpose(0, 2, 1, 3) if not bsnh_4d else out
+            else:
+                os = out.reshape(xs.shape)
+            tmp = self.workspace(0, (*xs.shape[:-1], rot // 2), f32)
+            apply_rotary_into(xs, cs[:, :, None], sn[:, :, None], inter, os, tmp)
+            return out
+        y = apply_rotary(xs.astype(f32), cs[:, :, None], sn[:, :, None], inter)
         if x.ndim == 4:
             y = y.transpose(0, 2, 1, 3) if not bsnh_4d else y
         return y.reshape(x.shape).astype(x.dtype)

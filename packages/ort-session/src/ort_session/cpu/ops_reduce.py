@@ -91,6 +91,8 @@ class ReduceMean(_Reduce):
 @register("ReduceMax", since=1)
 class ReduceMax(_Reduce):
     allowed = NUMERIC_BF | {T.BOOL}
+    writes_output = True
+    ufunc_reduce = staticmethod(np.maximum.reduce)
 
     def reduce(self, x, axes, keep):
         return np.max(x, axis=axes, keepdims=keep, initial=_init_for(x, True))
@@ -99,6 +101,8 @@ class ReduceMax(_Reduce):
 @register("ReduceMin", since=1)
 class ReduceMin(_Reduce):
     allowed = NUMERIC_BF | {T.BOOL}
+    writes_output = True
+    ufunc_reduce = staticmethod(np.minimum.reduce)
 
     def reduce(self, x, axes, keep):
         return np.min(x, axis=axes, keepdims=keep, initial=_init_for(x, False))
