@@ -208,3 +208,30 @@ def test_rotary_computes_in_its_block_with_its_product_in_declared_workspace(int
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
     stats = sess.last_run_stats
     assert stats.workspace_from_plan == 1 and stats.copied_outputs == 0 and stats.scratch_fallbacks == 0
+
+
+@pytest.mark.parametrize("past", [0, 4])
+def test_multi_head_attention_fills_its_output_and_present_blocks(past):
+    import onnxruntime as ort
+
+    B, S, N, H = 2, 3, 2, 8
+    f = TensorProto.FLOAT
+    names = ["q", "k", "v"] + (["pk", "pv"] if past else [])
+    ins = [helper.make_tensor_value_info(n, f, [B, S, N * H]) for n in names[:3]]
+    ins += [helper.make_tensor_value_info(n, f, [B, N, past, H]) for n in names[3:]]
+    outs = [helper.make_tensor_value_info("o", f, [B, S, N * H]), helper.make_tensor_value_info("ck", f, [B, N, past + S, H]),
+            helper.make_tensor_value_info("cv", f, [B, N, past + S, H])]
+    node = helper.make_node("MultiHeadAttention", ["q", "k", "v", "", "", ""] + names[3:], ["o", "ck", "cv"],
+                            domain="com.microsoft", num_heads=N)
+    model = helper.make_model(helper.make_graph([node], "g", ins, outs), opset_imports=[
+        helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]).SerializeToString()
+    rng = np.random.default_rng(past)
+    feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+             for i in ins}
+    sess = InferenceSession(model, PRE, providers=CPU)
+    got = sess.run(None, feeds)
+    ref = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-6)
+    stats = sess.last_run_stats
+    assert stats.copied_outputs == 0 and stats.workspace_from_plan == 1 and stats.planned_values == 3
