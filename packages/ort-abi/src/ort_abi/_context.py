@@ -34,6 +34,9 @@ class ContextCounters:
     workspace_misses: int = 0
     scratch_fallbacks: int = 0
     scratch_bytes: int = 0
+    # outputs a kernel computed elsewhere and had copied into the array `output()` handed it
+    copied_outputs: int = 0
+    copied_output_bytes: int = 0
 
 
 def _elem_type_of(dtype: np.dtype) -> int:

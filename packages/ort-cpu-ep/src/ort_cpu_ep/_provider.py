@@ -30,9 +30,13 @@ from ._ep_passes import ConvAddFusionSurface
 from ._threads import check_thread_count, intra_op_thread_scope, resolve_threads
 from .ops import InputInfo, OpImpl, all_ops
 from .ops._interp import _OPSETS
-from .ops._registry import _WORKSPACE
+from .ops._registry import _OUTPUT, _WORKSPACE
 
 MEMCPY_OPS = ("MemcpyFromHost", "MemcpyToHost", "MemcpyDeviceToDevice")
+# elements per operand of the buffers numpy allocates for a broadcasting ufunc call (default 8192: up to
+# 128 KiB a call, outside any plan); 1024 costs no measurable time and bounds them to a few KiB
+UFUNC_BUFSIZE = 1024
+_SCOPED_BUFSIZE = np.lib.NumpyVersion(np.__version__) >= "2.0.0"  # numpy 1.x would set it process-wide
 
 
 def _static_shapes(shapes: Sequence[Any]) -> list[tuple[int, ...] | None]:
@@ -62,11 +66,18 @@ class NumpyKernel:
             buf = ctx.preallocated_workspace(slot_id, nbytes)
             return buf if buf is not None else ctx.scratch(nbytes)
 
-        # the two scopes of workspace_scope / opset_scope, set directly: this runs once per node per run
-        ws_token, op_token = _WORKSPACE.set(workspace), _OPSETS.set(self.opsets)
+        def output(index: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+            return ctx.output(index, shape, dtype)
+
+        # the scopes of workspace_scope / opset_scope / OpImpl.output, set directly: this runs once per node per run
+        ws_token, op_token, out_token = _WORKSPACE.set(workspace), _OPSETS.set(self.opsets), _OUTPUT.set(output)
         try:
-            results = self.impl.compute(self.node, list(ctx.inputs))
+            with np.errstate():  # numpy >= 2 scopes the ufunc buffer size to this block
+                if _SCOPED_BUFSIZE:
+                    np.setbufsize(UFUNC_BUFSIZE)
+                results = self.impl.compute(self.node, list(ctx.inputs))
         finally:
+            _OUTPUT.reset(out_token)
             _OPSETS.reset(op_token)
             _WORKSPACE.reset(ws_token)
         for i, r in enumerate(results[: ctx.output_count]):
@@ -74,12 +85,19 @@ class NumpyKernel:
                 arr = np.asarray(r)
                 out = ctx.output(i, arr.shape, arr.dtype)
                 if arr.nbytes and out.__array_interface__["data"][0] != arr.__array_interface__["data"][0]:
-                    np.copyto(out, arr)
+                    np.copyto(out, arr)  # a kernel that returned a fresh array (or a view): one copy
+                    ctx.counters.copied_outputs += 1
+                    ctx.counters.copied_output_bytes += int(arr.nbytes)
             else:
                 ctx.outputs[i] = r  # sequences, optionals, strings: not planned
 
     def declare_workspace(self, shapes: list[ort_abi.WorkspaceInputShape]) -> list[ort_abi.WorkspaceSlot]:
-        return [ort_abi.WorkspaceSlot(slot, nbytes) for slot, nbytes in self.impl.workspace_bytes(self.node, _static_shapes(shapes))]
+        token = _OPSETS.set(self.opsets)  # a recipe may depend on the opset (Softmax before 13)
+        try:
+            slots = self.impl.workspace_bytes(self.node, _static_shapes(shapes))
+        finally:
+            _OPSETS.reset(token)
+        return [ort_abi.WorkspaceSlot(slot, nbytes) for slot, nbytes in slots]
 
 
 def _estimate_for(impl: OpImpl) -> Callable[[Any, Node, Any], int | None]:
@@ -87,7 +105,13 @@ def _estimate_for(impl: OpImpl) -> Callable[[Any, Node, Any], int | None]:
         shapes = node_input_shapes(node)
         if any(s is None for s, name in zip(shapes, node.inputs) if name):
             return None
-        return sum(b for _slot, b in impl.workspace_bytes(node, shapes))
+        opsets = getattr(ep, "opsets", None)
+        token = _OPSETS.set({("" if d == "ai.onnx" else d): int(v) for d, v in opsets.items()}) if opsets else None
+        try:
+            return sum(b for _slot, b in impl.workspace_bytes(node, shapes))
+        finally:
+            if token is not None:
+                _OPSETS.reset(token)
 
     return estimate
 

@@ -112,9 +112,16 @@ def test_gqa_workspace_is_one_function_of_shapes(kit):
     node = kit.make_node("GroupQueryAttention", 9, 3, num_heads=4, kv_num_heads=2)
     shapes = [(2, 3, 64), (2, 3, 32), (2, 3, 32), (2, 2, 10, 16), (2, 2, 10, 16), (2,), ()]
     impl = find("GroupQueryAttention", kit.MS, 1)
-    assert impl.workspace_bytes(node, shapes) == gqa_workspace_bytes(node, shapes) == [(0, 4 * 2 * 4 * 3 * 13)]
-    assert gqa_workspace_bytes(node, [(1, 8, 64), None, None]) == [(0, 4 * 1 * 4 * 8 * 8)]
+    # slot 0: float32 scores (B, N, S, P + S); slot 4: the causal mask (B, S, P + S) bool
+    assert impl.workspace_bytes(node, shapes) == gqa_workspace_bytes(node, shapes) == [(0, 4 * 2 * 4 * 3 * 13),
+                                                                                       (4, 2 * 3 * 13)]
+    assert gqa_workspace_bytes(node, [(1, 8, 64), None, None]) == [(0, 4 * 1 * 4 * 8 * 8), (4, 8 * 8)]
     assert gqa_workspace_bytes(node, [None]) == []
+    # do_rotary: the rotated Q (B, N, S, H) and K (B, Nkv, S, H) and their half-width product, float32
+    rotary = kit.make_node("GroupQueryAttention", 9, 3, num_heads=4, kv_num_heads=2, do_rotary=1)
+    cos = (32, 6)
+    assert gqa_workspace_bytes(rotary, [*shapes, cos, cos])[2:] == [(1, 4 * 2 * 4 * 3 * 16), (2, 4 * 2 * 2 * 3 * 16),
+                                                                    (3, 4 * 2 * 4 * 3 * 6)]
 
 
 def test_gqa_scores_use_the_declared_scratch(kit, rng):
@@ -123,19 +130,19 @@ def test_gqa_scores_use_the_declared_scratch(kit, rng):
     ins = _inputs(rng, 1, 2, 3, 4, 2, 16)
     node = kit.make_node("GroupQueryAttention", len(ins), 3, num_heads=4, kv_num_heads=2)
     impl = find("GroupQueryAttention", kit.MS, 1)
-    (slot, nbytes), = impl.workspace_bytes(node, [None if a is None else a.shape for a in ins])
+    declared = dict(impl.workspace_bytes(node, [None if a is None else a.shape for a in ins]))
     requests: list[tuple[int, int]] = []
-    buf = np.zeros(nbytes, np.uint8)
+    bufs = {slot: np.zeros(nbytes, np.uint8) for slot, nbytes in declared.items()}
 
     def scratch(slot_id, n):
         requests.append((slot_id, n))
-        return buf
+        return bufs[slot_id]
 
     with workspace_scope(scratch):
         got = impl.compute(node, ins)
     ref = kit.ort("GroupQueryAttention", ins, 3, num_heads=4, kv_num_heads=2)
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=2e-6)
-    assert requests == [(0, nbytes)] and buf.any()
+    assert sorted(requests) == sorted(declared.items()) and all(b.any() for b in bufs.values())
 
 
 F, I32 = TensorProto.FLOAT, TensorProto.INT32

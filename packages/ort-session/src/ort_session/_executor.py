@@ -25,13 +25,17 @@ from ort_graph import Graph, Node
 
 from ._errors import KernelRunError, SessionError
 from ._strict import Refusals
+from ._traced import traced_peak
 
 
 @attrs.define
 class RunStats:
     """What one run did with memory. `allocations` counts the runtime's own allocation calls: device
     buffers allocated for the run, outputs not placed in a planned block, scratch fallbacks. Numpy
-    temporaries inside a CPU kernel are the kernel's business and not counted."""
+    temporaries inside a CPU kernel are not counted there: `copied_outputs` / `copied_bytes` count the
+    results kernels computed outside the block they were given (and the executor then copied in), and
+    `traced_bytes` (only when measuring, else None) is the peak of host memory traced during the node
+    loop beyond what existed before it: kernels' fresh results and temporaries, to hold against the plan."""
 
     allocations: int = 0
     workspace_from_plan: int = 0
@@ -43,6 +47,9 @@ class RunStats:
     graph: str = ""  # device graph capture: "captured" (this run recorded it), "replayed", or "" (none)
     streamed_copies: int = 0  # host-to-device copies of streamed weights (weight streaming)
     streamed_bytes: int = 0
+    copied_outputs: int = 0
+    copied_bytes: int = 0
+    traced_bytes: int | None = None
 
 
 class Kernel(Protocol):
@@ -150,7 +157,8 @@ class Executor:
                 self._release.setdefault(step, []).append(name)
 
     def run(self, feeds: Mapping[str, Any], outputs: Sequence[str], layout: Layout | None = None,
-            progress: Callable[[int, int], None] | None = None) -> list[Any]:
+            progress: Callable[[int, int], None] | None = None, measure: bool = False) -> list[Any]:
+        """`measure`: trace host allocations during the node loop into `last_stats.traced_bytes`."""
         layout = layout or FreshArrays()
         stats = RunStats(layout=layout.name)
         counters = ort_abi.ContextCounters()
@@ -165,16 +173,19 @@ class Executor:
                 for name, arr in feeds.items():
                     placed = layout.place(name, arr)
                     values[name] = arr if placed is None else placed
-                total = len(self.order)
-                capture = self.capture if layout.strict else None  # fixed addresses: pre-allocated buffers
-                for step, node in enumerate(self.order):
-                    if capture is not None and step in capture.region:
-                        self._captured_step(capture, step, node, feeds, values, layout, stats, counters, owned,
-                                            planned[node.index])
-                    else:
-                        self._step(step, node, values, layout, stats, counters, owned, planned[node.index])
-                    if progress is not None:
-                        progress(step + 1, total)
+                with traced_peak() if measure else contextlib.nullcontext() as traced:
+                    total = len(self.order)
+                    capture = self.capture if layout.strict else None  # fixed addresses: pre-allocated buffers
+                    for step, node in enumerate(self.order):
+                        if capture is not None and step in capture.region:
+                            self._captured_step(capture, step, node, feeds, values, layout, stats, counters, owned,
+                                                planned[node.index])
+                        else:
+                            self._step(step, node, values, layout, stats, counters, owned, planned[node.index])
+                        if progress is not None:
+                            progress(step + 1, total)
+                if traced is not None:
+                    stats.traced_bytes = traced.bytes
                 missing = [o for o in outputs if o not in values]
                 if missing:
                     raise SessionError(f"outputs {missing!r} were not produced; the model's outputs are "
@@ -190,6 +201,7 @@ class Executor:
         stats.scratch_bytes = counters.scratch_bytes
         if self.streamer is not None:
             stats.streamed_copies, stats.streamed_bytes = self.streamer.copies, self.streamer.bytes
+        stats.copied_outputs, stats.copied_bytes = counters.copied_outputs, counters.copied_output_bytes
         self.last_stats = stats
         return result
 

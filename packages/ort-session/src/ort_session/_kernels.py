@@ -1,4 +1,5 @@
-"""`ortrun kernels`: every registered kernel, its EP, and its Level-1 / Level-2 workspace support."""
+"""`ortrun kernels`: every registered kernel, its EP, its Level-1 / Level-2 workspace support, and whether
+it computes into the output block it is given or returns a fresh array the session copies in."""
 
 from __future__ import annotations
 
@@ -19,6 +20,15 @@ def _level2(entry: ort_abi.KernelEntry) -> str:
     if entry.declares_workspace is None:
         return "known at creation"
     return "declares" if entry.declares_workspace else "none"
+
+
+def _output(entry: ort_abi.KernelEntry) -> str:
+    """"in block": the kernel writes the planned block `KernelContext.output` hands it (C and CUDA kernels
+    always do); "copied": a numpy kernel that returns a fresh array, copied into the block after it ran."""
+    state = entry.create_func_state
+    if isinstance(state, OpImpl):
+        return "in block" if state.writes_output else "copied"
+    return "in block"
 
 
 def registries(kernel_libraries: Sequence[str] = ()) -> list[ort_abi.KernelRegistry]:
@@ -55,7 +65,7 @@ def kernel_rows(kernel_libraries: Sequence[str] = ()) -> list[dict[str, str]]:
             rows.append({"ep": e.ep, "op": f"{d.domain}::{d.op_type}" if d.domain else d.op_type,
                          "opsets": f"{d.since_version_start}-{end}", "language": e.language if not e.library else "c",
                          "level1_estimate": "yes" if e.has_estimate else "no", "level2_declaration": _level2(e),
-                         "output_shapes": "yes" if e.shape_func is not None else "no",
+                         "output_shapes": "yes" if e.shape_func is not None else "no", "output": _output(e),
                          "library": e.library or ""})
     rows.sort(key=lambda r: (r["ep"], r["op"], r["opsets"]))
     return rows
@@ -64,13 +74,16 @@ def kernel_rows(kernel_libraries: Sequence[str] = ()) -> list[dict[str, str]]:
 def kernel_table(kernel_libraries: Sequence[str] = ()) -> str:
     rows = kernel_rows(kernel_libraries)
     head = (f"{'execution provider':<26} {'op':<44} {'opsets':<8} {'kind':<7} {'L1 estimate':<12} "
-            f"{'L2 declaration':<18} output shapes")
+            f"{'L2 declaration':<18} {'output':<9} output shapes")
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(f"{r['ep']:<26} {r['op']:<44} {r['opsets']:<8} {r['language']:<7} {r['level1_estimate']:<12} "
-                     f"{r['level2_declaration']:<18} {r['output_shapes']}")
+                     f"{r['level2_declaration']:<18} {r['output']:<9} {r['output_shapes']}")
     eps: dict[str, int] = {}
     for r in rows:
         eps[r["ep"]] = eps.get(r["ep"], 0) + 1
     lines.append(f"{len(rows)} kernels: " + ", ".join(f"{n} on {ep}" for ep, n in sorted(eps.items())))
+    copied = sum(r["output"] == "copied" for r in rows)
+    lines.append(f"{copied} return a fresh array the session copies into the planned block (output: copied); "
+                 "the others compute in the block")
     return "\n".join(lines)

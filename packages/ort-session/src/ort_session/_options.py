@@ -97,6 +97,8 @@ class SessionOptions(_ort.OrtSessionOptionMethods):
     # write per-node memory CSV (ONNX Runtime's stats format)
     memory_profile_out: str | None = attrs.field(default=None,
                                                  converter=_check.optional_str("memory_profile_out", path=True))
+    # trace host allocations during each run (tracemalloc; costs time): `last_run_stats.traced_bytes`
+    measure_host_allocations: bool = attrs.field(default=False, converter=_check.boolean("measure_host_allocations"))
     # -- ONNX Runtime's SessionOptions attributes (keyword-only) --
     graph_optimization_level: GraphOptimizationLevel = attrs.field(
         default=GraphOptimizationLevel.ORT_ENABLE_ALL, kw_only=True,

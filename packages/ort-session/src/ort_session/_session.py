@@ -249,7 +249,8 @@ class InferenceSession(OrtSessionApi):
         with contextlib.ExitStack() as scopes:  # what each provider holds around a run (CPU: its threads)
             for provider in self.providers:
                 scopes.enter_context(ort_abi.provider_run_scope(provider))
-            result = self._executor.run(arrays, outputs, self.memory.layout_for(arrays), progress)
+            result = self._executor.run(arrays, outputs, self.memory.layout_for(arrays), progress,
+                                             measure=self.options.measure_host_allocations)
         if self._executor.recorder is not None:  # field-wise maximum over all runs so far
             _dump_memory_profile(self._executor.recorder, self._stats_file)
         return result

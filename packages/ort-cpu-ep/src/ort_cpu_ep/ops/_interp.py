@@ -20,7 +20,7 @@ import onnx.defs
 from ort_graph import Graph, Node
 
 from ._errors import CpuOpError
-from ._registry import find
+from ._registry import _OUTPUT, _WORKSPACE, find
 
 _LATEST = {"": onnx.defs.onnx_opset_version(), "ai.onnx.ml": 5, "ai.onnx.preview.training": 1}
 _OPSETS: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar("ort_session_cpu_opsets", default=None)
@@ -95,21 +95,32 @@ def run_graph(graph: Graph, feeds: Mapping[str, Any], outer: Mapping[str, Any] |
             if name:
                 last_use[name] = i
     ctx = opset_scope(opsets) if opsets is not None else contextlib.nullcontext()
-    with ctx:
-        for i, node in enumerate(order):
-            outs = run_node(node, values)
-            for name, val in zip(node.outputs, outs):
-                if name:
-                    values[name] = val
-            for name in list(node.inputs) + node.implicit_inputs():  # free what no later node reads
-                if name and last_use.get(name) == i and name not in keep:
-                    values.pop(name, None)
+    # the values of a (sub)graph run here are not planned: its nodes get fresh outputs and scratch, never
+    # the blocks and workspace of the node that runs it
+    out_token, ws_token = _OUTPUT.set(None), _WORKSPACE.set(None)
+    try:
+        with ctx:
+            _run_nodes(order, values, last_use, keep)
+    finally:
+        _WORKSPACE.reset(ws_token)
+        _OUTPUT.reset(out_token)
     result: dict[str, Any] = {}
     for name in graph.outputs:
         if name not in values:
             raise CpuOpError(f"graph {graph.name!r} output {name!r} was never computed")
         result[name] = values[name]
     return result
+
+
+def _run_nodes(order: list[Node], values: dict[str, Any], last_use: Mapping[str, int], keep: set[str]) -> None:
+    for i, node in enumerate(order):
+        outs = run_node(node, values)
+        for name, val in zip(node.outputs, outs):
+            if name:
+                values[name] = val
+        for name in list(node.inputs) + node.implicit_inputs():  # free what no later node reads
+            if name and last_use.get(name) == i and name not in keep:
+                values.pop(name, None)
 
 
 def _order(graph: Graph) -> list[Node]:

@@ -56,6 +56,9 @@ class OpImpl:
     # True for ops with subgraphs: compute() then receives the explicit inputs followed by the
     # values of node.implicit_inputs() (outer-scope names the subgraphs read), in that order.
     implicit_inputs: ClassVar[bool] = False
+    # True when `compute` writes its outputs into the blocks `self.output(...)` hands it (the session's
+    # planned blocks) instead of returning fresh arrays the session then copies; `ortrun kernels` shows it
+    writes_output: ClassVar[bool] = False
 
     def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
         """None when this implementation will run the node correctly; else a Decline."""
@@ -87,6 +90,34 @@ class OpImpl:
         provider = _WORKSPACE.get()
         return None if provider is None else provider(slot_id, nbytes)
 
+    def output(self, index: int, shape: Sequence[int], dtype: Any) -> np.ndarray:
+        """The array output `index` is computed into: in a session run the planned block of the output
+        (`KernelContext.output`), so a kernel that fills it and returns it costs no copy; outside a
+        run a fresh array."""
+        provider = _OUTPUT.get()
+        return np.empty(tuple(shape), dtype) if provider is None else provider(index, tuple(shape), np.dtype(dtype))
+
+    def workspace(self, slot_id: int, shape: Sequence[int], dtype: Any) -> np.ndarray:
+        """`scratch(slot_id, ...)` viewed as a C-contiguous array of `shape` and `dtype` (a fresh array
+        outside a session run). The slot must be declared by `workspace_bytes` to be planned."""
+        dt = np.dtype(dtype)
+        count = int(np.prod(shape, dtype=np.int64))
+        buf = self.scratch(slot_id, workspace_nbytes(shape, dt))
+        if buf is None:
+            return np.empty(tuple(shape), dt)
+        skip = (-buf.__array_interface__["data"][0]) % dt.alignment
+        return buf[skip: skip + count * dt.itemsize].view(dt).reshape(tuple(shape))
+
+
+def workspace_nbytes(shape: Sequence[int], dtype: Any) -> int:
+    """The bytes to declare for a workspace array of `shape` and `dtype` (`OpImpl.workspace`): its size
+    plus room to align it."""
+    dt = np.dtype(dtype)
+    return int(np.prod(shape, dtype=np.int64)) * dt.itemsize + dt.alignment
+
+
+OutputProvider = Callable[[int, tuple[int, ...], np.dtype], np.ndarray]
+_OUTPUT: contextvars.ContextVar[OutputProvider | None] = contextvars.ContextVar("ort_cpu_output", default=None)
 
 WorkspaceProvider = Callable[[int, int], "np.ndarray | None"]
 _WORKSPACE: contextvars.ContextVar[WorkspaceProvider | None] = contextvars.ContextVar("ort_cpu_workspace", default=None)

@@ -97,6 +97,33 @@ def norm_axis(axis: int, r: int) -> int:
     return axis + r if axis < 0 else axis
 
 
+def broadcast_shape(*shapes: Sequence[int]) -> tuple[int, ...]:
+    """numpy's broadcast of `shapes` (np.broadcast_shapes allocates arrays to find it); ValueError when
+    they do not broadcast."""
+    rank = max((len(s) for s in shapes), default=0)
+    out = [1] * rank
+    for s in shapes:
+        for i, d in enumerate(s, rank - len(s)):
+            if d != out[i]:
+                if out[i] != 1 and d != 1:
+                    raise ValueError(f"shapes {[tuple(x) for x in shapes]!r} do not broadcast: {out[i]} vs {d} on axis {i}")
+                out[i] = d if out[i] == 1 else out[i]
+    return tuple(int(d) for d in out)
+
+
+def write_output(impl: OpImpl, view: np.ndarray, index: int = 0) -> np.ndarray:
+    """`view` (any layout: a transpose, a slice, a broadcast) written once into the block of output
+    `index` (`OpImpl.output`), the only copy; strings and other objects come back as a fresh array."""
+    view = np.asarray(view)
+    if view.dtype.kind == "O":
+        return np.array(view)
+    out = impl.output(index, view.shape, view.dtype)
+    if view.size and view.flags.c_contiguous and out.__array_interface__["data"][0] == view.__array_interface__["data"][0]:
+        return out  # the plan wrote the output over its input (a reshape done in place): nothing to move
+    np.copyto(out, view)
+    return out
+
+
 def is_lowp(a: np.ndarray) -> bool:
     """float16 / bfloat16 / float8 arrays: compute in float32 and cast back."""
     return a.dtype.kind == "f" and a.dtype.itemsize < 4 or a.dtype.kind == "V" or a.dtype.name.startswith(("bfloat", "float8"))

@@ -27,6 +27,7 @@ from ort_graph import Node, dtype_name
 
 from ._registry import Decline, InputInfo, OpImpl, attrs_of, register
 from .ops_extra_attention import requested
+from .ops_norm import fast_norm, norm_rows, norm_workspace, normalize_rows_into
 
 MS = "com.microsoft"
 F16, F32, F64, BF16 = TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.BFLOAT16
@@ -75,12 +76,23 @@ class _NormBase(OpImpl):
                                accepts="an axis in [-rank, rank)", remedy="fix the axis attribute")
         return None
 
+    writes_output = True  # float32 with only Y requested; row statistics in workspace slot 0
+
+    def workspace_bytes(self, node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
+        return norm_workspace(node, input_shapes, int(node.attr("axis", -1)))
+
     def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
         x, scale = inputs[0], inputs[1]
         bias = inputs[2] if not self.simplified and len(inputs) > 2 else None
         a = attrs_of(node)
         eps, axis = float(a.get("epsilon", 1e-5)), int(a.get("axis", -1))
         axis = axis + x.ndim if axis < 0 else axis
+        if not any(node.outputs[1:]) and fast_norm(x, scale, bias) and x.size:
+            rows = norm_rows(x.shape, axis)
+            out = self.output(0, x.shape, x.dtype)
+            normalize_rows_into(x.reshape(rows, -1), out.reshape(rows, -1), scale, bias, eps, self.simplified,
+                                self.workspace(0, (rows,), np.float32))
+            return [out]
         axes = tuple(range(axis, x.ndim))
         st = _stat_dtype(x)
         xf = x.astype(st, copy=False)
@@ -150,12 +162,19 @@ class _SkipNormBase(OpImpl):
                                remedy="fix the skip input shape")
         return None
 
+    writes_output = True  # float32 with Y (and the sum) requested; row statistics in workspace slot 0
+
+    def workspace_bytes(self, node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
+        return norm_workspace(node, input_shapes, -1)
+
     def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
         x, skip, gamma = inputs[0], inputs[1], inputs[2]
         beta_i, bias_i = self._idx()
         beta = inputs[beta_i] if beta_i is not None and len(inputs) > beta_i else None
         bias = inputs[bias_i] if len(inputs) > bias_i else None
         eps = float(node.attr("epsilon", 1e-5))
+        if not any(node.outputs[1:3]) and fast_norm(x, skip, gamma, beta, bias) and x.size:
+            return self._into(node, x, skip, gamma, beta, bias, eps)
         s = x.astype(np.float32) + skip.astype(np.float32)
         if bias is not None:
             s = s + bias.astype(np.float32)
@@ -173,6 +192,20 @@ class _SkipNormBase(OpImpl):
                 y = y + beta.astype(np.float32)
         outs: list[np.ndarray | None] = [y.astype(x.dtype), mean, np.float32(1) / denom, s.astype(x.dtype)]
         return requested(node, outs)
+
+
+    def _into(self, node: Node, x: np.ndarray, skip: np.ndarray, gamma: np.ndarray, beta: np.ndarray | None,
+              bias: np.ndarray | None, eps: float) -> list[np.ndarray | None]:
+        """The sum into output 3 when requested (else into Y), then normalized into Y."""
+        y = self.output(0, x.shape, x.dtype)
+        total = self.output(3, x.shape, x.dtype) if len(node.outputs) > 3 and node.outputs[3] else y
+        np.add(x, skip, out=total)
+        if bias is not None:
+            np.add(total, bias, out=total)
+        rows = norm_rows(x.shape, -1)
+        normalize_rows_into(total.reshape(rows, -1), y.reshape(rows, -1), gamma, beta, eps, self.simplified,
+                            self.workspace(0, (rows,), np.float32))
+        return requested(node, [y, None, None, total])
 
 
 @register("SkipLayerNormalization", domain=MS)

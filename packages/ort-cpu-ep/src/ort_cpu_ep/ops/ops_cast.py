@@ -102,11 +102,30 @@ def _to(node) -> int:
 
 @register("Cast", since=1)
 class Cast(_CastBase):
+    writes_output = True  # between bool, integer and 16/32/64-bit float types; the others cast through float32
+
     def supports(self, node, inputs, opset):
         return self._check(node, inputs, _to(node))
 
     def compute(self, node, inputs):
-        return [cast_array(inputs[0], _to(node), bool(node.attr("saturate", 1)))]
+        x, to = inputs[0], _to(node)
+        if _plain(x.dtype) and to in _PLAIN_TYPES:
+            out = self.output(0, x.shape, np_dtype(to))
+            if to == T.BOOL:
+                np.not_equal(x, 0, out=out)
+            else:
+                np.copyto(out, x, casting="unsafe")  # a C conversion, as astype
+            return [out]
+        return [cast_array(x, to, bool(node.attr("saturate", 1)))]
+
+
+_PLAIN_TYPES = frozenset({T.BOOL, T.INT8, T.INT16, T.INT32, T.INT64, T.UINT8, T.UINT16, T.UINT32, T.UINT64, T.FLOAT16,
+                          T.FLOAT, T.DOUBLE})
+
+
+def _plain(dtype: np.dtype) -> bool:
+    """bool, integers, float16/32/64: numpy casts between them as ONNX Cast does."""
+    return dtype.kind in "biu" or dtype in (np.float16, np.float32, np.float64)
 
 
 @register("CastLike", since=15)

@@ -10,7 +10,19 @@ from onnx import TensorProto as T
 from ort_graph import Node
 
 from ._registry import Decline, InputInfo, OpImpl, register
-from ._util import ALL_PLAIN, ANY, FLOATS_BF, INTS, NUMERIC_BF, UINT, check_all, decline_attr, upcast
+from ._util import (
+    ALL_PLAIN,
+    ANY,
+    FLOATS_BF,
+    INTS,
+    NUMERIC_BF,
+    UINT,
+    broadcast_shape,
+    check_all,
+    decline_attr,
+    is_lowp,
+    upcast,
+)
 
 
 def legacy_broadcast(node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -27,6 +39,7 @@ def legacy_broadcast(node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 class _Binary(OpImpl):
     allowed: frozenset[int] = NUMERIC_BF
+    ufunc: np.ufunc | None = None  # set: computed straight into the output block (any dtype but bfloat16)
 
     def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
         return check_all(inputs, self.allowed, range(2))
@@ -34,8 +47,18 @@ class _Binary(OpImpl):
     def fn(self, node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
+    def into(self, node: Node, a: np.ndarray, b: np.ndarray) -> np.ufunc | None:
+        """The ufunc that computes this node into its output block, or None (computed by `fn`)."""
+        return self.ufunc
+
     def compute(self, node: Node, inputs: list) -> list:
         a, b = inputs[0], legacy_broadcast(node, inputs[0], inputs[1])
+        uf = self.into(node, a, b) if a.dtype != np.dtype(BF16_NP) else None
+        if uf is not None:
+            out = self.output(0, broadcast_shape(a.shape, b.shape), a.dtype)
+            with np.errstate(all="ignore"):
+                uf(a, b, out=out, casting="unsafe")  # exact overlap with an input (in-place plans) is safe
+            return [out]
         if a.dtype == np.dtype(BF16_NP):
             return [np.asarray(self.fn(node, upcast(a), upcast(b))).astype(a.dtype)]
         with np.errstate(all="ignore"):
@@ -46,7 +69,7 @@ BF16_NP = "bfloat16"
 
 
 def _ufunc_op(name: str, ufunc, since: int = 1) -> None:
-    cls = type(name, (_Binary,), {"fn": lambda self, node, a, b: ufunc(a, b)})
+    cls = type(name, (_Binary,), {"fn": lambda self, node, a, b: ufunc(a, b), "ufunc": ufunc, "writes_output": True})
     register(name, since=since)(cls)
 
 
@@ -57,6 +80,11 @@ _ufunc_op("Mul", np.multiply)
 
 @register("Div", since=1)
 class Div(_Binary):
+    writes_output = True
+
+    def into(self, node, a, b):
+        return np.divide if a.dtype.kind in "fc" else None
+
     def fn(self, node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if a.dtype.kind in "iu":
             safe = np.where(b == 0, 1, b)
@@ -69,12 +97,18 @@ class Div(_Binary):
 
 @register("Pow", since=1)
 class Pow(OpImpl):
+    writes_output = True  # float base and exponent of one type: into the output block
     def supports(self, node, inputs, opset):
         return check_all(inputs, NUMERIC_BF - {T.UINT8, T.UINT16, T.INT8, T.INT16} | {T.INT32, T.INT64}, [0]) or \
             check_all(inputs, NUMERIC_BF, [1])
 
     def compute(self, node, inputs):
         a, b = inputs[0], legacy_broadcast(node, inputs[0], inputs[1])
+        if a.dtype.kind == "f" and b.dtype == a.dtype and not is_lowp(a):
+            out = self.output(0, broadcast_shape(a.shape, b.shape), a.dtype)
+            with np.errstate(all="ignore"):
+                np.power(a, b, out=out)
+            return [out]
         with np.errstate(all="ignore"):
             if a.dtype.kind in "iu":
                 if b.dtype.kind in "iu" and (b >= 0).all():
@@ -131,11 +165,15 @@ class _Compare(OpImpl):
     def supports(self, node, inputs, opset):
         return check_all(inputs, self.allowed, range(2))
 
+    writes_output = True
+
     def compute(self, node, inputs):
         a, b = inputs[0], legacy_broadcast(node, inputs[0], inputs[1])
         if a.dtype.name == BF16_NP:
             a, b = upcast(a), upcast(b)
-        return [np.asarray(type(self).ufunc(a, b), dtype=bool)]
+        out = self.output(0, broadcast_shape(a.shape, b.shape), np.bool_)
+        type(self).ufunc(a, b, out=out, casting="unsafe")
+        return [out]
 
 
 for _name, _uf, _allowed in [("Equal", np.equal, ALL_PLAIN | {T.STRING}), ("Less", np.less, NUMERIC_BF),
@@ -148,7 +186,7 @@ for _name, _uf in [("And", np.logical_and), ("Or", np.logical_or), ("Xor", np.lo
 
 for _name, _uf in [("BitwiseAnd", np.bitwise_and), ("BitwiseOr", np.bitwise_or), ("BitwiseXor", np.bitwise_xor)]:
     register(_name, since=18)(type(_name, (_Binary,), {"fn": (lambda uf: lambda self, node, a, b: uf(a, b))(_uf),
-                                                       "allowed": INTS}))
+                                                       "allowed": INTS, "ufunc": _uf, "writes_output": True}))
 
 
 @register("Not", since=1)
@@ -172,9 +210,25 @@ class Where(OpImpl):
     def supports(self, node, inputs, opset):
         return check_all(inputs, {T.BOOL}, [0]) or check_all(inputs, ANY, [1, 2])
 
+    writes_output = True
+
     def compute(self, node, inputs):
         c, x, y = inputs
-        return [np.where(c, x, y).astype(x.dtype, copy=False)]
+        if x.dtype != y.dtype or x.dtype.kind == "O":
+            return [np.where(c, x, y).astype(x.dtype, copy=False)]
+        out = self.output(0, broadcast_shape(c.shape, x.shape, y.shape), x.dtype)
+        if np.may_share_memory(out, c):  # a bool Where written over its condition
+            np.copyto(out, np.where(c, x, y))
+            return [out]
+        # the plan may write the output over x or y (same shape, same block): keep what is still to be read
+        if np.may_share_memory(out, y):
+            np.copyto(out, x, where=c)
+        elif np.may_share_memory(out, x):
+            np.copyto(out, y, where=np.logical_not(c))
+        else:
+            np.copyto(out, y)
+            np.copyto(out, x, where=c)
+        return [out]
 
 
 class _Variadic(OpImpl):

@@ -27,7 +27,7 @@ from onnx import TensorProto
 
 from ort_graph import Node, dtype_name
 
-from ._registry import Decline, InputInfo, OpImpl, attrs_of, register
+from ._registry import Decline, InputInfo, OpImpl, attrs_of, register, workspace_nbytes
 
 MS = "com.microsoft"
 _T = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16})
@@ -55,6 +55,26 @@ def apply_rotary(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, interleaved: b
     return out
 
 
+def apply_rotary_into(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, interleaved: bool, out: np.ndarray,
+                      tmp: np.ndarray) -> None:
+    """`apply_rotary(x, ...)` written into `out` (x's shape, not overlapping x) with `tmp` (x's shape with
+    the last axis cut to cos.shape[-1]) the one temporary."""
+    half = cos.shape[-1]
+    rot = 2 * half
+    if interleaved:
+        x1, x2, o1, o2 = x[..., 0:rot:2], x[..., 1:rot:2], out[..., 0:rot:2], out[..., 1:rot:2]
+    else:
+        x1, x2, o1, o2 = x[..., :half], x[..., half:rot], out[..., :half], out[..., half:rot]
+    np.multiply(x1, cos, out=o1)
+    np.multiply(x2, sin, out=tmp)
+    o1 -= tmp
+    np.multiply(x2, cos, out=o2)
+    np.multiply(x1, sin, out=tmp)
+    o2 += tmp
+    if rot < x.shape[-1]:
+        out[..., rot:] = x[..., rot:]
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # GroupQueryAttention
 # ---------------------------------------------------------------------------------------------------------------
@@ -68,7 +88,9 @@ def _gqa_dims(node: Node, q_shape: Sequence, packed: bool) -> tuple[int, int, in
 
 
 def gqa_workspace_bytes(node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
-    """[(0, bytes)] of the float32 score buffer (B, N, S, P + S): the same for estimate and declaration."""
+    """The same for estimate and declaration: slot 0 the float32 scores (B, N, S, P + S), slot 4 the mask
+    (B, S, P + S) bool; with do_rotary slot 1 the rotated Q (B, N, S, H), slot 2 the rotated K
+    (B, Nkv, S, H) and slot 3 their half-width product (B, N, S, rotary_dim / 2), all float32."""
     q = input_shapes[0] if input_shapes else None
     if q is None or len(q) != 3:
         return []
@@ -76,7 +98,14 @@ def gqa_workspace_bytes(node: Node, input_shapes: Sequence[tuple[int, ...] | Non
     past_len = int(past[2]) if past is not None and len(past) == 4 else 0
     b, s = int(q[0]), int(q[1])
     n = int(node.attr("num_heads", 0))
-    return [(0, 4 * b * n * s * (past_len + s))]
+    slots = [(0, 4 * b * n * s * (past_len + s)), (4, b * s * (past_len + s))]
+    if int(node.attr("do_rotary", 0)):
+        packed = len(node.inputs) < 2 or not node.inputs[1]
+        n_, nkv, h = _gqa_dims(node, q, packed)
+        cos = input_shapes[7] if len(input_shapes) > 7 else None
+        half = int(cos[-1]) if cos else h // 2
+        slots += [(1, 4 * b * n_ * s * h), (2, 4 * b * nkv * s * h), (3, 4 * b * n_ * s * half)]
+    return slots
 
 
 def _opt(inputs: list, i: int) -> np.ndarray | None:
@@ -145,15 +174,26 @@ class GroupQueryAttention(OpImpl):
     def workspace_bytes(self, node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
         return gqa_workspace_bytes(node, input_shapes)
 
-    def _score_buffer(self, shape: tuple[int, ...]) -> np.ndarray:
-        nbytes = 4 * int(np.prod(shape))
+    writes_output = True  # float32: output, present key and value computed in their blocks
+
+    def _score_buffer(self, shape: tuple[int, ...], slot: int = 0, dtype: type = np.float32) -> np.ndarray:
+        dt = np.dtype(dtype)
+        nbytes = dt.itemsize * int(np.prod(shape))
         scratch = getattr(self, "scratch", None)
         if scratch is not None:
-            buf = scratch(0, nbytes)
+            buf = scratch(slot, nbytes)
             if buf is not None:
                 arr = buf if isinstance(buf, np.ndarray) else np.frombuffer(buf, dtype=np.uint8)
-                return arr.reshape(-1).view(np.uint8)[:nbytes].view(np.float32).reshape(shape)
-        return np.empty(shape, dtype=np.float32)
+                return arr.reshape(-1).view(np.uint8)[:nbytes].view(dt).reshape(shape)
+        return np.empty(shape, dtype=dt)
+
+    def _present(self, node: Node, index: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """Present key / value: its output block when float32 and requested (zeroed), else a fresh array."""
+        if dtype == np.float32 and index < len(node.outputs) and node.outputs[index]:
+            out = self.output(index, shape, dtype)
+            out.fill(0)
+            return out
+        return np.zeros(shape, dtype=np.float32)
 
     def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
         a = attrs_of(node)
@@ -196,14 +236,18 @@ class GroupQueryAttention(OpImpl):
                 pos = np.broadcast_to(np.asarray(pos_in, dtype=np.int64).reshape(-1, s), (b, s))
             else:
                 pos = past_b[:, None] + np.arange(s)[None, :]
-            cf = cos.astype(f32)[pos][:, None]  # (B, 1, S, rot/2)
-            sf = sin.astype(f32)[pos][:, None]
+            cf = cos.astype(f32, copy=False)[pos][:, None]  # (B, 1, S, rot/2)
+            sf = sin.astype(f32, copy=False)[pos][:, None]
             inter = bool(int(a.get("rotary_interleaved", 0)))
-            q = apply_rotary(q, cf, sf, inter)
-            k = apply_rotary(k, cf, sf, inter)
+            tmp = self._score_buffer((b, n, s, cf.shape[-1]), 3)
+            qr, kr = self._score_buffer((b, n, s, h), 1), self._score_buffer((b, nkv, s, h), 2)
+            apply_rotary_into(q, cf, sf, inter, qr, tmp)
+            apply_rotary_into(k, cf, sf, inter, kr, tmp[:, :nkv])
+            q, k = qr, kr
 
-        present_k = np.zeros((b, nkv, present_len, h), dtype=f32)
-        present_v = np.zeros((b, nkv, present_len, h), dtype=f32)
+        kv_dtype = past_k.dtype if past_k is not None else query.dtype
+        present_k = self._present(node, 1, (b, nkv, present_len, h), kv_dtype)
+        present_v = self._present(node, 2, (b, nkv, present_len, h), kv_dtype)
         for bi in range(b):  # per batch entry: past rows kept, new rows appended (a copy, not a loop over elements)
             p = int(past_b[bi])
             if p:
@@ -229,16 +273,18 @@ class GroupQueryAttention(OpImpl):
             scores[..., :cols] += bias.astype(f32)[..., :cols]
 
         # causal / window mask: row s of entry b sees [lo, eff) with eff = min(past_b + s + 1, total_b)
-        col = np.arange(present_len)[None, None, :]
-        eff = np.minimum(past_b[:, None] + np.arange(s)[None, :] + 1, total_b[:, None])[:, :, None]  # (B, S, 1)
-        valid = col < eff
+        eff = np.minimum(past_b[:, None] + np.arange(s)[None, :] + 1, total_b[:, None])  # (B, S)
+        masked = self._score_buffer((b, s, present_len), 4, np.bool_)
         w = int(a.get("local_window_size", -1))
-        if w >= 0:
-            valid &= col >= eff - w
-        valid = valid[:, None]  # (B, 1, S, T)
+        for (bi, row), end in np.ndenumerate(eff):  # row by row: a broadcast compare buffers both operands
+            masked[bi, row, :end] = False
+            masked[bi, row, end:] = True
+            if w >= 0:
+                masked[bi, row, :max(int(end) - w, 0)] = True
+        masked = masked[:, None]  # (B, 1, S, T)
         qk_mode = int(a.get("qk_output", 0))
-        qk = np.where(valid, scores, f32(0))[..., :total].astype(query.dtype) if qk_mode == 1 else None
-        np.copyto(scores, f32(-np.inf), where=~valid)
+        qk = np.where(masked, f32(0), scores)[..., :total].astype(query.dtype) if qk_mode == 1 else None
+        np.copyto(scores, f32(-np.inf), where=masked)
         m = scores.max(axis=-1, keepdims=True)
         use_sink = sink is not None or int(a.get("smooth_softmax", 0))
         if use_sink:
@@ -254,10 +300,14 @@ class GroupQueryAttention(OpImpl):
         if qk_mode == 2:
             qk = probs[..., :total].astype(query.dtype)
         vv = present_v.reshape(b, nkv, 1, present_len, h)
-        out = np.matmul(probs.reshape(b, nkv, group, s, present_len), vv).reshape(b, n, s, h)
-        out = out.transpose(0, 2, 1, 3).reshape(b, s, n * h).astype(query.dtype)
-        kv_dtype = past_k.dtype if past_k is not None else query.dtype
-        results = [out, present_k.astype(kv_dtype), present_v.astype(kv_dtype), qk]
+        p5 = probs.reshape(b, nkv, group, s, present_len)
+        if query.dtype == f32:  # straight into the (B, S, N*H) block, seen as (B, Nkv, group, S, H)
+            out = self.output(0, (b, s, n * h), f32)
+            np.matmul(p5, vv, out=out.reshape(b, s, nkv, group, h).transpose(0, 2, 3, 1, 4))
+        else:
+            out = np.matmul(p5, vv).reshape(b, n, s, h)
+            out = out.transpose(0, 2, 1, 3).reshape(b, s, n * h).astype(query.dtype)
+        results = [out, present_k.astype(kv_dtype, copy=False), present_v.astype(kv_dtype, copy=False), qk]
         return requested(node, results)
 
 
@@ -286,6 +336,15 @@ class _RotaryBase(OpImpl):
                            remedy="run ragged batches on ONNX Runtime")
         return None
 
+    writes_output = True  # float32: into the output block, the half-width product in workspace slot 0
+
+    def workspace_bytes(self, node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
+        """Slot 0: float32 of half the input's elements, at least the (..., rotary_dim / 2) product."""
+        x = input_shapes[0] if input_shapes else None
+        if x is None:
+            return []
+        return [(0, workspace_nbytes((max(int(np.prod(x, dtype=np.int64)) // 2, 1),), np.float32))]
+
     def _rotate(self, node: Node, x: np.ndarray, cos: np.ndarray, sin: np.ndarray,
                 pos: np.ndarray | None, bsnh_4d: bool) -> np.ndarray:
         a = attrs_of(node)
@@ -300,11 +359,21 @@ class _RotaryBase(OpImpl):
         bsz, seq = xs.shape[0], xs.shape[1]
         rot = rot_attr or xs.shape[-1]
         if pos is not None:
-            cs, sn = cos.astype(f32)[pos], sin.astype(f32)[pos]  # (B, S, rot/2)
+            cs, sn = cos.astype(f32, copy=False)[pos], sin.astype(f32, copy=False)[pos]  # (B, S, rot/2)
         else:
-            cs, sn = cos.astype(f32), sin.astype(f32)
+            cs, sn = cos.astype(f32, copy=False), sin.astype(f32, copy=False)
         cs, sn = cs[..., : rot // 2], sn[..., : rot // 2]
-        y = apply_rotary(xs.astype(f32), cs[:, :, None], sn[:, :, None], bool(int(a.get("interleaved", 0))))
+        inter = bool(int(a.get("interleaved", 0)))
+        if x.dtype == f32:  # into the output block, seen in the (B, S, N, H) layout of xs
+            out = self.output(0, x.shape, f32)
+            if x.ndim == 4:
+                os = out.transpose(0, 2, 1, 3) if not bsnh_4d else out
+            else:
+                os = out.reshape(xs.shape)
+            tmp = self.workspace(0, (*xs.shape[:-1], rot // 2), f32)
+            apply_rotary_into(xs, cs[:, :, None], sn[:, :, None], inter, os, tmp)
+            return out
+        y = apply_rotary(xs.astype(f32), cs[:, :, None], sn[:, :, None], inter)
         if x.ndim == 4:
             y = y.transpose(0, 2, 1, 3) if not bsnh_4d else y
         return y.reshape(x.shape).astype(x.dtype)

@@ -58,8 +58,9 @@ def padding_keep(mask: np.ndarray, b: int, s: int, total: int) -> np.ndarray:
 
 
 def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, past_len: int, mask: np.ndarray | None,
-           attn_bias: np.ndarray | None, a: dict, scores_buffer) -> np.ndarray:
-    """softmax(scale Q K^T + additive mask + bias) V for BNSH float32 q/k/v -> (B, S, N * Hv)."""
+           attn_bias: np.ndarray | None, a: dict, scores_buffer, out: np.ndarray | None = None) -> np.ndarray:
+    """softmax(scale Q K^T + additive mask + bias) V for BNSH float32 q/k/v -> (B, S, N * Hv), written into
+    `out` (float32 (B, S, N * Hv), e.g. the output block) when given."""
     f32 = np.float32
     b, n, s, h = q.shape
     total = k.shape[2]
@@ -80,6 +81,9 @@ def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, past_len: int, mask: np.
     scores -= scores.max(axis=-1, keepdims=True)
     probs = np.exp(scores, out=scores)
     probs /= probs.sum(axis=-1, keepdims=True)
+    if out is not None:  # (B, S, N * Hv) seen as (B, N, S, Hv): the product lands in place
+        np.matmul(probs, v, out=out.reshape(b, s, n, v.shape[-1]).transpose(0, 2, 1, 3))
+        return out
     return np.matmul(probs, v).transpose(0, 2, 1, 3).reshape(b, s, -1)
 
 
@@ -143,28 +147,47 @@ class MultiHeadAttention(OpImpl):
         n = int(a["num_heads"])
         b, s, d = query.shape
         h = d // n
-        q = query.astype(f32)
+        q = query.astype(f32, copy=False)
         if bias is not None:
             q = q + bias[:d].astype(f32)
         q = q.reshape(b, s, n, h).transpose(0, 2, 1, 3)
         if key.ndim == 4:  # BNSH caches (cross attention): used as they are
-            k, v = key.astype(f32), value.astype(f32)
+            k, v = key.astype(f32, copy=False), value.astype(f32, copy=False)
         else:
             dv = value.shape[2]
-            k, v = key.astype(f32), value.astype(f32)
+            k, v = key.astype(f32, copy=False), value.astype(f32, copy=False)
             if bias is not None:
                 k = k + bias[d:2 * d].astype(f32)
                 v = v + bias[2 * d:2 * d + dv].astype(f32)
             k = k.reshape(b, k.shape[1], n, h).transpose(0, 2, 1, 3)
             v = v.reshape(b, v.shape[1], n, dv // n).transpose(0, 2, 1, 3)
         past_len = 0
+        into = query.dtype == f32  # output and present key / value computed in their blocks
         if past_k is not None and past_v is not None:
             past_len = past_k.shape[2]
-            k = np.concatenate([past_k.astype(f32), k], axis=2)
-            v = np.concatenate([past_v.astype(f32), v], axis=2)
-        out = attend(q, k, v, past_len, mask, attn_bias, a, self._scores_buffer).astype(query.dtype)
-        results = [out, k.astype(query.dtype), v.astype(query.dtype)]
+            k = self._present(node, 1, [past_k, k], into)
+            v = self._present(node, 2, [past_v, v], into)
+        elif into:
+            k, v = self._present(node, 1, [k], into), self._present(node, 2, [v], into)
+        dv_all = v.shape[1] * v.shape[3]
+        block = self.output(0, (b, s, dv_all), f32) if into else None
+        out = attend(q, k, v, past_len, mask, attn_bias, a, self._scores_buffer, block).astype(query.dtype, copy=False)
+        results = [out, k.astype(query.dtype, copy=False), v.astype(query.dtype, copy=False)]
         return requested(node, results)
+
+    writes_output = True  # float32: output and present key / value in their blocks
+
+    def _present(self, node: Node, index: int, parts: list[np.ndarray], into: bool) -> np.ndarray:
+        """Past and new rows along the sequence axis: into output `index`'s block when float32 and
+        requested, else a fresh float32 array (or the one part as it is)."""
+        if into and index < len(node.outputs) and node.outputs[index]:
+            shape = (*parts[0].shape[:2], sum(p.shape[2] for p in parts), parts[0].shape[3])
+            out = self.output(index, shape, np.float32)
+            np.concatenate(parts, axis=2, out=out)
+            return out
+        if len(parts) == 1:
+            return parts[0]
+        return np.concatenate([p.astype(np.float32, copy=False) for p in parts], axis=2)
 
 
 def attention_workspace_bytes(node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:

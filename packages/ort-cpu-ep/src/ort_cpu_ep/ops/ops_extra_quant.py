@@ -24,7 +24,7 @@ from onnx import TensorProto
 
 from ort_graph import Node, dtype_name
 
-from ._registry import Decline, InputInfo, OpImpl, attrs_of, register
+from ._registry import Decline, InputInfo, OpImpl, attrs_of, register, workspace_nbytes
 
 MS = "com.microsoft"
 _T1 = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16})
@@ -64,7 +64,8 @@ def dequantize_weight(b: np.ndarray, scales: np.ndarray, zero_points: np.ndarray
         if bits == 8:
             q[...] = packed
         else:  # one table lookup per byte gives all its values in float
-            np.take(_byte_lut(bits), packed, axis=0, out=q.reshape(N, k_blocks, blob, 8 // bits))
+            np.take(_byte_lut(bits), packed, axis=0, out=q.reshape(N, k_blocks, blob, 8 // bits),
+                    mode="clip")  # every byte has a row; "raise" would buffer the whole band
     elif bits == 8:
         q = packed.astype(dtype)
     else:
@@ -82,18 +83,26 @@ def dequantize_weight(b: np.ndarray, scales: np.ndarray, zero_points: np.ndarray
     return q.reshape(N, k_blocks * block_size)[:, :K]
 
 
-def fake_quantize_a(a: np.ndarray, block_size: int) -> np.ndarray:
-    """A (M, K) float32 quantized per K-block to int8 (scale max|a|/127, round half even) and dequantized."""
+def fake_quantize_a(a: np.ndarray, block_size: int, out: np.ndarray | None = None) -> np.ndarray:
+    """A (M, K) float32 quantized per K-block to int8 (scale max|a|/127, round half even) and dequantized,
+    computed in `out` (M * K rounded up to whole blocks float32 elements, e.g. a planned workspace) or a
+    fresh array; only per-block statistics are allocated besides."""
     m, k = a.shape
     kb = (k + block_size - 1) // block_size
-    padded = np.zeros((m, kb * block_size), dtype=np.float32)
+    if out is None:
+        out = np.empty(m * kb * block_size, np.float32)
+    padded = out.reshape(-1)[: m * kb * block_size].reshape(m, kb * block_size)
     padded[:, :k] = a
+    padded[:, k:] = 0
     blocks = padded.reshape(m, kb, block_size)
-    scale = (np.abs(blocks).max(axis=-1) / np.float32(127)).astype(np.float32)
+    scale = np.maximum(blocks.max(axis=-1), -blocks.min(axis=-1))  # max |a| without an |a| copy
+    scale /= np.float32(127)
     nz = scale != 0
     inv = np.where(nz, np.float32(1) / np.where(nz, scale, np.float32(1)), np.float32(0)).astype(np.float32)
-    q = np.rint(blocks * inv[..., None])
-    return (q * scale[..., None]).reshape(m, kb * block_size)[:, :k]
+    blocks *= inv[..., None]
+    np.rint(blocks, out=blocks)
+    blocks *= scale[..., None]
+    return padded[:, :k]
 
 
 def int8_compute(node: Node, zero_points: np.ndarray | None) -> bool:
@@ -124,7 +133,18 @@ def matmul_nbits_workspace_bytes(node: Node, input_shapes: Sequence[tuple[int, .
     if b is not None and 0 in tuple(b):
         return []
     k_padded = (K + block - 1) // block * block
-    return [(0, 4 * _band_rows(K, N, block) * k_padded)]
+    slots = [(0, 4 * _band_rows(K, N, block) * k_padded)]
+    a = input_shapes[0] if input_shapes else None
+    if a is not None and _may_quantize_a(node):  # slot 1: A quantized to int8 and back (accuracy_level 4)
+        slots.append((1, workspace_nbytes((int(np.prod(a[:-1], dtype=np.int64)) * k_padded,), np.float32)))
+    return slots
+
+
+def _may_quantize_a(node: Node) -> bool:
+    """`int8_compute` as far as the node alone tells (the zero points' dtype aside)."""
+    graph = node.graph
+    return (int(node.attr("accuracy_level", 0)) == 4 and graph is not None and len(node.inputs) > 1
+            and node.inputs[1] in graph.initializers)
 
 
 def _attrs(node: Node) -> tuple[int, int, int, int]:
@@ -135,6 +155,8 @@ def _attrs(node: Node) -> tuple[int, int, int, int]:
 @register("MatMulNBits", domain=MS)
 class MatMulNBits(OpImpl):
     """Y = A @ dequant(B)^T (+ bias) with 2/4/8-bit block-quantized B."""
+
+    writes_output = True  # float32 A: into the output block, B dequantized band by band in slot 0
 
     def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
         K, N, bits, block = _attrs(node)
@@ -185,13 +207,16 @@ class MatMulNBits(OpImpl):
         zp = inputs[3] if len(inputs) > 3 else None
         bias = inputs[5] if len(inputs) > 5 else None
         out_shape = a.shape[:-1] + (N,)
+        into = a.dtype == np.float32  # computed in the output block
         if b.size == 0:  # omitted projection (ORT: zeros or the broadcast bias)
-            y = np.zeros(out_shape, dtype=np.float32)
+            y = self.output(0, out_shape, np.float32) if into else np.zeros(out_shape, dtype=np.float32)
+            y.fill(0)
         else:
-            a2 = a.reshape(-1, K).astype(np.float32)
+            a2 = a.reshape(-1, K).astype(np.float32, copy=False)
             if int8_compute(node, zp):
-                a2 = fake_quantize_a(a2, block)
-            y = np.empty((a2.shape[0], N), np.float32)
+                kb = (K + block - 1) // block
+                a2 = fake_quantize_a(a2, block, self.workspace(1, (a2.shape[0] * kb * block,), np.float32))
+            y = (self.output(0, out_shape, np.float32) if into else np.empty(out_shape, np.float32)).reshape(-1, N)
             k_blocks = (K + block - 1) // block
             b3 = b.reshape(N, k_blocks, -1)
             sc2 = np.asarray(scales).reshape(N, k_blocks)
@@ -207,7 +232,7 @@ class MatMulNBits(OpImpl):
                 np.matmul(a2, w.T, out=y[:, n0:n1])
             y = y.reshape(out_shape)
         if bias is not None:
-            y = y + bias.astype(np.float32)
+            np.add(y, bias.astype(np.float32, copy=False), out=y)
         return [y.astype(a.dtype, copy=False)]
 
 

@@ -39,11 +39,17 @@ def _check_range(idx: np.ndarray, dim, node, axis: int, tuple_indices: bool = Fa
 @register("Gather", since=1)
 class Gather(IndexTyped):
     index_dtypes = {1: INDEX}
+    writes_output = True
 
     def compute(self, node, inputs):
         x, idx = inputs
         axis = norm_axis(node.attr("axis", 0), x.ndim)
-        return [np.take(x, _fix(idx, x.shape[axis], node, axis), axis=axis)]
+        idx = _fix(idx, x.shape[axis], node, axis)
+        if x.dtype.kind == "O" or x.shape[axis] == 0:
+            return [np.take(x, idx, axis=axis)]
+        out = self.output(0, (*x.shape[:axis], *idx.shape, *x.shape[axis + 1:]), x.dtype)
+        np.take(x, idx, axis=axis, out=out, mode="clip")  # indices checked above; "raise" would buffer `out`
+        return [out]
 
 
 @register("GatherElements", since=11)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto as T
 
-from ._registry import OpImpl, register
-from ._util import FLOATS_BF, NUMERIC_BF, check_all, norm_axis, upcast
+from ._registry import OpImpl, register, workspace_nbytes
+from ._util import FLOATS_BF, NUMERIC_BF, broadcast_shape, check_all, norm_axis, np_dtype, out_dtype, upcast
 
 MATMUL_TYPES = FLOATS_BF | {T.INT32, T.INT64, T.UINT32, T.UINT64}
 
@@ -20,8 +20,19 @@ def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.matmul(a, b)
 
 
+def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """`_matmul(a, b)` written into `out` (both inputs at least 2-D, `out` of the broadcast result shape)."""
+    if b.ndim == 2 and a.ndim > 2:
+        rows = int(np.prod(a.shape[:-1]))
+        np.matmul(a.reshape(rows, a.shape[-1]), b, out=out.reshape(rows, b.shape[-1]))
+    else:
+        np.matmul(a, b, out=out)
+
+
 @register("MatMul", since=1)
 class MatMul(OpImpl):
+    writes_output = True
+
     def supports(self, node, inputs, opset):
         return check_all(inputs, MATMUL_TYPES, range(2))
 
@@ -29,7 +40,12 @@ class MatMul(OpImpl):
         a, b = inputs
         if a.dtype.name == "bfloat16":
             return [_matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)]
-        return [np.asarray(_matmul(a, b))]
+        if a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype:
+            return [np.asarray(_matmul(a, b))]
+        shape = (*broadcast_shape(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1])
+        out = self.output(0, shape, a.dtype)
+        matmul_into(a, b, out)
+        return [out]
 
     def workspace_bytes(self, node, input_shapes):
         return []
@@ -37,6 +53,7 @@ class MatMul(OpImpl):
 
 @register("Gemm", since=1)
 class Gemm(OpImpl):
+    writes_output = True  # float32 / float64: into the output block
     def supports(self, node, inputs, opset):
         return check_all(inputs, MATMUL_TYPES)
 
@@ -50,6 +67,14 @@ class Gemm(OpImpl):
         if node.attr("transB", 0):
             b = b.T
         alpha, beta = node.attr("alpha", 1.0), node.attr("beta", 1.0)
+        if dt in (np.float32, np.float64) and b.dtype == dt and (c is None or c.dtype == dt):
+            y = self.output(0, (a.shape[0], b.shape[1]), dt)
+            np.matmul(a, b, out=y)
+            if alpha != 1.0:
+                y *= dt.type(alpha)
+            if c is not None:
+                y += c if beta == 1.0 else c * dt.type(beta)  # a C-sized temporary only when beta scales it
+            return [y]
         y = a @ b
         if alpha != 1.0:
             y = y * np.asarray(alpha, dtype=y.dtype) if y.dtype.kind == "f" else (y * alpha).astype(y.dtype)
@@ -87,6 +112,10 @@ def _softmax_axes(node, x: np.ndarray, opset: int) -> tuple[np.ndarray, int, tup
     return x, norm_axis(node.attr("axis", -1), x.ndim), x.shape
 
 
+def _rows_shape(shape: tuple[int, ...], axis: int) -> tuple[int, ...]:
+    return tuple(1 if i == axis else d for i, d in enumerate(shape))
+
+
 class _SoftmaxFamily(OpImpl):
     dtypes = FLOATS_BF
 
@@ -103,6 +132,41 @@ class _SoftmaxFamily(OpImpl):
 
 @register("Softmax", since=1)
 class Softmax(_SoftmaxFamily):
+    """float32 / float64: into the output block, the row maxima and sums in workspace slot 0."""
+
+    writes_output = True
+
+    def compute(self, node, inputs):
+        from ._interp import node_opset
+
+        x = inputs[0]
+        if x.dtype not in (np.float32, np.float64):
+            return super().compute(node, inputs)
+        v, axis, shape = _softmax_axes(node, x, node_opset(node))
+        out = self.output(0, shape, x.dtype)
+        o = out.reshape(v.shape)
+        stat = self.workspace(0, _rows_shape(v.shape, axis), x.dtype)
+        with np.errstate(all="ignore"):
+            np.max(v, axis=axis, keepdims=True, out=stat)
+            np.subtract(v, stat, out=o)
+            np.exp(o, out=o)
+            np.sum(o, axis=axis, keepdims=True, out=stat)
+            np.divide(o, stat, out=o)
+        return [out]
+
+    def workspace_bytes(self, node, input_shapes):
+        from ._interp import node_opset
+
+        shape = input_shapes[0] if input_shapes else None
+        dt = np_dtype(out_dtype(node)) if out_dtype(node) else None
+        if shape is None or dt is None or dt not in (np.float32, np.float64) or not shape:
+            return []
+        if node_opset(node) < 13:  # coerced to 2-D: one statistic per row of the leading dims
+            rows = (int(np.prod(shape[:norm_axis(node.attr("axis", 1), len(shape))])), 1)
+        else:
+            rows = _rows_shape(tuple(shape), norm_axis(node.attr("axis", -1), len(shape)))
+        return [(0, workspace_nbytes(rows, dt))]
+
     @staticmethod
     def fn(x, axis):
         e = np.exp(x - np.max(x, axis=axis, keepdims=True))

@@ -6,8 +6,50 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto as T
 
-from ._registry import Decline, OpImpl, register
+from ._registry import Decline, OpImpl, register, workspace_nbytes
 from ._util import FLOATS_BF, check_all, decline_attr, norm_axis, np_dtype, upcast
+
+
+def normalize_rows_into(x: np.ndarray, out: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, eps: float,
+                        simplified: bool, stat: np.ndarray) -> None:
+    """Layer norm (RMS norm when `simplified`) of each row of the 2-D `x` into `out` (same shape; may be
+    `x` itself), with per-row statistics in `stat` (one element per row, x's dtype) and no other
+    temporary: centering happens in `out`, sums of squares are row dot products."""
+    n = x.shape[1]
+    dt = x.dtype.type
+    src = x
+    if not simplified:
+        np.sum(x, axis=1, out=stat)
+        stat /= dt(n)
+        np.subtract(x, stat[:, None], out=out)
+        src = out
+    np.einsum("ij,ij->i", src, src, out=stat)  # no squared copy of the rows
+    stat /= dt(n)
+    stat += dt(eps)
+    np.sqrt(stat, out=stat)
+    np.reciprocal(stat, out=stat)
+    np.multiply(src, stat[:, None], out=out)
+    np.multiply(out, scale.reshape(1, n), out=out)
+    if bias is not None:
+        np.add(out, bias.reshape(1, n), out=out)
+
+
+def norm_rows(shape: tuple[int, ...] | None, axis: int) -> int | None:
+    """Rows of a norm over the trailing dims from `axis` (None when the shape is unknown)."""
+    if shape is None or not all(isinstance(d, int) for d in shape):
+        return None
+    return int(np.prod(shape[:norm_axis(axis, len(shape))], dtype=np.int64))
+
+
+def norm_workspace(node, input_shapes, axis: int) -> list[tuple[int, int]]:
+    """The row statistics of `normalize_rows_into`: one float32 per row (slot 0)."""
+    rows = norm_rows(input_shapes[0] if input_shapes else None, axis)
+    return [] if rows is None else [(0, workspace_nbytes((rows,), np.float32))]
+
+
+def fast_norm(x: np.ndarray, *params: np.ndarray | None) -> bool:
+    """The float32 path of `normalize_rows_into` applies: x and every present parameter float32."""
+    return x.dtype == np.float32 and all(p is None or p.dtype == np.float32 for p in params)
 
 
 class _NormBase(OpImpl):
@@ -27,12 +69,25 @@ class _StashedNorm(_NormBase):
 
 @register("LayerNormalization", since=17)
 class LayerNormalization(_StashedNorm):
+    """float32 with only Y requested: into the output block, row statistics in workspace slot 0."""
+
+    writes_output = True
+
+    def workspace_bytes(self, node, input_shapes):
+        return norm_workspace(node, input_shapes, node.attr("axis", -1))
 
     def compute(self, node, inputs):
         x, scale = inputs[0], inputs[1]
         bias = inputs[2] if len(inputs) > 2 else None
         axis = norm_axis(node.attr("axis", -1), x.ndim)
         eps = node.attr("epsilon", 1e-5)
+        only_y = not any(node.outputs[1:])
+        if only_y and fast_norm(x, scale, bias) and node.attr("stash_type", 1) == T.FLOAT and x.size:
+            rows = norm_rows(x.shape, axis)
+            out = self.output(0, x.shape, x.dtype)
+            normalize_rows_into(x.reshape(rows, -1), out.reshape(rows, -1), scale, bias, eps, False,
+                                self.workspace(0, (rows,), np.float32))
+            return [out]
         st = np_dtype(node.attr("stash_type", 1))
         xs = x.astype(st)
         axes = tuple(range(axis, x.ndim))

@@ -6,7 +6,7 @@ import numpy as np
 from onnx import TensorProto as T
 
 from ._registry import OpImpl, register
-from ._util import I64, INDEX, NUMERIC_BF, IndexTyped, check_dtype, ints, norm_axis, upcast
+from ._util import I64, INDEX, NUMERIC_BF, IndexTyped, check_dtype, ints, is_lowp, norm_axis, upcast
 
 
 def _reduce_axes(node, inputs, opset: int, since: int, ndim: int) -> tuple[int, ...] | None:
@@ -37,8 +37,20 @@ class _Reduce(IndexTyped):
         if axes == ():
             return [np.array(self.identity_map(upcast(x))).astype(x.dtype)]
         with np.errstate(all="ignore"):
+            if self.ufunc_reduce is not None and x.dtype.kind == "f" and not is_lowp(x) and x.size:
+                ax = tuple(range(x.ndim)) if axes is None else axes
+                shape = tuple(1 if i in ax else d for i, d in enumerate(x.shape)) if keep else \
+                    tuple(d for i, d in enumerate(x.shape) if i not in ax)
+                out = self.output(0, shape, x.dtype)
+                self.ufunc_reduce(x, axis=ax, keepdims=keep, out=out)
+                if self.mean:
+                    out /= x.dtype.type(int(np.prod([x.shape[i] for i in ax])))
+                return [out]
             y = self.reduce(upcast(x), axes, keep)
         return [np.asarray(y).astype(x.dtype)]
+
+    ufunc_reduce = None  # set: a float input is reduced straight into the output block
+    mean = False
 
     def identity_map(self, x):
         return x
@@ -59,6 +71,8 @@ def _init_for(x: np.ndarray, high: bool):
 @register("ReduceSum", since=1)
 class ReduceSum(_Reduce):
     axes_input_since = 13
+    writes_output = True
+    ufunc_reduce = staticmethod(np.add.reduce)
 
     def reduce(self, x, axes, keep):
         return np.sum(x, axis=axes, keepdims=keep, dtype=x.dtype)
@@ -66,6 +80,10 @@ class ReduceSum(_Reduce):
 
 @register("ReduceMean", since=1)
 class ReduceMean(_Reduce):
+    writes_output = True
+    ufunc_reduce = staticmethod(np.add.reduce)
+    mean = True
+
     def reduce(self, x, axes, keep):
         return np.mean(x, axis=axes, keepdims=keep)
 
@@ -73,6 +91,8 @@ class ReduceMean(_Reduce):
 @register("ReduceMax", since=1)
 class ReduceMax(_Reduce):
     allowed = NUMERIC_BF | {T.BOOL}
+    writes_output = True
+    ufunc_reduce = staticmethod(np.maximum.reduce)
 
     def reduce(self, x, axes, keep):
         return np.max(x, axis=axes, keepdims=keep, initial=_init_for(x, True))
@@ -81,6 +101,8 @@ class ReduceMax(_Reduce):
 @register("ReduceMin", since=1)
 class ReduceMin(_Reduce):
     allowed = NUMERIC_BF | {T.BOOL}
+    writes_output = True
+    ufunc_reduce = staticmethod(np.minimum.reduce)
 
     def reduce(self, x, axes, keep):
         return np.min(x, axis=axes, keepdims=keep, initial=_init_for(x, False))

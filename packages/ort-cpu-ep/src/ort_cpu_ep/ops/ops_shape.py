@@ -12,17 +12,20 @@ from ._util import (
     I64,
     INDEX,
     IndexTyped,
+    broadcast_shape,
     check_dtype,
     decline_attr,
     ints,
     norm_axis,
     np_dtype,
     tensor_attr,
+    write_output,
 )
 
 
 @register("Shape", since=1)
 class Shape(OpImpl):
+    writes_output = True
     def compute(self, node, inputs):
         shape = inputs[0].shape
         r = len(shape)
@@ -30,7 +33,9 @@ class Shape(OpImpl):
         end = node.attr("end", None)
         start = min(max(start + r if start < 0 else start, 0), r)
         end = r if end is None else min(max(end + r if end < 0 else end, 0), r)
-        return [np.array(shape[start:end], dtype=np.int64)]
+        out = self.output(0, (len(shape[start:end]),), np.int64)
+        out[:] = shape[start:end]
+        return [out]
 
 
 @register("Size", since=1)
@@ -42,22 +47,25 @@ class Size(OpImpl):
 @register("Reshape", since=1)
 class Reshape(IndexTyped):
     index_dtypes = {1: I64}
+    writes_output = True
 
     def compute(self, node, inputs):
         x = inputs[0]
         shape = ints(inputs[1]) if len(inputs) > 1 and inputs[1] is not None else list(node.attr("shape"))
         if not node.attr("allowzero", 0):
             shape = [x.shape[i] if d == 0 else d for i, d in enumerate(shape)]
-        return [x.reshape(shape)]
+        return [write_output(self, x.reshape(shape))]  # nothing moves where the plan reshapes in place
 
 
 @register("Flatten", since=1)
 class Flatten(OpImpl):
+    writes_output = True
     def compute(self, node, inputs):
         x = inputs[0]
         axis = norm_axis(node.attr("axis", 1), x.ndim)
         outer = int(np.prod(x.shape[:axis]))
-        return [x.reshape(outer, -1) if x.size or outer else x.reshape(outer, int(np.prod(x.shape[axis:])))]
+        return [write_output(self, x.reshape(outer, -1) if x.size or outer else
+                             x.reshape(outer, int(np.prod(x.shape[axis:]))))]
 
 
 def _axes(node, inputs, index: int, opset: int, since: int) -> list[int] | None:
@@ -69,24 +77,26 @@ def _axes(node, inputs, index: int, opset: int, since: int) -> list[int] | None:
 @register("Squeeze", since=1)
 class Squeeze(IndexTyped):
     index_dtypes = {1: I64}
+    writes_output = True
 
     def compute(self, node, inputs):
         x = inputs[0]
         axes = _axes(node, inputs, 1, _opset(node), 13)
         if axes is None:
-            return [np.squeeze(x)]
-        return [np.squeeze(x, axis=tuple(norm_axis(a, x.ndim) for a in axes))]
+            return [write_output(self, np.squeeze(x))]
+        return [write_output(self, np.squeeze(x, axis=tuple(norm_axis(a, x.ndim) for a in axes)))]
 
 
 @register("Unsqueeze", since=1)
 class Unsqueeze(IndexTyped):
     index_dtypes = {1: I64}
+    writes_output = True
 
     def compute(self, node, inputs):
         x = inputs[0]
         axes = _axes(node, inputs, 1, _opset(node), 13)
         r = x.ndim + len(axes)
-        return [np.expand_dims(x, tuple(sorted(norm_axis(a, r) for a in axes)))]
+        return [write_output(self, np.expand_dims(x, tuple(sorted(norm_axis(a, r) for a in axes))))]
 
 
 def _opset(node) -> int:
@@ -97,17 +107,26 @@ def _opset(node) -> int:
 
 @register("Transpose", since=1)
 class Transpose(OpImpl):
+    writes_output = True
+
     def compute(self, node, inputs):
-        perm = node.attr("perm")
-        return [np.transpose(inputs[0], perm)]  # a view: the kernel copies it into the planned output once
+        return [write_output(self, np.transpose(inputs[0], node.attr("perm")))]
 
 
 @register("Concat", since=1)
 class Concat(OpImpl):
+    writes_output = True
+
     def compute(self, node, inputs):
         xs = [x for x in inputs if x is not None]
         axis = norm_axis(node.attr("axis", 1), xs[0].ndim)  # Concat-1 defaults to axis 1
-        return [np.concatenate(xs, axis=axis)]
+        if xs[0].dtype.kind == "O" or any(x.dtype != xs[0].dtype or x.ndim != xs[0].ndim for x in xs):
+            return [np.concatenate(xs, axis=axis)]
+        shape = list(xs[0].shape)
+        shape[axis] = sum(x.shape[axis] for x in xs)
+        out = self.output(0, shape, xs[0].dtype)
+        np.concatenate(xs, axis=axis, out=out)
+        return [out]
 
     def supports(self, node, inputs, opset):
         if node.attr("axis") is None and opset >= 4:
@@ -136,22 +155,27 @@ class Split(IndexTyped):
 @register("Expand", since=8)
 class Expand(IndexTyped):
     index_dtypes = {1: I64}
+    writes_output = True
 
     def compute(self, node, inputs):
         x, shape = inputs[0], ints(inputs[1])
-        out = np.broadcast_shapes(x.shape, tuple(shape))
-        return [np.broadcast_to(x, out)]  # a view (np.array of it is ~10x slower than the kernel's one copy)
+        return [write_output(self, np.broadcast_to(x, broadcast_shape(x.shape, tuple(shape))))]
 
 
 @register("ConstantOfShape", since=9)
 class ConstantOfShape(IndexTyped):
     index_dtypes = {0: I64}
+    writes_output = True
 
     def compute(self, node, inputs):
         v = tensor_attr(node, "value")
         if v is None:
             v = np.zeros(1, dtype=np.float32)
-        return [np.full(ints(inputs[0]), v.reshape(-1)[0], dtype=v.dtype)]
+        if v.dtype.kind == "O":
+            return [np.full(ints(inputs[0]), v.reshape(-1)[0], dtype=v.dtype)]
+        out = self.output(0, ints(inputs[0]), v.dtype)
+        out.fill(v.reshape(-1)[0])
+        return [out]
 
 
 @register("Range", since=11)
@@ -178,6 +202,7 @@ class Tile(IndexTyped):
 @register("Slice", since=1)
 class Slice(IndexTyped):
     index_dtypes = {1: INDEX, 2: INDEX, 3: INDEX, 4: INDEX}
+    writes_output = True
 
     def compute(self, node, inputs):
         x = inputs[0]
@@ -201,7 +226,7 @@ class Slice(IndexTyped):
             else:
                 s, e = min(max(s, -1), dim - 1), min(max(e, -1), dim - 1)
             sl[a] = slice(s, None if (st < 0 and e < 0) else e, st)
-        return [np.array(x[tuple(sl)])]
+        return [write_output(self, x[tuple(sl)])]
 
 
 @register("Pad", since=1)

@@ -7,7 +7,18 @@ import math
 import numpy as np
 
 from ._registry import OpImpl, register
-from ._util import FLOATS_BF, NUMERIC_BF, SINT, check_all, check_dtype, decline_attr, first_version, upcast
+from ._util import (
+    FLOATS_BF,
+    NUMERIC_BF,
+    SINT,
+    check_all,
+    check_dtype,
+    decline_attr,
+    first_version,
+    is_lowp,
+    upcast,
+    write_output,
+)
 
 
 def erf(x: np.ndarray) -> np.ndarray:
@@ -34,14 +45,33 @@ class _Unary(OpImpl):
     def fn(self, node, x):
         raise NotImplementedError
 
+    ufunc: np.ufunc | None = None  # set: computed straight into the output block (16-bit floats excepted)
+
     def compute(self, node, inputs):
         x = inputs[0]
         with np.errstate(all="ignore"):
+            if self.ufunc is not None and not is_lowp(x):
+                out = self.output(0, x.shape, x.dtype)
+                self.ufunc(x, out=out, casting="unsafe")
+                return [out]
             return [np.asarray(self.fn(node, upcast(x))).astype(x.dtype, copy=False)]
 
 
 def _unary(name: str, f, since: int | None = None, allowed=FLOATS_BF) -> None:
-    register(name, since=since or first_version(name))(type(name, (_Unary,), {"fn": lambda self, node, x: f(x), "allowed": allowed}))
+    into = {"ufunc": f, "writes_output": True} if isinstance(f, np.ufunc) else {}
+    register(name, since=since or first_version(name))(type(name, (_Unary,), {"fn": lambda self, node, x: f(x), "allowed": allowed,
+                                                                          **into}))
+
+
+def sigmoid_into(x: np.ndarray, out: np.ndarray) -> None:
+    """out = 1 / (1 + exp(-x)) in four passes over `out` (which may be `x` itself) and no temporary:
+    exp(-x) overflows to inf for x < -88 (float32) and 1 / inf is the exact limit 0, so the plain form is
+    stable once overflow (and underflow) is not reported; subnormal results keep their relative accuracy."""
+    with np.errstate(over="ignore", under="ignore"):
+        np.negative(x, out=out)
+        np.exp(out, out=out)
+        np.add(out, 1, out=out)
+        np.reciprocal(out, out=out)
 
 
 for _n, _f in [("Sqrt", np.sqrt), ("Exp", np.exp), ("Log", np.log), ("Ceil", np.ceil), ("Floor", np.floor),
@@ -50,10 +80,30 @@ for _n, _f in [("Sqrt", np.sqrt), ("Exp", np.exp), ("Log", np.log), ("Ceil", np.
                ("Asinh", np.arcsinh), ("Acosh", np.arccosh), ("Atanh", np.arctanh), ("Round", np.round),
                ("Erf", erf), ("Softsign", lambda x: x / (1 + np.abs(x))),
                ("Softplus", lambda x: np.logaddexp(0, x)),
-               ("Sigmoid", lambda x: np.exp(-np.logaddexp(0, -x))),
                ("Mish", lambda x: x * np.tanh(np.logaddexp(0, x))),
                ("HardSwish", lambda x: x * np.clip(x / 6 + 0.5, 0, 1))]:
     _unary(_n, _f)
+
+
+@register("Sigmoid", since=first_version("Sigmoid"))
+class Sigmoid(_Unary):
+    """Computed in its output block (`sigmoid_into`); 16-bit floats in float32 through `fn`."""
+
+    writes_output = True
+
+    def fn(self, node, x):
+        out = np.empty_like(x)
+        sigmoid_into(x, out)
+        return out
+
+    def compute(self, node, inputs):
+        x = inputs[0]
+        if is_lowp(x):
+            return super().compute(node, inputs)
+        out = self.output(0, x.shape, x.dtype)
+        sigmoid_into(x, out)
+        return [out]
+
 
 _unary("Abs", np.abs, allowed=NUMERIC_BF)
 _unary("Neg", np.negative, allowed=SINT | FLOATS_BF)
@@ -140,8 +190,13 @@ class Clip(OpImpl):
 
 @register("IsNaN", since=9)
 class IsNaN(_Unary):
+    writes_output = True
+
     def compute(self, node, inputs):
-        return [np.isnan(upcast(inputs[0]))]
+        x = upcast(inputs[0])
+        out = self.output(0, x.shape, np.bool_)
+        np.isnan(x, out=out)
+        return [out]
 
 
 @register("IsInf", since=10)
@@ -154,5 +209,8 @@ class IsInf(_Unary):
 
 @register("Identity", since=1)
 class Identity(OpImpl):
+    writes_output = True
+
     def compute(self, node, inputs):
-        return [inputs[0]]
+        x = inputs[0]
+        return [write_output(self, x) if isinstance(x, np.ndarray) else x]
