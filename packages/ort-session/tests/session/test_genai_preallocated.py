@@ -58,7 +58,8 @@ def test_genai_export_preallocated_session_serves_gqa_workspace_from_plan(shared
     for g, r in zip(got, ref):
         np.testing.assert_allclose(g, r, rtol=tol, atol=tol)
     stats = sess.last_run_stats
-    declaring = [n for n in ort_graph.load(path).graph.nodes if n.op_type in ("GroupQueryAttention", "MatMulNBits")]
+    nodes = ort_graph.load(path).graph.nodes
+    declaring = [n for n in nodes if n.op_type in ("GroupQueryAttention", "MatMulNBits")]
     assert len(declaring) == (4 if variant == "fp32" else 25)
     # slots each node takes from the plan: GQA its scores, mask, rotated Q and K and their product; MatMulNBits
     # its dequantized band and, at accuracy_level 4, A quantized; float32 norms their row statistics
