@@ -43,7 +43,7 @@ def tensor_nbytes(elem_type: int, shape: Sequence[int]) -> int | None:
     size = itemsize(elem_type)
     if size is None:
         return None
-    count = math.prod(int(d) for d in shape)
+    count = math.prod(map(int, shape))
     return math.ceil(count * size)
 
 
