@@ -19,7 +19,7 @@ def topological_order(graph: Graph) -> list[Node]:
     values = graph.values
     for node in graph.nodes:
         count = 0
-        for name in set(_dependencies(graph, node)):
+        for name in set(_dependencies(graph, node) if node.attributes else node.inputs):  # '' has no producer
             v = values.get(name)
             if v is not None and v.producer is not None and v.producer.graph is graph:
                 waiting.setdefault(name, []).append(node)

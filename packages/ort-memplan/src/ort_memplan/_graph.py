@@ -17,9 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import functools
+
 import attrs
 
-from ._bound import lower_bound
+from . import _bound
 from ._errors import InvalidRequestError, SizeOverflowError
 from ._types import DEFAULT_ALIGNMENT, MAX_BYTES, AllocationRequest, align_up
 
@@ -68,7 +70,8 @@ class Activations:
     `value_ids` maps every planned value to its request id (in-place aliases share the id of the
     value they overwrite); `names` maps a request id to a readable name; `inplace` maps an output
     to the input whose block it reuses. `lower_bound` is computed on the requests as planned,
-    `lower_bound_without_inplace` (and `plain_requests`) as if no value were written in place.
+    `lower_bound_without_inplace` (and `plain_requests`) as if no value were written in place; both
+    are computed when first read (auto-fit's trials never read them).
     """
 
     requests: tuple[AllocationRequest, ...]
@@ -80,8 +83,14 @@ class Activations:
     node_steps: Mapping[int, int]
     node_names: tuple[str, ...]
     node_devices: tuple[str, ...]
-    lower_bound: Mapping[str, int]
-    lower_bound_without_inplace: Mapping[str, int]
+
+    @functools.cached_property
+    def lower_bound(self) -> Mapping[str, int]:
+        return _bound.lower_bound(self.requests)
+
+    @functools.cached_property
+    def lower_bound_without_inplace(self) -> Mapping[str, int]:
+        return _bound.lower_bound(self.plain_requests)
 
     @property
     def steps(self) -> int:
@@ -192,8 +201,7 @@ def activation_lifetimes(graph: Graph, order: Sequence[Node], device_of: Callabl
     return Activations(
         requests=requests, plain_requests=tuple(plain), value_ids={b[0]: index[root_of[b[0]]] for b in blocks}, names=names,
         unknown_sizes=tuple(unknown), inplace=alias, node_steps=node_steps,
-        node_names=tuple(n.name for n in order), node_devices=tuple(devices),
-        lower_bound=lower_bound(requests), lower_bound_without_inplace=lower_bound(plain))
+        node_names=tuple(n.name for n in order), node_devices=tuple(devices))
 
 
 def _find_inplace(graph: Any, order: list[Node], blocks: list[tuple[str, int, int, int, str]],

@@ -24,9 +24,16 @@ class TrialCache:
     """What auto-fit's trials share: each node's declared workspace per provider. A declaration depends on
     the node (op, attributes) and its input shapes and types, which placement does not change (a boundary
     copy has its source's shape and type), and on the provider that makes the kernel: so it is kept per
-    (node of the model, provider). Valid while the model's graph is not edited (one auto-fit call)."""
+    (node of the model, provider), and per (copy op, copied value, provider) for boundary copies. Valid
+    while the model's graph is not edited (one auto-fit call)."""
 
-    slots: dict[tuple[int, str], tuple[tuple[int, int], ...]] = attrs.field(factory=dict)
+    slots: dict[tuple[Any, ...], tuple[tuple[int, int], ...]] = attrs.field(factory=dict)
+
+    @staticmethod
+    def key(node: Any, source: int | None) -> tuple[Any, ...]:
+        """(model node index, provider), or for a boundary copy (op, the value it copies, provider): a copy's
+        input has its source value's shape and type."""
+        return (source, node.ep) if source is not None else (node.op_type, node.inputs[0], node.ep)
 
 
 def device_totals_for(model: Model, placement: Any, providers: Sequence[Any], options: SessionOptions,
@@ -48,13 +55,10 @@ def device_totals_for(model: Model, placement: Any, providers: Sequence[Any], op
     by_name = {p.name: p for p in providers}
     # kernels in node order, as the session makes them, for what no earlier trial declared
     kernels = {n.index: by_name[n.ep].create_kernel(n) for n in trial.graph.nodes
-               if (origin.get(id(n)), n.ep) not in cache.slots}
+               if cache.key(n, origin.get(id(n))) not in cache.slots}
 
     def declared(node: Any) -> tuple[tuple[int, int], ...]:
-        source = origin.get(id(node))
-        if source is None:  # a boundary copy: made fresh by every trial
-            return _memory.declared_slots(node, kernels[node.index])
-        key = (source, node.ep)
+        key = cache.key(node, origin.get(id(node)))
         found = cache.slots.get(key)
         if found is None:
             found = cache.slots[key] = _memory.declared_slots(node, kernels[node.index])
