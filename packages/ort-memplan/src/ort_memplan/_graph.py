@@ -14,10 +14,9 @@ graph input, graph output or initializer. The two values then share one request 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
-
-import functools
 
 import attrs
 
@@ -75,7 +74,6 @@ class Activations:
     """
 
     requests: tuple[AllocationRequest, ...]
-    plain_requests: tuple[AllocationRequest, ...]
     value_ids: Mapping[str, int]
     names: Mapping[int, str]
     unknown_sizes: tuple[str, ...]
@@ -83,6 +81,15 @@ class Activations:
     node_steps: Mapping[int, int]
     node_names: tuple[str, ...]
     node_devices: tuple[str, ...]
+    # (name, nbytes, first, last, device) of every value before in-place merging, and their alignment
+    _blocks: tuple[tuple[str, int, int, int, str], ...] = attrs.field(default=(), repr=False, alias="blocks")
+    _alignment: int = attrs.field(default=DEFAULT_ALIGNMENT, repr=False, alias="alignment")
+
+    @functools.cached_property
+    def plain_requests(self) -> tuple[AllocationRequest, ...]:
+        """One request per value, as if none were written in place (made when first read)."""
+        return tuple(AllocationRequest(i, nb, f, la, dev, self._alignment)
+                     for i, (_, nb, f, la, dev) in enumerate(self._blocks))
 
     @functools.cached_property
     def lower_bound(self) -> Mapping[str, int]:
@@ -173,7 +180,6 @@ def activation_lifetimes(graph: Graph, order: Sequence[Node], device_of: Callabl
             last = end if o in outputs else max(last_use.get(o, t), t)
             blocks.append((o, nb, t, last, value_devices.get(o, devices[t])))
 
-    plain = [AllocationRequest(i, nb, f, la, dev, alignment) for i, (_, nb, f, la, dev) in enumerate(blocks)]
     index = {b[0]: i for i, b in enumerate(blocks)}
     alias: dict[str, str] = {}
     if inplace:
@@ -199,7 +205,7 @@ def activation_lifetimes(graph: Graph, order: Sequence[Node], device_of: Callabl
                      for r, (nb, f, la) in merged.items())
     names = {index[r]: (r if len(ms) == 1 else f"{r} (+{len(ms) - 1} in place)") for r, ms in members.items()}
     return Activations(
-        requests=requests, plain_requests=tuple(plain), value_ids={b[0]: index[root_of[b[0]]] for b in blocks}, names=names,
+        requests=requests, blocks=tuple(blocks), alignment=alignment, value_ids={b[0]: index[root_of[b[0]]] for b in blocks}, names=names,
         unknown_sizes=tuple(unknown), inplace=alias, node_steps=node_steps,
         node_names=tuple(n.name for n in order), node_devices=tuple(devices))
 

@@ -7,10 +7,9 @@ value id (>= 0), so the planner packs workspace into activation memory that is d
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
-
-import functools
 
 import attrs
 

@@ -39,21 +39,29 @@ def insert_copies(graph: Graph, device_of_ep: Mapping[str, str], host_ep: str,
     gives the (input, output) positions a device kernel keeps in host memory: those are read or made
     on the host, so they need no copy to (or from) the device."""
     types = memory_types or (lambda node: ((), ()))
+    # each node's device, computed once (the loop below asks for it per value it reads)
+    devices = {id(n): device_of_ep.get(n.ep or host_ep, HOST) for n in graph.nodes}
 
     def device(node: Node | None) -> str:
-        return HOST if node is None else device_of_ep.get(node.ep or host_ep, HOST)
+        if node is None:
+            return HOST
+        found = devices.get(id(node))
+        return found if found is not None else device_of_ep.get(node.ep or host_ep, HOST)
 
     ep_of_device = {d: ep for ep, d in device_of_ep.items()}
     ep_of_device.setdefault(HOST, host_ep)
     records: list[CopyRecord] = []
     originals = list(graph.nodes)
     added: list[tuple[Node | None, Node]] = []  # (producer, copy) in the order the copies were made
+    graph_outputs = set(graph.outputs)  # copies change no output of this graph
     for name in list(graph.values):
         value = graph.values[name]
         if name in graph.initializers:
             continue  # weights are placed with the node that reads them
         producer = value.producer
         src = device(producer)
+        if src == HOST and all(c.graph is not graph or device(c) == HOST for c in value.consumers):
+            continue  # made and read on the host: nothing crosses
         if producer is not None and src != HOST:
             position = producer.outputs.index(name)
             if position in types(producer)[1]:
@@ -70,7 +78,7 @@ def insert_copies(graph: Graph, device_of_ep: Mapping[str, str], host_ep: str,
                     readers.setdefault(dst, []).append((consumer, position))
             if consumer.attributes and name in consumer.implicit_inputs():
                 readers.setdefault(consumer_device, []).append((consumer, -1))
-        wants_host_copy = name in graph.outputs and src != HOST
+        wants_host_copy = src != HOST and name in graph_outputs
         for dst, reads in readers.items():
             if dst == src:
                 continue

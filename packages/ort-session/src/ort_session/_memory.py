@@ -42,7 +42,7 @@ from ._device_memory import (
 )
 from ._errors import FeedExceedsPlanError, InvalidInputError, InvalidOptionError
 from ._executor import FreshArrays
-from ._layouts import CachedLayout, PlannedLayout, TracedPattern, TracingLayout, arenas
+from ._layouts import CachedLayout, PlannedLayout, TracedPattern, TracingLayout, arenas, value_blocks
 from ._options import SessionOptions, _truthy
 from ._promise import ALLOW_UNPLANNED_SHAPES, check_budgeted_values_planned
 
@@ -87,6 +87,7 @@ class SessionMemory:
     device_weights: DeviceWeights = attrs.field(factory=DeviceWeights)
     cache: ort_memplan.PatternCache = attrs.field(factory=ort_memplan.PatternCache)
     _slot_ids: dict[int, list[int]] = attrs.field(factory=dict, alias="slot_ids")
+    _value_blocks: dict[str, tuple[str, int, int]] | None = attrs.field(default=None, alias="value_blocks")
     _traced: dict[Any, TracedPattern] = attrs.field(factory=dict, alias="traced")
 
     def __attrs_post_init__(self) -> None:
@@ -181,10 +182,12 @@ class SessionMemory:
         if self.holds_promise:
             self._check_promise(shapes)
         if self.static and self._within_plan(shapes):
+            if self._value_blocks is None:
+                self._value_blocks = value_blocks(self.gplan)
             return PlannedLayout(self.gplan, self.buffers, self.stages,
                                  self.node_names if self.gplan.plan.red_zone else None,
                                  name="pre-allocated" if self.buffers is not None else "static plan",
-                                 slot_ids=self._slot_ids)
+                                 slot_ids=self._slot_ids, blocks=self._value_blocks)
         if self.buffers is not None:
             raise InvalidInputError(
                 f"this session pre-allocated its buffers for input shapes {self.planned_shapes!r}, but the run "
