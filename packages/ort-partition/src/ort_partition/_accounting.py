@@ -117,7 +117,11 @@ class ResourceAccountant:
             self.pending.add(name)
             charged.append(name)
         self._pending_by_node[node] = tuple(charged)
-        weights = sum(_initializer(graph, n).nbytes for n in charged)
+        if graph is not None and graph.parent_node is None:  # a main graph: its own initializers only
+            inits = graph.initializers
+            weights = sum(inits[n].nbytes for n in charged)
+        else:
+            weights = sum(_initializer(graph, n).nbytes for n in charged)
         activations, unknown = 0, 0
         for out in node.outputs:
             if not out:

@@ -119,3 +119,31 @@ def test_copies_sit_right_after_their_producer_newest_first(split):
     assert [n.name for n in graph.nodes] == _old_positions(originals, graph, records)
     assert [n.index for n in graph.nodes] == list(range(len(graph.nodes)))
     ort_graph.topological_order(graph)
+
+
+TINY = zoo.DecoderConfig(layers=30, hidden=8, heads=2, kv_heads=1, vocab=16, intermediate=8, max_positions=64)
+TINY_DIMS = {"batch": 1, "sequence": 8, "past_sequence": 0}
+
+
+# answers of auto-fit as it was before trials shared work (each trial copied and planned from scratch):
+# (model, budget bytes) -> (whole layers on the device, nodes on the device, the device's planned total)
+@pytest.mark.parametrize("model, budget, expected", [
+    ("decoder", 314477, (1, 58, 238284)),
+    ("decoder", 763731, (3, 166, 635596)),
+    ("tiny30", 18226, (9, 490, 17932)),
+    ("tiny30", 44264, (25, 1354, 43532)),
+    ("mlp", 25036, (0, 6, 16640)),
+    ("cnn", 39841, (0, 3, 39808)),
+    ("encoder", 47776, (0, 28, 46472)),
+])
+def test_auto_fit_answers_are_the_ones_pinned_before_trials_shared_work(layerless, model, budget, expected):
+    if model == "decoder":
+        proto, dims = zoo.decoder_proto(CFG), DIMS
+    elif model == "tiny30":
+        proto, dims = zoo.decoder_proto(TINY), TINY_DIMS
+    else:
+        proto, dims = layerless.build[model](), layerless.dims[model]
+    sess = _session(proto, dims, budget)
+    d = sess.plan.to_dict()
+    on_device = sum(1 for n in d["nodes"] if n["ep"] == GPU)
+    assert (sess.placement.layers_on_device, on_device, d["devices"]["simgpu"]["total"]) == expected
