@@ -193,13 +193,15 @@ class Executor:
 
     def _step(self, step: int, node: Node, values: dict[str, Any], layout: Layout, stats: RunStats,
               counters: ort_abi.ContextCounters, owned: dict[str, ort_abi.DeviceBuffer], planned: list[Any]) -> None:
-        kernel = self.kernels[node.index]
-        args = [values[n] if n else None for n in self._reads[node.index]]
-        if self.weights is not None:
-            for position, tensor in self.weights.args.get(node.index, ()):
+        index = node.index
+        kernel = self.kernels[index]
+        args = [values[n] if n else None for n in self._reads[index]]
+        weights = self.weights
+        if weights is not None:
+            for position, tensor in weights.args.get(index, ()):
                 args[position] = tensor
-        out_types = self._out_types[node.index]
-        device = self.allocators.get(node.index)
+        out_types = self._out_types[index]
+        device = self.allocators.get(index) if self.allocators else None
         workspace = layout.workspace(node, args)
         refusals = Refusals(node, workspace) if layout.strict else None
 
@@ -251,12 +253,14 @@ class Executor:
         layout.after_step(step, node)
         if self.recorder is not None:
             self._record(node, args, ctx.outputs, counters.scratch_bytes - scratch_before)
-        for name in self._release.get(step, ()):
-            if values.pop(name, None) is not None:
-                layout.release(step, name)
-                buf = owned.pop(name, None)
-                if buf is not None:
-                    buf.allocator.free(buf)
+        released = self._release.get(step)
+        if released:
+            for name in released:
+                if values.pop(name, None) is not None:
+                    layout.release(step, name)
+                    buf = owned.pop(name, None) if owned else None
+                    if buf is not None:
+                        buf.allocator.free(buf)
         stats.nodes_run += 1
 
 
