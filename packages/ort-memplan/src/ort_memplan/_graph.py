@@ -148,7 +148,7 @@ def activation_lifetimes(graph: Graph, order: Sequence[Node], device_of: Callabl
     def size_of(name: str) -> int | None:
         v = graph.values.get(name)
         nb = None if v is None else v.nbytes
-        if nb is not None and align_up(nb, alignment) > MAX_BYTES:
+        if nb is not None and nb + alignment > MAX_BYTES and align_up(nb, alignment) > MAX_BYTES:
             raise SizeOverflowError(
                 f"value {name!r} (shape {v.shape!r}, dtype {v.dtype!r}) needs {nb!r} bytes, more than the "  # type: ignore[union-attr]
                 f"{MAX_BYTES!r} (int64) any plan can address; its shape is wrong or unresolved: fix the "
