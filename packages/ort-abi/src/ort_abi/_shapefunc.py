@@ -127,19 +127,35 @@ def check_planned_output(planned: tuple[Any, int] | None, index: int, shape: tup
             isinstance(p, int) and p != d for p, d in zip(planned_shape, shape))):
         problems.append(f"shape {list(shape)!r} but the plan has {_fmt(planned_shape)}")
     if planned_type:
-        from ort_graph import dtype_name, from_numpy_dtype
-
-        try:
-            requested = from_numpy_dtype(dtype)
-        except Exception:  # noqa: BLE001 - a dtype ONNX has no number for is a mismatch too
-            requested = -1
+        requested = _ONNX_TYPE.get(dtype)
+        if requested is None:
+            requested = _onnx_type(dtype)
         if requested != planned_type:
+            from ort_graph import dtype_name
+
             problems.append(f"element type {getattr(dtype, 'name', dtype)!s} but the plan has {dtype_name(planned_type)}")
     if problems:
         raise OutputMismatchError(
             f"output {index} requested with {' and '.join(problems)}; the kernel must produce what shape "
             "inference planned (fix the kernel, its output-shape callback or the model's value_info for this output)",
             node=node, index=index)
+
+
+_ONNX_TYPE: dict[Any, int] = {}  # requested dtype -> its ONNX element type (-1: none); checked once per output per run
+
+
+def _onnx_type(dtype: Any) -> int:
+    from ort_graph import from_numpy_dtype
+
+    try:
+        found = from_numpy_dtype(dtype)
+    except Exception:  # noqa: BLE001 - a dtype ONNX has no number for is a mismatch too
+        found = -1
+    try:
+        _ONNX_TYPE[dtype] = found
+    except TypeError:  # an unhashable dtype-like: not cached
+        pass
+    return found
 
 
 def _fmt(shape: Sequence[Any]) -> str:

@@ -31,20 +31,21 @@ def dtype_name(elem_type: int) -> str:
         return f"UNKNOWN({elem_type})"
 
 
+_SIZES: dict[int, float] = {**_ITEMSIZE, **dict.fromkeys(_PACKED_4BIT, 0.5)}
+
+
 def itemsize(elem_type: int) -> float | None:
     """Bytes per element (0.5 for 4-bit types); None for strings and unknown types."""
-    if elem_type in _PACKED_4BIT:
-        return 0.5
-    return _ITEMSIZE.get(elem_type)
+    return _SIZES.get(elem_type)
 
 
 def tensor_nbytes(elem_type: int, shape: Sequence[int]) -> int | None:
     """Bytes of a dense tensor of this type and static shape, packed as ONNX stores it."""
-    size = itemsize(elem_type)
+    size = _SIZES.get(elem_type)  # called for every value by planning and costing: one lookup
     if size is None:
         return None
-    count = math.prod(int(d) for d in shape)
-    return math.ceil(count * size)
+    count = math.prod(map(int, shape))
+    return count * size if type(size) is int else math.ceil(count * size)
 
 
 def to_numpy_dtype(elem_type: int) -> np.dtype:

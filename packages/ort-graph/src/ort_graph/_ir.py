@@ -17,6 +17,7 @@ Dim = int | str | None  # static extent, symbolic name, or unknown
 Shape = tuple[Dim, ...]
 
 LAYER_ANN_KEY = "layer_ann"
+_GRAPH, _GRAPHS = AttributeProto.GRAPH, AttributeProto.GRAPHS
 
 
 def is_static(shape: Shape | None) -> bool:
@@ -36,9 +37,13 @@ class Value:
     @property
     def nbytes(self) -> int | None:
         """Bytes of the value when its shape is static and its type sized; else None."""
-        if not is_static(self.shape):
+        shape = self.shape
+        if shape is None:
             return None
-        return tensor_nbytes(self.dtype, self.shape)  # type: ignore[arg-type]
+        for d in shape:
+            if not isinstance(d, int):
+                return None
+        return tensor_nbytes(self.dtype, shape)
 
 
 @attrs.define
@@ -88,17 +93,21 @@ class Node:
     @property
     def subgraphs(self) -> list[Graph]:
         out: list[Graph] = []
-        for a in self.attributes.values():
-            if a.type == AttributeProto.GRAPH:
+        for a in self.attributes.values():  # called per node by every graph walk: keep it lean
+            t = a.type
+            if t == _GRAPH:
                 out.append(a.value)
-            elif a.type == AttributeProto.GRAPHS:
+            elif t == _GRAPHS:
                 out.extend(a.value)
         return out
 
     def implicit_inputs(self) -> list[str]:
         """Outer-scope values that this node's subgraphs read."""
+        subgraphs = self.subgraphs
+        if not subgraphs:
+            return []
         names: list[str] = []
-        for g in self.subgraphs:
+        for g in subgraphs:
             for n in g.outer_references():
                 if n not in names:
                     names.append(n)
@@ -167,15 +176,22 @@ class Graph:
 
     def _link_node(self, node: Node) -> None:
         node.graph = self
+        values = self.values
         for name in node.inputs:
             if name:
-                self.value(name).consumers.append(node)
-        for name in node.implicit_inputs():
-            if name in self.values or name in self.initializers:
-                self.value(name).consumers.append(node)
+                v = values.get(name)
+                if v is None:
+                    v = values[name] = Value(name)
+                v.consumers.append(node)
+        if node.attributes:
+            for name in node.implicit_inputs():
+                if name in values or name in self.initializers:
+                    self.value(name).consumers.append(node)
         for name in node.outputs:
             if name:
-                v = self.value(name)
+                v = values.get(name)
+                if v is None:
+                    v = values[name] = Value(name)
                 if v.producer is not None and v.producer is not node:
                     raise GraphStructureError(
                         f"value {name!r} is produced by both {v.producer.name!r} and {node.name!r}; "

@@ -16,10 +16,11 @@ def topological_order(graph: Graph) -> list[Node]:
     """Kahn's algorithm, stable on file order; raises GraphStructureError on a cycle."""
     indeg: dict[int, int] = {}
     waiting: dict[str, list[Node]] = {}
+    values = graph.values
     for node in graph.nodes:
         count = 0
-        for name in set(_dependencies(graph, node)):
-            v = graph.values.get(name)
+        for name in set(_dependencies(graph, node) if node.attributes else node.inputs):  # '' has no producer
+            v = values.get(name)
             if v is not None and v.producer is not None and v.producer.graph is graph:
                 waiting.setdefault(name, []).append(node)
                 count += 1

@@ -14,12 +14,13 @@ graph input, graph output or initializer. The two values then share one request 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ._bound import lower_bound
+from . import _bound
 from ._errors import InvalidRequestError, SizeOverflowError
 from ._types import DEFAULT_ALIGNMENT, MAX_BYTES, AllocationRequest, align_up
 
@@ -68,11 +69,11 @@ class Activations:
     `value_ids` maps every planned value to its request id (in-place aliases share the id of the
     value they overwrite); `names` maps a request id to a readable name; `inplace` maps an output
     to the input whose block it reuses. `lower_bound` is computed on the requests as planned,
-    `lower_bound_without_inplace` (and `plain_requests`) as if no value were written in place.
+    `lower_bound_without_inplace` (and `plain_requests`) as if no value were written in place; both
+    are computed when first read (auto-fit's trials never read them).
     """
 
     requests: tuple[AllocationRequest, ...]
-    plain_requests: tuple[AllocationRequest, ...]
     value_ids: Mapping[str, int]
     names: Mapping[int, str]
     unknown_sizes: tuple[str, ...]
@@ -80,8 +81,23 @@ class Activations:
     node_steps: Mapping[int, int]
     node_names: tuple[str, ...]
     node_devices: tuple[str, ...]
-    lower_bound: Mapping[str, int]
-    lower_bound_without_inplace: Mapping[str, int]
+    # (name, nbytes, first, last, device) of every value before in-place merging, and their alignment
+    _blocks: tuple[tuple[str, int, int, int, str], ...] = attrs.field(default=(), repr=False, alias="blocks")
+    _alignment: int = attrs.field(default=DEFAULT_ALIGNMENT, repr=False, alias="alignment")
+
+    @functools.cached_property
+    def plain_requests(self) -> tuple[AllocationRequest, ...]:
+        """One request per value, as if none were written in place (made when first read)."""
+        return tuple(AllocationRequest(i, nb, f, la, dev, self._alignment)
+                     for i, (_, nb, f, la, dev) in enumerate(self._blocks))
+
+    @functools.cached_property
+    def lower_bound(self) -> Mapping[str, int]:
+        return _bound.lower_bound(self.requests)
+
+    @functools.cached_property
+    def lower_bound_without_inplace(self) -> Mapping[str, int]:
+        return _bound.lower_bound(self.plain_requests)
 
     @property
     def steps(self) -> int:
@@ -132,7 +148,7 @@ def activation_lifetimes(graph: Graph, order: Sequence[Node], device_of: Callabl
     def size_of(name: str) -> int | None:
         v = graph.values.get(name)
         nb = None if v is None else v.nbytes
-        if nb is not None and align_up(nb, alignment) > MAX_BYTES:
+        if nb is not None and nb + alignment > MAX_BYTES and align_up(nb, alignment) > MAX_BYTES:
             raise SizeOverflowError(
                 f"value {name!r} (shape {v.shape!r}, dtype {v.dtype!r}) needs {nb!r} bytes, more than the "  # type: ignore[union-attr]
                 f"{MAX_BYTES!r} (int64) any plan can address; its shape is wrong or unresolved: fix the "
@@ -164,7 +180,6 @@ def activation_lifetimes(graph: Graph, order: Sequence[Node], device_of: Callabl
             last = end if o in outputs else max(last_use.get(o, t), t)
             blocks.append((o, nb, t, last, value_devices.get(o, devices[t])))
 
-    plain = [AllocationRequest(i, nb, f, la, dev, alignment) for i, (_, nb, f, la, dev) in enumerate(blocks)]
     index = {b[0]: i for i, b in enumerate(blocks)}
     alias: dict[str, str] = {}
     if inplace:
@@ -190,10 +205,9 @@ def activation_lifetimes(graph: Graph, order: Sequence[Node], device_of: Callabl
                      for r, (nb, f, la) in merged.items())
     names = {index[r]: (r if len(ms) == 1 else f"{r} (+{len(ms) - 1} in place)") for r, ms in members.items()}
     return Activations(
-        requests=requests, plain_requests=tuple(plain), value_ids={b[0]: index[root_of[b[0]]] for b in blocks}, names=names,
+        requests=requests, blocks=tuple(blocks), alignment=alignment, value_ids={b[0]: index[root_of[b[0]]] for b in blocks}, names=names,
         unknown_sizes=tuple(unknown), inplace=alias, node_steps=node_steps,
-        node_names=tuple(n.name for n in order), node_devices=tuple(devices),
-        lower_bound=lower_bound(requests), lower_bound_without_inplace=lower_bound(plain))
+        node_names=tuple(n.name for n in order), node_devices=tuple(devices))
 
 
 def _find_inplace(graph: Any, order: list[Node], blocks: list[tuple[str, int, int, int, str]],

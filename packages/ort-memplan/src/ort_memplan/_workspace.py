@@ -7,6 +7,7 @@ value id (>= 0), so the planner packs workspace into activation memory that is d
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -57,7 +58,12 @@ class GraphPlan:
     slot_requests: Mapping[SlotKey, AllocationRequest]
     names: Mapping[int, str]
     by_id: Mapping[int, AllocationRequest] = attrs.field(repr=False)
-    lower_bound_without_inplace: Mapping[str, int]
+    red_zone: int = 0
+
+    @functools.cached_property
+    def lower_bound_without_inplace(self) -> Mapping[str, int]:
+        """Computed when first read (auto-fit's trials never read it)."""
+        return lower_bound([*self.activations.plain_requests, *self.slot_requests.values()], self.red_zone)
 
     @property
     def requests(self) -> tuple[AllocationRequest, ...]:
@@ -111,6 +117,4 @@ def plan_graph(graph: Graph, order: Sequence[Node], device_of: Callable[[Node], 
     requests = [*acts.requests, *slots.values()]
     mplan = plan(requests, algorithm, red_zone=red_zone)
     return GraphPlan(plan=mplan, activations=acts, slot_requests=slots, names=names,
-                     by_id={r.id: r for r in requests},
-                     lower_bound_without_inplace=lower_bound([*acts.plain_requests, *slots.values()],
-                                                             red_zone))
+                     by_id={r.id: r for r in requests}, red_zone=red_zone)

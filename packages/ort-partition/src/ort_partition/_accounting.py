@@ -98,10 +98,14 @@ class ResourceAccountant:
 
     # -- base cost ----------------------------------------------------------------------------
     def _weight_names(self, node: Any) -> list[str]:
-        names = list(dict.fromkeys(n for n in node.inputs if n))
-        if node.subgraphs:
+        names = [n for n in dict.fromkeys(node.inputs) if n]
+        if node.attributes and node.subgraphs:
             names += [n for n in node.implicit_inputs() if n not in names]
-        return [n for n in names if _initializer(node.graph, n) is not None]
+        graph = node.graph
+        if graph is not None and graph.parent_node is None:  # a main graph: its own initializers only
+            inits = graph.initializers
+            return [n for n in names if n in inits]
+        return [n for n in names if _initializer(graph, n) is not None]
 
     def base_parts(self, node: Any) -> tuple[int, int, int]:
         """(weight bytes newly charged, output bytes, outputs of unknown size); marks weights pending."""
@@ -113,7 +117,11 @@ class ResourceAccountant:
             self.pending.add(name)
             charged.append(name)
         self._pending_by_node[node] = tuple(charged)
-        weights = sum(_initializer(graph, n).nbytes for n in charged)
+        if graph is not None and graph.parent_node is None:  # a main graph: its own initializers only
+            inits = graph.initializers
+            weights = sum(inits[n].nbytes for n in charged)
+        else:
+            weights = sum(_initializer(graph, n).nbytes for n in charged)
         activations, unknown = 0, 0
         for out in node.outputs:
             if not out:

@@ -39,19 +39,29 @@ def insert_copies(graph: Graph, device_of_ep: Mapping[str, str], host_ep: str,
     gives the (input, output) positions a device kernel keeps in host memory: those are read or made
     on the host, so they need no copy to (or from) the device."""
     types = memory_types or (lambda node: ((), ()))
+    # each node's device, computed once (the loop below asks for it per value it reads)
+    devices = {id(n): device_of_ep.get(n.ep or host_ep, HOST) for n in graph.nodes}
 
     def device(node: Node | None) -> str:
-        return HOST if node is None else device_of_ep.get(node.ep or host_ep, HOST)
+        if node is None:
+            return HOST
+        found = devices.get(id(node))
+        return found if found is not None else device_of_ep.get(node.ep or host_ep, HOST)
 
     ep_of_device = {d: ep for ep, d in device_of_ep.items()}
     ep_of_device.setdefault(HOST, host_ep)
     records: list[CopyRecord] = []
+    originals = list(graph.nodes)
+    added: list[tuple[Node | None, Node]] = []  # (producer, copy) in the order the copies were made
+    graph_outputs = set(graph.outputs)  # copies change no output of this graph
     for name in list(graph.values):
         value = graph.values[name]
         if name in graph.initializers:
             continue  # weights are placed with the node that reads them
         producer = value.producer
         src = device(producer)
+        if src == HOST and all(c.graph is not graph or device(c) == HOST for c in value.consumers):
+            continue  # made and read on the host: nothing crosses
         if producer is not None and src != HOST:
             position = producer.outputs.index(name)
             if position in types(producer)[1]:
@@ -60,20 +70,21 @@ def insert_copies(graph: Graph, device_of_ep: Mapping[str, str], host_ep: str,
         for consumer in value.consumers:
             if consumer.graph is not graph:
                 continue
-            host_inputs = types(consumer)[0]
+            consumer_device = device(consumer)  # a host consumer reads on the host whatever its memory types
+            host_inputs = types(consumer)[0] if consumer_device != HOST else ()
             for position, i in enumerate(consumer.inputs):
                 if i == name:
-                    dst = HOST if position in host_inputs else device(consumer)
+                    dst = HOST if position in host_inputs else consumer_device
                     readers.setdefault(dst, []).append((consumer, position))
-            if name in consumer.implicit_inputs():
-                readers.setdefault(device(consumer), []).append((consumer, -1))
-        wants_host_copy = name in graph.outputs and src != HOST
+            if consumer.attributes and name in consumer.implicit_inputs():
+                readers.setdefault(consumer_device, []).append((consumer, -1))
+        wants_host_copy = src != HOST and name in graph_outputs
         for dst, reads in readers.items():
             if dst == src:
                 continue
             op = _copy_op(src, dst)
             out = f"{name}/{op}" if dst == HOST or src == HOST else f"{name}/{op}/{dst}"
-            copy = _add_copy(graph, name, out, op, ep_of_device[dst], producer)
+            copy = _add_copy(graph, name, out, op, ep_of_device[dst], producer, added)
             for consumer, position in reads:
                 if position < 0:  # read inside the consumer's subgraphs: they read the copy instead
                     for sub in consumer.subgraphs:
@@ -89,17 +100,34 @@ def insert_copies(graph: Graph, device_of_ep: Mapping[str, str], host_ep: str,
             value.producer = None
             for consumer in value.consumers:
                 consumer.inputs = [staged if i == name else i for i in consumer.inputs]
-            copy = _add_copy(graph, staged, name, "MemcpyToHost", host_ep, producer)
+            copy = _add_copy(graph, staged, name, "MemcpyToHost", host_ep, producer, added)
             records.append(CopyRecord(name, src, HOST, copy.name))
     if records:
+        graph.nodes[:] = _positioned(originals, added)
         graph.relink()
     return records
 
 
-def _add_copy(graph: Graph, src: str, dst: str, op: str, ep: str, producer: Node | None) -> Node:
+def _positioned(originals: list[Node], added: list[tuple[Node | None, Node]]) -> list[Node]:
+    """The node list with each copy right after its producer (a graph input's copy first), the copy made
+    last nearest: what inserting each one at its producer's position + 1 gives, in one pass."""
+    front: list[Node] = []
+    after: dict[int, list[Node]] = {}
+    for producer, copy in reversed(added):
+        (front if producer is None else after.setdefault(id(producer), [])).append(copy)
+    out = front
+    for node in originals:
+        out.append(node)
+        out.extend(after.get(id(node), ()))
+    return out
+
+
+def _add_copy(graph: Graph, src: str, dst: str, op: str, ep: str, producer: Node | None,
+              added: list[tuple[Node | None, Node]]) -> Node:
+    """A copy node appended to the graph (`insert_copies` puts it after its producer at the end)."""
     v = graph.values[src] if src in graph.values else graph.values[dst]
-    position = graph.nodes.index(producer) + 1 if producer is not None else 0
-    node = graph.add_node(op, [src], [dst], name=f"{src}/{op}", position=position)
+    node = graph.add_node(op, [src], [dst], name=f"{src}/{op}")
+    added.append((producer, node))
     node.ep = ep
     for end in (graph.value(src), graph.value(dst)):
         if end.shape is None:

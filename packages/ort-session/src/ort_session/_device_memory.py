@@ -124,12 +124,15 @@ def weight_names_per_device(graph: Graph, device_of_node: Mapping[int, str],
     """Initializers read by nodes on each device (one read on two devices counts on both); a weight
     read at a host-input position is read on the host."""
     seen: dict[str, set[str]] = {}
+    inits = graph.initializers
     for node in graph.nodes:
+        reads = [(i, name) for i, name in enumerate(list(node.inputs) + node.implicit_inputs()) if name in inits]
+        if not reads:
+            continue  # no weights: its memory types do not matter here
         host_inputs = memory_types(node)[0]
-        for i, name in enumerate(list(node.inputs) + node.implicit_inputs()):
-            if name in graph.initializers:
-                device = host if i in host_inputs else device_of_node[node.index]
-                seen.setdefault(device, set()).add(name)
+        for i, name in reads:
+            device = host if i in host_inputs else device_of_node[node.index]
+            seen.setdefault(device, set()).add(name)
     return seen
 
 

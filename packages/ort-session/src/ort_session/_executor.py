@@ -260,15 +260,17 @@ class Executor:
 
     def _step(self, step: int, node: Node, values: dict[str, Any], layout: Layout, stats: RunStats,
               counters: ort_abi.ContextCounters, owned: dict[str, ort_abi.DeviceBuffer], planned: list[Any]) -> None:
-        kernel = self.kernels[node.index]
-        args = [values[n] if n else None for n in self._reads[node.index]]
-        if self.weights is not None:
-            for position, tensor in self.weights.args.get(node.index, ()):
+        index = node.index
+        kernel = self.kernels[index]
+        args = [values[n] if n else None for n in self._reads[index]]
+        weights = self.weights
+        if weights is not None:
+            for position, tensor in weights.args.get(index, ()):
                 args[position] = tensor
         if self.streamer is not None:
             self.streamer.before_node(step, node, args)
-        out_types = self._out_types[node.index]
-        device = self.allocators.get(node.index)
+        out_types = self._out_types[index]
+        device = self.allocators.get(index) if self.allocators else None
         workspace = layout.workspace(node, args)
         declared = (self.declared_workspace(node, args)
                     if self.declared_workspace is not None and not layout.strict else None)

@@ -24,7 +24,8 @@ from ort_graph import Node, from_numpy_dtype
 from ._device_memory import DeviceMemoryStage
 from ._executor import LayoutBase, RunStats
 
-__all__ = ["BlockLayout", "CachedLayout", "PlannedLayout", "TracedPattern", "TracingLayout", "arenas", "workspace_shapes"]
+__all__ = ["BlockLayout", "CachedLayout", "PlannedLayout", "TracedPattern", "TracingLayout", "arenas", "value_blocks",
+           "workspace_shapes"]
 
 
 class BlockLayout(LayoutBase):
@@ -66,12 +67,21 @@ def copy_into(block: np.ndarray, arr: np.ndarray) -> np.ndarray:
 
 def view_as(block: np.ndarray | ort_abi.DeviceBuffer, shape: tuple[int, ...], dtype: np.dtype) -> Any | None:
     """`block` (uint8 array or DeviceBuffer) as a tensor of (shape, dtype), or None when it does not fit."""
-    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
-    if np.dtype(dtype).kind == "O" or nbytes > block.nbytes:
+    dt = np.dtype(dtype)
+    nbytes = math.prod(shape) * dt.itemsize
+    if dt.kind == "O" or nbytes > block.nbytes:
         return None
     if isinstance(block, ort_abi.DeviceBuffer):
         return ort_abi.DeviceTensor(block.view(0, nbytes), shape, dtype)
     return block[:nbytes].view(dtype).reshape(shape)
+
+
+def value_blocks(gplan: ort_memplan.GraphPlan) -> dict[str, tuple[str, int, int]]:
+    """Every planned value's (device, offset, bytes) in its device's buffer: what `PlannedLayout` looks up
+    per output, computed once per plan."""
+    by_id = gplan.by_id
+    return {name: (by_id[rid].device, gplan.plan.offset(rid), by_id[rid].nbytes)
+            for name, rid in gplan.activations.value_ids.items()}
 
 
 def arenas(devices: Sequence[str] | Mapping[str, Any], stages: Mapping[str, DeviceMemoryStage]) -> dict[str, Any]:
@@ -92,6 +102,8 @@ class PlannedLayout(BlockLayout):
     name: str = "pre-allocated"
     slot_ids: Mapping[int, Sequence[int]] = attrs.field(factory=dict)
     strict: bool = False
+    # value -> (device, offset, bytes) of its planned block, computed once per session (`value_blocks`)
+    blocks: Mapping[str, tuple[str, int, int]] | None = None
     _live: ort_memplan.ExecutionBuffers | None = attrs.field(default=None, alias="live")
     _guard: Any = attrs.field(default=None, alias="guard")
 
@@ -116,6 +128,12 @@ class PlannedLayout(BlockLayout):
                 bufs.close()
 
     def _block(self, name: str) -> Any:
+        if self.blocks is not None:  # the hot path: one lookup per output per run
+            where = self.blocks.get(name)
+            if where is None:
+                return None
+            device, offset, nbytes = where
+            return block_of(self._live.buffers[device], offset, nbytes)
         rid = self.gplan.activations.value_ids.get(name)
         if rid is None:
             return None

@@ -20,7 +20,7 @@ Which layout a run gets, checked in `layout_for` before any kernel runs:
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -42,11 +42,19 @@ from ._device_memory import (
 )
 from ._errors import FeedExceedsPlanError, InvalidInputError, InvalidOptionError
 from ._executor import FreshArrays
-from ._layouts import CachedLayout, PlannedLayout, TracedPattern, TracingLayout, arenas, workspace_shapes
+from ._layouts import (
+    CachedLayout,
+    PlannedLayout,
+    TracedPattern,
+    TracingLayout,
+    arenas,
+    value_blocks,
+    workspace_shapes,
+)
 from ._options import PRE_ALLOCATE, STATIC_WORKSPACE, SessionOptions, _truthy
 from ._promise import ALLOW_UNPLANNED_SHAPES, check_budgeted_values_planned
 
-__all__ = ["RED_ZONES_ENV", "SessionMemory", "plan_memory", "red_zone_bytes"]
+__all__ = ["RED_ZONES_ENV", "SessionMemory", "declared_slots", "plan_memory", "red_zone_bytes"]
 
 RED_ZONES_ENV = "ORT_LOWMEM_RED_ZONES"  # debug: guard bytes after every planned block, without code changes
 
@@ -89,6 +97,7 @@ class SessionMemory:
     slot_buffer: ort_abi.DeviceBuffer | None = None  # the streaming slots, one device buffer for the whole run
     cache: ort_memplan.PatternCache = attrs.field(factory=ort_memplan.PatternCache)
     _slot_ids: dict[int, list[int]] = attrs.field(factory=dict, alias="slot_ids")
+    _value_blocks: dict[str, tuple[str, int, int]] | None = attrs.field(default=None, alias="value_blocks")
     _traced: dict[Any, TracedPattern] = attrs.field(factory=dict, alias="traced")
 
     def __attrs_post_init__(self) -> None:
@@ -198,9 +207,11 @@ class SessionMemory:
         if self.static and self._within_plan(shapes):  # other shapes are traced and cached, like without it
             strict = strict_buffers
             name = "pre-allocated" if strict else "static workspace" if self.buffers is not None else "static plan"
+            if self._value_blocks is None:
+                self._value_blocks = value_blocks(self.gplan)
             return PlannedLayout(self.gplan, self.buffers, self.stages,
                                  self.node_names if self.gplan.plan.red_zone else None,
-                                 name=name, slot_ids=self._slot_ids, strict=strict)
+                                 name=name, slot_ids=self._slot_ids, strict=strict, blocks=self._value_blocks)
         if self.buffers is not None and strict_buffers:
             raise InvalidInputError(
                 f"this session pre-allocated its buffers for input shapes {self.planned_shapes!r}, but the run "
@@ -229,22 +240,32 @@ def _weights_per_device(model: Model, device_of_node: Mapping[int, str], memory_
     return {d: sum(inits[n].nbytes for n in names if d == HOST or n not in streamed) for d, names in per_device.items()}
 
 
+def declared_slots(node: Node, kernel: Any) -> tuple[tuple[int, int], ...]:
+    """(slot id, bytes) of each workspace slot `kernel` declares for `node`'s resolved input shapes;
+    none while a shape is unresolved (declared per shape key when a run traces them)."""
+    shapes = ort_abi.workspace_input_shapes(node)
+    if not all(s.is_static for s in shapes if s.present):
+        return ()
+    return tuple((slot.slot_id, slot.size_bytes)
+                 for slot in ort_abi.declare_workspace(kernel, shapes, node=node.name) or ())
+
+
 def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any], placement: Any,
                 providers: Sequence[Any], options: SessionOptions, algorithm: str = "auto",
-                allocate: bool = True, streaming: Any = None) -> SessionMemory:
+                allocate: bool = True, streaming: Any = None,
+                declared: Callable[[Node], Sequence[tuple[int, int]]] | None = None) -> SessionMemory:
     """The session's memory plan and its stages; with `allocate`, also what initialization allocates:
     devices with their own memory held to their budgets, weights uploaded, buffers pre-allocated (when
-    asked). Auto-fit trials plan without allocating."""
+    asked). Auto-fit trials plan without allocating. `declared(node)` gives the node's workspace slots
+    (default: `declared_slots` of its kernel; auto-fit trials pass their per-(node, provider) cache)."""
     graph = model.graph
     device_by_ep = {p.name: p.device for p in providers}
     device_of_node = {n.index: device_by_ep.get(placement.ep_of[n.index], "cpu") for n in graph.nodes}
     slots: dict[tuple[int, int], int] = {}
     for node in order:
-        shapes = ort_abi.workspace_input_shapes(node)
-        if not all(s.is_static for s in shapes if s.present):
-            continue  # unresolved shapes: declared per shape key when a run traces them
-        for slot in ort_abi.declare_workspace(kernels[node.index], shapes, node=node.name) or ():
-            slots[(node.index, slot.slot_id)] = slot.size_bytes
+        node_slots = declared(node) if declared is not None else declared_slots(node, kernels[node.index])
+        for slot_id, size in node_slots:
+            slots[(node.index, slot_id)] = size
     memory_types = memory_types_of(providers)
     value_device: dict[str, str] = {}
     for node in order:

@@ -19,12 +19,15 @@ class ProviderEstimator:
     """ort-partition's WorkspaceEstimator over the session's providers (Level 1)."""
 
     providers: Sequence[Any]
+    _by_name: dict[str, Any] | None = attrs.field(default=None, init=False)
 
     def estimate(self, node: Node, ep_name: str) -> int | None:
-        for p in self.providers:
-            if p.name == ep_name:
-                return p.estimate(node)
-        return None
+        if self._by_name is None:  # the first provider of a name, as a search in priority order finds it
+            self._by_name = {}
+            for p in self.providers:
+                self._by_name.setdefault(p.name, p)
+        p = self._by_name.get(ep_name)
+        return None if p is None else p.estimate(node)
 
 
 @attrs.define(eq=False)
