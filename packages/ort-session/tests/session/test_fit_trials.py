@@ -134,7 +134,7 @@ TINY_DIMS = {"batch": 1, "sequence": 8, "past_sequence": 0}
     ("tiny30", 44264, (25, 1354, 43532)),
     ("mlp", 25036, (0, 6, 16640)),
     ("cnn", 39841, (0, 3, 39808)),
-    ("encoder", 47776, (0, 28, 46472)),
+    ("encoder", 47776, (0, 27, 46596)),  # re-pinned (from-scratch trials agree) after the CPU kernels declared their temporaries
 ])
 def test_auto_fit_answers_are_the_ones_pinned_before_trials_shared_work(layerless, model, budget, expected):
     if model == "decoder":
