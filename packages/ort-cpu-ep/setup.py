@@ -24,8 +24,7 @@ class BuildPyWithCKernels(build_py):
         super().run()
         if not self.dry_run:
             line = _cbuild().build_or_explain(pathlib.Path(self.build_lib) / "ort_cpu_ep", HERE)
-            print(line, file=sys.stderr)
-            self.announce(line, level=3)
+            print(line, file=sys.stderr)  # pip shows it with -v; the line says whether C kernels are in the build
 
 
 setup(cmdclass={"build_py": BuildPyWithCKernels})
