@@ -27,6 +27,7 @@ typedef struct MnbProblem {
   int int8;             /* accuracy_level 4: int8 activations per block, int32 block dot products */
   const int8_t* qa;     /* int8 path: M x (k_blocks * block), zero beyond K */
   const float* qa_scale;/* int8 path: M x k_blocks */
+  const int32_t* qa_sum;/* int8 path: M x k_blocks, the sum of each block's int8 values */
 } MnbProblem;
 
 static inline int mnb_zero_point(const MnbProblem* p, int64_t n, int64_t blk) {
@@ -46,10 +47,12 @@ void mnb_avx2_tile_f32(const float* const* rows, const float* panel, int64_t kc,
 /* int8: y[m * N + n] for rows [0, M) and one column n */
 void mnb_avx2_column_i8(const MnbProblem* p, int64_t n);
 
-/* bytes of the quantized A of the int8 path (values, then 16-byte aligned float scales) */
+/* bytes of the quantized A of the int8 path (values, then 16-byte aligned float scales and int32 block sums) */
 size_t mnb_quantized_a_bytes(int64_t M, int64_t K, int64_t block);
-/* quantize A per block of `block` along K: scale = max|a| / 127, values rounded half to even */
-void mnb_quantize_a(const float* a, int64_t M, int64_t K, int64_t block, int8_t* qa, float* qa_scale);
+/* quantize A per block of `block` along K: scale = max|a| / 127, values rounded half to even; `qa_sum` gets
+ * each block's sum of values */
+void mnb_quantize_a(const float* a, int64_t M, int64_t K, int64_t block, int8_t* qa, float* qa_scale,
+                    int32_t* qa_sum);
 /* compute the output columns of panels [p0, p1) (MNB_PANEL columns each) with a thread buffer of
  * MNB_THREAD_BYTES */
 void mnb_compute_panels(const MnbProblem* p, int64_t p0, int64_t p1, void* thread_buffer);

@@ -7,6 +7,11 @@
  * sums become float once per block (times the block's scales), lanes are summed once per output. */
 #include "mnb.h"
 
+/* the widest instruction set the kernels may use: 0 portable C, 1 AVX2 + FMA, 2 VNNI (default: all the CPU has);
+ * tests lower it to check every path on one machine */
+static int g_isa_cap = 2;
+__attribute__((visibility("default"))) void ort_cpu_ep_set_isa_cap(int cap) { g_isa_cap = cap; }
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
@@ -18,7 +23,7 @@ int mnb_avx2_applies(const MnbProblem* p) {
     __builtin_cpu_init();
     cpu = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   }
-  return cpu && p->bits == 4 && p->block % 32 == 0 && p->zp_f == NULL;
+  return g_isa_cap >= 1 && cpu && p->bits == 4 && p->block % 32 == 0 && p->zp_f == NULL;
 }
 
 MNB_AVX2 static inline __m256i mnb_unpack32(const uint8_t* src, __m256i zp) {
@@ -114,6 +119,103 @@ MNB_AVX2 static inline __m256i mnb_dot32(__m256i w_abs, __m256i w, const int8_t*
 
 #define MNB_I8_ROWS 4
 
+/* VNNI (AVX-VNNI, or AVX-512 VNNI + VL): the unsigned 4-bit values times the int8 activations in one
+ * dpbusd per 32 values; the zero point enters once per block, exactly, as zp * sum(qa) in int32 */
+#define MNB_VNNI_ROW(name, isa, dpbusd)                                                                     \
+  __attribute__((target(isa))) static void name(const MnbProblem* p, int64_t n, int64_t m) {             \
+    const uint8_t* row = p->b + n * p->k_blocks * p->blob;                                                     \
+    const float* scales = p->scales + n * p->k_blocks;                                                         \
+    const int8_t* qa = p->qa + m * p->k_blocks * p->block;                                                     \
+    const float* qs = p->qa_scale + m * p->k_blocks;                                                           \
+    const int32_t* qsum = p->qa_sum + m * p->k_blocks;                                                         \
+    const __m128i mask = _mm_set1_epi8(15);                                                                    \
+    __m256 acc = _mm256_setzero_ps();                                                                          \
+    int64_t blk, c;                                                                                            \
+    for (blk = 0; blk < p->k_blocks; ++blk) {                                                                  \
+      __m256i sum = _mm256_zextsi128_si256(_mm_cvtsi32_si128(-mnb_zero_point(p, n, blk) * qsum[blk]));        \
+      for (c = 0; c < p->block; c += 32) {                                                                     \
+        __m128i v = _mm_loadu_si128((const __m128i*)(row + c / 2));                                            \
+        __m128i lo = _mm_and_si128(v, mask), hi = _mm_and_si128(_mm_srli_epi16(v, 4), mask);                   \
+        __m256i w = _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));                   \
+        sum = dpbusd(sum, w, _mm256_loadu_si256((const __m256i*)(qa + c)));                                   \
+      }                                                                                                        \
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(qs[blk] * scales[blk]), acc);              \
+      row += p->blob;                                                                                          \
+      qa += p->block;                                                                                          \
+    }                                                                                                          \
+    p->y[m * p->N + n] = mnb_hsum(acc) + (p->bias ? p->bias[n] : 0.0f);                                        \
+  }
+
+/* four rows of A at m: the weights unpacked once per 32 values for all four */
+#define MNB_VNNI_ROWS4(name, isa, dpbusd)                                                                      \
+  __attribute__((target(isa))) static void name(const MnbProblem* p, int64_t n, int64_t m) {                \
+    const uint8_t* row = p->b + n * p->k_blocks * p->blob;                                                     \
+    const float* scales = p->scales + n * p->k_blocks;                                                         \
+    const int64_t stride = p->k_blocks * p->block;                                                             \
+    const int8_t* qa = p->qa + m * stride;                                                                     \
+    const __m128i mask = _mm_set1_epi8(15);                                                                    \
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;                                   \
+    int64_t blk, c, kb = p->k_blocks;                                                                          \
+    for (blk = 0; blk < kb; ++blk) {                                                                           \
+      const int32_t* qsum = p->qa_sum + m * kb + blk;                                                          \
+      const float* qs = p->qa_scale + m * kb + blk;                                                            \
+      int zp = mnb_zero_point(p, n, blk);                                                                      \
+      __m256i s0 = _mm256_zextsi128_si256(_mm_cvtsi32_si128(-zp * qsum[0]));                                   \
+      __m256i s1 = _mm256_zextsi128_si256(_mm_cvtsi32_si128(-zp * qsum[kb]));                                  \
+      __m256i s2 = _mm256_zextsi128_si256(_mm_cvtsi32_si128(-zp * qsum[2 * kb]));                              \
+      __m256i s3 = _mm256_zextsi128_si256(_mm_cvtsi32_si128(-zp * qsum[3 * kb]));                              \
+      float sb = scales[blk];                                                                                  \
+      for (c = 0; c < p->block; c += 32) {                                                                     \
+        __m128i v = _mm_loadu_si128((const __m128i*)(row + c / 2));                                            \
+        __m128i lo = _mm_and_si128(v, mask), hi = _mm_and_si128(_mm_srli_epi16(v, 4), mask);                   \
+        __m256i w = _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));                   \
+        const int8_t* q = qa + blk * p->block + c;                                                             \
+        s0 = dpbusd(s0, w, _mm256_loadu_si256((const __m256i*)q));                                            \
+        s1 = dpbusd(s1, w, _mm256_loadu_si256((const __m256i*)(q + stride)));                                 \
+        s2 = dpbusd(s2, w, _mm256_loadu_si256((const __m256i*)(q + 2 * stride)));                             \
+        s3 = dpbusd(s3, w, _mm256_loadu_si256((const __m256i*)(q + 3 * stride)));                             \
+      }                                                                                                        \
+      acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_set1_ps(qs[0] * sb), acc0);                        \
+      acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_set1_ps(qs[kb] * sb), acc1);                       \
+      acc2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s2), _mm256_set1_ps(qs[2 * kb] * sb), acc2);                   \
+      acc3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s3), _mm256_set1_ps(qs[3 * kb] * sb), acc3);                   \
+      row += p->blob;                                                                                          \
+    }                                                                                                          \
+    {                                                                                                          \
+      float bias = p->bias ? p->bias[n] : 0.0f;                                                                \
+      p->y[m * p->N + n] = mnb_hsum(acc0) + bias;                                                              \
+      p->y[(m + 1) * p->N + n] = mnb_hsum(acc1) + bias;                                                        \
+      p->y[(m + 2) * p->N + n] = mnb_hsum(acc2) + bias;                                                        \
+      p->y[(m + 3) * p->N + n] = mnb_hsum(acc3) + bias;                                                        \
+    }                                                                                                          \
+  }
+
+MNB_VNNI_ROW(mnb_row_i8_avxvnni, "avxvnni,avx2,fma", _mm256_dpbusd_avx_epi32)
+MNB_VNNI_ROW(mnb_row_i8_avx512vnni, "avx512vnni,avx512vl,avx2,fma", _mm256_dpbusd_epi32)
+MNB_VNNI_ROWS4(mnb_rows4_i8_avxvnni, "avxvnni,avx2,fma", _mm256_dpbusd_avx_epi32)
+MNB_VNNI_ROWS4(mnb_rows4_i8_avx512vnni, "avx512vnni,avx512vl,avx2,fma", _mm256_dpbusd_epi32)
+
+typedef void (*MnbRowFn)(const MnbProblem*, int64_t, int64_t);
+
+static int mnb_vnni_kind(void) {
+  static int which = -1;
+  if (which < 0) {
+    __builtin_cpu_init();
+    which = __builtin_cpu_supports("avxvnni") ? 1 : (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl")) ? 2 : 0;
+  }
+  return g_isa_cap >= 2 ? which : 0;
+}
+
+static MnbRowFn mnb_vnni_row(void) {
+  int which = mnb_vnni_kind();
+  return which == 1 ? mnb_row_i8_avxvnni : which == 2 ? mnb_row_i8_avx512vnni : NULL;
+}
+
+static MnbRowFn mnb_vnni_rows4(void) {
+  int which = mnb_vnni_kind();
+  return which == 1 ? mnb_rows4_i8_avxvnni : which == 2 ? mnb_rows4_i8_avx512vnni : NULL;
+}
+
 /* one row of A (decode): one float accumulator, block sums kept in registers */
 MNB_AVX2 static void mnb_avx2_row_i8(const MnbProblem* p, int64_t n, int64_t m) {
   const uint8_t* row = p->b + n * p->k_blocks * p->blob;
@@ -141,6 +243,12 @@ MNB_AVX2 void mnb_avx2_column_i8(const MnbProblem* p, int64_t n) {
   const uint8_t* row = p->b + n * p->k_blocks * p->blob;
   const float* scales = p->scales + n * p->k_blocks;
   int64_t m0, blk, c, r;
+  MnbRowFn vnni = mnb_vnni_row(), vnni4 = mnb_vnni_rows4();
+  if (vnni != NULL) {
+    for (m0 = 0; m0 + 4 <= p->M; m0 += 4) vnni4(p, n, m0);
+    for (; m0 < p->M; ++m0) vnni(p, n, m0);
+    return;
+  }
   if (p->M < MNB_I8_ROWS) {
     for (m0 = 0; m0 < p->M; ++m0) mnb_avx2_row_i8(p, n, m0);
     return;

@@ -252,11 +252,17 @@ static OrtStatus* mnb_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   if (p.int8) {
     void* qa = NULL;
     size_t qbytes = mnb_quantized_a_bytes(p.M, t->K, t->block);
-    size_t values = qbytes - (size_t)p.M * (size_t)p.k_blocks * sizeof(float);
+    size_t blocks = (size_t)p.M * (size_t)p.k_blocks;
+    size_t values = qbytes - blocks * (sizeof(float) + sizeof(int32_t));
+    float* qa_scale;
+    int32_t* qa_sum;
     ORT_KERNEL_RETURN_IF_ERROR(mnb_workspace(ctx, k, MNB_SLOT_QUANTIZED_A, qbytes, &qa));
-    mnb_quantize_a(p.a, p.M, t->K, t->block, (int8_t*)qa, (float*)((char*)qa + values));
+    qa_scale = (float*)((char*)qa + values);
+    qa_sum = (int32_t*)(qa_scale + blocks);
+    mnb_quantize_a(p.a, p.M, t->K, t->block, (int8_t*)qa, qa_scale, qa_sum);
     p.qa = (const int8_t*)qa;
-    p.qa_scale = (const float*)((char*)qa + values);
+    p.qa_scale = qa_scale;
+    p.qa_sum = qa_sum;
   }
   job.p = &p;
   job.buffers = (char*)buffers;

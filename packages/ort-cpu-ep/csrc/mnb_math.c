@@ -20,10 +20,11 @@
 size_t mnb_quantized_a_bytes(int64_t M, int64_t K, int64_t block) {
   int64_t kb = (K + block - 1) / block;
   size_t values = ((size_t)M * (size_t)(kb * block) + 15) & ~(size_t)15;
-  return values + (size_t)M * (size_t)kb * sizeof(float);
+  return values + (size_t)M * (size_t)kb * (sizeof(float) + sizeof(int32_t));
 }
 
-void mnb_quantize_a(const float* a, int64_t M, int64_t K, int64_t block, int8_t* qa, float* qa_scale) {
+void mnb_quantize_a(const float* a, int64_t M, int64_t K, int64_t block, int8_t* qa, float* qa_scale,
+                    int32_t* qa_sum) {
   int64_t kb = (K + block - 1) / block, m, blk, i;
   for (m = 0; m < M; ++m) {
     const float* row = a + m * K;
@@ -31,13 +32,16 @@ void mnb_quantize_a(const float* a, int64_t M, int64_t K, int64_t block, int8_t*
     for (blk = 0; blk < kb; ++blk) {
       int64_t k0 = blk * block, len = K - k0 < block ? K - k0 : block;
       float amax = 0.0f, scale, inv;
+      int32_t sum = 0;
       for (i = 0; i < len; ++i) amax = fmaxf(amax, fabsf(row[k0 + i]));
       scale = amax / 127.0f;
       inv = scale != 0.0f ? 1.0f / scale : 0.0f;
       for (i = 0; i < len; ++i) {
         float v = nearbyintf(row[k0 + i] * inv); /* the default rounding mode: half to even */
         q[k0 + i] = (int8_t)(v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v));
+        sum += q[k0 + i];
       }
+      qa_sum[m * kb + blk] = sum;
       for (i = len; i < block; ++i) q[k0 + i] = 0;
       qa_scale[m * kb + blk] = scale;
     }

@@ -84,6 +84,30 @@ def test_c_kernel_matches_the_numpy_reference(entry, bits, bs, zp_kind, accuracy
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
 
 
+@pytest.fixture(params=[0, 1, 2], ids=["portable", "avx2", "vnni"])
+def isa_cap(request, entry):
+    """Each instruction-set path of the library (those this CPU lacks fall back to the next narrower one)."""
+    lib = ctypes.CDLL(str(c_kernels.library_path()))
+    lib.ort_cpu_ep_set_isa_cap(request.param)
+    yield request.param
+    lib.ort_cpu_ep_set_isa_cap(2)
+
+
+@pytest.mark.parametrize("zp_kind", ["none", "packed"])
+@pytest.mark.parametrize("accuracy_level", [0, 4])
+@pytest.mark.parametrize("M", [1, 2, 6, 9])
+def test_every_instruction_set_path_matches_the_reference(entry, isa_cap, zp_kind, accuracy_level, M):
+    rng = np.random.default_rng(M * 7 + accuracy_level)
+    K, N = 200, 37  # blocks of 32 (the SIMD paths), a ragged last one
+    b, scales, zp = _weights(rng, K, N, 4, 32, zp_kind)
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    bias = rng.standard_normal(N).astype(np.float32)
+    attrs = dict(K=K, N=N, bits=4, block_size=32, accuracy_level=accuracy_level)
+    got = _run_c(entry, a, b, scales, zp, bias, **attrs)
+    ref = _reference(a, b, scales, zp, bias, **attrs)
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+
+
 def test_int8_path_is_not_the_fp32_path(entry):
     """accuracy_level 4 must quantize A (otherwise the comparison above could not tell the paths apart)."""
     rng = np.random.default_rng(1)
@@ -180,7 +204,7 @@ def test_estimate_and_declaration(entry):
     by_id = {s.slot_id: s.size_bytes for s in slots}
     threads = ctypes.CDLL(str(c_kernels.library_path())).ort_cpu_ep_threads()
     assert by_id[0] == threads * (256 * 16 * 4 + 64)  # one panel buffer per thread
-    assert by_id[1] == 5 * 64 + 5 * 2 * 4  # int8 A (16-byte aligned) and its block scales
+    assert by_id[1] == 5 * 64 + 5 * 2 * (4 + 4)  # int8 A (16-byte aligned), its block scales and block sums
     assert estimate == sum(by_id.values())
 
 
