@@ -29,6 +29,7 @@ _log = logging.getLogger("ort_cpu_ep")
 EP_NAME = "CPUExecutionProvider"
 DISABLE_ENV = "ORT_CPU_EP_NO_C_KERNELS"  # set to 1: use the numpy kernels even where the C library is built
 _C_BITS = (2, 4, 8)
+_LISTENING: list[bool] = []
 
 
 @attrs.frozen
@@ -67,7 +68,9 @@ def _load() -> tuple[ort_abi.KernelRegistry | None, CKernelStatus]:
     lib.ort_cpu_ep_set_default_threads.argtypes = [ctypes.c_int]
     lib.ort_cpu_ep_set_threads.argtypes = [ctypes.c_int]
     lib.ort_cpu_ep_set_default_threads(_threads.physical_cores())
-    _threads.add_thread_listener(lib.ort_cpu_ep_set_threads)
+    if not _LISTENING:  # once per process: the library stays loaded when _load is asked again
+        _threads.add_thread_listener(lib.ort_cpu_ep_set_threads)
+        _LISTENING.append(True)
     lib.ort_cpu_ep_set_threads(_threads.requested_threads())
     return registry, CKernelStatus(True, path, "loaded", bool(lib.ort_cpu_ep_has_openmp()))
 
