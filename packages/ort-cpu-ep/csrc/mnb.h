@@ -44,6 +44,10 @@ int mnb_avx2_applies(const MnbProblem* p);
 void mnb_avx2_column_f32(const MnbProblem* p, int64_t n);
 /* fp32 micro-kernel: acc[4][MNB_PANEL] += a rows[4][kc] @ panel[kc][MNB_PANEL] */
 void mnb_avx2_tile_f32(const float* const* rows, const float* panel, int64_t kc, float* acc);
+/* AVX-512F (checked at run time, and the instruction-set cap at its widest): an 8-row fp32 micro-kernel,
+ * acc[8][MNB_PANEL] += a rows[8][kc] @ panel[kc][MNB_PANEL], the A values broadcast from memory */
+int mnb_avx512_applies(void);
+void mnb_avx512_tile_f32(const float* const* rows, const float* panel, int64_t kc, float* acc);
 /* int8: y[m * N + n] for rows [0, M) and one column n */
 void mnb_avx2_column_i8(const MnbProblem* p, int64_t n);
 

@@ -111,6 +111,39 @@ MNB_AVX2 void mnb_avx2_tile_f32(const float* const* rows, const float* panel, in
   _mm256_storeu_ps(acc + 48, c30); _mm256_storeu_ps(acc + 56, c31);
 }
 
+int mnb_avx512_applies(void) {
+  static int cpu = -1;
+  if (cpu < 0) {
+    __builtin_cpu_init();
+    cpu = !!__builtin_cpu_supports("avx512f");
+  }
+  return cpu && g_isa_cap >= 2;
+}
+
+__attribute__((target("avx512f"))) void mnb_avx512_tile_f32(const float* const* rows, const float* panel, int64_t kc,
+                                                             float* acc) {
+  __m512 c0 = _mm512_loadu_ps(acc), c1 = _mm512_loadu_ps(acc + 16), c2 = _mm512_loadu_ps(acc + 32);
+  __m512 c3 = _mm512_loadu_ps(acc + 48), c4 = _mm512_loadu_ps(acc + 64), c5 = _mm512_loadu_ps(acc + 80);
+  __m512 c6 = _mm512_loadu_ps(acc + 96), c7 = _mm512_loadu_ps(acc + 112);
+  const float *a0 = rows[0], *a1 = rows[1], *a2 = rows[2], *a3 = rows[3];
+  const float *a4 = rows[4], *a5 = rows[5], *a6 = rows[6], *a7 = rows[7];
+  int64_t k;
+  for (k = 0; k < kc; ++k) {
+    __m512 w = _mm512_load_ps(panel + k * MNB_PANEL);
+    c0 = _mm512_fmadd_ps(_mm512_set1_ps(a0[k]), w, c0);
+    c1 = _mm512_fmadd_ps(_mm512_set1_ps(a1[k]), w, c1);
+    c2 = _mm512_fmadd_ps(_mm512_set1_ps(a2[k]), w, c2);
+    c3 = _mm512_fmadd_ps(_mm512_set1_ps(a3[k]), w, c3);
+    c4 = _mm512_fmadd_ps(_mm512_set1_ps(a4[k]), w, c4);
+    c5 = _mm512_fmadd_ps(_mm512_set1_ps(a5[k]), w, c5);
+    c6 = _mm512_fmadd_ps(_mm512_set1_ps(a6[k]), w, c6);
+    c7 = _mm512_fmadd_ps(_mm512_set1_ps(a7[k]), w, c7);
+  }
+  _mm512_storeu_ps(acc, c0); _mm512_storeu_ps(acc + 16, c1); _mm512_storeu_ps(acc + 32, c2);
+  _mm512_storeu_ps(acc + 48, c3); _mm512_storeu_ps(acc + 64, c4); _mm512_storeu_ps(acc + 80, c5);
+  _mm512_storeu_ps(acc + 96, c6); _mm512_storeu_ps(acc + 112, c7);
+}
+
 /* int32 lanes of sum(qa * w) over 32 values: maddubs(|w|, sign(qa, w)) then pairwise to int32 */
 MNB_AVX2 static inline __m256i mnb_dot32(__m256i w_abs, __m256i w, const int8_t* qa) {
   __m256i a = _mm256_loadu_si256((const __m256i*)qa);
@@ -286,5 +319,9 @@ void mnb_avx2_tile_f32(const float* const* rows, const float* panel, int64_t kc,
   (void)rows; (void)panel; (void)kc; (void)acc;
 }
 void mnb_avx2_column_i8(const MnbProblem* p, int64_t n) { (void)p; (void)n; }
+int mnb_avx512_applies(void) { return 0; }
+void mnb_avx512_tile_f32(const float* const* rows, const float* panel, int64_t kc, float* acc) {
+  (void)rows; (void)panel; (void)kc; (void)acc;
+}
 
 #endif

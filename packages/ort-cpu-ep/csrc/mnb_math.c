@@ -142,7 +142,7 @@ MNB_CLONES static void mnb_gemm_f32(const MnbProblem* p, int64_t n0, int64_t n1,
   float* panel = (float*)buf; /* MNB_KC x MNB_PANEL, the scaled weights of one K chunk */
   int16_t w16[MNB_MAX_BLOCK];
   float wf[MNB_MAX_BLOCK];
-  int64_t nc, kc0, m, r, j, i;
+  int64_t nc, kc0, m, r, j, i, tile_rows = avx2 && mnb_avx512_applies() ? 8 : 4;
   for (m = 0; m < p->M; ++m) memset(p->y + m * p->N + n0, 0, (size_t)(n1 - n0) * sizeof(float));
   for (nc = n0; nc < n1; nc += MNB_PANEL) {
     int64_t width = n1 - nc < MNB_PANEL ? n1 - nc : MNB_PANEL;
@@ -158,16 +158,18 @@ MNB_CLONES static void mnb_gemm_f32(const MnbProblem* p, int64_t n0, int64_t n1,
           for (i = 0; i < len; ++i) panel[(k0 - kc0 + i) * MNB_PANEL + j] = wf[i] * s;
         }
       }
-      for (m = 0; m < p->M; m += 4) {
-        float acc[4][MNB_PANEL];
-        const float* rows[4];
-        int64_t count = p->M - m < 4 ? p->M - m : 4;
+      for (m = 0; m < p->M; m += tile_rows) {
+        float acc[8][MNB_PANEL];
+        const float* rows[8];
+        int64_t count = p->M - m < tile_rows ? p->M - m : tile_rows;
         memset(acc, 0, sizeof acc);
-        for (r = 0; r < 4; ++r) rows[r] = p->a + (m + (r < count ? r : count - 1)) * p->K + kc0;
-        if (avx2)
+        for (r = 0; r < tile_rows; ++r) rows[r] = p->a + (m + (r < count ? r : count - 1)) * p->K + kc0;
+        if (tile_rows == 8)
+          mnb_avx512_tile_f32(rows, panel, kc, &acc[0][0]);
+        else if (avx2)
           mnb_avx2_tile_f32(rows, panel, kc, &acc[0][0]);
         else
-          mnb_tile_f32(rows, panel, kc, acc);
+          mnb_tile_f32(rows, panel, kc, (float(*)[MNB_PANEL])acc);
         for (r = 0; r < count; ++r)
           for (j = 0; j < width; ++j) p->y[(m + r) * p->N + nc + j] += acc[r][j];
       }
