@@ -178,13 +178,22 @@ typedef struct MnbJob {
   const MnbProblem* p;
   char* buffers;
   int64_t panels;
+  int64_t next; /* the first panel no thread has taken yet (atomic) */
 } MnbJob;
 
+/* Threads take chunks of panels from a shared counter rather than a fixed share: on a machine where other
+ * threads (BLAS workers still spinning, other processes) hold a core, the threads that run take the work. */
 static void mnb_job(void* arg, int index, int count) {
   MnbJob* job = (MnbJob*)arg;
-  int64_t per = (job->panels + count - 1) / count, p0 = index * per, p1 = p0 + per;
-  if (p1 > job->panels) p1 = job->panels;
-  if (p0 < p1) mnb_compute_panels(job->p, p0, p1, job->buffers + (size_t)index * MNB_THREAD_BYTES);
+  int64_t chunk = job->panels / ((int64_t)count * 8);
+  char* buffer = job->buffers + (size_t)index * MNB_THREAD_BYTES;
+  if (chunk < 1) chunk = 1;
+  for (;;) {
+    int64_t p0 = __atomic_fetch_add(&job->next, chunk, __ATOMIC_RELAXED), p1 = p0 + chunk;
+    if (p0 >= job->panels) break;
+    if (p1 > job->panels) p1 = job->panels;
+    mnb_compute_panels(job->p, p0, p1, buffer);
+  }
 }
 
 static OrtStatus* mnb_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
@@ -267,6 +276,7 @@ static OrtStatus* mnb_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   job.p = &p;
   job.buffers = (char*)buffers;
   job.panels = panels;
+  job.next = 0;
   mnb_parallel(threads, mnb_job, &job);
   return NULL;
 }
