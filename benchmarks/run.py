@@ -29,6 +29,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import bench_budget  # noqa: E402
+import bench_llm  # noqa: E402
 import bench_memory  # noqa: E402
 import bench_runtime  # noqa: E402
 import bench_scaling  # noqa: E402
@@ -36,7 +37,7 @@ import bench_streaming  # noqa: E402
 from _table import Section  # noqa: E402
 
 SECTIONS = {"memory": bench_memory.run, "budget": bench_budget.run, "scaling": bench_scaling.run,
-            "runtime": bench_runtime.run, "streaming": bench_streaming.run}
+            "runtime": bench_runtime.run, "streaming": bench_streaming.run, "llm": bench_llm.run}
 PACKAGES = ("ort-graph", "ort-partition", "ort-memplan", "ort-abi", "ort-cuda-ep", "ort-session", "onnx", "onnxruntime",
             "numpy")
 

@@ -14,6 +14,7 @@ numpy's BLAS with n threads during each run (`run_scope()`); kernels read the co
 `intra_op_threads()`, and `intra_op_thread_scope(n)` sets it (and BLAS) for any block of code.
 """
 
+from . import _ckernels as c_kernels
 from ._device_kernels import StagedKernel
 from ._errors import CpuEpError, ThreadCountError
 from ._provider import (
@@ -32,6 +33,6 @@ __version__ = "0.1.0"
 __all__ = [
     "MAX_THREADS", "MEMCPY_OPS", "CpuEpError", "CpuExecutionProvider", "CpuOpError", "Decline", "InputInfo",
     "NumpyKernel", "OpImpl", "SimulatedGpuExecutionProvider", "StagedKernel", "ThreadCountError", "__version__",
-    "builtin_registry", "find", "intra_op_thread_scope", "intra_op_threads", "physical_cores", "register",
+    "builtin_registry", "c_kernels", "find", "intra_op_thread_scope", "intra_op_threads", "physical_cores", "register",
     "register_numpy_kernels", "run_graph",
 ]

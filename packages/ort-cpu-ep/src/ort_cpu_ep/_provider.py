@@ -25,6 +25,7 @@ import ort_abi
 from ort_graph import Graph, Node, is_static
 from ort_partition import Declined, Supported
 
+from . import _ckernels
 from ._device_kernels import SimulatedCaptureSurface, StagedKernel
 from ._ep_passes import ConvAddFusionSurface
 from ._threads import check_thread_count, intra_op_thread_scope, resolve_threads
@@ -161,7 +162,10 @@ class CpuExecutionProvider:
         self.identity = ort_abi.EpIdentity(self.name, self.device_type, self.device_id)  # what estimates receive
         self.device_properties: dict[str, int] = {}
         self.opsets = {("" if d == "ai.onnx" else d): v for d, v in opsets.items()}
-        self.registries = ([plugins] if plugins is not None else []) + [builtin_registry(self.name)]
+        # loaded libraries, then the C kernels (for the nodes they apply to), then the numpy kernels
+        self._c_kernels = _ckernels.c_registry() if self.name == _ckernels.EP_NAME else None
+        c_kernels = [self._c_kernels] if self._c_kernels is not None else []
+        self.registries = ([plugins] if plugins is not None else []) + c_kernels + [builtin_registry(self.name)]
         self._claims: dict[Node, Supported | Declined] = {}
         self._entries: dict[tuple, ort_abi.KernelEntry | None] = {}
 
@@ -194,7 +198,8 @@ class CpuExecutionProvider:
     def entry(self, node: Node) -> ort_abi.KernelEntry | None:
         """The registry entry for this node (memoized by op, domain and input element types)."""
         values = self.graph.values
-        key = (node.op_type, node.domain, tuple(values[n].dtype if n in values else 0 for n in node.inputs))
+        c_applies = self._c_kernels is not None and _ckernels.c_kernel_applies(node)
+        key = (node.op_type, node.domain, tuple(values[n].dtype if n in values else 0 for n in node.inputs), c_applies)
         if key not in self._entries:
             bindings = self._bindings(node)
             # schema-less (custom) ops: prefer a kernel whose type constraints the inputs meet; else any
@@ -203,6 +208,8 @@ class CpuExecutionProvider:
             found = None
             for types in [*typed, None]:
                 for registry in self.registries:
+                    if registry is self._c_kernels and not c_applies:
+                        continue
                     found = registry.find(node.op_type, node.domain, self.opset(node), self.name, bindings,
                                           input_types=types)
                     if found is not None:
@@ -239,6 +246,9 @@ class CpuExecutionProvider:
                                  "the ops listed by `ortrun kernels`",
                                  "export the model with ops this provider implements, or load a kernel library for it")
         impl = entry.create_func_state
+        if self._c_kernels is not None and not isinstance(impl, OpImpl) and entry in self._c_kernels:
+            twin = builtin_registry(self.name).find(node.op_type, node.domain, self.opset(node), self.name)
+            impl = twin.create_func_state if twin is not None else None
         if isinstance(impl, OpImpl):
             decline = impl.supports(node, self._inputs(node), self.opset(node))
             if decline is not None:

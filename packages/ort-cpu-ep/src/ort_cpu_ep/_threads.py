@@ -27,7 +27,7 @@ import functools
 import os
 import pathlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ._errors import ThreadCountError
@@ -86,6 +86,26 @@ def resolve_threads(threads: int) -> int:
     return n if n else _default_threads()
 
 
+def requested_threads() -> int:
+    """The count of the innermost open scope of this thread (and context), 0 when none is open."""
+    n = _REQUESTED.get()
+    return 0 if n is None else n
+
+
+_LISTENERS: list[Callable[[int], Any]] = []
+
+
+def add_thread_listener(listener: Callable[[int], Any]) -> None:
+    """Call `listener(n)` on the thread entering or leaving a scope with that thread's count from then on
+    (0: no scope open, the default). The C kernels keep a per-thread copy this way."""
+    _LISTENERS.append(listener)
+
+
+def _notify(n: int) -> None:
+    for listener in _LISTENERS:
+        listener(n)
+
+
 def intra_op_threads() -> int:
     """The threads a CPU kernel running now may use: the innermost `intra_op_thread_scope` of this thread
     (and context), else the default (the physical cores)."""
@@ -141,11 +161,13 @@ def intra_op_thread_scope(threads: int = 0) -> Iterator[int]:
         _REQUESTED.reset(token)
         raise
     try:
+        _notify(n)
         yield n
     finally:
         _BLAS.exit(n)
         _REQUESTED.reset(token)
+        _notify(requested_threads())
 
 
-__all__ = ["MAX_THREADS", "check_thread_count", "intra_op_thread_scope", "intra_op_threads", "physical_cores",
-           "resolve_threads"]
+__all__ = ["MAX_THREADS", "add_thread_listener", "check_thread_count", "intra_op_thread_scope", "intra_op_threads", "physical_cores",
+           "requested_threads", "resolve_threads"]

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import ort_abi
-from ort_cpu_ep import OpImpl, builtin_registry
+from ort_cpu_ep import OpImpl, builtin_registry, c_kernels
 
 
 def _level2(entry: ort_abi.KernelEntry) -> str:
@@ -33,6 +33,9 @@ def _output(entry: ort_abi.KernelEntry) -> str:
 
 def registries(kernel_libraries: Sequence[str] = ()) -> list[ort_abi.KernelRegistry]:
     regs = [builtin_registry("CPUExecutionProvider")]
+    c_registry = c_kernels.c_registry()
+    if c_registry is not None:  # ort-cpu-ep's own C kernels, consulted before its numpy ones
+        regs.insert(0, c_registry)
     try:
         import ort_cuda_ep
 
@@ -63,7 +66,7 @@ def kernel_rows(kernel_libraries: Sequence[str] = ()) -> list[dict[str, str]]:
             d = e.kernel_def
             end = "" if d.since_version_end is None else str(d.since_version_end)
             rows.append({"ep": e.ep, "op": f"{d.domain}::{d.op_type}" if d.domain else d.op_type,
-                         "opsets": f"{d.since_version_start}-{end}", "language": e.language if not e.library else "c",
+                         "opsets": f"{d.since_version_start}-{end}", "language": c_kernels.kernel_language(e),
                          "level1_estimate": "yes" if e.has_estimate else "no", "level2_declaration": _level2(e),
                          "output_shapes": "yes" if e.shape_func is not None else "no", "output": _output(e),
                          "library": e.library or ""})
@@ -86,4 +89,14 @@ def kernel_table(kernel_libraries: Sequence[str] = ()) -> str:
     copied = sum(r["output"] == "copied" for r in rows)
     lines.append(f"{copied} return a fresh array the session copies into the planned block (output: copied); "
                  "the others compute in the block")
+    lines.append(c_kernels_line())
     return "\n".join(lines)
+
+
+def c_kernels_line() -> str:
+    """Whether ort-cpu-ep's C kernels are in use (kind C) or its numpy kernels stand in for them."""
+    st = c_kernels.status()
+    if st.loaded:
+        return (f"ort-cpu-ep C kernels: loaded from {st.path} ({'OpenMP' if st.openmp else 'pthreads'} threads); "
+                "the numpy kernel of the same op runs the nodes they do not take")
+    return f"ort-cpu-ep C kernels: NOT in use ({st.reason}); the numpy kernels (kind numpy) run every op"

@@ -90,3 +90,25 @@ def test_kernels_lists_every_ep_and_workspace_support(capsys):
     assert main(["kernels"]) == 0
     out = capsys.readouterr().out
     assert "CPUExecutionProvider" in out and "GroupQueryAttention" in out and "declares" in out
+
+
+def test_kernels_says_which_kernels_are_c_and_whether_the_c_library_is_in_use(capsys, monkeypatch):
+    from ort_cpu_ep import c_kernels
+
+    if c_kernels.c_registry() is None:
+        pytest.skip(f"ort-cpu-ep's C kernels are not built here: {c_kernels.status().reason}")
+    assert main(["kernels"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    nbits = [ln.split() for ln in lines if ln.startswith("CPUExecutionProvider") and "::MatMulNBits " in ln]
+    assert sorted(row[3] for row in nbits) == ["C", "numpy"]  # the C kernel, and the numpy one it falls back to
+    assert lines[-1].startswith("ort-cpu-ep C kernels: loaded from")
+    monkeypatch.setenv(c_kernels.DISABLE_ENV, "1")
+    c_kernels._load.cache_clear()
+    try:
+        assert main(["kernels"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert "C kernels: NOT in use (disabled by ORT_CPU_EP_NO_C_KERNELS)" in lines[-1]
+        assert not any(ln.split()[3] == "C" for ln in lines if ln.startswith("CPUExecutionProvider "))
+    finally:
+        monkeypatch.delenv(c_kernels.DISABLE_ENV)
+        c_kernels._load.cache_clear()

@@ -1,0 +1,117 @@
+"""ort-cpu-ep's C kernels: the shared library built from `csrc/` (see `_cbuild`), loaded exactly like a
+third-party kernel library (`ort_abi.load_kernel_library`: its `OrtRegisterKernels` calls
+`KernelRegistry_AddKernelV2` with a Level-1 estimate, its kernels declare Level-2 workspace).
+
+The provider consults `c_registry()` before the numpy kernels, for the nodes `c_kernel_applies` accepts.
+Where the library is absent (no compiler at install) or does not load, `c_registry()` is None, the numpy
+kernels run, and `status()` says why. The library's intra-op thread count follows `ort_cpu_ep._threads`
+(its default is set at load, each `intra_op_thread_scope` sets the calling thread's count).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import logging
+import os
+import pathlib
+from typing import Any
+
+import attrs
+
+import ort_abi
+from ort_graph import Node
+
+from . import _threads
+from ._cbuild import LIBRARY_NAME
+
+_log = logging.getLogger("ort_cpu_ep")
+EP_NAME = "CPUExecutionProvider"
+DISABLE_ENV = "ORT_CPU_EP_NO_C_KERNELS"  # set to 1: use the numpy kernels even where the C library is built
+_C_BITS = (2, 4, 8)
+_LISTENING: list[bool] = []
+
+
+@attrs.frozen
+class CKernelStatus:
+    """Whether the C kernels are in use, the library path, and why not when they are not."""
+
+    loaded: bool
+    path: pathlib.Path
+    reason: str
+    openmp: bool = False
+
+
+def library_path() -> pathlib.Path:
+    return pathlib.Path(__file__).resolve().parent / LIBRARY_NAME
+
+
+@functools.cache
+def _load() -> tuple[ort_abi.KernelRegistry | None, CKernelStatus]:
+    path = library_path()
+    if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
+        return None, CKernelStatus(False, path, f"disabled by {DISABLE_ENV}")
+    if not path.is_file():
+        return None, CKernelStatus(False, path, "not built (no C compiler at install?); build it with "
+                                   "`python packages/ort-cpu-ep/src/ort_cpu_ep/_cbuild.py` or reinstall ort-cpu-ep")
+    # OpenMP workers that spin after each kernel steal the cores from the numpy kernels running between
+    # them (measured: a 2-thread decode step 9x slower than 1 thread); they sleep instead unless the user
+    # chose otherwise. libgomp reads this when it loads, with this library.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    registry = ort_abi.KernelRegistry()
+    try:
+        ort_abi.load_kernel_library(path, registry)
+        lib = ctypes.CDLL(str(path))  # the same loaded object: its thread-count setters
+    except (ort_abi.AbiError, OSError) as e:
+        _log.warning("ort-cpu-ep: C kernel library %s did not load (%s); using the numpy kernels", path, e)
+        return None, CKernelStatus(False, path, f"did not load: {e}")
+    lib.ort_cpu_ep_set_default_threads.argtypes = [ctypes.c_int]
+    lib.ort_cpu_ep_set_threads.argtypes = [ctypes.c_int]
+    lib.ort_cpu_ep_set_default_threads(_threads.physical_cores())
+    if not _LISTENING:  # once per process: the library stays loaded when _load is asked again
+        _threads.add_thread_listener(lib.ort_cpu_ep_set_threads)
+        _LISTENING.append(True)
+    lib.ort_cpu_ep_set_threads(_threads.requested_threads())
+    return registry, CKernelStatus(True, path, "loaded", bool(lib.ort_cpu_ep_has_openmp()))
+
+
+def c_registry() -> ort_abi.KernelRegistry | None:
+    """The registry of the C kernels for the CPU provider, or None (see `status()`)."""
+    return _load()[0]
+
+
+def status() -> CKernelStatus:
+    return _load()[1]
+
+
+def c_kernel_applies(node: Node) -> bool:
+    """Whether the C kernel computes this node as ONNX Runtime does; otherwise the numpy kernel runs it.
+
+    MatMulNBits: bits 2/4/8, block_size 16..256, no g_idx, and for accuracy_level 4 a constant B (the
+    C kernel then always quantizes A to int8, which onnxruntime does only for a prepacked, constant B).
+    Element types are the registered type constraints' business (float16 goes to numpy)."""
+    if node.op_type != "MatMulNBits":
+        return True
+    bits, block = int(node.attr("bits", 4)), int(node.attr("block_size", 0))
+    if bits not in _C_BITS or not 16 <= block <= 256 or block & (block - 1):
+        return False
+    if len(node.inputs) > 4 and node.inputs[4]:
+        return False
+    if int(node.attr("accuracy_level", 0)) == 4:
+        graph = node.graph
+        return graph is not None and len(node.inputs) > 1 and node.inputs[1] in graph.initializers
+    return True
+
+
+def kernel_language(entry: Any) -> str:
+    """'C' for an entry of the C library, else 'numpy' (in-tree Python) or the entry's own language."""
+    from .ops import OpImpl
+
+    if entry.library and pathlib.Path(entry.library).name == LIBRARY_NAME:
+        return "C"
+    if entry.library:
+        return "c"  # another loaded kernel library
+    return "numpy" if isinstance(entry.create_func_state, OpImpl) else entry.language
+
+
+__all__ = ["CKernelStatus", "c_kernel_applies", "c_registry", "kernel_language", "library_path", "status"]

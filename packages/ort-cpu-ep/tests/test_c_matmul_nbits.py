@@ -1,0 +1,262 @@
+"""The C MatMulNBits (csrc/, loaded through ort_abi.load_kernel_library) against the numpy kernel and onnxruntime.
+
+The library is built in place when missing (`_cbuild`); without a compiler these tests skip and the provider
+uses the numpy kernel (test_provider_falls_back_without_the_library checks that path)."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import ort_abi
+import ort_graph
+from ort_cpu_ep import CpuExecutionProvider, _cbuild, c_kernels, intra_op_thread_scope
+from ort_cpu_ep.ops.ops_extra_quant import dequantize_weight, fake_quantize_a
+
+MS = "com.microsoft"
+
+
+@pytest.fixture(scope="module")
+def entry() -> ort_abi.KernelEntry:
+    if not c_kernels.library_path().is_file():
+        try:
+            _cbuild.build()
+        except _cbuild.BuildFailed as e:
+            pytest.skip(f"C kernels cannot be built here: {e}")
+        c_kernels._load.cache_clear()
+    registry = c_kernels.c_registry()
+    assert registry is not None, c_kernels.status()
+    found = registry.find("MatMulNBits", MS, 1, "CPUExecutionProvider", input_types=[1, 2, 1, 0, 0, 0])
+    assert found is not None and found.has_estimate
+    return found
+
+
+def _weights(rng, K, N, bits, bs, zp_kind):
+    kb = (K + bs - 1) // bs
+    b = rng.integers(0, 256, (N, kb, bs * bits // 8), dtype=np.uint8)
+    scales = (rng.random((N, kb)) * 0.1 + 0.01).astype(np.float32)
+    zp = None
+    if zp_kind == "packed":
+        zp = rng.integers(0, 256, (N, (kb * bits + 7) // 8), dtype=np.uint8)
+    elif zp_kind == "float":
+        zp = (rng.random((N, kb)) * 2**bits).astype(np.float32)
+    return b, scales, zp
+
+
+def _run_c(entry, a, b, scales, zp, bias, **attrs):
+    info = ort_abi.KernelInfo("/t/MatMulNBits", "MatMulNBits", input_count=6, output_types=(TensorProto.FLOAT,),
+                              attributes=attrs)
+    kernel = entry.create_kernel(info)
+    ctx = ort_abi.KernelContext([a, b, scales, zp, None, bias], output_types=[TensorProto.FLOAT])
+    kernel.compute(ctx)
+    kernel.release()
+    return ctx.outputs[0]
+
+
+def _reference(a, b, scales, zp, bias, *, K, N, bits, block_size, accuracy_level):
+    w = dequantize_weight(b, scales, zp, K=K, N=N, bits=bits, block_size=block_size).astype(np.float64)
+    a2 = a.reshape(-1, K)
+    if accuracy_level == 4 and (zp is None or zp.dtype == np.uint8):
+        a2 = fake_quantize_a(a2, block_size)  # the numpy kernel's model of onnxruntime's int8 activations
+    y = a2.astype(np.float64) @ w.T + (0 if bias is None else bias)
+    return y.reshape(*a.shape[:-1], N)
+
+
+@pytest.mark.parametrize("bits", [2, 4, 8])
+@pytest.mark.parametrize("bs", [16, 32, 64, 256])
+@pytest.mark.parametrize("zp_kind", ["none", "packed", "float"])
+@pytest.mark.parametrize("accuracy_level", [0, 4])
+@pytest.mark.parametrize("M", [1, 3, 9])
+def test_c_kernel_matches_the_numpy_reference(entry, bits, bs, zp_kind, accuracy_level, M):
+    rng = np.random.default_rng(bits * 1000 + bs + M)
+    K, N = (bs * 2 + 7, 37) if bs < 256 else (300, 19)  # a ragged last block, N not a multiple of the panel
+    b, scales, zp = _weights(rng, K, N, bits, bs, zp_kind)
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    bias = rng.standard_normal(N).astype(np.float32) if M == 3 else None
+    attrs = dict(K=K, N=N, bits=bits, block_size=bs, accuracy_level=accuracy_level)
+    got = _run_c(entry, a, b, scales, zp, bias, **attrs)
+    ref = _reference(a, b, scales, zp, bias, **attrs)
+    assert got.shape == (M, N) and got.dtype == np.float32
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+
+
+@pytest.fixture(params=[0, 1, 2], ids=["portable", "avx2", "vnni"])
+def isa_cap(request, entry):
+    """Each instruction-set path of the library (those this CPU lacks fall back to the next narrower one)."""
+    lib = ctypes.CDLL(str(c_kernels.library_path()))
+    lib.ort_cpu_ep_set_isa_cap(request.param)
+    yield request.param
+    lib.ort_cpu_ep_set_isa_cap(2)
+
+
+@pytest.mark.parametrize("zp_kind", ["none", "packed"])
+@pytest.mark.parametrize("accuracy_level", [0, 4])
+@pytest.mark.parametrize("M", [1, 2, 6, 9])
+def test_every_instruction_set_path_matches_the_reference(entry, isa_cap, zp_kind, accuracy_level, M):
+    rng = np.random.default_rng(M * 7 + accuracy_level)
+    K, N = 200, 37  # blocks of 32 (the SIMD paths), a ragged last one
+    b, scales, zp = _weights(rng, K, N, 4, 32, zp_kind)
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    bias = rng.standard_normal(N).astype(np.float32)
+    attrs = dict(K=K, N=N, bits=4, block_size=32, accuracy_level=accuracy_level)
+    got = _run_c(entry, a, b, scales, zp, bias, **attrs)
+    ref = _reference(a, b, scales, zp, bias, **attrs)
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+
+
+def test_int8_path_is_not_the_fp32_path(entry):
+    """accuracy_level 4 must quantize A (otherwise the comparison above could not tell the paths apart)."""
+    rng = np.random.default_rng(1)
+    K, N = 128, 32
+    b, scales, _ = _weights(rng, K, N, 4, 32, "none")
+    a = rng.standard_normal((1, K)).astype(np.float32)
+    y0 = _run_c(entry, a, b, scales, None, None, K=K, N=N, bits=4, block_size=32, accuracy_level=0)
+    y4 = _run_c(entry, a, b, scales, None, None, K=K, N=N, bits=4, block_size=32, accuracy_level=4)
+    assert np.abs(y0 - y4).max() > 1e-5
+
+
+def _model(M, K, N, bits, bs, zp_kind, accuracy_level, rng, b_initializer=True):
+    b, scales, zp = _weights(rng, K, N, bits, bs, zp_kind)
+    inits = [numpy_helper.from_array(scales.reshape(-1), "S")]
+    inputs = [helper.make_tensor_value_info("A", TensorProto.FLOAT, [M, K])]
+    feeds = {"A": rng.standard_normal((M, K)).astype(np.float32)}
+    if b_initializer:
+        inits.append(numpy_helper.from_array(b, "B"))
+    else:
+        inputs.append(helper.make_tensor_value_info("B", TensorProto.UINT8, list(b.shape)))
+        feeds["B"] = b
+    names = ["A", "B", "S"]
+    if zp is not None:
+        inits.append(numpy_helper.from_array(zp.reshape(-1) if zp.dtype == np.uint8 else zp, "Z"))
+        names.append("Z")
+    node = helper.make_node("MatMulNBits", names, ["Y"], domain=MS, K=K, N=N, bits=bits, block_size=bs,
+                            accuracy_level=accuracy_level)
+    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [M, N])],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(MS, 1)])
+    return model, feeds
+
+
+def _run_provider(model, feeds):
+    """The model's one node through the CPU provider as a session runs it: claim, create, compute."""
+    m = ort_graph.from_proto(model)
+    ep = CpuExecutionProvider(m.graph, m.opset_imports)
+    (node,) = m.graph.nodes
+    assert ep.claim(node).__class__.__name__ == "Supported", ep.claim(node)
+    assert c_kernels.kernel_language(ep.entry(node)) == "C"
+    values = {name: t.numpy() for name, t in m.graph.initializers.items()} | feeds
+    kernel = ep.create_kernel(node)
+    ctx = ort_abi.KernelContext([values[n] if n else None for n in node.inputs], output_types=[TensorProto.FLOAT])
+    with ep.run_scope():
+        kernel.compute(ctx)
+    kernel.release()
+    return ctx.outputs[0]
+
+
+@pytest.mark.parametrize("bits,zp_kind", [(4, "none"), (4, "packed"), (8, "none"), (8, "packed"), (4, "float")])
+@pytest.mark.parametrize("accuracy_level", [0, 4])
+@pytest.mark.parametrize("M,K,N,bs", [(1, 256, 96, 32), (1, 200, 41, 16), (8, 128, 64, 64), (64, 256, 48, 128)])
+def test_c_kernel_in_a_session_matches_onnxruntime(entry, bits, zp_kind, accuracy_level, M, K, N, bs):
+    """Through the provider (claim, the C entry chosen, compute) against onnxruntime. accuracy_level 4 with uint8 or
+    no zero points is onnxruntime's int8 path (A quantized per block): the same quantized values, int32 block
+    sums, so only float summation order differs, as at accuracy_level 0 (rtol 1e-5 of the largest output).
+    (At M >= 128 onnxruntime's int8 GEMM takes another route whose results differ by ~1e-3 relative from both
+    our C and numpy kernels; not covered here.)"""
+    ort = pytest.importorskip("onnxruntime")
+    if bits == 8 and zp_kind == "float":
+        pytest.skip("onnxruntime rejects 8-bit weights with float zero points")
+    model, feeds = _model(M, K, N, bits, bs, zp_kind, accuracy_level, np.random.default_rng(M + K + N))
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    ref = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    got = _run_provider(model, feeds)
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=2e-5 * np.abs(ref).max())
+
+
+def _provider_entry(model):
+    m = ort_graph.from_proto(model)
+    ep = CpuExecutionProvider(m.graph, m.opset_imports)
+    node = next(n for n in m.graph.nodes if n.op_type == "MatMulNBits")
+    return ep, node, ep.entry(node)
+
+
+def test_provider_picks_c_for_the_hot_path_and_numpy_elsewhere(entry):
+    rng = np.random.default_rng(0)
+    _, _, chosen = _provider_entry(_model(1, 64, 16, 4, 32, "packed", 4, rng)[0])
+    assert c_kernels.kernel_language(chosen) == "C"
+    # accuracy_level 4 with a B computed at run time: onnxruntime does not quantize A, the numpy kernel runs it
+    _, _, chosen = _provider_entry(_model(1, 64, 16, 4, 32, "packed", 4, rng, b_initializer=False)[0])
+    assert c_kernels.kernel_language(chosen) == "numpy"
+    # block_size 512: beyond the C kernel's range
+    _, _, chosen = _provider_entry(_model(1, 1024, 16, 4, 512, "none", 0, rng)[0])
+    assert c_kernels.kernel_language(chosen) == "numpy"
+
+
+def test_estimate_and_declaration(entry):
+    rng = np.random.default_rng(0)
+    model, _ = _model(5, 64, 16, 4, 32, "packed", 4, rng)
+    ep, node, chosen = _provider_entry(model)
+    estimate = ep.estimate(node)
+    kernel = chosen.create_kernel(ort_abi.KernelInfo.from_node(node, ep))
+    shapes = [ort_abi.WorkspaceInputShape.shaped((5, 64), TensorProto.FLOAT),
+              ort_abi.WorkspaceInputShape.shaped((16, 2, 16), TensorProto.UINT8),
+              ort_abi.WorkspaceInputShape.shaped((32,), TensorProto.FLOAT),
+              ort_abi.WorkspaceInputShape.shaped((16,), TensorProto.UINT8)]
+    slots = ort_abi.declare_workspace(kernel, shapes)
+    kernel.release()
+    by_id = {s.slot_id: s.size_bytes for s in slots}
+    threads = ctypes.CDLL(str(c_kernels.library_path())).ort_cpu_ep_threads()
+    assert by_id[0] == threads * (256 * 16 * 4 + 64)  # one panel buffer per thread
+    assert by_id[1] == 5 * 64 + 5 * 2 * (4 + 4)  # int8 A (16-byte aligned), its block scales and block sums
+    assert estimate == sum(by_id.values())
+
+
+def test_bad_weight_size_is_refused_naming_the_input(entry):
+    rng = np.random.default_rng(0)
+    b, scales, _ = _weights(rng, 64, 16, 4, 32, "none")
+    a = rng.standard_normal((1, 64)).astype(np.float32)
+    with pytest.raises(ort_abi.KernelError, match="input B has 496 elements, expected 512"):
+        _run_c(entry, a, b.reshape(-1)[:496].copy(), scales, None, None, K=64, N=16, bits=4, block_size=32,
+               accuracy_level=0)
+    with pytest.raises(ort_abi.KernelError, match="last dimension 63"):
+        _run_c(entry, a[:, :63].copy(), b, scales, None, None, K=64, N=16, bits=4, block_size=32, accuracy_level=0)
+
+
+def test_threads_follow_the_intra_op_scope_and_give_the_same_result(entry):
+    lib = ctypes.CDLL(str(c_kernels.library_path()))
+    before = lib.ort_cpu_ep_threads()
+    rng = np.random.default_rng(3)
+    K, N = 512, 512
+    b, scales, zp = _weights(rng, K, N, 4, 32, "packed")
+    a = rng.standard_normal((6, K)).astype(np.float32)
+    results = []
+    for n in (1, 3):
+        with intra_op_thread_scope(n):
+            assert lib.ort_cpu_ep_threads() == n
+            results.append(_run_c(entry, a, b, scales, zp, None, K=K, N=N, bits=4, block_size=32, accuracy_level=4))
+        assert lib.ort_cpu_ep_threads() == before
+    np.testing.assert_array_equal(results[0], results[1])  # columns split across threads: same arithmetic
+
+
+def test_provider_falls_back_without_the_library(monkeypatch, entry):
+    monkeypatch.setenv(c_kernels.DISABLE_ENV, "1")
+    c_kernels._load.cache_clear()
+    try:
+        assert c_kernels.c_registry() is None and "disabled" in c_kernels.status().reason
+        _, _, chosen = _provider_entry(_model(1, 64, 16, 4, 32, "none", 0, np.random.default_rng(0))[0])
+        assert c_kernels.kernel_language(chosen) == "numpy"
+    finally:
+        monkeypatch.delenv(c_kernels.DISABLE_ENV)
+        c_kernels._load.cache_clear()
+    assert c_kernels.c_registry() is not None
+
+
+def test_build_without_a_compiler_explains(monkeypatch, tmp_path):
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    monkeypatch.setattr(_cbuild.shutil, "which", lambda name: None)
+    line = _cbuild.build_or_explain(tmp_path)
+    assert "C kernels NOT built (no C compiler found" in line and "numpy kernels are used" in line
+    assert not (tmp_path / _cbuild.LIBRARY_NAME).exists()
