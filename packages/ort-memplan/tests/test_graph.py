@@ -161,6 +161,30 @@ def test_workspace_reuses_dead_activation_memory(workspace_graph) -> None:
     assert gp.names[-1] == "workspace of 'mm3' slot 0"
 
 
+def test_run_long_blocks_live_for_the_whole_run(workspace_graph) -> None:
+    g = workspace_graph
+    order = topological_order(g)
+    mm3 = next(n for n in order if n.name == "mm3")
+    plain = mp.plan_graph(g, order, cpu, workspace={(mm3.index, 0): 4096})
+    gp = mp.plan_graph(g, order, cpu, workspace={(mm3.index, 0): 4096},
+                       run_long={"slot 0": ("cpu", 1000), "slot 1": ("cpu", 1000)})
+    mp.validate(gp.plan, gp.requests)
+    reqs = list(gp.run_requests.values())
+    # ids after the workspace slot's, live from the first step to the last
+    assert [r.id for r in reqs] == [-2, -3] and [gp.names[r.id] for r in reqs] == ["slot 0", "slot 1"]
+    assert all((r.first, r.last, r.nbytes) == (0, len(order) - 1, 1000) for r in reqs)
+    # no dead memory to share at any step: the peak grows by both (aligned) blocks
+    assert gp.plan.peak["cpu"] == plain.plan.peak["cpu"] + 2 * 1024
+    blocks = [gp.run_block(k) for k in ("slot 0", "slot 1")]
+    (_, o0, n0), (_, o1, n1) = blocks
+    assert n0 == n1 == 1000 and (o0 + 1024 <= o1 or o1 + 1024 <= o0)
+    assert gp.lower_bound_without_inplace["cpu"] >= plain.lower_bound_without_inplace["cpu"] + 2 * 1024
+    with pytest.raises(mp.LookupMissError, match="no run-long block 'slot 2'"):
+        gp.run_block("slot 2")
+    with pytest.raises(mp.InvalidRequestError, match="asks for -1 bytes"):
+        mp.plan_graph(g, order, cpu, run_long={"bad": ("cpu", -1)})
+
+
 def test_workspace_lookup_errors(workspace_graph) -> None:
     g = workspace_graph
     order = topological_order(g)

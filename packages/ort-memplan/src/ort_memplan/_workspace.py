@@ -1,8 +1,12 @@
-"""Kernel workspace slots as one-step blocks, and the joint plan of activations and workspace.
+"""Kernel workspace slots as one-step blocks, run-long blocks, and the joint plan of activations and workspace.
 
 A kernel declares slots `(node_index, slot_id) -> bytes`. Each slot becomes a request live only
 at its node's step, with a synthetic negative id (-1, -2, ...) that can never collide with a
 value id (>= 0), so the planner packs workspace into activation memory that is dead at that step.
+
+A run-long block `key -> (device, bytes)` (e.g. a weight-streaming slot) is live from the first step
+to the last, with the next negative ids after the workspace slots: it is placed in its device's arena
+beside the activations, so the device's planned peak covers it.
 """
 
 from __future__ import annotations
@@ -45,6 +49,21 @@ def workspace_requests(slots: Mapping[SlotKey, int], node_steps: Mapping[int, in
     return out
 
 
+def run_long_requests(blocks: Mapping[str, tuple[str, int]], steps: int, first_id: int, *,
+                      alignment: int = DEFAULT_ALIGNMENT) -> dict[str, AllocationRequest]:
+    """One request per run-long block, live at every step (0 .. steps - 1), with ids first_id, first_id - 1, ..."""
+    out: dict[str, AllocationRequest] = {}
+    for k, key in enumerate(blocks):
+        device, nbytes = blocks[key]
+        if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes < 0:
+            raise InvalidRequestError(f"run-long block {key!r} asks for {nbytes!r} bytes; pass an int >= 0")
+        if steps <= 0:
+            raise InvalidRequestError(f"run-long block {key!r} needs at least one step in the execution order; "
+                                      "the order is empty")
+        out[key] = AllocationRequest(first_id - k, nbytes, 0, steps - 1, device, alignment)
+    return out
+
+
 @attrs.define(frozen=True)
 class GraphPlan:
     """One plan for a graph's activations and kernel workspace, per device, with lookups.
@@ -59,15 +78,17 @@ class GraphPlan:
     names: Mapping[int, str]
     by_id: Mapping[int, AllocationRequest] = attrs.field(repr=False)
     red_zone: int = 0
+    run_requests: Mapping[str, AllocationRequest] = attrs.field(factory=dict)
 
     @functools.cached_property
     def lower_bound_without_inplace(self) -> Mapping[str, int]:
         """Computed when first read (auto-fit's trials never read it)."""
-        return lower_bound([*self.activations.plain_requests, *self.slot_requests.values()], self.red_zone)
+        return lower_bound([*self.activations.plain_requests, *self.slot_requests.values(),
+                            *self.run_requests.values()], self.red_zone)
 
     @property
     def requests(self) -> tuple[AllocationRequest, ...]:
-        return (*self.activations.requests, *self.slot_requests.values())
+        return (*self.activations.requests, *self.slot_requests.values(), *self.run_requests.values())
 
     @property
     def lower_bound(self) -> Mapping[str, int]:
@@ -101,20 +122,34 @@ class GraphPlan:
                 f"({len(self.slot_requests)} slots declared); fall back to a scratch allocation")
         return self.plan.offsets[req.id], req.nbytes
 
+    def run_block(self, key: str) -> tuple[str, int, int]:
+        """(device, offset, nbytes) of a run-long block in its device's buffer."""
+        req = self.run_requests.get(key)
+        if req is None:
+            raise LookupMissError(f"no run-long block {key!r} in the plan (planned: {sorted(self.run_requests)!r}); "
+                                  "pass it to plan_graph(run_long=...)")
+        return req.device, self.plan.offsets[req.id], req.nbytes
+
 
 def plan_graph(graph: Graph, order: Sequence[Node], device_of: Callable[[Node], str], *,
                workspace: Mapping[SlotKey, int] | None = None, inplace: bool = True,
                algorithm: str = "auto", alignment: int = DEFAULT_ALIGNMENT, red_zone: int = 0,
-               input_device: str | None = None, value_devices: Mapping[str, str] | None = None) -> GraphPlan:
+               input_device: str | None = None, value_devices: Mapping[str, str] | None = None,
+               run_long: Mapping[str, tuple[str, int]] | None = None) -> GraphPlan:
     """Plan activations (and declared workspace slots) of `graph` run in `order`, per device (graph
-    inputs on `input_device` when given, see `activation_lifetimes`)."""
+    inputs on `input_device` when given, see `activation_lifetimes`). `run_long`: blocks
+    `key -> (device, bytes)` live for the whole run (first step to last), planned with the rest."""
     acts = activation_lifetimes(graph, order, device_of, inplace=inplace, alignment=alignment,
                                 input_device=input_device, value_devices=value_devices)
     slots = workspace_requests(workspace or {}, acts.node_steps, acts.node_devices, alignment=alignment)
     names = dict(acts.names)
     for (_node, slot_id), req in slots.items():
         names[req.id] = f"workspace of {acts.node_names[req.first]!r} slot {slot_id}"
-    requests = [*acts.requests, *slots.values()]
+    run_reqs = run_long_requests(run_long or {}, len(order), -(len(slots) + 1), alignment=alignment) \
+        if run_long else {}
+    for key, req in run_reqs.items():
+        names[req.id] = key
+    requests = [*acts.requests, *slots.values(), *run_reqs.values()]
     mplan = plan(requests, algorithm, red_zone=red_zone)
     return GraphPlan(plan=mplan, activations=acts, slot_requests=slots, names=names,
-                     by_id={r.id: r for r in requests}, red_zone=red_zone)
+                     by_id={r.id: r for r in requests}, red_zone=red_zone, run_requests=run_reqs)

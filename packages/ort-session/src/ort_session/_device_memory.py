@@ -82,13 +82,13 @@ class DeviceMemoryStage:
     weights: int
     peak: int
     allocator: ort_abi.Allocator | None = None
-    streaming_slots: int = 0  # bytes of the weight-streaming slots, allocated at initialization for the whole run
+    streaming_slots: int = 0  # bytes of the weight-streaming slots: run-long blocks of the plan, inside `peak`
 
     @property
     def activation_budget(self) -> int | None:
-        """What the budget leaves for activations and workspace once the weights (and streaming slots) are in
-        (None: no budget)."""
-        return None if self.budget is None else max(self.budget - self.weights - self.streaming_slots, 0)
+        """What the budget leaves for the plan's blocks (activations, workspace and the weight-streaming slots)
+        once the weights are in (None: no budget)."""
+        return None if self.budget is None else max(self.budget - self.weights, 0)
 
     def arena(self) -> Any:
         """The ort-memplan allocator the plan's buffer for this device comes from."""

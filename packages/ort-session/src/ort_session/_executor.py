@@ -167,8 +167,10 @@ class Executor:
             np.ndim(a) == len(s) and all(not isinstance(d, int) or d == x for d, x in zip(s, np.shape(a)))
             for n, a in feeds.items() if isinstance(a, np.ndarray) and (s := self.graph.values[n].shape) is not None)]
         streaming = self.streamer.hold() if self.streamer is not None else contextlib.nullcontext()
-        with layout.hold(stats), streaming:
+        with streaming, layout.hold(stats):
             try:
+                if self.streamer is not None:  # the slots are blocks of this run's buffers
+                    self.streamer.begin_run(layout)
                 values: dict[str, Any] = {name: t.numpy() for name, t in self.graph.initializers.items()}
                 for name, arr in feeds.items():
                     placed = layout.place(name, arr)

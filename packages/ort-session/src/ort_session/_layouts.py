@@ -146,6 +146,11 @@ class PlannedLayout(BlockLayout):
             out[slot_id] = block_of(*self._live.block(req.id))
         return out
 
+    def run_block(self, key: str) -> Any:
+        """This run's view of a run-long block of the plan (a weight-streaming slot), by its key."""
+        req = self.gplan.run_requests[key]
+        return block_of(*self._live.block(req.id))
+
     def before_step(self, step: int) -> None:
         if self._guard is not None:
             self._guard.before_step(step)

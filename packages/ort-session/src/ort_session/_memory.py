@@ -93,8 +93,7 @@ class SessionMemory:
     device_of_node: dict[int, str]
     kernels: Mapping[int, Any]
     device_weights: DeviceWeights = attrs.field(factory=DeviceWeights)
-    streaming: Any = None  # _streaming.StreamingPlan (None: no streamed layers)
-    slot_buffer: ort_abi.DeviceBuffer | None = None  # the streaming slots, one device buffer for the whole run
+    streaming: Any = None  # _streaming.StreamingPlan (None: no streamed layers); its slots are run-long blocks
     cache: ort_memplan.PatternCache = attrs.field(factory=ort_memplan.PatternCache)
     _slot_ids: dict[int, list[int]] = attrs.field(factory=dict, alias="slot_ids")
     _value_blocks: dict[str, tuple[str, int, int]] | None = attrs.field(default=None, alias="value_blocks")
@@ -134,9 +133,6 @@ class SessionMemory:
         if self.buffers is not None:
             self.buffers.close()
         self.device_weights.close()
-        slots, self.slot_buffer = self.slot_buffer, None
-        if slots is not None:
-            slots.allocator.free(slots)
 
     def device_usage(self) -> dict[str, dict[str, int | None]]:
         """Per device with its own memory, measured by its allocator: bytes in use now, the peak since
@@ -144,7 +140,8 @@ class SessionMemory:
         return {d: s.usage(self.device_weights) for d, s in sorted(self.stages.items()) if s.allocator is not None}
 
     def device_totals(self) -> dict[str, dict[str, int]]:
-        """Per device: weights, peak of activations + workspace (planned), workspace declared, total."""
+        """Per device: weights, peak of activations + workspace (planned), workspace declared, total. The
+        weight-streaming slots are run-long blocks of the plan: in the peak, and shown apart as well."""
         out: dict[str, dict[str, int]] = {}
         ws: dict[str, int] = {}
         for req in self.gplan.slot_requests.values():
@@ -156,7 +153,7 @@ class SessionMemory:
             out[device] = {"weights": weights.get(device, 0), "peak_activations_and_workspace": peak,
                            "largest_workspace": ws.get(device, 0), "lower_bound": self.gplan.lower_bound.get(device, 0),
                            "streaming_slots": slots.get(device, 0),
-                           "total": weights.get(device, 0) + peak + slots.get(device, 0)}
+                           "total": weights.get(device, 0) + peak}
         return out
 
     def declared_workspace(self, node: Node, args: Sequence[Any]) -> dict[int, int]:
@@ -240,6 +237,13 @@ def _weights_per_device(model: Model, device_of_node: Mapping[int, str], memory_
     return {d: sum(inits[n].nbytes for n in names if d == HOST or n not in streamed) for d, names in per_device.items()}
 
 
+def streaming_blocks(streaming: Any) -> dict[str, tuple[str, int]]:
+    """The weight-streaming slots as run-long blocks of the device's plan: key -> (device, bytes)."""
+    if streaming is None or not streaming.layers:
+        return {}
+    return {key: (streaming.device, streaming.slot_bytes) for key in streaming.slot_keys}
+
+
 def declared_slots(node: Node, kernel: Any) -> tuple[tuple[int, int], ...]:
     """(slot id, bytes) of each workspace slot `kernel` declares for `node`'s resolved input shapes;
     none while a shape is unresolved (declared per shape key when a run traces them)."""
@@ -275,7 +279,8 @@ def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any],
                 value_device[o] = HOST if k in host_outputs else device_of_node[node.index]
     gplan = ort_memplan.plan_graph(graph, order, lambda n: device_of_node[n.index], workspace=slots,
                                    red_zone=red_zone_bytes(options) if allocate else 0, algorithm=algorithm,
-                                   input_device=HOST, value_devices=value_device)
+                                   input_device=HOST, value_devices=value_device,
+                                   run_long=streaming_blocks(streaming))
     inputs = [n for n in graph.inputs if n not in graph.initializers]
     input_limits = {n: tuple(graph.values[n].shape) for n in inputs if graph.values[n].shape is not None}
     planned_shapes = {n: s for n, s in input_limits.items() if is_static(s)}
@@ -294,10 +299,15 @@ def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any],
         check_budgeted_values_planned(graph, gplan.activations.unknown_sizes, value_device, budgets,
                                       allow=_truthy(options.get(ALLOW_UNPLANNED_SHAPES) or "0", ALLOW_UNPLANNED_SHAPES),
                                       can_run=all(getattr(p, "can_run", True) for p in providers if p.device in budgets))
-    device_weights, buffers, slot_buffer = _allocate(graph, order, device_of_node, stages, gplan, static, options,
-                                                     memory_types, streaming) \
-        if allocate else (DeviceWeights(), None, None)
-    return SessionMemory(streaming=streaming, slot_buffer=slot_buffer, model=model, gplan=gplan, slots=slots, stages=stages, static=static,
+        if streaming is not None and streaming.layers and not static:
+            raise InvalidOptionError(
+                f"{len(streaming.layers)} decoder layers stream their weights through slots planned with the "
+                f"activations, which needs static shapes, but {len(gplan.activations.unknown_sizes)} value(s) "
+                f"have unknown sizes, e.g. {list(gplan.activations.unknown_sizes)[:5]!r}; set "
+                "free_dimension_overrides or max_shapes (ortrun: --dim name=N), or session.weight_streaming='off'")
+    device_weights, buffers = _allocate(graph, order, device_of_node, stages, gplan, static, options,
+                                        memory_types, streaming) if allocate else (DeviceWeights(), None)
+    return SessionMemory(streaming=streaming, model=model, gplan=gplan, slots=slots, stages=stages, static=static,
                          planned_shapes=planned_shapes, input_limits=input_limits, buffers=buffers, options=options,
                          node_names=[n.name for n in order], device_of_value=value_device,
                          device_of_node=device_of_node, kernels=kernels, device_weights=device_weights)
@@ -306,9 +316,10 @@ def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any],
 def _allocate(graph: Any, order: Sequence[Node], device_of_node: Mapping[int, str],
               stages: Mapping[str, DeviceMemoryStage], gplan: ort_memplan.GraphPlan, static: bool,
               options: SessionOptions, memory_types: Any, streaming: Any = None,
-              ) -> tuple[DeviceWeights, ort_memplan.ExecutionBuffers | None, ort_abi.DeviceBuffer | None]:
+              ) -> tuple[DeviceWeights, ort_memplan.ExecutionBuffers | None]:
     """What initialization allocates, all or nothing: each device held to its budget, the weights uploaded
-    once, the weight-streaming slots (when layers stream) and (when asked) the pre-allocated buffers."""
+    once and (when asked) the pre-allocated buffers (the weight-streaming slots are blocks of them, or of
+    each run's buffer)."""
     for stage in stages.values():
         stage.hold_to_budget()
     allocators = {d: s.allocator for d, s in stages.items() if s.allocator is not None}
@@ -317,22 +328,13 @@ def _allocate(graph: Any, order: Sequence[Node], device_of_node: Mapping[int, st
         device_weights = DeviceWeights.upload(graph, order, device_of_node, allocators, memory_types, streamed)
     except ort_abi.AllocationError as e:
         raise device_memory_error("the weights", stages, e) from e
-    slot_buffer = None
-    if streaming is not None and streaming.layers and streaming.device in allocators:
-        try:
-            slot_buffer = allocators[streaming.device].alloc(streaming.slot_total)
-        except ort_abi.AllocationError as e:
-            device_weights.close()
-            raise device_memory_error("the weight-streaming slots", stages, e) from e
 
     def undo() -> None:
         device_weights.close()
-        if slot_buffer is not None:
-            slot_buffer.allocator.free(slot_buffer)
 
     key = PRE_ALLOCATE if options.pre_allocate else STATIC_WORKSPACE if options.flag(STATIC_WORKSPACE) else None
     if key is None:
-        return device_weights, None, slot_buffer
+        return device_weights, None
     if not static:
         undo()
         unknown = list(gplan.activations.unknown_sizes)[:5]
@@ -344,7 +346,7 @@ def _allocate(graph: Any, order: Sequence[Node], device_of_node: Mapping[int, st
             + (f"; {ort_graph.unresolved_hint(origin)}" if origin is not None else ""))
     budgets = {d: s.activation_budget for d, s in stages.items() if s.activation_budget is not None}
     try:
-        return device_weights, gplan.buffers(arenas(gplan.plan.peak, stages), budgets), slot_buffer
+        return device_weights, gplan.buffers(arenas(gplan.plan.peak, stages), budgets)
     except Exception as e:
         undo()
         if isinstance(e, ort_abi.AllocationError):

@@ -158,12 +158,11 @@ class InferenceSession(OrtSessionApi):
                                   declared_workspace=(self.memory.declared_workspace
                                                       if self.options.flag(STRICT_WORKSPACE) else None),
                                   capture=self._capture)
-        if self.memory.slot_buffer is not None:  # streamed layers (session.weight_streaming)
+        if self.memory.streaming is not None and self.memory.streaming.layers:  # session.weight_streaming
             from ._streaming_run import WeightStreamer
 
             try:
-                self._executor.streamer = WeightStreamer(graph, self.order, self.placement.streaming,
-                                                         self.memory.slot_buffer)
+                self._executor.streamer = WeightStreamer(graph, self.order, self.placement.streaming)
             except Exception:
                 self.memory.close()  # initialization fails: nothing stays allocated on the device
                 raise

@@ -71,6 +71,11 @@ class StreamingPlan:
         return {name for layer in self.layers for name, _, _ in layer.weights}
 
     @property
+    def slot_keys(self) -> tuple[str, ...]:
+        """The slots' names as run-long blocks of the device's memory plan (`ort_memplan.plan_graph(run_long=)`)."""
+        return tuple(f"weight-streaming slot {k}" for k in range(self.slots)) if self.layers else ()
+
+    @property
     def slot_total(self) -> int:
         return self.slots * self.slot_bytes if self.layers else 0
 

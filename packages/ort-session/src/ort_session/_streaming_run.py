@@ -4,6 +4,9 @@ stream; the compute stream waits on a layer's copy event before its first node, 
 waits on the event recorded after the last node of the layer that used it before. The next layer's copy
 is issued when the current streamed layer starts, so it is in flight while the current layer computes.
 
+The slots are run-long blocks of the device's memory plan (`StreamingPlan.slot_keys`): each run resolves
+their views from its layout (the pre-allocated buffers, or the run's own buffer), like workspace slots.
+
 Every slot access goes through `ort_abi.OrderGuard`: a node reading a slot whose copy is not ordered
 before it, or a copy overwriting a slot a node may still read, is a `StreamOrderError`."""
 
@@ -28,16 +31,12 @@ class WeightStreamer:
     """The executor's hook for streamed layers: `hold` (one run), `before_node`, `after_node`. The slots are
     shared by every run of the session, so one run streams at a time: a concurrent run is refused."""
 
-    def __init__(self, graph: Graph, order: Sequence[Node], plan: Any, slot_buffer: ort_abi.DeviceBuffer) -> None:
-        self.graph, self.plan, self.slot_buffer = graph, plan, slot_buffer
+    def __init__(self, graph: Graph, order: Sequence[Node], plan: Any) -> None:
+        self.graph, self.plan = graph, plan
         where = {name: (j, offset, nbytes) for j, layer in enumerate(plan.layers)
                  for name, offset, nbytes in layer.weights}
+        self.where = where
         self.tensors: dict[str, ort_abi.DeviceTensor] = {}
-        for name, (j, offset, nbytes) in where.items():
-            init = graph.initializers[name]
-            view = slot_buffer.view((j % plan.slots) * plan.slot_bytes + offset, nbytes)
-            dtype = np.dtype(to_numpy_dtype(init.dtype))
-            self.tensors[name] = ort_abi.DeviceTensor(view, tuple(init.dims), dtype)
         self.reads: dict[int, list[tuple[int, int, str]]] = {}
         first: dict[int, int] = {}
         last: dict[int, int] = {}
@@ -58,23 +57,40 @@ class WeightStreamer:
         self.end_at = {step: j for j, step in last.items()}
         self.copies = self.bytes = 0
         self._lock = threading.Lock()
-        self.begin_run()
+
+    def resolve(self, layout: Any) -> None:
+        """Each streamed weight's tensor: a view of its slot's planned block in this run's buffer."""
+        run_block = getattr(layout, "run_block", None)
+        if run_block is None:
+            raise SessionError(
+                f"this run's layout {getattr(layout, 'name', layout)!r} has no planned weight-streaming slots (they "
+                "are blocks of the static plan); run with the planned input shapes, or set "
+                "session.weight_streaming='off'")
+        slots = [run_block(key) for key in self.plan.slot_keys]
+        for name, (j, offset, nbytes) in self.where.items():
+            init = self.graph.initializers[name]
+            dtype = np.dtype(to_numpy_dtype(init.dtype))
+            view = slots[j % self.plan.slots].view(offset, nbytes)
+            self.tensors[name] = ort_abi.DeviceTensor(view, tuple(init.dims), dtype)
 
     @contextlib.contextmanager
     def hold(self) -> Iterator[None]:
-        """The slots for one run (fresh streams and guard); a concurrent second run is refused at once."""
+        """The slots for one run, taken before the run's buffers are (`begin_run` then resolves their views);
+        a concurrent second run is refused at once."""
         if not self._lock.acquire(blocking=False):
             raise SessionBusyError("a run is already streaming weights through this session's device slots; "
                                    "streamed layers allow one run at a time: wait for it to finish, or use one "
                                    "session per thread (or session.weight_streaming='off')")
         try:
-            self.begin_run()
             yield
         finally:
+            self.tensors = {}
             self._lock.release()
 
-    def begin_run(self) -> None:
-        """Fresh streams and guard; the first streamed layer's copy is issued at once."""
+    def begin_run(self, layout: Any) -> None:
+        """The slots' views in this run's buffers, fresh streams and guard; the first streamed layer's copy is
+        issued at once."""
+        self.resolve(layout)
         self.compute, self.copy = ort_abi.Stream("compute"), ort_abi.Stream("copy")
         self.guard = ort_abi.OrderGuard()
         self.copied: dict[int, ort_abi.Event] = {}

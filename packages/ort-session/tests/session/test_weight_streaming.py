@@ -56,7 +56,7 @@ def test_streamed_decoder_matches_the_cpu_run_within_the_budget(reference, pre_a
 
 def test_off_keeps_the_placement_without_streaming():
     off = _session("off")
-    assert off.placement.streaming is None and off.memory.slot_buffer is None
+    assert off.placement.streaming is None and not off.memory.gplan.run_requests
     assert off.last_run_stats.streamed_copies == 0
     plain = _session("off")
     assert off.placement.ep_of == plain.placement.ep_of
@@ -159,5 +159,55 @@ def test_streamed_layers_out_of_execution_order_are_refused():
     sess = _session()
     plan = attrs.evolve(sess.placement.streaming, layers=tuple(reversed(sess.placement.streaming.layers)))
     with pytest.raises(SessionError, match="cannot be double-buffered"):
-        WeightStreamer(sess.model.graph, sess.order, plan, sess.memory.slot_buffer)
+        WeightStreamer(sess.model.graph, sess.order, plan)
     sess.close()
+
+
+@pytest.mark.parametrize("pre_allocate", ["0", "1"])
+def test_the_slots_are_run_long_blocks_of_the_device_plan(monkeypatch, pre_allocate):
+    sess = _session(**{"session.pre_allocate_execution_buffers": pre_allocate})
+    plan, gplan = sess.placement.streaming, sess.memory.gplan
+    reqs = [gplan.run_requests[key] for key in plan.slot_keys]
+    workspace_ids = {r.id for r in gplan.slot_requests.values()}
+    assert len(reqs) == 2 and len({r.id for r in reqs}) == 2
+    for r in reqs:  # a synthetic id, live from the first step to the last, on the streaming device
+        assert r.id < 0 and r.id not in workspace_ids and gplan.names[r.id] in plan.slot_keys
+        assert (r.first, r.last, r.device, r.nbytes) == (0, len(sess.order) - 1, "simgpu", plan.slot_bytes)
+    offsets = sorted(gplan.plan.offsets[r.id] for r in reqs)
+    assert offsets[1] - offsets[0] >= plan.slot_bytes  # the two slots do not overlap
+    peak = gplan.plan.peak["simgpu"]
+    assert peak >= offsets[1] + plan.slot_bytes
+    totals = sess.memory.device_totals()["simgpu"]
+    assert totals["peak_activations_and_workspace"] == peak and totals["total"] == totals["weights"] + peak
+    assert totals["streaming_slots"] == 2 * plan.slot_bytes == sess.plan.to_dict()["devices"]["simgpu"]["streaming_slots"]
+    # each streamed weight is a view of the run's device buffer at its slot's planned offset: no slot allocation
+    seen = {}
+    resolve = WeightStreamer.resolve
+
+    def spy(self, layout):
+        resolve(self, layout)
+        base = layout._live.buffers["simgpu"].ptr
+        seen.update({name: t.buffer.ptr - base for name, t in self.tensors.items()})
+
+    monkeypatch.setattr(WeightStreamer, "resolve", spy)
+    sess.run(None, zoo.decoder_inputs(CFG, 1, 16, 0))
+    want = {name: gplan.plan.offsets[reqs[j % 2].id] + offset
+            for j, layer in enumerate(plan.layers) for name, offset, _ in layer.weights}
+    assert seen == want
+    usage = sess.device_memory()["simgpu"]
+    assert usage["peak"] == totals["total"] <= BUDGET  # measured peak = weights + the plan's peak, slots inside
+    sess.close()
+
+
+def test_streaming_without_a_static_plan_is_refused_at_initialization():
+    from ort_session._promise import ALLOW_UNPLANNED_SHAPES
+
+    dims = {"batch": 1, "past_sequence": 0}  # `sequence` left symbolic: the slots would have no planned arena
+    opts = {"free_dimension_overrides": dims, "budgets": f"gpu:{BUDGET}", "session.weight_streaming": "on",
+            ALLOW_UNPLANNED_SHAPES: "1"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(InvalidOptionError, match="needs static shapes.*free_dimension_overrides"):
+            InferenceSession(zoo.decoder(CFG), opts, providers=SIM)
+        opts["session.weight_streaming"] = "off"
+        assert InferenceSession(zoo.decoder(CFG), opts, providers=SIM).placement.streaming is None
