@@ -77,3 +77,9 @@ def test_a_pair_the_simulated_gpu_claimed_is_fused_there_and_both_its_passes_run
 def test_both_cpu_providers_offer_the_pass(name):
     provider = getattr(ort_cpu_ep, name)
     assert "SiLUFusion" in [p.name for p in provider.graph_passes(object.__new__(provider))]
+
+
+@pytest.mark.parametrize("options", [{"enable_fusions": False}, {"graph_optimization_level": "ORT_DISABLE_ALL"}])
+def test_fusions_off_turns_the_providers_passes_off(options):
+    sess = InferenceSession(zoo.decoder_proto(CFG), options, providers=["CPUExecutionProvider"])
+    assert sess.fusions == [] and sum(n.op_type == "Sigmoid" for n in sess.model.graph.nodes) == CFG.layers
