@@ -1,16 +1,29 @@
-"""The simulated GPU's own graph pass (003's Optimization surface): Conv + per-channel Add fused into Conv
-with a bias, on the nodes it claimed (the session runs providers' passes after placement)."""
+"""The CPU providers' own graph passes (003's Optimization surface), on the nodes each claimed (the session
+runs providers' passes after placement): the CPU provider fuses SiLU, Mul(x, Sigmoid(x)), into com.microsoft
+QuickGelu(alpha=1) with a one-pass kernel; the simulated GPU adds Conv + per-channel Add fused into Conv with
+a bias. A Level-1 SiLU fusion would move the pair off CUDA (no CUDA kernel for QuickGelu): as an EP pass it
+only fuses what the CPU provider already runs."""
 
 from __future__ import annotations
 
 import ort_abi
 import ort_graph
 
-__all__ = ["ConvAddFusionSurface"]
+__all__ = ["ConvAddFusionSurface", "SiLUFusionSurface"]
+
+
+class SiLUFusionSurface:
+    """A provider mixin: Mul(x, Sigmoid(x)) fused into QuickGelu(x, alpha=1) on the provider's own nodes."""
+
+    def graph_passes(self) -> list[ort_abi.EpGraphPass]:
+        return [ort_abi.EpGraphPass("SiLUFusion", ort_graph.fuse_silu)]
 
 
 class ConvAddFusionSurface:
-    """A provider mixin: Conv + per-channel Add fused into Conv with a bias on the provider's own nodes."""
+    """A provider mixin: Conv + per-channel Add fused into Conv with a bias on the provider's own nodes,
+    after the passes of the classes it is mixed before (cooperative `super().graph_passes()`)."""
 
     def graph_passes(self) -> list[ort_abi.EpGraphPass]:
-        return [ort_abi.EpGraphPass("ConvAddFusion", ort_graph.fuse_conv_add)]
+        inherited = getattr(super(), "graph_passes", None)
+        return [*(inherited() if inherited is not None else []),
+                ort_abi.EpGraphPass("ConvAddFusion", ort_graph.fuse_conv_add)]

@@ -27,7 +27,7 @@ from ort_partition import Declined, Supported
 
 from . import _ckernels
 from ._device_kernels import SimulatedCaptureSurface, StagedKernel
-from ._ep_passes import ConvAddFusionSurface
+from ._ep_passes import ConvAddFusionSurface, SiLUFusionSurface
 from ._threads import check_thread_count, intra_op_thread_scope, resolve_threads
 from .ops import InputInfo, OpImpl, all_ops
 from .ops._interp import _OPSETS
@@ -147,7 +147,7 @@ def builtin_registry(ep_name: str) -> ort_abi.KernelRegistry:
     return _BUILTIN[ep_name]
 
 
-class CpuExecutionProvider:
+class CpuExecutionProvider(SiLUFusionSurface):
     name = "CPUExecutionProvider"
     device_type = "cpu"
     device_id = 0

@@ -1,6 +1,6 @@
 """Fusions an execution provider runs on the nodes it claimed (003's Optimization surface), after
 placement: not Level-1 passes (they rewrite only inside one provider's nodes). Named like the L1 fusions
-(`<conv name>/ConvAddFusion`), so name-based rules keep matching.
+(`<conv name>/ConvAddFusion`, `<mul name>/SiLUFusion`), so name-based rules keep matching.
 """
 
 from __future__ import annotations
@@ -8,12 +8,15 @@ from __future__ import annotations
 from collections.abc import Collection
 
 import numpy as np
+from onnx import AttributeProto
 
 from ._fusions import FusionRecord, _only_consumer, _replace
-from ._ir import Graph, Node
+from ._ir import Attr, Graph, Node
 from ._tensor import Tensor
 
-__all__ = ["fuse_conv_add"]
+__all__ = ["fuse_conv_add", "fuse_silu"]
+
+_SILU_DTYPES = frozenset({1, 10, 11})  # float32, float16, float64
 
 
 def _channel_bias(graph: Graph, name: str, channels: int, rank: int) -> np.ndarray | None:
@@ -56,4 +59,28 @@ def fuse_conv_add(graph: Graph, nodes: Collection[Node] | None = None) -> list[F
         fused = _replace(graph, [conv, add], "Conv", [conv.inputs[0], conv.inputs[1], name], [add.outputs[0]],
                          "/ConvAddFusion", attributes=dict(conv.attributes))
         records.append(FusionRecord("ConvAddFusion", (conv.name, add.name), (fused.name,)))
+    return records
+
+
+def fuse_silu(graph: Graph, nodes: Collection[Node] | None = None) -> list[FusionRecord]:
+    """Mul(x, Sigmoid(x)) (either operand order), whose Sigmoid output only that Mul reads ->
+    com.microsoft QuickGelu(x, alpha=1.0) named `<mul name>/SiLUFusion`. Only pairs whose both nodes are in
+    `nodes` (all when None) are fused."""
+    allowed = None if nodes is None else {id(n) for n in nodes}
+    records: list[FusionRecord] = []
+    for sig in [n for n in graph.nodes if n.op_type == "Sigmoid" and n.domain in ("", "ai.onnx")]:
+        if len(sig.inputs) != 1 or len(sig.outputs) != 1:
+            continue
+        x, s = sig.inputs[0], sig.outputs[0]
+        mul = _only_consumer(graph, s)
+        if mul is None or mul.op_type != "Mul" or mul.domain not in ("", "ai.onnx") or sorted(mul.inputs) != sorted([x, s]):
+            continue
+        if x == s or (allowed is not None and (id(sig) not in allowed or id(mul) not in allowed)):
+            continue
+        xv, y = graph.values.get(x), graph.values.get(mul.outputs[0])
+        if xv is None or y is None or xv.dtype not in _SILU_DTYPES or y.dtype != xv.dtype or y.shape != xv.shape:
+            continue
+        fused = _replace(graph, [mul, sig], "QuickGelu", [x], [mul.outputs[0]], "/SiLUFusion",
+                         attributes={"alpha": Attr("alpha", AttributeProto.FLOAT, 1.0)}, domain="com.microsoft")
+        records.append(FusionRecord("SiLUFusion", (sig.name, mul.name), (fused.name,)))
     return records

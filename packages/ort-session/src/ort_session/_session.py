@@ -126,7 +126,8 @@ class InferenceSession(OrtSessionApi):
             _ort_api.check_no_fallback(self.placement, self.providers, graph)
         for node in graph.nodes:
             node.ep = self.placement.ep_of[node.index]
-        ep_fusions = run_ep_passes(graph, self.providers)  # each provider's passes on the nodes it claimed
+        # each provider's passes on the nodes it claimed; fusions off (ORT_DISABLE_ALL) turns them off too
+        ep_fusions = run_ep_passes(graph, self.providers) if fuse else []
         if ep_fusions:
             self.fusions = [*self.fusions, *ep_fusions]
             self.order = ort_graph.topological_order(graph)

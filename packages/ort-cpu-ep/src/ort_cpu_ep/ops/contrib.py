@@ -25,7 +25,8 @@ from onnx import TensorProto
 
 from ort_graph import Node, dtype_name
 
-from ._registry import Decline, InputInfo, OpImpl, attrs_of, register
+from ._registry import Decline, InputInfo, OpImpl, attrs_of, register, workspace_nbytes
+from ._util import np_dtype, out_dtype
 from .ops_extra_attention import requested
 from .ops_norm import fast_norm, norm_rows, norm_workspace, normalize_rows_into
 
@@ -277,13 +278,47 @@ class FastGelu(_Elementwise):
         return t(0.5) * x * (t(1) + np.tanh(t(0.7978845608028654) * (x + t(0.044715) * x * x * x)))
 
 
+QUICK_GELU_CHUNK = 16384  # elements per pass of the one-pass QuickGelu (its declared workspace, 64 KiB in float32)
+
+
 @register("QuickGelu", domain=MS)
 class QuickGelu(_Elementwise):
-    """y = x * sigmoid(alpha * x), alpha default 1.702."""
+    """y = x * sigmoid(alpha * x), alpha default 1.702 (alpha=1 is SiLU, the CPU provider's SiLUFusion).
+    float32 / float64 without a bias: into the output block, chunk by chunk through workspace slot 0
+    (`QUICK_GELU_CHUNK` elements): t = exp(-alpha x); t += 1; y = x / t. Safe when the plan writes y over x
+    (each chunk of x is read before its chunk of y is written); exp overflowing to inf gives the exact limit
+    -0 and is not reported."""
+
+    writes_output = True
 
     def fn(self, node: Node, x: np.ndarray) -> np.ndarray:
         alpha = x.dtype.type(node.attr("alpha", 1.702))
         return x / (x.dtype.type(1) + np.exp(-alpha * x))
+
+    def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
+        x = inputs[0]
+        if x.dtype not in (np.float32, np.float64) or (len(inputs) > 1 and inputs[1] is not None):
+            return super().compute(node, inputs)
+        out = self.output(0, x.shape, x.dtype)
+        flat_x, flat_y = np.ascontiguousarray(x).reshape(-1), out.reshape(-1)
+        tmp = self.workspace(0, (min(flat_x.size, QUICK_GELU_CHUNK),), x.dtype)
+        neg_alpha = x.dtype.type(-float(node.attr("alpha", 1.702)))
+        with np.errstate(over="ignore", under="ignore"):
+            for start in range(0, flat_x.size, QUICK_GELU_CHUNK):
+                xs = flat_x[start:start + QUICK_GELU_CHUNK]
+                t = tmp[:xs.size]
+                np.multiply(xs, neg_alpha, out=t)
+                np.exp(t, out=t)
+                np.add(t, 1, out=t)
+                np.divide(xs, t, out=flat_y[start:start + QUICK_GELU_CHUNK])
+        return [out]
+
+    def workspace_bytes(self, node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
+        shape = input_shapes[0] if input_shapes else None
+        dt = np_dtype(out_dtype(node)) if out_dtype(node) else None
+        if shape is None or dt is None or dt not in (np.float32, np.float64) or (len(node.inputs) > 1 and node.inputs[1]):
+            return []
+        return [(0, workspace_nbytes((min(int(np.prod(shape, dtype=np.int64)), QUICK_GELU_CHUNK),), dt))]
 
 
 @register("FusedMatMul", domain=MS)
