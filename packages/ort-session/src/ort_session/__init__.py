@@ -36,7 +36,7 @@ _WHERE = {
     "SessionBusyError": "._errors",
     "SessionError": "._errors",
     "UnplannedAllocationError": "._errors",
-    "UnplannedShapesWarning": "._errors",
+    "UnplannedShapesWarning": "._errors", "PlanOverBudgetError": "._errors",
     "WorkspaceVerificationError": "._errors",
     "RunStats": "._executor",
     "generate_inputs": "._feeds",

@@ -13,7 +13,7 @@ from ort_graph import Graph
 
 from ._errors import PlacementError
 
-__all__ = ["run_ep_passes"]
+__all__ = ["ep_passes_enabled", "run_ep_passes"]
 
 
 def run_ep_passes(graph: Graph, providers: Sequence[Any]) -> list[Any]:
@@ -40,3 +40,10 @@ def run_ep_passes(graph: Graph, providers: Sequence[Any]) -> list[Any]:
     if records:
         ort_graph.remove_unused_initializers(graph)
     return records
+
+
+def ep_passes_enabled(options: Any) -> bool:
+    """Providers' passes run when fusions do (`enable_fusions`, and not ONNX Runtime's ORT_DISABLE_ALL)."""
+    from ._ort_options import GraphOptimizationLevel
+
+    return bool(options.enable_fusions) and options.graph_optimization_level != GraphOptimizationLevel.ORT_DISABLE_ALL

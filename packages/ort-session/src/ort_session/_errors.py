@@ -113,3 +113,8 @@ class FallbackDisabledError(SessionError, EPFail):
 
 class RunTerminatedError(SessionError):
     """`RunOptions.terminate` was set: the run stopped between nodes; its outputs are discarded."""
+
+
+class PlanOverBudgetError(SessionError):
+    """Initialization refused: the memory plan needs more than a device's budget (weights + planned peak), so
+    runs could not be served within it. Nothing was allocated."""

@@ -15,6 +15,7 @@ from ort_graph import Model
 from . import _progress
 from ._boundaries import insert_copies
 from ._device_memory import memory_types_of
+from ._ep_passes import ep_passes_enabled, run_ep_passes
 from ._options import SessionOptions
 
 TRIAL_ALGORITHM = "greedy_by_size"
@@ -51,6 +52,11 @@ def device_totals_for(model: Model, placement: Any, providers: Sequence[Any], op
     for node, source in zip(trial.graph.nodes, model.graph.nodes):
         node.ep = placement.ep_of(source)
         origin[id(node)] = source.index
+    originals = list(trial.graph.nodes)  # kept alive: a node a pass removes must not lend its id() to a new one
+    if ep_passes_enabled(options):  # the providers' own passes, as the session runs them after placement
+        run_ep_passes(trial.graph, providers)
+        alive = {id(n) for n in trial.graph.nodes}
+        origin = {i: source for i, source in origin.items() if i in alive}
     insert_copies(trial.graph, {p.name: p.device for p in providers}, providers[-1].name,
                   memory_types_of(providers))
     order = ort_graph.topological_order(trial.graph)

@@ -15,12 +15,12 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._errors import InvalidOptionError, UnplannedShapesWarning
+from ._errors import InvalidOptionError, PlanOverBudgetError, UnplannedShapesWarning
 from ._options import ALLOW_UNPLANNED_SHAPES
 
 SHOWN = 5
 
-__all__ = ["ALLOW_UNPLANNED_SHAPES", "check_budgeted_values_planned"]
+__all__ = ["ALLOW_UNPLANNED_SHAPES", "check_budgeted_values_planned", "check_plan_within_budgets"]
 
 
 def _symbolic_inputs(graph: Any) -> list[str]:
@@ -65,3 +65,19 @@ def check_budgeted_values_planned(graph: Any, unknown_sizes: Sequence[str], devi
         f"the budget cannot be planned: values of unknown size would live on budgeted devices ({where}) because of "
         f"{why}. To plan them, {fix}; or set {ALLOW_UNPLANNED_SHAPES}=1 to accept runs held to the budget only by "
         "the device allocator at run time (a run that needs more then fails at its node)")
+
+
+def check_plan_within_budgets(stages: Mapping[str, Any], *, can_run: bool) -> None:
+    """Refuse a session whose memory plan needs more than a device's budget (weights + the plan's peak of
+    activations, workspace, boundary copies and streaming slots): runs could not be served within it. Rules
+    place where the user says, and a provider's own graph passes run after auto-fit, so this can happen; a
+    plan-only session keeps the Level-2 warning instead (it never runs)."""
+    over = [s for s in stages.values() if s.budget is not None and s.weights + s.peak > s.budget]
+    if not over or not can_run:
+        return
+    what = "; ".join(f"{s.device}: weights {s.weights} + planned peak {s.peak} = {s.weights + s.peak} bytes, over its "
+                     f"budget of {s.budget} bytes by {s.weights + s.peak - s.budget}" for s in over)
+    raise PlanOverBudgetError(
+        f"the memory plan does not fit the budget ({what}); nothing was allocated. Give a larger budget, plan "
+        "smaller shapes (free_dimension_overrides / max_shapes), put fewer layers on the device in the rules, or "
+        "give only a budget (auto-fit places what fits)")

@@ -86,3 +86,27 @@ def test_ortrun_plan_plans_the_dims_ortrun_run_feeds(tmp_path, capsys):
     assert code == 0, err
     assert "planning for the dims `ortrun run` feeds by default: {'batch': 1}" in err
     assert '"simgpu"' in out
+
+
+def test_a_plan_over_the_budget_is_refused_at_initialization_and_nothing_stays_allocated(monkeypatch):
+    # the rule's accountant admits fc1/MatMul by its per-node cost (weights 1024 + output 4096 = 5120 <= 6000),
+    # but the plan also holds the input copied onto the device while the MatMul runs: 1024 + 8192 > 6000
+    from ort_session import PlanOverBudgetError
+
+    allocated = []
+    import ort_abi
+
+    real = ort_abi.NullDeviceAllocator.alloc
+
+    def spy(self, nbytes):
+        buf = real(self, nbytes)
+        allocated.append(buf)
+        return buf
+
+    monkeypatch.setattr(ort_abi.NullDeviceAllocator, "alloc", spy)
+    opts = {"free_dimension_overrides": {"batch": 64}, "budgets": "gpu:6000",
+            "session.name_based_layer_assignment": "gpu(fc1/MatMul)"}
+    with pytest.raises(PlanOverBudgetError, match=r"simgpu: weights 1024 \+ planned peak 8192 = 9216 bytes, over its "
+                                                  r"budget of 6000 bytes by 3216.*nothing was allocated"):
+        _quiet(_mlp(), opts, providers=SIM)
+    assert not allocated
