@@ -55,8 +55,8 @@ def device_totals_for(model: Model, placement: Any, providers: Sequence[Any], op
     originals = list(trial.graph.nodes)  # kept alive: a node a pass removes must not lend its id() to a new one
     if ep_passes_enabled(options):  # the providers' own passes, as the session runs them after placement
         run_ep_passes(trial.graph, providers)
-        alive = {id(n) for n in trial.graph.nodes}
-        origin = {i: source for i, source in origin.items() if i in alive}
+        alive = {id(n) for n in trial.graph.nodes}  # removed nodes leave `origin` before their id() can be reused
+        origin = {id(n): origin[id(n)] for n in originals if id(n) in alive}
     insert_copies(trial.graph, {p.name: p.device for p in providers}, providers[-1].name,
                   memory_types_of(providers))
     order = ort_graph.topological_order(trial.graph)
