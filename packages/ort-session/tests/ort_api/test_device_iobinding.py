@@ -153,3 +153,21 @@ def test_a_bound_device_output_value_is_filled_on_the_device_and_checked():
     with pytest.raises(InvalidInputError, match="bound device value"):
         sess.run_with_iobinding(io)
     assert sess.device_memory()["simgpu"]["in_use"] == before
+
+
+def test_generate_keeps_the_kv_cache_on_the_device_and_picks_the_host_paths_tokens():
+    from ort_session._generate import generate, kv_device
+
+    sess = _decoder_session()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        host = ort.InferenceSession(zoo.decoder(CFG), {"session.allow_unplanned_shapes": "1"})
+    assert kv_device(sess, 9) == "simgpu" and kv_device(host, 9) is None
+    assert kv_device(sess, BUDGET) is None  # a cache that would not fit beside the plan stays on the host
+    prompt = [3, 14, 15, 92]
+    want = list(generate(host, prompt, max_new_tokens=5))
+    got = list(generate(sess, prompt, max_new_tokens=5))
+    assert got == want
+    stats = sess.last_run_stats  # the last step: only the logits came to the host
+    assert stats.device_to_host_copies == 1 and stats.device_to_host_bytes == CFG.vocab * 4
+    assert stats.device_to_device_copies == 4 * CFG.layers
