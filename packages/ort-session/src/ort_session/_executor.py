@@ -14,6 +14,7 @@ planned; the run ends there and the buffers are free for the next run."""
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -23,7 +24,7 @@ import numpy as np
 import ort_abi
 from ort_graph import Graph, Node
 
-from ._errors import KernelRunError, SessionError
+from ._errors import DeviceMemoryError, InvalidInputError, KernelRunError, SessionError
 from ._strict import Refusals
 from ._traced import traced_peak
 
@@ -50,6 +51,23 @@ class RunStats:
     copied_outputs: int = 0
     copied_bytes: int = 0
     traced_bytes: int | None = None
+    # tensor copies between host and device memory made by the run (boundary copies, device values a host
+    # node had to read, device outputs handed back): a device-bound input or output makes none
+    host_to_device_copies: int = 0
+    host_to_device_bytes: int = 0
+    device_to_host_copies: int = 0
+    device_to_host_bytes: int = 0
+    device_to_device_copies: int = 0
+    device_to_device_bytes: int = 0
+
+    def count_copy(self, src: Any, dst: Any) -> None:
+        """Count one tensor copy from `src` to `dst` by where each lives (host-to-host copies are not counted)."""
+        on_device = isinstance(src, ort_abi.DeviceTensor), isinstance(dst, ort_abi.DeviceTensor)
+        kind = {(False, True): "host_to_device", (True, False): "device_to_host",
+                (True, True): "device_to_device"}.get(on_device)
+        if kind is not None:
+            setattr(self, f"{kind}_copies", getattr(self, f"{kind}_copies") + 1)
+            setattr(self, f"{kind}_bytes", getattr(self, f"{kind}_bytes") + int(dst.nbytes))
 
 
 class Kernel(Protocol):
@@ -137,6 +155,8 @@ class Executor:
     # the planned (shape, type) of each node's outputs that kernels' requests are checked against: exact
     # when the feeds have the planned input shapes, else rank and type only (smaller runs, max_shapes)
     _planned: dict[bool, dict[int, list[Any]]] = attrs.field(factory=dict, alias="planned")
+    # this thread's run: output name -> the DeviceTensor (or Allocator) it is bound to on the device
+    _bound: threading.local = attrs.field(factory=threading.local, init=False)
 
     def __attrs_post_init__(self) -> None:
         self._planned = {True: {}, False: {}}
@@ -157,8 +177,13 @@ class Executor:
                 self._release.setdefault(step, []).append(name)
 
     def run(self, feeds: Mapping[str, Any], outputs: Sequence[str], layout: Layout | None = None,
-            progress: Callable[[int, int], None] | None = None, measure: bool = False) -> list[Any]:
-        """`measure`: trace host allocations during the node loop into `last_stats.traced_bytes`."""
+            progress: Callable[[int, int], None] | None = None, measure: bool = False,
+            device_outputs: Mapping[str, Any] | None = None) -> list[Any]:
+        """`measure`: trace host allocations during the node loop into `last_stats.traced_bytes`.
+        A feed may be an `ort_abi.DeviceTensor` (a device-bound input): its boundary copy reads it on the
+        device. `device_outputs`: output name -> a DeviceTensor to copy it into, or the Allocator of a new
+        one: that output's MemcpyToHost is replaced by one device-to-device copy, and the device tensor is
+        returned (the caller owns it)."""
         layout = layout or FreshArrays()
         stats = RunStats(layout=layout.name)
         counters = ort_abi.ContextCounters()
@@ -172,7 +197,11 @@ class Executor:
                 if self.streamer is not None:  # the slots are blocks of this run's buffers
                     self.streamer.begin_run(layout)
                 values: dict[str, Any] = {name: t.numpy() for name, t in self.graph.initializers.items()}
+                self._bound.outputs, self._bound.fresh = dict(device_outputs or {}), []
                 for name, arr in feeds.items():
+                    if isinstance(arr, ort_abi.DeviceTensor):
+                        values[name] = arr  # bound on the device: the caller's memory, not a planned block
+                        continue
                     placed = layout.place(name, arr)
                     values[name] = arr if placed is None else placed
                 with traced_peak() if measure else contextlib.nullcontext() as traced:
@@ -193,8 +222,15 @@ class Executor:
                     raise SessionError(f"outputs {missing!r} were not produced; the model's outputs are "
                                        f"{self.graph.outputs!r}")
                 # planned blocks are reused by the next run: hand the caller its own copies
-                result = [_host_copy(values[o]) for o in outputs]
+                bound = self._bound.outputs
+                result = [values[o] if o in bound else _host_copy(values[o], stats) for o in outputs]
+            except BaseException:
+                fresh = self._bound.fresh
+                for tensor in fresh:  # device outputs this run allocated are the caller's only on success
+                    tensor.buffer.allocator.free(tensor.buffer)
+                raise
             finally:
+                self._bound.outputs, self._bound.fresh = {}, []
                 for buf in owned.values():
                     buf.allocator.free(buf)
         stats.allocations += counters.allocations
@@ -273,6 +309,12 @@ class Executor:
             self.streamer.before_node(step, node, args)
         out_types = self._out_types[index]
         device = self.allocators.get(index) if self.allocators else None
+        copy = node.op_type in COPY_OPS
+        if copy and node.op_type == "MemcpyToHost" and node.outputs[0] in getattr(self._bound, "outputs", {}):
+            self._keep_on_device(step, node, args[0], values, layout, stats, owned)
+            return
+        if device is None and not copy:
+            args = [_host_readable(a, node, stats) for a in args]
         workspace = layout.workspace(node, args)
         declared = (self.declared_workspace(node, args)
                     if self.declared_workspace is not None and not layout.strict else None)
@@ -324,6 +366,8 @@ class Executor:
         for name, arr in zip(node.outputs, ctx.outputs):
             if name:
                 values[name] = arr
+        if copy and ctx.outputs:
+            stats.count_copy(args[0], ctx.outputs[0])
         layout.after_step(step, node)
         if self.streamer is not None:
             self.streamer.after_node(step)
@@ -333,8 +377,55 @@ class Executor:
         stats.nodes_run += 1
 
 
-def _host_copy(value: Any) -> Any:
+    def _keep_on_device(self, step: int, node: Node, src: Any, values: dict[str, Any], layout: Layout,
+                        stats: RunStats, owned: dict[str, ort_abi.DeviceBuffer]) -> None:
+        """A graph output bound on the device: one device-to-device copy out of the planned block (reused by
+        later steps and runs) into the bound tensor, or into a new one from the bound allocator."""
+        name = node.outputs[0]
+        target = self._bound.outputs[name]
+        if not isinstance(src, ort_abi.DeviceTensor):
+            raise SessionError(f"output {name!r} is made on the host by node {node.name!r}, not on a device: bind it "
+                               "with bind_output(name) (host) instead of on a device")
+        if not isinstance(target, ort_abi.DeviceTensor):
+            try:
+                target = ort_abi.empty_tensor(target, src.shape, src.dtype)
+            except ort_abi.AllocationError as e:
+                raise DeviceMemoryError(f"output {name!r} ({src.dtype}{list(src.shape)}) bound on the device does not "
+                                        f"fit the device's budget: {e}; bind a smaller output or raise the budget") from e
+            self._bound.outputs[name] = target
+            self._bound.fresh.append(target)
+        elif target.shape != src.shape or target.dtype != src.dtype:
+            raise InvalidInputError(f"output {name!r} is {src.dtype}{list(src.shape)} but its bound device value is "
+                                    f"{target.dtype}{list(target.shape)}; bind a value of that shape and type, or "
+                                    "bind_output(name, device) to let the run allocate it")
+        if src.nbytes:
+            ort_abi.copy_device_to_device(src.buffer.view(0, src.nbytes), target.buffer.view(0, target.nbytes))
+        stats.count_copy(src, target)
+        values[name] = target
+        layout.after_step(step, node)
+        self._release_dead(step, values, layout, owned)
+        stats.nodes_run += 1
+
+
+COPY_OPS = ("MemcpyFromHost", "MemcpyToHost", "MemcpyDeviceToDevice")
+
+
+def _host_readable(value: Any, node: Node, stats: RunStats) -> Any:
+    """What a host node reads of a device-bound value: its shape only for Shape (no bytes move), else a
+    counted device-to-host copy."""
+    if not isinstance(value, ort_abi.DeviceTensor):
+        return value
+    if node.op_type == "Shape":
+        return np.broadcast_to(np.zeros((), value.dtype), value.shape)
+    host = ort_abi.tensor_to_host(value)
+    stats.count_copy(value, host)
+    return host
+
+
+def _host_copy(value: Any, stats: RunStats) -> Any:
     """The caller's own copy of an output: planned blocks and device tensors are reused by later runs."""
     if isinstance(value, ort_abi.DeviceTensor):
-        return ort_abi.tensor_to_host(value)
+        host = ort_abi.tensor_to_host(value)
+        stats.count_copy(value, host)
+        return host
     return np.array(value) if isinstance(value, np.ndarray) else value

@@ -1,16 +1,20 @@
 """Greedy / top-k decoding with a KV cache for decoder models whose inputs and outputs follow the
-`past_key_values.N.{key,value}` -> `present.N.{key,value}` convention (genai builder, torch exports)."""
+`past_key_values.N.{key,value}` -> `present.N.{key,value}` convention (genai builder, torch exports).
+When the layers making the KV cache are on a device with its own memory, the cache stays there between
+steps (IOBinding with device OrtValues: `kv_device`)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
 import ort_graph
 
 from ._errors import InvalidInputError
+from ._ortvalue import OrtValue
 from ._session import InferenceSession
 
 _KV = re.compile(r"(\d+)\.(key|value)$")
@@ -105,7 +109,8 @@ def generate(session: InferenceSession, prompt_ids: list[int], max_new_tokens: i
     pairs = _kv_pairs(session)
     rng = np.random.default_rng(seed)
     ids = np.array([prompt_ids], dtype=np.int64)
-    feeds: dict[str, np.ndarray] = {p: _empty_past(session, p, pres, 1, head_dim_hint) for pres, p in pairs.items()}
+    feeds: dict[str, Any] = {p: _empty_past(session, p, pres, 1, head_dim_hint) for pres, p in pairs.items()}
+    device = kv_device(session, len(prompt_ids) + max_new_tokens)
     total = 0
     for _ in range(max_new_tokens):
         total += ids.shape[1]
@@ -115,7 +120,7 @@ def generate(session: InferenceSession, prompt_ids: list[int], max_new_tokens: i
         if "position_ids" in session.input_names:
             feeds["position_ids"] = np.arange(total - ids.shape[1], total, dtype=np.int64)[None, :]
         names = ["logits", *pairs]
-        outs = dict(zip(names, session.run(names, feeds)))
+        outs = dict(zip(names, session.run(names, feeds) if device is None else _bound_run(session, names, feeds, device)))
         logits = outs["logits"][0, -1].astype(np.float64)
         token = _pick(logits, top_k, temperature, rng)
         yield token
@@ -124,6 +129,55 @@ def generate(session: InferenceSession, prompt_ids: list[int], max_new_tokens: i
         for present, past in pairs.items():
             feeds[past] = outs[present]
         ids = np.array([[token]], dtype=np.int64)
+
+
+def kv_device(session: InferenceSession, max_total: int | None = None) -> str | None:
+    """The device whose memory holds the KV cache between steps, when every `present.*` output is made on
+    that one device (copied back to the host only by its boundary copy) and, with `max_total` tokens, the
+    cache fits twice (past and present) beside what the plan holds there (weights, planned activations,
+    pre-allocated buffers) within the device's budget: generate then binds the KV cache there (IOBinding),
+    so no KV bytes cross to the host between steps. None: the host path (the plan's budget is kept)."""
+    graph = session.model.graph
+    producer = {o: n for n in graph.nodes for o in n.outputs}
+    devices = set()
+    for present in _kv_pairs(session):
+        copy = producer.get(present)
+        source = producer.get(copy.inputs[0]) if copy is not None and copy.op_type == "MemcpyToHost" else None
+        devices.add(session.memory.device_of_node.get(source.index) if source is not None else None)
+    (device,) = devices if len(devices) == 1 else (None,)
+    if device not in session.memory.allocators:
+        return None
+    stage = session.memory.stages[device]
+    if stage.budget is None:
+        return device
+    if max_total is None:
+        return None
+    need = 0
+    for present in _kv_pairs(session):
+        shape = graph.values[present].shape or ()
+        dims = [1 if axis == 0 else max_total if axis == 2 else d for axis, d in enumerate(shape)]
+        if len(dims) != 4 or not all(isinstance(d, int) for d in dims):
+            return None  # the cache's size cannot be told: keep it on the host
+        need += int(np.prod(dims)) * np.dtype(ort_graph.to_numpy_dtype(graph.values[present].dtype)).itemsize
+    held = max(stage.allocator.bytes_in_use, stage.weights + stage.streaming_slots + stage.peak)
+    return device if held + 2 * need <= stage.budget else None
+
+
+def _bound_run(session: InferenceSession, names: list[str], feeds: dict[str, Any], device: str) -> list[Any]:
+    """One step with the KV cache bound on `device`: past values that are device OrtValues are read there,
+    present outputs stay there (device OrtValues, fed back as the next step's past); logits come to the host."""
+    binding = session.io_binding()
+    for name, value in feeds.items():
+        if isinstance(value, OrtValue):
+            binding.bind_ortvalue_input(name, value)
+        else:
+            binding.bind_cpu_input(name, value)
+    binding.bind_output("logits")
+    for name in names[1:]:
+        binding.bind_output(name, device)
+    session.run_with_iobinding(binding)
+    outputs = binding.get_outputs()
+    return [outputs[0].numpy(), *outputs[1:]]
 
 
 def _pick(logits: np.ndarray, top_k: int, temperature: float, rng: np.random.Generator) -> int:

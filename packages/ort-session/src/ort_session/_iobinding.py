@@ -1,30 +1,37 @@
 """`IOBinding`: ONNX Runtime's bound inputs and outputs (`session.io_binding()`, `run_with_iobinding`).
 
-Bound through host memory: an input bound to a buffer is read from it when the run starts; an output
-bound to an OrtValue or a buffer is written into it when the run ends (the run itself places values in
-the session's planned blocks and device arenas as any run does, then copies outputs once). A CUDA
-device pointer (`bind_input(..., 'cuda', ...)` / `bind_output(..., 'cuda', ..., buffer_ptr)`) is refused
-with a clear error: device-resident binding without a host copy is issue 16's work.
+Host values: an input bound to a buffer is read from it when the run starts; an output bound to an OrtValue
+or a buffer is written into it when the run ends. Device values (an OrtValue made with `session=` /
+`session.ortvalue_on_device`, in the session's device memory): a bound input is read on the device (its
+MemcpyFromHost becomes one device-to-device copy into the planned block); an output bound with
+`bind_output(name, "simgpu")` (or "cuda") or to a device OrtValue stays on the device (its MemcpyToHost
+becomes one device-to-device copy out of the planned block; `copy_outputs_to_cpu()` copies it to the host).
+So a decode loop that binds its KV cache outputs and feeds them back moves no KV bytes to the host; the
+run's `last_run_stats` counts host<->device copies. A raw device pointer (`bind_input(..., 'cuda', ...,
+ptr)`) is refused: bind a device OrtValue instead.
 """
 
 from __future__ import annotations
 
 import ctypes
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+import ort_abi
+
 from ._errors import InvalidInputError
-from ._ortvalue import OrtValue, _check_device
+from ._ortvalue import OrtValue, _check_device, _free_quietly, as_feed, device_allocator
 
 
 def _host_view(name: str, device_type: str, element_type: Any, shape: Sequence[int], buffer_ptr: int) -> np.ndarray:
     """A numpy view of `prod(shape)` elements at a host address the caller owns (as ONNX Runtime trusts it)."""
     kind, _ = _check_device(device_type, 0)
     if kind != "cpu":
-        raise InvalidInputError(f"binding {name!r} to a {kind} device pointer: ort-session binds host memory only "
-                                "(device-resident I/O is not implemented yet); bind an OrtValue or a numpy array")
+        raise InvalidInputError(f"binding {name!r} to a raw {kind} device pointer: its owner and size are unknown; bind "
+                                "a device OrtValue (session.ortvalue_on_device(arr)) with bind_ortvalue_input/output")
     if isinstance(buffer_ptr, bool) or not isinstance(buffer_ptr, int | np.integer) or buffer_ptr <= 0:
         raise InvalidInputError(f"binding {name!r}: buffer_ptr {buffer_ptr!r} is not a host address (use arr.ctypes.data)")
     try:
@@ -71,7 +78,16 @@ class IOBinding:
         if not isinstance(ortvalue, OrtValue):
             raise InvalidInputError(f"bind_ortvalue_input({name!r}, ...) expects an OrtValue, got "
                                     f"{type(ortvalue).__name__}")
+        self._check_device_value(name, ortvalue)
         self._inputs[name] = ortvalue
+
+    def _check_device_value(self, name: str, ortvalue: OrtValue) -> None:
+        """A device value must live in this session's memory of that device."""
+        if ortvalue.is_on_device():
+            allocator = device_allocator(self._session, ortvalue.device_name())
+            if ortvalue.device_tensor().device != allocator.device:
+                raise InvalidInputError(f"binding {name!r}: {ortvalue!r} is in another device's memory; make it with "
+                                        "this session (session.ortvalue_on_device(arr))")
 
     # -- outputs ------------------------------------------------------------------------------
     def bind_output(self, name: str, device_type: str = "cpu", device_id: int = 0, element_type: Any = None,
@@ -93,6 +109,7 @@ class IOBinding:
         if not isinstance(ortvalue, OrtValue):
             raise InvalidInputError(f"bind_ortvalue_output({name!r}, ...) expects an OrtValue, got "
                                     f"{type(ortvalue).__name__}")
+        self._check_device_value(name, ortvalue)
         self._outputs[name] = ortvalue
 
     # -- results ------------------------------------------------------------------------------
@@ -128,9 +145,12 @@ class IOBinding:
             raise InvalidInputError("no output is bound; call bind_output(name) or bind_ortvalue_output(name, value) "
                                     f"for some of {self._session.output_names!r}")
         names = list(self._outputs)
-        feeds = {n: v.numpy() if isinstance(v, OrtValue) else v for n, v in self._inputs.items()}
-        produced = self._session.run(names, feeds, run_options)
+        feeds = {n: as_feed(v) for n, v in self._inputs.items()}
+        on_device = self._device_outputs()
+        produced = self._session.run_bound(names, feeds, on_device, run_options)
         for name, target in self._outputs.items():  # check every bound buffer before writing any
+            if name in on_device:
+                continue
             value = produced[names.index(name)]
             if target is not None and target.is_tensor() and (
                     not isinstance(value, np.ndarray) or value.shape != tuple(target.shape())
@@ -142,12 +162,31 @@ class IOBinding:
         results = []
         for name, value in zip(names, produced):
             target = self._outputs[name]
-            if target is None:
+            if name in on_device:
+                results.append(target if target is not None else self._owned(value, name))
+            elif target is None:
                 results.append(OrtValue(value, *self._devices.get(name, ("cpu", 0))))
             else:
                 np.copyto(target.numpy(), value)
                 results.append(target)
         self._results = results
+
+    def _device_outputs(self) -> dict[str, Any]:
+        """Outputs kept on the device: name -> the bound DeviceTensor, or the allocator of a new one."""
+        out: dict[str, Any] = {}
+        allocators = self._session.memory.allocators
+        for name, target in self._outputs.items():
+            if target is not None and target.is_on_device():
+                out[name] = target.device_tensor()
+            elif target is None and self._devices[name][0] in allocators:
+                out[name] = allocators[self._devices[name][0]]
+        return out
+
+    def _owned(self, tensor: ort_abi.DeviceTensor, name: str) -> OrtValue:
+        """A device output the run allocated: an OrtValue that frees it when collected."""
+        value = OrtValue(tensor, *self._devices[name])
+        weakref.finalize(value, _free_quietly, tensor.buffer.allocator, tensor.buffer)
+        return value
 
 
 __all__ = ["IOBinding"]

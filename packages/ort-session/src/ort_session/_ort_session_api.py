@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ._errors import InvalidOptionError, RunTerminatedError
+from ._errors import InvalidInputError, InvalidOptionError, RunTerminatedError
 from ._iobinding import IOBinding
 from ._ort_api import ModelMetadata, NodeArg, check_no_fallback, node_arg
 from ._ortvalue import OrtValue
@@ -113,6 +113,17 @@ class OrtSessionApi:
         return [OrtValue(v) for v in self.run(output_names, feeds, run_options)]  # type: ignore[attr-defined]
 
     run_with_ortvalues = run_with_ort_values
+
+    def ortvalue_on_device(self, arr: Any, device_type: str | None = None) -> Any:
+        """A copy of `arr` in this session's device memory (its only device with its own memory, or
+        `device_type`), counted against the device's budget while it lives: for `IOBinding`."""
+        if device_type is None:
+            devices = sorted(self.memory.allocators)
+            if len(devices) != 1:
+                raise InvalidInputError(f"ortvalue_on_device: this session has devices {devices!r}; name one with "
+                                        "device_type=")
+            device_type = devices[0]
+        return OrtValue.ortvalue_from_numpy(arr, device_type, 0, session=self)
 
     def io_binding(self) -> IOBinding:
         return IOBinding(self)

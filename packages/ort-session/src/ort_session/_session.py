@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import onnx
 
 import ort_abi
@@ -217,6 +218,17 @@ class InferenceSession(OrtSessionApi):
         finished()
         return result
 
+    def run_bound(self, output_names: Sequence[str], input_feed: Mapping[str, Any], device_outputs: Mapping[str, Any],
+                  run_options: Any = None) -> list[Any]:
+        """`run` for IOBinding: feeds may be `ort_abi.DeviceTensor`s (read on the device, no host copy) and
+        `device_outputs` (output name -> a DeviceTensor, or the Allocator of a new one) stay on the device."""
+        progress = terminating(run_options, None, len(self.order))
+        progress, finished = self._profiler.run_hook(self.order, getattr(run_options, "logid", ""), progress)
+        with self._run_slot():
+            result = self._run(output_names, input_feed, progress, device_outputs)
+        finished()
+        return result
+
     @contextlib.contextmanager
     def _run_slot(self) -> Iterator[None]:
         """Counts a run in flight so that close() waits for it; refused once close() has begun."""
@@ -232,13 +244,19 @@ class InferenceSession(OrtSessionApi):
                 self._runs.notify_all()
 
     def _run(self, output_names: Sequence[str] | None, feeds: Mapping[str, Any],
-             progress: Callable[[int, int], None] | None) -> list[Any]:
+             progress: Callable[[int, int], None] | None, device_outputs: Mapping[str, Any] | None = None) -> list[Any]:
+        """`feeds` may hold `ort_abi.DeviceTensor`s and `device_outputs` name outputs kept on the device
+        (IOBinding's device-bound values; see `Executor.run`)."""
         idle = self._plan_only
         if idle:
             raise SessionError(
                 f"nodes are placed on {idle!r}, which can plan (device profile {self.options.device_profile!r}) but "
                 "cannot run on this machine (no CUDA device); use this session for planning only, or run on a "
                 "machine with the device")
+        on_device = ({n: v for n, v in feeds.items() if isinstance(v, ort_abi.DeviceTensor)}
+                     if isinstance(feeds, Mapping) else {})
+        if on_device:  # checked as shape-only stand-ins (no bytes), then fed as they are
+            feeds = {**feeds, **{n: np.broadcast_to(np.zeros((), v.dtype), v.shape) for n, v in on_device.items()}}
         arrays, _bindings = validate_feeds(self.model.graph, feeds, self._declared_inputs)
         outputs = list(output_names or self.output_names)
         unknown = [o for o in outputs if o not in self.model.graph.outputs]
@@ -249,8 +267,9 @@ class InferenceSession(OrtSessionApi):
         with contextlib.ExitStack() as scopes:  # what each provider holds around a run (CPU: its threads)
             for provider in self.providers:
                 scopes.enter_context(ort_abi.provider_run_scope(provider))
-            result = self._executor.run(arrays, outputs, self.memory.layout_for(arrays), progress,
-                                             measure=self.options.measure_host_allocations)
+            layout = self.memory.layout_for(arrays)
+            result = self._executor.run({**arrays, **on_device}, outputs, layout, progress,
+                                        measure=self.options.measure_host_allocations, device_outputs=device_outputs)
         if self._executor.recorder is not None:  # field-wise maximum over all runs so far
             _dump_memory_profile(self._executor.recorder, self._stats_file)
         return result
