@@ -23,9 +23,10 @@ MS = "com.microsoft"
 def entry() -> ort_abi.KernelEntry:
     if not c_kernels.library_path().is_file():
         try:
-            _cbuild.build()
-        except _cbuild.BuildFailed as e:
+            _cbuild.compiler()
+        except _cbuild.BuildFailed as e:  # the one real reason: no compiler on this machine
             pytest.skip(f"C kernels cannot be built here: {e}")
+        _cbuild.build()  # with a compiler present, a build failure is a test failure
         c_kernels._load.cache_clear()
     registry = c_kernels.c_registry()
     assert registry is not None, c_kernels.status()
@@ -166,8 +167,6 @@ def test_c_kernel_in_a_session_matches_onnxruntime(entry, bits, zp_kind, accurac
     (At M >= 128 onnxruntime's int8 GEMM takes another route whose results differ by ~1e-3 relative from both
     our C and numpy kernels; not covered here.)"""
     ort = pytest.importorskip("onnxruntime")
-    if bits == 8 and zp_kind == "float":
-        pytest.skip("onnxruntime rejects 8-bit weights with float zero points")
     model, feeds = _model(M, K, N, bits, bs, zp_kind, accuracy_level, np.random.default_rng(M + K + N))
     so = ort.SessionOptions()
     so.log_severity_level = 3
