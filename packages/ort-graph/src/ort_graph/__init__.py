@@ -23,7 +23,7 @@ from ._errors import (
 )
 from ._fusions import FUSIONS, FusionRecord, apply_l1_fusions, remove_unused_initializers
 from ._io import from_proto, load, save, to_proto
-from ._ir import LAYER_ANN_KEY, Attr, Dim, Graph, Model, Node, Shape, Value, is_static
+from ._ir import LAYER_ANN_KEY, Attr, Dim, Graph, Model, Node, Shape, Value, is_static, symbolic_inputs
 from ._shapes import (
     ShapeReport,
     first_unresolved_node,
@@ -42,6 +42,6 @@ __all__ = [
     "remove_unused_initializers", "resolve_shapes", "Attr", "Dim", "DuplicateNameError", "ExternalDataError", "ExternalLocation", "Graph", "GraphError",
     "GraphStructureError", "Model", "ModelLoadError", "Node", "Shape", "ShapeAnnotationWarning", "ShapeResolutionWarning", "first_unresolved_node", "unresolved_hint",
     "ShapeResolutionError", "Tensor", "TensorDataError", "UnsupportedModelError", "Value", "__version__", "dtype_name",
-    "from_numpy_dtype", "from_proto", "is_static", "itemsize", "load", "save", "tensor_nbytes",
+    "from_numpy_dtype", "from_proto", "is_static", "symbolic_inputs", "itemsize", "load", "save", "tensor_nbytes",
     "to_numpy_dtype", "to_proto", "topological_order", "validate", "zoo",
 ]

@@ -24,6 +24,16 @@ def is_static(shape: Shape | None) -> bool:
     return shape is not None and all(isinstance(d, int) for d in shape)
 
 
+def symbolic_inputs(graph: Graph) -> dict[str, Shape | None]:
+    """Graph inputs (not initializers) whose shape is unknown or has symbolic dimensions, with that shape."""
+    out = {}
+    for name in graph.inputs:
+        shape = graph.values[name].shape if name in graph.values else None
+        if name not in graph.initializers and not is_static(shape):
+            out[name] = shape
+    return out
+
+
 @attrs.define(eq=False)
 class Value:
     """A named tensor flowing between nodes. `shape` is None when even the rank is unknown."""

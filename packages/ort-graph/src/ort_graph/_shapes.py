@@ -32,7 +32,7 @@ from ._declared import (
     unresolved_hint,
 )
 from ._errors import ShapeAnnotationWarning, ShapeResolutionError, ShapeResolutionWarning
-from ._ir import Graph, Model, Node, Shape, Value, is_static
+from ._ir import Graph, Model, Node, Shape, Value, is_static, symbolic_inputs
 from ._topo import topological_order
 
 Type = tuple[int, Shape | None]
@@ -69,7 +69,7 @@ def parse_max_shape_override(text: str) -> dict[str, list[int]]:
 
 
 def _input_shapes(graph: Graph, dims: Mapping[str, int], max_shapes: Mapping[str, Sequence[int]]) -> dict[str, Shape | None]:
-    symbols = {d for n in graph.inputs for d in (graph.values[n].shape or ()) if isinstance(d, str)}
+    symbols = {d for shape in symbolic_inputs(graph).values() for d in (shape or ()) if isinstance(d, str)}
     for name, value in dims.items():
         if not isinstance(value, int | np.integer) or value < 0:
             raise ShapeResolutionError(f"dimension override {name}={value!r} must be a non-negative integer")

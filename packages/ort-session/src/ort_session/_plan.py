@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import ort_graph
 import ort_partition
 from ort_graph import Model
 from ort_partition import format_bytes
@@ -171,8 +172,8 @@ class SessionPlan:
                          f"{o.overrun} over; the memory plan above is what is allocated")
         unknown = self.memory.gplan.activations.unknown_sizes
         if unknown:
-            symbols = sorted({d for n in self.model.graph.inputs if n in self.model.graph.values
-                              for d in (self.model.graph.values[n].shape or ()) if isinstance(d, str)})
+            symbols = sorted({d for shape in ort_graph.symbolic_inputs(self.model.graph).values()
+                              for d in (shape or ()) if isinstance(d, str)})
             parts += ["", f"note: {len(unknown)} activation(s) have no static size and are not in the plan "
                           f"(symbolic dims {symbols}); pass --dim name=N (free_dimension_overrides) or max shapes "
                           "to plan them, otherwise each new input shape is traced on its first run"]

@@ -15,27 +15,14 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import ort_graph
+
 from ._errors import InvalidOptionError, PlanOverBudgetError, UnplannedShapesWarning
 from ._options import ALLOW_UNPLANNED_SHAPES
 
 SHOWN = 5
 
 __all__ = ["ALLOW_UNPLANNED_SHAPES", "check_budgeted_values_planned", "check_plan_within_budgets"]
-
-
-def _symbolic_inputs(graph: Any) -> list[str]:
-    out = []
-    for name in graph.inputs:
-        if name in graph.initializers:
-            continue
-        shape = graph.values[name].shape
-        if shape is None:
-            out.append(f"{name} (no shape)")
-        else:
-            dims = [d for d in shape if not isinstance(d, int)]
-            if dims:
-                out.append(f"{name} {list(shape)!r}")
-    return out
 
 
 def check_budgeted_values_planned(graph: Any, unknown_sizes: Sequence[str], device_of_value: Mapping[str, str],
@@ -50,7 +37,8 @@ def check_budgeted_values_planned(graph: Any, unknown_sizes: Sequence[str], devi
         return
     where = "; ".join(f"{d} (budget {budgets[d]} bytes): {len(v)} value(s), e.g. {v[:SHOWN]!r}"
                       for d, v in sorted(unplanned.items()))
-    inputs = _symbolic_inputs(graph)
+    inputs = [f"{name} (no shape)" if shape is None else f"{name} {list(shape)!r}"
+              for name, shape in ort_graph.symbolic_inputs(graph).items()]
     why = (f"inputs with symbolic dimensions: {', '.join(inputs[:SHOWN])}" if inputs
            else "shape inference could not size them (see the shape warnings)")
     fix = ("give every symbolic dimension a value with free_dimension_overrides (ortrun: --dim name=N) or the "
