@@ -296,11 +296,11 @@ def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any],
                                                               allocators.get(streaming.device)))
         stages[streaming.device].streaming_slots = streaming.slot_total
     if allocate:  # before anything is allocated (auto-fit trials only compare totals)
+        can_run = all(getattr(p, "can_run", True) for p in providers if p.device in budgets)  # else plan-only
         check_budgeted_values_planned(graph, gplan.activations.unknown_sizes, value_device, budgets,
                                       allow=_truthy(options.get(ALLOW_UNPLANNED_SHAPES) or "0", ALLOW_UNPLANNED_SHAPES),
-                                      can_run=all(getattr(p, "can_run", True) for p in providers if p.device in budgets))
-        check_plan_within_budgets(stages, can_run=all(getattr(p, "can_run", True) for p in providers
-                                                      if p.device in budgets))
+                                      can_run=can_run)
+        check_plan_within_budgets(stages, can_run=can_run)
         if streaming is not None and streaming.layers and not static:
             raise InvalidOptionError(
                 f"{len(streaming.layers)} decoder layers stream their weights through slots planned with the "
