@@ -38,7 +38,7 @@ _WHERE = {
     "UnplannedAllocationError": "._errors",
     "UnplannedShapesWarning": "._errors", "PlanOverBudgetError": "._errors",
     "WorkspaceVerificationError": "._errors",
-    "RunStats": "._executor",
+    "RunStats": "._run_types",
     "generate_inputs": "._feeds",
     "validate_feeds": "._feeds",
     "IOBinding": "._iobinding",
@@ -112,7 +112,6 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
         UnplannedShapesWarning,
         WorkspaceVerificationError,
     )
-    from ._executor import RunStats  # noqa: F401
     from ._feeds import generate_inputs, validate_feeds  # noqa: F401
     from ._iobinding import IOBinding  # noqa: F401
     from ._options import (  # noqa: F401
@@ -140,4 +139,5 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
     )
     from ._ort_options import ExecutionMode, GraphOptimizationLevel, OrtOptionNoteWarning, RunOptions  # noqa: F401
     from ._ortvalue import OrtValue  # noqa: F401
+    from ._run_types import RunStats  # noqa: F401
     from ._session import InferenceSession  # noqa: F401

@@ -22,7 +22,7 @@ import ort_memplan
 from ort_graph import Node, from_numpy_dtype
 
 from ._device_memory import DeviceMemoryStage
-from ._executor import LayoutBase, RunStats
+from ._run_types import LayoutBase, RunStats
 
 __all__ = ["BlockLayout", "CachedLayout", "PlannedLayout", "TracedPattern", "TracingLayout", "arenas", "value_blocks",
            "workspace_shapes"]

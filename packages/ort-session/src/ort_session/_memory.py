@@ -41,7 +41,6 @@ from ._device_memory import (
     weight_names_per_device,
 )
 from ._errors import FeedExceedsPlanError, InvalidInputError, InvalidOptionError
-from ._executor import FreshArrays
 from ._layouts import (
     CachedLayout,
     PlannedLayout,
@@ -53,6 +52,7 @@ from ._layouts import (
 )
 from ._options import PRE_ALLOCATE, STATIC_WORKSPACE, SessionOptions, _truthy
 from ._promise import ALLOW_UNPLANNED_SHAPES, check_budgeted_values_planned, check_plan_within_budgets
+from ._run_types import FreshArrays
 
 __all__ = ["RED_ZONES_ENV", "SessionMemory", "declared_slots", "plan_memory", "red_zone_bytes"]
 

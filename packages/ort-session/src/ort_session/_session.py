@@ -29,7 +29,7 @@ from ._errors import (
     SessionBusyError,
     SessionError,
 )
-from ._executor import Executor, RunStats
+from ._executor import Executor
 from ._feeds import required_inputs, validate_feeds
 from ._kernels import kernel_output_shapes
 from ._loading import load_model as _load
@@ -44,6 +44,7 @@ from ._ort_options import GraphOptimizationLevel
 from ._ort_session_api import OrtSessionApi, terminating
 from ._plan import SessionPlan
 from ._profiling import Profiler
+from ._run_types import RunStats
 
 DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
 CLOSE_TIMEOUT_S = 30.0  # how long close() waits for runs in flight before it refuses

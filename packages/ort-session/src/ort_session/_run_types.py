@@ -1,0 +1,122 @@
+"""What the executor runs against: `RunStats` (what one run did), the `Kernel` and `Layout` protocols (where
+outputs and workspace live: planned offsets, a traced pattern, or fresh arrays) and the plan-less `FreshArrays`."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol
+
+import attrs
+import numpy as np
+
+import ort_abi
+from ort_graph import Node
+
+__all__ = ["FreshArrays", "Kernel", "Layout", "LayoutBase", "RunStats"]
+
+
+@attrs.define
+class RunStats:
+    """What one run did with memory. `allocations` counts the runtime's own allocation calls: device
+    buffers allocated for the run, outputs not placed in a planned block, scratch fallbacks. Numpy
+    temporaries inside a CPU kernel are not counted there: `copied_outputs` / `copied_bytes` count the
+    results kernels computed outside the block they were given (and the executor then copied in), and
+    `traced_bytes` (only when measuring, else None) is the peak of host memory traced during the node
+    loop beyond what existed before it: kernels' fresh results and temporaries, to hold against the plan."""
+
+    allocations: int = 0
+    workspace_from_plan: int = 0
+    scratch_fallbacks: int = 0
+    scratch_bytes: int = 0
+    nodes_run: int = 0
+    planned_values: int = 0
+    layout: str = ""
+    graph: str = ""  # device graph capture: "captured" (this run recorded it), "replayed", or "" (none)
+    streamed_copies: int = 0  # host-to-device copies of streamed weights (weight streaming)
+    streamed_bytes: int = 0
+    copied_outputs: int = 0
+    copied_bytes: int = 0
+    traced_bytes: int | None = None
+    # tensor copies between host and device memory made by the run (boundary copies, device values a host
+    # node had to read, device outputs handed back): a device-bound input or output makes none
+    host_to_device_copies: int = 0
+    host_to_device_bytes: int = 0
+    device_to_host_copies: int = 0
+    device_to_host_bytes: int = 0
+    device_to_device_copies: int = 0
+    device_to_device_bytes: int = 0
+
+    def count_copy(self, src: Any, dst: Any) -> None:
+        """Count one tensor copy from `src` to `dst` by where each lives (host-to-host copies are not counted)."""
+        on_device = isinstance(src, ort_abi.DeviceTensor), isinstance(dst, ort_abi.DeviceTensor)
+        kind = {(False, True): "host_to_device", (True, False): "device_to_host",
+                (True, True): "device_to_device"}.get(on_device)
+        if kind is not None:
+            setattr(self, f"{kind}_copies", getattr(self, f"{kind}_copies") + 1)
+            setattr(self, f"{kind}_bytes", getattr(self, f"{kind}_bytes") + int(dst.nbytes))
+
+
+class Kernel(Protocol):
+    """Any kernel language through ort-abi: compute(ctx) reads ctx inputs and fills ctx outputs."""
+
+    def compute(self, ctx: ort_abi.KernelContext) -> None: ...
+
+
+class Layout(Protocol):
+    """Where a run's values and workspace live."""
+
+    name: str
+    strict: bool  # pre-allocated: any allocation outside the plan is an error at the node
+
+    def hold(self, stats: RunStats) -> contextlib.AbstractContextManager[Any]: ...
+
+    def place(self, name: str, arr: Any) -> Any | None:
+        """A graph input copied into its planned block, or None when it is not planned."""
+
+    def allocate(self, step: int, name: str, shape: tuple[int, ...], dtype: np.dtype) -> Any | None:
+        """The planned block of output `name` viewed as (shape, dtype) (a DeviceTensor on a device with
+        its own memory), or None: allocate it fresh."""
+
+    def release(self, step: int, name: str) -> None: ...
+
+    def workspace(self, node: Node, args: Sequence[Any] = ()) -> dict[int, Any]:
+        """Planned workspace slots of this node (`args`: its inputs this run): slot id -> uint8 buffer
+        (a DeviceBuffer on a device)."""
+
+    def before_step(self, step: int) -> None: ...
+
+    def after_step(self, step: int, node: Node) -> None: ...
+
+
+class LayoutBase:
+    """Defaults for a Layout: nothing planned, no guards. Subclasses override what they plan."""
+
+    name = "unplanned"
+    strict = False
+
+    @contextlib.contextmanager
+    def hold(self, stats: RunStats) -> Iterator[None]:
+        yield
+
+    def place(self, name: str, arr: Any) -> Any | None:
+        return None
+
+    def allocate(self, step: int, name: str, shape: tuple[int, ...], dtype: np.dtype) -> Any | None:
+        return None
+
+    def release(self, step: int, name: str) -> None:
+        return None
+
+    def workspace(self, node: Node, args: Sequence[Any] = ()) -> dict[int, Any]:
+        return {}
+
+    def before_step(self, step: int) -> None:
+        return None
+
+    def after_step(self, step: int, node: Node) -> None:
+        return None
+
+
+class FreshArrays(LayoutBase):
+    """No plan: every output is its own allocation (and counted as one)."""
