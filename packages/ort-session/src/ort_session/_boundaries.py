@@ -3,7 +3,9 @@
 A value produced on one device and read on another gets one copy node per reading device, owned by
 the reading device's provider (so the memory plan counts the copy where it lives). Graph inputs and
 outputs live on the host: inputs read by a device node are copied to it, and graph outputs produced
-on a device are copied back. Names derive from the value (`<value>/MemcpyFromHost`)."""
+on a device are copied back. Names derive from the value (`<value>/MemcpyFromHost`); where the model already
+uses that name (names are the model's, untrusted) or two devices copy one value, a `#<n>` suffix keeps them
+unique."""
 
 from __future__ import annotations
 
@@ -54,6 +56,8 @@ def insert_copies(graph: Graph, device_of_ep: Mapping[str, str], host_ep: str,
     originals = list(graph.nodes)
     added: list[tuple[Node | None, Node]] = []  # (producer, copy) in the order the copies were made
     graph_outputs = set(graph.outputs)  # copies change no output of this graph
+    taken = set(graph.values)  # value names; node names are checked apart (a copy node shares its output's)
+    node_names = {n.name for n in graph.nodes if n.name}
     for name in list(graph.values):
         value = graph.values[name]
         if name in graph.initializers:
@@ -83,8 +87,8 @@ def insert_copies(graph: Graph, device_of_ep: Mapping[str, str], host_ep: str,
             if dst == src:
                 continue
             op = _copy_op(src, dst)
-            out = f"{name}/{op}" if dst == HOST or src == HOST else f"{name}/{op}/{dst}"
-            copy = _add_copy(graph, name, out, op, ep_of_device[dst], producer, added)
+            out = _fresh(taken, f"{name}/{op}" if dst == HOST or src == HOST else f"{name}/{op}/{dst}")
+            copy = _add_copy(graph, name, out, op, ep_of_device[dst], producer, added, node_names)
             for consumer, position in reads:
                 if position < 0:  # read inside the consumer's subgraphs: they read the copy instead
                     for sub in consumer.subgraphs:
@@ -95,12 +99,12 @@ def insert_copies(graph: Graph, device_of_ep: Mapping[str, str], host_ep: str,
                     consumer.inputs = inputs
             records.append(CopyRecord(name, src, dst, copy.name))
         if wants_host_copy:
-            staged = f"{name}/on_{src}"
+            staged = _fresh(taken, f"{name}/on_{src}")
             producer.outputs = [staged if o == name else o for o in producer.outputs]
             value.producer = None
             for consumer in value.consumers:
                 consumer.inputs = [staged if i == name else i for i in consumer.inputs]
-            copy = _add_copy(graph, staged, name, "MemcpyToHost", host_ep, producer, added)
+            copy = _add_copy(graph, staged, name, "MemcpyToHost", host_ep, producer, added, node_names)
             records.append(CopyRecord(name, src, HOST, copy.name))
     if records:
         graph.nodes[:] = _positioned(originals, added)
@@ -122,11 +126,20 @@ def _positioned(originals: list[Node], added: list[tuple[Node | None, Node]]) ->
     return out
 
 
+def _fresh(taken: set[str], base: str) -> str:
+    """`base`, or `base#<n>` with the smallest n not in `taken` (names the graph uses); reserved."""
+    name, n = base, 1
+    while name in taken:
+        name, n = f"{base}#{n}", n + 1
+    taken.add(name)
+    return name
+
+
 def _add_copy(graph: Graph, src: str, dst: str, op: str, ep: str, producer: Node | None,
-              added: list[tuple[Node | None, Node]]) -> Node:
+              added: list[tuple[Node | None, Node]], node_names: set[str]) -> Node:
     """A copy node appended to the graph (`insert_copies` puts it after its producer at the end)."""
     v = graph.values[src] if src in graph.values else graph.values[dst]
-    node = graph.add_node(op, [src], [dst], name=f"{src}/{op}")
+    node = graph.add_node(op, [src], [dst], name=_fresh(node_names, f"{src}/{op}"))
     added.append((producer, node))
     node.ep = ep
     for end in (graph.value(src), graph.value(dst)):
