@@ -179,9 +179,18 @@ def _check(sess: Any, model: Any, feeds: dict, outs: list) -> float:
 
     import ort_graph
 
+    from ._errors import SessionError
+
     ort = _onnxruntime()
     src = ort_graph.to_proto(model).SerializeToString() if model.path is None else str(model.path)
-    ref = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(sess.output_names, feeds)
+    try:
+        ref = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(sess.output_names, feeds)
+    except Exception as e:  # onnxruntime's own error types (Fail, NotImplemented, ...) share no useful base
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise SessionError(
+            f"--check: onnxruntime {ort.__version__}'s CPU provider cannot run this model, so there is nothing to "
+            f"compare with ({reason[:300]}); the run above finished. Check it another way (e.g. an fp32 export "
+            "of the same model) or leave out --check") from e
     worst = 0.0
     for name, a, b in zip(sess.output_names, outs, ref):
         diff = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) if a.size else 0.0

@@ -112,3 +112,22 @@ def test_kernels_says_which_kernels_are_c_and_whether_the_c_library_is_in_use(ca
     finally:
         monkeypatch.delenv(c_kernels.DISABLE_ENV)
         c_kernels._load.cache_clear()
+
+
+def test_run_check_says_when_onnxruntime_cannot_run_the_model(tmp_path, capsys):
+    import onnx
+    from onnx import TensorProto
+    from onnx import helper as h
+
+    # bfloat16 MatMul: ours runs it, onnxruntime's CPU provider has no kernel for it
+    g = h.make_graph([h.make_node("MatMul", ["a", "b"], ["y"])], "g",
+                     [h.make_tensor_value_info("a", TensorProto.BFLOAT16, [2, 3]),
+                      h.make_tensor_value_info("b", TensorProto.BFLOAT16, [3, 2])],
+                     [h.make_tensor_value_info("y", TensorProto.BFLOAT16, [2, 2])])
+    path = tmp_path / "bf16.onnx"
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), path)
+    assert main(["run", str(path), "--check"]) == 2
+    captured = capsys.readouterr()
+    assert "output y" in captured.out  # our run finished and printed its output before the check
+    assert "--check: onnxruntime" in captured.err and "cannot run this model" in captured.err
+    assert "MatMul" in captured.err and "Traceback" not in captured.err
