@@ -140,6 +140,17 @@ def test_tensor_with_its_own_location_fields_is_left_as_written(tmp_path):
     assert m.graph.initializers["W"].external is not None and m.graph.initializers["b"].external is None
 
 
+@pytest.mark.parametrize("data", [b"", b"\x08\x08"], ids=["empty", "no-graph"])
+def test_files_without_a_model_fail_as_without_mapping(tmp_path, data):
+    path = _write(tmp_path, data)
+    messages = []
+    for mapping in (True, False):
+        with pytest.raises(ort_graph.ModelLoadError) as info:
+            ort_graph.load(path, map_inline_weights=mapping)
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]
+
+
 def test_model_file_replaced_after_load_is_caught_when_mapped(tmp_path):
     path = _write(tmp_path, _model().SerializeToString())
     m = ort_graph.load(path)

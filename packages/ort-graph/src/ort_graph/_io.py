@@ -48,11 +48,17 @@ def _read_model_file(path: pathlib.Path, origin: str, map_inline: bool,
                      min_bytes: int) -> tuple[ModelProto, dict[int, ExternalLocation]]:
     """The file's ModelProto; with `map_inline`, large inline initializers are left in the file (`_inline`)."""
     try:
-        if not map_inline or path.stat().st_size == 0:
-            return _parse(path.read_bytes(), origin), {}
         with open(path, "rb") as f:
             st = os.fstat(f.fileno())
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            buf = None
+            if map_inline and st.st_size > 0:
+                try:
+                    buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                except (OSError, ValueError):  # a file system without mmap: read it whole, as onnx.load does
+                    buf = None
+            if buf is None:
+                return _parse(f.read(), origin), {}
+            with buf:
                 stripped, spans = strip_inline_weights(buf, origin, min_bytes)
                 mp = _parse(stripped, origin)
                 return mp, locate_inline_weights(mp, spans, buf, path, st, origin)
