@@ -81,6 +81,23 @@ def _external_files(directory: pathlib.Path) -> tuple[bytes, bytes]:
     return (directory / "m.onnx").read_bytes(), bytes(data)
 
 
+def _inline_weights_model() -> bytes:
+    """Two weights of 1152 bytes stored inline (raw_data): a session made from the file maps them from it."""
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 72)).astype(np.float32), "W"),
+             numpy_helper.from_array(rng.standard_normal((72, 4)).astype(np.float32), "W2")]
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"], name="/layer/MatMul"),
+             helper.make_node("Relu", ["h"], ["r"], name="/layer/Relu"),
+             helper.make_node("MatMul", ["r", "W2"], ["m"], name="/head/MatMul"),
+             helper.make_node("Softmax", ["m"], ["y"], name="/head/Softmax", axis=-1)]
+    g = helper.make_graph(nodes, "inline", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+
+
+INLINE_BYTES = _inline_weights_model()
+
+
 def _mutations(size_hint: int):
     pos = st.integers(0, size_hint)
     return st.one_of(
@@ -160,7 +177,11 @@ def test_unmutated_models_match_onnxruntime(tmp_path, counts):
     _check(MODEL_BYTES, c, "embedded model")
     _external_files(tmp_path)
     _check(tmp_path / "m.onnx", c, "external-data model")
-    assert c == {"ran, matches onnxruntime": 2}
+    (tmp_path / "inline.onnx").write_bytes(INLINE_BYTES)
+    mapped = ort_session.InferenceSession(tmp_path / "inline.onnx").model.graph.initializers
+    assert all(t.external is not None and t.external.in_model_file for t in mapped.values())
+    _check(tmp_path / "inline.onnx", c, "inline-weights model file")
+    assert c == {"ran, matches onnxruntime": 3}
 
 
 @FUZZ
@@ -180,3 +201,14 @@ def test_mutated_model_with_external_data(mutation, target, counts):
         path.write_bytes(_mutate(model if target == "model" else data, mutation))
         _check(directory / "m.onnx", counts.setdefault(f"external data ({target} file)", collections.Counter()),
                f"{target} file of an external-data model mutated by {mutation!r}")
+
+
+@settings(FUZZ, max_examples=150)
+@given(mutation=_mutations(len(INLINE_BYTES)))
+def test_mutated_model_file_with_mapped_inline_weights(mutation, counts):
+    """The file is read by the strict wire reader and its weights mapped from it (`session.map_inline_weights`)."""
+    with tempfile.TemporaryDirectory() as d:
+        path = pathlib.Path(d) / "m.onnx"
+        path.write_bytes(_mutate(INLINE_BYTES, mutation))
+        _check(path, counts.setdefault("inline weights mapped from the file", collections.Counter()),
+               f"inline-weights model file mutated by {mutation!r}")

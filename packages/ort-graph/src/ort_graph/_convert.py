@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pathlib
+from collections.abc import Mapping
 
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, ValueInfoProto, helper
 
-from ._external import DataDirectory
+from ._external import DataDirectory, ExternalLocation
 from ._ir import Attr, Dim, Graph, Model, Node, Shape, Value
 from ._proto_checks import check_model_proto
 from ._tensor import Tensor
@@ -40,10 +41,13 @@ def value_info(v: Value) -> ValueInfoProto:
     return helper.make_tensor_value_info(v.name, v.dtype, shape)
 
 
-def graph_from_proto(gp: GraphProto, base_dir: pathlib.Path | DataDirectory | None, parent: Node | None = None) -> Graph:
+def graph_from_proto(gp: GraphProto, base_dir: pathlib.Path | DataDirectory | None, parent: Node | None = None,
+                     in_model_file: Mapping[int, ExternalLocation] | None = None) -> Graph:
+    """`in_model_file`: initializers (by index) whose inline bytes are mapped from the model file (`_inline`)."""
     g = Graph(name=gp.name, doc_string=gp.doc_string, parent_node=parent)
-    for t in gp.initializer:
-        g.initializers[t.name] = Tensor.from_proto(t, base_dir)
+    for i, t in enumerate(gp.initializer):
+        mapped = in_model_file.get(i) if in_model_file else None
+        g.initializers[t.name] = Tensor.from_proto(t, base_dir) if mapped is None else Tensor.in_model_file(t, mapped)
         g.values[t.name] = Value(t.name, t.data_type, tuple(int(d) for d in t.dims))
     for vi in gp.input:
         v = value_from_info(vi)
@@ -81,10 +85,11 @@ def graph_from_proto(gp: GraphProto, base_dir: pathlib.Path | DataDirectory | No
 
 
 def model_from_proto(mp: ModelProto, base_dir: pathlib.Path | DataDirectory | None,
-                     path: pathlib.Path | None = None) -> Model:
+                     path: pathlib.Path | None = None,
+                     in_model_file: Mapping[int, ExternalLocation] | None = None) -> Model:
     """The IR of a model; the proto is checked first (text, unique names, tensor data: `_proto_checks`)."""
     check_model_proto(mp)
-    graph = graph_from_proto(mp.graph, base_dir)
+    graph = graph_from_proto(mp.graph, base_dir, in_model_file=in_model_file)
     return Model(
         graph=graph, ir_version=mp.ir_version,
         opset_imports={("" if o.domain == "ai.onnx" else o.domain): o.version for o in mp.opset_import},

@@ -61,6 +61,7 @@ class ExternalLocation:
     length: int | None
     device: int | None = None  # st_dev / st_ino of the file checked at load (None: not checked)
     inode: int | None = None
+    in_model_file: bool = False  # an inline initializer's raw_data, mapped from the .onnx file itself (`_inline`)
 
 
 def _fail(name: str, location: str, problem: str, fix: str) -> ExternalDataError:

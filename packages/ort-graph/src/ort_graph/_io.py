@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import os
 import pathlib
 
@@ -11,7 +12,9 @@ from onnx import ModelProto, TensorProto, numpy_helper
 
 from ._convert import model_from_proto, model_to_proto
 from ._errors import ModelLoadError, UnsupportedModelError
-from ._external import DataDirectory, open_checked
+from ._external import DataDirectory, ExternalLocation, open_checked
+from ._inline import MIN_BYTES as INLINE_MIN_BYTES
+from ._inline import locate_inline_weights, strip_inline_weights
 from ._ir import Model
 from ._tensor import Tensor
 from ._topo import validate
@@ -41,14 +44,41 @@ def _parse(data: bytes, origin: str) -> ModelProto:
     return mp
 
 
+def _read_model_file(path: pathlib.Path, origin: str, map_inline: bool,
+                     min_bytes: int) -> tuple[ModelProto, dict[int, ExternalLocation]]:
+    """The file's ModelProto; with `map_inline`, large inline initializers are left in the file (`_inline`)."""
+    try:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            buf = None
+            if map_inline and st.st_size > 0:
+                try:
+                    buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                except (OSError, ValueError):  # a file system without mmap: read it whole, as onnx.load does
+                    buf = None
+            if buf is None:
+                return _parse(f.read(), origin), {}
+            with buf:
+                stripped, spans = strip_inline_weights(buf, origin, min_bytes)
+                mp = _parse(stripped, origin)
+                return mp, locate_inline_weights(mp, spans, buf, path, st, origin)
+    except OSError as e:
+        raise ModelLoadError(f"cannot read model file {str(path)!r}: {e}") from e
+
+
 def load(source: str | os.PathLike | bytes, *, validate_graph: bool = True,
-         base_dir: str | os.PathLike | None = None) -> Model:
+         base_dir: str | os.PathLike | None = None, map_inline_weights: bool = True,
+         map_inline_min_bytes: int = INLINE_MIN_BYTES) -> Model:
     """Load a model from a path or serialized bytes. External data is mapped lazily, not read.
 
     External data resolves against `base_dir` when given (ONNX Runtime's
     `session.model_external_initializers_file_folder_path`), else the model file's directory; a model given
     as bytes with external data requires `base_dir` (the working directory is never used). Files outside
-    that directory (absolute locations, `..`, symbolic links leading out) are refused."""
+    that directory (absolute locations, `..`, symbolic links leading out) are refused.
+
+    From a path, initializers stored inline (raw_data of at least `map_inline_min_bytes` bytes, main graph)
+    are mapped from the .onnx file too instead of read (`map_inline_weights=False`: read them, as onnx.load
+    does); see `_inline` for what stays in memory."""
     if isinstance(source, bytes | bytearray | memoryview):
         mp = _parse(bytes(source), "the given bytes")
         model = model_from_proto(mp, base_dir=DataDirectory.of(base_dir) if base_dir is not None else None)
@@ -56,13 +86,9 @@ def load(source: str | os.PathLike | bytes, *, validate_graph: bool = True,
         path = pathlib.Path(source)
         if not path.is_file():
             raise ModelLoadError(f"model file {str(path)!r} does not exist; check the path")
-        try:
-            data = path.read_bytes()
-        except OSError as e:
-            raise ModelLoadError(f"cannot read model file {str(path)!r}: {e}") from e
-        mp = _parse(data, f"model file {str(path)!r}")
+        mp, in_file = _read_model_file(path, f"model file {str(path)!r}", map_inline_weights, map_inline_min_bytes)
         directory = DataDirectory.of(path.parent if base_dir is None else base_dir, model_file=path)
-        model = model_from_proto(mp, base_dir=directory, path=path)
+        model = model_from_proto(mp, base_dir=directory, path=path, in_model_file=in_file)
     if validate_graph:
         validate(model.graph)
     return model
@@ -81,7 +107,8 @@ def _raw_bytes(t: Tensor) -> bytes:
 
 def save(model: Model, path: str | os.PathLike, *, external_data: bool | None = None,
          size_threshold: int = 1024) -> pathlib.Path:
-    """Save a model. External data (default: when the model was loaded with any) goes to `<name>.data`."""
+    """Save a model. External data (default: when the model was loaded with any data file; inline weights
+    mapped from the model file do not count) goes to `<name>.data`."""
     path = pathlib.Path(path)
     inits = model.graph.initializers
     if external_data is None:

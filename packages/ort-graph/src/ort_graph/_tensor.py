@@ -37,12 +37,20 @@ class Tensor:
 
     @property
     def is_external(self) -> bool:
-        return self.external is not None
+        """Whether the data lives in a separate data file (an inline initializer mapped from the .onnx file
+        itself is not external: it is saved inline)."""
+        return self.external is not None and not self.external.in_model_file
 
     @classmethod
     def from_numpy(cls, name: str, array: np.ndarray) -> Tensor:
         proto = numpy_helper.from_array(np.asarray(array), name)
         return cls(name=name, dtype=proto.data_type, dims=tuple(array.shape), proto=proto, array=None)
+
+    @classmethod
+    def in_model_file(cls, proto: TensorProto, location: ExternalLocation) -> Tensor:
+        """An inline initializer whose raw_data `location` found in the model file (`_inline`); not read."""
+        return cls(name=proto.name, dtype=proto.data_type, dims=tuple(int(d) for d in proto.dims), proto=proto,
+                   external=location)
 
     @classmethod
     def from_proto(cls, proto: TensorProto, base_dir: pathlib.Path | DataDirectory | None) -> Tensor:
@@ -57,7 +65,8 @@ class Tensor:
         return cls(name=proto.name, dtype=proto.data_type, dims=dims, proto=stripped, external=location)
 
     def numpy(self) -> np.ndarray:
-        """The tensor's values; external data is memory-mapped, not copied."""
+        """The tensor's values; external data (and inline data mapped from the model file) is memory-mapped,
+        not copied, unless its offset in the file leaves its elements misaligned: then it is copied once."""
         if self._array is None:
             self._array = self._load()
         return self._array
@@ -83,11 +92,14 @@ class Tensor:
             proto.data_location = TensorProto.DEFAULT
             proto.raw_data = bytes(raw)
             return numpy_helper.to_array(proto)
-        return raw.view(np_dtype).reshape(self.dims)
+        array = raw.view(np_dtype).reshape(self.dims)
+        if array.ctypes.data % np_dtype.alignment:  # kernels take element pointers: an aligned copy
+            return np.array(array)
+        return array
 
     def to_proto(self, embed: bool = True) -> TensorProto:
         """A TensorProto holding the data (embed) or the proto as loaded."""
-        if self.proto is not None and (self.external is None or not embed):
+        if self.proto is not None and (self.external is None or not (embed or self.external.in_model_file)):
             return self.proto
         proto = numpy_helper.from_array(np.asarray(self.numpy()), self.name)
         if proto.data_type != self.dtype:  # e.g. bfloat16 stored via ml_dtypes

@@ -45,6 +45,7 @@ _WHERE = {
     "CUDA_PARTITIONING": "._options",
     "LAYER_ASSIGNMENT": "._options",
     "MAX_SHAPE_OVERRIDE": "._options",
+    "MAP_INLINE_WEIGHTS": "._options",
     "NAME_BASED_ASSIGNMENT": "._options",
     "PRE_ALLOCATE": "._options",
     "SessionOptions": "._options",
@@ -117,6 +118,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
     from ._options import (  # noqa: F401
         CUDA_PARTITIONING,
         LAYER_ASSIGNMENT,
+        MAP_INLINE_WEIGHTS,
         MAX_SHAPE_OVERRIDE,
         NAME_BASED_ASSIGNMENT,
         PRE_ALLOCATE,

@@ -15,9 +15,12 @@ from ._errors import InvalidGraphError, InvalidModelError, ModelFileNotFoundErro
 __all__ = ["load_model"]
 
 
-def load_model(model: str | os.PathLike | bytes | onnx.ModelProto | Model, base_dir: str | None = None) -> Model:
+def load_model(model: str | os.PathLike | bytes | onnx.ModelProto | Model, base_dir: str | None = None,
+               map_inline_weights: bool = True) -> Model:
     """The model; external data resolves against the model file's folder, or `base_dir` (EXTERNAL_DATA_FOLDER) if
-    set. A load failure is typed as ONNX Runtime types it (NoSuchFile, InvalidProtobuf, InvalidGraph)."""
+    set; from a path, large inline initializers are mapped from the file unless `map_inline_weights` is off
+    (MAP_INLINE_WEIGHTS). A load failure is typed as ONNX Runtime types it (NoSuchFile, InvalidProtobuf,
+    InvalidGraph)."""
     if isinstance(model, Model):
         return model
     if isinstance(model, str | os.PathLike) and not os.path.exists(model):
@@ -25,6 +28,8 @@ def load_model(model: str | os.PathLike | bytes | onnx.ModelProto | Model, base_
     try:
         if isinstance(model, onnx.ModelProto):
             return ort_graph.from_proto(model, base_dir=base_dir)
+        if isinstance(model, str | os.PathLike):
+            return ort_graph.load(model, base_dir=base_dir, map_inline_weights=map_inline_weights)
         return ort_graph.load(model, base_dir=base_dir)
     except ort_graph.ModelLoadError as e:
         raise _also(InvalidModelError, e) from e

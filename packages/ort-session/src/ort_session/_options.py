@@ -33,11 +33,15 @@ STRICT_WORKSPACE = "session.strict_workspace_verification"
 GRAPH_CAPTURE = "session.enable_graph_capture"
 WEIGHT_STREAMING = "session.weight_streaming"  # off | on | auto (default): see _streaming
 WEIGHT_STREAMING_CPU = "session.weight_streaming_cpu_profile"  # "<FLOP/s>,<bytes/s>": the CPU's, instead of a probe
+# a model given as a path: its large inline initializers (raw_data) are memory-mapped from the .onnx file
+# instead of read into memory (on by default; "0": read them, as onnx.load does)
+MAP_INLINE_WEIGHTS = "session.map_inline_weights"
 KNOWN_CONFIG_KEYS = (LAYER_ASSIGNMENT, NAME_BASED_ASSIGNMENT, PRE_ALLOCATE, CUDA_PARTITIONING, MAX_SHAPE_OVERRIDE,
                      ALLOW_UNPLANNED_SHAPES, EXTERNAL_DATA_FOLDER, DISABLE_CPU_EP_FALLBACK,
                      NODE_MEMORY_STATS_FILE, STATIC_WORKSPACE, STRICT_WORKSPACE, GRAPH_CAPTURE, WEIGHT_STREAMING,
-                     WEIGHT_STREAMING_CPU)
-BOOLEAN_KEYS = (PRE_ALLOCATE, ALLOW_UNPLANNED_SHAPES, DISABLE_CPU_EP_FALLBACK, STATIC_WORKSPACE, STRICT_WORKSPACE, GRAPH_CAPTURE)
+                     WEIGHT_STREAMING_CPU, MAP_INLINE_WEIGHTS)
+BOOLEAN_KEYS = (PRE_ALLOCATE, ALLOW_UNPLANNED_SHAPES, DISABLE_CPU_EP_FALLBACK, STATIC_WORKSPACE, STRICT_WORKSPACE, GRAPH_CAPTURE,
+                MAP_INLINE_WEIGHTS)
 
 
 class UnknownConfigKeyWarning(UserWarning):
@@ -162,6 +166,11 @@ class SessionOptions(_ort.OrtSessionOptionMethods):
     @property
     def pre_allocate(self) -> bool:
         return _truthy(self.config.get(PRE_ALLOCATE, "0"), PRE_ALLOCATE)
+
+    @property
+    def map_inline_weights(self) -> bool:
+        """`session.map_inline_weights` (unset: on)."""
+        return _truthy(self.config.get(MAP_INLINE_WEIGHTS, "1"), MAP_INLINE_WEIGHTS)
 
     def flag(self, key: str) -> bool:
         """A boolean `session.*` key (unset: off)."""

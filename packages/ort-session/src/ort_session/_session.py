@@ -98,7 +98,8 @@ class InferenceSession(OrtSessionApi):
             self.options = SessionOptions.from_mapping({**_as_mapping(self.options), key: value})
         self._profiler = profiler = Profiler(self.options.enable_profiling, self.options.profile_file_prefix)
         with _progress.phase("loading the model"):
-            self.model = _load(model, self.options.get(EXTERNAL_DATA_FOLDER) or None)
+            self.model = _load(model, self.options.get(EXTERNAL_DATA_FOLDER) or None,
+                               map_inline_weights=self.options.map_inline_weights)
         graph = self.model.graph
         _ort_api.override_initializers(graph, self.options.initializer_overrides)
         profiler.phase("model_loading")
