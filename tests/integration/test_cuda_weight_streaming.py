@@ -50,14 +50,28 @@ def test_streamed_layers_on_the_emulated_cuda_device_match_the_cpu_run(driver):
         before = len(driver.calls)
         for a, b in zip(sess.run(None, feeds), want):
             np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
-        to_device = sum(c[1] for c in driver.calls[before:] if c[0] == "HtoD")
+        calls = driver.calls[before:]
+        to_device = sum(c[1] for c in calls if c[0] == "HtoD")
         boundary = sess.plan.copies().get("to_device", {}).get("bytes", 0)
-        assert to_device == boundary + sess.plan.copies()["streamed"]["bytes"]
+        assert to_device == boundary  # the boundary copies stay synchronous
+        streamed = [c for c in calls if c[0] == "HtoDAsync"]  # the weights: cuMemcpyHtoDAsync, from pinned memory
+        assert sum(c[1] for c in streamed) == sess.plan.copies()["streamed"]["bytes"]
+        assert len(streamed) == plan.copies()["count"]
+        assert all(c[2] != 0 and c[3] for c in streamed) and len({c[2] for c in streamed}) == 1
+        # the kernels' stream (0) waits on a copy event once per streamed layer; the copy stream on the kernels'
+        # once per reused slot and once at the start of the run
+        waits = [c[1] for c in calls if c[0] == "wait_event"]
+        assert waits.count(0) == len(plan.layers)
+        assert waits.count(streamed[0][2]) == max(0, len(plan.layers) - plan.slots) + 1
     assert sess.last_run_stats.streamed_bytes == plan.copies()["bytes"]
     use = sess.device_memory()["cuda:0"]
     assert use["peak"] <= use["capacity"] == WEIGHTS // 3
+    # the pinned staging (one buffer per slot) is host memory: counted by the plan, not in the device's budget
+    assert plan.pinned and plan.copies()["pinned_host_bytes"] == plan.slots * plan.slot_bytes > 0
+    assert sess._executor.streamer.pinned_bytes == plan.pinned_bytes
+    assert sum(c[1] for c in driver.calls if c[0] == "host_alloc") >= plan.pinned_bytes
     sess.close()
-    assert driver.memory == {}
+    assert driver.memory == {} and driver.hazards.pending == []
 
 
 def test_a_kernel_reading_a_slot_before_its_copy_is_caught_on_the_emulated_device(driver, monkeypatch):

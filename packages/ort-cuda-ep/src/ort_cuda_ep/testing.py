@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ort_abi import EpIdentity, NullDeviceAllocator
+from ort_abi import EpIdentity, HazardTracker, NullDeviceAllocator
 
 from ._emulate_gqa import emulate_gqa
 
@@ -227,6 +227,10 @@ def fake_device(profile: str = "a100", driver_version: int = 13000):
     return DeviceInfo(0, p.display_name, p, driver_version)
 
 
+class _DriverEvent:
+    mark: Any = None  # the HazardTracker mark of its last cuEventRecord
+
+
 class RecordingDriver:
     def __init__(self):
         self.memory: dict[int, bytearray] = {}
@@ -238,6 +242,9 @@ class RecordingDriver:
         self.capturing: Any = None  # the stream a capture is open on
         self.mapped: set[int] = set()  # cuMemHostAlloc'd addresses
         self._graph: list[tuple] = []  # the launches it recorded so far
+        # asynchronous copies complete only once something is ordered after them (an event waited on, a
+        # synchronize); a launch reading, or a copy overwriting, bytes out of order is a StreamOrderError
+        self.hazards = HazardTracker()
 
     def _ok(self, *values):
         return (0, *values)
@@ -255,6 +262,7 @@ class RecordingDriver:
         return self._ok()
 
     def cuCtxSynchronize(self):
+        self.hazards.synchronize()
         return self._ok()
 
     def cuMemGetInfo(self):
@@ -318,6 +326,40 @@ class RecordingDriver:
         self.calls.append(("DtoH", n))
         return self._ok()
 
+    def _pinned(self, src) -> tuple[Any, int] | None:
+        """(mapped allocation, offset) when `src` (an address or an array) lies in cuMemHostAlloc'd memory."""
+        address = int(src) if isinstance(src, int) else np.asarray(src).__array_interface__["data"][0]
+        for base in self.mapped:
+            mem = self.memory[base]
+            if base <= address < base + len(mem):
+                return mem, address - base
+        return None
+
+    def cuMemcpyHtoDAsync(self, dst, src, n, stream):
+        """Deferred: the bytes land when the copy completes. From pinned memory the copy engine reads the
+        source then (the host must not overwrite it before); from pageable memory the driver stages it now."""
+        mem, off = self._find(dst)
+        pinned = self._pinned(src)
+        if pinned is not None:
+            host, at = pinned
+
+            def apply():
+                mem[off:off + n] = bytes(host[at:at + n])
+        else:
+            data = np.asarray(src).reshape(-1).view(np.uint8).tobytes()[:n]
+
+            def apply():
+                mem[off:off + n] = data
+        self.hazards.copy(stream, None, int(dst), int(dst) + n, apply, f"cuMemcpyHtoDAsync of {n} bytes")
+        self.calls.append(("HtoDAsync", n, stream, pinned is not None))
+        return self._ok()
+
+    def cuStreamWaitEvent(self, stream, event, flags):
+        assert getattr(event, "mark", None) is not None, "cuStreamWaitEvent on an event never recorded"
+        self.hazards.wait(stream, event.mark)
+        self.calls.append(("wait_event", stream))
+        return self._ok()
+
     def cuModuleLoadData(self, image):
         assert bytes(image[:4]) == b"\x7fELF"
         h = len(self.modules) + 1
@@ -344,6 +386,8 @@ class RecordingDriver:
             self.calls.append(("capture", fn[1]))
             return self._ok()
         assert self.capturing is None or stream != 0, "a launch on the legacy stream while a capture is open"
+        self.hazards.launch(stream, [(None, int(v), int(v) + 1) for v, t in zip(values, types, strict=True)
+                                     if t is ctypes.c_void_p and v], f"kernel {fn[1]!r}")
         self.calls.append(("launch", fn[1], (gx, gy, gz), (bx, by, bz)))
         return self._ok()
 
@@ -356,6 +400,7 @@ class RecordingDriver:
         return self._ok()
 
     def cuStreamSynchronize(self, stream):
+        self.hazards.complete(self.hazards.record(stream))
         return self._ok()
 
     def cuStreamBeginCapture(self, stream, mode):
@@ -392,14 +437,18 @@ class RecordingDriver:
         mem, offset = self._find(pointer)
         return np.frombuffer(mem, np.uint8), offset
 
-    # events, for gpu_check.py's timing loop (every kernel 'takes' 0.5 ms)
+    # events: they order the streams (cuStreamWaitEvent) and time gpu_check.py's loop (every kernel 'takes' 0.5 ms)
     def cuEventCreate(self, flags):
-        return self._ok(object())
+        self.calls.append(("event_create", flags))
+        return self._ok(_DriverEvent())
 
     def cuEventRecord(self, ev, stream):
+        ev.mark = self.hazards.record(stream)
         return self._ok()
 
     def cuEventSynchronize(self, ev):
+        if ev.mark is not None:
+            self.hazards.complete(ev.mark)
         return self._ok()
 
     def cuEventElapsedTime(self, a, b):

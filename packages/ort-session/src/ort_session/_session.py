@@ -165,7 +165,9 @@ class InferenceSession(OrtSessionApi):
             from ._streaming_run import WeightStreamer
 
             try:
-                self._executor.streamer = WeightStreamer(graph, self.order, self.placement.streaming)
+                plan = self.placement.streaming
+                self._executor.streamer = WeightStreamer(graph, self.order, plan,
+                                                         ort_abi.transfers_for(self._provider(plan.ep)))
             except Exception:
                 self.memory.close()  # initialization fails: nothing stays allocated on the device
                 raise
@@ -302,6 +304,8 @@ class InferenceSession(OrtSessionApi):
             if self._capture is not None:
                 self._capture.release()
             self.memory.close()
+            if self._executor.streamer is not None:
+                self._executor.streamer.close()  # its copy stream and pinned staging, before the providers go
             for kernel in self.kernels.values():
                 ort_abi.release_kernel(kernel)
         finally:
