@@ -111,4 +111,42 @@ def test_the_gpu_check_streamed_case_passes_on_the_emulating_driver(driver):
     spec.loader.exec_module(mod)
     row = _quiet(mod.streamed_session, CFG, 8)
     assert row["ok"] and row["streamed_layers"] >= 2 and row["peak"] <= row["budget"]
+    assert row["copy_stream"] and row["pinned_host_bytes"] > 0 and row["serial_median_ms"] > 0
     assert driver.memory == {}
+
+
+@pytest.mark.parametrize(("skip", "message"), [("_copied", "has not completed"), ("_slot_free", "overwrites")])
+def test_the_emulating_driver_catches_a_wrong_order_the_guard_let_through(driver, monkeypatch, skip, message):
+    from ort_session import KernelRunError
+
+    sess = _streamed()
+    monkeypatch.setattr(ort_abi.OrderGuard, "read", lambda self, region, stream, reader: None)
+    monkeypatch.setattr(ort_abi.OrderGuard, "write", lambda self, region, stream, writer: stream.issue())
+    monkeypatch.setattr(WeightStreamer, skip, lambda self, j: None)
+    with pytest.raises((ort_abi.StreamOrderError, KernelRunError)) as info:
+        sess.run(None, zoo.decoder_inputs(CFG, 1, 8, 0))
+    err = info.value if isinstance(info.value, ort_abi.StreamOrderError) else info.value.__cause__
+    assert isinstance(err, ort_abi.StreamOrderError) and message in str(err)
+    sess.close()
+    assert driver.memory == {}
+
+
+def test_cuda_transfers_defer_the_copy_until_the_kernels_stream_waits(driver):
+    ep = ort_cuda_ep.CudaExecutionProvider()
+    t = ep.transfers()
+    assert isinstance(t, ort_abi.DeviceTransfers) and t.pinned and t.compute.handle == 0
+    dst = ep.runtime.allocator.alloc(64)
+    staging = t.staging(64)
+    staging[...] = np.arange(64, dtype=np.uint8)
+    copy = t.stream("copy")
+    assert copy.handle != 0 and ("stream_create", 1) in driver.calls  # CU_STREAM_NON_BLOCKING
+    t.copy_async(staging, dst, copy)
+    ready = t.record(copy)
+    assert bytes(driver.memory[dst.ptr]) == bytes(64)  # in flight: nothing has landed yet
+    t.wait(t.compute, ready)
+    assert bytes(driver.memory[dst.ptr]) == bytes(range(64))
+    t.end_run()
+    assert ("HtoDAsync", 64, copy.handle, True) in driver.calls
+    ep.runtime.allocator.free(dst)
+    ep.close()  # the copy stream and the pinned staging go with the runtime
+    assert driver.memory == {} and driver.mapped == set()

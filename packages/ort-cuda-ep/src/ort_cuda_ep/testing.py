@@ -23,6 +23,7 @@ import numpy as np
 
 from ort_abi import EpIdentity, HazardTracker, NullDeviceAllocator
 
+from ._driver_streams import AsyncCopies
 from ._emulate_gqa import emulate_gqa
 
 __all__ = ["EmulatingDriver", "EmulatingRuntime", "RecordingDriver", "RecordingRuntime", "SIGNATURES", "emulate_gqa", "fake_device", "install_driver",
@@ -227,11 +228,7 @@ def fake_device(profile: str = "a100", driver_version: int = 13000):
     return DeviceInfo(0, p.display_name, p, driver_version)
 
 
-class _DriverEvent:
-    mark: Any = None  # the HazardTracker mark of its last cuEventRecord
-
-
-class RecordingDriver:
+class RecordingDriver(AsyncCopies):
     def __init__(self):
         self.memory: dict[int, bytearray] = {}
         self.next = 0x10000
@@ -326,40 +323,6 @@ class RecordingDriver:
         self.calls.append(("DtoH", n))
         return self._ok()
 
-    def _pinned(self, src) -> tuple[Any, int] | None:
-        """(mapped allocation, offset) when `src` (an address or an array) lies in cuMemHostAlloc'd memory."""
-        address = int(src) if isinstance(src, int) else np.asarray(src).__array_interface__["data"][0]
-        for base in self.mapped:
-            mem = self.memory[base]
-            if base <= address < base + len(mem):
-                return mem, address - base
-        return None
-
-    def cuMemcpyHtoDAsync(self, dst, src, n, stream):
-        """Deferred: the bytes land when the copy completes. From pinned memory the copy engine reads the
-        source then (the host must not overwrite it before); from pageable memory the driver stages it now."""
-        mem, off = self._find(dst)
-        pinned = self._pinned(src)
-        if pinned is not None:
-            host, at = pinned
-
-            def apply():
-                mem[off:off + n] = bytes(host[at:at + n])
-        else:
-            data = np.asarray(src).reshape(-1).view(np.uint8).tobytes()[:n]
-
-            def apply():
-                mem[off:off + n] = data
-        self.hazards.copy(stream, None, int(dst), int(dst) + n, apply, f"cuMemcpyHtoDAsync of {n} bytes")
-        self.calls.append(("HtoDAsync", n, stream, pinned is not None))
-        return self._ok()
-
-    def cuStreamWaitEvent(self, stream, event, flags):
-        assert getattr(event, "mark", None) is not None, "cuStreamWaitEvent on an event never recorded"
-        self.hazards.wait(stream, event.mark)
-        self.calls.append(("wait_event", stream))
-        return self._ok()
-
     def cuModuleLoadData(self, image):
         assert bytes(image[:4]) == b"\x7fELF"
         h = len(self.modules) + 1
@@ -437,25 +400,6 @@ class RecordingDriver:
         mem, offset = self._find(pointer)
         return np.frombuffer(mem, np.uint8), offset
 
-    # events: they order the streams (cuStreamWaitEvent) and time gpu_check.py's loop (every kernel 'takes' 0.5 ms)
-    def cuEventCreate(self, flags):
-        self.calls.append(("event_create", flags))
-        return self._ok(_DriverEvent())
-
-    def cuEventRecord(self, ev, stream):
-        ev.mark = self.hazards.record(stream)
-        return self._ok()
-
-    def cuEventSynchronize(self, ev):
-        if ev.mark is not None:
-            self.hazards.complete(ev.mark)
-        return self._ok()
-
-    def cuEventElapsedTime(self, a, b):
-        return self._ok(0.5)
-
-    def cuEventDestroy(self, ev):
-        return self._ok()
 
 
 class EmulatingDriver(RecordingDriver):
