@@ -150,3 +150,21 @@ def test_cuda_transfers_defer_the_copy_until_the_kernels_stream_waits(driver):
     ep.runtime.allocator.free(dst)
     ep.close()  # the copy stream and the pinned staging go with the runtime
     assert driver.memory == {} and driver.mapped == set()
+
+
+def test_the_plan_counts_the_pinned_staging_as_host_memory(driver):
+    sess = _streamed()
+    plan = sess.placement.streaming
+    staged = sess.plan.to_dict()["copies"]["streamed"]["pinned_host_bytes"]
+    assert staged == plan.slots * plan.slot_bytes == sess._executor.streamer.pinned_bytes  # made at initialization
+    assert "pinned host memory" in sess.plan.to_table()
+    assert sess.device_memory()["cuda:0"]["peak"] <= WEIGHTS // 3  # not in the device's budget
+    sess.close()
+    assert driver.mapped == set()
+
+
+def test_pinned_memory_refused_fails_initialization_and_frees_everything(driver, monkeypatch):
+    monkeypatch.setattr(driver, "cuMemHostAlloc", lambda n, flags: (2, None))  # CUDA_ERROR_OUT_OF_MEMORY
+    with pytest.raises(ort_abi.AllocationError, match="cuMemHostAlloc"):
+        _streamed()
+    assert driver.memory == {}

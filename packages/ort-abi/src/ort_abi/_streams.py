@@ -10,8 +10,9 @@ streaming slots), the two rules a double-buffered copy must keep:
 - a copy never overwrites a region while a kernel that read it is not ordered before the copy.
 
 The ordering is checked by happens-before (per-stream sequence numbers and the events each stream has
-waited on), not by wall-clock time: on the simulated GPU and the emulating CUDA driver copies finish at
-once, and an order that is only right by luck there is still refused.
+waited on), not by wall-clock time, so an order that is only right by luck on a given device is still
+refused. The devices' own copies are issued through their `DeviceTransfers` (`_transfers.py`); the
+simulated GPU and the emulating CUDA driver also check the order on their side, by address range.
 """
 
 from __future__ import annotations

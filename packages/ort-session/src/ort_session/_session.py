@@ -166,9 +166,15 @@ class InferenceSession(OrtSessionApi):
 
             try:
                 plan = self.placement.streaming
-                self._executor.streamer = WeightStreamer(graph, self.order, plan,
-                                                         ort_abi.transfers_for(self._provider(plan.ep)))
+                target = self._provider(plan.ep)
+                present = getattr(target, "can_run", True)  # a plan-only device has no streams to make
+                transfers = ort_abi.transfers_for(target) if present else ort_abi.ImmediateTransfers()
+                self._executor.streamer = WeightStreamer(graph, self.order, plan, transfers)
+                if present:  # the copy stream and pinned staging, before any run
+                    self._executor.streamer.prepare()
             except Exception:
+                if self._executor.streamer is not None:
+                    self._executor.streamer.close()
                 self.memory.close()  # initialization fails: nothing stays allocated on the device
                 raise
         self._closed = False

@@ -66,13 +66,15 @@ class WeightStreamer:
                     "double-buffered; set session.weight_streaming to 'off' for this model")
         self.start_at = {step: j for j, step in first.items()}
         self.end_at = {step: j for j, step in last.items()}
-        self.work_at = self._modelled_work(order)
+        self.work_at = self._modelled_work(order, first)
         self.copies = self.bytes = 0
         self._lock = threading.Lock()
 
-    def _modelled_work(self, order: Sequence[Node]) -> dict[int, tuple[float, str]]:
-        """Per decoder layer, at its first step: the seconds the cost model gives its compute (on the device,
-        or on the CPU), for a device that keeps a simulated timeline (`DeviceTransfers.work`)."""
+    def _modelled_work(self, order: Sequence[Node], first: dict[int, int]) -> dict[int, tuple[float, str]]:
+        """Per decoder layer, at its first step (a streamed layer: its first step reading a slot, after the wait
+        on its copy): the seconds the cost model gives its compute (on the device, or on the CPU), for a
+        device that keeps a simulated timeline (`DeviceTransfers.work`)."""
+        streamed = {layer.layer: j for j, layer in enumerate(self.plan.layers)}
         out: dict[int, tuple[float, str]] = {}
         seen: set[Any] = set()
         for step, node in enumerate(order):
@@ -81,7 +83,7 @@ class WeightStreamer:
                 seen.add(lid)
                 where = self.plan.choice[lid]
                 t = self.plan.per_layer[lid]["cpu" if where == ort_partition.CPU else "resident"]
-                out[step] = (t, f"layer {lid} ({where})")
+                out[first.get(streamed.get(lid, -1), step)] = (t, f"layer {lid} ({where})")
         return out
 
     def resolve(self, layout: Any) -> None:
@@ -120,11 +122,7 @@ class WeightStreamer:
         self.resolve(layout)
         t = self.transfers
         t.begin_run()
-        self.compute = t.compute
-        if self.copy is None:
-            self.copy = t.stream("copy")
-            if t.pinned:
-                self.staging = [t.staging(self.plan.slot_bytes) for _ in range(self.plan.slots)]
+        self.prepare()
         t.wait(self.copy, t.record(self.compute))  # the previous run's nodes no longer read the slots
         self.guard = ort_abi.OrderGuard()
         self.copied: dict[int, ort_abi.Event] = {}
@@ -132,6 +130,17 @@ class WeightStreamer:
         self.copies = self.bytes = 0
         if self.plan.layers and self.start_at:
             self._issue(0)
+
+    def prepare(self) -> None:
+        """The copy stream and, where the device has pinned memory, one pinned staging buffer per slot; made
+        once (the session does it at initialization, so a refusal of pinned memory fails there, not in a run)."""
+        if self.copy is not None:
+            return
+        t = self.transfers
+        self.compute = t.compute
+        self.copy = t.stream("copy")
+        if t.pinned:
+            self.staging = [t.staging(self.plan.slot_bytes) for _ in range(self.plan.slots)]
 
     def end_run(self) -> None:
         """Every copy of the run has completed (also after a failed run) and its events are released."""
