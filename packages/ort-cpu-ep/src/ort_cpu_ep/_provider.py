@@ -179,6 +179,15 @@ class CpuExecutionProvider(SiLUFusionSurface):
         (`ort_cpu_ep.intra_op_threads()`) and BLAS is limited to them until the run ends."""
         return intra_op_thread_scope(self.intra_op_num_threads)
 
+    pinned_host_staging = False
+
+    def transfers(self) -> ort_abi.DeviceTransfers:
+        """The asynchronous transfer surface, trivially: host memory is the device's, so a copy is done when it
+        is issued (`ort_abi.ImmediateTransfers`)."""
+        if "_transfers" not in self.__dict__:
+            self._transfers = ort_abi.ImmediateTransfers()
+        return self._transfers
+
     def opset(self, node: Node) -> int:
         return self.opsets.get("" if node.domain == "ai.onnx" else node.domain, 1)
 
