@@ -66,6 +66,7 @@ from ._errors import (
 )
 from ._ffi import c_available
 from ._handles import live_handles
+from ._hazards import HazardTracker, Mark, buffer_range
 from ._hostapi import HOST_API, HostApi
 from ._kerneldef import KernelDef, KernelDefBuilder
 from ._library import KernelLibrary, load_kernel_library
@@ -84,6 +85,14 @@ from ._shapefunc import (
 from ._status import ErrorCode, check, live_status_count, status_misuse
 from ._streams import Event, OrderGuard, Stream, StreamOrderError, copy_host_to_device_async
 from ._tensor import DeviceTensor, empty_tensor, tensor_from_host, tensor_to_host
+from ._transfers import (
+    DeviceTransfers,
+    ImmediateTransfers,
+    SimulatedTransfers,
+    Timeline,
+    TransferStreamProvider,
+    transfers_for,
+)
 from ._workspace import MAX_SLOTS, InputState, WorkspaceInputShape, WorkspaceSlot, workspace_input_shapes
 
 __version__ = "0.2.0"
@@ -102,6 +111,8 @@ def get_include() -> str:
 
 __all__ = [
     "Event", "OrderGuard", "Stream", "StreamOrderError", "copy_host_to_device_async",
+    "DeviceTransfers", "HazardTracker", "ImmediateTransfers", "Mark", "SimulatedTransfers", "Timeline",
+    "TransferStreamProvider", "buffer_range", "transfers_for",
     "ABI_MIN_VERSION", "ABI_VERSION", "ABI_VERSION_OUTPUT_SHAPES", "ABI_VERSION_WORKSPACE", "HEADER_NAME", "HOST_API",
     "MAX_OUTPUT_RANK", "MAX_SLOTS", "InputTypeError", "OutputMismatchError", "OutputShape", "check_input_types",
     "has_onnx_schema", "infer_output_shapes", "output_shapes_hook", "planned_outputs",

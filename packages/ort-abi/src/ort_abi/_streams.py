@@ -10,13 +10,15 @@ streaming slots), the two rules a double-buffered copy must keep:
 - a copy never overwrites a region while a kernel that read it is not ordered before the copy.
 
 The ordering is checked by happens-before (per-stream sequence numbers and the events each stream has
-waited on), not by wall-clock time: on the simulated GPU and the emulating CUDA driver copies finish at
-once, and an order that is only right by luck there is still refused.
+waited on), not by wall-clock time, so an order that is only right by luck on a given device is still
+refused. The devices' own copies are issued through their `DeviceTransfers` (`_transfers.py`); the
+simulated GPU and the emulating CUDA driver also check the order on their side, by address range.
 """
 
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import attrs
 import numpy as np
@@ -37,6 +39,7 @@ class Event:
 
     stream: str
     seq: int
+    handle: Any = attrs.field(default=None, eq=False, repr=False)  # the device's event (CUDA: a CUevent)
 
 
 @attrs.define(eq=False)
@@ -44,6 +47,7 @@ class Stream:
     """An in-order queue of device work; `waited` holds, per other stream, the last sequence it waited for."""
 
     name: str
+    handle: Any = None  # the device's stream (CUDA: a CUstream; 0 is the legacy stream the kernels run on)
     _counter: itertools.count = attrs.field(factory=lambda: itertools.count(1), alias="counter")
     waited: dict[str, int] = attrs.field(factory=dict)
     last: int = 0
@@ -99,9 +103,14 @@ class OrderGuard:
 
 
 def copy_host_to_device_async(src: np.ndarray, dst: DeviceBuffer, stream: Stream, guard: OrderGuard, region: str,
-                              what: str) -> Event:
+                              what: str, transfers: Any = None) -> Event:
     """Issue a host-to-device copy of `src` into `dst` (inside `region`) on `stream`, checked by `guard`;
-    returns the event a reader waits on. (The simulated device and the emulating driver copy at once.)"""
+    returns the copy's place in the stream (`Event`). With `transfers` (a device's `DeviceTransfers`) the
+    copy is the device's asynchronous one on `stream` (a reader waits on `transfers.record(stream)`);
+    without, it is done at once."""
     event = guard.write(region, stream, what)
-    copy_host_to_device(src, dst)
+    if transfers is None:
+        copy_host_to_device(src, dst)
+    else:
+        transfers.copy_async(src, dst, stream)
     return event

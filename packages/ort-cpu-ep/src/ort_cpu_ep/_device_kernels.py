@@ -38,9 +38,10 @@ class StagedKernel:
     the context allocates (its planned block). Planned workspace slots get host mirrors of their size,
     so the plan's workspace is used (and counted) as a device kernel would use it."""
 
-    def __init__(self, inner: Any, capture: SimulatedCapture | None = None) -> None:
+    def __init__(self, inner: Any, capture: SimulatedCapture | None = None, transfers: Any = None) -> None:
         self.inner = inner
         self.capture = capture
+        self.transfers = transfers  # a callable giving the device's SimulatedTransfers: reads are checked there
 
     def declare_workspace(self, shapes: list[ort_abi.WorkspaceInputShape]) -> Any:
         declare = getattr(self.inner, "declare_workspace", None)
@@ -50,6 +51,9 @@ class StagedKernel:
         ort_abi.release_kernel(self.inner)
 
     def compute(self, ctx: ort_abi.KernelContext) -> None:
+        if self.transfers is not None:  # a copy still in flight into what it reads is a StreamOrderError
+            self.transfers().kernel_reads([a.buffer for a in ctx.inputs if isinstance(a, ort_abi.DeviceTensor)],
+                                          f"node {ctx.node_name!r}")
         inputs = [ort_abi.tensor_to_host(a) if isinstance(a, ort_abi.DeviceTensor) else a for a in ctx.inputs]
         mirrors = {slot: np.empty(buf.nbytes, np.uint8) for slot, buf in ctx.workspace.items()}
         host = _StagingContext(ctx, inputs, mirrors)

@@ -179,6 +179,15 @@ class CpuExecutionProvider(SiLUFusionSurface):
         (`ort_cpu_ep.intra_op_threads()`) and BLAS is limited to them until the run ends."""
         return intra_op_thread_scope(self.intra_op_num_threads)
 
+    pinned_host_staging = False
+
+    def transfers(self) -> ort_abi.DeviceTransfers:
+        """The asynchronous transfer surface, trivially: host memory is the device's, so a copy is done when it
+        is issued (`ort_abi.ImmediateTransfers`)."""
+        if "_transfers" not in self.__dict__:
+            self._transfers = ort_abi.ImmediateTransfers()
+        return self._transfers
+
     def opset(self, node: Node) -> int:
         return self.opsets.get("" if node.domain == "ai.onnx" else node.domain, 1)
 
@@ -285,6 +294,7 @@ class SimulatedGpuExecutionProvider(SimulatedCaptureSurface, ConvAddFusionSurfac
     name = "SimulatedGPUExecutionProvider"
     device_type = "gpu"
     device = "simgpu"
+    pinned_host_staging = False  # transfers() copies from pageable host memory
 
     def __init__(self, graph: Graph, opsets: Mapping[str, int], plugins: ort_abi.KernelRegistry | None = None,
                  *, intra_op_num_threads: int = 0) -> None:
@@ -294,7 +304,17 @@ class SimulatedGpuExecutionProvider(SimulatedCaptureSurface, ConvAddFusionSurfac
 
     def create_kernel(self, node: Node) -> Any:
         kernel = super().create_kernel(node)
-        return kernel if node.op_type in MEMCPY_OPS else StagedKernel(kernel, self.capture)
+        return kernel if node.op_type in MEMCPY_OPS else StagedKernel(kernel, self.capture, self.transfers)
+
+    def transfers(self) -> ort_abi.SimulatedTransfers:
+        """The asynchronous transfer surface (003): a copy stream whose copies complete only once something
+        is ordered after them, checked by address range, on a simulated timeline at the stand-in
+        host-to-device bandwidth (`ort_partition.SIMULATED_DEVICE`). No pinned host memory."""
+        if "_transfers" not in self.__dict__:
+            from ort_partition import SIMULATED_DEVICE
+
+            self._transfers = ort_abi.SimulatedTransfers(SIMULATED_DEVICE.h2d_bandwidth)
+        return self._transfers
 
     @property
     def mapped_allocator(self) -> ort_abi.Allocator:

@@ -44,6 +44,8 @@ class CudaExecutionProvider:
     ranges for symbolic dims (``{'past_sequence': (0, 4096)}``).
     """
 
+    pinned_host_staging = True  # transfers() stages host-to-device copies in pinned host memory
+
     def __init__(self, device_id: int = 0, profile: str | DeviceProfile | None = None, *,
                  cache: KernelCache | None = None, shapes_are_maxima: bool = False,
                  dim_ranges: Mapping[str, tuple[int, int]] | None = None) -> None:
@@ -225,6 +227,11 @@ class CudaExecutionProvider:
         """The optional mapped backing (003's Allocation surface): pinned host memory the device reads and
         writes in place (cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP)."""
         return self.runtime.mapped_allocator
+
+    def transfers(self) -> Any:
+        """The asynchronous part of 003's Transfer surface: a copy stream (cuStreamCreate), cuMemcpyHtoDAsync,
+        cuEventRecord / cuStreamWaitEvent between it and the kernels' stream, pinned staging (cuMemHostAlloc)."""
+        return self.runtime.transfers
 
     def to_device(self, host: np.ndarray) -> DeviceArray:
         return self.runtime.to_device(host)

@@ -184,6 +184,16 @@ class CudaRuntime:
         self.activate()
         self.allocator = CudaAllocator(self, identity or EpIdentity("CUDAExecutionProvider", "cuda", device.ordinal))
         self._mapped: CudaAllocator | None = None
+        self._transfers: Any = None
+
+    @property
+    def transfers(self) -> Any:
+        """The asynchronous transfer surface (`ort_abi.DeviceTransfers`): a copy stream, events, pinned staging."""
+        if self._transfers is None:
+            from ._transfers import CudaTransfers
+
+            self._transfers = CudaTransfers(self)
+        return self._transfers
 
     @property
     def mapped_allocator(self) -> CudaAllocator:
@@ -269,6 +279,8 @@ class CudaRuntime:
         _check(self._driver.cuCtxSynchronize(), "cuCtxSynchronize")
 
     def close(self) -> None:
+        if self._transfers is not None:
+            self._transfers.close()
         self.capture.close()
         for mod in self._modules.values():
             self._driver.cuModuleUnload(mod)

@@ -21,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from ort_abi import EpIdentity, NullDeviceAllocator
+from ort_abi import EpIdentity, HazardTracker, NullDeviceAllocator
 
+from ._driver_streams import AsyncCopies
 from ._emulate_gqa import emulate_gqa
 
 __all__ = ["EmulatingDriver", "EmulatingRuntime", "RecordingDriver", "RecordingRuntime", "SIGNATURES", "emulate_gqa", "fake_device", "install_driver",
@@ -227,7 +228,7 @@ def fake_device(profile: str = "a100", driver_version: int = 13000):
     return DeviceInfo(0, p.display_name, p, driver_version)
 
 
-class RecordingDriver:
+class RecordingDriver(AsyncCopies):
     def __init__(self):
         self.memory: dict[int, bytearray] = {}
         self.next = 0x10000
@@ -238,6 +239,9 @@ class RecordingDriver:
         self.capturing: Any = None  # the stream a capture is open on
         self.mapped: set[int] = set()  # cuMemHostAlloc'd addresses
         self._graph: list[tuple] = []  # the launches it recorded so far
+        # asynchronous copies complete only once something is ordered after them (an event waited on, a
+        # synchronize); a launch reading, or a copy overwriting, bytes out of order is a StreamOrderError
+        self.hazards = HazardTracker()
 
     def _ok(self, *values):
         return (0, *values)
@@ -255,6 +259,7 @@ class RecordingDriver:
         return self._ok()
 
     def cuCtxSynchronize(self):
+        self.hazards.synchronize()
         return self._ok()
 
     def cuMemGetInfo(self):
@@ -344,6 +349,8 @@ class RecordingDriver:
             self.calls.append(("capture", fn[1]))
             return self._ok()
         assert self.capturing is None or stream != 0, "a launch on the legacy stream while a capture is open"
+        self.hazards.launch(stream, [(None, int(v), int(v) + 1) for v, t in zip(values, types, strict=True)
+                                     if t is ctypes.c_void_p and v], f"kernel {fn[1]!r}")
         self.calls.append(("launch", fn[1], (gx, gy, gz), (bx, by, bz)))
         return self._ok()
 
@@ -356,6 +363,7 @@ class RecordingDriver:
         return self._ok()
 
     def cuStreamSynchronize(self, stream):
+        self.hazards.complete(self.hazards.record(stream))
         return self._ok()
 
     def cuStreamBeginCapture(self, stream, mode):
@@ -392,21 +400,6 @@ class RecordingDriver:
         mem, offset = self._find(pointer)
         return np.frombuffer(mem, np.uint8), offset
 
-    # events, for gpu_check.py's timing loop (every kernel 'takes' 0.5 ms)
-    def cuEventCreate(self, flags):
-        return self._ok(object())
-
-    def cuEventRecord(self, ev, stream):
-        return self._ok()
-
-    def cuEventSynchronize(self, ev):
-        return self._ok()
-
-    def cuEventElapsedTime(self, a, b):
-        return self._ok(0.5)
-
-    def cuEventDestroy(self, ev):
-        return self._ok()
 
 
 class EmulatingDriver(RecordingDriver):

@@ -125,6 +125,8 @@ class Executor:
                     tensor.buffer.allocator.free(tensor.buffer)
                 raise
             finally:
+                if self.streamer is not None:  # no copy is left in flight into buffers about to be released
+                    self.streamer.end_run()
                 self._bound.outputs, self._bound.fresh = {}, []
                 for buf in owned.values():
                     buf.allocator.free(buf)
@@ -134,6 +136,7 @@ class Executor:
         stats.scratch_bytes = counters.scratch_bytes
         if self.streamer is not None:
             stats.streamed_copies, stats.streamed_bytes = self.streamer.copies, self.streamer.bytes
+            stats.streaming_timeline = self.streamer.timeline()
         stats.copied_outputs, stats.copied_bytes = counters.copied_outputs, counters.copied_output_bytes
         self.last_stats = stats
         return result

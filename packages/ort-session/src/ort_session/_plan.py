@@ -13,7 +13,8 @@ JSON layout (stable; documented in the README):
               "cost_sum_overruns": [{"ep", "budget", "total", "overrun"}]},  # per-node cost sum, no reuse
   "shapes": {"static", "symbolic", "unknown", "warnings"},
   "copies": {"count", "unknown_sizes", "to_device", "to_host", "device_to_device",
-             "streamed": {"count", "bytes", "layers", "slot_bytes", "slots"}},  # streamed: weight streaming
+             "streamed": {"count", "bytes", "layers", "slot_bytes", "slots",   # streamed: weight streaming;
+                          "pinned_host_bytes"}},  # host memory pinned for staging the copies (CUDA), else 0
   "streaming": {"mode", "device", "ep", "copies", "predicted_seconds_per_run": {strategy: s},   # only with
                 "layers": [{"layer", "choice", "resident_s", "streamed_s", "cpu_s"}],      # streamed layers
                 "device_speeds", "cpu"}
@@ -95,7 +96,9 @@ class SessionPlan:
         s = self.placement.streaming
         if s is None:
             return ""
-        lines = [f"weight streaming ({s.mode}) on {s.ep}: {s.slots} slots of {format_bytes(s.slot_bytes)}; device "
+        staging = (f", staged in {format_bytes(s.pinned_bytes)} of pinned host memory" if s.pinned
+                   else ", copied from pageable host memory")
+        lines = [f"weight streaming ({s.mode}) on {s.ep}: {s.slots} slots of {format_bytes(s.slot_bytes)}{staging}; device "
                  f"{s.speeds.name} (host->device {s.speeds.h2d_bandwidth / 1e9:.0f} GB/s), CPU "
                  f"{s.cpu.flops / 1e9:.1f} GFLOP/s, {s.cpu.memory_bandwidth / 1e9:.1f} GB/s",
                  f"{'layer':>6} {'choice':<9} {'resident':>10} {'streamed':>10} {'cpu':>10}  (predicted ms per run)"]

@@ -35,6 +35,9 @@ class RunStats:
     graph: str = ""  # device graph capture: "captured" (this run recorded it), "replayed", or "" (none)
     streamed_copies: int = 0  # host-to-device copies of streamed weights (weight streaming)
     streamed_bytes: int = 0
+    # the simulated GPU's device time for the run's decoder layers (copies on their stream overlapping the
+    # layers' modelled compute): {"seconds", "serial_seconds", "busy", "overlap_seconds"}; None elsewhere
+    streaming_timeline: dict[str, Any] | None = None
     copied_outputs: int = 0
     copied_bytes: int = 0
     traced_bytes: int | None = None

@@ -166,8 +166,16 @@ class InferenceSession(OrtSessionApi):
             from ._streaming_run import WeightStreamer
 
             try:
-                self._executor.streamer = WeightStreamer(graph, self.order, self.placement.streaming)
+                plan = self.placement.streaming
+                target = self._provider(plan.ep)
+                present = getattr(target, "can_run", True)  # a plan-only device has no streams to make
+                transfers = ort_abi.transfers_for(target) if present else ort_abi.ImmediateTransfers()
+                self._executor.streamer = WeightStreamer(graph, self.order, plan, transfers)
+                if present:  # the copy stream and pinned staging, before any run
+                    self._executor.streamer.prepare()
             except Exception:
+                if self._executor.streamer is not None:
+                    self._executor.streamer.close()
                 self.memory.close()  # initialization fails: nothing stays allocated on the device
                 raise
         self._closed = False
@@ -303,6 +311,8 @@ class InferenceSession(OrtSessionApi):
             if self._capture is not None:
                 self._capture.release()
             self.memory.close()
+            if self._executor.streamer is not None:
+                self._executor.streamer.close()  # its copy stream and pinned staging, before the providers go
             for kernel in self.kernels.values():
                 ort_abi.release_kernel(kernel)
         finally:

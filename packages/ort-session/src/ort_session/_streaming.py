@@ -65,6 +65,12 @@ class StreamingPlan:
     speeds: ort_partition.DeviceSpeeds
     cpu: ort_partition.CpuProfile
     slots: int = SLOTS
+    pinned: bool = False  # the device stages copies in pinned host memory (one buffer per slot): host bytes
+
+    @property
+    def pinned_bytes(self) -> int:
+        """Pinned (page-locked) host memory the streamed run holds for staging: one slot's size per slot."""
+        return self.slot_total if self.pinned else 0
 
     @property
     def weight_names(self) -> set[str]:
@@ -83,7 +89,8 @@ class StreamingPlan:
         """Host-to-device copies per run (one per streamed weight) and the bytes they move."""
         return {"count": sum(len(layer.weights) for layer in self.layers),
                 "bytes": sum(layer.nbytes for layer in self.layers), "layers": len(self.layers),
-                "slot_bytes": self.slot_bytes, "slots": self.slots if self.layers else 0}
+                "slot_bytes": self.slot_bytes, "slots": self.slots if self.layers else 0,
+                "pinned_host_bytes": self.pinned_bytes}
 
     def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "device": self.device, "ep": self.ep, "copies": self.copies(),
@@ -193,6 +200,7 @@ def _plan(target: Any, speeds: Any, cpu: Any, mode: str, choice: dict[int, str],
                                            w.on(speeds.flops, speeds.memory_bandwidth)),
                            "cpu": w.on(cpu.flops, cpu.memory_bandwidth)} for w in works}
     times = {**times, "with streaming": ort_partition.run_time(works, choice, speeds, cpu)}
+    pinned = bool(getattr(getattr(target, "inner", target), "pinned_host_staging", False))
     return StreamingPlan(device=target.device, ep=target.name, mode=mode, choice=dict(choice), layers=tuple(layers),
                          slot_bytes=max(layer.weights[-1][1] + layer.weights[-1][2] for layer in layers),
-                         times=times, per_layer=per_layer, speeds=speeds, cpu=cpu)
+                         times=times, per_layer=per_layer, speeds=speeds, cpu=cpu, pinned=pinned)

@@ -211,3 +211,55 @@ def test_streaming_without_a_static_plan_is_refused_at_initialization():
             InferenceSession(zoo.decoder(CFG), opts, providers=SIM)
         opts["session.weight_streaming"] = "off"
         assert InferenceSession(zoo.decoder(CFG), opts, providers=SIM).placement.streaming is None
+
+
+def test_the_simulated_timeline_overlaps_each_copy_with_the_layer_before():
+    from ort_partition import SIMULATED_DEVICE
+
+    sess = _session()
+    plan = sess.placement.streaming
+    transfers = sess._executor.streamer.transfers
+    assert isinstance(transfers, ort_abi.SimulatedTransfers) and not plan.pinned and plan.pinned_bytes == 0
+    before = transfers.copies
+    sess.run(None, zoo.decoder_inputs(CFG, 1, 16, 0))
+    assert transfers.copies - before == plan.copies()["count"]  # the device's own count: the plan's copies
+    tl = sess.last_run_stats.streaming_timeline
+    assert tl["busy"]["copy"] == pytest.approx(plan.copies()["bytes"] / SIMULATED_DEVICE.h2d_bandwidth)
+    assert tl["busy"]["compute"] == pytest.approx(sum(plan.per_layer[lid]["cpu" if c == "cpu" else "resident"]
+                                                      for lid, c in plan.choice.items()))
+    assert tl["overlap_seconds"] > 0 and tl["seconds"] < tl["serial_seconds"]
+    assert tl["seconds"] <= plan.times["with streaming"] * (1 + 1e-9)  # the cost model is not optimistic
+    assert transfers.hazards.pending == []  # nothing left in flight after the run
+    sess._executor.streamer.serialize_copies = True  # every copy waited for at once: no overlap, and slower
+    got = sess.run(None, zoo.decoder_inputs(CFG, 1, 16, 0))
+    serial = sess.last_run_stats.streaming_timeline
+    assert serial["overlap_seconds"] == 0 and serial["seconds"] == pytest.approx(serial["serial_seconds"])
+    assert serial["seconds"] > tl["seconds"]
+    assert got[0].shape == (1, 16, CFG.vocab)
+    sess.close()
+
+
+@pytest.mark.parametrize("skip", ["_copied", "_slot_free"])
+def test_the_simulated_device_catches_a_wrong_order_the_guard_let_through(monkeypatch, skip):
+    from ort_session import KernelRunError
+
+    sess = _session()
+    monkeypatch.setattr(ort_abi.OrderGuard, "read", lambda self, region, stream, reader: None)
+    monkeypatch.setattr(ort_abi.OrderGuard, "write", lambda self, region, stream, writer: stream.issue())
+    monkeypatch.setattr(WeightStreamer, skip, lambda self, j: None)
+    with pytest.raises((ort_abi.StreamOrderError, KernelRunError)) as info:
+        sess.run(None, zoo.decoder_inputs(CFG, 1, 16, 0))
+    err = info.value if isinstance(info.value, ort_abi.StreamOrderError) else info.value.__cause__
+    assert isinstance(err, ort_abi.StreamOrderError)
+    assert ("has not completed" if skip == "_copied" else "overwrites") in str(err)
+    monkeypatch.undo()
+    for got, want in zip(sess.run(None, zoo.decoder_inputs(CFG, 1, 16, 0)), _reference()):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    sess.close()
+
+
+def _reference():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return InferenceSession(zoo.decoder(CFG), {"free_dimension_overrides": DIMS}).run(
+            None, zoo.decoder_inputs(CFG, 1, 16, 0))
