@@ -25,6 +25,7 @@ class Tensor:
     proto: TensorProto | None = attrs.field(default=None, repr=False)
     external: ExternalLocation | None = None
     _array: np.ndarray | None = attrs.field(default=None, repr=False, alias="array")
+    _mapped: np.ndarray | None = attrs.field(default=None, repr=False, init=False)
 
     @property
     def nbytes(self) -> int:
@@ -71,6 +72,31 @@ class Tensor:
             self._array = self._load()
         return self._array
 
+    def raw_bytes(self) -> np.ndarray:
+        """The tensor's bytes in memory order as a flat uint8 array, for a byte copy elsewhere (a device slot, a
+        staging buffer). Mapped data (external, or inline mapped from the model file) comes back as the
+        mapping itself, whatever its alignment, and is neither copied nor kept aligned in memory: a streamed
+        weight costs page cache, which the kernel can evict, not resident memory. Read-only."""
+        if self._array is None and self.external is not None and self._mappable():
+            if self._mapped is None:
+                self._mapped = self._map()
+            return self._mapped
+        return np.ascontiguousarray(self.numpy()).reshape(-1).view(np.uint8)
+
+    def _mappable(self) -> bool:
+        """Whether the bytes in the file are the elements as numpy lays them out (not packed sub-byte types)."""
+        count = int(np.prod(self.dims)) if self.dims else 1
+        return count > 0 and tensor_nbytes(self.dtype, self.dims) == count * to_numpy_dtype(self.dtype).itemsize
+
+    def _map(self) -> np.ndarray:
+        nbytes = tensor_nbytes(self.dtype, self.dims)
+        with open_checked(self.name, self.external, nbytes) as f:
+            try:
+                return np.memmap(f, dtype=np.uint8, mode="r", offset=self.external.offset, shape=(nbytes,))
+            except (OSError, ValueError) as e:
+                raise ExternalDataError(f"cannot map external data of {self.name!r} from {str(self.external.path)!r}: "
+                                        f"{e}") from e
+
     def _load(self) -> np.ndarray:
         if self.external is None:
             return numpy_helper.to_array(self.proto)
@@ -79,12 +105,7 @@ class Tensor:
         nbytes = tensor_nbytes(self.dtype, self.dims)
         if count == 0:
             return np.zeros(self.dims, dtype=np_dtype)
-        with open_checked(self.name, self.external, nbytes) as f:
-            try:
-                raw = np.memmap(f, dtype=np.uint8, mode="r", offset=self.external.offset, shape=(nbytes,))
-            except (OSError, ValueError) as e:
-                raise ExternalDataError(f"cannot map external data of {self.name!r} from {str(self.external.path)!r}: "
-                                        f"{e}") from e
+        raw = self._mapped if self._mapped is not None else self._map()
         if nbytes != count * np_dtype.itemsize:  # packed 4-bit types: let onnx unpack them
             proto = TensorProto()
             proto.CopyFrom(self.proto)

@@ -91,7 +91,9 @@ class Executor:
             try:
                 if self.streamer is not None:  # the slots are blocks of this run's buffers
                     self.streamer.begin_run(layout)
-                values: dict[str, Any] = {name: t.numpy() for name, t in self.graph.initializers.items()}
+                # weights read when a kernel first asks; streamed ones never (the streamer gives their slots)
+                values: dict[str, Any] = _Weights(self.graph.initializers,
+                                                  self.streamer.where if self.streamer is not None else {})
                 self._bound.outputs, self._bound.fresh = dict(device_outputs or {}), []
                 for name, arr in feeds.items():
                     if isinstance(arr, ort_abi.DeviceTensor):
@@ -112,7 +114,7 @@ class Executor:
                             progress(step + 1, total)
                 if traced is not None:
                     stats.traced_bytes = traced.bytes
-                missing = [o for o in outputs if o not in values]
+                missing = [o for o in outputs if o not in values and o not in self.graph.initializers]
                 if missing:
                     raise SessionError(f"outputs {missing!r} were not produced; the model's outputs are "
                                        f"{self.graph.outputs!r}")
@@ -327,3 +329,24 @@ def _host_copy(value: Any, stats: RunStats) -> Any:
         stats.count_copy(value, host)
         return host
     return np.array(value) if isinstance(value, np.ndarray) else value
+
+
+class _Weights(dict):
+    """A run's values, starting with the weights, each read (`Tensor.numpy()`) the first time a kernel on the
+    host asks for it: a streamed weight is only ever copied to its slot from the file mapping, so reading
+    every weight up front would put misaligned mapped ones into host memory for nothing. A streamed weight
+    reads as None here: every read of one is replaced by its slot's device tensor (`WeightStreamer.before_node`)."""
+
+    def __init__(self, initializers: Mapping[str, Any], streamed: Mapping[str, Any]) -> None:
+        super().__init__()
+        self._initializers = initializers
+        self._streamed = streamed
+
+    def __missing__(self, name: str) -> Any:
+        if name in self._streamed:
+            return None
+        tensor = self._initializers.get(name)
+        if tensor is None:
+            raise KeyError(name)
+        self[name] = array = tensor.numpy()
+        return array

@@ -170,7 +170,7 @@ class WeightStreamer:
         if self.staging:
             self._staging_free(j)
         for name, offset, nbytes in layer.weights:
-            src = np.ascontiguousarray(self.graph.initializers[name].numpy()).reshape(-1).view(np.uint8)
+            src = self.graph.initializers[name].raw_bytes()  # the file mapping itself: no aligned host copy
             if self.staging:
                 staged = self.staging[k][offset:offset + nbytes]
                 staged[...] = src  # from the file mapping into pinned memory; the copy engine reads it there
