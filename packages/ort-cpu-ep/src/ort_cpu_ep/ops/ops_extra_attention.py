@@ -89,8 +89,10 @@ def _gqa_dims(node: Node, q_shape: Sequence, packed: bool) -> tuple[int, int, in
 
 def gqa_workspace_bytes(node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
     """The same for estimate and declaration: slot 0 the float32 scores (B, N, S, P + S), slot 4 the mask
-    (B, S, P + S) bool; with do_rotary slot 1 the rotated Q (B, N, S, H), slot 2 the rotated K
-    (B, Nkv, S, H) and slot 3 their half-width product (B, N, S, rotary_dim / 2), all float32."""
+    (B, S, P + S) bool, slot 6 the softmax row maxima and sums (2, B, N, S) float32 and slot 7 a bool per row;
+    with do_rotary slot 1 the rotated Q (B, N, S, H), slot 2 the rotated K (B, Nkv, S, H), slot 3 their
+    half-width product (B, N, S, rotary_dim / 2) and slot 5 the cos and sin rows gathered at the positions
+    (2, B, S, rotary_dim / 2), all float32."""
     q = input_shapes[0] if input_shapes else None
     if q is None or len(q) != 3:
         return []
@@ -98,14 +100,27 @@ def gqa_workspace_bytes(node: Node, input_shapes: Sequence[tuple[int, ...] | Non
     past_len = int(past[2]) if past is not None and len(past) == 4 else 0
     b, s = int(q[0]), int(q[1])
     n = int(node.attr("num_heads", 0))
-    slots = [(0, 4 * b * n * s * (past_len + s)), (4, b * s * (past_len + s))]
+    slots = [(0, 4 * b * n * s * (past_len + s)), (4, b * s * (past_len + s)), (6, 4 * 2 * b * n * s), (7, b * n * s)]
     if int(node.attr("do_rotary", 0)):
         packed = len(node.inputs) < 2 or not node.inputs[1]
         n_, nkv, h = _gqa_dims(node, q, packed)
         cos = input_shapes[7] if len(input_shapes) > 7 else None
         half = int(cos[-1]) if cos else h // 2
-        slots += [(1, 4 * b * n_ * s * h), (2, 4 * b * nkv * s * h), (3, 4 * b * n_ * s * half)]
-    return slots
+        slots += [(1, 4 * b * n_ * s * h), (2, 4 * b * nkv * s * h), (3, 4 * b * n_ * s * half),
+                  (5, 4 * 2 * b * s * half)]
+    return sorted(slots)
+
+
+def _gather_rows_into(cache: np.ndarray, pos: np.ndarray, out: np.ndarray, staging: np.ndarray) -> None:
+    """out[...] = cache[pos] as float32 without a gathered temporary: float32 caches are taken straight into
+    `out`, others into `staging` (a float32 array of at least out's size) seen in the cache's dtype. Positions
+    are checked by the caller (mode="clip" does not buffer `out` as the default mode does)."""
+    if cache.dtype == out.dtype:
+        np.take(cache, pos, axis=0, out=out, mode="clip")
+        return
+    rows = staging.reshape(-1).view(np.uint8)[:out.size * cache.dtype.itemsize].view(cache.dtype).reshape(out.shape)
+    np.take(cache, pos, axis=0, out=rows, mode="clip")
+    np.copyto(out, rows)
 
 
 def _opt(inputs: list, i: int) -> np.ndarray | None:
@@ -236,10 +251,17 @@ class GroupQueryAttention(OpImpl):
                 pos = np.broadcast_to(np.asarray(pos_in, dtype=np.int64).reshape(-1, s), (b, s))
             else:
                 pos = past_b[:, None] + np.arange(s)[None, :]
-            cf = cos.astype(f32, copy=False)[pos][:, None]  # (B, 1, S, rot/2)
-            sf = sin.astype(f32, copy=False)[pos][:, None]
+            half = cos.shape[-1]
+            if pos.size and (pos.min() < 0 or pos.max() >= cos.shape[0]):
+                raise ValueError(f"GroupQueryAttention {node.name!r}: rotary positions {pos.tolist()!r} outside the "
+                                 f"cos/sin caches of {cos.shape[0]!r} rows; give position_ids (or seqlens_k) below "
+                                 "the caches' length, or export longer caches")
+            tmp = self._score_buffer((b, n, s, half), 3)
+            cf, sf = self._score_buffer((2, b, s, half), 5)
+            _gather_rows_into(cos, pos, cf, tmp)
+            _gather_rows_into(sin, pos, sf, tmp)
+            cf, sf = cf[:, None], sf[:, None]  # (B, 1, S, rot/2)
             inter = bool(int(a.get("rotary_interleaved", 0)))
-            tmp = self._score_buffer((b, n, s, cf.shape[-1]), 3)
             qr, kr = self._score_buffer((b, n, s, h), 1), self._score_buffer((b, nkv, s, h), 2)
             apply_rotary_into(q, cf, sf, inter, qr, tmp)
             apply_rotary_into(k, cf, sf, inter, kr, tmp[:, :nkv])
@@ -285,18 +307,20 @@ class GroupQueryAttention(OpImpl):
         qk_mode = int(a.get("qk_output", 0))
         qk = np.where(masked, f32(0), scores)[..., :total].astype(query.dtype) if qk_mode == 1 else None
         np.copyto(scores, f32(-np.inf), where=masked)
-        m = scores.max(axis=-1, keepdims=True)
+        row_stats = self._score_buffer((2, b, n, s, 1), 6)  # the row maxima, then the sums
+        flags = self._score_buffer((b, n, s, 1), 7, np.bool_)
+        m = scores.max(axis=-1, keepdims=True, out=row_stats[0])
         use_sink = sink is not None or int(a.get("smooth_softmax", 0))
         if use_sink:
             sk = (sink.astype(f32) if sink is not None else np.zeros(n, f32)).reshape(1, n, 1, 1)
-            m = np.maximum(m, sk)
-        m = np.where(np.isfinite(m), m, f32(0))
+            np.maximum(m, sk, out=m)
+        np.copyto(m, f32(0), where=np.logical_not(np.isfinite(m, out=flags), out=flags))
         scores -= m
         probs = np.exp(scores, out=scores)  # in place: the declared workspace holds scores, then probabilities
-        den = probs.sum(axis=-1, keepdims=True)
+        den = probs.sum(axis=-1, keepdims=True, out=row_stats[1])
         if use_sink:
-            den = den + np.exp(sk - m)
-        probs /= np.where(den > 0, den, f32(1))
+            den += np.exp(sk - m)
+        np.divide(probs, den, out=probs, where=np.greater(den, 0, out=flags))  # rows summing to 0 (or NaN) kept
         if qk_mode == 2:
             qk = probs[..., :total].astype(query.dtype)
         vv = present_v.reshape(b, nkv, 1, present_len, h)
