@@ -285,9 +285,10 @@ QUICK_GELU_CHUNK = 16384  # elements per pass of the one-pass QuickGelu (its dec
 class QuickGelu(_Elementwise):
     """y = x * sigmoid(alpha * x), alpha default 1.702 (alpha=1 is SiLU, the CPU provider's SiLUFusion).
     float32 / float64 without a bias: into the output block, chunk by chunk through workspace slot 0
-    (`QUICK_GELU_CHUNK` elements): t = exp(-alpha x); t += 1; y = x / t. Safe when the plan writes y over x
-    (each chunk of x is read before its chunk of y is written); exp overflowing to inf gives the exact limit
-    -0 and is not reported."""
+    (`QUICK_GELU_CHUNK` elements): t = exp(-alpha x); t += 1; y = x / t. float16 the same in float32 (as the
+    other activations compute it): the chunk of x upcast and t, two float32 chunks in slot 0, y rounded into
+    the block. Safe when the plan writes y over x (each chunk of x is read before its chunk of y is written);
+    exp overflowing to inf gives the exact limit -0 and is not reported."""
 
     writes_output = True
 
@@ -297,28 +298,40 @@ class QuickGelu(_Elementwise):
 
     def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
         x = inputs[0]
-        if x.dtype not in (np.float32, np.float64) or (len(inputs) > 1 and inputs[1] is not None):
+        if x.dtype not in (np.float16, np.float32, np.float64) or (len(inputs) > 1 and inputs[1] is not None):
             return super().compute(node, inputs)
         out = self.output(0, x.shape, x.dtype)
         flat_x, flat_y = np.ascontiguousarray(x).reshape(-1), out.reshape(-1)
-        tmp = self.workspace(0, (min(flat_x.size, QUICK_GELU_CHUNK),), x.dtype)
-        neg_alpha = x.dtype.type(-float(node.attr("alpha", 1.702)))
+        half = x.dtype == np.float16
+        st = _stat_dtype(x)
+        chunk = min(flat_x.size, QUICK_GELU_CHUNK)
+        tmp = self.workspace(0, ((2 if half else 1) * chunk,), st)
+        neg_alpha = st(-float(node.attr("alpha", 1.702)))
         with np.errstate(over="ignore", under="ignore"):
             for start in range(0, flat_x.size, QUICK_GELU_CHUNK):
                 xs = flat_x[start:start + QUICK_GELU_CHUNK]
                 t = tmp[:xs.size]
+                if half:  # x upcast in the second chunk; the quotient in t, rounded into the block
+                    xs = tmp[chunk:chunk + xs.size]
+                    np.copyto(xs, flat_x[start:start + QUICK_GELU_CHUNK])
                 np.multiply(xs, neg_alpha, out=t)
                 np.exp(t, out=t)
                 np.add(t, 1, out=t)
-                np.divide(xs, t, out=flat_y[start:start + QUICK_GELU_CHUNK])
+                if half:
+                    np.divide(xs, t, out=t)
+                    np.copyto(flat_y[start:start + QUICK_GELU_CHUNK], t, casting="same_kind")
+                else:
+                    np.divide(xs, t, out=flat_y[start:start + QUICK_GELU_CHUNK])
         return [out]
 
     def workspace_bytes(self, node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
         shape = input_shapes[0] if input_shapes else None
         dt = np_dtype(out_dtype(node)) if out_dtype(node) else None
-        if shape is None or dt is None or dt not in (np.float32, np.float64) or (len(node.inputs) > 1 and node.inputs[1]):
+        if shape is None or dt is None or dt not in (np.float16, np.float32, np.float64) or (
+                len(node.inputs) > 1 and node.inputs[1]):
             return []
-        return [(0, workspace_nbytes((min(int(np.prod(shape, dtype=np.int64)), QUICK_GELU_CHUNK),), dt))]
+        chunk = min(int(np.prod(shape, dtype=np.int64)), QUICK_GELU_CHUNK)
+        return [(0, workspace_nbytes((2 * chunk,), np.float32) if dt == np.float16 else workspace_nbytes((chunk,), dt))]
 
 
 @register("FusedMatMul", domain=MS)
