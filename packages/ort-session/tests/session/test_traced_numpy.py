@@ -171,3 +171,31 @@ def test_shared_export_allocates_within_a_tenth_of_its_plan(alloc, shared_models
     assert stats.traced_by == _traced.NUMPY_ALLOCATOR
     assert 0 < stats.traced_bytes <= planned // 10, (stats.traced_bytes, planned, stats.traced_nodes)
     assert stats.traced_bytes >= max(stats.traced_nodes.values())
+
+
+def test_float16_matmul_nbits_computes_in_declared_workspace(alloc):
+    """float16 A: upcast A and the float32 Y in declared slot 2, rounded into the output block; the packed
+    weight unpacked into slot 0 without converting bytes to indices; as onnxruntime computes it."""
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import numpy_helper
+
+    K, N, bs, M = 128, 96, 32, 16
+    rng = np.random.default_rng(5)
+    b = rng.integers(0, 256, (N, K // bs, bs // 2), dtype=np.uint8)
+    scales = (rng.random((N, K // bs)) * 0.1 + 0.01).astype(np.float16)
+    node = helper.make_node("MatMulNBits", ["a", "b", "scales"], ["y"], name="mm", domain="com.microsoft", K=K, N=N,
+                            bits=4, block_size=bs)
+    model = helper.make_model(helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("a", TensorProto.FLOAT16, [M, K])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [M, N])],
+        [numpy_helper.from_array(b, "b"), numpy_helper.from_array(scales, "scales")]),
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]).SerializeToString()
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    sess = InferenceSession(model, {**PRE, "measure_host_allocations": True}, providers=CPU)
+    got = sess.run(None, {"a": a})[0]
+    ref = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"a": a})[0]
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float32), ref.astype(np.float32), rtol=1e-2, atol=2e-2)
+    stats = sess.last_run_stats
+    assert stats.copied_outputs == 0 and stats.workspace_from_plan == 2 and stats.scratch_fallbacks == 0
+    assert stats.traced_nodes.get("mm", 0) < 256, stats.traced_nodes  # was A, Y in float32, Y copied, the indices
