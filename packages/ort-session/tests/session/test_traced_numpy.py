@@ -199,3 +199,44 @@ def test_float16_matmul_nbits_computes_in_declared_workspace(alloc):
     stats = sess.last_run_stats
     assert stats.copied_outputs == 0 and stats.workspace_from_plan == 2 and stats.scratch_fallbacks == 0
     assert stats.traced_nodes.get("mm", 0) < 256, stats.traced_nodes  # was A, Y in float32, Y copied, the indices
+
+
+@pytest.mark.parametrize("op,rows", [("SkipSimplifiedLayerNormalization", 3), ("SkipLayerNormalization", 700),
+                                     ("SimplifiedLayerNormalization", 700), ("LayerNormalization", 3)])
+def test_float16_norms_compute_in_float32_chunks_in_their_blocks(alloc, op, rows):
+    """float16 norms stage whole rows in float32 in declared slot 1 (several chunks at 700 rows) and round into
+    their blocks (the sum too): as the generic path computes them, which upcasts the whole tensor."""
+    from onnx import numpy_helper
+
+    from ort_cpu_ep.ops import find, opset_scope
+
+    hidden, f16 = 64, TensorProto.FLOAT16
+    rng = np.random.default_rng(rows)
+    skip = op.startswith("Skip")
+    domain = "com.microsoft" if skip else ""
+    params = [numpy_helper.from_array((rng.random(hidden) + 0.5).astype(np.float16), "gamma")]
+    if "Simplified" not in op:
+        params.append(numpy_helper.from_array(rng.standard_normal(hidden).astype(np.float16), "beta"))
+    ins = ["x", "skip"] if skip else ["x"]
+    outs = ["y", "", "", "sum"] if skip else ["y"]
+    node = helper.make_node(op, ins + [p.name for p in params], outs, name="norm", domain=domain, epsilon=1e-5)
+    model = helper.make_model(helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info(n, f16, [rows, hidden]) for n in ins],
+        [helper.make_tensor_value_info(n, f16, [rows, hidden]) for n in outs if n], params),
+        opset_imports=[helper.make_opsetid("", 16), helper.make_opsetid("com.microsoft", 1)])
+    feeds = {n: (rng.standard_normal((rows, hidden)) * 3).astype(np.float16) for n in ins}
+    sess = InferenceSession(model.SerializeToString(), {**PRE, "measure_host_allocations": True}, providers=CPU)
+    got = sess.run(None, feeds)
+    stats = sess.last_run_stats
+    assert stats.copied_outputs == 0 and stats.workspace_from_plan == 2 and stats.scratch_fallbacks == 0
+    assert stats.traced_nodes.get("norm", 0) < 64, stats.traced_nodes
+    plain = ort_graph.Node(0, "norm", op, domain, ins + [p.name for p in params], outs)  # no graph: the generic path
+    for a in node.attribute:
+        plain.attributes[a.name] = ort_graph.Attr(a.name, a.type, a.f)
+    with opset_scope({domain: 1, "": 16}):
+        want = find(op, domain, 1 if skip else 16).compute(plain, [*feeds.values(), *(numpy_helper.to_array(p)
+                                                                                        for p in params)])
+    want = [w for w, n in zip(want, outs) if n]
+    for g, w in zip(got, want):
+        assert g.dtype == np.float16
+        np.testing.assert_allclose(g.astype(np.float32), w.astype(np.float32), rtol=2e-3, atol=2e-3)
