@@ -28,6 +28,7 @@ from onnx import TensorProto
 from ort_graph import Node, dtype_name
 
 from ._registry import Decline, InputInfo, OpImpl, attrs_of, register, workspace_nbytes
+from ._util import out_dtype
 
 MS = "com.microsoft"
 _T = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16})
@@ -89,10 +90,12 @@ def _gqa_dims(node: Node, q_shape: Sequence, packed: bool) -> tuple[int, int, in
 
 def gqa_workspace_bytes(node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
     """The same for estimate and declaration: slot 0 the float32 scores (B, N, S, P + S), slot 4 the mask
-    (B, S, P + S) bool, slot 6 the softmax row maxima and sums (2, B, N, S) float32 and slot 7 a bool per row;
+    (B, S, P + S) bool, slot 6 the softmax row maxima and sums (2, B, N, S) float32 then a bool per row;
     with do_rotary slot 1 the rotated Q (B, N, S, H), slot 2 the rotated K (B, Nkv, S, H), slot 3 their
     half-width product (B, N, S, rotary_dim / 2) and slot 5 the cos and sin rows gathered at the positions
-    (2, B, S, rotary_dim / 2), all float32."""
+    (2, B, S, rotary_dim / 2), all float32. A float16 node (the graph's output 0) computes in float32 in
+    slot 7: its query, key and value inputs, present key and value (2, B, Nkv, P + S, H) and output
+    (B, S, N * H)."""
     q = input_shapes[0] if input_shapes else None
     if q is None or len(q) != 3:
         return []
@@ -100,15 +103,31 @@ def gqa_workspace_bytes(node: Node, input_shapes: Sequence[tuple[int, ...] | Non
     past_len = int(past[2]) if past is not None and len(past) == 4 else 0
     b, s = int(q[0]), int(q[1])
     n = int(node.attr("num_heads", 0))
-    slots = [(0, 4 * b * n * s * (past_len + s)), (4, b * s * (past_len + s)), (6, 4 * 2 * b * n * s), (7, b * n * s)]
+    slots = [(0, 4 * b * n * s * (past_len + s)), (4, b * s * (past_len + s)), (6, _row_stats_bytes(b, n, s))]
+    packed = len(node.inputs) < 2 or not node.inputs[1]
+    if _half(node):
+        _, nkv, h = _gqa_dims(node, q, packed)
+        kv = [input_shapes[i] if len(input_shapes) > i else None for i in (1, 2)]
+        if not packed and any(x is None for x in kv):
+            return slots
+        width = int(q[-1]) + (0 if packed else int(kv[0][-1]) + int(kv[1][-1]))
+        slots.append((7, 4 * (b * s * width + 2 * b * nkv * (past_len + s) * h + b * s * n * h)))
     if int(node.attr("do_rotary", 0)):
-        packed = len(node.inputs) < 2 or not node.inputs[1]
         n_, nkv, h = _gqa_dims(node, q, packed)
         cos = input_shapes[7] if len(input_shapes) > 7 else None
         half = int(cos[-1]) if cos else h // 2
         slots += [(1, 4 * b * n_ * s * h), (2, 4 * b * nkv * s * h), (3, 4 * b * n_ * s * half),
                   (5, 4 * 2 * b * s * half)]
     return sorted(slots)
+
+
+def _row_stats_bytes(b: int, n: int, s: int) -> int:
+    return 4 * 2 * b * n * s + b * n * s  # (2, B, N, S) float32 maxima and sums, then (B, N, S) bool
+
+
+def _half(node: Node) -> bool:
+    """The graph's output 0 is float16: the node computes in float32 in its declared slot 7."""
+    return out_dtype(node) == TensorProto.FLOAT16
 
 
 def _gather_rows_into(cache: np.ndarray, pos: np.ndarray, out: np.ndarray, staging: np.ndarray) -> None:
@@ -202,6 +221,39 @@ class GroupQueryAttention(OpImpl):
                 return arr.reshape(-1).view(np.uint8)[:nbytes].view(dt).reshape(shape)
         return np.empty(shape, dtype=dt)
 
+    def _stage(self, query: np.ndarray, key: np.ndarray | None, value: np.ndarray | None, past_len: int, n: int,
+               nkv: int, h: int) -> dict[str, np.ndarray | None]:
+        """Slot 7 of a float16 node carved into float32 arrays: query, key and value (upcast here), present key
+        and value (B, Nkv, P + S, H) and the output (B, S, N * H)."""
+        b, s = query.shape[0], query.shape[1]
+        shapes = {"query": query.shape, "key": None if key is None else key.shape,
+                  "value": None if value is None else value.shape,
+                  "present_key": (b, nkv, past_len + s, h), "present_value": (b, nkv, past_len + s, h),
+                  "output": (b, s, n * h)}
+        total = sum(int(np.prod(shape)) for shape in shapes.values() if shape is not None)
+        flat = self._score_buffer((total,), 7)
+        carved: dict[str, np.ndarray | None] = {}
+        at = 0
+        for name, shape in shapes.items():
+            if shape is None:
+                carved[name] = None
+                continue
+            size = int(np.prod(shape))
+            carved[name] = flat[at:at + size].reshape(shape)
+            at += size
+        for name, src in (("query", query), ("key", key), ("value", value)):
+            if src is not None:
+                np.copyto(carved[name], src)
+        return carved
+
+    def _round_into(self, node: Node, index: int, staged: np.ndarray, dtype: np.dtype) -> np.ndarray | None:
+        """A float32 result rounded into output `index`'s block (None when the output is not requested)."""
+        if index >= len(node.outputs) or not node.outputs[index]:
+            return None
+        out = self.output(index, staged.shape, dtype)
+        np.copyto(out, staged, casting="same_kind")
+        return out
+
     def _present(self, node: Node, index: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """Present key / value: its output block when float32 and requested (zeroed), else a fresh array."""
         if dtype == np.float32 and index < len(node.outputs) and node.outputs[index]:
@@ -222,18 +274,24 @@ class GroupQueryAttention(OpImpl):
         n, nkv, h = _gqa_dims(node, query.shape, packed)
         b, s = query.shape[0], query.shape[1]
         f32 = np.float32
-        qf = query.astype(f32, copy=False)
+        staged = query.dtype == np.float16 and _half(node)  # float32 in slot 7, rounded into the blocks
+        past_len = past_k.shape[2] if past_k is not None else 0
+        stage = self._stage(query, key, value, past_len, n, nkv, h) if staged else None
+        if staged:
+            qf, kf, vf = stage["query"], stage["key"], stage["value"]
+        else:
+            qf = query.astype(f32, copy=False)
+            kf, vf = (None, None) if packed else (key.astype(f32, copy=False), value.astype(f32, copy=False))
         if packed:
             q = qf[..., : n * h]
             k = qf[..., n * h: (n + nkv) * h]
             v = qf[..., (n + nkv) * h: (n + 2 * nkv) * h]
         else:
-            q, k, v = qf, key.astype(f32, copy=False), value.astype(f32, copy=False)
+            q, k, v = qf, kf, vf
         q = q.reshape(b, s, n, h).transpose(0, 2, 1, 3)
         k = k.reshape(b, s, nkv, h).transpose(0, 2, 1, 3)
         v = v.reshape(b, s, nkv, h).transpose(0, 2, 1, 3)
 
-        past_len = past_k.shape[2] if past_k is not None else 0
         present_len = max(total, past_len)
         total_b = seqlens + 1
         first_prompt = s == total  # else token generation (S == 1) or a subsequent prompt chunk
@@ -268,8 +326,13 @@ class GroupQueryAttention(OpImpl):
             q, k = qr, kr
 
         kv_dtype = past_k.dtype if past_k is not None else query.dtype
-        present_k = self._present(node, 1, (b, nkv, present_len, h), kv_dtype)
-        present_v = self._present(node, 2, (b, nkv, present_len, h), kv_dtype)
+        if staged and present_len <= past_len + s:
+            present_k, present_v = (stage[name][:, :, :present_len] for name in ("present_key", "present_value"))
+            present_k.fill(0)
+            present_v.fill(0)
+        else:
+            present_k = self._present(node, 1, (b, nkv, present_len, h), kv_dtype)
+            present_v = self._present(node, 2, (b, nkv, present_len, h), kv_dtype)
         for bi in range(b):  # per batch entry: past rows kept, new rows appended (a copy, not a loop over elements)
             p = int(past_b[bi])
             if p:
@@ -307,8 +370,9 @@ class GroupQueryAttention(OpImpl):
         qk_mode = int(a.get("qk_output", 0))
         qk = np.where(masked, f32(0), scores)[..., :total].astype(query.dtype) if qk_mode == 1 else None
         np.copyto(scores, f32(-np.inf), where=masked)
-        row_stats = self._score_buffer((2, b, n, s, 1), 6)  # the row maxima, then the sums
-        flags = self._score_buffer((b, n, s, 1), 7, np.bool_)
+        stats_buf = self._score_buffer((_row_stats_bytes(b, n, s),), 6, np.uint8)
+        row_stats = stats_buf[:8 * b * n * s].view(f32).reshape(2, b, n, s, 1)  # the row maxima, then the sums
+        flags = stats_buf[8 * b * n * s:].view(np.bool_).reshape(b, n, s, 1)
         m = scores.max(axis=-1, keepdims=True, out=row_stats[0])
         use_sink = sink is not None or int(a.get("smooth_softmax", 0))
         if use_sink:
@@ -325,12 +389,18 @@ class GroupQueryAttention(OpImpl):
             qk = probs[..., :total].astype(query.dtype)
         vv = present_v.reshape(b, nkv, 1, present_len, h)
         p5 = probs.reshape(b, nkv, group, s, present_len)
-        if query.dtype == f32:  # straight into the (B, S, N*H) block, seen as (B, Nkv, group, S, H)
-            out = self.output(0, (b, s, n * h), f32)
+        if query.dtype == f32 or staged:  # straight into the (B, S, N*H) block, seen as (B, Nkv, group, S, H)
+            out = self.output(0, (b, s, n * h), f32) if not staged else stage["output"]
             np.matmul(p5, vv, out=out.reshape(b, s, nkv, group, h).transpose(0, 2, 3, 1, 4))
+            if staged:
+                out = self._round_into(node, 0, out, query.dtype)
+                present_k = self._round_into(node, 1, present_k, kv_dtype)
+                present_v = self._round_into(node, 2, present_v, kv_dtype)
         else:
             out = np.matmul(p5, vv).reshape(b, n, s, h)
             out = out.transpose(0, 2, 1, 3).reshape(b, s, n * h).astype(query.dtype)
+        if staged:  # rounded into their blocks above (None where not requested)
+            return requested(node, [out, present_k, present_v, qk])
         results = [out, present_k.astype(kv_dtype, copy=False), present_v.astype(kv_dtype, copy=False), qk]
         return requested(node, results)
 
