@@ -135,9 +135,9 @@ def test_traced_figures_only_when_measuring(alloc):
     assert (stats.traced_bytes, stats.traced_by, stats.traced_nodes, stats.traced_python_bytes) == (None, None, {}, None)
 
 
-# the shared exports the CPU provider runs within the target (`ortrun kernels` lists what still allocates in the
-# float16 / bfloat16 paths the CUDA-targeted exports take on the CPU)
+# every shared export, the CUDA-targeted ones (float16, bfloat16, int4 with float16 activations) run on the CPU too
 EXPORTS = ["genai_fp32_cpu/model.onnx", "genai_int4_cpu/model.onnx", "genai_int8_cpu/model.onnx",
+           "genai_fp16_cuda/model.onnx", "genai_bf16_cuda/model.onnx", "genai_int4_cuda/model.onnx",
            "torch/torchscript_static.onnx", "torch/torchscript_dynamic.onnx", "torch/torchscript_kv_dynamic.onnx",
            "torch/dynamo_static.onnx", "torch/dynamo_dynamic.onnx", "torch/dynamo_kv_dynamic.onnx"]
 
@@ -240,3 +240,38 @@ def test_float16_norms_compute_in_float32_chunks_in_their_blocks(alloc, op, rows
     for g, w in zip(got, want):
         assert g.dtype == np.float16
         np.testing.assert_allclose(g.astype(np.float32), w.astype(np.float32), rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("band", [None, 5])
+def test_bfloat16_mlp_computes_into_its_blocks(alloc, monkeypatch, band):
+    """bfloat16 MatMul (A upcast once, B by bands of columns: several when `band` is small), Sigmoid (float32
+    chunks), Mul (ml_dtypes' loop) and Cast to float32 compute into their blocks, bit-identical to upcasting."""
+    import ml_dtypes
+    from onnx import numpy_helper
+
+    from ort_cpu_ep.ops import ops_math
+
+    if band is not None:
+        monkeypatch.setattr(ops_math, "BF16_MATMUL_BAND", band * 16)
+    bf16, M, K, N = TensorProto.BFLOAT16, 12, 16, 24
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((K, N)).astype(ml_dtypes.bfloat16)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"), helper.make_node("Sigmoid", ["h"], ["s"], name="sig"),
+             helper.make_node("Mul", ["h", "s"], ["m"], name="mul"),
+             helper.make_node("Cast", ["m"], ["y"], name="cast", to=TensorProto.FLOAT)]
+    w_init = helper.make_tensor("w", bf16, [K, N], w.tobytes(), raw=True)
+    model = helper.make_model(helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", bf16, [M, K])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [M, N])], [w_init]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    x = rng.standard_normal((M, K)).astype(ml_dtypes.bfloat16)
+    sess = InferenceSession(model.SerializeToString(), {**PRE, "measure_host_allocations": True}, providers=CPU)
+    got = sess.run(None, {"x": x})[0]
+    assert np.array_equal(numpy_helper.to_array(w_init).view(np.uint16), w.view(np.uint16))
+    h = (x.astype(np.float32) @ w.astype(np.float32)).astype(ml_dtypes.bfloat16)
+    s = (1 / (1 + np.exp(-h.astype(np.float32)))).astype(ml_dtypes.bfloat16)
+    want = (h.astype(np.float32) * s.astype(np.float32)).astype(ml_dtypes.bfloat16).astype(np.float32)
+    np.testing.assert_allclose(got, want, rtol=1e-2)  # float32 summation order and exp may differ by a bf16 ulp
+    stats = sess.last_run_stats
+    assert stats.copied_outputs == 0 and stats.workspace_from_plan == 2 and stats.scratch_fallbacks == 0
+    assert stats.traced_bytes < 256, stats.traced_nodes

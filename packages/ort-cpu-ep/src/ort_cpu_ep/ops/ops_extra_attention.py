@@ -93,7 +93,7 @@ def gqa_workspace_bytes(node: Node, input_shapes: Sequence[tuple[int, ...] | Non
     (B, S, P + S) bool, slot 6 the softmax row maxima and sums (2, B, N, S) float32 then a bool per row;
     with do_rotary slot 1 the rotated Q (B, N, S, H), slot 2 the rotated K (B, Nkv, S, H), slot 3 their
     half-width product (B, N, S, rotary_dim / 2) and slot 5 the cos and sin rows gathered at the positions
-    (2, B, S, rotary_dim / 2), all float32. A float16 node (the graph's output 0) computes in float32 in
+    (2, B, S, rotary_dim / 2), all float32. A float16 / bfloat16 node (the graph's output 0) computes in float32 in
     slot 7: its query, key and value inputs, present key and value (2, B, Nkv, P + S, H) and output
     (B, S, N * H)."""
     q = input_shapes[0] if input_shapes else None
@@ -126,8 +126,8 @@ def _row_stats_bytes(b: int, n: int, s: int) -> int:
 
 
 def _half(node: Node) -> bool:
-    """The graph's output 0 is float16: the node computes in float32 in its declared slot 7."""
-    return out_dtype(node) == TensorProto.FLOAT16
+    """The graph's output 0 is float16 or bfloat16: the node computes in float32 in its declared slot 7."""
+    return out_dtype(node) in (TensorProto.FLOAT16, TensorProto.BFLOAT16)
 
 
 def _gather_rows_into(cache: np.ndarray, pos: np.ndarray, out: np.ndarray, staging: np.ndarray) -> None:
@@ -274,7 +274,7 @@ class GroupQueryAttention(OpImpl):
         n, nkv, h = _gqa_dims(node, query.shape, packed)
         b, s = query.shape[0], query.shape[1]
         f32 = np.float32
-        staged = query.dtype == np.float16 and _half(node)  # float32 in slot 7, rounded into the blocks
+        staged = (query.dtype == np.float16 or query.dtype.name == "bfloat16") and _half(node)  # float32 in slot 7, rounded into the blocks
         past_len = past_k.shape[2] if past_k is not None else 0
         stage = self._stage(query, key, value, past_len, n, nkv, h) if staged else None
         if staged:

@@ -47,16 +47,17 @@ def norm_workspace(node, input_shapes, axis: int) -> list[tuple[int, int]]:
     return [] if rows is None else [(0, workspace_nbytes((rows,), np.float32))]
 
 
+HALF_TYPES = (T.FLOAT16, T.BFLOAT16)  # 16-bit floats: computed in float32, staged in declared workspace
 HALF_NORM_CHUNK = 16384  # float32 elements a float16 norm stages per pass (its declared slot 1, 64 KiB)
 
 
 def half_norm_workspace(node, input_shapes, axis: int) -> list[tuple[int, int]]:
-    """Slot 1 of a norm whose graph output is float16 (`normalize_half_rows_into`): whole rows of float32,
+    """Slot 1 of a norm whose graph output is float16 or bfloat16 (`normalize_half_rows_into`): whole rows of float32,
     `HALF_NORM_CHUNK` elements or one row when a row is longer; [] otherwise."""
     from ._util import out_dtype
 
     shape = input_shapes[0] if input_shapes else None
-    if out_dtype(node) != T.FLOAT16 or not norm_rows(shape, axis):
+    if out_dtype(node) not in HALF_TYPES or not norm_rows(shape, axis):
         return []
     return [(1, workspace_nbytes((half_norm_stage(shape, axis),), np.float32))]
 
@@ -71,7 +72,7 @@ def half_norm_stage(shape: tuple[int, ...], axis: int) -> int:
 def normalize_half_rows_into(x: np.ndarray, out: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, eps: float,
                              simplified: bool, stat: np.ndarray, stage: np.ndarray, *, skip: np.ndarray | None = None,
                              skip_bias: np.ndarray | None = None, total: np.ndarray | None = None) -> None:
-    """`normalize_rows_into` for float16 rows (2-D `x`, `out`) computed in float32, whole rows at a time in
+    """`normalize_rows_into` for float16 / bfloat16 rows (2-D `x`, `out`) computed in float32, whole rows at a time in
     `stage` (float32, a multiple of the row length): a chunk of x upcast (plus `skip` and `skip_bias`, in
     float32, rounded into `total` when given), normalized in place and rounded into `out`. Each chunk is read
     before its rows of `out` / `total` are written, so either may be x's or skip's block."""
@@ -92,12 +93,15 @@ def normalize_half_rows_into(x: np.ndarray, out: np.ndarray, scale: np.ndarray, 
 
 
 def half_norm(node, x: np.ndarray, *params: np.ndarray | None) -> bool:
-    """The float16 path of `normalize_half_rows_into` applies: x float16, the graph's output float16 (slot 1
-    declared), every present parameter float16 or float32."""
+    """The 16-bit path of `normalize_half_rows_into` applies: the graph's output float16 or bfloat16 (slot 1
+    declared), x and every present parameter float16, bfloat16 or float32, x not float32."""
     from ._util import out_dtype
 
-    return (x.dtype == np.float16 and out_dtype(node) == T.FLOAT16
-            and all(p is None or p.dtype in (np.float16, np.float32) for p in params))
+    def half(a: np.ndarray) -> bool:
+        return a.dtype == np.float16 or a.dtype.name == "bfloat16"
+
+    return (half(x) and out_dtype(node) in HALF_TYPES
+            and all(p is None or half(p) or p.dtype == np.float32 for p in params))
 
 
 def fast_norm(x: np.ndarray, *params: np.ndarray | None) -> bool:
