@@ -275,3 +275,36 @@ def test_bfloat16_mlp_computes_into_its_blocks(alloc, monkeypatch, band):
     stats = sess.last_run_stats
     assert stats.copied_outputs == 0 and stats.workspace_from_plan == 2 and stats.scratch_fallbacks == 0
     assert stats.traced_bytes < 256, stats.traced_nodes
+
+
+@pytest.mark.parametrize("negative", [False, True])
+def test_gather_checks_its_indices_without_index_sized_temporaries(alloc, negative):
+    """Valid non-negative int64 indices are range-checked by their minimum and maximum and used as given:
+    nothing index-sized is allocated (negative ones are made non-negative in a temporary, as they must)."""
+    n = 4096
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["y"], name="gather")], "g",
+        [helper.make_tensor_value_info("table", TensorProto.FLOAT, [64, 8]),
+         helper.make_tensor_value_info("ids", TensorProto.INT64, [n])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, 8])]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    rng = np.random.default_rng(1)
+    table = rng.standard_normal((64, 8)).astype(np.float32)
+    ids = rng.integers(-64 if negative else 0, 64, n)
+    sess = InferenceSession(model.SerializeToString(), {**PRE, "measure_host_allocations": True}, providers=CPU)
+    np.testing.assert_array_equal(sess.run(None, {"table": table, "ids": ids})[0], table[ids])
+    held = sess.last_run_stats.traced_nodes.get("gather", 0)
+    assert held >= ids.nbytes if negative else held < 64, held
+
+
+def test_without_the_extension_the_tracemalloc_fallback_is_named(monkeypatch):
+    monkeypatch.setattr(_traced, "counting_allocator", lambda: None)
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Hardmax", ["x"], ["y"], name="hardmax")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 64])]), opset_imports=[helper.make_opsetid("", 17)])
+    sess = InferenceSession(model.SerializeToString(), {**PRE, "measure_host_allocations": True}, providers=CPU)
+    sess.run(None, {"x": np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)})
+    stats = sess.last_run_stats
+    assert stats.traced_by == _traced.TRACEMALLOC_DOMAIN and stats.traced_python_bytes > 0
+    assert stats.traced_bytes is not None and stats.copied_outputs == 1
