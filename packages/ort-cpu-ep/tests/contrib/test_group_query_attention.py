@@ -84,6 +84,17 @@ def test_gqa_rotary_position_ids(kit, rng, S, P):
         np.testing.assert_allclose(o, r, rtol=1e-5, atol=2e-6)
 
 
+@pytest.mark.parametrize("first", [-1, 62])
+def test_gqa_rotary_positions_outside_the_caches_are_refused(kit, rng, first):
+    """Positions index the cos/sin caches (64 rows here): one outside is an error naming them, not a wrapped
+    row (a negative index) or a clipped one."""
+    ins = _inputs(rng, 1, 3, 0, 4, 2, 16, rot=True)
+    assert ins[7].shape[0] == 64
+    ins.append((np.arange(3)[None, :] + first).astype(np.int64))
+    with pytest.raises(ValueError, match=r"rotary positions \[\[" + str(first) + r".*outside the cos/sin caches of 64"):
+        kit.ours("GroupQueryAttention", ins, 3, num_heads=4, kv_num_heads=2, do_rotary=1)
+
+
 @pytest.mark.parametrize("mode", [1, 2])
 @pytest.mark.parametrize("extra", [{}, {"softcap": 2.0, "local_window_size": 3}])
 @pytest.mark.parametrize("shape", [(1, 3, 2, None, None), (2, 1, 4, [4, 2], 5)])
@@ -112,16 +123,20 @@ def test_gqa_workspace_is_one_function_of_shapes(kit):
     node = kit.make_node("GroupQueryAttention", 9, 3, num_heads=4, kv_num_heads=2)
     shapes = [(2, 3, 64), (2, 3, 32), (2, 3, 32), (2, 2, 10, 16), (2, 2, 10, 16), (2,), ()]
     impl = find("GroupQueryAttention", kit.MS, 1)
-    # slot 0: float32 scores (B, N, S, P + S); slot 4: the causal mask (B, S, P + S) bool
-    assert impl.workspace_bytes(node, shapes) == gqa_workspace_bytes(node, shapes) == [(0, 4 * 2 * 4 * 3 * 13),
-                                                                                       (4, 2 * 3 * 13)]
-    assert gqa_workspace_bytes(node, [(1, 8, 64), None, None]) == [(0, 4 * 1 * 4 * 8 * 8), (4, 8 * 8)]
+    # slot 0: float32 scores (B, N, S, P + S); slot 4: the causal mask (B, S, P + S) bool; slot 6: the softmax
+    # row maxima and sums (2, B, N, S) float32, then a bool per row
+    assert impl.workspace_bytes(node, shapes) == gqa_workspace_bytes(node, shapes) == [
+        (0, 4 * 2 * 4 * 3 * 13), (4, 2 * 3 * 13), (6, 4 * 2 * 2 * 4 * 3 + 2 * 4 * 3)]
+    assert gqa_workspace_bytes(node, [(1, 8, 64), None, None]) == [(0, 4 * 1 * 4 * 8 * 8), (4, 8 * 8),
+                                                                   (6, 4 * 2 * 4 * 8 + 4 * 8)]
     assert gqa_workspace_bytes(node, [None]) == []
-    # do_rotary: the rotated Q (B, N, S, H) and K (B, Nkv, S, H) and their half-width product, float32
+    # do_rotary: the rotated Q (B, N, S, H) and K (B, Nkv, S, H), their half-width product and the cos and sin
+    # rows at the positions (2, B, S, rot / 2), float32
     rotary = kit.make_node("GroupQueryAttention", 9, 3, num_heads=4, kv_num_heads=2, do_rotary=1)
     cos = (32, 6)
-    assert gqa_workspace_bytes(rotary, [*shapes, cos, cos])[2:] == [(1, 4 * 2 * 4 * 3 * 16), (2, 4 * 2 * 2 * 3 * 16),
-                                                                    (3, 4 * 2 * 4 * 3 * 6)]
+    assert dict(gqa_workspace_bytes(rotary, [*shapes, cos, cos])) == {
+        **dict(gqa_workspace_bytes(node, shapes)), 1: 4 * 2 * 4 * 3 * 16, 2: 4 * 2 * 2 * 3 * 16, 3: 4 * 2 * 4 * 3 * 6,
+        5: 4 * 2 * 2 * 3 * 6}
 
 
 def test_gqa_scores_use_the_declared_scratch(kit, rng):
@@ -169,3 +184,47 @@ def test_gqa_declines(kit, attrs, extra, needle):
     d = kit.decline_of("GroupQueryAttention", infos, 3, **base)
     assert d is not None and needle.upper() in d.rejected.upper(), d
     assert d.accepts and d.remedy
+
+
+@pytest.mark.parametrize("name", ["prefill", "decode", "decode_ragged", "packed_decode", "rotary_decode",
+                                  "rotary_packed", "subsequent_prompt", "past_buffer_longer"])
+def test_gqa_float16_computes_in_its_declared_slot_and_output_blocks(kit, rng, name):
+    """A float16 node (the graph says so) computes in float32 in declared slot 7 and rounds its output and
+    present key/value into their blocks: as onnxruntime computes them, with no request beyond the declaration."""
+    import types
+
+    from ort_cpu_ep.ops._registry import _OUTPUT, workspace_scope
+
+    c = dict(N=4, NK=2, H=16) | CASES[name]
+    ins = _inputs(rng, c["B"], c["S"], c["P"], c["N"], c["NK"], c["H"], packed=c.get("packed", False),
+                  rot=c.get("rot", False), seqlens=c.get("seqlens"), total=c.get("total"), dt=np.float16)
+    attrs = dict(num_heads=c["N"], kv_num_heads=c["NK"], do_rotary=int(c.get("rot", False)))
+    ref = kit.ort("GroupQueryAttention", ins, 3, **attrs)
+    impl = find("GroupQueryAttention", kit.MS, 1)
+    node = kit.make_node("GroupQueryAttention", len(ins), 3, **attrs)
+    node.inputs = ["" if a is None else f"i{i}" for i, a in enumerate(ins)]
+    node.graph = types.SimpleNamespace(values={"o0": types.SimpleNamespace(dtype=TensorProto.FLOAT16)},
+                                       initializers={})
+    declared = dict(impl.workspace_bytes(node, [None if a is None else a.shape for a in ins]))
+    assert 7 in declared
+    requests, blocks = [], {}
+
+    def scratch(slot_id, n):
+        requests.append(slot_id)
+        assert n <= declared[slot_id], (slot_id, n, declared)
+        return np.zeros(declared[slot_id], np.uint8)
+
+    def output(index, shape, dtype):
+        blocks[index] = np.full(shape, np.nan, dtype)
+        return blocks[index]
+
+    token = _OUTPUT.set(output)
+    try:
+        with workspace_scope(scratch):
+            got = impl.compute(node, list(ins))
+    finally:
+        _OUTPUT.reset(token)
+    assert 7 in requests and sorted(blocks) == [0, 1, 2]
+    for i, (r, o) in enumerate(zip(ref, got)):
+        assert o is blocks[i] and o.dtype == np.float16 and o.shape == r.shape
+        np.testing.assert_allclose(o.astype(np.float32), r.astype(np.float32), rtol=1e-2, atol=1e-2)

@@ -240,3 +240,13 @@ def test_matmul_nbits_several_bands(kit, rng):
     ref = kit.ort("MatMulNBits", [a, b, scales], 1, **attrs)[0]
     got = kit.ours("MatMulNBits", [a, b, scales], 1, **attrs)[0]
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("bits", [2, 4])
+def test_unpack_bits_into_equals_unpack_bits(bits):
+    from ort_cpu_ep.ops.ops_extra_quant import unpack_bits_into
+
+    packed = np.arange(256, dtype=np.uint8).reshape(4, 8, 8)
+    out = np.full((4, 8, 8, 8 // bits), np.nan, np.float32)
+    unpack_bits_into(packed, bits, out)
+    assert np.array_equal(out.reshape(4, 8, -1), unpack_bits(packed, bits, 8 * (8 // bits)).astype(np.float32))

@@ -56,3 +56,22 @@ def test_written_over_its_input_is_still_correct(kit, rng):
     assert got is x
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
+
+
+@pytest.mark.parametrize("alpha", [1.0, 1.702])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_float16_computes_in_float32_chunks_in_its_block(kit, rng, alpha, in_place):
+    """float16: each chunk upcast and computed in float32 in the declared slot (two float32 chunks), rounded
+    into the block: bit-identical to the generic path (x upcast whole, computed, cast back)."""
+    from ort_cpu_ep.ops.contrib import _Elementwise
+
+    x = (rng.standard_normal(QUICK_GELU_CHUNK + 123) * 6).astype(np.float16)
+    x[:5] = [-60000.0, -12.0, 0.0, 12.0, 60000.0]
+    node = kit.make_node("QuickGelu", 1, 1, kit.MS, alpha=alpha)
+    want = _Elementwise.compute(find("QuickGelu", kit.MS, 1), node, [x])[0]
+    out = x if in_place else np.full_like(x, np.nan)
+    slots = []
+    got = run_into(kit, x, out, alpha, slots)
+    assert got is out and got.dtype == np.float16
+    assert slots == [(0, workspace_nbytes((2 * QUICK_GELU_CHUNK,), np.float32))]
+    np.testing.assert_array_equal(got, want)

@@ -74,7 +74,8 @@ class Executor:
     def run(self, feeds: Mapping[str, Any], outputs: Sequence[str], layout: Layout | None = None,
             progress: Callable[[int, int], None] | None = None, measure: bool = False,
             device_outputs: Mapping[str, Any] | None = None) -> list[Any]:
-        """`measure`: trace host allocations during the node loop into `last_stats.traced_bytes`.
+        """`measure`: count the numpy data buffers kernels allocate during the node loop into
+        `last_stats.traced_bytes` (and per node, `traced_nodes`; `_traced` says how).
         A feed may be an `ort_abi.DeviceTensor` (a device-bound input): its boundary copy reads it on the
         device. `device_outputs`: output name -> a DeviceTensor to copy it into, or the Allocator of a new
         one: that output's MemcpyToHost is replaced by one device-to-device copy, and the device tensor is
@@ -110,10 +111,13 @@ class Executor:
                                                 planned[node.index])
                         else:
                             self._step(step, node, values, layout, stats, counters, owned, planned[node.index])
+                        if traced is not None:
+                            traced.node_done(node.name or f"{node.op_type}#{node.index}")
                         if progress is not None:
                             progress(step + 1, total)
                 if traced is not None:
-                    stats.traced_bytes = traced.bytes
+                    stats.traced_bytes, stats.traced_by, stats.traced_nodes = traced.bytes, traced.by, traced.nodes
+                    stats.traced_python_bytes = traced.python_bytes
                 missing = [o for o in outputs if o not in values and o not in self.graph.initializers]
                 if missing:
                     raise SessionError(f"outputs {missing!r} were not produced; the model's outputs are "

@@ -101,7 +101,8 @@ class SessionOptions(_ort.OrtSessionOptionMethods):
     # write per-node memory CSV (ONNX Runtime's stats format)
     memory_profile_out: str | None = attrs.field(default=None,
                                                  converter=_check.optional_str("memory_profile_out", path=True))
-    # trace host allocations during each run (tracemalloc; costs time): `last_run_stats.traced_bytes`
+    # count the numpy data buffers kernels allocate during each run, per node: `last_run_stats.traced_bytes`,
+    # `traced_nodes`, `traced_by` (the counting numpy allocator; tracemalloc, slow, where it is not built)
     measure_host_allocations: bool = attrs.field(default=False, converter=_check.boolean("measure_host_allocations"))
     # -- ONNX Runtime's SessionOptions attributes (keyword-only) --
     graph_optimization_level: GraphOptimizationLevel = attrs.field(

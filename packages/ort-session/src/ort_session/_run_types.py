@@ -22,8 +22,12 @@ class RunStats:
     buffers allocated for the run, outputs not placed in a planned block, scratch fallbacks. Numpy
     temporaries inside a CPU kernel are not counted there: `copied_outputs` / `copied_bytes` count the
     results kernels computed outside the block they were given (and the executor then copied in), and
-    `traced_bytes` (only when measuring, else None) is the peak of host memory traced during the node
-    loop beyond what existed before it: kernels' fresh results and temporaries, to hold against the plan."""
+    `traced_bytes` (only when measuring, else None) is the peak of numpy data buffers allocated during the
+    node loop beyond what existed before it: kernels' fresh results and temporaries, to hold against the
+    plan; `traced_by` names the measure (`_traced`: the counting numpy allocator, exact, or tracemalloc's
+    numpy domain at node boundaries, a lower bound), `traced_nodes` the bytes each node's kernel held above
+    what was live when it started (nodes that held none left out), and `traced_python_bytes` tracemalloc's
+    peak of all host allocations (Python objects too) where tracemalloc traced the run, else None."""
 
     allocations: int = 0
     workspace_from_plan: int = 0
@@ -41,6 +45,9 @@ class RunStats:
     copied_outputs: int = 0
     copied_bytes: int = 0
     traced_bytes: int | None = None
+    traced_by: str | None = None
+    traced_nodes: dict[str, int] = attrs.field(factory=dict)
+    traced_python_bytes: int | None = None
     # tensor copies between host and device memory made by the run (boundary copies, device values a host
     # node had to read, device outputs handed back): a device-bound input or output makes none
     host_to_device_copies: int = 0

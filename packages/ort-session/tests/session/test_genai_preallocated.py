@@ -61,9 +61,10 @@ def test_genai_export_preallocated_session_serves_gqa_workspace_from_plan(shared
     nodes = ort_graph.load(path).graph.nodes
     declaring = [n for n in nodes if n.op_type in ("GroupQueryAttention", "MatMulNBits")]
     assert len(declaring) == (4 if variant == "fp32" else 25)
-    # slots each node takes from the plan: GQA its scores, mask, rotated Q and K and their product; MatMulNBits
+    # slots each node takes from the plan: GQA its scores, mask, rotated Q and K and their product, the cos/sin
+    # rows at the positions, the softmax row statistics and flags; MatMulNBits
     # its dequantized band and, at accuracy_level 4, A quantized; float32 norms their row statistics
-    per_node = {"GroupQueryAttention": 5, "MatMulNBits": 2 if variant != "fp32" else 1,
+    per_node = {"GroupQueryAttention": 7, "MatMulNBits": 2 if variant != "fp32" else 1,
                 "SimplifiedLayerNormalization": 1, "SkipSimplifiedLayerNormalization": 1}
     assert sum(n.op_type in per_node for n in nodes) == len(declaring) + 9
     # plus one chunk slot per QuickGelu the CPU provider's SiLUFusion made of the MLPs' x * sigmoid(x)

@@ -28,7 +28,16 @@ from ort_graph import Node, dtype_name
 from ._registry import Decline, InputInfo, OpImpl, attrs_of, register, workspace_nbytes
 from ._util import np_dtype, out_dtype
 from .ops_extra_attention import requested
-from .ops_norm import fast_norm, norm_rows, norm_workspace, normalize_rows_into
+from .ops_norm import (
+    fast_norm,
+    half_norm,
+    half_norm_stage,
+    half_norm_workspace,
+    norm_rows,
+    norm_workspace,
+    normalize_half_rows_into,
+    normalize_rows_into,
+)
 
 MS = "com.microsoft"
 F16, F32, F64, BF16 = TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.BFLOAT16
@@ -77,10 +86,11 @@ class _NormBase(OpImpl):
                                accepts="an axis in [-rank, rank)", remedy="fix the axis attribute")
         return None
 
-    writes_output = True  # float32 with only Y requested; row statistics in workspace slot 0
+    writes_output = True  # float32 / float16 with only Y requested; row statistics in slot 0 (float16: rows in slot 1)
 
     def workspace_bytes(self, node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
-        return norm_workspace(node, input_shapes, int(node.attr("axis", -1)))
+        axis = int(node.attr("axis", -1))
+        return norm_workspace(node, input_shapes, axis) + half_norm_workspace(node, input_shapes, axis)
 
     def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
         x, scale = inputs[0], inputs[1]
@@ -93,6 +103,13 @@ class _NormBase(OpImpl):
             out = self.output(0, x.shape, x.dtype)
             normalize_rows_into(x.reshape(rows, -1), out.reshape(rows, -1), scale, bias, eps, self.simplified,
                                 self.workspace(0, (rows,), np.float32))
+            return [out]
+        if not any(node.outputs[1:]) and scale.dtype == x.dtype and half_norm(node, x, scale, bias) and x.size:
+            rows = norm_rows(x.shape, axis)
+            out = self.output(0, x.shape, x.dtype)
+            normalize_half_rows_into(x.reshape(rows, -1), out.reshape(rows, -1), scale, bias, eps, self.simplified,
+                                     self.workspace(0, (rows,), np.float32),
+                                     self.workspace(1, (half_norm_stage(x.shape, axis),), np.float32))
             return [out]
         axes = tuple(range(axis, x.ndim))
         st = _stat_dtype(x)
@@ -163,10 +180,10 @@ class _SkipNormBase(OpImpl):
                                remedy="fix the skip input shape")
         return None
 
-    writes_output = True  # float32 with Y (and the sum) requested; row statistics in workspace slot 0
+    writes_output = True  # float32 / float16 with Y (and the sum) requested; row statistics in slot 0 (float16: rows in 1)
 
     def workspace_bytes(self, node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
-        return norm_workspace(node, input_shapes, -1)
+        return norm_workspace(node, input_shapes, -1) + half_norm_workspace(node, input_shapes, -1)
 
     def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
         x, skip, gamma = inputs[0], inputs[1], inputs[2]
@@ -176,6 +193,9 @@ class _SkipNormBase(OpImpl):
         eps = float(node.attr("epsilon", 1e-5))
         if not any(node.outputs[1:3]) and fast_norm(x, skip, gamma, beta, bias) and x.size:
             return self._into(node, x, skip, gamma, beta, bias, eps)
+        if (not any(node.outputs[1:3]) and skip.shape == x.shape and half_norm(node, x, skip, gamma, beta, bias)
+                and x.size):
+            return self._half_into(node, x, skip, gamma, beta, bias, eps)
         s = x.astype(np.float32) + skip.astype(np.float32)
         if bias is not None:
             s = s + bias.astype(np.float32)
@@ -206,6 +226,21 @@ class _SkipNormBase(OpImpl):
         rows = norm_rows(x.shape, -1)
         normalize_rows_into(total.reshape(rows, -1), y.reshape(rows, -1), gamma, beta, eps, self.simplified,
                             self.workspace(0, (rows,), np.float32))
+        return requested(node, [y, None, None, total])
+
+
+    def _half_into(self, node: Node, x: np.ndarray, skip: np.ndarray, gamma: np.ndarray, beta: np.ndarray | None,
+                   bias: np.ndarray | None, eps: float) -> list[np.ndarray | None]:
+        """float16: the sum in float32 chunk by chunk in slot 1 (rounded into output 3 when requested), normalized
+        there and rounded into Y; as the generic path computes it, without its whole-tensor float32 copies."""
+        rows = norm_rows(x.shape, -1)
+        y = self.output(0, x.shape, x.dtype)
+        total = self.output(3, x.shape, x.dtype) if len(node.outputs) > 3 and node.outputs[3] else None
+        normalize_half_rows_into(x.reshape(rows, -1), y.reshape(rows, -1), gamma, beta, eps, self.simplified,
+                                 self.workspace(0, (rows,), np.float32),
+                                 self.workspace(1, (half_norm_stage(x.shape, -1),), np.float32),
+                                 skip=skip.reshape(rows, -1), skip_bias=bias,
+                                 total=None if total is None else total.reshape(rows, -1))
         return requested(node, [y, None, None, total])
 
 
@@ -285,9 +320,10 @@ QUICK_GELU_CHUNK = 16384  # elements per pass of the one-pass QuickGelu (its dec
 class QuickGelu(_Elementwise):
     """y = x * sigmoid(alpha * x), alpha default 1.702 (alpha=1 is SiLU, the CPU provider's SiLUFusion).
     float32 / float64 without a bias: into the output block, chunk by chunk through workspace slot 0
-    (`QUICK_GELU_CHUNK` elements): t = exp(-alpha x); t += 1; y = x / t. Safe when the plan writes y over x
-    (each chunk of x is read before its chunk of y is written); exp overflowing to inf gives the exact limit
-    -0 and is not reported."""
+    (`QUICK_GELU_CHUNK` elements): t = exp(-alpha x); t += 1; y = x / t. float16 the same in float32 (as the
+    other activations compute it): the chunk of x upcast and t, two float32 chunks in slot 0, y rounded into
+    the block. Safe when the plan writes y over x (each chunk of x is read before its chunk of y is written);
+    exp overflowing to inf gives the exact limit -0 and is not reported."""
 
     writes_output = True
 
@@ -297,28 +333,40 @@ class QuickGelu(_Elementwise):
 
     def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
         x = inputs[0]
-        if x.dtype not in (np.float32, np.float64) or (len(inputs) > 1 and inputs[1] is not None):
+        if x.dtype not in (np.float16, np.float32, np.float64) or (len(inputs) > 1 and inputs[1] is not None):
             return super().compute(node, inputs)
         out = self.output(0, x.shape, x.dtype)
         flat_x, flat_y = np.ascontiguousarray(x).reshape(-1), out.reshape(-1)
-        tmp = self.workspace(0, (min(flat_x.size, QUICK_GELU_CHUNK),), x.dtype)
-        neg_alpha = x.dtype.type(-float(node.attr("alpha", 1.702)))
+        half = x.dtype == np.float16
+        st = _stat_dtype(x)
+        chunk = min(flat_x.size, QUICK_GELU_CHUNK)
+        tmp = self.workspace(0, ((2 if half else 1) * chunk,), st)
+        neg_alpha = st(-float(node.attr("alpha", 1.702)))
         with np.errstate(over="ignore", under="ignore"):
             for start in range(0, flat_x.size, QUICK_GELU_CHUNK):
                 xs = flat_x[start:start + QUICK_GELU_CHUNK]
                 t = tmp[:xs.size]
+                if half:  # x upcast in the second chunk; the quotient in t, rounded into the block
+                    xs = tmp[chunk:chunk + xs.size]
+                    np.copyto(xs, flat_x[start:start + QUICK_GELU_CHUNK])
                 np.multiply(xs, neg_alpha, out=t)
                 np.exp(t, out=t)
                 np.add(t, 1, out=t)
-                np.divide(xs, t, out=flat_y[start:start + QUICK_GELU_CHUNK])
+                if half:
+                    np.divide(xs, t, out=t)
+                    np.copyto(flat_y[start:start + QUICK_GELU_CHUNK], t, casting="same_kind")
+                else:
+                    np.divide(xs, t, out=flat_y[start:start + QUICK_GELU_CHUNK])
         return [out]
 
     def workspace_bytes(self, node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
         shape = input_shapes[0] if input_shapes else None
         dt = np_dtype(out_dtype(node)) if out_dtype(node) else None
-        if shape is None or dt is None or dt not in (np.float32, np.float64) or (len(node.inputs) > 1 and node.inputs[1]):
+        if shape is None or dt is None or dt not in (np.float16, np.float32, np.float64) or (
+                len(node.inputs) > 1 and node.inputs[1]):
             return []
-        return [(0, workspace_nbytes((min(int(np.prod(shape, dtype=np.int64)), QUICK_GELU_CHUNK),), dt))]
+        chunk = min(int(np.prod(shape, dtype=np.int64)), QUICK_GELU_CHUNK)
+        return [(0, workspace_nbytes((2 * chunk,), np.float32) if dt == np.float16 else workspace_nbytes((chunk,), dt))]
 
 
 @register("FusedMatMul", domain=MS)

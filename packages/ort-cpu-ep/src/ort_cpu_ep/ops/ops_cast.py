@@ -109,7 +109,7 @@ class Cast(_CastBase):
 
     def compute(self, node, inputs):
         x, to = inputs[0], _to(node)
-        if _plain(x.dtype) and to in _PLAIN_TYPES:
+        if (_plain(x.dtype) and to in _PLAIN_TYPES) or (x.dtype.name == "bfloat16" and to in (T.FLOAT, T.DOUBLE)):
             out = self.output(0, x.shape, np_dtype(to))
             if to == T.BOOL:
                 np.not_equal(x, 0, out=out)

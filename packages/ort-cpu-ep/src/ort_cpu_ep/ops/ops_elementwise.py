@@ -53,7 +53,8 @@ class _Binary(OpImpl):
 
     def compute(self, node: Node, inputs: list) -> list:
         a, b = inputs[0], legacy_broadcast(node, inputs[0], inputs[1])
-        uf = self.into(node, a, b) if a.dtype != np.dtype(BF16_NP) else None
+        uf = self.into(node, a, b) if a.dtype != np.dtype(BF16_NP) else (
+            self.ufunc if self.ufunc in _BF16_EXACT and b.dtype == a.dtype else None)
         if uf is not None:
             out = self.output(0, broadcast_shape(a.shape, b.shape), a.dtype)
             with np.errstate(all="ignore"):
@@ -66,6 +67,8 @@ class _Binary(OpImpl):
 
 
 BF16_NP = "bfloat16"
+# ml_dtypes' bfloat16 loops of these compute in float32 and round once: the same bits as upcasting first
+_BF16_EXACT = (np.add, np.subtract, np.multiply)
 
 
 def _ufunc_op(name: str, ufunc, since: int = 1) -> None:

@@ -28,6 +28,7 @@ from onnx import TensorProto
 from ort_graph import Node, dtype_name
 
 from ._registry import Decline, InputInfo, OpImpl, attrs_of, register, workspace_nbytes
+from ._util import out_dtype
 
 MS = "com.microsoft"
 _T = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16})
@@ -89,8 +90,12 @@ def _gqa_dims(node: Node, q_shape: Sequence, packed: bool) -> tuple[int, int, in
 
 def gqa_workspace_bytes(node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
     """The same for estimate and declaration: slot 0 the float32 scores (B, N, S, P + S), slot 4 the mask
-    (B, S, P + S) bool; with do_rotary slot 1 the rotated Q (B, N, S, H), slot 2 the rotated K
-    (B, Nkv, S, H) and slot 3 their half-width product (B, N, S, rotary_dim / 2), all float32."""
+    (B, S, P + S) bool, slot 6 the softmax row maxima and sums (2, B, N, S) float32 then a bool per row;
+    with do_rotary slot 1 the rotated Q (B, N, S, H), slot 2 the rotated K (B, Nkv, S, H), slot 3 their
+    half-width product (B, N, S, rotary_dim / 2) and slot 5 the cos and sin rows gathered at the positions
+    (2, B, S, rotary_dim / 2), all float32. A float16 / bfloat16 node (the graph's output 0) computes in float32 in
+    slot 7: its query, key and value inputs, present key and value (2, B, Nkv, P + S, H) and output
+    (B, S, N * H)."""
     q = input_shapes[0] if input_shapes else None
     if q is None or len(q) != 3:
         return []
@@ -98,14 +103,43 @@ def gqa_workspace_bytes(node: Node, input_shapes: Sequence[tuple[int, ...] | Non
     past_len = int(past[2]) if past is not None and len(past) == 4 else 0
     b, s = int(q[0]), int(q[1])
     n = int(node.attr("num_heads", 0))
-    slots = [(0, 4 * b * n * s * (past_len + s)), (4, b * s * (past_len + s))]
+    slots = [(0, 4 * b * n * s * (past_len + s)), (4, b * s * (past_len + s)), (6, _row_stats_bytes(b, n, s))]
+    packed = len(node.inputs) < 2 or not node.inputs[1]
+    if _half(node):
+        _, nkv, h = _gqa_dims(node, q, packed)
+        kv = [input_shapes[i] if len(input_shapes) > i else None for i in (1, 2)]
+        if not packed and any(x is None for x in kv):
+            return slots
+        width = int(q[-1]) + (0 if packed else int(kv[0][-1]) + int(kv[1][-1]))
+        slots.append((7, 4 * (b * s * width + 2 * b * nkv * (past_len + s) * h + b * s * n * h)))
     if int(node.attr("do_rotary", 0)):
-        packed = len(node.inputs) < 2 or not node.inputs[1]
         n_, nkv, h = _gqa_dims(node, q, packed)
         cos = input_shapes[7] if len(input_shapes) > 7 else None
         half = int(cos[-1]) if cos else h // 2
-        slots += [(1, 4 * b * n_ * s * h), (2, 4 * b * nkv * s * h), (3, 4 * b * n_ * s * half)]
-    return slots
+        slots += [(1, 4 * b * n_ * s * h), (2, 4 * b * nkv * s * h), (3, 4 * b * n_ * s * half),
+                  (5, 4 * 2 * b * s * half)]
+    return sorted(slots)
+
+
+def _row_stats_bytes(b: int, n: int, s: int) -> int:
+    return 4 * 2 * b * n * s + b * n * s  # (2, B, N, S) float32 maxima and sums, then (B, N, S) bool
+
+
+def _half(node: Node) -> bool:
+    """The graph's output 0 is float16 or bfloat16: the node computes in float32 in its declared slot 7."""
+    return out_dtype(node) in (TensorProto.FLOAT16, TensorProto.BFLOAT16)
+
+
+def _gather_rows_into(cache: np.ndarray, pos: np.ndarray, out: np.ndarray, staging: np.ndarray) -> None:
+    """out[...] = cache[pos] as float32 without a gathered temporary: float32 caches are taken straight into
+    `out`, others into `staging` (a float32 array of at least out's size) seen in the cache's dtype. Positions
+    are checked by the caller (mode="clip" does not buffer `out` as the default mode does)."""
+    if cache.dtype == out.dtype:
+        np.take(cache, pos, axis=0, out=out, mode="clip")
+        return
+    rows = staging.reshape(-1).view(np.uint8)[:out.size * cache.dtype.itemsize].view(cache.dtype).reshape(out.shape)
+    np.take(cache, pos, axis=0, out=rows, mode="clip")
+    np.copyto(out, rows)
 
 
 def _opt(inputs: list, i: int) -> np.ndarray | None:
@@ -187,6 +221,39 @@ class GroupQueryAttention(OpImpl):
                 return arr.reshape(-1).view(np.uint8)[:nbytes].view(dt).reshape(shape)
         return np.empty(shape, dtype=dt)
 
+    def _stage(self, query: np.ndarray, key: np.ndarray | None, value: np.ndarray | None, past_len: int, n: int,
+               nkv: int, h: int) -> dict[str, np.ndarray | None]:
+        """Slot 7 of a float16 node carved into float32 arrays: query, key and value (upcast here), present key
+        and value (B, Nkv, P + S, H) and the output (B, S, N * H)."""
+        b, s = query.shape[0], query.shape[1]
+        shapes = {"query": query.shape, "key": None if key is None else key.shape,
+                  "value": None if value is None else value.shape,
+                  "present_key": (b, nkv, past_len + s, h), "present_value": (b, nkv, past_len + s, h),
+                  "output": (b, s, n * h)}
+        total = sum(int(np.prod(shape)) for shape in shapes.values() if shape is not None)
+        flat = self._score_buffer((total,), 7)
+        carved: dict[str, np.ndarray | None] = {}
+        at = 0
+        for name, shape in shapes.items():
+            if shape is None:
+                carved[name] = None
+                continue
+            size = int(np.prod(shape))
+            carved[name] = flat[at:at + size].reshape(shape)
+            at += size
+        for name, src in (("query", query), ("key", key), ("value", value)):
+            if src is not None:
+                np.copyto(carved[name], src)
+        return carved
+
+    def _round_into(self, node: Node, index: int, staged: np.ndarray, dtype: np.dtype) -> np.ndarray | None:
+        """A float32 result rounded into output `index`'s block (None when the output is not requested)."""
+        if index >= len(node.outputs) or not node.outputs[index]:
+            return None
+        out = self.output(index, staged.shape, dtype)
+        np.copyto(out, staged, casting="same_kind")
+        return out
+
     def _present(self, node: Node, index: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """Present key / value: its output block when float32 and requested (zeroed), else a fresh array."""
         if dtype == np.float32 and index < len(node.outputs) and node.outputs[index]:
@@ -207,18 +274,24 @@ class GroupQueryAttention(OpImpl):
         n, nkv, h = _gqa_dims(node, query.shape, packed)
         b, s = query.shape[0], query.shape[1]
         f32 = np.float32
-        qf = query.astype(f32, copy=False)
+        staged = (query.dtype == np.float16 or query.dtype.name == "bfloat16") and _half(node)  # float32 in slot 7, rounded into the blocks
+        past_len = past_k.shape[2] if past_k is not None else 0
+        stage = self._stage(query, key, value, past_len, n, nkv, h) if staged else None
+        if staged:
+            qf, kf, vf = stage["query"], stage["key"], stage["value"]
+        else:
+            qf = query.astype(f32, copy=False)
+            kf, vf = (None, None) if packed else (key.astype(f32, copy=False), value.astype(f32, copy=False))
         if packed:
             q = qf[..., : n * h]
             k = qf[..., n * h: (n + nkv) * h]
             v = qf[..., (n + nkv) * h: (n + 2 * nkv) * h]
         else:
-            q, k, v = qf, key.astype(f32, copy=False), value.astype(f32, copy=False)
+            q, k, v = qf, kf, vf
         q = q.reshape(b, s, n, h).transpose(0, 2, 1, 3)
         k = k.reshape(b, s, nkv, h).transpose(0, 2, 1, 3)
         v = v.reshape(b, s, nkv, h).transpose(0, 2, 1, 3)
 
-        past_len = past_k.shape[2] if past_k is not None else 0
         present_len = max(total, past_len)
         total_b = seqlens + 1
         first_prompt = s == total  # else token generation (S == 1) or a subsequent prompt chunk
@@ -236,18 +309,30 @@ class GroupQueryAttention(OpImpl):
                 pos = np.broadcast_to(np.asarray(pos_in, dtype=np.int64).reshape(-1, s), (b, s))
             else:
                 pos = past_b[:, None] + np.arange(s)[None, :]
-            cf = cos.astype(f32, copy=False)[pos][:, None]  # (B, 1, S, rot/2)
-            sf = sin.astype(f32, copy=False)[pos][:, None]
+            half = cos.shape[-1]
+            if pos.size and (pos.min() < 0 or pos.max() >= cos.shape[0]):
+                raise ValueError(f"GroupQueryAttention {node.name!r}: rotary positions {pos.tolist()!r} outside the "
+                                 f"cos/sin caches of {cos.shape[0]!r} rows; give position_ids (or seqlens_k) below "
+                                 "the caches' length, or export longer caches")
+            tmp = self._score_buffer((b, n, s, half), 3)
+            cf, sf = self._score_buffer((2, b, s, half), 5)
+            _gather_rows_into(cos, pos, cf, tmp)
+            _gather_rows_into(sin, pos, sf, tmp)
+            cf, sf = cf[:, None], sf[:, None]  # (B, 1, S, rot/2)
             inter = bool(int(a.get("rotary_interleaved", 0)))
-            tmp = self._score_buffer((b, n, s, cf.shape[-1]), 3)
             qr, kr = self._score_buffer((b, n, s, h), 1), self._score_buffer((b, nkv, s, h), 2)
             apply_rotary_into(q, cf, sf, inter, qr, tmp)
             apply_rotary_into(k, cf, sf, inter, kr, tmp[:, :nkv])
             q, k = qr, kr
 
         kv_dtype = past_k.dtype if past_k is not None else query.dtype
-        present_k = self._present(node, 1, (b, nkv, present_len, h), kv_dtype)
-        present_v = self._present(node, 2, (b, nkv, present_len, h), kv_dtype)
+        if staged and present_len <= past_len + s:
+            present_k, present_v = (stage[name][:, :, :present_len] for name in ("present_key", "present_value"))
+            present_k.fill(0)
+            present_v.fill(0)
+        else:
+            present_k = self._present(node, 1, (b, nkv, present_len, h), kv_dtype)
+            present_v = self._present(node, 2, (b, nkv, present_len, h), kv_dtype)
         for bi in range(b):  # per batch entry: past rows kept, new rows appended (a copy, not a loop over elements)
             p = int(past_b[bi])
             if p:
@@ -285,28 +370,37 @@ class GroupQueryAttention(OpImpl):
         qk_mode = int(a.get("qk_output", 0))
         qk = np.where(masked, f32(0), scores)[..., :total].astype(query.dtype) if qk_mode == 1 else None
         np.copyto(scores, f32(-np.inf), where=masked)
-        m = scores.max(axis=-1, keepdims=True)
+        stats_buf = self._score_buffer((_row_stats_bytes(b, n, s),), 6, np.uint8)
+        row_stats = stats_buf[:8 * b * n * s].view(f32).reshape(2, b, n, s, 1)  # the row maxima, then the sums
+        flags = stats_buf[8 * b * n * s:].view(np.bool_).reshape(b, n, s, 1)
+        m = scores.max(axis=-1, keepdims=True, out=row_stats[0])
         use_sink = sink is not None or int(a.get("smooth_softmax", 0))
         if use_sink:
             sk = (sink.astype(f32) if sink is not None else np.zeros(n, f32)).reshape(1, n, 1, 1)
-            m = np.maximum(m, sk)
-        m = np.where(np.isfinite(m), m, f32(0))
+            np.maximum(m, sk, out=m)
+        np.copyto(m, f32(0), where=np.logical_not(np.isfinite(m, out=flags), out=flags))
         scores -= m
         probs = np.exp(scores, out=scores)  # in place: the declared workspace holds scores, then probabilities
-        den = probs.sum(axis=-1, keepdims=True)
+        den = probs.sum(axis=-1, keepdims=True, out=row_stats[1])
         if use_sink:
-            den = den + np.exp(sk - m)
-        probs /= np.where(den > 0, den, f32(1))
+            den += np.exp(sk - m)
+        np.divide(probs, den, out=probs, where=np.greater(den, 0, out=flags))  # rows summing to 0 (or NaN) kept
         if qk_mode == 2:
             qk = probs[..., :total].astype(query.dtype)
         vv = present_v.reshape(b, nkv, 1, present_len, h)
         p5 = probs.reshape(b, nkv, group, s, present_len)
-        if query.dtype == f32:  # straight into the (B, S, N*H) block, seen as (B, Nkv, group, S, H)
-            out = self.output(0, (b, s, n * h), f32)
+        if query.dtype == f32 or staged:  # straight into the (B, S, N*H) block, seen as (B, Nkv, group, S, H)
+            out = self.output(0, (b, s, n * h), f32) if not staged else stage["output"]
             np.matmul(p5, vv, out=out.reshape(b, s, nkv, group, h).transpose(0, 2, 3, 1, 4))
+            if staged:
+                out = self._round_into(node, 0, out, query.dtype)
+                present_k = self._round_into(node, 1, present_k, kv_dtype)
+                present_v = self._round_into(node, 2, present_v, kv_dtype)
         else:
             out = np.matmul(p5, vv).reshape(b, n, s, h)
             out = out.transpose(0, 2, 1, 3).reshape(b, s, n * h).astype(query.dtype)
+        if staged:  # rounded into their blocks above (None where not requested)
+            return requested(node, [out, present_k, present_v, qk])
         results = [out, present_k.astype(kv_dtype, copy=False), present_v.astype(kv_dtype, copy=False), qk]
         return requested(node, results)
 

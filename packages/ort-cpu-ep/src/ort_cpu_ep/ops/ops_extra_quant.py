@@ -25,6 +25,7 @@ from onnx import TensorProto
 from ort_graph import Node, dtype_name
 
 from ._registry import Decline, InputInfo, OpImpl, attrs_of, register, workspace_nbytes
+from ._util import out_dtype
 
 MS = "com.microsoft"
 _T1 = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16})
@@ -39,6 +40,17 @@ def unpack_bits(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
     vals = (packed[..., :, None] >> shifts) & mask  # (..., bytes, per_byte)
     vals = vals.reshape(*packed.shape[:-1], packed.shape[-1] * per_byte)
     return vals[..., :count]
+
+
+def unpack_bits_into(packed: np.ndarray, bits: int, out: np.ndarray) -> None:
+    """`unpack_bits(packed, bits, ...)` written into float `out` of shape packed.shape + (8 // bits,) without a
+    temporary: value j of a byte is floor(byte / 2^(j * bits)) mod 2^bits, each pass a uint8 ufunc cast into
+    `out` through numpy's bounded buffer (a table lookup would convert every byte to an intp index first)."""
+    for j in range(8 // bits):
+        v = out[..., j]
+        np.floor_divide(packed, np.uint8(1 << (j * bits)), out=v)
+        if (j + 1) * bits < 8:
+            np.fmod(v, v.dtype.type(1 << bits), out=v)
 
 
 _LUTS: dict[int, np.ndarray] = {}
@@ -63,22 +75,23 @@ def dequantize_weight(b: np.ndarray, scales: np.ndarray, zero_points: np.ndarray
         q = out.reshape(-1)[: N * k_blocks * block_size].reshape(N, k_blocks, block_size)
         if bits == 8:
             q[...] = packed
-        else:  # one table lookup per byte gives all its values in float
-            np.take(_byte_lut(bits), packed, axis=0, out=q.reshape(N, k_blocks, blob, 8 // bits),
-                    mode="clip")  # every byte has a row; "raise" would buffer the whole band
+        else:
+            unpack_bits_into(packed, bits, q.reshape(N, k_blocks, blob, 8 // bits))
     elif bits == 8:
         q = packed.astype(dtype)
     else:
         q = _byte_lut(bits)[packed].reshape(N, k_blocks, blob * (8 // bits))[..., :block_size].astype(dtype, copy=False)
-    sc = np.asarray(scales).reshape(N, k_blocks).astype(dtype)
+    # scales and float zero points in their own dtype: the in-place ufuncs cast them (exactly) as they go
+    sc = np.asarray(scales).reshape(N, k_blocks)
     if zero_points is None:
-        zp = np.full((N, k_blocks), 2 ** (bits - 1), dtype=dtype)
-    elif zero_points.dtype == np.uint8:
-        zp_bytes = (k_blocks * bits + 7) // 8
-        zp = unpack_bits(zero_points.reshape(N, zp_bytes), bits, k_blocks).astype(dtype)
+        q -= q.dtype.type(2 ** (bits - 1))
     else:
-        zp = np.asarray(zero_points).reshape(N, k_blocks).astype(dtype)
-    q -= zp[:, :, None]
+        if zero_points.dtype == np.uint8:
+            zp_bytes = (k_blocks * bits + 7) // 8
+            zp = unpack_bits(zero_points.reshape(N, zp_bytes), bits, k_blocks)  # N * k_blocks bytes
+        else:
+            zp = np.asarray(zero_points).reshape(N, k_blocks)
+        q -= zp[:, :, None]
     q *= sc[:, :, None]
     return q.reshape(N, k_blocks * block_size)[:, :K]
 
@@ -137,7 +150,14 @@ def matmul_nbits_workspace_bytes(node: Node, input_shapes: Sequence[tuple[int, .
     a = input_shapes[0] if input_shapes else None
     if a is not None and _may_quantize_a(node):  # slot 1: A quantized to int8 and back (accuracy_level 4)
         slots.append((1, workspace_nbytes((int(np.prod(a[:-1], dtype=np.int64)) * k_padded,), np.float32)))
+    if a is not None and _half(node):  # slot 2: float16 A upcast (M, K) and Y computed (M, N), float32
+        slots.append((2, workspace_nbytes((int(np.prod(a[:-1], dtype=np.int64)) * (K + N),), np.float32)))
     return slots
+
+
+def _half(node: Node) -> bool:
+    """Y (A's dtype) is float16 in the graph: A and Y are staged in float32 in the declared slot 2."""
+    return out_dtype(node) == TensorProto.FLOAT16
 
 
 def _may_quantize_a(node: Node) -> bool:
@@ -156,7 +176,7 @@ def _attrs(node: Node) -> tuple[int, int, int, int]:
 class MatMulNBits(OpImpl):
     """Y = A @ dequant(B)^T (+ bias) with 2/4/8-bit block-quantized B."""
 
-    writes_output = True  # float32 A: into the output block, B dequantized band by band in slot 0
+    writes_output = True  # into the output block, B dequantized band by band in slot 0 (float16: staged in slot 2)
 
     def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
         K, N, bits, block = _attrs(node)
@@ -208,15 +228,23 @@ class MatMulNBits(OpImpl):
         bias = inputs[5] if len(inputs) > 5 else None
         out_shape = a.shape[:-1] + (N,)
         into = a.dtype == np.float32  # computed in the output block
+        staged = a.dtype == np.float16 and _half(node)  # computed in float32 in slot 2, rounded into the block
         if b.size == 0:  # omitted projection (ORT: zeros or the broadcast bias)
             y = self.output(0, out_shape, np.float32) if into else np.zeros(out_shape, dtype=np.float32)
             y.fill(0)
         else:
-            a2 = a.reshape(-1, K).astype(np.float32, copy=False)
+            if staged:
+                m = int(np.prod(a.shape[:-1], dtype=np.int64))
+                stage = self.workspace(2, (m * (K + N),), np.float32)
+                a2, y_half = stage[:m * K].reshape(m, K), stage[m * K:].reshape(m, N)
+                np.copyto(a2, a.reshape(m, K))
+            else:
+                a2 = a.reshape(-1, K).astype(np.float32, copy=False)
             if int8_compute(node, zp):
                 kb = (K + block - 1) // block
                 a2 = fake_quantize_a(a2, block, self.workspace(1, (a2.shape[0] * kb * block,), np.float32))
-            y = (self.output(0, out_shape, np.float32) if into else np.empty(out_shape, np.float32)).reshape(-1, N)
+            y = y_half if staged else (
+                self.output(0, out_shape, np.float32) if into else np.empty(out_shape, np.float32)).reshape(-1, N)
             k_blocks = (K + block - 1) // block
             b3 = b.reshape(N, k_blocks, -1)
             sc2 = np.asarray(scales).reshape(N, k_blocks)
@@ -232,7 +260,11 @@ class MatMulNBits(OpImpl):
                 np.matmul(a2, w.T, out=y[:, n0:n1])
             y = y.reshape(out_shape)
         if bias is not None:
-            np.add(y, bias.astype(np.float32, copy=False), out=y)
+            np.add(y, bias, out=y)  # a float16 bias cast as it goes
+        if staged and b.size:
+            out = self.output(0, out_shape, a.dtype)
+            np.copyto(out, y, casting="same_kind")
+            return [out]
         return [y.astype(a.dtype, copy=False)]
 
 

@@ -13,10 +13,16 @@ _REDUCTIONS = ("none", "add", "mul", "max", "min")
 
 
 def _fix(idx: np.ndarray, dim: int, node, axis: int) -> np.ndarray:
-    """Indices along `axis` (length `dim`) as non-negative int64; any outside `[-dim, dim-1]` is refused."""
-    idx = np.asarray(idx).astype(np.int64)
-    _check_range(idx, dim, node, axis)
-    return np.where(idx < 0, idx + dim, idx)
+    """Indices along `axis` (length `dim`) as non-negative int64 (the given array itself when it already is:
+    callers only read it); any outside `[-dim, dim-1]` is refused. The range is checked with the minimum and
+    maximum, so valid indices cost no index-sized temporaries."""
+    idx = np.asarray(idx).astype(np.int64, copy=False)
+    if idx.size == 0:
+        return idx
+    lo, hi = int(idx.min()), int(idx.max())
+    if lo < -dim or hi >= dim:
+        _check_range(idx, dim, node, axis)  # raises, naming the first offending index
+    return np.where(idx < 0, idx + dim, idx) if lo < 0 else idx
 
 
 def _check_range(idx: np.ndarray, dim, node, axis: int, tuple_indices: bool = False) -> None:

@@ -39,6 +39,9 @@ class MatMul(OpImpl):
     def compute(self, node, inputs):
         a, b = inputs
         if a.dtype.name == "bfloat16":
+            plan = _bf16_bands(node, a.shape, b.shape) if b.dtype == a.dtype else None
+            if plan is not None:
+                return [self._bf16_into(a, b, *plan)]
             return [_matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)]
         if a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype:
             return [np.asarray(_matmul(a, b))]
@@ -48,7 +51,44 @@ class MatMul(OpImpl):
         return [out]
 
     def workspace_bytes(self, node, input_shapes):
-        return []
+        plan = _bf16_bands(node, *input_shapes[:2]) if len(input_shapes) > 1 else None
+        if plan is None:
+            return []
+        m, k, _n, band = plan
+        return [(0, workspace_nbytes((m * k + k * band + m * band,), np.float32))]
+
+    def _bf16_into(self, a: np.ndarray, b: np.ndarray, m: int, k: int, n: int, band: int) -> np.ndarray:
+        """bfloat16 [..., K] @ [K, N] in float32 in workspace slot 0 (A upcast once, B and Y a band of
+        columns at a time), rounded into the output block."""
+        ws = self.workspace(0, (m * k + k * band + m * band,), np.float32)
+        a32 = ws[:m * k].reshape(m, k)
+        np.copyto(a32, a.reshape(m, k))
+        out = self.output(0, (*a.shape[:-1], n), a.dtype)
+        y = out.reshape(m, n)
+        for n0 in range(0, n, band):
+            w = min(band, n - n0)
+            b32 = ws[m * k: m * k + k * w].reshape(k, w)
+            np.copyto(b32, b[:, n0:n0 + w])
+            y32 = ws[m * k + k * band: m * k + k * band + m * w].reshape(m, w)
+            np.matmul(a32, b32, out=y32)
+            np.copyto(y[:, n0:n0 + w], y32, casting="same_kind")
+        return out
+
+
+BF16_MATMUL_BAND = 1 << 20  # float32 elements of B a bfloat16 MatMul upcasts per band (4 MiB)
+
+
+def _bf16_bands(node, a_shape, b_shape) -> tuple[int, int, int, int] | None:
+    """(M, K, N, columns per band) of a bfloat16 MatMul computed by bands (`MatMul._bf16_into`): the graph's
+    output bfloat16, A of rank >= 2 and B a matrix, shapes static; None otherwise."""
+    from ._util import out_dtype
+
+    if out_dtype(node) != T.BFLOAT16 or a_shape is None or b_shape is None or len(a_shape) < 2 or len(b_shape) != 2:
+        return None
+    if not all(isinstance(d, int) for d in (*a_shape, *b_shape)):
+        return None
+    m, k, n = int(np.prod(a_shape[:-1], dtype=np.int64)), int(a_shape[-1]), int(b_shape[1])
+    return m, k, n, max(1, min(n, BF16_MATMUL_BAND // max(k, 1)))
 
 
 @register("Gemm", since=1)

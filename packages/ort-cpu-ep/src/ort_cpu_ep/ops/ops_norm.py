@@ -47,6 +47,63 @@ def norm_workspace(node, input_shapes, axis: int) -> list[tuple[int, int]]:
     return [] if rows is None else [(0, workspace_nbytes((rows,), np.float32))]
 
 
+HALF_TYPES = (T.FLOAT16, T.BFLOAT16)  # 16-bit floats: computed in float32, staged in declared workspace
+HALF_NORM_CHUNK = 16384  # float32 elements a float16 norm stages per pass (its declared slot 1, 64 KiB)
+
+
+def half_norm_workspace(node, input_shapes, axis: int) -> list[tuple[int, int]]:
+    """Slot 1 of a norm whose graph output is float16 or bfloat16 (`normalize_half_rows_into`): whole rows of float32,
+    `HALF_NORM_CHUNK` elements or one row when a row is longer; [] otherwise."""
+    from ._util import out_dtype
+
+    shape = input_shapes[0] if input_shapes else None
+    if out_dtype(node) not in HALF_TYPES or not norm_rows(shape, axis):
+        return []
+    return [(1, workspace_nbytes((half_norm_stage(shape, axis),), np.float32))]
+
+
+def half_norm_stage(shape: tuple[int, ...], axis: int) -> int:
+    """float32 elements of a float16 norm's staging slot: whole rows, `HALF_NORM_CHUNK` or one longer row."""
+    rows = norm_rows(shape, axis) or 0
+    hidden = int(np.prod(shape[norm_axis(axis, len(shape)):], dtype=np.int64))
+    return min(rows, max(1, HALF_NORM_CHUNK // max(hidden, 1))) * hidden
+
+
+def normalize_half_rows_into(x: np.ndarray, out: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, eps: float,
+                             simplified: bool, stat: np.ndarray, stage: np.ndarray, *, skip: np.ndarray | None = None,
+                             skip_bias: np.ndarray | None = None, total: np.ndarray | None = None) -> None:
+    """`normalize_rows_into` for float16 / bfloat16 rows (2-D `x`, `out`) computed in float32, whole rows at a time in
+    `stage` (float32, a multiple of the row length): a chunk of x upcast (plus `skip` and `skip_bias`, in
+    float32, rounded into `total` when given), normalized in place and rounded into `out`. Each chunk is read
+    before its rows of `out` / `total` are written, so either may be x's or skip's block."""
+    rows, n = x.shape
+    chunk = max(1, stage.size // n)
+    for r0 in range(0, rows, chunk):
+        r1 = min(rows, r0 + chunk)
+        s = stage[: (r1 - r0) * n].reshape(r1 - r0, n)
+        np.copyto(s, x[r0:r1])
+        if skip is not None:
+            np.add(s, skip[r0:r1], out=s)
+        if skip_bias is not None:
+            np.add(s, skip_bias.reshape(1, n), out=s)
+        if total is not None:
+            np.copyto(total[r0:r1], s, casting="same_kind")
+        normalize_rows_into(s, s, scale, bias, eps, simplified, stat[r0:r1])
+        np.copyto(out[r0:r1], s, casting="same_kind")
+
+
+def half_norm(node, x: np.ndarray, *params: np.ndarray | None) -> bool:
+    """The 16-bit path of `normalize_half_rows_into` applies: the graph's output float16 or bfloat16 (slot 1
+    declared), x and every present parameter float16, bfloat16 or float32, x not float32."""
+    from ._util import out_dtype
+
+    def half(a: np.ndarray) -> bool:
+        return a.dtype == np.float16 or a.dtype.name == "bfloat16"
+
+    return (half(x) and out_dtype(node) in HALF_TYPES
+            and all(p is None or half(p) or p.dtype == np.float32 for p in params))
+
+
 def fast_norm(x: np.ndarray, *params: np.ndarray | None) -> bool:
     """The float32 path of `normalize_rows_into` applies: x and every present parameter float32."""
     return x.dtype == np.float32 and all(p is None or p.dtype == np.float32 for p in params)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from onnx import TensorProto as T
 
-from ._registry import OpImpl, register
+from ._registry import OpImpl, register, workspace_nbytes
 from ._util import (
     FLOATS_BF,
     NUMERIC_BF,
@@ -16,6 +17,8 @@ from ._util import (
     decline_attr,
     first_version,
     is_lowp,
+    np_dtype,
+    out_dtype,
     upcast,
     write_output,
 )
@@ -63,6 +66,9 @@ def _unary(name: str, f, since: int | None = None, allowed=FLOATS_BF) -> None:
                                                                           **into}))
 
 
+SIGMOID_CHUNK = 16384  # float32 elements per pass of a 16-bit Sigmoid (its declared workspace, 64 KiB)
+
+
 def sigmoid_into(x: np.ndarray, out: np.ndarray) -> None:
     """out = 1 / (1 + exp(-x)) in four passes over `out` (which may be `x` itself) and no temporary:
     exp(-x) overflows to inf for x < -88 (float32) and 1 / inf is the exact limit 0, so the plain form is
@@ -87,7 +93,9 @@ for _n, _f in [("Sqrt", np.sqrt), ("Exp", np.exp), ("Log", np.log), ("Ceil", np.
 
 @register("Sigmoid", since=first_version("Sigmoid"))
 class Sigmoid(_Unary):
-    """Computed in its output block (`sigmoid_into`); 16-bit floats in float32 through `fn`."""
+    """Computed in its output block (`sigmoid_into`); float16 / bfloat16 (the graph's output type) in float32
+    chunks of `SIGMOID_CHUNK` elements in workspace slot 0, rounded into the block; other 16-bit floats in
+    float32 through `fn`."""
 
     writes_output = True
 
@@ -96,8 +104,24 @@ class Sigmoid(_Unary):
         sigmoid_into(x, out)
         return out
 
+    def workspace_bytes(self, node, input_shapes):
+        shape = input_shapes[0] if input_shapes else None
+        if shape is None or out_dtype(node) not in (T.FLOAT16, T.BFLOAT16):
+            return []
+        return [(0, workspace_nbytes((min(int(np.prod(shape, dtype=np.int64)), SIGMOID_CHUNK),), np.float32))]
+
     def compute(self, node, inputs):
         x = inputs[0]
+        if is_lowp(x) and out_dtype(node) in (T.FLOAT16, T.BFLOAT16) and np_dtype(out_dtype(node)) == x.dtype:
+            out = self.output(0, x.shape, x.dtype)
+            flat_x, flat_y = np.ascontiguousarray(x).reshape(-1), out.reshape(-1)
+            tmp = self.workspace(0, (min(flat_x.size, SIGMOID_CHUNK),), np.float32)
+            for start in range(0, flat_x.size, SIGMOID_CHUNK):
+                t = tmp[:min(SIGMOID_CHUNK, flat_x.size - start)]
+                np.copyto(t, flat_x[start:start + t.size])
+                sigmoid_into(t, t)
+                np.copyto(flat_y[start:start + t.size], t, casting="same_kind")
+            return [out]
         if is_lowp(x):
             return super().compute(node, inputs)
         out = self.output(0, x.shape, x.dtype)
