@@ -122,6 +122,8 @@ def check_planned_output(planned: tuple[Any, int] | None, index: int, shape: tup
     if planned is None:
         return
     planned_shape, planned_type = planned
+    if (planned_shape is None or planned_shape == shape) and (not planned_type or _ONNX_TYPE.get(dtype) == planned_type):
+        return  # the common case, decided by two lookups: the request is exactly what was planned
     problems = []
     if planned_shape is not None and (len(planned_shape) != len(shape) or any(
             isinstance(p, int) and p != d for p, d in zip(planned_shape, shape))):

@@ -126,7 +126,14 @@ def write_output(impl: OpImpl, view: np.ndarray, index: int = 0) -> np.ndarray:
 
 def is_lowp(a: np.ndarray) -> bool:
     """float16 / bfloat16 / float8 arrays: compute in float32 and cast back."""
-    return a.dtype.kind == "f" and a.dtype.itemsize < 4 or a.dtype.kind == "V" or a.dtype.name.startswith(("bfloat", "float8"))
+    dt = a.dtype
+    found = _LOWP.get(dt)
+    if found is None:
+        found = _LOWP[dt] = dt.kind == "f" and dt.itemsize < 4 or dt.kind == "V" or dt.name.startswith(("bfloat", "float8"))
+    return found
+
+
+_LOWP: dict[np.dtype, bool] = {}  # dtype -> is_lowp (dtype.name is slow to build, and asked per node)
 
 
 def upcast(a: np.ndarray) -> np.ndarray:
