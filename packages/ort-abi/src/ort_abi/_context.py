@@ -46,11 +46,20 @@ def _elem_type_of(dtype: np.dtype) -> int:
 
 
 def _numpy_dtype(elem_type_or_dtype: Any) -> np.dtype:
+    if type(elem_type_or_dtype) is int:
+        found = _DTYPES.get(elem_type_or_dtype)
+        if found is not None:
+            return found
     if isinstance(elem_type_or_dtype, (int, np.integer)) and not isinstance(elem_type_or_dtype, bool):
         from ort_graph import to_numpy_dtype
 
-        return to_numpy_dtype(int(elem_type_or_dtype))
+        found = to_numpy_dtype(int(elem_type_or_dtype))
+        _DTYPES[int(elem_type_or_dtype)] = found
+        return found
     return np.dtype(elem_type_or_dtype)
+
+
+_DTYPES: dict[int, np.dtype] = {}  # ONNX element type -> numpy dtype, asked per output per compute
 
 
 @attrs.frozen(eq=False)
