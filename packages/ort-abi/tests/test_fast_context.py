@@ -142,3 +142,21 @@ def test_concurrent_computes_each_read_their_own_context(example, pool):
         t.join()
     assert failures == []
     assert len(pool._free) == len(pool._slots)  # every context went back
+
+
+def test_a_closed_context_describes_nothing(pool):
+    """After Compute every value of the context is cleared, so a handle kept from that call is refused even when
+    a later call with fewer inputs holds the same context."""
+    ctx = KernelContext([A, B, None], output_types=[F])
+    view = ContextView(ctx)
+    handle = pool.open(view)
+    slot = view.fast
+    c = pool._slots[slot]
+    assert handle is not None and c.live == 1 and [c.values[j].state for j in range(3)] == [1, 1, 2]
+    out = np.zeros((3, 5), np.float32)
+    assert pool.describe_output(view, 0, out) is not None
+    view.outputs[0] = True
+    assert c.values[pool.inputs].state == 1 and c.values[pool.inputs].writable == 1
+    pool.close(view)
+    assert c.live == 0 and all(c.values[j].state == 0 for j in range(pool.inputs + pool.outputs))
+    assert view.fast is None and pool.resolve("OrtKernelContext", int(ort_abi._ffi._ffi.cast("uintptr_t", handle))) is None

@@ -80,18 +80,25 @@ class FastContexts:
                 v.writable, v.elem_type, v.rank, v.count, v.data = 0, _ELEM_TYPES[a.dtype], a.ndim, a.size, data
                 v.dims[0:a.ndim] = a.shape
                 v.state = 1
-            else:
-                v.state = 0  # Python serves it (a copy to contiguous memory, a device tensor refused, ...)
-        for j in range(self.inputs, self.inputs + self.outputs):
-            values[j].state = 0
+            # else: state stays 0 (close() cleared it): Python serves it (a copy to contiguous memory, a device
+            # tensor refused, ...)
         view.fast = slot
         self._views[slot] = view
         c.live = 1  # the Python host functions find `view` through `resolve`
         return self._handles[slot]
 
     def close(self, view: Any) -> None:
+        """End the Compute call: the context is not live and none of its values is described any more (a
+        handle kept from this call finds nothing, whichever call holds the context next)."""
         slot = view.fast
-        self._slots[slot].live = 0
+        c = self._slots[slot]
+        c.live = 0
+        values = c.values
+        for j in range(min(int(c.input_count), self.inputs)):
+            values[j].state = 0
+        for index in view.outputs:
+            if index < self.outputs:
+                values[self.inputs + index].state = 0
         self._views[slot] = None
         view.fast = None
         with self._lock:
