@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._errors import AbiError, AbiVersionMismatchError, KernelError, WorkspaceDeclarationError
+from ._fast_context import fast_contexts
 from ._ffi import require_c
 from ._shapefunc import MAX_OUTPUT_RANK, OutputShape
 from ._status import ErrorCode, check
@@ -151,6 +152,7 @@ class CKernel:
                               node=node, library=library, operation="create")
         self.abi_version = version
         self._impl = impl
+        self._pool = fast_contexts(*require_c("C kernels"))
         self.has_declaration = version >= ws_version and impl.DeclareWorkspaceRequirements != ffi.NULL
         self._finalizer = weakref.finalize(self, _release_impl, impl)
         self._finalizer.atexit = False
@@ -168,11 +170,21 @@ class CKernel:
         impl = self._live_impl("compute")
         if getattr(ctx, "node_name", None) is None:
             ctx.node_name = self.node
-        ctx_h = open_handle("OrtKernelContext", ContextView(ctx))
-        try:
-            status = impl.Compute(impl, ctx_h)
-        finally:
-            close_handle("OrtKernelContext", ctx_h)
+        view = ContextView(ctx)
+        pool = self._pool
+        ctx_h = pool.open(view) if pool is not None else None
+        if ctx_h is not None:  # reads answered in C (`_fast_context`)
+            try:
+                status = impl.Compute(impl, ctx_h)
+            finally:
+                pool.close(view)
+                view.close()
+        else:
+            ctx_h = open_handle("OrtKernelContext", view)
+            try:
+                status = impl.Compute(impl, ctx_h)
+            finally:
+                close_handle("OrtKernelContext", ctx_h)
         violations = getattr(ctx, "violations", None)
         if violations:  # the host refused an output request: fail with it, whatever the kernel returned
             try:

@@ -46,11 +46,20 @@ def _elem_type_of(dtype: np.dtype) -> int:
 
 
 def _numpy_dtype(elem_type_or_dtype: Any) -> np.dtype:
+    if type(elem_type_or_dtype) is int:
+        found = _DTYPES.get(elem_type_or_dtype)
+        if found is not None:
+            return found
     if isinstance(elem_type_or_dtype, (int, np.integer)) and not isinstance(elem_type_or_dtype, bool):
         from ort_graph import to_numpy_dtype
 
-        return to_numpy_dtype(int(elem_type_or_dtype))
+        found = to_numpy_dtype(int(elem_type_or_dtype))
+        _DTYPES[int(elem_type_or_dtype)] = found
+        return found
     return np.dtype(elem_type_or_dtype)
+
+
+_DTYPES: dict[int, np.dtype] = {}  # ONNX element type -> numpy dtype, asked per output per compute
 
 
 @attrs.frozen(eq=False)
@@ -154,25 +163,29 @@ class KernelContext:
         """The array for output `index`, allocated on first request (same shape/dtype afterwards)."""
         if not 0 <= index < len(self.outputs):
             raise IndexError(f"output index {index!r} out of range: node {self.node_name!r} has {len(self.outputs)} outputs")
-        shape = tuple(int(d) for d in shape)
-        if any(d < 0 for d in shape):
+        shape = tuple(map(int, shape))
+        if shape and min(shape) < 0:
             raise ValueError(f"output {index} shape {shape!r} has a negative extent; every extent must be >= 0")
-        dt = self.output_dtype(index) if dtype is None else _numpy_dtype(dtype)
+        dt = (dtype if isinstance(dtype, np.dtype) else
+              self.output_dtype(index) if dtype is None else _numpy_dtype(dtype))
+        existing = self.outputs[index]
+        if existing is not None and existing.shape == shape and existing.dtype == dt:
+            return existing  # checked against the plan when it was first requested
         if self.planned_outputs is not None and index < len(self.planned_outputs):
             try:
                 check_planned_output(self.planned_outputs[index], index, shape, dt, self.node_name)
             except OutputMismatchError as e:
                 self.violations.append(e)
                 raise
-        existing = self.outputs[index]
         if existing is not None:
-            if existing.shape != shape or existing.dtype != dt:
-                raise ValueError(f"output {index} was already allocated as {existing.shape} {existing.dtype}, "
-                                 f"now requested as {shape} {dt}; request each output once")
-            return existing
+            raise ValueError(f"output {index} was already allocated as {existing.shape} {existing.dtype}, "
+                             f"now requested as {shape} {dt}; request each output once")
         arr = self._allocator(index, shape, dt)
-        ok = (tuple(getattr(arr, "shape", ())) == shape and getattr(arr, "dtype", None) == dt
-              and (arr.flags.c_contiguous if isinstance(arr, np.ndarray) else not isinstance(arr, (list, tuple))))
+        if type(arr) is np.ndarray:
+            ok = arr.shape == shape and arr.dtype == dt and arr.flags.c_contiguous
+        else:
+            ok = (tuple(getattr(arr, "shape", ())) == shape and getattr(arr, "dtype", None) == dt
+                  and not isinstance(arr, (list, tuple, np.ndarray)))
         if not ok:
             raise TypeError(f"output allocator returned {type(arr).__name__} "
                             f"{getattr(arr, 'shape', None)!r} {getattr(arr, 'dtype', None)!r} for output {index}; "

@@ -17,6 +17,10 @@ class HandleTable:
     def __init__(self) -> None:
         self._entries: dict[int, tuple[str, Any, Any]] = {}
         self._lock = threading.Lock()
+        # (kind, address) -> the object behind a handle this table does not hold, or None: the contexts and
+        # values of the C context pool (`_fast_context`), looked up here only when C defers to Python
+        self.resolver: Any = None
+
 
     def new(self, kind: str, obj: Any) -> Any:
         anchor = _ffi.new("char[1]")
@@ -28,6 +32,10 @@ class HandleTable:
     def get(self, kind: str, ptr: Any) -> Any:
         addr = int(_ffi.cast("uintptr_t", ptr))
         entry = self._entries.get(addr)
+        if entry is None and self.resolver is not None:
+            found = self.resolver(kind, addr)
+            if found is not None:
+                return found
         if entry is None:
             raise HandleError(f"{kind}* 0x{addr:x} is not a live handle from this host (NULL, released, "
                               "or kept past the call that received it); use only handles the host gave you")

@@ -8,6 +8,7 @@ import numpy as np
 
 from ort_graph import from_numpy_dtype
 
+from ._fast_context import _POOL
 from ._ffi import _ffi as ffi
 from ._handles import HANDLES
 from ._host_guard import status_api as _status_api
@@ -49,10 +50,11 @@ def KernelContext_GetOutput(context: Any, index: int, dims: Any, rank: int, out:
     v = _ctx(context)
     if rank and dims == ffi.NULL:
         raise ValueError(f"dims is NULL but rank is {rank}")
-    arr = v.ctx.output(int(index), [dims[k] for k in range(rank)])
+    arr = v.ctx.output(int(index), dims[0:rank] if rank else ())
     i = int(index)
     if i not in v.outputs:
-        v.outputs[i] = v.child("OrtValue", ValueView(arr, writable=True))
+        described = _POOL[0].describe_output(v, i, arr) if v.fast is not None else None
+        v.outputs[i] = described if described is not None else v.child("OrtValue", ValueView(arr, writable=True))
     out[0] = v.outputs[i]
 
 

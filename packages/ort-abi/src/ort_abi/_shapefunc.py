@@ -8,6 +8,7 @@ turns registries into the `output_shapes` hook `ort_graph.resolve_shapes` takes.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -122,6 +123,8 @@ def check_planned_output(planned: tuple[Any, int] | None, index: int, shape: tup
     if planned is None:
         return
     planned_shape, planned_type = planned
+    if (planned_shape is None or planned_shape == shape) and (not planned_type or _ONNX_TYPE.get(dtype) == planned_type):
+        return  # the common case, decided by two lookups: the request is exactly what was planned
     problems = []
     if planned_shape is not None and (len(planned_shape) != len(shape) or any(
             isinstance(p, int) and p != d for p, d in zip(planned_shape, shape))):
@@ -204,13 +207,25 @@ class TypeCheckedKernel:
 
     def __init__(self, kernel: Any, kernel_def: Any, library: str | None, node: str | None) -> None:
         self._kernel, self._def, self._library, self._node = kernel, kernel_def, library, node
+        self._allowed: set[tuple[Any, ...]] = set()  # input dtypes already checked and allowed
 
     def compute(self, ctx: Any) -> None:
+        dtypes = tuple(getattr(a, "dtype", None) for a in ctx.inputs)
+        try:
+            known = dtypes in self._allowed  # the check depends on the dtypes alone: made once per combination
+        except TypeError:  # an unhashable dtype-like: checked every time
+            known = False
+        if not known:
+            self._check(dtypes)
+            with contextlib.suppress(TypeError):
+                self._allowed.add(dtypes)
+        self._kernel.compute(ctx)
+
+    def _check(self, dtypes: tuple[Any, ...]) -> None:
         from ort_graph import from_numpy_dtype
 
         types = []
-        for a in ctx.inputs:
-            dt = getattr(a, "dtype", None)
+        for dt in dtypes:
             try:
                 types.append(from_numpy_dtype(dt) if dt is not None else 0)
             except Exception:  # noqa: BLE001 - a type without an ONNX number cannot satisfy a constraint
@@ -220,7 +235,6 @@ class TypeCheckedKernel:
             raise InputTypeError(f"{self._def.describe()} would receive {bad}; the node should have been "
                                  "declined at placement, cast the input or register a kernel for this type",
                                  node=self._node, library=self._library)
-        self._kernel.compute(ctx)
 
     def __getattr__(self, name: str) -> Any:  # declare_workspace, release, has_declaration, ...
         if name.startswith("_"):

@@ -82,6 +82,7 @@ class ContextView(_View):
         self.ctx = ctx
         self.inputs: dict[int, Any] = {}
         self.outputs: dict[int, Any] = {}
+        self.fast: int | None = None  # its slot in the C context pool (`_fast_context`) while it computes
 
 
 class RegistryScope:

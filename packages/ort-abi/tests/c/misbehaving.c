@@ -57,6 +57,25 @@ static OrtStatus* c_input_write(OrtKernelImpl* k, OrtKernelContext* ctx) {
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 0, &v));
   return g_api->Value_GetTensorMutableData((OrtValue*)v, &p);
 }
+/* "Keep" keeps its context and first input past Compute; "UseKeptContext" / "UseKeptValue" then read
+ * them in a later Compute: stale handles, which the host must refuse with a status (never serve) */
+static const OrtKernelContext* g_kept_ctx;
+static const OrtValue* g_kept_value;
+static OrtStatus* c_keep(OrtKernelImpl* k, OrtKernelContext* ctx) {
+  (void)k;
+  g_kept_ctx = ctx;
+  return g_api->KernelContext_GetInput(ctx, 0, &g_kept_value);
+}
+static OrtStatus* c_use_kept_context(OrtKernelImpl* k, OrtKernelContext* ctx) {
+  size_t n;
+  (void)k; (void)ctx;
+  return g_api->KernelContext_GetInputCount(g_kept_ctx, &n);
+}
+static OrtStatus* c_use_kept_value(OrtKernelImpl* k, OrtKernelContext* ctx) {
+  size_t n;
+  (void)k; (void)ctx;
+  return g_api->Value_GetElementCount(g_kept_value, &n);
+}
 /* uses the planned workspace when there is one, else scratch; writes a marker either way */
 static OrtStatus* c_v1_compute(OrtKernelImpl* k, OrtKernelContext* ctx) {
   void* ws = NULL;
@@ -117,6 +136,9 @@ CREATE(cr_double_release, c_double_release, NULL)
 CREATE(cr_wrong_handle, c_wrong_handle, NULL)
 CREATE(cr_bad_output, c_bad_output, NULL)
 CREATE(cr_input_write, c_input_write, NULL)
+CREATE(cr_keep, c_keep, NULL)
+CREATE(cr_use_kept_context, c_use_kept_context, NULL)
+CREATE(cr_use_kept_value, c_use_kept_value, NULL)
 CREATE(cr_overflow, c_ok, d_overflow)
 CREATE(cr_declare_fails, c_ok, d_fails)
 CREATE(cr_echo, c_ok, d_echo)
@@ -357,6 +379,9 @@ static OrtStatus* register_all(const OrtKernelApi* api, OrtKernelRegistry* r) {
   ADD("V2NullDeclare", cr_v2_null_declare, NULL, NULL);
   ADD("NullCompute", cr_null_compute, NULL, NULL);
   ADD("TooNew", cr_too_new, NULL, NULL);
+  ADD("Keep", cr_keep, NULL, NULL);
+  ADD("UseKeptContext", cr_use_kept_context, NULL, NULL);
+  ADD("UseKeptValue", cr_use_kept_value, NULL, NULL);
   ADD("V1", cr_v1, NULL, NULL);
   ADD("CreateFails", cr_fails, NULL, est_fails);
   ADD("NoKernel", cr_no_kernel, NULL, est_reads_ep);

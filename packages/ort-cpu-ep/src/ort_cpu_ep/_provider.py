@@ -15,7 +15,8 @@ per-device plans, weights uploaded once, values in the device arena, and the bud
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
+import contextvars
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,24 @@ MEMCPY_OPS = ("MemcpyFromHost", "MemcpyToHost", "MemcpyDeviceToDevice")
 # 128 KiB a call, outside any plan); 1024 costs no measurable time and bounds them to a few KiB
 UFUNC_BUFSIZE = 1024
 _SCOPED_BUFSIZE = np.lib.NumpyVersion(np.__version__) >= "2.0.0"  # numpy 1.x would set it process-wide
+
+
+@contextlib.contextmanager
+def ufunc_bufsize_scope() -> Iterator[None]:
+    """The body runs with numpy's ufunc buffer size `UFUNC_BUFSIZE` (numpy >= 2 scopes it to the block;
+    numpy 1.x would set it process-wide, so there it is left alone)."""
+    with np.errstate():
+        if _SCOPED_BUFSIZE:
+            np.setbufsize(UFUNC_BUFSIZE)
+        token = _IN_BUFSIZE_SCOPE.set(_SCOPED_BUFSIZE)
+        try:
+            yield
+        finally:
+            _IN_BUFSIZE_SCOPE.reset(token)
+
+
+# True inside ufunc_bufsize_scope (numpy >= 2): a kernel needs no scope of its own (np.getbufsize() costs more)
+_IN_BUFSIZE_SCOPE: contextvars.ContextVar[bool] = contextvars.ContextVar("ort_cpu_ep_bufsize_scope", default=False)
 
 
 def _static_shapes(shapes: Sequence[Any]) -> list[tuple[int, ...] | None]:
@@ -73,15 +92,19 @@ class NumpyKernel:
         # the scopes of workspace_scope / opset_scope / OpImpl.output, set directly: this runs once per node per run
         ws_token, op_token, out_token = _WORKSPACE.set(workspace), _OPSETS.set(self.opsets), _OUTPUT.set(output)
         try:
-            with np.errstate():  # numpy >= 2 scopes the ufunc buffer size to this block
-                if _SCOPED_BUFSIZE:
-                    np.setbufsize(UFUNC_BUFSIZE)
+            if _IN_BUFSIZE_SCOPE.get():  # the run's scope set the buffer size (run_scope)
                 results = self.impl.compute(self.node, list(ctx.inputs))
+            else:
+                with ufunc_bufsize_scope():
+                    results = self.impl.compute(self.node, list(ctx.inputs))
         finally:
             _OUTPUT.reset(out_token)
             _OPSETS.reset(op_token)
             _WORKSPACE.reset(ws_token)
+        given = ctx.outputs
         for i, r in enumerate(results[: ctx.output_count]):
+            if r is given[i] and r is not None:
+                continue  # computed into the block output() handed out: checked and placed then
             if isinstance(r, np.ndarray | np.generic) and np.asarray(r).dtype != object:
                 arr = np.asarray(r)
                 out = ctx.output(i, arr.shape, arr.dtype)
@@ -174,10 +197,13 @@ class CpuExecutionProvider(SiLUFusionSurface):
         """The intra-op threads runs use: `intra_op_num_threads`, or the physical cores for 0."""
         return resolve_threads(self.intra_op_num_threads)
 
-    def run_scope(self) -> contextlib.AbstractContextManager[int]:
+    @contextlib.contextmanager
+    def run_scope(self) -> Iterator[int]:
         """Entered around each run (`ort_abi.provider_run_scope`): the kernels get `threads` intra-op threads
-        (`ort_cpu_ep.intra_op_threads()`) and BLAS is limited to them until the run ends."""
-        return intra_op_thread_scope(self.intra_op_num_threads)
+        (`ort_cpu_ep.intra_op_threads()`) and BLAS is limited to them until the run ends; with numpy >= 2 the
+        ufunc buffer size is `UFUNC_BUFSIZE` for the whole run (each kernel then finds it set)."""
+        with intra_op_thread_scope(self.intra_op_num_threads) as threads, ufunc_bufsize_scope():
+            yield threads
 
     pinned_host_staging = False
 

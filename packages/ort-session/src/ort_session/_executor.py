@@ -47,6 +47,7 @@ class Executor:
     _release: dict[int, list[str]] = attrs.field(factory=dict, alias="release")
     _reads: dict[int, list[str]] = attrs.field(factory=dict, alias="reads")  # node index -> inputs + implicit
     _out_types: dict[int, list[int]] = attrs.field(factory=dict, alias="out_types")
+    _facts: dict[int, _NodeFacts] = attrs.field(factory=dict, alias="facts")  # what _step needs per node, made once
     # the planned (shape, type) of each node's outputs that kernels' requests are checked against: exact
     # when the feeds have the planned input shapes, else rank and type only (smaller runs, max_shapes)
     _planned: dict[bool, dict[int, list[Any]]] = attrs.field(factory=dict, alias="planned")
@@ -61,6 +62,7 @@ class Executor:
             self._reads[node.index] = list(node.inputs) + node.implicit_inputs()
             self._out_types[node.index] = [self.graph.values[o].dtype if o and o in self.graph.values else 0
                                            for o in node.outputs]
+            self._facts[node.index] = _NodeFacts(node, self._reads[node.index], self._out_types[node.index])
         last_use: dict[str, int] = {}
         for step, node in enumerate(self.order):
             for name in self._reads[node.index]:
@@ -203,30 +205,36 @@ class Executor:
     def _step(self, step: int, node: Node, values: dict[str, Any], layout: Layout, stats: RunStats,
               counters: ort_abi.ContextCounters, owned: dict[str, ort_abi.DeviceBuffer], planned: list[Any]) -> None:
         index = node.index
+        facts = self._facts[index]
         kernel = self.kernels[index]
-        args = [values[n] if n else None for n in self._reads[index]]
+        args = [values[n] if n else None for n in facts.reads]
         weights = self.weights
         if weights is not None:
             for position, tensor in weights.args.get(index, ()):
                 args[position] = tensor
-        if self.streamer is not None:
-            self.streamer.before_node(step, node, args)
-        out_types = self._out_types[index]
+        streamer = self.streamer
+        if streamer is not None:
+            streamer.before_node(step, node, args)
         device = self.allocators.get(index) if self.allocators else None
-        copy = node.op_type in COPY_OPS
-        if copy and node.op_type == "MemcpyToHost" and node.outputs[0] in getattr(self._bound, "outputs", {}):
+        copy = facts.copy
+        if copy and facts.to_host and node.outputs[0] in getattr(self._bound, "outputs", {}):
             self._keep_on_device(step, node, args[0], values, layout, stats, owned)
             return
         if device is None and not copy:
-            args = [_host_readable(a, node, stats) for a in args]
+            for position, a in enumerate(args):
+                if isinstance(a, ort_abi.DeviceTensor):
+                    args[position] = _host_readable(a, node, stats)
         workspace = layout.workspace(node, args)
+        strict = layout.strict
         declared = (self.declared_workspace(node, args)
-                    if self.declared_workspace is not None and not layout.strict else None)
-        refusals = (Refusals(node, workspace, outputs=layout.strict, declared=declared, device=device)
-                    if layout.strict or declared is not None else None)
+                    if self.declared_workspace is not None and not strict else None)
+        refusals = (Refusals(node, workspace, outputs=strict, declared=declared, device=device)
+                    if strict or declared is not None else None)
+        outputs = facts.outputs
+        host_outputs = self.host_outputs.get(index, ()) if device is not None else ()
 
         def allocate(index: int, shape: tuple[int, ...], dtype: np.dtype) -> Any:
-            name = node.outputs[index] if index < len(node.outputs) else ""
+            name = outputs[index] if index < len(outputs) else ""
             planned = layout.allocate(step, name, shape, dtype) if name else None
             if planned is not None:
                 stats.planned_values += 1
@@ -234,7 +242,7 @@ class Executor:
             if refusals is not None and refusals.refuses_outputs:
                 refusals.output(index, name, shape, dtype, getattr(layout, "planned_nbytes", lambda n: None)(name))
             stats.allocations += 1
-            if device is None or np.dtype(dtype).kind == "O" or index in self.host_outputs.get(node.index, ()):
+            if device is None or np.dtype(dtype).kind == "O" or index in host_outputs:
                 return np.empty(shape, dtype)
             tensor = ort_abi.empty_tensor(device, shape, dtype)
             if name:
@@ -246,7 +254,7 @@ class Executor:
                 owned[f"#{node.index}:{index}"] = tensor.buffer
             return tensor
 
-        ctx = ort_abi.KernelContext(args, output_count=len(node.outputs), output_types=out_types,
+        ctx = ort_abi.KernelContext(args, output_count=len(outputs), output_types=facts.out_types,
                                     output_allocator=allocate, workspace=workspace, counters=counters,
                                     node_name=node.name, scratch_allocator=device if refusals is None else refusals,
                                     planned_outputs=planned)
@@ -267,19 +275,20 @@ class Executor:
                                  f"failed: {type(e).__name__}: {e}") from e
         finally:
             ctx.close()  # device scratch buffers go back at once
-        for name, arr in zip(node.outputs, ctx.outputs):
+        produced = ctx.outputs
+        for name, arr in zip(outputs, produced):
             if name:
                 values[name] = arr
-        if copy and ctx.outputs:
-            stats.count_copy(args[0], ctx.outputs[0])
+        if copy and produced:
+            stats.count_copy(args[0], produced[0])
         layout.after_step(step, node)
-        if self.streamer is not None:
-            self.streamer.after_node(step)
+        if streamer is not None:
+            streamer.after_node(step)
         if self.recorder is not None:
-            self._record(node, args, ctx.outputs, counters.scratch_bytes - scratch_before)
-        self._release_dead(step, values, layout, owned)
+            self._record(node, args, produced, counters.scratch_bytes - scratch_before)
+        if step in self._release:
+            self._release_dead(step, values, layout, owned)
         stats.nodes_run += 1
-
 
     def _keep_on_device(self, step: int, node: Node, src: Any, values: dict[str, Any], layout: Layout,
                         stats: RunStats, owned: dict[str, ort_abi.DeviceBuffer]) -> None:
@@ -312,6 +321,18 @@ class Executor:
 
 
 COPY_OPS = ("MemcpyFromHost", "MemcpyToHost", "MemcpyDeviceToDevice")
+
+
+class _NodeFacts:
+    """What `_step` needs of a node that no run changes: the names it reads (inputs + implicit), its
+    outputs and their element types, whether it is a boundary copy (and one to the host)."""
+
+    __slots__ = ("copy", "out_types", "outputs", "reads", "to_host")
+
+    def __init__(self, node: Node, reads: list[str], out_types: list[int]) -> None:
+        self.reads, self.out_types, self.outputs = reads, out_types, list(node.outputs)
+        self.copy = node.op_type in COPY_OPS
+        self.to_host = node.op_type == "MemcpyToHost"
 
 
 def _host_readable(value: Any, node: Node, stats: RunStats) -> Any:

@@ -120,13 +120,37 @@ def write_output(impl: OpImpl, view: np.ndarray, index: int = 0) -> np.ndarray:
     out = impl.output(index, view.shape, view.dtype)
     if view.size and view.flags.c_contiguous and out.__array_interface__["data"][0] == view.__array_interface__["data"][0]:
         return out  # the plan wrote the output over its input (a reshape done in place): nothing to move
-    np.copyto(out, view)
+    if view.ndim >= 2 and view.size >= _BLOCKED_MIN and view.strides[-1] > view.itemsize:
+        copy_blocked(out, view)
+    else:
+        np.copyto(out, view)
     return out
+
+
+_BLOCKED_MIN = 1 << 15  # elements: below it one copyto is as fast
+_BLOCK = 128  # columns per block: the rows of input a block reads stay in cache while it is written
+
+
+def copy_blocked(out: np.ndarray, view: np.ndarray) -> None:
+    """`np.copyto(out, view)` for a `view` whose last axis strides through memory (a transpose that moves
+    the last axis): numpy walks the output row by row and touches a new input cache line per element;
+    copying `_BLOCK` columns at a time reads each input line once per block (about twice as fast for a
+    [.., 513, 64] -> [.., 64, 513] attention key transpose)."""
+    n = view.shape[-1]
+    for start in range(0, n, _BLOCK):
+        np.copyto(out[..., start:start + _BLOCK], view[..., start:start + _BLOCK])
 
 
 def is_lowp(a: np.ndarray) -> bool:
     """float16 / bfloat16 / float8 arrays: compute in float32 and cast back."""
-    return a.dtype.kind == "f" and a.dtype.itemsize < 4 or a.dtype.kind == "V" or a.dtype.name.startswith(("bfloat", "float8"))
+    dt = a.dtype
+    found = _LOWP.get(dt)
+    if found is None:
+        found = _LOWP[dt] = dt.kind == "f" and dt.itemsize < 4 or dt.kind == "V" or dt.name.startswith(("bfloat", "float8"))
+    return found
+
+
+_LOWP: dict[np.dtype, bool] = {}  # dtype -> is_lowp (dtype.name is slow to build, and asked per node)
 
 
 def upcast(a: np.ndarray) -> np.ndarray:
