@@ -262,16 +262,21 @@ static OrtStatus* mnb_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
     void* qa = NULL;
     size_t qbytes = mnb_quantized_a_bytes(p.M, t->K, t->block);
     size_t blocks = (size_t)p.M * (size_t)p.k_blocks;
-    size_t values = qbytes - blocks * (sizeof(float) + sizeof(int32_t));
+    size_t values = qbytes - blocks * (2 * sizeof(float) + sizeof(int32_t));
     float* qa_scale;
     int32_t* qa_sum;
+    float* qa_sum_scaled;
     ORT_KERNEL_RETURN_IF_ERROR(mnb_workspace(ctx, k, MNB_SLOT_QUANTIZED_A, qbytes, &qa));
     qa_scale = (float*)((char*)qa + values);
     qa_sum = (int32_t*)(qa_scale + blocks);
-    mnb_quantize_a(p.a, p.M, t->K, t->block, (int8_t*)qa, qa_scale, qa_sum);
+    qa_sum_scaled = (float*)(qa_sum + blocks);
+    p.qa_stride = mnb_quantized_a_stride(t->K, t->block);
+    mnb_quantize_a(p.a, p.M, t->K, t->block, p.qa_stride, mnb_avx512vnni_applies(&p), (int8_t*)qa, qa_scale, qa_sum,
+                   qa_sum_scaled);
     p.qa = (const int8_t*)qa;
     p.qa_scale = qa_scale;
     p.qa_sum = qa_sum;
+    p.qa_sum_scaled = qa_sum_scaled;
   }
   job.p = &p;
   job.buffers = (char*)buffers;

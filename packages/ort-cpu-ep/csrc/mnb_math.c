@@ -17,18 +17,36 @@
 #endif
 #define MNB_INLINE static inline __attribute__((always_inline))
 
-size_t mnb_quantized_a_bytes(int64_t M, int64_t K, int64_t block) {
+int64_t mnb_quantized_a_stride(int64_t K, int64_t block) {
   int64_t kb = (K + block - 1) / block;
-  size_t values = ((size_t)M * (size_t)(kb * block) + 15) & ~(size_t)15;
-  return values + (size_t)M * (size_t)kb * (sizeof(float) + sizeof(int32_t));
+  return (kb * block + MNB_QA_CHUNK - 1) / MNB_QA_CHUNK * MNB_QA_CHUNK;
 }
 
-void mnb_quantize_a(const float* a, int64_t M, int64_t K, int64_t block, int8_t* qa, float* qa_scale,
-                    int32_t* qa_sum) {
+size_t mnb_quantized_a_bytes(int64_t M, int64_t K, int64_t block) {
+  int64_t kb = (K + block - 1) / block;
+  size_t values = (size_t)M * (size_t)mnb_quantized_a_stride(K, block);
+  return values + (size_t)M * (size_t)kb * (2 * sizeof(float) + sizeof(int32_t));
+}
+
+/* each MNB_QA_CHUNK of a row: its even-indexed values, then its odd-indexed ones */
+static void mnb_even_odd(int8_t* row, int64_t stride) {
+  int8_t tmp[MNB_QA_CHUNK];
+  int64_t c, i;
+  for (c = 0; c < stride; c += MNB_QA_CHUNK) {
+    for (i = 0; i < MNB_QA_CHUNK / 2; ++i) {
+      tmp[i] = row[c + 2 * i];
+      tmp[MNB_QA_CHUNK / 2 + i] = row[c + 2 * i + 1];
+    }
+    memcpy(row + c, tmp, sizeof tmp);
+  }
+}
+
+void mnb_quantize_a(const float* a, int64_t M, int64_t K, int64_t block, int64_t stride, int even_odd, int8_t* qa,
+                    float* qa_scale, int32_t* qa_sum, float* qa_sum_scaled) {
   int64_t kb = (K + block - 1) / block, m, blk, i;
   for (m = 0; m < M; ++m) {
     const float* row = a + m * K;
-    int8_t* q = qa + m * kb * block;
+    int8_t* q = qa + m * stride;
     for (blk = 0; blk < kb; ++blk) {
       int64_t k0 = blk * block, len = K - k0 < block ? K - k0 : block;
       float amax = 0.0f, scale, inv;
@@ -42,9 +60,12 @@ void mnb_quantize_a(const float* a, int64_t M, int64_t K, int64_t block, int8_t*
         sum += q[k0 + i];
       }
       qa_sum[m * kb + blk] = sum;
+      qa_sum_scaled[m * kb + blk] = (float)sum * scale;
       for (i = len; i < block; ++i) q[k0 + i] = 0;
       qa_scale[m * kb + blk] = scale;
     }
+    memset(q + kb * block, 0, (size_t)(stride - kb * block));
+    if (even_odd) mnb_even_odd(q, stride);
   }
 }
 
@@ -114,7 +135,7 @@ MNB_CLONES static void mnb_gemv(const MnbProblem* p, int64_t n0, int64_t n1, voi
         mnb_unpack_centered(p->b + (n * p->k_blocks + blk) * p->blob, p->bits, p->block, mnb_zero_point(p, n, blk), w16);
         for (m = 0; m < p->M; ++m) {
           int64_t row = m * p->k_blocks;
-          acc[m] += (float)mnb_dot_i8(p->qa + (row + blk) * p->block, w16, p->block) * (p->qa_scale[row + blk] * s);
+          acc[m] += (float)mnb_dot_i8(p->qa + m * p->qa_stride + blk * p->block, w16, p->block) * (p->qa_scale[row + blk] * s);
         }
       } else {
         mnb_block_values(p, n, blk, w16, wf);
@@ -193,7 +214,7 @@ MNB_CLONES static void mnb_gemm_i8(const MnbProblem* p, int64_t n0, int64_t n1, 
         s[j] = p->scales[n * p->k_blocks + blk];
       }
       for (m = 0; m < p->M; ++m) {
-        const int8_t* qa = p->qa + (m * p->k_blocks + blk) * p->block;
+        const int8_t* qa = p->qa + m * p->qa_stride + blk * p->block;
         float sa = p->qa_scale[m * p->k_blocks + blk];
         float* y = p->y + m * p->N + nc;
         for (j = 0; j < width; ++j) y[j] += (float)mnb_dot_i8(qa, w16 + j * p->block, p->block) * (sa * s[j]);
@@ -208,6 +229,10 @@ void mnb_compute_panels(const MnbProblem* p, int64_t p0, int64_t p1, void* threa
   void* buf = (void*)(((uintptr_t)thread_buffer + 63) & ~(uintptr_t)63);
   int64_t n;
   if (n0 >= n1) return;
+  if (p->int8 && mnb_avx512vnni_applies(p)) {
+    mnb_avx512vnni_columns(p, n0, n1);
+    return;
+  }
   if (mnb_avx2_applies(p)) {
     if (p->int8) {
       for (n = n0; n < n1; ++n) mnb_avx2_column_i8(p, n);

@@ -67,7 +67,7 @@ def _reference(a, b, scales, zp, bias, *, K, N, bits, block_size, accuracy_level
 
 
 @pytest.mark.parametrize("bits", [2, 4, 8])
-@pytest.mark.parametrize("bs", [16, 32, 64, 256])
+@pytest.mark.parametrize("bs", [16, 32, 64, 128, 256])
 @pytest.mark.parametrize("zp_kind", ["none", "packed", "float"])
 @pytest.mark.parametrize("accuracy_level", [0, 4])
 @pytest.mark.parametrize("M", [1, 3, 9])
@@ -84,13 +84,15 @@ def test_c_kernel_matches_the_numpy_reference(entry, bits, bs, zp_kind, accuracy
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
 
 
-@pytest.fixture(params=[0, 1, 2], ids=["portable", "avx2", "vnni"])
+@pytest.fixture(params=[0, 1, 2, 3], ids=["portable", "avx2", "vnni256", "avx512vnni"])
 def isa_cap(request, entry):
     """Each instruction-set path of the library (those this CPU lacks fall back to the next narrower one)."""
     lib = ctypes.CDLL(str(c_kernels.library_path()))
+    before = lib.ort_cpu_ep_isa_cap()
+    assert before == 3  # the default: every path the CPU has
     lib.ort_cpu_ep_set_isa_cap(request.param)
     yield request.param
-    lib.ort_cpu_ep_set_isa_cap(2)
+    lib.ort_cpu_ep_set_isa_cap(before)
 
 
 @pytest.mark.parametrize("zp_kind", ["none", "packed"])
@@ -209,7 +211,8 @@ def test_estimate_and_declaration(entry):
     by_id = {s.slot_id: s.size_bytes for s in slots}
     threads = ctypes.CDLL(str(c_kernels.library_path())).ort_cpu_ep_threads()
     assert by_id[0] == threads * (256 * 16 * 4 + 64)  # one panel buffer per thread
-    assert by_id[1] == 5 * 64 + 5 * 2 * (4 + 4)  # int8 A (16-byte aligned), its block scales and block sums
+    # int8 A (rows padded to 128 values), its block scales, block sums and sums times scales
+    assert by_id[1] == 5 * 128 + 5 * 2 * (4 + 4 + 4)
     assert estimate == sum(by_id.values())
 
 

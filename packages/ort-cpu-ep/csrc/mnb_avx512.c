@@ -1,0 +1,136 @@
+/* AVX-512 VNNI int8 kernel (accuracy_level 4) for 4-bit MatMulNBits with integer (or absent) zero points.
+ *
+ * 64 packed weight bytes are 128 values along K; their low nibbles are the even-indexed values and their high
+ * nibbles the odd-indexed ones, so with A quantized into the even/odd chunk layout (mnb_quantize_a) one `and`
+ * and one shift+`and` give two 64-byte unsigned operands for two dpbusd: 128 multiply-adds, no shuffles.
+ * Each int32 lane then holds 8 products of one block; it becomes float once per chunk, times the lane's block
+ * scale (weight scale x activation scale, both broadcast to their lanes by one permute). The zero point is
+ * not in the integer sums: sum((q - zp) a) s_a s_w = sum(q a) s_a s_w - zp s_w (sum(a) s_a), the second term
+ * a per-block float dot product (p->qa_sum_scaled) after the chunk loop.
+ *
+ * Register blocking: MR rows of A x NC output columns per pass (4 x 2, or 1 x 4 for a single row), so a
+ * weight chunk is unpacked once for MR rows and an A chunk loaded once for NC columns. Columns come in the
+ * work item's panel of MNB_PANEL, whose weights stay in cache while the row groups pass over them. */
+#include "mnb.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define MNB_V512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")))
+#define MNB_V512_INLINE MNB_V512 static inline __attribute__((always_inline))
+
+int mnb_avx512vnni_applies(const MnbProblem* p) {
+  static int cpu = -1;
+  if (cpu < 0) {
+    __builtin_cpu_init();
+    cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  }
+  return g_isa_cap >= 3 && cpu && p->int8 && p->bits == 4 && p->zp_f == NULL;
+}
+
+MNB_V512_INLINE float mnb_hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+/* the float zero points of 16 blocks from blk (cnt of them valid, the rest 0) of column n */
+MNB_V512_INLINE __m512 mnb_zero_points16(const MnbProblem* p, int64_t n, int64_t blk, int cnt) {
+  const uint8_t* src;
+  __m128i x, lo, hi;
+  if (p->zp_u8 == NULL) return _mm512_maskz_mov_ps((__mmask16)((1u << cnt) - 1), _mm512_set1_ps(8.0f));
+  src = p->zp_u8 + n * p->zp_row_bytes + blk / 2; /* blk is a multiple of 16: a whole byte */
+  x = _mm_maskz_loadu_epi8((__mmask16)((1u << ((cnt + 1) / 2)) - 1), src);
+  lo = _mm_and_si128(x, _mm_set1_epi8(15));
+  hi = _mm_and_si128(_mm_srli_epi16(x, 4), _mm_set1_epi8(15));
+  x = _mm_maskz_mov_epi8((__mmask16)((1u << cnt) - 1), _mm_unpacklo_epi8(lo, hi));
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(x));
+}
+
+MNB_V512_INLINE void mnb_v512_tile(const MnbProblem* p, int64_t m0, int64_t n0, const int MR, const int NC) {
+  const int64_t kb = p->k_blocks, bytes = kb * p->blob, chunks = p->qa_stride / MNB_QA_CHUNK;
+  const int64_t per_chunk = p->block <= MNB_QA_CHUNK ? MNB_QA_CHUNK / p->block : 1;
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  /* lane l covers values 8l..8l+7 of the chunk: block (8l) / block of the chunk's first */
+  const __m512i idx = p->block <= MNB_QA_CHUNK ? _mm512_srlv_epi32(_mm512_slli_epi32(lane, 3),
+                                                                  _mm512_set1_epi32(__builtin_ctzll(p->block)))
+                                               : _mm512_setzero_si512();
+  const __m512i nib = _mm512_set1_epi8(15);
+  __m512 acc[4][4];
+  int64_t c;
+  int r, j;
+  for (r = 0; r < MR; ++r)
+    for (j = 0; j < NC; ++j) acc[r][j] = _mm512_setzero_ps();
+  for (c = 0; c < chunks; ++c) {
+    int64_t b0 = c * MNB_QA_CHUNK / p->block, left = bytes - c * 64;
+    int64_t nb = kb - b0 < per_chunk ? kb - b0 : per_chunk;
+    __mmask16 smask = (__mmask16)((1u << nb) - 1);
+    __mmask64 bmask = left >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << left) - 1);
+    __m512i lo[4], hi[4];
+    __m512 ws[4];
+    for (j = 0; j < NC; ++j) {
+      __m512i v = _mm512_maskz_loadu_epi8(bmask, p->b + (n0 + j) * bytes + c * 64);
+      lo[j] = _mm512_and_si512(v, nib);
+      hi[j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+      ws[j] = _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, p->scales + (n0 + j) * kb + b0));
+    }
+    for (r = 0; r < MR; ++r) {
+      const int8_t* qa = p->qa + (m0 + r) * p->qa_stride + c * MNB_QA_CHUNK;
+      __m512i ae = _mm512_loadu_si512((const void*)qa), ao = _mm512_loadu_si512((const void*)(qa + 64));
+      __m512 as = _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, p->qa_scale + (m0 + r) * kb + b0));
+      for (j = 0; j < NC; ++j) {
+        __m512i t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[j], ae);
+        t = _mm512_dpbusd_epi32(t, hi[j], ao);
+        acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(ws[j], as), acc[r][j]);
+      }
+    }
+  }
+  for (j = 0; j < NC; ++j) {
+    int64_t n = n0 + j, blk;
+    float bias = p->bias ? p->bias[n] : 0.0f;
+    __m512 corr[4];
+    for (r = 0; r < MR; ++r) corr[r] = _mm512_setzero_ps();
+    for (blk = 0; blk < kb; blk += 16) {
+      int cnt = kb - blk < 16 ? (int)(kb - blk) : 16;
+      __mmask16 m = (__mmask16)((1u << cnt) - 1);
+      __m512 zs = _mm512_mul_ps(mnb_zero_points16(p, n, blk, cnt), _mm512_maskz_loadu_ps(m, p->scales + n * kb + blk));
+      for (r = 0; r < MR; ++r)
+        corr[r] = _mm512_fmadd_ps(zs, _mm512_maskz_loadu_ps(m, p->qa_sum_scaled + (m0 + r) * kb + blk), corr[r]);
+    }
+    for (r = 0; r < MR; ++r) p->y[(m0 + r) * p->N + n] = (mnb_hsum512(acc[r][j]) - mnb_hsum512(corr[r])) + bias;
+  }
+}
+
+#define MNB_V512_TILE(mr, nc)                                                                  \
+  MNB_V512 static void mnb_v512_tile_##mr##x##nc(const MnbProblem* p, int64_t m0, int64_t n0) { \
+    mnb_v512_tile(p, m0, n0, mr, nc);                                                          \
+  }
+MNB_V512_TILE(1, 4)
+MNB_V512_TILE(1, 1)
+MNB_V512_TILE(2, 2)
+MNB_V512_TILE(2, 1)
+MNB_V512_TILE(3, 2)
+MNB_V512_TILE(3, 1)
+MNB_V512_TILE(4, 2)
+MNB_V512_TILE(4, 1)
+
+typedef void (*MnbTileFn)(const MnbProblem*, int64_t, int64_t);
+
+void mnb_avx512vnni_columns(const MnbProblem* p, int64_t n0, int64_t n1) {
+  static const MnbTileFn wide[5] = {NULL, mnb_v512_tile_1x4, mnb_v512_tile_2x2, mnb_v512_tile_3x2, mnb_v512_tile_4x2};
+  static const MnbTileFn narrow[5] = {NULL, mnb_v512_tile_1x1, mnb_v512_tile_2x1, mnb_v512_tile_3x1, mnb_v512_tile_4x1};
+  int64_t m0, n;
+  for (m0 = 0; m0 < p->M; m0 += 4) {
+    int rows = p->M - m0 < 4 ? (int)(p->M - m0) : 4;
+    int nc = rows == 1 ? 4 : 2;
+    for (n = n0; n + nc <= n1; n += nc) wide[rows](p, m0, n);
+    for (; n < n1; ++n) narrow[rows](p, m0, n);
+  }
+}
+
+#else /* not x86-64 GCC/Clang */
+
+int mnb_avx512vnni_applies(const MnbProblem* p) {
+  (void)p;
+  return 0;
+}
+void mnb_avx512vnni_columns(const MnbProblem* p, int64_t n0, int64_t n1) { (void)p; (void)n0; (void)n1; }
+
+#endif
