@@ -79,6 +79,10 @@ void mnb_quantize_a(const float* a, int64_t M, int64_t K, int64_t block, int64_t
 int mnb_avx512vnni_applies(const MnbProblem* p);
 /* y columns [n0, n1) for every row of A */
 void mnb_avx512vnni_columns(const MnbProblem* p, int64_t n0, int64_t n1);
+/* AVX-512 F, BW and VL (isa cap 3): the fp32 GEMV (M <= MNB_GEMV_MAX_M) for 4-bit weights, block_size a multiple
+ * of 32, integer zero points; y columns [n0, n1) */
+int mnb_avx512_f32_applies(const MnbProblem* p);
+void mnb_avx512_columns_f32(const MnbProblem* p, int64_t n0, int64_t n1);
 /* compute the output columns of panels [p0, p1) (MNB_PANEL columns each) with a thread buffer of
  * MNB_THREAD_BYTES */
 void mnb_compute_panels(const MnbProblem* p, int64_t p0, int64_t p1, void* thread_buffer);

@@ -17,6 +17,9 @@
 #include <immintrin.h>
 
 #define MNB_V512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")))
+#ifndef MNB_PREFETCH
+#define MNB_PREFETCH 16
+#endif
 #define MNB_V512_INLINE MNB_V512 static inline __attribute__((always_inline))
 
 int mnb_avx512vnni_applies(const MnbProblem* p) {
@@ -47,19 +50,22 @@ MNB_V512_INLINE __m512 mnb_zero_points16(const MnbProblem* p, int64_t n, int64_t
 MNB_V512_INLINE void mnb_v512_tile(const MnbProblem* p, int64_t m0, int64_t n0, const int MR, const int NC) {
   const int64_t kb = p->k_blocks, bytes = kb * p->blob, chunks = p->qa_stride / MNB_QA_CHUNK;
   const int64_t per_chunk = p->block <= MNB_QA_CHUNK ? MNB_QA_CHUNK / p->block : 1;
+  const int shift = __builtin_ctzll((unsigned long long)p->block); /* block_size is a power of two */
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   /* lane l covers values 8l..8l+7 of the chunk: block (8l) / block of the chunk's first */
   const __m512i idx = p->block <= MNB_QA_CHUNK ? _mm512_srlv_epi32(_mm512_slli_epi32(lane, 3),
-                                                                  _mm512_set1_epi32(__builtin_ctzll(p->block)))
+                                                                  _mm512_set1_epi32(shift))
                                                : _mm512_setzero_si512();
   const __m512i nib = _mm512_set1_epi8(15);
+  /* few rows: the weights stream from memory once (prefetched ahead, never past the last column) */
+  const int stream = p->M <= 4 && n0 + NC + MNB_PREFETCH <= p->N;
   __m512 acc[4][4];
   int64_t c;
   int r, j;
   for (r = 0; r < MR; ++r)
     for (j = 0; j < NC; ++j) acc[r][j] = _mm512_setzero_ps();
   for (c = 0; c < chunks; ++c) {
-    int64_t b0 = c * MNB_QA_CHUNK / p->block, left = bytes - c * 64;
+    int64_t b0 = (c * MNB_QA_CHUNK) >> shift, left = bytes - c * 64;
     int64_t nb = kb - b0 < per_chunk ? kb - b0 : per_chunk;
     __mmask16 smask = (__mmask16)((1u << nb) - 1);
     __mmask64 bmask = left >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << left) - 1);
@@ -67,6 +73,10 @@ MNB_V512_INLINE void mnb_v512_tile(const MnbProblem* p, int64_t m0, int64_t n0, 
     __m512 ws[4];
     for (j = 0; j < NC; ++j) {
       __m512i v = _mm512_maskz_loadu_epi8(bmask, p->b + (n0 + j) * bytes + c * 64);
+      if (stream) { /* the same chunk MNB_PREFETCH columns ahead: the hardware prefetcher alone falls behind */
+        _mm_prefetch((const char*)(p->b + (n0 + j + MNB_PREFETCH) * bytes + c * 64), _MM_HINT_T0);
+        _mm_prefetch((const char*)(p->scales + (n0 + j + MNB_PREFETCH) * kb + b0), _MM_HINT_T0);
+      }
       lo[j] = _mm512_and_si512(v, nib);
       hi[j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
       ws[j] = _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, p->scales + (n0 + j) * kb + b0));
@@ -125,6 +135,100 @@ void mnb_avx512vnni_columns(const MnbProblem* p, int64_t n0, int64_t n1) {
   }
 }
 
+/* ---- fp32 (accuracy_level 0), up to MNB_GEMV_MAX_M rows ----
+ * 32 packed bytes are 64 values: nibbles split and interleaved back into element order (values 0-31 in the
+ * low 128-bit lane, 32-63 in the high), the zero point subtracted as bytes, widened to float, times the block
+ * scale (once for all rows), then one FMA per 16 values and row; A's last partial chunk is a masked load. */
+int mnb_avx512_f32_applies(const MnbProblem* p) {
+  static int cpu = -1;
+  if (cpu < 0) {
+    __builtin_cpu_init();
+    cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  }
+  return g_isa_cap >= 3 && cpu && !p->int8 && p->bits == 4 && p->block % 32 == 0 && p->zp_f == NULL &&
+         p->M <= MNB_GEMV_MAX_M;
+}
+
+MNB_V512_INLINE __m512 mnb_f32_part(__m128i bytes16, __m512 scale) {
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes16)), scale);
+}
+
+MNB_V512_INLINE __mmask16 mnb_k_mask(int64_t k, int64_t K) {
+  int64_t left = K - k;
+  return left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
+}
+
+MNB_V512_INLINE void mnb_f32_column(const MnbProblem* p, int64_t n, const int MR) {
+  const uint8_t* row = p->b + n * p->k_blocks * p->blob;
+  const float* scales = p->scales + n * p->k_blocks;
+  const __m256i nib = _mm256_set1_epi8(15);
+  const int stream = n + MNB_PREFETCH < p->N;
+  const int64_t bytes = p->k_blocks * p->blob;
+  __m512 acc[MNB_GEMV_MAX_M][2];
+  int64_t u, units = (p->K + 63) / 64;
+  const int shift = __builtin_ctzll((unsigned long long)p->block); /* block_size is a power of two */
+  int r;
+  for (r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  for (u = 0; u < units; ++u) {
+    int64_t k = u * 64, b0 = k >> shift, b1 = (k + 32) >> shift;
+    __m256i v, lo, hi, w;
+    __m512 s0 = _mm512_set1_ps(scales[b0]), s1, w0, w1, w2, w3;
+    __mmask32 bmask = bytes - u * 32 >= 32 ? (__mmask32)~0u : (__mmask32)((1u << (bytes - u * 32)) - 1);
+    if (stream) _mm_prefetch((const char*)(row + MNB_PREFETCH * bytes + u * 32), _MM_HINT_T0);
+    v = _mm256_maskz_loadu_epi8(bmask, row + u * 32);
+    lo = _mm256_and_si256(v, nib);
+    hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+    if (b1 != b0 && b1 < p->k_blocks) {
+      w = _mm256_set_m128i(_mm_set1_epi8((char)mnb_zero_point(p, n, b1)), _mm_set1_epi8((char)mnb_zero_point(p, n, b0)));
+      s1 = _mm512_set1_ps(scales[b1]);
+    } else {
+      w = _mm256_set1_epi8((char)mnb_zero_point(p, n, b0));
+      s1 = s0;
+    }
+    lo = _mm256_sub_epi8(_mm256_unpacklo_epi8(lo, hi), w); /* values 0-15 | 32-47 */
+    hi = _mm256_sub_epi8(_mm256_unpackhi_epi8(_mm256_and_si256(v, nib), _mm256_and_si256(_mm256_srli_epi16(v, 4), nib)), w);
+    w0 = mnb_f32_part(_mm256_castsi256_si128(lo), s0);       /* values 0-15 */
+    w1 = mnb_f32_part(_mm256_castsi256_si128(hi), s0);       /* 16-31 */
+    w2 = mnb_f32_part(_mm256_extracti128_si256(lo, 1), s1);  /* 32-47 */
+    w3 = mnb_f32_part(_mm256_extracti128_si256(hi, 1), s1);  /* 48-63 */
+    if (k + 64 <= p->K) {
+      for (r = 0; r < MR; ++r) {
+        const float* a = p->a + r * p->K + k;
+        acc[r][0] = _mm512_fmadd_ps(_mm512_loadu_ps(a), w0, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(_mm512_loadu_ps(a + 16), w1, acc[r][1]);
+        acc[r][0] = _mm512_fmadd_ps(_mm512_loadu_ps(a + 32), w2, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(_mm512_loadu_ps(a + 48), w3, acc[r][1]);
+      }
+    } else { /* the last, partial 64 values: A is never read past K */
+      for (r = 0; r < MR; ++r) {
+        const float* a = p->a + r * p->K;
+        acc[r][0] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mnb_k_mask(k, p->K), a + k), w0, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mnb_k_mask(k + 16, p->K), a + k + 16), w1, acc[r][1]);
+        acc[r][0] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mnb_k_mask(k + 32, p->K), a + k + 32), w2, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mnb_k_mask(k + 48, p->K), a + k + 48), w3, acc[r][1]);
+      }
+    }
+  }
+  for (r = 0; r < MR; ++r)
+    p->y[r * p->N + n] = mnb_hsum512(_mm512_add_ps(acc[r][0], acc[r][1])) + (p->bias ? p->bias[n] : 0.0f);
+}
+
+#define MNB_F32_COLUMNS(mr)                                                                      \
+  MNB_V512 static void mnb_f32_columns_##mr(const MnbProblem* p, int64_t n0, int64_t n1) {       \
+    int64_t n;                                                                                   \
+    for (n = n0; n < n1; ++n) mnb_f32_column(p, n, mr);                                          \
+  }
+MNB_F32_COLUMNS(1)
+MNB_F32_COLUMNS(2)
+MNB_F32_COLUMNS(3)
+MNB_F32_COLUMNS(4)
+
+void mnb_avx512_columns_f32(const MnbProblem* p, int64_t n0, int64_t n1) {
+  static void (*const by_rows[5])(const MnbProblem*, int64_t, int64_t) = {
+      NULL, mnb_f32_columns_1, mnb_f32_columns_2, mnb_f32_columns_3, mnb_f32_columns_4};
+  by_rows[p->M](p, n0, n1);
+}
+
 #else /* not x86-64 GCC/Clang */
 
 int mnb_avx512vnni_applies(const MnbProblem* p) {
@@ -132,5 +236,10 @@ int mnb_avx512vnni_applies(const MnbProblem* p) {
   return 0;
 }
 void mnb_avx512vnni_columns(const MnbProblem* p, int64_t n0, int64_t n1) { (void)p; (void)n0; (void)n1; }
+int mnb_avx512_f32_applies(const MnbProblem* p) {
+  (void)p;
+  return 0;
+}
+void mnb_avx512_columns_f32(const MnbProblem* p, int64_t n0, int64_t n1) { (void)p; (void)n0; (void)n1; }
 
 #endif

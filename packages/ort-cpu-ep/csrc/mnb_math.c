@@ -233,6 +233,10 @@ void mnb_compute_panels(const MnbProblem* p, int64_t p0, int64_t p1, void* threa
     mnb_avx512vnni_columns(p, n0, n1);
     return;
   }
+  if (mnb_avx512_f32_applies(p)) {
+    mnb_avx512_columns_f32(p, n0, n1);
+    return;
+  }
   if (mnb_avx2_applies(p)) {
     if (p->int8) {
       for (n = n0; n < n1; ++n) mnb_avx2_column_i8(p, n);
