@@ -83,6 +83,11 @@ void mnb_avx512vnni_columns(const MnbProblem* p, int64_t n0, int64_t n1);
  * of 32, integer zero points; y columns [n0, n1) */
 int mnb_avx512_f32_applies(const MnbProblem* p);
 void mnb_avx512_columns_f32(const MnbProblem* p, int64_t n0, int64_t n1);
+/* AVX-512 F, BW and VL (isa cap 3), 4-bit weights with integer zero points: the fp32 GEMM's panel (MNB_KC x
+ * MNB_PANEL floats, k-major) of columns [nc, nc + width) and K values [kc0, kc0 + kc), scaled, zero beyond width;
+ * rows up to kc rounded up to 16 are written */
+int mnb_avx512_panel_applies(const MnbProblem* p);
+void mnb_avx512_panel_f32(const MnbProblem* p, int64_t nc, int64_t width, int64_t kc0, int64_t kc, float* panel);
 /* compute the output columns of panels [p0, p1) (MNB_PANEL columns each) with a thread buffer of
  * MNB_THREAD_BYTES */
 void mnb_compute_panels(const MnbProblem* p, int64_t p0, int64_t p1, void* thread_buffer);

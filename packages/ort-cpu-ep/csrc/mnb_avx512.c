@@ -229,6 +229,68 @@ void mnb_avx512_columns_f32(const MnbProblem* p, int64_t n0, int64_t n1) {
   by_rows[p->M](p, n0, n1);
 }
 
+/* ---- the fp32 GEMM's panel: 16 columns x 16 K values dequantized as 16 vectors (one per column, 8 packed
+ * bytes each), transposed in registers to the k-major panel the micro-kernel reads ---- */
+int mnb_avx512_panel_applies(const MnbProblem* p) {
+  static int cpu = -1;
+  if (cpu < 0) {
+    __builtin_cpu_init();
+    cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  }
+  return g_isa_cap >= 3 && cpu && p->bits == 4 && p->zp_f == NULL && MNB_PANEL == 16 && MNB_KC % 16 == 0;
+}
+
+MNB_V512_INLINE void mnb_transpose16(__m512* r) {
+  __m512 t[16], u[16];
+  int i, q;
+  for (i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (i = 0; i < 4; ++i) { /* u[4i + q]: column 4L + q of rows 4i..4i+3, in 128-bit lane L */
+    u[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  for (q = 0; q < 4; ++q) {
+    __m512 a = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x88), b = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x88);
+    __m512 c = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xDD), d = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xDD);
+    r[q] = _mm512_shuffle_f32x4(a, b, 0x88);
+    r[8 + q] = _mm512_shuffle_f32x4(a, b, 0xDD);
+    r[4 + q] = _mm512_shuffle_f32x4(c, d, 0x88);
+    r[12 + q] = _mm512_shuffle_f32x4(c, d, 0xDD);
+  }
+}
+
+MNB_V512 void mnb_avx512_panel_f32(const MnbProblem* p, int64_t nc, int64_t width, int64_t kc0, int64_t kc,
+                                   float* panel) {
+  const int64_t kb = p->k_blocks, bytes = kb * p->blob;
+  const int shift = __builtin_ctzll((unsigned long long)p->block);
+  const __m128i nib = _mm_set1_epi8(15);
+  int64_t k;
+  int j;
+  for (k = 0; k < kc; k += 16) { /* block_size >= 16: the 16 values share one block */
+    int64_t blk = (kc0 + k) >> shift;
+    __m512 r[16];
+    for (j = 0; j < 16; ++j) {
+      int64_t n = nc + j;
+      __m128i x, lo, hi;
+      if (j >= width) {
+        r[j] = _mm512_setzero_ps();
+        continue;
+      }
+      x = _mm_loadl_epi64((const __m128i*)(p->b + n * bytes + (kc0 + k) / 2));
+      lo = _mm_and_si128(x, nib);
+      hi = _mm_and_si128(_mm_srli_epi16(x, 4), nib);
+      x = _mm_sub_epi8(_mm_unpacklo_epi8(lo, hi), _mm_set1_epi8((char)mnb_zero_point(p, n, blk)));
+      r[j] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(x)), _mm512_set1_ps(p->scales[n * kb + blk]));
+    }
+    mnb_transpose16(r);
+    for (j = 0; j < 16; ++j) _mm512_store_ps(panel + (k + j) * MNB_PANEL, r[j]);
+  }
+}
+
 #else /* not x86-64 GCC/Clang */
 
 int mnb_avx512vnni_applies(const MnbProblem* p) {
@@ -241,5 +303,12 @@ int mnb_avx512_f32_applies(const MnbProblem* p) {
   return 0;
 }
 void mnb_avx512_columns_f32(const MnbProblem* p, int64_t n0, int64_t n1) { (void)p; (void)n0; (void)n1; }
+int mnb_avx512_panel_applies(const MnbProblem* p) {
+  (void)p;
+  return 0;
+}
+void mnb_avx512_panel_f32(const MnbProblem* p, int64_t nc, int64_t width, int64_t kc0, int64_t kc, float* panel) {
+  (void)p; (void)nc; (void)width; (void)kc0; (void)kc; (void)panel;
+}
 
 #endif

@@ -159,26 +159,38 @@ MNB_INLINE void mnb_tile_f32(const float* const* a, const float* panel, int64_t 
   }
 }
 
-MNB_CLONES static void mnb_gemm_f32(const MnbProblem* p, int64_t n0, int64_t n1, void* buf, int avx2) {
-  float* panel = (float*)buf; /* MNB_KC x MNB_PANEL, the scaled weights of one K chunk */
+/* the panel of columns [nc, nc + width) and K values [kc0, kc0 + kc): scaled weights, k-major, zero beyond width */
+MNB_INLINE void mnb_panel_f32(const MnbProblem* p, int64_t nc, int64_t width, int64_t kc0, int64_t kc, float* panel) {
   int16_t w16[MNB_MAX_BLOCK];
   float wf[MNB_MAX_BLOCK];
-  int64_t nc, kc0, m, r, j, i, tile_rows = avx2 && mnb_avx512_applies() ? 8 : 4;
+  int64_t j, i;
+  memset(panel, 0, sizeof(float) * MNB_KC * MNB_PANEL);
+  for (j = 0; j < width; ++j) {
+    int64_t n = nc + j, blk;
+    for (blk = kc0 / p->block; blk * p->block < kc0 + kc; ++blk) {
+      int64_t k0 = blk * p->block, len = p->K - k0 < p->block ? p->K - k0 : p->block;
+      float s = p->scales[n * p->k_blocks + blk];
+      mnb_block_values(p, n, blk, w16, wf);
+      for (i = 0; i < len; ++i) panel[(k0 - kc0 + i) * MNB_PANEL + j] = wf[i] * s;
+    }
+  }
+}
+
+/* K chunks outside, panels inside: the rows of A of one chunk (M x MNB_KC floats) stay in cache while every
+ * panel of the work item passes over them (with K outside, a K of 6144 made A miss the L2 on every panel) */
+MNB_CLONES static void mnb_gemm_f32(const MnbProblem* p, int64_t n0, int64_t n1, void* buf, int avx2) {
+  float* panel = (float*)buf; /* MNB_KC x MNB_PANEL, the scaled weights of one K chunk */
+  int64_t nc, kc0, m, r, j, tile_rows = avx2 && mnb_avx512_applies() ? 8 : 4;
+  int simd_panel = avx2 && mnb_avx512_panel_applies(p);
   for (m = 0; m < p->M; ++m) memset(p->y + m * p->N + n0, 0, (size_t)(n1 - n0) * sizeof(float));
-  for (nc = n0; nc < n1; nc += MNB_PANEL) {
-    int64_t width = n1 - nc < MNB_PANEL ? n1 - nc : MNB_PANEL;
-    for (kc0 = 0; kc0 < p->K; kc0 += MNB_KC) {
-      int64_t kc = p->K - kc0 < MNB_KC ? p->K - kc0 : MNB_KC;
-      memset(panel, 0, sizeof(float) * MNB_KC * MNB_PANEL);
-      for (j = 0; j < width; ++j) {
-        int64_t n = nc + j, blk;
-        for (blk = kc0 / p->block; blk * p->block < kc0 + kc; ++blk) {
-          int64_t k0 = blk * p->block, len = p->K - k0 < p->block ? p->K - k0 : p->block;
-          float s = p->scales[n * p->k_blocks + blk];
-          mnb_block_values(p, n, blk, w16, wf);
-          for (i = 0; i < len; ++i) panel[(k0 - kc0 + i) * MNB_PANEL + j] = wf[i] * s;
-        }
-      }
+  for (kc0 = 0; kc0 < p->K; kc0 += MNB_KC) {
+    int64_t kc = p->K - kc0 < MNB_KC ? p->K - kc0 : MNB_KC;
+    for (nc = n0; nc < n1; nc += MNB_PANEL) {
+      int64_t width = n1 - nc < MNB_PANEL ? n1 - nc : MNB_PANEL;
+      if (simd_panel)
+        mnb_avx512_panel_f32(p, nc, width, kc0, kc, panel);
+      else
+        mnb_panel_f32(p, nc, width, kc0, kc, panel);
       for (m = 0; m < p->M; m += tile_rows) {
         float acc[8][MNB_PANEL];
         const float* rows[8];
