@@ -22,10 +22,10 @@ from onnx import TensorProto, helper
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
+from _int4 import quantize_int4  # noqa: E402
+
 import ort_abi  # noqa: E402
 from ort_cpu_ep import c_kernels, intra_op_thread_scope  # noqa: E402
-
-from _int4 import quantize_int4  # noqa: E402
 
 MS = "com.microsoft"
 

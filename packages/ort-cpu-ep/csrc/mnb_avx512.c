@@ -74,8 +74,8 @@ MNB_V512_INLINE void mnb_v512_tile(const MnbProblem* p, int64_t m0, int64_t n0, 
     for (j = 0; j < NC; ++j) {
       __m512i v = _mm512_maskz_loadu_epi8(bmask, p->b + (n0 + j) * bytes + c * 64);
       if (stream) { /* the same chunk MNB_PREFETCH columns ahead: the hardware prefetcher alone falls behind */
-        _mm_prefetch((const char*)(p->b + (n0 + j + MNB_PREFETCH) * bytes + c * 64), _MM_HINT_T0);
-        _mm_prefetch((const char*)(p->scales + (n0 + j + MNB_PREFETCH) * kb + b0), _MM_HINT_T0);
+        _mm_prefetch((const char*)(p->b + (n0 + j + MNB_PREFETCH) * bytes + c * 64), _MM_HINT_T1);
+        _mm_prefetch((const char*)(p->scales + (n0 + j + MNB_PREFETCH) * kb + b0), _MM_HINT_T1);
       }
       lo[j] = _mm512_and_si512(v, nib);
       hi[j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
@@ -174,7 +174,7 @@ MNB_V512_INLINE void mnb_f32_column(const MnbProblem* p, int64_t n, const int MR
     __m256i v, lo, hi, w;
     __m512 s0 = _mm512_set1_ps(scales[b0]), s1, w0, w1, w2, w3;
     __mmask32 bmask = bytes - u * 32 >= 32 ? (__mmask32)~0u : (__mmask32)((1u << (bytes - u * 32)) - 1);
-    if (stream) _mm_prefetch((const char*)(row + MNB_PREFETCH * bytes + u * 32), _MM_HINT_T0);
+    if (stream) _mm_prefetch((const char*)(row + MNB_PREFETCH * bytes + u * 32), _MM_HINT_T1);
     v = _mm256_maskz_loadu_epi8(bmask, row + u * 32);
     lo = _mm256_and_si256(v, nib);
     hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);

@@ -110,6 +110,42 @@ def test_every_instruction_set_path_matches_the_reference(entry, isa_cap, zp_kin
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
 
 
+def _cpu_flags() -> set[str]:
+    try:
+        text = open("/proc/cpuinfo").read()
+    except OSError:
+        return set()
+    return set(next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), []))
+
+
+@pytest.mark.parametrize("accuracy_level,M", [(0, 1), (0, 3), (0, 9), (4, 1), (4, 9)])
+def test_avx512_paths_run_where_the_cpu_has_them(entry, accuracy_level, M):
+    """At the default cap the AVX-512 kernels compute: the VNNI int8 kernel and the fp32 GEMV sum in another order
+    than the 256-bit ones (cap 2), so bit-identical outputs would mean they never ran; the fp32 GEMM's AVX-512 panel
+    (M > 4) dequantizes exactly as the scalar one and feeds the same micro-kernel, so there the outputs are equal."""
+    need = {"avx512f", "avx512bw", "avx512vl"} | ({"avx512_vnni"} if accuracy_level == 4 else set())
+    if not need <= _cpu_flags():
+        pytest.skip(f"this CPU lacks {sorted(need - _cpu_flags())}")
+    lib = ctypes.CDLL(str(c_kernels.library_path()))
+    rng = np.random.default_rng(5)
+    K, N = 1024 + 7, 67
+    b, scales, zp = _weights(rng, K, N, 4, 32, "packed")
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    attrs = dict(K=K, N=N, bits=4, block_size=32, accuracy_level=accuracy_level)
+    wide = _run_c(entry, a, b, scales, zp, None, **attrs)
+    lib.ort_cpu_ep_set_isa_cap(2)
+    try:
+        narrow = _run_c(entry, a, b, scales, zp, None, **attrs)
+    finally:
+        lib.ort_cpu_ep_set_isa_cap(3)
+    if accuracy_level == 0 and M > 4:
+        np.testing.assert_array_equal(wide, narrow)
+    else:
+        assert not np.array_equal(wide, narrow)
+    ref = _reference(a, b, scales, zp, None, **attrs)
+    np.testing.assert_allclose(wide, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+
+
 def test_int8_path_is_not_the_fp32_path(entry):
     """accuracy_level 4 must quantize A (otherwise the comparison above could not tell the paths apart)."""
     rng = np.random.default_rng(1)
