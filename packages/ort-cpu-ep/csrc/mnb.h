@@ -25,10 +25,17 @@ typedef struct MnbProblem {
   const float* zp_f;    /* N x k_blocks; NULL: absent (or packed) */
   const float* bias;    /* N, or NULL */
   int int8;             /* accuracy_level 4: int8 activations per block, int32 block dot products */
-  const int8_t* qa;     /* int8 path: M x (k_blocks * block), zero beyond K */
+  const int8_t* qa;     /* int8 path: M rows of qa_stride values, zero beyond K */
+  int64_t qa_stride;    /* int8 path: k_blocks * block rounded up to MNB_QA_CHUNK */
   const float* qa_scale;/* int8 path: M x k_blocks */
   const int32_t* qa_sum;/* int8 path: M x k_blocks, the sum of each block's int8 values */
+  const float* qa_sum_scaled; /* int8 path: M x k_blocks, qa_sum * qa_scale */
 } MnbProblem;
+
+/* the int8 A is laid out in chunks of MNB_QA_CHUNK values along K; in the "even/odd" layout (the AVX-512 VNNI
+ * kernel's) each chunk holds its even-indexed values first, then its odd-indexed ones, which is the order the
+ * low and high nibbles of 64 packed 4-bit weight bytes come in */
+#define MNB_QA_CHUNK 128
 
 static inline int mnb_zero_point(const MnbProblem* p, int64_t n, int64_t blk) {
   int64_t bit;
@@ -36,6 +43,12 @@ static inline int mnb_zero_point(const MnbProblem* p, int64_t n, int64_t blk) {
   bit = blk * p->bits;
   return (p->zp_u8[n * p->zp_row_bytes + (bit >> 3)] >> (bit & 7)) & ((1 << p->bits) - 1);
 }
+
+/* the widest instruction set the kernels may use: 0 portable C, 1 AVX2 + FMA, 2 256-bit VNNI and the AVX-512F fp32
+ * GEMM, 3 (MNB_ISA_ALL, the default) the AVX-512 VNNI int8 kernel; whatever the cap, a path runs only where the CPU
+ * has it. Tests lower it (ort_cpu_ep_set_isa_cap) to check every path on one machine. */
+#define MNB_ISA_ALL 3
+extern int g_isa_cap;
 
 /* AVX2 + FMA kernels for 4-bit weights (mnb_avx2.c), used when mnb_avx2_applies(p): an x86-64 CPU with
  * AVX2 and FMA (checked at run time), 4 bits, block_size a multiple of 32, integer zero points */
@@ -51,12 +64,30 @@ void mnb_avx512_tile_f32(const float* const* rows, const float* panel, int64_t k
 /* int8: y[m * N + n] for rows [0, M) and one column n */
 void mnb_avx2_column_i8(const MnbProblem* p, int64_t n);
 
-/* bytes of the quantized A of the int8 path (values, then 16-byte aligned float scales and int32 block sums) */
+/* row stride of the quantized A: k_blocks * block rounded up to MNB_QA_CHUNK */
+int64_t mnb_quantized_a_stride(int64_t K, int64_t block);
+/* bytes of the quantized A of the int8 path (M x stride values, then per block: float scales, int32 sums and
+ * float sums times scales) */
 size_t mnb_quantized_a_bytes(int64_t M, int64_t K, int64_t block);
-/* quantize A per block of `block` along K: scale = max|a| / 127, values rounded half to even; `qa_sum` gets
- * each block's sum of values */
-void mnb_quantize_a(const float* a, int64_t M, int64_t K, int64_t block, int8_t* qa, float* qa_scale,
-                    int32_t* qa_sum);
+/* quantize A per block of `block` along K into p's qa buffers (p->qa_stride values a row): scale = max|a| / 127,
+ * values rounded half to even; block sums, and sums times scales; even_odd: the chunked even/odd layout */
+void mnb_quantize_a(const float* a, int64_t M, int64_t K, int64_t block, int64_t stride, int even_odd, int8_t* qa,
+                    float* qa_scale, int32_t* qa_sum, float* qa_sum_scaled);
+
+/* AVX-512 VNNI (AVX-512 F, BW, VL and VNNI, checked at run time; isa cap 3): the int8 path for 4-bit weights with
+ * integer zero points, on the even/odd A layout; whole 64-byte weight chunks per dpbusd pair */
+int mnb_avx512vnni_applies(const MnbProblem* p);
+/* y columns [n0, n1) for every row of A */
+void mnb_avx512vnni_columns(const MnbProblem* p, int64_t n0, int64_t n1);
+/* AVX-512 F, BW and VL (isa cap 3): the fp32 GEMV (M <= MNB_GEMV_MAX_M) for 4-bit weights, block_size a multiple
+ * of 32, integer zero points; y columns [n0, n1) */
+int mnb_avx512_f32_applies(const MnbProblem* p);
+void mnb_avx512_columns_f32(const MnbProblem* p, int64_t n0, int64_t n1);
+/* AVX-512 F, BW and VL (isa cap 3), 4-bit weights with integer zero points: the fp32 GEMM's panel (MNB_KC x
+ * MNB_PANEL floats, k-major) of columns [nc, nc + width) and K values [kc0, kc0 + kc), scaled, zero beyond width;
+ * rows up to kc rounded up to 16 are written */
+int mnb_avx512_panel_applies(const MnbProblem* p);
+void mnb_avx512_panel_f32(const MnbProblem* p, int64_t nc, int64_t width, int64_t kc0, int64_t kc, float* panel);
 /* compute the output columns of panels [p0, p1) (MNB_PANEL columns each) with a thread buffer of
  * MNB_THREAD_BYTES */
 void mnb_compute_panels(const MnbProblem* p, int64_t p0, int64_t p1, void* thread_buffer);

@@ -7,10 +7,9 @@
  * sums become float once per block (times the block's scales), lanes are summed once per output. */
 #include "mnb.h"
 
-/* the widest instruction set the kernels may use: 0 portable C, 1 AVX2 + FMA, 2 VNNI (default: all the CPU has);
- * tests lower it to check every path on one machine */
-static int g_isa_cap = 2;
+int g_isa_cap = MNB_ISA_ALL;
 __attribute__((visibility("default"))) void ort_cpu_ep_set_isa_cap(int cap) { g_isa_cap = cap; }
+__attribute__((visibility("default"))) int ort_cpu_ep_isa_cap(void) { return g_isa_cap; }
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -158,7 +157,7 @@ MNB_AVX2 static inline __m256i mnb_dot32(__m256i w_abs, __m256i w, const int8_t*
   __attribute__((target(isa))) static void name(const MnbProblem* p, int64_t n, int64_t m) {             \
     const uint8_t* row = p->b + n * p->k_blocks * p->blob;                                                     \
     const float* scales = p->scales + n * p->k_blocks;                                                         \
-    const int8_t* qa = p->qa + m * p->k_blocks * p->block;                                                     \
+    const int8_t* qa = p->qa + m * p->qa_stride;                                                     \
     const float* qs = p->qa_scale + m * p->k_blocks;                                                           \
     const int32_t* qsum = p->qa_sum + m * p->k_blocks;                                                         \
     const __m128i mask = _mm_set1_epi8(15);                                                                    \
@@ -184,7 +183,7 @@ MNB_AVX2 static inline __m256i mnb_dot32(__m256i w_abs, __m256i w, const int8_t*
   __attribute__((target(isa))) static void name(const MnbProblem* p, int64_t n, int64_t m) {                \
     const uint8_t* row = p->b + n * p->k_blocks * p->blob;                                                     \
     const float* scales = p->scales + n * p->k_blocks;                                                         \
-    const int64_t stride = p->k_blocks * p->block;                                                             \
+    const int64_t stride = p->qa_stride;                                                             \
     const int8_t* qa = p->qa + m * stride;                                                                     \
     const __m128i mask = _mm_set1_epi8(15);                                                                    \
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;                                   \
@@ -253,7 +252,7 @@ static MnbRowFn mnb_vnni_rows4(void) {
 MNB_AVX2 static void mnb_avx2_row_i8(const MnbProblem* p, int64_t n, int64_t m) {
   const uint8_t* row = p->b + n * p->k_blocks * p->blob;
   const float* scales = p->scales + n * p->k_blocks;
-  const int8_t* qa = p->qa + m * p->k_blocks * p->block;
+  const int8_t* qa = p->qa + m * p->qa_stride;
   const float* qs = p->qa_scale + m * p->k_blocks;
   __m256 acc = _mm256_setzero_ps();
   __m256i z = _mm256_set1_epi8((char)(1 << (p->bits - 1)));
@@ -297,7 +296,7 @@ MNB_AVX2 void mnb_avx2_column_i8(const MnbProblem* p, int64_t n) {
       for (c = 0; c < p->block; c += 32) {
         __m256i w = mnb_unpack32(row + blk * p->blob + c / 2, z), w_abs = _mm256_abs_epi8(w);
         for (r = 0; r < rows; ++r)
-          sums[r] = _mm256_add_epi32(sums[r], mnb_dot32(w_abs, w, p->qa + ((m0 + r) * p->k_blocks + blk) * p->block + c));
+          sums[r] = _mm256_add_epi32(sums[r], mnb_dot32(w_abs, w, p->qa + (m0 + r) * p->qa_stride + blk * p->block + c));
       }
       for (r = 0; r < rows; ++r) {
         __m256 s = _mm256_set1_ps(p->qa_scale[(m0 + r) * p->k_blocks + blk] * scales[blk]);

@@ -143,26 +143,35 @@ static OrtStatus* mnb_declare(OrtKernelImpl* this_ptr, const OrtWorkspaceInputSh
 
 /* ---- Compute ---- */
 
-static OrtStatus* mnb_input(OrtKernelContext* ctx, size_t index, int32_t want, const char* name, size_t expect,
-                            const void** data, int32_t* type_out) {
+/* Input `index` of `inputs` (data NULL where the node leaves it out): element type `want`, `expect` elements
+ * ((size_t)-1: any). want 0 takes the zero points' uint8 (`expect`) or float (`expect_float`) and returns the type.
+ * Each host call costs a round trip through the host: one GetInput, GetElementType, GetElementCount (only to
+ * check a count) and GetTensorData per input. */
+static OrtStatus* mnb_input(OrtKernelContext* ctx, size_t inputs, size_t index, int32_t want, const char* name,
+                            size_t expect, size_t expect_float, const void** data, int32_t* type_out) {
   const OrtValue* v = NULL;
   int32_t type = 0;
   size_t count = 0;
   *data = NULL;
-  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInputCount(ctx, &count));
-  if (index >= count) return NULL; /* an optional input the node leaves out */
+  if (index >= inputs) return NULL; /* an optional input the node leaves out */
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, index, &v));
   if (v == NULL) return NULL;
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetElementType(v, &type));
   if (type_out != NULL) *type_out = type;
+  if (want == 0 && type != ORT_TENSOR_ELEMENT_UINT8 && type != ORT_TENSOR_ELEMENT_FLOAT)
+    return mnb_error("MatMulNBits: input %lld (%s) has element type %lld; the C kernel takes uint8 (2) or float (1)",
+                     (long long)index, type, 0);
   if (want != 0 && type != want)
     return mnb_error("MatMulNBits: input %lld has element type %lld, expected %lld", (long long)index, type, want);
-  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetElementCount(v, &count));
-  if (expect != (size_t)-1 && count != expect) {
-    char msg[256];
-    snprintf(msg, sizeof msg, "MatMulNBits: input %s has %zu elements, expected %zu from the K, N, bits and "
-             "block_size attributes; fix the attributes or re-quantize the weights", name, count, expect);
-    return g_api->CreateStatus(ORT_INVALID_ARGUMENT, msg);
+  if (want == 0 && type == ORT_TENSOR_ELEMENT_FLOAT) expect = expect_float;
+  if (expect != (size_t)-1) {
+    ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetElementCount(v, &count));
+    if (count != expect) {
+      char msg[256];
+      snprintf(msg, sizeof msg, "MatMulNBits: input %s has %zu elements, expected %zu from the K, N, bits and "
+               "block_size attributes; fix the attributes or re-quantize the weights", name, count, expect);
+      return g_api->CreateStatus(ORT_INVALID_ARGUMENT, msg);
+    }
   }
   return g_api->Value_GetTensorData(v, data);
 }
@@ -182,16 +191,21 @@ typedef struct MnbJob {
 } MnbJob;
 
 /* Threads take chunks of panels from a shared counter rather than a fixed share: on a machine where other
- * threads (BLAS workers still spinning, other processes) hold a core, the threads that run take the work. */
+ * threads (BLAS workers still spinning, other processes) hold a core, the threads that run take the work.
+ * Chunks shrink as the work runs out (a 1/(2 x threads) share of what is left, at least one panel), so a thread
+ * descheduled while holding one makes the others wait for little. A panel's outputs are MNB_PANEL adjacent floats
+ * of each row: threads share a cache line of y only at a panel's edge. */
 static void mnb_job(void* arg, int index, int count) {
   MnbJob* job = (MnbJob*)arg;
-  int64_t chunk = job->panels / ((int64_t)count * 8);
   char* buffer = job->buffers + (size_t)index * MNB_THREAD_BYTES;
-  if (chunk < 1) chunk = 1;
   for (;;) {
-    int64_t p0 = __atomic_fetch_add(&job->next, chunk, __ATOMIC_RELAXED), p1 = p0 + chunk;
+    int64_t left = job->panels - __atomic_load_n(&job->next, __ATOMIC_RELAXED), chunk = left / (2 * (int64_t)count);
+    int64_t p0, p1;
+    if (left <= 0) break;
+    if (chunk < 1) chunk = 1;
+    p0 = __atomic_fetch_add(&job->next, chunk, __ATOMIC_RELAXED);
     if (p0 >= job->panels) break;
-    if (p1 > job->panels) p1 = job->panels;
+    p1 = p0 + chunk < job->panels ? p0 + chunk : job->panels;
     mnb_compute_panels(job->p, p0, p1, buffer);
   }
 }
@@ -203,10 +217,12 @@ static OrtStatus* mnb_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   const OrtValue* a_value = NULL;
   OrtValue* y_value = NULL;
   const int64_t* a_dims = NULL;
-  size_t a_rank = 0, i, a_count = 0;
+  size_t a_rank = 0, i, inputs = 0;
+  int32_t a_type = 0;
   int64_t out_dims[MNB_MAX_RANK];
   int32_t zp_type = 0;
-  const void *a, *b, *scales, *zp, *g_idx, *bias;
+  const void *a, *b, *scales, *zp, *bias;
+  const OrtValue* g_idx = NULL;
   void *buffers = NULL, *y = NULL;
   int threads;
   int64_t panels, work;
@@ -223,23 +239,25 @@ static OrtStatus* mnb_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   if (a_rank == 0 || a_rank > MNB_MAX_RANK || a_dims[a_rank - 1] != t->K)
     return mnb_error("MatMulNBits: A has rank %lld and last dimension %lld; expected rank 1..16 ending in K=%lld",
                      (long long)a_rank, a_rank ? a_dims[a_rank - 1] : -1, t->K);
-  ORT_KERNEL_RETURN_IF_ERROR(mnb_input(ctx, 0, ORT_TENSOR_ELEMENT_FLOAT, "A", (size_t)-1, &a, NULL));
-  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetElementCount(a_value, &a_count));
-  p.M = (int64_t)(a_count / (size_t)t->K);
-  ORT_KERNEL_RETURN_IF_ERROR(mnb_input(ctx, 4, 0, "g_idx", (size_t)-1, &g_idx, NULL));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetElementType(a_value, &a_type));
+  if (a_type != ORT_TENSOR_ELEMENT_FLOAT)
+    return mnb_error("MatMulNBits: input 0 has element type %lld, expected %lld%.0lld", a_type, ORT_TENSOR_ELEMENT_FLOAT, 0);
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(a_value, &a));
+  p.M = 1;
+  for (i = 0; i + 1 < a_rank; ++i) p.M *= a_dims[i];
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInputCount(ctx, &inputs));
+  if (inputs > 4) ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 4, &g_idx));
   if (g_idx != NULL) return mnb_error("MatMulNBits: input g_idx is not supported by the C kernel%.0lld%.0lld%.0lld", 0, 0, 0);
-  ORT_KERNEL_RETURN_IF_ERROR(mnb_input(ctx, 1, ORT_TENSOR_ELEMENT_UINT8, "B", (size_t)(t->N * p.k_blocks * p.blob), &b, NULL));
-  ORT_KERNEL_RETURN_IF_ERROR(mnb_input(ctx, 2, ORT_TENSOR_ELEMENT_FLOAT, "scales", (size_t)(t->N * p.k_blocks), &scales, NULL));
-  ORT_KERNEL_RETURN_IF_ERROR(mnb_input(ctx, 3, 0, "zero_points", (size_t)-1, &zp, &zp_type));
+  ORT_KERNEL_RETURN_IF_ERROR(mnb_input(ctx, inputs, 1, ORT_TENSOR_ELEMENT_UINT8, "B", (size_t)(t->N * p.k_blocks * p.blob), 0,
+                                       &b, NULL));
+  ORT_KERNEL_RETURN_IF_ERROR(mnb_input(ctx, inputs, 2, ORT_TENSOR_ELEMENT_FLOAT, "scales", (size_t)(t->N * p.k_blocks), 0,
+                                       &scales, NULL));
+  ORT_KERNEL_RETURN_IF_ERROR(mnb_input(ctx, inputs, 3, 0, "zero_points", (size_t)(t->N * p.zp_row_bytes),
+                                       (size_t)(t->N * p.k_blocks), &zp, &zp_type));
   if (zp != NULL) {
-    size_t want = zp_type == ORT_TENSOR_ELEMENT_UINT8 ? (size_t)(t->N * p.zp_row_bytes) : (size_t)(t->N * p.k_blocks);
-    if (zp_type != ORT_TENSOR_ELEMENT_UINT8 && zp_type != ORT_TENSOR_ELEMENT_FLOAT)
-      return mnb_error("MatMulNBits: zero_points element type %lld; the C kernel takes uint8 (2) or float (1)%.0lld%.0lld",
-                       zp_type, 0, 0);
-    ORT_KERNEL_RETURN_IF_ERROR(mnb_input(ctx, 3, zp_type, "zero_points", want, &zp, NULL));
     if (zp_type == ORT_TENSOR_ELEMENT_UINT8) p.zp_u8 = (const uint8_t*)zp; else p.zp_f = (const float*)zp;
   }
-  ORT_KERNEL_RETURN_IF_ERROR(mnb_input(ctx, 5, ORT_TENSOR_ELEMENT_FLOAT, "bias", (size_t)t->N, &bias, NULL));
+  ORT_KERNEL_RETURN_IF_ERROR(mnb_input(ctx, inputs, 5, ORT_TENSOR_ELEMENT_FLOAT, "bias", (size_t)t->N, 0, &bias, NULL));
   for (i = 0; i + 1 < a_rank; ++i) out_dims[i] = a_dims[i];
   out_dims[a_rank - 1] = t->N;
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetOutput(ctx, 0, out_dims, a_rank, &y_value));
@@ -262,16 +280,21 @@ static OrtStatus* mnb_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
     void* qa = NULL;
     size_t qbytes = mnb_quantized_a_bytes(p.M, t->K, t->block);
     size_t blocks = (size_t)p.M * (size_t)p.k_blocks;
-    size_t values = qbytes - blocks * (sizeof(float) + sizeof(int32_t));
+    size_t values = qbytes - blocks * (2 * sizeof(float) + sizeof(int32_t));
     float* qa_scale;
     int32_t* qa_sum;
+    float* qa_sum_scaled;
     ORT_KERNEL_RETURN_IF_ERROR(mnb_workspace(ctx, k, MNB_SLOT_QUANTIZED_A, qbytes, &qa));
     qa_scale = (float*)((char*)qa + values);
     qa_sum = (int32_t*)(qa_scale + blocks);
-    mnb_quantize_a(p.a, p.M, t->K, t->block, (int8_t*)qa, qa_scale, qa_sum);
+    qa_sum_scaled = (float*)(qa_sum + blocks);
+    p.qa_stride = mnb_quantized_a_stride(t->K, t->block);
+    mnb_quantize_a(p.a, p.M, t->K, t->block, p.qa_stride, mnb_avx512vnni_applies(&p), (int8_t*)qa, qa_scale, qa_sum,
+                   qa_sum_scaled);
     p.qa = (const int8_t*)qa;
     p.qa_scale = qa_scale;
     p.qa_sum = qa_sum;
+    p.qa_sum_scaled = qa_sum_scaled;
   }
   job.p = &p;
   job.buffers = (char*)buffers;

@@ -17,18 +17,36 @@
 #endif
 #define MNB_INLINE static inline __attribute__((always_inline))
 
-size_t mnb_quantized_a_bytes(int64_t M, int64_t K, int64_t block) {
+int64_t mnb_quantized_a_stride(int64_t K, int64_t block) {
   int64_t kb = (K + block - 1) / block;
-  size_t values = ((size_t)M * (size_t)(kb * block) + 15) & ~(size_t)15;
-  return values + (size_t)M * (size_t)kb * (sizeof(float) + sizeof(int32_t));
+  return (kb * block + MNB_QA_CHUNK - 1) / MNB_QA_CHUNK * MNB_QA_CHUNK;
 }
 
-void mnb_quantize_a(const float* a, int64_t M, int64_t K, int64_t block, int8_t* qa, float* qa_scale,
-                    int32_t* qa_sum) {
+size_t mnb_quantized_a_bytes(int64_t M, int64_t K, int64_t block) {
+  int64_t kb = (K + block - 1) / block;
+  size_t values = (size_t)M * (size_t)mnb_quantized_a_stride(K, block);
+  return values + (size_t)M * (size_t)kb * (2 * sizeof(float) + sizeof(int32_t));
+}
+
+/* each MNB_QA_CHUNK of a row: its even-indexed values, then its odd-indexed ones */
+static void mnb_even_odd(int8_t* row, int64_t stride) {
+  int8_t tmp[MNB_QA_CHUNK];
+  int64_t c, i;
+  for (c = 0; c < stride; c += MNB_QA_CHUNK) {
+    for (i = 0; i < MNB_QA_CHUNK / 2; ++i) {
+      tmp[i] = row[c + 2 * i];
+      tmp[MNB_QA_CHUNK / 2 + i] = row[c + 2 * i + 1];
+    }
+    memcpy(row + c, tmp, sizeof tmp);
+  }
+}
+
+void mnb_quantize_a(const float* a, int64_t M, int64_t K, int64_t block, int64_t stride, int even_odd, int8_t* qa,
+                    float* qa_scale, int32_t* qa_sum, float* qa_sum_scaled) {
   int64_t kb = (K + block - 1) / block, m, blk, i;
   for (m = 0; m < M; ++m) {
     const float* row = a + m * K;
-    int8_t* q = qa + m * kb * block;
+    int8_t* q = qa + m * stride;
     for (blk = 0; blk < kb; ++blk) {
       int64_t k0 = blk * block, len = K - k0 < block ? K - k0 : block;
       float amax = 0.0f, scale, inv;
@@ -42,9 +60,12 @@ void mnb_quantize_a(const float* a, int64_t M, int64_t K, int64_t block, int8_t*
         sum += q[k0 + i];
       }
       qa_sum[m * kb + blk] = sum;
+      qa_sum_scaled[m * kb + blk] = (float)sum * scale;
       for (i = len; i < block; ++i) q[k0 + i] = 0;
       qa_scale[m * kb + blk] = scale;
     }
+    memset(q + kb * block, 0, (size_t)(stride - kb * block));
+    if (even_odd) mnb_even_odd(q, stride);
   }
 }
 
@@ -114,7 +135,7 @@ MNB_CLONES static void mnb_gemv(const MnbProblem* p, int64_t n0, int64_t n1, voi
         mnb_unpack_centered(p->b + (n * p->k_blocks + blk) * p->blob, p->bits, p->block, mnb_zero_point(p, n, blk), w16);
         for (m = 0; m < p->M; ++m) {
           int64_t row = m * p->k_blocks;
-          acc[m] += (float)mnb_dot_i8(p->qa + (row + blk) * p->block, w16, p->block) * (p->qa_scale[row + blk] * s);
+          acc[m] += (float)mnb_dot_i8(p->qa + m * p->qa_stride + blk * p->block, w16, p->block) * (p->qa_scale[row + blk] * s);
         }
       } else {
         mnb_block_values(p, n, blk, w16, wf);
@@ -138,26 +159,38 @@ MNB_INLINE void mnb_tile_f32(const float* const* a, const float* panel, int64_t 
   }
 }
 
-MNB_CLONES static void mnb_gemm_f32(const MnbProblem* p, int64_t n0, int64_t n1, void* buf, int avx2) {
-  float* panel = (float*)buf; /* MNB_KC x MNB_PANEL, the scaled weights of one K chunk */
+/* the panel of columns [nc, nc + width) and K values [kc0, kc0 + kc): scaled weights, k-major, zero beyond width */
+MNB_INLINE void mnb_panel_f32(const MnbProblem* p, int64_t nc, int64_t width, int64_t kc0, int64_t kc, float* panel) {
   int16_t w16[MNB_MAX_BLOCK];
   float wf[MNB_MAX_BLOCK];
-  int64_t nc, kc0, m, r, j, i, tile_rows = avx2 && mnb_avx512_applies() ? 8 : 4;
+  int64_t j, i;
+  memset(panel, 0, sizeof(float) * MNB_KC * MNB_PANEL);
+  for (j = 0; j < width; ++j) {
+    int64_t n = nc + j, blk;
+    for (blk = kc0 / p->block; blk * p->block < kc0 + kc; ++blk) {
+      int64_t k0 = blk * p->block, len = p->K - k0 < p->block ? p->K - k0 : p->block;
+      float s = p->scales[n * p->k_blocks + blk];
+      mnb_block_values(p, n, blk, w16, wf);
+      for (i = 0; i < len; ++i) panel[(k0 - kc0 + i) * MNB_PANEL + j] = wf[i] * s;
+    }
+  }
+}
+
+/* K chunks outside, panels inside: the rows of A of one chunk (M x MNB_KC floats) stay in cache while every
+ * panel of the work item passes over them (with K outside, a K of 6144 made A miss the L2 on every panel) */
+MNB_CLONES static void mnb_gemm_f32(const MnbProblem* p, int64_t n0, int64_t n1, void* buf, int avx2) {
+  float* panel = (float*)buf; /* MNB_KC x MNB_PANEL, the scaled weights of one K chunk */
+  int64_t nc, kc0, m, r, j, tile_rows = avx2 && mnb_avx512_applies() ? 8 : 4;
+  int simd_panel = avx2 && mnb_avx512_panel_applies(p);
   for (m = 0; m < p->M; ++m) memset(p->y + m * p->N + n0, 0, (size_t)(n1 - n0) * sizeof(float));
-  for (nc = n0; nc < n1; nc += MNB_PANEL) {
-    int64_t width = n1 - nc < MNB_PANEL ? n1 - nc : MNB_PANEL;
-    for (kc0 = 0; kc0 < p->K; kc0 += MNB_KC) {
-      int64_t kc = p->K - kc0 < MNB_KC ? p->K - kc0 : MNB_KC;
-      memset(panel, 0, sizeof(float) * MNB_KC * MNB_PANEL);
-      for (j = 0; j < width; ++j) {
-        int64_t n = nc + j, blk;
-        for (blk = kc0 / p->block; blk * p->block < kc0 + kc; ++blk) {
-          int64_t k0 = blk * p->block, len = p->K - k0 < p->block ? p->K - k0 : p->block;
-          float s = p->scales[n * p->k_blocks + blk];
-          mnb_block_values(p, n, blk, w16, wf);
-          for (i = 0; i < len; ++i) panel[(k0 - kc0 + i) * MNB_PANEL + j] = wf[i] * s;
-        }
-      }
+  for (kc0 = 0; kc0 < p->K; kc0 += MNB_KC) {
+    int64_t kc = p->K - kc0 < MNB_KC ? p->K - kc0 : MNB_KC;
+    for (nc = n0; nc < n1; nc += MNB_PANEL) {
+      int64_t width = n1 - nc < MNB_PANEL ? n1 - nc : MNB_PANEL;
+      if (simd_panel)
+        mnb_avx512_panel_f32(p, nc, width, kc0, kc, panel);
+      else
+        mnb_panel_f32(p, nc, width, kc0, kc, panel);
       for (m = 0; m < p->M; m += tile_rows) {
         float acc[8][MNB_PANEL];
         const float* rows[8];
@@ -193,7 +226,7 @@ MNB_CLONES static void mnb_gemm_i8(const MnbProblem* p, int64_t n0, int64_t n1, 
         s[j] = p->scales[n * p->k_blocks + blk];
       }
       for (m = 0; m < p->M; ++m) {
-        const int8_t* qa = p->qa + (m * p->k_blocks + blk) * p->block;
+        const int8_t* qa = p->qa + m * p->qa_stride + blk * p->block;
         float sa = p->qa_scale[m * p->k_blocks + blk];
         float* y = p->y + m * p->N + nc;
         for (j = 0; j < width; ++j) y[j] += (float)mnb_dot_i8(qa, w16 + j * p->block, p->block) * (sa * s[j]);
@@ -208,6 +241,14 @@ void mnb_compute_panels(const MnbProblem* p, int64_t p0, int64_t p1, void* threa
   void* buf = (void*)(((uintptr_t)thread_buffer + 63) & ~(uintptr_t)63);
   int64_t n;
   if (n0 >= n1) return;
+  if (p->int8 && mnb_avx512vnni_applies(p)) {
+    mnb_avx512vnni_columns(p, n0, n1);
+    return;
+  }
+  if (mnb_avx512_f32_applies(p)) {
+    mnb_avx512_columns_f32(p, n0, n1);
+    return;
+  }
   if (mnb_avx2_applies(p)) {
     if (p->int8) {
       for (n = n0; n < n1; ++n) mnb_avx2_column_i8(p, n);

@@ -67,7 +67,7 @@ def _reference(a, b, scales, zp, bias, *, K, N, bits, block_size, accuracy_level
 
 
 @pytest.mark.parametrize("bits", [2, 4, 8])
-@pytest.mark.parametrize("bs", [16, 32, 64, 256])
+@pytest.mark.parametrize("bs", [16, 32, 64, 128, 256])
 @pytest.mark.parametrize("zp_kind", ["none", "packed", "float"])
 @pytest.mark.parametrize("accuracy_level", [0, 4])
 @pytest.mark.parametrize("M", [1, 3, 9])
@@ -84,13 +84,15 @@ def test_c_kernel_matches_the_numpy_reference(entry, bits, bs, zp_kind, accuracy
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
 
 
-@pytest.fixture(params=[0, 1, 2], ids=["portable", "avx2", "vnni"])
+@pytest.fixture(params=[0, 1, 2, 3], ids=["portable", "avx2", "vnni256", "avx512vnni"])
 def isa_cap(request, entry):
     """Each instruction-set path of the library (those this CPU lacks fall back to the next narrower one)."""
     lib = ctypes.CDLL(str(c_kernels.library_path()))
+    before = lib.ort_cpu_ep_isa_cap()
+    assert before == 3  # the default: every path the CPU has
     lib.ort_cpu_ep_set_isa_cap(request.param)
     yield request.param
-    lib.ort_cpu_ep_set_isa_cap(2)
+    lib.ort_cpu_ep_set_isa_cap(before)
 
 
 @pytest.mark.parametrize("zp_kind", ["none", "packed"])
@@ -106,6 +108,42 @@ def test_every_instruction_set_path_matches_the_reference(entry, isa_cap, zp_kin
     got = _run_c(entry, a, b, scales, zp, bias, **attrs)
     ref = _reference(a, b, scales, zp, bias, **attrs)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        text = open("/proc/cpuinfo").read()
+    except OSError:
+        return set()
+    return set(next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), []))
+
+
+@pytest.mark.parametrize("accuracy_level,M", [(0, 1), (0, 3), (0, 9), (4, 1), (4, 9)])
+def test_avx512_paths_run_where_the_cpu_has_them(entry, accuracy_level, M):
+    """At the default cap the AVX-512 kernels compute: the VNNI int8 kernel and the fp32 GEMV sum in another order
+    than the 256-bit ones (cap 2), so bit-identical outputs would mean they never ran; the fp32 GEMM's AVX-512 panel
+    (M > 4) dequantizes exactly as the scalar one and feeds the same micro-kernel, so there the outputs are equal."""
+    need = {"avx512f", "avx512bw", "avx512vl"} | ({"avx512_vnni"} if accuracy_level == 4 else set())
+    if not need <= _cpu_flags():
+        pytest.skip(f"this CPU lacks {sorted(need - _cpu_flags())}")
+    lib = ctypes.CDLL(str(c_kernels.library_path()))
+    rng = np.random.default_rng(5)
+    K, N = 1024 + 7, 67
+    b, scales, zp = _weights(rng, K, N, 4, 32, "packed")
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    attrs = dict(K=K, N=N, bits=4, block_size=32, accuracy_level=accuracy_level)
+    wide = _run_c(entry, a, b, scales, zp, None, **attrs)
+    lib.ort_cpu_ep_set_isa_cap(2)
+    try:
+        narrow = _run_c(entry, a, b, scales, zp, None, **attrs)
+    finally:
+        lib.ort_cpu_ep_set_isa_cap(3)
+    if accuracy_level == 0 and M > 4:
+        np.testing.assert_array_equal(wide, narrow)
+    else:
+        assert not np.array_equal(wide, narrow)
+    ref = _reference(a, b, scales, zp, None, **attrs)
+    np.testing.assert_allclose(wide, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
 
 
 def test_int8_path_is_not_the_fp32_path(entry):
@@ -209,7 +247,8 @@ def test_estimate_and_declaration(entry):
     by_id = {s.slot_id: s.size_bytes for s in slots}
     threads = ctypes.CDLL(str(c_kernels.library_path())).ort_cpu_ep_threads()
     assert by_id[0] == threads * (256 * 16 * 4 + 64)  # one panel buffer per thread
-    assert by_id[1] == 5 * 64 + 5 * 2 * (4 + 4)  # int8 A (16-byte aligned), its block scales and block sums
+    # int8 A (rows padded to 128 values), its block scales, block sums and sums times scales
+    assert by_id[1] == 5 * 128 + 5 * 2 * (4 + 4 + 4)
     assert estimate == sum(by_id.values())
 
 

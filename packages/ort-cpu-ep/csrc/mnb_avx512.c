@@ -1,0 +1,314 @@
+/* AVX-512 VNNI int8 kernel (accuracy_level 4) for 4-bit MatMulNBits with integer (or absent) zero points.
+ *
+ * 64 packed weight bytes are 128 values along K; their low nibbles are the even-indexed values and their high
+ * nibbles the odd-indexed ones, so with A quantized into the even/odd chunk layout (mnb_quantize_a) one `and`
+ * and one shift+`and` give two 64-byte unsigned operands for two dpbusd: 128 multiply-adds, no shuffles.
+ * Each int32 lane then holds 8 products of one block; it becomes float once per chunk, times the lane's block
+ * scale (weight scale x activation scale, both broadcast to their lanes by one permute). The zero point is
+ * not in the integer sums: sum((q - zp) a) s_a s_w = sum(q a) s_a s_w - zp s_w (sum(a) s_a), the second term
+ * a per-block float dot product (p->qa_sum_scaled) after the chunk loop.
+ *
+ * Register blocking: MR rows of A x NC output columns per pass (4 x 2, or 1 x 4 for a single row), so a
+ * weight chunk is unpacked once for MR rows and an A chunk loaded once for NC columns. Columns come in the
+ * work item's panel of MNB_PANEL, whose weights stay in cache while the row groups pass over them. */
+#include "mnb.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define MNB_V512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")))
+#ifndef MNB_PREFETCH
+#define MNB_PREFETCH 16
+#endif
+#define MNB_V512_INLINE MNB_V512 static inline __attribute__((always_inline))
+
+int mnb_avx512vnni_applies(const MnbProblem* p) {
+  static int cpu = -1;
+  if (cpu < 0) {
+    __builtin_cpu_init();
+    cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  }
+  return g_isa_cap >= 3 && cpu && p->int8 && p->bits == 4 && p->zp_f == NULL;
+}
+
+MNB_V512_INLINE float mnb_hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+/* the float zero points of 16 blocks from blk (cnt of them valid, the rest 0) of column n */
+MNB_V512_INLINE __m512 mnb_zero_points16(const MnbProblem* p, int64_t n, int64_t blk, int cnt) {
+  const uint8_t* src;
+  __m128i x, lo, hi;
+  if (p->zp_u8 == NULL) return _mm512_maskz_mov_ps((__mmask16)((1u << cnt) - 1), _mm512_set1_ps(8.0f));
+  src = p->zp_u8 + n * p->zp_row_bytes + blk / 2; /* blk is a multiple of 16: a whole byte */
+  x = _mm_maskz_loadu_epi8((__mmask16)((1u << ((cnt + 1) / 2)) - 1), src);
+  lo = _mm_and_si128(x, _mm_set1_epi8(15));
+  hi = _mm_and_si128(_mm_srli_epi16(x, 4), _mm_set1_epi8(15));
+  x = _mm_maskz_mov_epi8((__mmask16)((1u << cnt) - 1), _mm_unpacklo_epi8(lo, hi));
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(x));
+}
+
+MNB_V512_INLINE void mnb_v512_tile(const MnbProblem* p, int64_t m0, int64_t n0, const int MR, const int NC) {
+  const int64_t kb = p->k_blocks, bytes = kb * p->blob, chunks = p->qa_stride / MNB_QA_CHUNK;
+  const int64_t per_chunk = p->block <= MNB_QA_CHUNK ? MNB_QA_CHUNK / p->block : 1;
+  const int shift = __builtin_ctzll((unsigned long long)p->block); /* block_size is a power of two */
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  /* lane l covers values 8l..8l+7 of the chunk: block (8l) / block of the chunk's first */
+  const __m512i idx = p->block <= MNB_QA_CHUNK ? _mm512_srlv_epi32(_mm512_slli_epi32(lane, 3),
+                                                                  _mm512_set1_epi32(shift))
+                                               : _mm512_setzero_si512();
+  const __m512i nib = _mm512_set1_epi8(15);
+  /* few rows: the weights stream from memory once (prefetched ahead, never past the last column) */
+  const int stream = p->M <= 4 && n0 + NC + MNB_PREFETCH <= p->N;
+  __m512 acc[4][4];
+  int64_t c;
+  int r, j;
+  for (r = 0; r < MR; ++r)
+    for (j = 0; j < NC; ++j) acc[r][j] = _mm512_setzero_ps();
+  for (c = 0; c < chunks; ++c) {
+    int64_t b0 = (c * MNB_QA_CHUNK) >> shift, left = bytes - c * 64;
+    int64_t nb = kb - b0 < per_chunk ? kb - b0 : per_chunk;
+    __mmask16 smask = (__mmask16)((1u << nb) - 1);
+    __mmask64 bmask = left >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << left) - 1);
+    __m512i lo[4], hi[4];
+    __m512 ws[4];
+    for (j = 0; j < NC; ++j) {
+      __m512i v = _mm512_maskz_loadu_epi8(bmask, p->b + (n0 + j) * bytes + c * 64);
+      if (stream) { /* the same chunk MNB_PREFETCH columns ahead: the hardware prefetcher alone falls behind */
+        _mm_prefetch((const char*)(p->b + (n0 + j + MNB_PREFETCH) * bytes + c * 64), _MM_HINT_T1);
+        _mm_prefetch((const char*)(p->scales + (n0 + j + MNB_PREFETCH) * kb + b0), _MM_HINT_T1);
+      }
+      lo[j] = _mm512_and_si512(v, nib);
+      hi[j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+      ws[j] = _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, p->scales + (n0 + j) * kb + b0));
+    }
+    for (r = 0; r < MR; ++r) {
+      const int8_t* qa = p->qa + (m0 + r) * p->qa_stride + c * MNB_QA_CHUNK;
+      __m512i ae = _mm512_loadu_si512((const void*)qa), ao = _mm512_loadu_si512((const void*)(qa + 64));
+      __m512 as = _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, p->qa_scale + (m0 + r) * kb + b0));
+      for (j = 0; j < NC; ++j) {
+        __m512i t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[j], ae);
+        t = _mm512_dpbusd_epi32(t, hi[j], ao);
+        acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(ws[j], as), acc[r][j]);
+      }
+    }
+  }
+  for (j = 0; j < NC; ++j) {
+    int64_t n = n0 + j, blk;
+    float bias = p->bias ? p->bias[n] : 0.0f;
+    __m512 corr[4];
+    for (r = 0; r < MR; ++r) corr[r] = _mm512_setzero_ps();
+    for (blk = 0; blk < kb; blk += 16) {
+      int cnt = kb - blk < 16 ? (int)(kb - blk) : 16;
+      __mmask16 m = (__mmask16)((1u << cnt) - 1);
+      __m512 zs = _mm512_mul_ps(mnb_zero_points16(p, n, blk, cnt), _mm512_maskz_loadu_ps(m, p->scales + n * kb + blk));
+      for (r = 0; r < MR; ++r)
+        corr[r] = _mm512_fmadd_ps(zs, _mm512_maskz_loadu_ps(m, p->qa_sum_scaled + (m0 + r) * kb + blk), corr[r]);
+    }
+    for (r = 0; r < MR; ++r) p->y[(m0 + r) * p->N + n] = (mnb_hsum512(acc[r][j]) - mnb_hsum512(corr[r])) + bias;
+  }
+}
+
+#define MNB_V512_TILE(mr, nc)                                                                  \
+  MNB_V512 static void mnb_v512_tile_##mr##x##nc(const MnbProblem* p, int64_t m0, int64_t n0) { \
+    mnb_v512_tile(p, m0, n0, mr, nc);                                                          \
+  }
+MNB_V512_TILE(1, 4)
+MNB_V512_TILE(1, 1)
+MNB_V512_TILE(2, 2)
+MNB_V512_TILE(2, 1)
+MNB_V512_TILE(3, 2)
+MNB_V512_TILE(3, 1)
+MNB_V512_TILE(4, 2)
+MNB_V512_TILE(4, 1)
+
+typedef void (*MnbTileFn)(const MnbProblem*, int64_t, int64_t);
+
+void mnb_avx512vnni_columns(const MnbProblem* p, int64_t n0, int64_t n1) {
+  static const MnbTileFn wide[5] = {NULL, mnb_v512_tile_1x4, mnb_v512_tile_2x2, mnb_v512_tile_3x2, mnb_v512_tile_4x2};
+  static const MnbTileFn narrow[5] = {NULL, mnb_v512_tile_1x1, mnb_v512_tile_2x1, mnb_v512_tile_3x1, mnb_v512_tile_4x1};
+  int64_t m0, n;
+  for (m0 = 0; m0 < p->M; m0 += 4) {
+    int rows = p->M - m0 < 4 ? (int)(p->M - m0) : 4;
+    int nc = rows == 1 ? 4 : 2;
+    for (n = n0; n + nc <= n1; n += nc) wide[rows](p, m0, n);
+    for (; n < n1; ++n) narrow[rows](p, m0, n);
+  }
+}
+
+/* ---- fp32 (accuracy_level 0), up to MNB_GEMV_MAX_M rows ----
+ * 32 packed bytes are 64 values: nibbles split and interleaved back into element order (values 0-31 in the
+ * low 128-bit lane, 32-63 in the high), the zero point subtracted as bytes, widened to float, times the block
+ * scale (once for all rows), then one FMA per 16 values and row; A's last partial chunk is a masked load. */
+int mnb_avx512_f32_applies(const MnbProblem* p) {
+  static int cpu = -1;
+  if (cpu < 0) {
+    __builtin_cpu_init();
+    cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  }
+  return g_isa_cap >= 3 && cpu && !p->int8 && p->bits == 4 && p->block % 32 == 0 && p->zp_f == NULL &&
+         p->M <= MNB_GEMV_MAX_M;
+}
+
+MNB_V512_INLINE __m512 mnb_f32_part(__m128i bytes16, __m512 scale) {
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes16)), scale);
+}
+
+MNB_V512_INLINE __mmask16 mnb_k_mask(int64_t k, int64_t K) {
+  int64_t left = K - k;
+  return left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
+}
+
+MNB_V512_INLINE void mnb_f32_column(const MnbProblem* p, int64_t n, const int MR) {
+  const uint8_t* row = p->b + n * p->k_blocks * p->blob;
+  const float* scales = p->scales + n * p->k_blocks;
+  const __m256i nib = _mm256_set1_epi8(15);
+  const int stream = n + MNB_PREFETCH < p->N;
+  const int64_t bytes = p->k_blocks * p->blob;
+  __m512 acc[MNB_GEMV_MAX_M][2];
+  int64_t u, units = (p->K + 63) / 64;
+  const int shift = __builtin_ctzll((unsigned long long)p->block); /* block_size is a power of two */
+  int r;
+  for (r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  for (u = 0; u < units; ++u) {
+    int64_t k = u * 64, b0 = k >> shift, b1 = (k + 32) >> shift;
+    __m256i v, lo, hi, w;
+    __m512 s0 = _mm512_set1_ps(scales[b0]), s1, w0, w1, w2, w3;
+    __mmask32 bmask = bytes - u * 32 >= 32 ? (__mmask32)~0u : (__mmask32)((1u << (bytes - u * 32)) - 1);
+    if (stream) _mm_prefetch((const char*)(row + MNB_PREFETCH * bytes + u * 32), _MM_HINT_T1);
+    v = _mm256_maskz_loadu_epi8(bmask, row + u * 32);
+    lo = _mm256_and_si256(v, nib);
+    hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+    if (b1 != b0 && b1 < p->k_blocks) {
+      w = _mm256_set_m128i(_mm_set1_epi8((char)mnb_zero_point(p, n, b1)), _mm_set1_epi8((char)mnb_zero_point(p, n, b0)));
+      s1 = _mm512_set1_ps(scales[b1]);
+    } else {
+      w = _mm256_set1_epi8((char)mnb_zero_point(p, n, b0));
+      s1 = s0;
+    }
+    lo = _mm256_sub_epi8(_mm256_unpacklo_epi8(lo, hi), w); /* values 0-15 | 32-47 */
+    hi = _mm256_sub_epi8(_mm256_unpackhi_epi8(_mm256_and_si256(v, nib), _mm256_and_si256(_mm256_srli_epi16(v, 4), nib)), w);
+    w0 = mnb_f32_part(_mm256_castsi256_si128(lo), s0);       /* values 0-15 */
+    w1 = mnb_f32_part(_mm256_castsi256_si128(hi), s0);       /* 16-31 */
+    w2 = mnb_f32_part(_mm256_extracti128_si256(lo, 1), s1);  /* 32-47 */
+    w3 = mnb_f32_part(_mm256_extracti128_si256(hi, 1), s1);  /* 48-63 */
+    if (k + 64 <= p->K) {
+      for (r = 0; r < MR; ++r) {
+        const float* a = p->a + r * p->K + k;
+        acc[r][0] = _mm512_fmadd_ps(_mm512_loadu_ps(a), w0, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(_mm512_loadu_ps(a + 16), w1, acc[r][1]);
+        acc[r][0] = _mm512_fmadd_ps(_mm512_loadu_ps(a + 32), w2, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(_mm512_loadu_ps(a + 48), w3, acc[r][1]);
+      }
+    } else { /* the last, partial 64 values: A is never read past K */
+      for (r = 0; r < MR; ++r) {
+        const float* a = p->a + r * p->K;
+        acc[r][0] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mnb_k_mask(k, p->K), a + k), w0, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mnb_k_mask(k + 16, p->K), a + k + 16), w1, acc[r][1]);
+        acc[r][0] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mnb_k_mask(k + 32, p->K), a + k + 32), w2, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mnb_k_mask(k + 48, p->K), a + k + 48), w3, acc[r][1]);
+      }
+    }
+  }
+  for (r = 0; r < MR; ++r)
+    p->y[r * p->N + n] = mnb_hsum512(_mm512_add_ps(acc[r][0], acc[r][1])) + (p->bias ? p->bias[n] : 0.0f);
+}
+
+#define MNB_F32_COLUMNS(mr)                                                                      \
+  MNB_V512 static void mnb_f32_columns_##mr(const MnbProblem* p, int64_t n0, int64_t n1) {       \
+    int64_t n;                                                                                   \
+    for (n = n0; n < n1; ++n) mnb_f32_column(p, n, mr);                                          \
+  }
+MNB_F32_COLUMNS(1)
+MNB_F32_COLUMNS(2)
+MNB_F32_COLUMNS(3)
+MNB_F32_COLUMNS(4)
+
+void mnb_avx512_columns_f32(const MnbProblem* p, int64_t n0, int64_t n1) {
+  static void (*const by_rows[5])(const MnbProblem*, int64_t, int64_t) = {
+      NULL, mnb_f32_columns_1, mnb_f32_columns_2, mnb_f32_columns_3, mnb_f32_columns_4};
+  by_rows[p->M](p, n0, n1);
+}
+
+/* ---- the fp32 GEMM's panel: 16 columns x 16 K values dequantized as 16 vectors (one per column, 8 packed
+ * bytes each), transposed in registers to the k-major panel the micro-kernel reads ---- */
+int mnb_avx512_panel_applies(const MnbProblem* p) {
+  static int cpu = -1;
+  if (cpu < 0) {
+    __builtin_cpu_init();
+    cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  }
+  return g_isa_cap >= 3 && cpu && p->bits == 4 && p->zp_f == NULL && MNB_PANEL == 16 && MNB_KC % 16 == 0;
+}
+
+MNB_V512_INLINE void mnb_transpose16(__m512* r) {
+  __m512 t[16], u[16];
+  int i, q;
+  for (i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (i = 0; i < 4; ++i) { /* u[4i + q]: column 4L + q of rows 4i..4i+3, in 128-bit lane L */
+    u[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  for (q = 0; q < 4; ++q) {
+    __m512 a = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x88), b = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x88);
+    __m512 c = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xDD), d = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xDD);
+    r[q] = _mm512_shuffle_f32x4(a, b, 0x88);
+    r[8 + q] = _mm512_shuffle_f32x4(a, b, 0xDD);
+    r[4 + q] = _mm512_shuffle_f32x4(c, d, 0x88);
+    r[12 + q] = _mm512_shuffle_f32x4(c, d, 0xDD);
+  }
+}
+
+MNB_V512 void mnb_avx512_panel_f32(const MnbProblem* p, int64_t nc, int64_t width, int64_t kc0, int64_t kc,
+                                   float* panel) {
+  const int64_t kb = p->k_blocks, bytes = kb * p->blob;
+  const int shift = __builtin_ctzll((unsigned long long)p->block);
+  const __m128i nib = _mm_set1_epi8(15);
+  int64_t k;
+  int j;
+  for (k = 0; k < kc; k += 16) { /* block_size >= 16: the 16 values share one block */
+    int64_t blk = (kc0 + k) >> shift;
+    __m512 r[16];
+    for (j = 0; j < 16; ++j) {
+      int64_t n = nc + j;
+      __m128i x, lo, hi;
+      if (j >= width) {
+        r[j] = _mm512_setzero_ps();
+        continue;
+      }
+      x = _mm_loadl_epi64((const __m128i*)(p->b + n * bytes + (kc0 + k) / 2));
+      lo = _mm_and_si128(x, nib);
+      hi = _mm_and_si128(_mm_srli_epi16(x, 4), nib);
+      x = _mm_sub_epi8(_mm_unpacklo_epi8(lo, hi), _mm_set1_epi8((char)mnb_zero_point(p, n, blk)));
+      r[j] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(x)), _mm512_set1_ps(p->scales[n * kb + blk]));
+    }
+    mnb_transpose16(r);
+    for (j = 0; j < 16; ++j) _mm512_store_ps(panel + (k + j) * MNB_PANEL, r[j]);
+  }
+}
+
+#else /* not x86-64 GCC/Clang */
+
+int mnb_avx512vnni_applies(const MnbProblem* p) {
+  (void)p;
+  return 0;
+}
+void mnb_avx512vnni_columns(const MnbProblem* p, int64_t n0, int64_t n1) { (void)p; (void)n0; (void)n1; }
+int mnb_avx512_f32_applies(const MnbProblem* p) {
+  (void)p;
+  return 0;
+}
+void mnb_avx512_columns_f32(const MnbProblem* p, int64_t n0, int64_t n1) { (void)p; (void)n0; (void)n1; }
+int mnb_avx512_panel_applies(const MnbProblem* p) {
+  (void)p;
+  return 0;
+}
+void mnb_avx512_panel_f32(const MnbProblem* p, int64_t nc, int64_t width, int64_t kc0, int64_t kc, float* panel) {
+  (void)p; (void)nc; (void)width; (void)kc0; (void)kc; (void)panel;
+}
+
+#endif
