@@ -1,6 +1,7 @@
 """The CPU providers' own graph passes (003's Optimization surface), on the nodes each claimed (the session
 runs providers' passes after placement): the CPU provider fuses SiLU, Mul(x, Sigmoid(x)), into com.microsoft
-QuickGelu(alpha=1) with a one-pass kernel; the simulated GPU adds Conv + per-channel Add fused into Conv with
+QuickGelu(alpha=1) with a one-pass kernel, and a MatMul reading a last-two-axes Transpose into FusedMatMul
+(the attention's K^T: BLAS multiplies the transposed view, no transposed copy); the simulated GPU adds Conv + per-channel Add fused into Conv with
 a bias. A Level-1 SiLU fusion would move the pair off CUDA (no CUDA kernel for QuickGelu): as an EP pass it
 only fuses what the CPU provider already runs."""
 
@@ -13,10 +14,12 @@ __all__ = ["ConvAddFusionSurface", "SiLUFusionSurface"]
 
 
 class SiLUFusionSurface:
-    """A provider mixin: Mul(x, Sigmoid(x)) fused into QuickGelu(x, alpha=1) on the provider's own nodes."""
+    """A provider mixin: Mul(x, Sigmoid(x)) fused into QuickGelu(x, alpha=1), and MatMul(., Transpose(.)) into
+    FusedMatMul, on the provider's own nodes."""
 
     def graph_passes(self) -> list[ort_abi.EpGraphPass]:
-        return [ort_abi.EpGraphPass("SiLUFusion", ort_graph.fuse_silu)]
+        return [ort_abi.EpGraphPass("SiLUFusion", ort_graph.fuse_silu),
+                ort_abi.EpGraphPass("MatMulTransposeFusion", ort_graph.fuse_matmul_transpose)]
 
 
 class ConvAddFusionSurface:

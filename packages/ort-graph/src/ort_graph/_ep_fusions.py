@@ -14,9 +14,10 @@ from ._fusions import FusionRecord, _only_consumer, _replace
 from ._ir import Attr, Graph, Node
 from ._tensor import Tensor
 
-__all__ = ["fuse_conv_add", "fuse_silu"]
+__all__ = ["fuse_conv_add", "fuse_matmul_transpose", "fuse_silu"]
 
 _SILU_DTYPES = frozenset({1, 10, 11})  # float32, float16, float64
+_FUSED_MATMUL_DTYPES = _SILU_DTYPES
 
 
 def _channel_bias(graph: Graph, name: str, channels: int, rank: int) -> np.ndarray | None:
@@ -83,4 +84,51 @@ def fuse_silu(graph: Graph, nodes: Collection[Node] | None = None) -> list[Fusio
         fused = _replace(graph, [mul, sig], "QuickGelu", [x], [mul.outputs[0]], "/SiLUFusion",
                          attributes={"alpha": Attr("alpha", AttributeProto.FLOAT, 1.0)}, domain="com.microsoft")
         records.append(FusionRecord("SiLUFusion", (sig.name, mul.name), (fused.name,)))
+    return records
+
+
+def _swaps_last_two(graph: Graph, transpose: Node) -> bool:
+    """Whether `transpose` swaps the last two axes of its input and keeps the others in place."""
+    perm = transpose.attr("perm")
+    shape = graph.values[transpose.inputs[0]].shape if transpose.inputs[0] in graph.values else None
+    rank = len(shape) if shape is not None else None
+    if perm is None or rank is None or len(perm) != rank or rank < 2:
+        return False  # no perm means all axes reversed: the same only at rank 2, and then the rank must be known
+    return list(perm) == [*range(rank - 2), rank - 1, rank - 2]
+
+
+def fuse_matmul_transpose(graph: Graph, nodes: Collection[Node] | None = None) -> list[FusionRecord]:
+    """MatMul(Transpose(A), B) / MatMul(A, Transpose(B)) where the Transpose swaps the last two axes and
+    only that MatMul reads it -> com.microsoft FusedMatMul(A, B, transA/transB=1), named
+    `<matmul name>/MatMulTransposeFusion` (ONNX Runtime's MatmulTransposeFusion does the same): the
+    kernel multiplies the transposed view, the transposed copy and its block are gone. Only nodes in
+    `nodes` (all when None) take part."""
+    allowed = None if nodes is None else {id(n) for n in nodes}
+    records: list[FusionRecord] = []
+    for mm in [n for n in graph.nodes if n.op_type == "MatMul" and n.domain in ("", "ai.onnx")]:
+        if len(mm.inputs) != 2 or (allowed is not None and id(mm) not in allowed):
+            continue
+        y = graph.values.get(mm.outputs[0])
+        if y is None or y.dtype not in _FUSED_MATMUL_DTYPES:
+            continue
+        inputs, flags, gone = list(mm.inputs), {}, []
+        for i, name in enumerate(mm.inputs):
+            v = graph.values.get(name)
+            t = v.producer if v is not None else None
+            if (t is None or t.op_type != "Transpose" or t.domain not in ("", "ai.onnx") or t in gone
+                    or _only_consumer(graph, name) is not mm or (allowed is not None and id(t) not in allowed)
+                    or not _swaps_last_two(graph, t)):
+                continue
+            inputs[i] = t.inputs[0]
+            flags["transA" if i == 0 else "transB"] = Attr("transA" if i == 0 else "transB", AttributeProto.INT, 1)
+            gone.append(t)
+        if not gone:
+            continue
+        position = graph.nodes.index(mm) - sum(1 for t in gone if graph.nodes.index(t) < graph.nodes.index(mm))
+        for old in (*gone, mm):
+            graph.remove_node(old)
+        fused = graph.add_node("FusedMatMul", inputs, list(mm.outputs), name=mm.name + "/MatMulTransposeFusion",
+                               domain="com.microsoft", attributes={"alpha": Attr("alpha", AttributeProto.FLOAT, 1.0), **flags},
+                               metadata=dict(mm.metadata), position=position)
+        records.append(FusionRecord("MatMulTransposeFusion", tuple(n.name for n in (*gone, mm)), (fused.name,)))
     return records

@@ -59,9 +59,9 @@ def test_a_pair_another_provider_runs_is_left_alone():
     assert sess.model.graph.node_by_name(ACT.format(0, "Mul")).ep == "CPUExecutionProvider"
 
 
-def test_a_pair_the_simulated_gpu_claimed_is_fused_there_and_both_its_passes_run():
+def test_a_pair_the_simulated_gpu_claimed_is_fused_there_and_all_its_passes_run():
     assert [p.name for p in SimulatedGpuExecutionProvider.graph_passes(object.__new__(SimulatedGpuExecutionProvider))] == [
-        "SiLUFusion", "ConvAddFusion"]
+        "SiLUFusion", "MatMulTransposeFusion", "ConvAddFusion"]
     rule = "gpu(/model/layers.0/mlp/)"
     sess = InferenceSession(zoo.decoder_proto(CFG), {"budgets": "simgpu:64MiB", "session.name_based_layer_assignment": rule},
                             providers=["SimulatedGPUExecutionProvider", "CPUExecutionProvider"])

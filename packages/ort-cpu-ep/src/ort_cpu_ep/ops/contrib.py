@@ -26,8 +26,9 @@ from onnx import TensorProto
 from ort_graph import Node, dtype_name
 
 from ._registry import Decline, InputInfo, OpImpl, attrs_of, register, workspace_nbytes
-from ._util import np_dtype, out_dtype
+from ._util import broadcast_shape, np_dtype, out_dtype
 from .ops_extra_attention import requested
+from .ops_math import matmul_into
 from .ops_norm import (
     fast_norm,
     half_norm,
@@ -374,6 +375,7 @@ class FusedMatMul(OpImpl):
     """alpha * op(A) @ op(B) with transA/transB (last two axes) and transBatchA/transBatchB."""
 
     dtypes = _ACT_DTYPES
+    writes_output = True
 
     def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
         d = super().supports(node, inputs, opset)
@@ -404,11 +406,21 @@ class FusedMatMul(OpImpl):
         a = attrs_of(node)
         A = self._prep(inputs[0], int(a.get("transA", 0)), int(a.get("transBatchA", 0)))
         B = self._prep(inputs[1], int(a.get("transB", 0)), int(a.get("transBatchB", 0)))
-        y = np.matmul(A, B)
         alpha = float(a.get("alpha", 1.0))
+        if A.ndim < 2 or B.ndim < 2 or A.dtype != B.dtype:
+            y = np.matmul(A, B)
+            if alpha != 1.0:
+                y = y * y.dtype.type(alpha)
+            return [y.astype(inputs[0].dtype, copy=False)]
+        # into the output block: BLAS reads the transposed views as they are (no transposed copy)
+        out = self.output(0, (*broadcast_shape(A.shape[:-2], B.shape[:-2]), A.shape[-2], B.shape[-1]), A.dtype)
+        if B.ndim == 2 and A.ndim > 2 and A.flags.c_contiguous:
+            matmul_into(A, B, out)
+        else:
+            np.matmul(A, B, out=out)
         if alpha != 1.0:
-            y = y * y.dtype.type(alpha)
-        return [y.astype(inputs[0].dtype, copy=False)]
+            np.multiply(out, out.dtype.type(alpha), out=out)
+        return [out]
 
 
 from . import ops_extra_attention as _attention  # noqa: E402,F401  (GroupQueryAttention, RotaryEmbedding)
