@@ -1,0 +1,233 @@
+"""The C GroupQueryAttention and (Skip)SimplifiedLayerNormalization (csrc/gqa_kernel.c, csrc/norm_kernel.c)
+against the numpy kernels (the reference) and onnxruntime, one node at a time through the CPU provider."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import ort_abi
+import ort_graph
+from ort_cpu_ep import CpuExecutionProvider, _cbuild, builtin_registry, c_kernels
+
+MS = "com.microsoft"
+F, I32 = TensorProto.FLOAT, TensorProto.INT32
+EP = "CPUExecutionProvider"
+
+
+@pytest.fixture(scope="module")
+def library() -> None:
+    if not c_kernels.library_path().is_file():
+        try:
+            _cbuild.compiler()
+        except _cbuild.BuildFailed as e:  # the one real reason: no compiler on this machine
+            pytest.skip(f"C kernels cannot be built here: {e}")
+        _cbuild.build()
+        c_kernels._load.cache_clear()
+    assert c_kernels.c_registry() is not None, c_kernels.status()
+
+
+def _model(node, inputs, outputs, inits=()):
+    graph = helper.make_graph([node], "g", inputs, outputs, initializer=list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22), helper.make_opsetid(MS, 1)], ir_version=10)
+
+
+def _run(model, feeds, language):
+    """The model's one node through the CPU provider (`language` 'C': the entry it picks, which must be the C
+    kernel; 'numpy': the in-tree kernel), outputs by name."""
+    m = ort_graph.from_proto(model)
+    ep = CpuExecutionProvider(m.graph, m.opset_imports)
+    (node,) = m.graph.nodes
+    assert ep.claim(node).__class__.__name__ == "Supported", ep.claim(node)
+    if language == "C":
+        entry = ep.entry(node)
+        assert c_kernels.kernel_language(entry) == "C"
+    else:
+        entry = builtin_registry(EP).find(node.op_type, node.domain, ep.opset(node), EP)
+        assert c_kernels.kernel_language(entry) == "numpy"
+    values = {name: t.numpy() for name, t in m.graph.initializers.items()} | feeds
+    kernel = entry.create_kernel(ort_abi.KernelInfo.from_node(node, ep))
+    types = [m.graph.values[o].dtype if o else F for o in node.outputs]
+    ctx = ort_abi.KernelContext([values[n] if n else None for n in node.inputs], output_count=len(node.outputs),
+                                output_types=types)
+    with ep.run_scope():
+        kernel.compute(ctx)
+    if hasattr(kernel, "release"):
+        kernel.release()
+    return {name: ctx.outputs[i] for i, name in enumerate(node.outputs) if name}
+
+
+def _onnxruntime(model, feeds):
+    ort = pytest.importorskip("onnxruntime")
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=[EP])
+    return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+
+
+def _compare_all(model, feeds, tol, onnxruntime=True):
+    """C vs numpy on every output, and vs onnxruntime unless it refuses the case (its GroupQueryAttention takes
+    head sizes that are multiples of 16 only)."""
+    c, numpy_ref = _run(model, feeds, "C"), _run(model, feeds, "numpy")
+    assert c.keys() == numpy_ref.keys()
+    for name, want in numpy_ref.items():
+        assert c[name].shape == want.shape, name
+        np.testing.assert_allclose(c[name], want, rtol=tol, atol=tol, err_msg=f"C vs numpy: {name}")
+    if onnxruntime:
+        for name, want in _onnxruntime(model, feeds).items():
+            np.testing.assert_allclose(c[name], want, rtol=tol, atol=tol, err_msg=f"C vs onnxruntime: {name}")
+    return c
+
+
+# ---- GroupQueryAttention ----
+
+def _gqa(B, S, P, N, NKV, H, *, rotary=True, interleaved=0, packed=True, total=None, seqlens=None, seed=0,
+         rot_half=None, scale=None):
+    rng = np.random.default_rng(seed)
+    total = P + S if total is None else total
+    seqlens = np.full(B, total - 1, np.int32) if seqlens is None else np.asarray(seqlens, np.int32)
+    max_pos, half = 64, rot_half or H // 2
+    inits = [numpy_helper.from_array(np.cos(rng.standard_normal((max_pos, half))).astype(np.float32), "cos"),
+             numpy_helper.from_array(np.sin(rng.standard_normal((max_pos, half))).astype(np.float32), "sin")]
+    width = (N + 2 * NKV) * H if packed else N * H
+    inputs = [helper.make_tensor_value_info("q", F, [B, S, width])]
+    feeds = {"q": rng.standard_normal((B, S, width)).astype(np.float32)}
+    names = ["q", "", ""]
+    if not packed:
+        for n in ("k", "v"):
+            inputs.append(helper.make_tensor_value_info(n, F, [B, S, NKV * H]))
+            feeds[n] = rng.standard_normal((B, S, NKV * H)).astype(np.float32)
+        names = ["q", "k", "v"]
+    for n in ("pk", "pv"):
+        inputs.append(helper.make_tensor_value_info(n, F, [B, NKV, P, H]))
+        feeds[n] = rng.standard_normal((B, NKV, P, H)).astype(np.float32)
+    inputs += [helper.make_tensor_value_info("sl", I32, [B]), helper.make_tensor_value_info("tot", I32, [])]
+    feeds |= {"sl": seqlens, "tot": np.array(total, np.int32)}
+    names += ["pk", "pv", "sl", "tot"] + (["cos", "sin"] if rotary else [])
+    present = max(total, P)
+    outputs = [helper.make_tensor_value_info("o", F, [B, S, N * H]), helper.make_tensor_value_info("k_out", F, [B, NKV, present, H]),
+               helper.make_tensor_value_info("v_out", F, [B, NKV, present, H])]
+    extra = {"scale": scale} if scale is not None else {}
+    node = helper.make_node("GroupQueryAttention", names, ["o", "k_out", "v_out"], domain=MS, num_heads=N,
+                            kv_num_heads=NKV, do_rotary=int(rotary), rotary_interleaved=interleaved, **extra)
+    return _model(node, inputs, outputs, inits if rotary else ()), feeds
+
+
+@pytest.mark.parametrize("B,S,P", [(1, 1, 0), (1, 1, 9), (2, 1, 5), (1, 6, 0), (2, 5, 0), (1, 3, 4)])
+@pytest.mark.parametrize("N,NKV,H", [(4, 2, 16), (6, 2, 80), (2, 2, 8), (8, 1, 12), (3, 1, 5)])
+@pytest.mark.parametrize("rotary,interleaved", [(True, 0), (True, 1), (False, 0)])
+def test_gqa_c_matches_numpy_and_onnxruntime(library, B, S, P, N, NKV, H, rotary, interleaved):
+    if rotary and H % 2:
+        pytest.skip("rotary needs an even head size")
+    model, feeds = _gqa(B, S, P, N, NKV, H, rotary=rotary, interleaved=interleaved, seed=B * 100 + S * 10 + P + H)
+    _compare_all(model, feeds, 2e-5, onnxruntime=H % 16 == 0)
+
+
+@pytest.mark.parametrize("packed", [True, False])
+def test_gqa_c_separate_key_value_partial_rotary_and_scale(library, packed):
+    model, feeds = _gqa(1, 3, 4, 4, 2, 32, packed=packed, rot_half=8, scale=0.3)  # rotary_dim 16 of 32
+    _compare_all(model, feeds, 2e-5)
+
+
+def test_gqa_c_padded_batch_entries_match_numpy(library):
+    """Batched first prompt with a shorter entry (seqlens_k below total - 1): its padded rows and keys masked
+    as the numpy kernel masks them (onnxruntime agrees on the rows it defines; compared against numpy only)."""
+    model, feeds = _gqa(2, 5, 0, 4, 2, 16, seqlens=[4, 2])
+    c, ref = _run(model, feeds, "C"), _run(model, feeds, "numpy")
+    for name in ref:
+        np.testing.assert_allclose(c[name], ref[name], rtol=2e-5, atol=2e-5, err_msg=name)
+
+
+def test_gqa_c_refuses_inconsistent_seqlens(library):
+    model, feeds = _gqa(1, 1, 4, 4, 2, 16)
+    feeds["sl"] = np.array([9], np.int32)  # past 9 > past length 4
+    with pytest.raises(ort_abi.KernelError, match=r"seqlens_k\[0\] = 9 does not fit past length 4"):
+        _run(model, feeds, "C")
+
+
+def test_gqa_c_refuses_positions_beyond_the_cos_cache(library):
+    model, feeds = _gqa(1, 1, 70, 4, 2, 16)  # position 70 >= the 64 cache rows
+    with pytest.raises(ort_abi.KernelError, match="beyond cos_cache's 64 rows"):
+        _run(model, feeds, "C")
+
+
+@pytest.mark.parametrize("attr,value", [("local_window_size", 4), ("softcap", 2.0), ("qk_output", 1), ("smooth_softmax", 1)])
+def test_gqa_attributes_outside_the_c_set_go_to_numpy(library, attr, value):
+    model, _ = _gqa(1, 1, 3, 4, 2, 16)
+    node = model.graph.node[0]
+    node.attribute.append(helper.make_attribute(attr, value))
+    if attr == "qk_output":
+        node.output.append("qk")
+    m = ort_graph.from_proto(model)
+    ep = CpuExecutionProvider(m.graph, m.opset_imports)
+    assert c_kernels.kernel_language(ep.entry(m.graph.nodes[0])) == "numpy"
+
+
+def test_gqa_estimate_and_declaration_agree(library):
+    model, _ = _gqa(1, 4, 8, 4, 2, 16)
+    m = ort_graph.from_proto(model)
+    ep = CpuExecutionProvider(m.graph, m.opset_imports)
+    (node,) = m.graph.nodes
+    kernel = ep.entry(node).create_kernel(ort_abi.KernelInfo.from_node(node, ep))
+    shapes = [ort_abi.WorkspaceInputShape.shaped((1, 4, 128), F), ort_abi.WorkspaceInputShape.missing(),
+              ort_abi.WorkspaceInputShape.missing(), ort_abi.WorkspaceInputShape.shaped((1, 2, 8, 16), F),
+              ort_abi.WorkspaceInputShape.shaped((1, 2, 8, 16), F)]
+    slots = ort_abi.declare_workspace(kernel, shapes)
+    kernel.release()
+    threads = ctypes.CDLL(str(c_kernels.library_path())).ort_cpu_ep_threads()
+    per_thread = (16 + 12 + 15) // 16 * 16 * 4  # the rotated query row and a row of scores, 16-float rounded
+    assert [(s.slot_id, s.size_bytes) for s in slots] == [(0, threads * per_thread)]
+    assert ep.estimate(node) == threads * per_thread
+
+
+# ---- (Skip)SimplifiedLayerNormalization ----
+
+def _skip_norm(shape, skip_shape, *, bias=False, outputs=("y", "", "", "s"), seed=0):
+    rng = np.random.default_rng(seed)
+    hid = shape[-1]
+    inputs = [helper.make_tensor_value_info("x", F, list(shape)), helper.make_tensor_value_info("skip", F, list(skip_shape))]
+    feeds = {"x": rng.standard_normal(shape).astype(np.float32), "skip": rng.standard_normal(skip_shape).astype(np.float32)}
+    inits = [numpy_helper.from_array(rng.standard_normal(hid).astype(np.float32), "gamma")]
+    names = ["x", "skip", "gamma"]
+    if bias:
+        inits.append(numpy_helper.from_array(rng.standard_normal(hid).astype(np.float32), "bias"))
+        names.append("bias")
+    outs = [helper.make_tensor_value_info(o, F, list(shape)) for o in outputs if o]
+    node = helper.make_node("SkipSimplifiedLayerNormalization", names, list(outputs), domain=MS, epsilon=1e-6)
+    return _model(node, inputs, outs, inits), feeds
+
+
+@pytest.mark.parametrize("shape,skip_shape", [((1, 1, 64), (1, 1, 64)), ((2, 5, 80), (2, 5, 80)), ((7, 33), (7, 33)),
+                                              ((2, 3, 16), (3, 16))])
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("outputs", [("y", "", "", "s"), ("y",)])
+def test_skip_simplified_norm_c_matches_numpy_and_onnxruntime(library, shape, skip_shape, bias, outputs):
+    model, feeds = _skip_norm(shape, skip_shape, bias=bias, outputs=outputs, seed=len(shape) + shape[-1])
+    _compare_all(model, feeds, 1e-5)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 64), (2, 7, 80), (5, 3), (4, 2, 3, 24)])
+def test_simplified_norm_c_matches_numpy_and_onnxruntime(library, shape):
+    rng = np.random.default_rng(shape[-1])
+    node = helper.make_node("SimplifiedLayerNormalization", ["x", "w"], ["y"], epsilon=1e-6, axis=-1, stash_type=1)
+    model = _model(node, [helper.make_tensor_value_info("x", F, list(shape))],
+                   [helper.make_tensor_value_info("y", F, list(shape))],
+                   [numpy_helper.from_array(rng.standard_normal(shape[-1]).astype(np.float32), "w")])
+    _compare_all(model, {"x": rng.standard_normal(shape).astype(np.float32)}, 1e-5)
+
+
+def test_norm_statistics_outputs_go_to_numpy(library):
+    model, _ = _skip_norm((1, 2, 16), (1, 2, 16), outputs=("y", "", "inv", "s"))
+    m = ort_graph.from_proto(model)
+    ep = CpuExecutionProvider(m.graph, m.opset_imports)
+    assert c_kernels.kernel_language(ep.entry(m.graph.nodes[0])) == "numpy"
+
+
+def test_skip_norm_c_refuses_a_skip_that_does_not_tile_the_input(library):
+    model, feeds = _skip_norm((2, 3, 16), (2, 3, 16))
+    feeds["skip"] = np.ones((5, 16), np.float32)  # 5 rows do not tile the input's 6
+    with pytest.raises(ort_abi.KernelError, match="skip must hold whole rows"):
+        _run(model, feeds, "C")
