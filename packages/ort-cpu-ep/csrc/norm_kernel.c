@@ -189,31 +189,6 @@ static OrtStatus* skip_norm_create(void* state, const OrtKernelInfo* info, OrtKe
   return norm_create_kind(info, 1, out);
 }
 
-OrtStatus* cpu_kernels_add(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, const char* domain,
-                           int since, const int32_t* types, int count, OrtKernelCreateFunc create,
-                           OrtKernelWorkspaceEstimateFunc estimate) {
-  OrtKernelDefBuilder* b = NULL;
-  OrtKernelDef* def = NULL;
-  OrtStatus* st = api->CreateKernelDefBuilder(&b);
-  int i;
-  if (st) return st;
-  st = api->KernelDefBuilder_SetOperatorType(b, op);
-  if (!st) st = api->KernelDefBuilder_SetDomain(b, domain);
-  if (!st) st = api->KernelDefBuilder_SetSinceVersion(b, since, 0);
-  if (!st) st = api->KernelDefBuilder_SetExecutionProvider(b, CPU_KERNELS_EP);
-  for (i = 0; i < count && !st; ++i) {
-    char name[16];
-    if (types[i] == 0) continue;
-    snprintf(name, sizeof name, "T%d", i); /* a schema-less op binds T<k> to input k */
-    st = api->KernelDefBuilder_AddTypeConstraint(b, name, &types[i], 1);
-  }
-  if (!st) st = api->KernelDefBuilder_Build(b, &def);
-  api->ReleaseKernelDefBuilder(b);
-  if (!st) st = api->KernelRegistry_AddKernelV2(registry, def, create, NULL, estimate);
-  if (def) api->ReleaseKernelDef(def);
-  return st;
-}
-
 OrtStatus* ort_cpu_ep_register_norm(const OrtKernelApi* api, OrtKernelRegistry* registry) {
   static const int32_t f[4] = {ORT_TENSOR_ELEMENT_FLOAT, ORT_TENSOR_ELEMENT_FLOAT, ORT_TENSOR_ELEMENT_FLOAT,
                                ORT_TENSOR_ELEMENT_FLOAT};
@@ -222,11 +197,5 @@ OrtStatus* ort_cpu_ep_register_norm(const OrtKernelApi* api, OrtKernelRegistry* 
   st = cpu_kernels_add(api, registry, "SimplifiedLayerNormalization", "", 1, f, 2, norm_create, norm_estimate);
   if (!st) st = cpu_kernels_add(api, registry, "SkipSimplifiedLayerNormalization", "com.microsoft", 1, f, 4,
                                 skip_norm_create, norm_estimate);
-  return st;
-}
-
-OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* registry) {
-  OrtStatus* st = ort_cpu_ep_register_norm(api, registry);
-  if (!st) st = ort_cpu_ep_register_gqa(api, registry);
   return st;
 }

@@ -231,3 +231,39 @@ def test_skip_norm_c_refuses_a_skip_that_does_not_tile_the_input(library):
     feeds["skip"] = np.ones((5, 16), np.float32)  # 5 rows do not tile the input's 6
     with pytest.raises(ort_abi.KernelError, match="skip must hold whole rows"):
         _run(model, feeds, "C")
+
+
+# ---- QuickGelu (the SiLU of the MLPs) ----
+
+@pytest.mark.parametrize("shape", [(1, 1, 7), (2, 5, 96), (3, 1000), (1, 16)])
+@pytest.mark.parametrize("alpha", [1.0, 1.702])
+def test_quick_gelu_c_matches_numpy_and_onnxruntime(library, shape, alpha):
+    rng = np.random.default_rng(shape[-1])
+    x = (rng.standard_normal(shape) * 6).astype(np.float32)
+    x.reshape(-1)[:4] = [0.0, -200.0, 200.0, 80.0][: x.size]  # exp overflowing and underflowing
+    node = helper.make_node("QuickGelu", ["x"], ["y"], domain=MS, alpha=alpha)
+    model = _model(node, [helper.make_tensor_value_info("x", F, list(shape))], [helper.make_tensor_value_info("y", F, list(shape))])
+    _compare_all(model, {"x": x}, 2e-6)
+
+
+def test_quick_gelu_exp_is_within_a_few_ulp_over_the_float_range(library):
+    x = np.concatenate([np.linspace(-100, 100, 200001), [np.nan, np.inf, -np.inf]]).astype(np.float32)
+    node = helper.make_node("QuickGelu", ["x"], ["y"], domain=MS, alpha=1.0)
+    model = _model(node, [helper.make_tensor_value_info("x", F, [x.size])], [helper.make_tensor_value_info("y", F, [x.size])])
+    got = _run(model, {"x": x}, "C")["y"]
+    with np.errstate(over="ignore", invalid="ignore"):  # the infinities: compared separately below
+        ref = (x.astype(np.float64) / (1 + np.exp(-x.astype(np.float64))))
+    finite = np.isfinite(x)
+    np.testing.assert_allclose(got[finite], ref[finite], rtol=4e-7, atol=1e-30)
+    assert np.isnan(got[-3]) and got[-2] == np.inf and np.isnan(got[-1])  # nan; inf / (1 + 0); -inf / inf
+    low = finite & (x < -89)
+    assert np.signbit(got[low]).all() and (got[low] == 0).all()  # x / inf: -0 as numpy gives
+
+
+def test_quick_gelu_with_a_bias_goes_to_numpy(library):
+    node = helper.make_node("QuickGelu", ["x", "b"], ["y"], domain=MS)
+    model = _model(node, [helper.make_tensor_value_info("x", F, [2, 4]), helper.make_tensor_value_info("b", F, [4])],
+                   [helper.make_tensor_value_info("y", F, [2, 4])])
+    m = ort_graph.from_proto(model)
+    ep = CpuExecutionProvider(m.graph, m.opset_imports)
+    assert c_kernels.kernel_language(ep.entry(m.graph.nodes[0])) == "numpy"

@@ -90,12 +90,15 @@ def c_kernel_applies(node: Node) -> bool:
 
     MatMulNBits: bits 2/4/8, block_size 16..256, no g_idx, and for accuracy_level 4 a constant B (the
     C kernel then always quantizes A to int8, which onnxruntime does only for a prepacked, constant B).
-    (Skip)SimplifiedLayerNormalization and GroupQueryAttention: see `_c_norm_applies` / `_c_gqa_applies`.
+    (Skip)SimplifiedLayerNormalization and GroupQueryAttention: see `_c_norm_applies` / `_c_gqa_applies`;
+    QuickGelu: float32 without a bias.
     Element types are the registered type constraints' business (float16 goes to numpy)."""
     if node.op_type in _C_NORMS:
         return _c_norm_applies(node)
     if node.op_type == "GroupQueryAttention":
         return _c_gqa_applies(node)
+    if node.op_type == "QuickGelu":  # float32 without a bias input (the SiLUFusion's)
+        return _float32_input(node) and not any(node.inputs[1:])
     if node.op_type != "MatMulNBits":
         return True
     bits, block = int(node.attr("bits", 4)), int(node.attr("block_size", 0))
