@@ -295,7 +295,14 @@ static OrtStatus* gqa_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   if (p.H <= 0 || qd[2] != (key == NULL ? (p.N + 2 * p.Nkv) : p.N) * p.H)
     return gqa_error("GroupQueryAttention: query hidden size %lld does not split into num_heads=%lld (plus 2 x kv_num_heads=%lld when packed)",
                      qd[2], p.N, p.Nkv);
-  if (sqr != 1 || sqd[0] != p.B) return gqa_error("GroupQueryAttention: seqlens_k must have shape (batch=%lld,) (rank %lld, first extent %lld)", p.B, (long long)sqr, sqr ? sqd[0] : -1);
+  {
+    int64_t count = 1;
+    size_t d;
+    for (d = 0; d < sqr; ++d) count *= sqd[d];
+    if (count != p.B)
+      return gqa_error("GroupQueryAttention: seqlens_k has %lld elements (rank %lld); expected one per batch entry (%lld)",
+                       count, (long long)sqr, p.B);
+  }
   if (key != NULL) {
     if (kr != 3 || vr != 3 || kd[0] != p.B || kd[1] != p.S || kd[2] != p.Nkv * p.H || vd[0] != p.B || vd[1] != p.S || vd[2] != kd[2])
       return gqa_error("GroupQueryAttention: key/value must be (batch=%lld, sequence=%lld, kv_num_heads * head_size=%lld)", p.B, p.S, p.Nkv * p.H);
@@ -347,15 +354,10 @@ static OrtStatus* gqa_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorMutableData(pk_v, (void**)&p.present_k));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetOutput(ctx, 2, present_dims, 4, &pv_v));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorMutableData(pv_v, (void**)&p.present_v));
-  if (p.B == 0 || p.S == 0 || p.N == 0) {
-    for (b = 0; b < p.B; ++b)
-      for (g = 0; g < p.Nkv; ++g) gqa_fill_present(&p, b, g);
-    return NULL;
-  }
   for (b = 0; b < p.B; ++b)
     for (g = 0; g < p.Nkv; ++g) gqa_fill_present(&p, b, g);
-
   job.items = p.B * p.N * p.S;
+  if (job.items == 0) return NULL;
   job.buffer_bytes = (size_t)gqa_thread_floats(p.T, p.H) * sizeof(float);
   work = job.items * p.T * p.H;
   threads = mnb_threads();
