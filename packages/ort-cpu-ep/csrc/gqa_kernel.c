@@ -240,21 +240,17 @@ static void gqa_job(void* arg, int index, int count) {
 
 /* ---- inputs ---- */
 
-static OrtStatus* gqa_input(OrtKernelContext* ctx, size_t index, int32_t want, const float** data,
+/* input `index` (NULL when the node leaves it out). Its element type is not asked: the host checks every input
+ * against the registered type constraints (T<k>) before each Compute, as onnxruntime does for a kernel
+ * definition; each host call costs a crossing of the ABI, so a kernel makes as few as it can. */
+static OrtStatus* gqa_input(OrtKernelContext* ctx, size_t count, size_t index, const float** data,
                             const int64_t** dims, size_t* rank) {
   const OrtValue* v = NULL;
-  size_t count = 0;
-  int32_t type = 0;
   *data = NULL;
   *rank = 0;
-  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInputCount(ctx, &count));
   if (index >= count) return NULL;
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, index, &v));
   if (v == NULL) return NULL;
-  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetElementType(v, &type));
-  if (type != want)
-    return gqa_error("GroupQueryAttention: input %lld has element type %lld, the C kernel expects %lld",
-                     (long long)index, type, want);
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetShape(v, dims, rank));
   return g_api->Value_GetTensorData(v, (const void**)data);
 }
@@ -277,15 +273,17 @@ static OrtStatus* gqa_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   OrtValue *out_v = NULL, *pk_v = NULL, *pv_v = NULL;
   void* buffers = NULL;
   int threads;
+  size_t n_inputs = 0;
 
   memset(&p, 0, sizeof p);
-  ORT_KERNEL_RETURN_IF_ERROR(gqa_input(ctx, 0, ORT_TENSOR_ELEMENT_FLOAT, &query, &qd, &qr));
-  ORT_KERNEL_RETURN_IF_ERROR(gqa_input(ctx, 1, ORT_TENSOR_ELEMENT_FLOAT, &key, &kd, &kr));
-  ORT_KERNEL_RETURN_IF_ERROR(gqa_input(ctx, 2, ORT_TENSOR_ELEMENT_FLOAT, &value, &vd, &vr));
-  ORT_KERNEL_RETURN_IF_ERROR(gqa_input(ctx, 3, ORT_TENSOR_ELEMENT_FLOAT, &past_k, &pkd, &pkr));
-  ORT_KERNEL_RETURN_IF_ERROR(gqa_input(ctx, 4, ORT_TENSOR_ELEMENT_FLOAT, &past_v, &pvd, &pvr));
-  ORT_KERNEL_RETURN_IF_ERROR(gqa_input(ctx, 5, ORT_TENSOR_ELEMENT_INT32, &seq_f, &sqd, &sqr));
-  ORT_KERNEL_RETURN_IF_ERROR(gqa_input(ctx, 6, ORT_TENSOR_ELEMENT_INT32, &total_f, &td, &tr));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInputCount(ctx, &n_inputs));
+  ORT_KERNEL_RETURN_IF_ERROR(gqa_input(ctx, n_inputs, 0, &query, &qd, &qr));
+  ORT_KERNEL_RETURN_IF_ERROR(gqa_input(ctx, n_inputs, 1, &key, &kd, &kr));
+  ORT_KERNEL_RETURN_IF_ERROR(gqa_input(ctx, n_inputs, 2, &value, &vd, &vr));
+  ORT_KERNEL_RETURN_IF_ERROR(gqa_input(ctx, n_inputs, 3, &past_k, &pkd, &pkr));
+  ORT_KERNEL_RETURN_IF_ERROR(gqa_input(ctx, n_inputs, 4, &past_v, &pvd, &pvr));
+  ORT_KERNEL_RETURN_IF_ERROR(gqa_input(ctx, n_inputs, 5, &seq_f, &sqd, &sqr));
+  ORT_KERNEL_RETURN_IF_ERROR(gqa_input(ctx, n_inputs, 6, &total_f, &td, &tr));
   if (query == NULL || qr != 3) return gqa_error("GroupQueryAttention: query has rank %lld; expected rank 3 (batch, sequence, hidden)%.0lld%.0lld", (long long)qr, 0, 0);
   if ((key == NULL) != (value == NULL)) return gqa_error("GroupQueryAttention: key and value must both be present or both absent (key %lld, value %lld)%.0lld", key != NULL, value != NULL, 0);
   if (seq_f == NULL || total_f == NULL || tr > 1 || (tr == 1 && td[0] != 1))
@@ -332,8 +330,8 @@ static OrtStatus* gqa_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
                        (long long)b, (long long)p.seqlens[b], p.P);
   }
   if (k->rotary) {
-    ORT_KERNEL_RETURN_IF_ERROR(gqa_input(ctx, 7, ORT_TENSOR_ELEMENT_FLOAT, &cos, &cd, &cr));
-    ORT_KERNEL_RETURN_IF_ERROR(gqa_input(ctx, 8, ORT_TENSOR_ELEMENT_FLOAT, &sin, &sd, &sr));
+    ORT_KERNEL_RETURN_IF_ERROR(gqa_input(ctx, n_inputs, 7, &cos, &cd, &cr));
+    ORT_KERNEL_RETURN_IF_ERROR(gqa_input(ctx, n_inputs, 8, &sin, &sd, &sr));
     if (cos == NULL || sin == NULL || cr != 2 || sr != 2 || cd[0] != sd[0] || cd[1] != sd[1] || 2 * cd[1] > p.H || cd[1] < 1)
       return gqa_error("GroupQueryAttention: do_rotary=1 needs cos_cache and sin_cache of one shape (max_positions, rotary_dim / 2) "
                        "with rotary_dim <= head_size=%lld (cos rank %lld, sin rank %lld)", p.H, (long long)cr, (long long)sr);

@@ -63,22 +63,25 @@ static void norm_scale_row(const float* x, const float* gamma, float inv, float*
 
 static float norm_inv(float sumsq, int64_t n, float eps) { return 1.0f / sqrtf(sumsq / (float)n + eps); }
 
-static OrtStatus* norm_input(OrtKernelContext* ctx, size_t index, const char* op, const float** data, size_t* count,
+/* input `index` (NULL when left out) and its element count. Its element type is not asked: the host checks every
+ * input against the registered float32 constraints before each Compute, and each host call crosses the ABI. */
+static OrtStatus* norm_input(OrtKernelContext* ctx, size_t n_inputs, size_t index, const float** data, size_t* count,
                              const int64_t** dims, size_t* rank) {
   const OrtValue* v = NULL;
-  size_t n = 0;
-  int32_t type = 0;
+  const int64_t* d = NULL;
+  size_t r = 0, i;
   *data = NULL;
   *count = 0;
-  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInputCount(ctx, &n));
-  if (index >= n) return NULL;
+  if (index >= n_inputs) return NULL;
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, index, &v));
   if (v == NULL) return NULL;
-  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetElementType(v, &type));
-  if (type != ORT_TENSOR_ELEMENT_FLOAT)
-    return norm_error(op, "input has a non-float32 element type (input index, type); cast it to float32", (long long)index, type);
-  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetElementCount(v, count));
-  if (dims != NULL) ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetShape(v, dims, rank));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetShape(v, &d, &r));
+  *count = 1;
+  for (i = 0; i < r; ++i) *count *= (size_t)d[i];
+  if (dims != NULL) {
+    *dims = d;
+    *rank = r;
+  }
   return g_api->Value_GetTensorData(v, (const void**)data);
 }
 
@@ -92,18 +95,19 @@ static OrtStatus* norm_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   OrtValue *y_value = NULL, *s_value = NULL;
   float *y, *s = NULL;
   int64_t out_dims[NORM_MAX_RANK];
-  size_t i;
+  size_t i, n_inputs = 0;
 
-  ORT_KERNEL_RETURN_IF_ERROR(norm_input(ctx, 0, op, &x, &x_count, &dims, &rank));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInputCount(ctx, &n_inputs));
+  ORT_KERNEL_RETURN_IF_ERROR(norm_input(ctx, n_inputs, 0, &x, &x_count, &dims, &rank));
   if (x == NULL || rank == 0 || rank > NORM_MAX_RANK) return norm_error(op, "input 0 must be present with rank 1..16 (rank, 16)", (long long)rank, 16);
   hidden = dims[rank - 1];
   for (i = 0; i < rank; ++i) out_dims[i] = dims[i];
-  ORT_KERNEL_RETURN_IF_ERROR(norm_input(ctx, k->skip ? 2 : 1, op, &gamma, &gamma_count, NULL, NULL));
+  ORT_KERNEL_RETURN_IF_ERROR(norm_input(ctx, n_inputs, k->skip ? 2 : 1, &gamma, &gamma_count, NULL, NULL));
   if (gamma == NULL || (int64_t)gamma_count != hidden)
     return norm_error(op, "the scale/gamma input must have the hidden size of elements (got, hidden)", (long long)gamma_count, hidden);
   if (k->skip) {
-    ORT_KERNEL_RETURN_IF_ERROR(norm_input(ctx, 1, op, &skip, &skip_count, NULL, NULL));
-    ORT_KERNEL_RETURN_IF_ERROR(norm_input(ctx, 3, op, &bias, &bias_count, NULL, NULL));
+    ORT_KERNEL_RETURN_IF_ERROR(norm_input(ctx, n_inputs, 1, &skip, &skip_count, NULL, NULL));
+    ORT_KERNEL_RETURN_IF_ERROR(norm_input(ctx, n_inputs, 3, &bias, &bias_count, NULL, NULL));
     if (skip == NULL || hidden == 0 || skip_count == 0 || skip_count % (size_t)hidden || x_count % skip_count)
       return norm_error(op, "skip must hold whole rows of the hidden size that tile the input (skip elements, input elements)",
                         (long long)skip_count, (long long)x_count);
