@@ -267,3 +267,34 @@ def test_quick_gelu_with_a_bias_goes_to_numpy(library):
     m = ort_graph.from_proto(model)
     ep = CpuExecutionProvider(m.graph, m.opset_imports)
     assert c_kernels.kernel_language(ep.entry(m.graph.nodes[0])) == "numpy"
+
+
+@pytest.mark.parametrize("S,P,rotary", [(1, 200, False), (24, 0, True)])
+def test_gqa_c_threads_give_the_same_result(library, S, P, rotary):
+    """Output rows split across threads (enough work here for 3: rows x keys x head size >= 3 x 2^16): each
+    row's arithmetic is the same whatever thread runs it."""
+    from ort_cpu_ep import intra_op_thread_scope
+
+    lib = ctypes.CDLL(str(c_kernels.library_path()))
+    model, feeds = _gqa(1, S, P, 16, 2, 64, rotary=rotary)
+    results = []
+    for n in (1, 3):
+        with intra_op_thread_scope(n):
+            assert lib.ort_cpu_ep_threads() == n
+            results.append(_run_threads(model, feeds))
+    for name in results[0]:
+        np.testing.assert_array_equal(results[0][name], results[1][name], err_msg=name)
+
+
+def _run_threads(model, feeds):
+    """Like `_run(..., 'C')` but in the caller's thread scope (no provider run scope)."""
+    m = ort_graph.from_proto(model)
+    ep = CpuExecutionProvider(m.graph, m.opset_imports)
+    (node,) = m.graph.nodes
+    kernel = ep.entry(node).create_kernel(ort_abi.KernelInfo.from_node(node, ep))
+    values = {name: t.numpy() for name, t in m.graph.initializers.items()} | feeds
+    ctx = ort_abi.KernelContext([values[n] if n else None for n in node.inputs], output_count=len(node.outputs),
+                                output_types=[F] * len(node.outputs))
+    kernel.compute(ctx)
+    kernel.release()
+    return {name: ctx.outputs[i] for i, name in enumerate(node.outputs) if name}
