@@ -6,6 +6,12 @@ Models: `ort_graph.zoo` Llama-style decoders (2 layers; hidden 2048, or 1024 wit
 weight packed to 4 bits with block 32 and zero points by onnxruntime's own packing routine (`_int4`), at
 accuracy_level 0 (fp32 compute) and 4 (int8 activations), and the same decoder in fp32. Phases: prefill of 128 tokens, and one decode
 step with 512 past tokens. Ratios are ours / onnxruntime (median wall time per run, interleaved rounds).
+
+Genai rows: the same sizes laid out as onnxruntime-genai's builder exports for CPU (`zoo.genai_decoder_proto`:
+SkipSimplifiedLayerNormalization, packed qkv, com.microsoft GroupQueryAttention with rotary caches, SiLU,
+the attention-mask subgraph), its MatMuls packed to int4 the same way at accuracy_level 4 (what the builder's
+CPU int4 exports carry), and at accuracy_level 0 for the decode step (prefill at level 0 is the slow
+fp32-activation path, left to the zoo rows above).
 """
 
 from __future__ import annotations
@@ -43,27 +49,50 @@ def _sessions(model: bytes, threads: int) -> tuple[Any, Any]:
     return ours, ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
 
 
+def _measure(case: str, model: bytes, feeds: dict[str, np.ndarray], repeats: int) -> list[dict[str, Any]]:
+    """One model at 1 thread and at all physical cores: ours and onnxruntime, interleaved."""
+    out = []
+    for threads in sorted({1, physical_cores()}):
+        ours, theirs = _sessions(model, threads)
+        samples = interleaved_times({"ours": lambda s=ours, f=feeds: s.run(None, f),
+                                     "ort": lambda s=theirs, f=feeds: s.run(None, f)}, repeats)
+        got, ref = ours.run(None, feeds)[0], theirs.run(None, feeds)[0]
+        out.append({"case": case, "threads": threads, "ours": median(samples["ours"]), "ort": median(samples["ort"]),
+                    "max_rel_diff": float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))})
+    return out
+
+
+def _repeats(quick: bool, seq: int, prefill: int = 7) -> int:
+    return (3 if quick else prefill) if seq > 1 else (10 if quick else 30)
+
+
 def _cases(quick: bool) -> list[dict[str, Any]]:
     hidden = 1024 if quick else 2048
     cfg = _config(hidden)
-    thread_counts = sorted({1, physical_cores()})
     out = []
     for level in (None, 0, 4):
         for phase, seq, past in PHASES + (FP32_PHASES if level is None and not quick else ()):
             static = attrs.evolve(cfg, batch=1, sequence=seq, past_sequence=past)
             proto = zoo.decoder_proto(static)
             model = (proto if level is None else quantize_int4(proto, 32, level)).SerializeToString()
-            feeds = zoo.decoder_inputs(static, 1, seq, past)
-            for threads in thread_counts:
-                ours, theirs = _sessions(model, threads)
-                repeats = (3 if quick else (3 if seq > 128 else 7)) if seq > 1 else (10 if quick else 30)
-                samples = interleaved_times({"ours": lambda s=ours, f=feeds: s.run(None, f),
-                                             "ort": lambda s=theirs, f=feeds: s.run(None, f)}, repeats)
-                got, ref = ours.run(None, feeds)[0], theirs.run(None, feeds)[0]
-                kind = "fp32" if level is None else f"int4 acc{level}"
-                out.append({"case": f"h{hidden} {kind} {phase}", "threads": threads,
-                            "ours": median(samples["ours"]), "ort": median(samples["ort"]),
-                            "max_rel_diff": float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))})
+            kind = "fp32" if level is None else f"int4 acc{level}"
+            out += _measure(f"h{hidden} {kind} {phase}", model, zoo.decoder_inputs(static, 1, seq, past),
+                            _repeats(quick, seq))
+    return out
+
+
+GENAI_CASES = ((4, PHASES[0]), (4, PHASES[1]), (0, PHASES[1]))  # (accuracy_level, phase)
+
+
+def _genai_cases(quick: bool) -> list[dict[str, Any]]:
+    hidden = 1024 if quick else 2048
+    cfg = attrs.evolve(_config(hidden), max_positions=1024)
+    out = []
+    for level, (phase, seq, past) in GENAI_CASES:
+        static = attrs.evolve(cfg, batch=1, sequence=seq, past_sequence=past)
+        model = quantize_int4(zoo.genai_decoder_proto(static), 32, level).SerializeToString()
+        out += _measure(f"h{hidden} genai int4 acc{level} {phase}", model,
+                        zoo.genai_decoder_inputs(static, 1, seq, past), _repeats(quick, seq, prefill=3))
     return out
 
 
@@ -71,12 +100,14 @@ def run(quick: bool = False) -> Section:
     sec = Section("llm")
     t = Table("fp32 and int4 decoders vs onnxruntime CPU EP, same threads (median wall time per run)",
               ["case", "threads", "ours", "onnxruntime", "ours/ORT", "max rel diff"])
-    for r in _cases(quick):
+    for r in _cases(quick) + _genai_cases(quick):
         t.add(r["case"], r["threads"], fmt_seconds(r["ours"]), fmt_seconds(r["ort"]), fmt_ratio(r["ours"] / r["ort"], 2),
               f"{r['max_rel_diff']:.1e}")
         sec.records.append(r)
     st = c_kernels.status()
-    t.notes.append("MatMulNBits on our side: " + ("the C kernel" if st.loaded else f"the numpy kernel ({st.reason})"))
+    t.notes.append("MatMulNBits, GroupQueryAttention, (Skip)SimplifiedLayerNormalization, QuickGelu on our side: "
+                   + ("the C kernels" if st.loaded else f"the numpy kernels ({st.reason})"))
+    t.notes.append("genai rows: the onnxruntime-genai builder's CPU layout (zoo.genai_decoder_proto), 2 layers")
     t.notes.append("targets (issue 15): int4 decode within 1.5x of onnxruntime, int4 prefill within 2x, fp32 within 1.2x; "
                    "(issue 19) fp32 prefill 512 within 1.1x")
     t.notes.append(f"onnxruntime {ort.__version__}; weights packed by its quantize_matmul_4bits (block 32, zero points)")

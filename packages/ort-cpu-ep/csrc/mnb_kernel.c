@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_kernels.h" /* the other C kernels: registered after MatMulNBits */
 #include "mnb.h"
 #include "ort_kernel_abi.h"
 
@@ -365,5 +366,6 @@ ORT_KERNEL_EXPORT OrtStatus* OrtRegisterKernels(const OrtKernelApi* api, OrtKern
   api->ReleaseKernelDefBuilder(b);
   if (!st) st = api->KernelRegistry_AddKernelV2(registry, def, mnb_create, NULL, mnb_estimate);
   if (def) api->ReleaseKernelDef(def);
+  if (!st) st = ort_cpu_ep_register_more(api, registry); /* norm_kernel.c, gqa_kernel.c */
   return st;
 }

@@ -29,6 +29,7 @@ _log = logging.getLogger("ort_cpu_ep")
 EP_NAME = "CPUExecutionProvider"
 DISABLE_ENV = "ORT_CPU_EP_NO_C_KERNELS"  # set to 1: use the numpy kernels even where the C library is built
 _C_BITS = (2, 4, 8)
+_FLOAT = 1  # TensorProto.FLOAT
 _LISTENING: list[bool] = []
 
 
@@ -89,7 +90,15 @@ def c_kernel_applies(node: Node) -> bool:
 
     MatMulNBits: bits 2/4/8, block_size 16..256, no g_idx, and for accuracy_level 4 a constant B (the
     C kernel then always quantizes A to int8, which onnxruntime does only for a prepacked, constant B).
+    (Skip)SimplifiedLayerNormalization and GroupQueryAttention: see `_c_norm_applies` / `_c_gqa_applies`;
+    QuickGelu: float32 without a bias.
     Element types are the registered type constraints' business (float16 goes to numpy)."""
+    if node.op_type in _C_NORMS:
+        return _c_norm_applies(node)
+    if node.op_type == "GroupQueryAttention":
+        return _c_gqa_applies(node)
+    if node.op_type == "QuickGelu":  # float32 without a bias input (the SiLUFusion's)
+        return _float32_input(node) and not any(node.inputs[1:])
     if node.op_type != "MatMulNBits":
         return True
     bits, block = int(node.attr("bits", 4)), int(node.attr("block_size", 0))
@@ -101,6 +110,51 @@ def c_kernel_applies(node: Node) -> bool:
         graph = node.graph
         return graph is not None and len(node.inputs) > 1 and node.inputs[1] in graph.initializers
     return True
+
+
+_C_NORMS = ("SimplifiedLayerNormalization", "SkipSimplifiedLayerNormalization")
+# GroupQueryAttention attributes the C kernel takes only at these values (the genai builder's)
+_C_GQA_ATTRS = {"local_window_size": -1, "softcap": 0.0, "causal": 1, "qk_output": 0, "smooth_softmax": 0,
+                "sliding_window_cache": 0}
+
+
+def _named(node: Node, index: int) -> bool:
+    return index < len(node.outputs) and bool(node.outputs[index])
+
+
+def _float32_input(node: Node) -> bool:
+    graph = node.graph
+    value = graph.values.get(node.inputs[0]) if graph is not None and node.inputs else None
+    return value is None or value.dtype in (0, None, _FLOAT)
+
+
+def _c_norm_applies(node: Node) -> bool:
+    """float32, the last axis; outputs mean / inv_std_var (1, 2) not named (a C kernel of this ABI cannot
+    tell a named output from an omitted one, so it writes only Y and the sum, output 3, which must then be
+    named when the node lists it)."""
+    if not _float32_input(node) or _named(node, 1) or _named(node, 2):
+        return False
+    if node.op_type == "SimplifiedLayerNormalization":
+        return int(node.attr("axis", -1)) == -1 and len(node.outputs) <= 3
+    return len(node.outputs) <= 3 or (len(node.outputs) == 4 and _named(node, 3))
+
+
+def _c_gqa_applies(node: Node) -> bool:
+    """float32; the attributes of `_C_GQA_ATTRS` at those values; float KV cache; present key and value
+    named; no output 3 (qk); no inputs past sin_cache (position_ids, attention_bias, head_sink, ...); both
+    caches when do_rotary=1."""
+    if not _float32_input(node) or not (_named(node, 1) and _named(node, 2)) or _named(node, 3):
+        return False
+    for name, want in _C_GQA_ATTRS.items():
+        if node.attr(name, want) != want:
+            return False
+    if any(str(node.attr(n, "NONE")).upper() != "NONE" for n in ("k_quant_type", "v_quant_type")):
+        return False
+    n, nkv = int(node.attr("num_heads", 0)), int(node.attr("kv_num_heads", 0))
+    if n <= 0 or nkv <= 0 or n % nkv or any(node.inputs[9:]):
+        return False
+    rotary_caches = len(node.inputs) > 8 and bool(node.inputs[7]) and bool(node.inputs[8])
+    return not int(node.attr("do_rotary", 0)) or rotary_caches
 
 
 def kernel_language(entry: Any) -> str:

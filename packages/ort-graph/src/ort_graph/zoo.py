@@ -9,5 +9,7 @@ from ._zoo import (
     demo_decoder,
     write_decoder,
 )
+from ._zoo_genai import genai_decoder_inputs, genai_decoder_proto
 
-__all__ = ["DEMO_CONFIG", "DecoderConfig", "decoder", "decoder_inputs", "decoder_proto", "demo_decoder", "write_decoder"]
+__all__ = ["DEMO_CONFIG", "DecoderConfig", "decoder", "decoder_inputs", "decoder_proto", "demo_decoder",
+           "genai_decoder_inputs", "genai_decoder_proto", "write_decoder"]

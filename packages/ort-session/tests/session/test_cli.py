@@ -101,6 +101,10 @@ def test_kernels_says_which_kernels_are_c_and_whether_the_c_library_is_in_use(ca
     lines = capsys.readouterr().out.splitlines()
     nbits = [ln.split() for ln in lines if ln.startswith("CPUExecutionProvider") and "::MatMulNBits " in ln]
     assert sorted(row[3] for row in nbits) == ["C", "numpy"]  # the C kernel, and the numpy one it falls back to
+    for op in ("com.microsoft::GroupQueryAttention", "com.microsoft::SkipSimplifiedLayerNormalization",
+               "SimplifiedLayerNormalization", "com.microsoft::QuickGelu"):
+        rows = [ln.split() for ln in lines if ln.startswith("CPUExecutionProvider") and ln.split()[1] == op]
+        assert sorted(row[3] for row in rows) == ["C", "numpy"], op
     assert lines[-1].startswith("ort-cpu-ep C kernels: loaded from")
     monkeypatch.setenv(c_kernels.DISABLE_ENV, "1")
     c_kernels._load.cache_clear()

@@ -61,14 +61,17 @@ def test_genai_export_preallocated_session_serves_gqa_workspace_from_plan(shared
     nodes = ort_graph.load(path).graph.nodes
     declaring = [n for n in nodes if n.op_type in ("GroupQueryAttention", "MatMulNBits")]
     assert len(declaring) == (4 if variant == "fp32" else 25)
-    # slots each node takes from the plan: GQA its scores, mask, rotated Q and K and their product, the cos/sin
-    # rows at the positions, the softmax row statistics and flags; MatMulNBits
-    # its dequantized band and, at accuracy_level 4, A quantized; float32 norms their row statistics
-    per_node = {"GroupQueryAttention": 7, "MatMulNBits": 2 if variant != "fp32" else 1,
-                "SimplifiedLayerNormalization": 1, "SkipSimplifiedLayerNormalization": 1}
-    assert sum(n.op_type in per_node for n in nodes) == len(declaring) + 9
-    # plus one chunk slot per QuickGelu the CPU provider's SiLUFusion made of the MLPs' x * sigmoid(x)
+    # slots each node takes from the plan: the numpy GQA its scores, mask, rotated Q and K and their product, the
+    # cos/sin rows at the positions, the softmax row statistics and flags (the C GQA one per-thread buffer); MatMulNBits its dequantized band and, at accuracy_level 4, A quantized; the
+    # numpy float32 norms their row statistics (the C norms none)
+    from ort_cpu_ep import c_kernels
+
+    c = c_kernels.c_registry() is not None
+    per_node = {"GroupQueryAttention": 1 if c else 7, "MatMulNBits": 2 if variant != "fp32" else 1,
+                "SimplifiedLayerNormalization": 0 if c else 1, "SkipSimplifiedLayerNormalization": 0 if c else 1}
+    assert sum(n.op_type in per_node for n in nodes) == len(declaring) + 9  # + the 9 norms
+    # plus one chunk slot per numpy QuickGelu the CPU provider's SiLUFusion made of the MLPs' x * sigmoid(x)
     silu = [f for f in sess.fusions if f.fusion == "SiLUFusion"]
     assert len(silu) == 4
-    slots = sum(per_node.get(n.op_type, 0) for n in nodes) + len(silu)
+    slots = sum(per_node.get(n.op_type, 0) for n in nodes) + (0 if c else len(silu))  # the C QuickGelu: none
     assert stats.workspace_from_plan == slots and stats.scratch_fallbacks == 0 and stats.allocations == 0

@@ -29,11 +29,14 @@ def test_decoder_copies_only_what_kernels_without_an_output_block_return():
     cfg = zoo.DecoderConfig(layers=2, hidden=64, heads=4, kv_heads=2)
     sess = _decoder_session(cfg, 8)
     sess.run(None, zoo.decoder_inputs(cfg, 1, 8, 0))
-    impls = {n.index: sess.kernels[n.index].impl for n in sess.model.graph.nodes}
+    # a C kernel (ort-cpu-ep's library: the fused SimplifiedLayerNormalization) asks the host for its output
+    # blocks, so it always writes them; a numpy kernel says whether it does
+    writes = {n.index: getattr(getattr(sess.kernels[n.index], "impl", None), "writes_output", True)
+              for n in sess.model.graph.nodes}
     ops = {n.op_type for n in sess.model.graph.nodes}
     assert {op for op in HOT if op in ops} == {op for op in HOT if op in ops and all(
-        impls[n.index].writes_output for n in sess.model.graph.nodes if n.op_type == op)}
-    fresh = [n for n in sess.model.graph.nodes if not impls[n.index].writes_output]
+        writes[n.index] for n in sess.model.graph.nodes if n.op_type == op)}
+    fresh = [n for n in sess.model.graph.nodes if not writes[n.index]]
     stats = sess.last_run_stats
     assert stats.copied_outputs == sum(len([o for o in n.outputs if o]) for n in fresh)
     assert {n.op_type for n in fresh} <= {"Range"}  # what is left in a decoder: one small index vector

@@ -1,0 +1,160 @@
+/* com.microsoft QuickGelu (float32, no bias) as an ort-abi kernel: y = x * sigmoid(alpha * x) = x / (1 + exp(-alpha x)),
+ * alpha default 1.702; alpha = 1 is SiLU, what the CPU provider's SiLUFusion makes of an MLP's x * Sigmoid(x).
+ *
+ * exp is a branch-free Cephes-style polynomial on 8-float vectors (GCC/clang vector extensions), within a few ulp
+ * of the C library's for every float; above 88 it is inf (y = -0, and NaN for x = -inf, as numpy and
+ * onnxruntime give), below -88 zero; NaN propagates. Elementwise at the same index, so the plan
+ * may write y over x. No workspace. Threads split the elements when there are enough of them. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "mnb.h" /* mnb_parallel, mnb_threads */
+
+#pragma GCC diagnostic ignored "-Wpsabi" /* act_v8 values never cross a call: the helpers inline */
+
+#define ACT_MIN_PER_THREAD (1 << 15) /* elements below which an extra thread does not pay */
+#define ACT_MAX_RANK 16
+
+static const OrtKernelApi* g_api = NULL;
+
+typedef float act_v8 __attribute__((vector_size(32)));
+typedef int32_t act_i8 __attribute__((vector_size(32)));
+
+typedef struct ActKernel {
+  OrtKernelImpl base; /* first: the host sees an OrtKernelImpl* */
+  float alpha;
+} ActKernel;
+
+static inline __attribute__((always_inline)) act_v8 act_splat(float v) {
+  act_v8 r = {v, v, v, v, v, v, v, v};
+  return r;
+}
+
+/* exp(x) for 8 floats: x = n ln2 + r, |r| <= ln2 / 2; exp(r) by a degree-6 polynomial; 2^n from the exponent bits */
+static inline __attribute__((always_inline)) act_v8 act_exp8(act_v8 x) {
+  const act_v8 hi = act_splat(88.0f), lo = act_splat(-88.0f), magic = act_splat(12582912.0f); /* 1.5 * 2^23 */
+  act_i8 above = x > hi, below = x < lo, bits;
+  act_v8 n, r, p;
+  x = (act_v8)(((act_i8)hi & above) | ((act_i8)x & ~above));
+  x = (act_v8)(((act_i8)lo & below) | ((act_i8)x & ~below));
+  n = (x * act_splat(1.44269504088896341f) + magic) - magic; /* round to nearest */
+  r = x - n * act_splat(0.693359375f) - n * act_splat(-2.12194440e-4f);
+  p = act_splat(1.9875691500E-4f);
+  p = p * r + act_splat(1.3981999507E-3f);
+  p = p * r + act_splat(8.3334519073E-3f);
+  p = p * r + act_splat(4.1665795894E-2f);
+  p = p * r + act_splat(1.6666665459E-1f);
+  p = p * r + act_splat(5.0000001201E-1f);
+  p = p * r * r + r + act_splat(1.0f);
+  bits = (__builtin_convertvector(n, act_i8) + 127) << 23;
+  p = p * (act_v8)bits;
+  return (act_v8)(((act_i8)act_splat(INFINITY) & above) | ((act_i8)p & ~above)); /* overflow: inf, as expf */
+}
+
+/* y[i] = x[i] / (1 + exp(-alpha x[i])) for i in [0, n); one clone per x86-64 level */
+CPU_KERNELS_CLONES
+static void act_quick_gelu(const float* x, float* y, int64_t n, float alpha) {
+  const act_v8 a = act_splat(-alpha), one = act_splat(1.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    act_v8 v, e;
+    memcpy(&v, x + i, sizeof v);
+    e = act_exp8(v * a);
+    v = v / (one + e);
+    memcpy(y + i, &v, sizeof v);
+  }
+  if (i < n) { /* the tail through one padded vector */
+    float tail[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    act_v8 v, e;
+    memcpy(tail, x + i, (size_t)(n - i) * sizeof(float));
+    memcpy(&v, tail, sizeof v);
+    e = act_exp8(v * a);
+    v = v / (one + e);
+    memcpy(tail, &v, sizeof v);
+    memcpy(y + i, tail, (size_t)(n - i) * sizeof(float));
+  }
+}
+
+typedef struct ActJob {
+  const float* x;
+  float* y;
+  int64_t n;
+  float alpha;
+} ActJob;
+
+static void act_job(void* arg, int index, int count) {
+  const ActJob* job = (const ActJob*)arg;
+  int64_t per = (job->n / count + 7) / 8 * 8, i0 = per * index, i1 = i0 + per;
+  if (i1 > job->n) i1 = job->n;
+  if (i0 < i1) act_quick_gelu(job->x + i0, job->y + i0, i1 - i0, job->alpha);
+}
+
+static OrtStatus* act_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
+  ActKernel* k = (ActKernel*)this_ptr;
+  const OrtValue* xv = NULL;
+  OrtValue* yv = NULL;
+  const int64_t* dims = NULL;
+  size_t rank = 0, count = 0, i;
+  const void* x = NULL;
+  void* y = NULL;
+  ActJob job;
+  int threads;
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 0, &xv));
+  if (xv == NULL) return g_api->CreateStatus(ORT_INVALID_ARGUMENT, "QuickGelu: input X is missing");
+  /* X's element type: float32, checked by the host against the registered constraint before each Compute */
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetShape(xv, &dims, &rank));
+  if (rank > ACT_MAX_RANK) return g_api->CreateStatus(ORT_INVALID_ARGUMENT, "QuickGelu: X has rank above 16");
+  for (count = 1, i = 0; i < rank; ++i) count *= (size_t)dims[i];
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(xv, &x));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetOutput(ctx, 0, dims, rank, &yv));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorMutableData(yv, &y));
+  if (count == 0) return NULL;
+  job.x = (const float*)x; job.y = (float*)y; job.n = (int64_t)count; job.alpha = k->alpha;
+  threads = mnb_threads();
+  if ((int64_t)threads > job.n / ACT_MIN_PER_THREAD) threads = (int)(job.n / ACT_MIN_PER_THREAD);
+  if (threads < 1) threads = 1;
+  mnb_parallel(threads, act_job, &job);
+  return NULL;
+}
+
+static OrtStatus* act_declare(OrtKernelImpl* this_ptr, const OrtWorkspaceInputShape* shapes, size_t num_inputs,
+                              OrtWorkspaceSlot* slots, size_t max_slots, size_t* num_slots) {
+  (void)this_ptr; (void)shapes; (void)num_inputs; (void)slots; (void)max_slots;
+  *num_slots = 0; /* elementwise in registers: no workspace */
+  return NULL;
+}
+
+static OrtStatus* act_estimate(const OrtEpApi* api, const OrtNode* node, const OrtEp* ep, size_t* out) {
+  (void)api; (void)node; (void)ep;
+  *out = 0;
+  return NULL;
+}
+
+static void act_release(OrtKernelImpl* this_ptr) { free(this_ptr); }
+
+static OrtStatus* act_create(void* state, const OrtKernelInfo* info, OrtKernelImpl** out) {
+  ActKernel* k;
+  int has = 0;
+  float alpha = 1.702f;
+  (void)state;
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_HasAttribute(info, "alpha", &has));
+  if (has) ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetAttributeFloat(info, "alpha", &alpha));
+  k = (ActKernel*)calloc(1, sizeof *k);
+  if (k == NULL) return g_api->CreateStatus(ORT_FAIL, "QuickGelu: out of memory creating the kernel");
+  k->base.ort_version_supported = ORT_KERNEL_ABI_VERSION;
+  k->base.Compute = act_compute;
+  k->base.Release = act_release;
+  k->base.DeclareWorkspaceRequirements = act_declare;
+  k->alpha = alpha;
+  *out = &k->base;
+  return NULL;
+}
+
+OrtStatus* ort_cpu_ep_register_activation(const OrtKernelApi* api, OrtKernelRegistry* registry) {
+  static const int32_t f[1] = {ORT_TENSOR_ELEMENT_FLOAT};
+  g_api = api;
+  return cpu_kernels_add(api, registry, "QuickGelu", "com.microsoft", 1, f, 1, act_create, act_estimate);
+}

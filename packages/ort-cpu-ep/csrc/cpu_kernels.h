@@ -1,0 +1,31 @@
+/* The ort-cpu-ep C kernels beside MatMulNBits: (Skip)SimplifiedLayerNormalization (norm_kernel.c),
+ * GroupQueryAttention (gqa_kernel.c) and QuickGelu (act_kernel.c: the SiLU of the MLPs). Each file registers its kernels through the same
+ * KernelRegistry_AddKernelV2 as mnb_kernel.c; OrtRegisterKernels (mnb_kernel.c) calls
+ * ort_cpu_ep_register_more after its own. */
+#ifndef ORT_CPU_EP_CPU_KERNELS_H_
+#define ORT_CPU_EP_CPU_KERNELS_H_
+
+#include "ort_kernel_abi.h"
+
+#define CPU_KERNELS_EP "CPUExecutionProvider"
+
+/* hot loops: one clone per x86-64 level, picked at load by the CPU (as mnb_math.c does) */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && defined(__linux__)
+#define CPU_KERNELS_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define CPU_KERNELS_CLONES
+#endif
+
+OrtStatus* ort_cpu_ep_register_norm(const OrtKernelApi* api, OrtKernelRegistry* registry);
+OrtStatus* ort_cpu_ep_register_gqa(const OrtKernelApi* api, OrtKernelRegistry* registry);
+OrtStatus* ort_cpu_ep_register_activation(const OrtKernelApi* api, OrtKernelRegistry* registry);
+/* all of the above, in order (the one call the library's entry point makes) */
+OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* registry);
+
+/* a kernel definition: op, domain, since-version, EP, then `count` type constraints named T<k> binding
+ * input k to one element type each (types[k]; 0: unconstrained) */
+OrtStatus* cpu_kernels_add(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, const char* domain,
+                           int since, const int32_t* types, int count, OrtKernelCreateFunc create,
+                           OrtKernelWorkspaceEstimateFunc estimate);
+
+#endif
