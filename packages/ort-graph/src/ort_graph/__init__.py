@@ -9,6 +9,7 @@ from ._constprop import constants_to_initializers
 from ._copy import copy_model
 from ._dtypes import dtype_name, from_numpy_dtype, itemsize, tensor_nbytes, to_numpy_dtype
 from ._ep_fusions import fuse_conv_add, fuse_matmul_transpose, fuse_silu
+from ._repeat_kv_fusion import fuse_repeat_kv
 from ._errors import (
     DuplicateNameError,
     ExternalDataError,
@@ -37,7 +38,7 @@ from ._topo import topological_order, validate
 __version__ = "0.2.0"
 
 __all__ = [
-    "FUSIONS", "FusionRecord", "fuse_conv_add", "fuse_matmul_transpose", "fuse_silu", "LAYER_ANN_KEY", "ShapeReport", "apply_l1_fusions", "constants_to_initializers",
+    "FUSIONS", "FusionRecord", "fuse_conv_add", "fuse_matmul_transpose", "fuse_repeat_kv", "fuse_silu", "LAYER_ANN_KEY", "ShapeReport", "apply_l1_fusions", "constants_to_initializers",
     "copy_model", "parse_max_shape_override",
     "remove_unused_initializers", "resolve_shapes", "Attr", "Dim", "DuplicateNameError", "ExternalDataError", "ExternalLocation", "Graph", "GraphError",
     "GraphStructureError", "Model", "ModelLoadError", "Node", "Shape", "ShapeAnnotationWarning", "ShapeResolutionWarning", "first_unresolved_node", "unresolved_hint",
