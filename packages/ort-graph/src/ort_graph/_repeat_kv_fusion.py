@@ -86,10 +86,11 @@ def _repeat(graph: Graph, name: str, allowed: set[int] | None) -> tuple[list[Nod
     # every other axis keeps KV's extent: 1 (broadcast keeps it) or exactly KV's static extent
     if not all(s == 1 or _same(dim, s) for s, dim in zip(target[:2] + target[3:], (b, kvh, t, d))):
         return None
-    if not isinstance(kvh, int) or not isinstance(d, int) or reshape.attr("allowzero", 0):
+    if not isinstance(kvh, int) or not isinstance(d, int):
         return None
     merge = _ints(graph, reshape.inputs[1]) if len(reshape.inputs) > 1 else None
-    if merge is None or len(merge) != 4 or merge[1] != kvh * g or merge.count(-1) > 1:
+    if merge is None or len(merge) != 4 or merge[1] != kvh * g or merge.count(-1) > 1 \
+            or (reshape.attr("allowzero", 0) and 0 in merge):  # allowzero: a 0 is an empty axis, not a copy
         return None
     # each entry gives [b, kvh*g, t, d]: 0 copies the expanded axis at the same index (b at 0; kvh at 1 only when
     # g == 1), a positive entry is the static extent, -1 (at most one) is inferred from the others
