@@ -108,8 +108,13 @@ def _fresh_value(graph: Graph, base: str) -> str:
     return name
 
 
-def _shape_constant(graph: Graph, base: str, dims: list[int]) -> str:
-    name = _fresh_value(graph, base)
+def _shape_constant(graph: Graph, dims: list[int]) -> str:
+    """An int64 initializer holding `dims`, shared by every fusion that needs the same one."""
+    name = "RepeatKVFusion/shape_" + "_".join(str(d).replace("-", "m") for d in dims)
+    t = graph.initializers.get(name)
+    if t is not None and list(np.asarray(t.numpy()).reshape(-1)) == dims and t.dtype == 7:
+        return name
+    name = _fresh_value(graph, name)
     graph.initializers[name] = Tensor.from_numpy(name, np.array(dims, np.int64))
     graph.value(name).dtype, graph.value(name).shape = 7, (len(dims),)
     return name
@@ -173,14 +178,14 @@ def fuse_repeat_kv(graph: Graph, nodes: Collection[Node] | None = None) -> list[
         graph.value(out_rows).dtype = y.dtype
         graph.value(out_rows).shape = (y.shape[0], kvh, g * y.shape[2], y.shape[3])
         meta = dict(mm.metadata)
-        fold = graph.add_node("Reshape", [mm.inputs[0], _shape_constant(graph, base + "/shape_rows", [0, kvh, -1, 0])],
+        fold = graph.add_node("Reshape", [mm.inputs[0], _shape_constant(graph, [0, kvh, -1, 0])],
                               [rows], name=base + "/Reshape", metadata=meta, position=position)
         attributes = {k: v for k, v in mm.attributes.items()}
         if mm.op_type == "FusedMatMul":
             attributes.setdefault("alpha", Attr("alpha", AttributeProto.FLOAT, 1.0))
         fused = graph.add_node(mm.op_type, [rows, kv], [out_rows], name=base, domain=mm.domain,
                                attributes=attributes, metadata=meta, position=position + 1)
-        unfold = graph.add_node("Reshape", [out_rows, _shape_constant(graph, base + "/shape_heads", [0, kvh * g, -1, 0])],
+        unfold = graph.add_node("Reshape", [out_rows, _shape_constant(graph, [0, kvh * g, -1, 0])],
                                 list(mm.outputs), name=base + "/Reshape_1", metadata=meta, position=position + 2)
         records.append(FusionRecord("RepeatKVFusion", tuple(n.name for n in (*pruned, *repeat, mm)),
                                     (fold.name, fused.name, unfold.name)))
