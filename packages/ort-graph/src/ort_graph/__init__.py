@@ -9,7 +9,6 @@ from ._constprop import constants_to_initializers
 from ._copy import copy_model
 from ._dtypes import dtype_name, from_numpy_dtype, itemsize, tensor_nbytes, to_numpy_dtype
 from ._ep_fusions import fuse_conv_add, fuse_matmul_transpose, fuse_silu
-from ._repeat_kv_fusion import fuse_repeat_kv
 from ._errors import (
     DuplicateNameError,
     ExternalDataError,
@@ -25,6 +24,7 @@ from ._errors import (
 from ._fusions import FUSIONS, FusionRecord, apply_l1_fusions, remove_unused_initializers
 from ._io import from_proto, load, save, to_proto
 from ._ir import LAYER_ANN_KEY, Attr, Dim, Graph, Model, Node, Shape, Value, is_static, symbolic_inputs
+from ._repeat_kv_fusion import fuse_repeat_kv
 from ._shapes import (
     ShapeReport,
     first_unresolved_node,
