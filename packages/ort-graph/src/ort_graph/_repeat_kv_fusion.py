@@ -29,8 +29,8 @@ _MAX_DEPTH = 8
 
 
 def _constant(graph: Graph, name: str, depth: int = 0) -> np.ndarray | None:
-    """The value of `name` when it is an initializer or computed from initializers only (no Shape node:
-    a run's shapes may differ from the resolved ones); None otherwise."""
+    """The value of `name` when it is an initializer or computed from initializers only; None otherwise (a
+    Shape of an activation is never a constant here: a run's shapes may differ from the resolved ones)."""
     if not name:
         return None
     t = graph.initializers.get(name)
@@ -38,7 +38,7 @@ def _constant(graph: Graph, name: str, depth: int = 0) -> np.ndarray | None:
         return np.asarray(t.numpy())
     v = graph.values.get(name)
     p = v.producer if v is not None else None
-    if p is None or depth >= _MAX_DEPTH or p.op_type == "Shape" or len(p.outputs) != 1:
+    if p is None or depth >= _MAX_DEPTH or len(p.outputs) != 1:
         return None
     inputs = [_constant(graph, i, depth + 1) if i else None for i in p.inputs]
     if any(x is None for x, i in zip(inputs, p.inputs) if i):
@@ -164,12 +164,12 @@ def fuse_repeat_kv(graph: Graph, nodes: Collection[Node] | None = None) -> list[
         if not is_static(x.shape) or len(x.shape) != 4 or x.shape[1] != kvh * g or not is_static(y.shape) \
                 or len(y.shape) != 4 or y.shape[1] != kvh * g or graph.values[kv].dtype != y.dtype:
             continue
-        position = graph.nodes.index(mm) - sum(1 for n in repeat if graph.nodes.index(n) < graph.nodes.index(mm))
-        for old in (*repeat, mm):
+        for old in repeat:
             graph.remove_node(old)
         shape_inputs = [n.inputs[1] for n in repeat[1:]] + ([repeat[0].inputs[1]] if len(repeat[0].inputs) > 1 else [])
         pruned = _prune_dead(graph, shape_inputs, allowed)
-        position -= sum(1 for _ in pruned)  # all made before the Expand/Reshape they fed, so before the matmul
+        position = graph.nodes.index(mm)  # the fused nodes go where the matmul was: after X's and KV's producers
+        graph.remove_node(mm)
         base = mm.name + "/RepeatKVFusion"
         b_x, _, s, n = x.shape
         rows = _fresh_value(graph, base + "/rows")
