@@ -17,7 +17,7 @@ import pytest
 import ort_graph
 import ort_memplan
 from ort_graph import zoo
-from ort_session import InferenceSession, validate_feeds
+from ort_session import CpuExecutionProvider, InferenceSession, validate_feeds
 
 SIMGPU = "SimulatedGPUExecutionProvider"
 CPU = "CPUExecutionProvider"
@@ -58,7 +58,19 @@ def _assert_layers_on_device(sess: InferenceSession, on_device: set[int]) -> Non
     assert not wrong, f"{len(wrong)} node(s) placed against the rules, e.g. {wrong[:5]!r}"
 
 
-def _assert_memory_consistent(sess: InferenceSession, budget: int | None) -> None:
+def _without_repeat_kv(model, options) -> InferenceSession:
+    """The session `InferenceSession(model(), options, providers=[SIMGPU])` without the providers' RepeatKVFusion."""
+    passes = CpuExecutionProvider.graph_passes
+    CpuExecutionProvider.graph_passes = lambda self: [p for p in passes(self) if p.name != "RepeatKVFusion"]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return InferenceSession(model(), options, providers=[SIMGPU])
+    finally:
+        CpuExecutionProvider.graph_passes = passes
+
+
+def _assert_memory_consistent(sess: InferenceSession, budget: int | None, model, options) -> None:
     """Weights counted once per device, the joint plan valid, the Level-2 re-check within budget."""
     gplan = sess.memory.gplan
     ort_memplan.validate(gplan.plan, gplan.requests)
@@ -74,8 +86,15 @@ def _assert_memory_consistent(sess: InferenceSession, budget: int | None) -> Non
         assert info["weights"] == unique, f"{dev}: weights {info['weights']} != unique initializer bytes {unique}"
         assert info["total"] == info["weights"] + info["peak_activations"]
         assert info["peak_activations"] >= info["lower_bound"]
+    # the placement report counts the nodes placement saw; the providers' RepeatKVFusion then swaps the KV repeats'
+    # shape constants for its own (a few bytes): the same session without it holds report == plan, and its
+    # placement is the same one
+    plain = _without_repeat_kv(model, options)
     report = {d.ep: d for d in sess.plan.report.devices}
-    assert report[SIMGPU].weight_bytes == devices["simgpu"]["weights"], "the placement report counted a weight twice"
+    plain_report = {d.ep: d for d in plain.plan.report.devices}
+    assert plain_report[SIMGPU].weight_bytes == plain.plan.to_dict()["devices"]["simgpu"]["weights"], \
+        "the placement report counted a weight twice"
+    assert report[SIMGPU] == plain_report[SIMGPU]
     recheck = sess.plan.to_dict()["recheck"]  # precise Level 2: weights + planned peak (declared workspace)
     assert recheck["ok"] and not recheck["planned_overruns"], f"Level-2 re-check overran: {recheck!r}"
     if budget is not None:
@@ -87,11 +106,11 @@ def _assert_memory_consistent(sess: InferenceSession, budget: int | None) -> Non
 def test_name_rules_place_layers_under_a_budget_and_match_onnxruntime(k):
     cfg = zoo.DecoderConfig(layers=4, **STATIC)
     budget = 1 << 20
-    sess = InferenceSession(zoo.decoder(cfg), {"session.name_based_layer_assignment": _rules(k), "budgets": "gpu:1MiB"},
-                            providers=[SIMGPU])
+    options = {"session.name_based_layer_assignment": _rules(k), "budgets": "gpu:1MiB"}
+    sess = InferenceSession(zoo.decoder(cfg), options, providers=[SIMGPU])
     assert sess.placement.mode == "rules"
     _assert_layers_on_device(sess, set(range(k + 1)))
-    _assert_memory_consistent(sess, budget)
+    _assert_memory_consistent(sess, budget, lambda: zoo.decoder(cfg), options)
     assert sess.recheck.ok, sess.recheck  # with room to spare, even the per-node cost sum fits after copies
     feeds = zoo.decoder_inputs(cfg, 1, 8, 0)
     _assert_close(sess.run(None, feeds), _reference(zoo.decoder_proto(cfg), feeds))
@@ -106,13 +125,13 @@ def test_budget_stops_rule_placement_where_it_would_overrun():
     budget = needed // 2
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        sess = InferenceSession(zoo.decoder(cfg), {"session.name_based_layer_assignment": _rules(3),
-                                                   "budgets": f"gpu:{budget}"}, providers=[SIMGPU])
+        options = {"session.name_based_layer_assignment": _rules(3), "budgets": f"gpu:{budget}"}
+        sess = InferenceSession(zoo.decoder(cfg), options, providers=[SIMGPU])
     placed = [n for n in sess.model.graph.nodes if n.ep == SIMGPU and n.op_type not in MEMCPY]
     assert placed and len(placed) < len([n for n in free.model.graph.nodes if n.ep == SIMGPU and n.op_type not in MEMCPY])
     assert sess.placement.result.consumed[SIMGPU] <= budget
     assert SIMGPU in sess.placement.result.stops
-    _assert_memory_consistent(sess, budget)
+    _assert_memory_consistent(sess, budget, lambda: zoo.decoder(cfg), options)
     feeds = zoo.decoder_inputs(cfg, 1, 8, 0)
     _assert_close(sess.run(None, feeds), _reference(zoo.decoder_proto(cfg), feeds))
 
@@ -147,8 +166,8 @@ def test_annotation_mode_places_every_annotated_node_like_its_name_rule():
 
 def test_rules_still_match_after_l1_fusions_rename_nodes():
     cfg = zoo.DecoderConfig(layers=3, bias=True, norm="layernorm", **STATIC)
-    sess = InferenceSession(zoo.decoder(cfg), {"session.name_based_layer_assignment": _rules(1), "budgets": "gpu:2MiB"},
-                            providers=[SIMGPU])
+    options = {"session.name_based_layer_assignment": _rules(1), "budgets": "gpu:2MiB"}
+    sess = InferenceSession(zoo.decoder(cfg), options, providers=[SIMGPU])
     created = {name for rec in sess.fusions for name in rec.created}
     kinds = {rec.fusion for rec in sess.fusions}
     assert {"MatMulAddFusion", "LayerNormFusion"} <= kinds, kinds
@@ -159,7 +178,7 @@ def test_rules_still_match_after_l1_fusions_rename_nodes():
         want = SIMGPU if _layer(node.name) in (0, 1) else CPU
         assert node.ep == want, f"fused node {node.name!r} is on {node.ep}, its rule says {want}"
     _assert_layers_on_device(sess, {0, 1})
-    _assert_memory_consistent(sess, 2 << 20)
+    _assert_memory_consistent(sess, 2 << 20, lambda: zoo.decoder(cfg), options)
     feeds = zoo.decoder_inputs(cfg, 1, 8, 0)
     _assert_close(sess.run(None, feeds), _reference(zoo.decoder_proto(cfg), feeds))
 
@@ -167,17 +186,18 @@ def test_rules_still_match_after_l1_fusions_rename_nodes():
 def test_dynamic_model_budgets_by_max_shapes_serves_smaller_runs_from_the_static_plan():
     cfg = zoo.DecoderConfig(layers=3)  # symbolic batch / sequence / past_sequence
     max_seq, max_past = 32, 64
-    sess = InferenceSession(zoo.decoder(cfg), {
+    options = {
         "free_dimension_overrides": {"batch": 1},
         "max_shapes": {"input_ids": [1, max_seq], "past_key_values.0.key": [1, cfg.kv_heads, max_past, cfg.hidden // cfg.heads]},
-        "session.name_based_layer_assignment": _rules(1), "budgets": "gpu:4MiB"}, providers=[SIMGPU])
+        "session.name_based_layer_assignment": _rules(1), "budgets": "gpu:4MiB"}
+    sess = InferenceSession(zoo.decoder(cfg), options, providers=[SIMGPU])
     # the budget was charged with the maximum shapes (Level-1 estimates), not a guess
     costs = {node.name: cost for node, cost in sess.placement.result.costs.items()}
     q_proj = costs["/model/layers.0/self_attn/q_proj/MatMul"]
     assert q_proj.activations == 1 * max_seq * cfg.hidden * 4
     assert q_proj.workspace_source == "estimate" and q_proj.unknown_outputs == 0
     _assert_layers_on_device(sess, {0, 1})
-    _assert_memory_consistent(sess, 4 << 20)
+    _assert_memory_consistent(sess, 4 << 20, lambda: zoo.decoder(cfg), options)
     proto = zoo.decoder_proto(cfg)
     layouts = []
     for batch, seq, past in [(1, 5, 3), (1, 5, 3), (1, 7, 2), (1, 5, 3)]:
@@ -255,13 +275,14 @@ def test_real_export_runs_placed_and_matches_onnxruntime(shared_models, export):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # exporters' stale shape annotations are reported, not fatal
         _, dims = validate_feeds(ort_graph.load(path).graph, feeds)  # a budget plans the shapes the run feeds
-        sess = InferenceSession(str(path), {"session.name_based_layer_assignment": "gpu(layers.0/, layers.1/)",
-                                            "budgets": "gpu:64MiB", "free_dimension_overrides": dims}, providers=[SIMGPU])
+        options = {"session.name_based_layer_assignment": "gpu(layers.0/, layers.1/)", "budgets": "gpu:64MiB",
+                   "free_dimension_overrides": dims}
+        sess = InferenceSession(str(path), options, providers=[SIMGPU])
     wrong = [(n.name, n.ep) for n in sess.model.graph.nodes if n.op_type not in MEMCPY
              and (n.ep == SIMGPU) != (_derived_layer(n) in (0, 1))]
     assert not wrong, f"{len(wrong)} node(s) placed against the rules, e.g. {wrong[:5]!r}"
     assert sum(n.ep == SIMGPU for n in sess.model.graph.nodes) > 10
-    _assert_memory_consistent(sess, 64 << 20)
+    _assert_memory_consistent(sess, 64 << 20, lambda: str(path), options)
     ops = {n.op_type for n in sess.model.graph.nodes}
     if export.startswith("genai"):
         assert "GroupQueryAttention" in ops

@@ -1,7 +1,9 @@
 """The CPU providers' own graph passes (003's Optimization surface), on the nodes each claimed (the session
 runs providers' passes after placement): the CPU provider fuses SiLU, Mul(x, Sigmoid(x)), into com.microsoft
 QuickGelu(alpha=1) with a one-pass kernel, and a MatMul reading a last-two-axes Transpose into FusedMatMul
-(the attention's K^T: BLAS multiplies the transposed view, no transposed copy); the simulated GPU adds Conv + per-channel Add fused into Conv with
+(the attention's K^T: BLAS multiplies the transposed view, no transposed copy), and grouped-query attention's
+materialized KV repeat (Unsqueeze/Expand/Reshape read by that matmul) into the group folded into the query rows
+(no g-times-the-cache expanded block); the simulated GPU adds Conv + per-channel Add fused into Conv with
 a bias. A Level-1 SiLU fusion would move the pair off CUDA (no CUDA kernel for QuickGelu): as an EP pass it
 only fuses what the CPU provider already runs."""
 
@@ -15,11 +17,13 @@ __all__ = ["ConvAddFusionSurface", "SiLUFusionSurface"]
 
 class SiLUFusionSurface:
     """A provider mixin: Mul(x, Sigmoid(x)) fused into QuickGelu(x, alpha=1), and MatMul(., Transpose(.)) into
-    FusedMatMul, on the provider's own nodes."""
+    FusedMatMul, and the repeated KV heads a matmul reads into rows of the query (RepeatKVFusion), on the provider's
+    own nodes."""
 
     def graph_passes(self) -> list[ort_abi.EpGraphPass]:
         return [ort_abi.EpGraphPass("SiLUFusion", ort_graph.fuse_silu),
-                ort_abi.EpGraphPass("MatMulTransposeFusion", ort_graph.fuse_matmul_transpose)]
+                ort_abi.EpGraphPass("MatMulTransposeFusion", ort_graph.fuse_matmul_transpose),
+                ort_abi.EpGraphPass("RepeatKVFusion", ort_graph.fuse_repeat_kv)]
 
 
 class ConvAddFusionSurface:

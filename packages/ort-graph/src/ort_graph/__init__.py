@@ -24,6 +24,7 @@ from ._errors import (
 from ._fusions import FUSIONS, FusionRecord, apply_l1_fusions, remove_unused_initializers
 from ._io import from_proto, load, save, to_proto
 from ._ir import LAYER_ANN_KEY, Attr, Dim, Graph, Model, Node, Shape, Value, is_static, symbolic_inputs
+from ._repeat_kv_fusion import fuse_repeat_kv
 from ._shapes import (
     ShapeReport,
     first_unresolved_node,
@@ -37,7 +38,7 @@ from ._topo import topological_order, validate
 __version__ = "0.2.0"
 
 __all__ = [
-    "FUSIONS", "FusionRecord", "fuse_conv_add", "fuse_matmul_transpose", "fuse_silu", "LAYER_ANN_KEY", "ShapeReport", "apply_l1_fusions", "constants_to_initializers",
+    "FUSIONS", "FusionRecord", "fuse_conv_add", "fuse_matmul_transpose", "fuse_repeat_kv", "fuse_silu", "LAYER_ANN_KEY", "ShapeReport", "apply_l1_fusions", "constants_to_initializers",
     "copy_model", "parse_max_shape_override",
     "remove_unused_initializers", "resolve_shapes", "Attr", "Dim", "DuplicateNameError", "ExternalDataError", "ExternalLocation", "Graph", "GraphError",
     "GraphStructureError", "Model", "ModelLoadError", "Node", "Shape", "ShapeAnnotationWarning", "ShapeResolutionWarning", "first_unresolved_node", "unresolved_hint",

@@ -148,11 +148,11 @@ def test_disable_all_turns_the_fusions_off_and_optimized_model_filepath_saves_th
     assert fused.fusions
     assert {n.op_type for n in onnx.load(so.optimized_model_filepath).graph.node} >= {r.op_type for r in fused.fusions
                                                                                       if hasattr(r, "op_type")}
-    # saved before placement: the CPU provider's own passes (SiLUFusion, MatMulTransposeFusion: one node for two)
-    # run after it
+    # saved before placement: the CPU provider's own passes (SiLUFusion, MatMulTransposeFusion: one node for two;
+    # RepeatKVFusion: three for four, once for K and once for V) run after it
     ep_pass_removed = sum(len(r.replaced) - len(r.created) for r in fused.fusions
-                          if r.fusion in ("SiLUFusion", "MatMulTransposeFusion"))
-    assert ep_pass_removed == 2
+                          if r.fusion in ("SiLUFusion", "MatMulTransposeFusion", "RepeatKVFusion"))
+    assert ep_pass_removed == 4
     assert len(onnx.load(so.optimized_model_filepath).graph.node) == len(fused.model.graph.nodes) + ep_pass_removed
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     assert ort.InferenceSession(zoo.decoder(cfg), so).fusions == []

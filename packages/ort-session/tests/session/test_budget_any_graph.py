@@ -63,10 +63,12 @@ def test_something_is_placed_once_the_budget_holds_the_smallest_node(case):
         warnings.simplefilter("ignore")
         cpu = InferenceSession(proto, {"free_dimension_overrides": dims})
     # the nodes placement sees: after the L1 fusions, before the providers' own passes (a rule naming a node an
-    # EP pass made matches nothing at placement; the pair it replaced is placed node by node)
-    ep_passes = [f for f in cpu.fusions if f.fusion in ("SiLUFusion", "MatMulTransposeFusion")]
+    # EP pass made matches nothing at placement; the nodes it replaced are placed node by node, less those an earlier
+    # pass made: RepeatKVFusion may replace MatMulTransposeFusion's FusedMatMul)
+    ep_passes = [f for f in cpu.fusions if f.fusion in ("SiLUFusion", "MatMulTransposeFusion", "RepeatKVFusion")]
     made = {c for f in ep_passes for c in f.created}
-    names = [n.name for n in cpu.model.graph.nodes if n.name not in made] + [r for f in ep_passes for r in f.replaced]
+    names = [n.name for n in cpu.model.graph.nodes if n.name not in made] + [
+        r for f in ep_passes for r in f.replaced if r not in made]
     for node_name in names:  # brute force (after the L1 fusions): each node alone on the device
         sess = _session(proto, dims, **{"session.name_based_layer_assignment": f"gpu({node_name})"})
         assert [n.name for n in _on_device(sess)] == [node_name]

@@ -87,10 +87,11 @@ def test_cuda_without_device_declines_every_node_with_reason_and_remedy():
                             providers=["CUDAExecutionProvider"])
     declines = sess.plan.to_dict()["declines"]
     # every node placement saw: the CPU provider's SiLUFusion then made one node of each Sigmoid + Mul, and its
-    # MatMulTransposeFusion one of each attention Transpose + MatMul
+    # MatMulTransposeFusion one of each attention Transpose + MatMul, and RepeatKVFusion three of each K and V repeat's
+    # Unsqueeze + Expand + Reshape + matmul
     ep_removed = sum(len(f.replaced) - len(f.created) for f in sess.fusions
-                     if f.fusion in ("SiLUFusion", "MatMulTransposeFusion"))
-    assert ep_removed == 2 * CFG.layers
+                     if f.fusion in ("SiLUFusion", "MatMulTransposeFusion", "RepeatKVFusion"))
+    assert ep_removed == 4 * CFG.layers
     assert len(declines) == len(sess.model.graph.nodes) + ep_removed
     # with ort-cuda-ep installed the reason is the missing driver/device; without it, the missing package
     assert all(("no CUDA driver/device" in d["reason"] or "ort-cuda-ep is not installed" in d["reason"])

@@ -21,9 +21,12 @@ def test_the_attention_key_transpose_is_fused_and_matches_onnxruntime():
     sess = InferenceSession(zoo.decoder_proto(CFG), PRE, providers=["CPUExecutionProvider"])
     records = fusions(sess)
     assert len(records) == CFG.layers
+    # the decoder's attention is grouped-query: RepeatKVFusion then folds each FusedMatMul's repeated K into Q's rows
+    # (a FusedMatMul of the same attributes, named after it)
+    folded = {f.replaced[-1]: f.created[1] for f in sess.fusions if f.fusion == "RepeatKVFusion"}
     for r in records:
         (created,) = r.created
-        node = sess.model.graph.node_by_name(created)
+        node = sess.model.graph.node_by_name(folded.get(created, created))
         assert (node.op_type, node.domain, node.ep, node.attr("transB")) == (
             "FusedMatMul", "com.microsoft", "CPUExecutionProvider", 1)
         assert sess.model.graph.values[node.inputs[1]].producer.op_type != "Transpose"

@@ -79,7 +79,8 @@ def test_load_summary_line_on_a_budgeted_device(capsys):
     assert main(["plan", "--budget", "gpu:12MiB", "--providers", SIM]) == 0
     err = capsys.readouterr().err
     line = next(s for s in err.splitlines() if "offloaded" in s)
-    assert line.startswith("… offloaded 4/8 layers (200/416 nodes) to simgpu: weights ")
+    # RepeatKVFusion: one node fewer for each layer's K and V repeat (4 of the 8 layers on the device)
+    assert line.startswith("… offloaded 4/8 layers (192/400 nodes) to simgpu: weights ")
     assert "of budget 12.0 MiB; " in line and line.endswith("% of bytes on CPU")
 
 
