@@ -202,8 +202,30 @@ class CpuExecutionProvider(SiLUFusionSurface):
         """Entered around each run (`ort_abi.provider_run_scope`): the kernels get `threads` intra-op threads
         (`ort_cpu_ep.intra_op_threads()`) and BLAS is limited to them until the run ends; with numpy >= 2 the
         ufunc buffer size is `UFUNC_BUFSIZE` for the whole run (each kernel then finds it set)."""
-        with intra_op_thread_scope(self.intra_op_num_threads) as threads, ufunc_bufsize_scope():
+        blas, native = self._thread_pools()
+        with intra_op_thread_scope(self.intra_op_num_threads, blas=blas, native=native) as threads, \
+                ufunc_bufsize_scope():
             yield threads
+
+    def _thread_pools(self) -> tuple[int | None, int | None]:
+        """(BLAS threads, C kernel threads) for a run, None = all `threads`. OpenBLAS's workers spin after each
+        call and OpenMP's between kernels: on a core both want, each waits on the other (measured: a 2-thread
+        int4 prefill at hidden 2048 ran no faster than 1 thread, 190 vs 119 ms with one pool). So one pool
+        gets the threads: the C kernels where this provider runs MatMulNBits in C (the weights' matmuls; BLAS
+        then only multiplies attention scores), else BLAS (the C attention/norm kernels then run on one
+        thread). Decided once, on the nodes placed on this provider (placement is final by the first run)."""
+        if "_pools" not in self.__dict__:
+            if self.threads <= 1 or self._c_kernels is None:
+                self._pools: tuple[int | None, int | None] = (None, None)
+            else:
+                mine = [n for n in self.graph.nodes if n.ep == self.name]
+                c_ops = {n.op_type for n in mine
+                         if (e := self.entry(n)) is not None and _ckernels.kernel_language(e) == "C"}
+                if not c_ops:
+                    self._pools = (None, None)
+                else:
+                    self._pools = (1, None) if "MatMulNBits" in c_ops else (None, 1)
+        return self._pools
 
     pinned_host_staging = False
 

@@ -93,6 +93,7 @@ def requested_threads() -> int:
 
 
 _LISTENERS: list[Callable[[int], Any]] = []
+_NATIVE: contextvars.ContextVar[int | None] = contextvars.ContextVar("ort_cpu_ep_native_threads", default=None)
 
 
 def add_thread_listener(listener: Callable[[int], Any]) -> None:
@@ -150,23 +151,29 @@ _BLAS = _BlasLimits()
 
 
 @contextlib.contextmanager
-def intra_op_thread_scope(threads: int = 0) -> Iterator[int]:
+def intra_op_thread_scope(threads: int = 0, *, blas: int | None = None, native: int | None = None) -> Iterator[int]:
     """Run the body with `threads` intra-op threads (0: the physical cores): `intra_op_threads()` returns
-    it and BLAS is limited to it; both are restored afterwards. Yields the resolved count."""
+    it, BLAS is limited to `blas` threads and the C kernels use `native` threads (both default to it); all
+    are restored afterwards. Yields the resolved count."""
     n = resolve_threads(threads)
-    token = _REQUESTED.set(n)
+    blas_n = n if blas is None else max(1, min(n, int(blas)))
+    native_n = n if native is None else max(1, min(n, int(native)))
+    token, native_token = _REQUESTED.set(n), _NATIVE.set(native_n)
     try:
-        _BLAS.enter(n)
+        _BLAS.enter(blas_n)
     except BaseException:
         _REQUESTED.reset(token)
+        _NATIVE.reset(native_token)
         raise
     try:
-        _notify(n)
+        _notify(native_n)
         yield n
     finally:
-        _BLAS.exit(n)
+        _BLAS.exit(blas_n)
         _REQUESTED.reset(token)
-        _notify(requested_threads())
+        _NATIVE.reset(native_token)
+        outer = _NATIVE.get()
+        _notify(0 if outer is None else outer)
 
 
 __all__ = ["MAX_THREADS", "add_thread_listener", "check_thread_count", "intra_op_thread_scope", "intra_op_threads", "physical_cores",
