@@ -78,3 +78,18 @@ def test_only_nodes_in_the_given_set_take_part():
     matmul_only = [n for n in model.graph.nodes if n.op_type == "MatMul"]
     assert ort_graph.fuse_matmul_transpose(model.graph, matmul_only) == []
     assert ort_graph.fuse_matmul_transpose(model.graph, list(model.graph.nodes))
+
+
+def test_detached_nodes_leave_the_list_in_one_pass_and_replacements_take_their_place():
+    _, model = attention_scores()
+    graph = model.graph
+    transpose, relu, matmul = graph.nodes
+    graph.detach_node(transpose)
+    graph.detach_node(matmul)
+    assert graph.nodes == [transpose, relu, matmul]  # still listed until compact()
+    assert graph.values["KT"].producer is None and matmul not in graph.values["Q"].consumers
+    new = graph.add_node("Identity", ["Q"], ["Y2"], name="new")
+    graph.compact({id(matmul): [new]})
+    assert graph.nodes == [relu, new]
+    graph.compact()  # nothing detached: unchanged
+    assert graph.nodes == [relu, new]

@@ -105,6 +105,7 @@ def fuse_matmul_transpose(graph: Graph, nodes: Collection[Node] | None = None) -
     `nodes` (all when None) take part."""
     allowed = None if nodes is None else {id(n) for n in nodes}
     records: list[FusionRecord] = []
+    placed: dict[int, list[Node]] = {}  # the MatMul's id -> its FusedMatMul (one pass over the list at the end)
     for mm in [n for n in graph.nodes if n.op_type == "MatMul" and n.domain in ("", "ai.onnx")]:
         if len(mm.inputs) != 2 or (allowed is not None and id(mm) not in allowed):
             continue
@@ -124,11 +125,13 @@ def fuse_matmul_transpose(graph: Graph, nodes: Collection[Node] | None = None) -
             gone.append(t)
         if not gone:
             continue
-        position = graph.nodes.index(mm) - sum(1 for t in gone if graph.nodes.index(t) < graph.nodes.index(mm))
         for old in (*gone, mm):
-            graph.remove_node(old)
+            graph.detach_node(old)
         fused = graph.add_node("FusedMatMul", inputs, list(mm.outputs), name=mm.name + "/MatMulTransposeFusion",
                                domain="com.microsoft", attributes={"alpha": Attr("alpha", AttributeProto.FLOAT, 1.0), **flags},
-                               metadata=dict(mm.metadata), position=position)
+                               metadata=dict(mm.metadata))
+        placed[id(mm)] = [fused]  # where the MatMul was: after both operands' producers
         records.append(FusionRecord("MatMulTransposeFusion", tuple(n.name for n in (*gone, mm)), (fused.name,)))
+    if records:
+        graph.compact(placed)
     return records

@@ -113,6 +113,8 @@ class Node:
 
     def implicit_inputs(self) -> list[str]:
         """Outer-scope values that this node's subgraphs read."""
+        if not self.attributes:  # most nodes: no attribute, no subgraph
+            return []
         subgraphs = self.subgraphs
         if not subgraphs:
             return []
@@ -140,6 +142,7 @@ class Graph:
     shape_warnings: list[str] = attrs.field(factory=list, repr=False)
     _node_names: set[str] = attrs.field(factory=set, repr=False, alias="node_names")
     _next_index: int = attrs.field(default=0, repr=False, alias="next_index")
+    _detached: set[int] = attrs.field(factory=set, repr=False, init=False)  # ids `compact` drops from `nodes`
 
     # -- construction -------------------------------------------------------------------------
     def value(self, name: str) -> Value:
@@ -165,6 +168,31 @@ class Graph:
 
     def remove_node(self, node: Node) -> None:
         self.nodes.remove(node)
+        self._unlink(node)
+
+    def detach_node(self, node: Node) -> None:
+        """`remove_node` except that the node stays in `nodes` until `compact()`: many removals in one pass
+        over the list (each `remove_node` scans it)."""
+        self._detached.add(id(node))
+        self._unlink(node)
+
+    def compact(self, placed: dict[int, list[Node]] | None = None) -> None:
+        """Drop the detached nodes from `nodes`, and put each list of `placed` (nodes added since, found at
+        the end) where the node whose id is its key stands: one pass, the order otherwise kept."""
+        placed = placed or {}
+        moving = {id(n) for new in placed.values() for n in new}
+        out: list[Node] = []
+        for n in self.nodes:
+            if id(n) in placed:
+                out.extend(placed[id(n)])
+                if id(n) not in self._detached:
+                    out.append(n)
+            elif id(n) not in self._detached and id(n) not in moving:
+                out.append(n)
+        self.nodes[:] = out
+        self._detached.clear()
+
+    def _unlink(self, node: Node) -> None:
         self._node_names.discard(node.name)
         for name in node.inputs:
             if name and name in self.values and node in self.values[name].consumers:

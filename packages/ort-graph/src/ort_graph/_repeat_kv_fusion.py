@@ -132,7 +132,7 @@ def _prune_dead(graph: Graph, names: list[str], allowed: set[int] | None) -> lis
             continue
         if any(o in graph.outputs or (o in graph.values and graph.values[o].consumers) for o in p.outputs if o):
             continue
-        graph.remove_node(p)
+        graph.detach_node(p)
         removed.append(p)
         pending += [i for i in p.inputs if i]
     return removed
@@ -145,8 +145,11 @@ def fuse_repeat_kv(graph: Graph, nodes: Collection[Node] | None = None) -> list[
     matmul was. Only nodes in `nodes` (all when None) take part."""
     allowed = None if nodes is None else {id(n) for n in nodes}
     records: list[FusionRecord] = []
+    placed: dict[int, list[Node]] = {}  # the matmul's id -> the nodes replacing it (one pass over the list at the end)
     for mm in [n for n in graph.nodes if (n.op_type, n.domain) in (("MatMul", ""), ("MatMul", "ai.onnx"),
                                                                     ("FusedMatMul", "com.microsoft"))]:
+        if id(mm) in graph._detached:  # pruned with an earlier match's shape subgraph
+            continue
         if len(mm.inputs) != 2 or len(mm.outputs) != 1 or (allowed is not None and id(mm) not in allowed):
             continue
         if mm.op_type == "FusedMatMul" and any(mm.attr(a, 0) for a in ("transA", "transBatchA", "transBatchB")):
@@ -165,11 +168,10 @@ def fuse_repeat_kv(graph: Graph, nodes: Collection[Node] | None = None) -> list[
                 or len(y.shape) != 4 or y.shape[1] != kvh * g or graph.values[kv].dtype != y.dtype:
             continue
         for old in repeat:
-            graph.remove_node(old)
+            graph.detach_node(old)
         shape_inputs = [n.inputs[1] for n in repeat[1:]] + ([repeat[0].inputs[1]] if len(repeat[0].inputs) > 1 else [])
         pruned = _prune_dead(graph, shape_inputs, allowed)
-        position = graph.nodes.index(mm)  # the fused nodes go where the matmul was: after X's and KV's producers
-        graph.remove_node(mm)
+        graph.detach_node(mm)
         base = mm.name + "/RepeatKVFusion"
         b_x, _, s, n = x.shape
         rows = _fresh_value(graph, base + "/rows")
@@ -179,14 +181,17 @@ def fuse_repeat_kv(graph: Graph, nodes: Collection[Node] | None = None) -> list[
         graph.value(out_rows).shape = (y.shape[0], kvh, g * y.shape[2], y.shape[3])
         meta = dict(mm.metadata)
         fold = graph.add_node("Reshape", [mm.inputs[0], _shape_constant(graph, [0, kvh, -1, 0])],
-                              [rows], name=base + "/Reshape", metadata=meta, position=position)
+                              [rows], name=base + "/Reshape", metadata=meta)
         attributes = {k: v for k, v in mm.attributes.items()}
         if mm.op_type == "FusedMatMul":
             attributes.setdefault("alpha", Attr("alpha", AttributeProto.FLOAT, 1.0))
         fused = graph.add_node(mm.op_type, [rows, kv], [out_rows], name=base, domain=mm.domain,
-                               attributes=attributes, metadata=meta, position=position + 1)
+                               attributes=attributes, metadata=meta)
         unfold = graph.add_node("Reshape", [out_rows, _shape_constant(graph, [0, kvh * g, -1, 0])],
-                                list(mm.outputs), name=base + "/Reshape_1", metadata=meta, position=position + 2)
+                                list(mm.outputs), name=base + "/Reshape_1", metadata=meta)
+        placed[id(mm)] = [fold, fused, unfold]  # where the matmul was: after X's and KV's producers
         records.append(FusionRecord("RepeatKVFusion", tuple(n.name for n in (*pruned, *repeat, mm)),
                                     (fold.name, fused.name, unfold.name)))
+    if records:
+        graph.compact(placed)
     return records
