@@ -88,22 +88,25 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 
 
 def interleaved_times(contenders: Mapping[str, Callable[[], Any]], repeats: int, warmup: int = 1,
-                      settle: int = 1) -> dict[str, list[float]]:
+                      settle: int = 1, block: int = 1) -> dict[str, list[float]]:
     """Wall times of each contender, run in rounds so that machine noise hits all of them alike.
-    `warmup` untimed rounds first; in each round every contender makes `settle` untimed calls right
-    before its timed one, so threads another contender left spinning (BLAS, onnxruntime's pool)
-    do not land in its time."""
+    `warmup` untimed rounds first; in each round every contender makes `settle` untimed calls, then `block`
+    timed ones (`repeats` timed calls in all, rounded up to whole blocks), so threads another contender left
+    spinning (BLAS, OpenMP, onnxruntime's pool) do not land in its time: for runs of a few milliseconds one
+    settle call is too short for that (measured: a 2-thread decode step 14.5 ms interleaved call by call,
+    7.7 ms with 3 settle calls and blocks of 5, 7.2-7.4 ms run alone)."""
     for _ in range(warmup):
         for fn in contenders.values():
             fn()
     samples: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(repeats):
+    for _ in range(-(-repeats // block)):
         for name, fn in contenders.items():
             for _ in range(settle):
                 fn()
-            t0 = time.perf_counter()
-            fn()
-            samples[name].append(time.perf_counter() - t0)
+            for _ in range(block):
+                t0 = time.perf_counter()
+                fn()
+                samples[name].append(time.perf_counter() - t0)
     return samples
 
 
