@@ -26,6 +26,29 @@ def shared_models() -> pathlib.Path:
     return d
 
 
+# the shared genai-builder exports (llama_l4/genai_*): 4 layers, 2 KV heads of 16, keys then values
+GENAI_LAYERS, GENAI_KV_HEADS, GENAI_HEAD = 4, 2, 16
+
+
+def _genai_feeds(ids, total: int, past=None, kv_dtype=None) -> dict:
+    """Feeds of a shared genai export: `ids` [1, S], a mask of `total` ones, and the previous step's presents
+    as pasts (empty caches of `kv_dtype`, float32 by default, without `past`)."""
+    import numpy as np
+
+    feeds = {"input_ids": ids, "attention_mask": np.ones((1, total), np.int64)}
+    for i in range(GENAI_LAYERS):
+        for kind in ("key", "value"):
+            feeds[f"past_key_values.{i}.{kind}"] = (past[f"present.{i}.{kind}"] if past else
+                                                     np.zeros((1, GENAI_KV_HEADS, 0, GENAI_HEAD), kv_dtype or np.float32))
+    return feeds
+
+
+@pytest.fixture(scope="session")
+def genai_feeds():
+    """`genai_feeds(ids, total, past=None, kv_dtype=float32)`: the feeds of one step of a shared genai export."""
+    return _genai_feeds
+
+
 # -- fuzz case counts in the terminal summary ("fuzz: N cases ...") ------------------------------
 class FuzzCounter:
     """Cases run by the property tests (hypothesis), by area; shown at the end of the run so CI logs

@@ -10,19 +10,6 @@ import ort_graph
 
 ort = pytest.importorskip("onnxruntime")
 
-LAYERS, KV_HEADS, HEAD = 4, 2, 16
-
-
-def _feeds(ids: np.ndarray, total: int, past: dict[str, np.ndarray] | None,
-           kv_dtype: type = np.float32) -> dict[str, np.ndarray]:
-    feeds = {"input_ids": ids, "attention_mask": np.ones((1, total), np.int64)}
-    for i in range(LAYERS):
-        for kind in ("key", "value"):
-            name = f"past_key_values.{i}.{kind}"
-            feeds[name] = past[f"present.{i}.{kind}"] if past else np.zeros((1, KV_HEADS, 0, HEAD), kv_dtype)
-    return feeds
-
-
 # (directory, KV/logits dtype, tolerance): CPU exports match to float32 rounding; the float16 CUDA exports run
 # on onnxruntime's CPU EP too and match to float16 rounding.
 VARIANTS = {
@@ -39,7 +26,7 @@ def _maxdiff(a: dict, b: dict) -> float:
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
-def test_genai_export_prefill_and_decode_match_onnxruntime(kit, shared_models, variant):
+def test_genai_export_prefill_and_decode_match_onnxruntime(kit, shared_models, genai_feeds, variant):
     folder, kv_dtype, tol = VARIANTS[variant]
     path = shared_models / "llama_l4" / folder / "model.onnx"
     if not path.exists():
@@ -51,8 +38,8 @@ def test_genai_export_prefill_and_decode_match_onnxruntime(kit, shared_models, v
     names = [o.name for o in sess.get_outputs()]
 
     prompt = np.array([[1, 5, 9, 33, 100, 7, 42, 250]], np.int64)
-    ours_out, ran = kit.run_model(model, _feeds(prompt, 8, None, kv_dtype))
-    ref_out = dict(zip(names, sess.run(None, _feeds(prompt, 8, None, kv_dtype))))
+    ours_out, ran = kit.run_model(model, genai_feeds(prompt, 8, None, kv_dtype))
+    ref_out = dict(zip(names, sess.run(None, genai_feeds(prompt, 8, None, kv_dtype))))
     contrib = [n for n in model.graph.nodes if n.domain == "com.microsoft" or n.op_type == "SimplifiedLayerNormalization"]
     assert contrib and all(ran[n.name] == "cpu" for n in contrib)
     for name in names:
@@ -60,14 +47,14 @@ def test_genai_export_prefill_and_decode_match_onnxruntime(kit, shared_models, v
         np.testing.assert_allclose(ours_out[name].astype(np.float32), ref_out[name].astype(np.float32), rtol=tol, atol=tol, err_msg=f"prefill {name}")
     assert ours_out["logits"].shape == (1, 8, 256) and ours_out["present.0.key"].shape == (1, 2, 8, 16)
     # the package interpreter gives the same result
-    interp = kit.cpu.run_graph(model.graph, _feeds(prompt, 8, None, kv_dtype), opsets=model.opset_imports)
+    interp = kit.cpu.run_graph(model.graph, genai_feeds(prompt, 8, None, kv_dtype), opsets=model.opset_imports)
     for name in names:
         np.testing.assert_allclose(interp[name].astype(np.float32), ref_out[name].astype(np.float32), rtol=tol,
                                    atol=tol, err_msg=f"run_graph prefill {name}")
 
     nxt = np.array([[int(ref_out["logits"][0, -1].argmax())]], np.int64)
-    ours_dec, _ = kit.run_model(model, _feeds(nxt, 9, ours_out))
-    ref_dec = dict(zip(names, sess.run(None, _feeds(nxt, 9, ref_out))))
+    ours_dec, _ = kit.run_model(model, genai_feeds(nxt, 9, ours_out))
+    ref_dec = dict(zip(names, sess.run(None, genai_feeds(nxt, 9, ref_out))))
     for name in names:
         assert ours_dec[name].shape == ref_dec[name].shape, name
         np.testing.assert_allclose(ours_dec[name].astype(np.float32), ref_dec[name].astype(np.float32), rtol=tol, atol=tol, err_msg=f"decode {name}")

@@ -10,19 +10,6 @@ import ort_graph
 
 ort = pytest.importorskip("onnxruntime")
 
-LAYERS, KV_HEADS, HEAD = 4, 2, 16
-
-
-def _feeds(ids: np.ndarray, total: int, past: dict[str, np.ndarray] | None,
-           kv_dtype: type = np.float32) -> dict[str, np.ndarray]:
-    feeds = {"input_ids": ids, "attention_mask": np.ones((1, total), np.int64)}
-    for i in range(LAYERS):
-        for kind in ("key", "value"):
-            name = f"past_key_values.{i}.{kind}"
-            feeds[name] = past[f"present.{i}.{kind}"] if past else np.zeros((1, KV_HEADS, 0, HEAD), kv_dtype)
-    return feeds
-
-
 # (directory, KV/logits dtype, tolerance)
 VARIANTS = {
     "fp32": ("genai_fp32_cpu", np.float32, 1e-5),
@@ -31,7 +18,7 @@ VARIANTS = {
 
 
 @pytest.mark.parametrize("variant", ["fp32", "int4"])
-def test_genai_export_preallocated_session_serves_gqa_workspace_from_plan(shared_models, variant):
+def test_genai_export_preallocated_session_serves_gqa_workspace_from_plan(shared_models, genai_feeds, variant):
     """Through InferenceSession with pre-allocated buffers: every GroupQueryAttention (scores) and MatMulNBits
     (dequantized weight band) node gets its declared workspace from the memory plan, the run allocates nothing,
     and the outputs match onnxruntime."""
@@ -46,11 +33,11 @@ def test_genai_export_preallocated_session_serves_gqa_workspace_from_plan(shared
     opts = SessionOptions()
     opts.add_session_config_entry(PRE_ALLOCATE, "1")
     opts.free_dimension_overrides = {"batch_size": 1, "sequence_length": 8, "past_sequence_length": 0,
-                                     "total_sequence_length": 8, "kv_cache_dim": HEAD}
+                                     "total_sequence_length": 8, "kv_cache_dim": 16}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         sess = InferenceSession(str(path), opts)
-    feeds = _feeds(np.array([[1, 5, 9, 33, 100, 7, 42, 250]], np.int64), 8, None, kv_dtype)
+    feeds = genai_feeds(np.array([[1, 5, 9, 33, 100, 7, 42, 250]], np.int64), 8, None, kv_dtype)
     got = sess.run(None, feeds)
     so = ort.SessionOptions()
     so.log_severity_level = 3
