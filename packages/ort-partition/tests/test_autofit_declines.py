@@ -89,3 +89,54 @@ def test_exact_fit_finds_every_answer_above_and_below_the_estimate_in_few_checks
             assert fit.granularity == "nodes" and fit.nodes_on_device > 0
             bound += 2 * (2 * len(m.graph.nodes).bit_length() + 3) + 4
         assert len(calls) <= bound
+
+
+def test_exact_fit_starts_where_the_weights_alone_stop():
+    """The per-node cost sum frees no activation, so on a narrow model it stops far below what the memory plan
+    fits; the search starts at the count whose weights alone fit: one check when that is the answer, and one
+    more than the search from the estimate when it is not."""
+    m = zoo.decoder(zoo.DecoderConfig(layers=12, hidden=16, heads=2, kv_heads=1, vocab=32, intermediate=16))
+    resolve_shapes(m, dims={"batch": 1, "sequence": 64, "past_sequence": 0})
+    ep = OpSetProvider("CUDAExecutionProvider")
+    weights = sum(t.nbytes for t in m.graph.initializers.values())
+    estimate = auto_fit(m.graph, [ep, "CPUExecutionProvider"], {"cuda": weights}).layers_on_device
+    assert estimate < 6  # activations without reuse dominate the estimate
+    for limit in (12, 9, 3):
+        calls = []
+
+        def fits(placement, limit=limit, calls=calls):
+            calls.append(len(_layers_of(placement, "CUDAExecutionProvider")))
+            return calls[-1] <= limit
+
+        fit = auto_fit(m.graph, [ep, "CPUExecutionProvider"], {"cuda": weights}, fits=fits)
+        assert fit.layers_on_device == limit
+        assert calls[0] == 12  # every layer's weights fit: that count is checked first
+        assert len(calls) <= (1 if limit == 12 else 1 + 2 * abs(limit - estimate).bit_length() + 3)
+
+
+def test_exact_fit_aims_with_the_bytes_a_failed_check_reports():
+    """A check answering FitCheck(fits, used) lets the search aim: the bytes beyond the weights (activations,
+    workspace) barely change with the layer count, so the check after the weights-only count lands on the
+    answer."""
+    from ort_partition import FitCheck
+
+    m = zoo.decoder(zoo.DecoderConfig(layers=12, hidden=16, heads=2, kv_heads=1, vocab=32, intermediate=16))
+    resolve_shapes(m, dims={"batch": 1, "sequence": 64, "past_sequence": 0})
+    ep = OpSetProvider("CUDAExecutionProvider")
+    inits = m.graph.initializers
+    per_layer = sum(t.nbytes for n, t in inits.items() if "layers.0." in n)
+    assert per_layer > 0
+    extra = 3 * per_layer + 100  # what the plan adds to the weights: a little over 3 layers' worth
+    for layers in (8, 4):
+        budget = layers * per_layer + extra + per_layer // 2
+        calls = []
+
+        def fits(placement, calls=calls, budget=budget):
+            names = {i for n in placement.nodes_on("CUDAExecutionProvider") for i in n.inputs if i in inits}
+            used = sum(inits[i].nbytes for i in names) + extra
+            calls.append(len(_layers_of(placement, "CUDAExecutionProvider")))
+            return FitCheck(used <= budget, {"CUDAExecutionProvider": used})
+
+        fit = auto_fit(m.graph, [ep, "CPUExecutionProvider"], {"cuda": budget}, fits=fits)
+        assert fit.layers_on_device == layers
+        assert calls == [layers + 3, layers, layers + 1]  # weights alone, aimed, and the one above it

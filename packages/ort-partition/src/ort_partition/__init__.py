@@ -88,6 +88,7 @@ from ._profiles import PROFILES, DeviceProfile, get_profile, profile_names
 from ._recheck import Overrun, RecheckResult, recheck_budget
 from ._report import DeviceTotals, PlacementReport, ReportRow, declines_by_reason, placement_report
 from ._rules import Rule, Rules, parse_rules
+from ._search import FitCheck
 from ._units import format_bytes, parse_bytes
 
 __version__ = "0.2.0"
@@ -98,7 +99,7 @@ __all__ = [
     "CPU_EP", "CUDA_EP", "FINAL_NORM", "PROFILES", "DeviceProfile", "UnknownProfileError", "get_profile",
     "profile_names", "LAYER_ASSIGNMENT_KEY", "NAME_LAYER_ASSIGNMENT_KEY",
     "RESOURCE_CUDA_PARTITIONING_KEY", "STATS_HEADER", "WORKSPACE_HEURISTIC",
-    "AnnotationMatcher", "AutoFitResult", "BudgetError", "BudgetOverrunWarning", "BudgetStop", "Budgets", "Share",
+    "AnnotationMatcher", "AutoFitResult", "BudgetError", "FitCheck", "BudgetOverrunWarning", "BudgetStop", "Budgets", "Share",
     "CapabilityResult", "Claim", "Declined", "DeviceTotals", "EpInfo", "ExecutionProviderSpec", "LayeringIndex",
     "NameMatcher", "NodeAllocationStats", "NodeCost", "NodeStats", "NodeStatsRecorder", "OpSetProvider", "Overrun",
     "PartitionError", "Placement", "PlacementError", "PlacementReport", "PluginAdapter", "PluginProviderSpec",

@@ -76,6 +76,23 @@ def _initializer(graph: Any, name: str) -> Any:
     return None
 
 
+def weight_names(node: Any) -> list[str]:
+    """The initializers `node` reads (inputs, and a subgraph's outer-scope names), each once."""
+    names = [n for n in dict.fromkeys(node.inputs) if n]
+    if node.attributes and node.subgraphs:
+        names += [n for n in node.implicit_inputs() if n not in names]
+    graph = node.graph
+    if graph is not None and graph.parent_node is None:  # a main graph: its own initializers only
+        inits = graph.initializers
+        return [n for n in names if n in inits]
+    return [n for n in names if _initializer(graph, n) is not None]
+
+
+def weight_bytes(node: Any, name: str) -> int:
+    """Bytes of initializer `name` as `node` sees it (its graph, then the enclosing ones)."""
+    return _initializer(node.graph, name).nbytes
+
+
 class ResourceAccountant:
     """Tracks bytes consumed on one device; weights charged once (pending -> committed).
 
@@ -98,14 +115,7 @@ class ResourceAccountant:
 
     # -- base cost ----------------------------------------------------------------------------
     def _weight_names(self, node: Any) -> list[str]:
-        names = [n for n in dict.fromkeys(node.inputs) if n]
-        if node.attributes and node.subgraphs:
-            names += [n for n in node.implicit_inputs() if n not in names]
-        graph = node.graph
-        if graph is not None and graph.parent_node is None:  # a main graph: its own initializers only
-            inits = graph.initializers
-            return [n for n in names if n in inits]
-        return [n for n in names if _initializer(graph, n) is not None]
+        return weight_names(node)
 
     def base_parts(self, node: Any) -> tuple[int, int, int]:
         """(weight bytes newly charged, output bytes, outputs of unknown size); marks weights pending."""

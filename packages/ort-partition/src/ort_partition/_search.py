@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+
+import attrs
+
+
+@attrs.frozen
+class FitCheck:
+    """What an exact check may answer instead of a bool: whether the placement fits, and the bytes each
+    budgeted provider would hold (weights + planned peak). Auto-fit uses the bytes to aim its next check
+    (the part that is not weights barely changes from one layer count to the next)."""
+
+    fits: bool
+    used: Mapping[str, int] = attrs.field(factory=dict)  # provider name -> bytes
+
+    def __bool__(self) -> bool:
+        return self.fits
 
 
 def largest_passing(guess: int, upper: int, ok: Callable[[int], bool]) -> int:

@@ -11,6 +11,7 @@ import attrs
 
 import ort_graph
 from ort_graph import Model
+from ort_partition import FitCheck
 
 from . import _progress
 from ._boundaries import insert_copies
@@ -82,16 +83,16 @@ def device_totals_for(model: Model, placement: Any, providers: Sequence[Any], op
     return memory.device_totals()
 
 
-def plan_fits(model: Model, providers: Sequence[Any], options: SessionOptions, budgets: dict[str, int]) -> Callable[[Any], bool]:
+def plan_fits(model: Model, providers: Sequence[Any], options: SessionOptions, budgets: dict[str, int]) -> Callable[[Any], FitCheck]:
     """fits(placement): every budgeted device's weights + planned peak is within its budget. The trials of
     one call share a `TrialCache`; make a new `fits` after editing the model."""
     device_of = {p.name: p.device for p in providers}
     cache = TrialCache()
 
-    def fits(placement: Any) -> bool:
+    def fits(placement: Any) -> FitCheck:
         _progress.tick("auto-fit trials (each plans the memory of a candidate placement)")
         totals = device_totals_for(model, placement, providers, options, cache)
-        return all(totals.get(device_of[ep], {}).get("total", 0) <= limit
-                   for ep, limit in budgets.items() if ep in device_of)
+        used = {ep: totals.get(device_of[ep], {}).get("total", 0) for ep in budgets if ep in device_of}
+        return FitCheck(all(used[ep] <= budgets[ep] for ep in used), used)
 
     return fits
