@@ -33,5 +33,6 @@ OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* 
   OrtStatus* st = ort_cpu_ep_register_norm(api, registry);
   if (!st) st = ort_cpu_ep_register_gqa(api, registry);
   if (!st) st = ort_cpu_ep_register_activation(api, registry);
+  if (!st) st = ort_cpu_ep_register_matmul(api, registry);
   return st;
 }

@@ -45,7 +45,7 @@ static inline int mnb_zero_point(const MnbProblem* p, int64_t n, int64_t blk) {
 }
 
 /* the widest instruction set the kernels may use: 0 portable C, 1 AVX2 + FMA, 2 256-bit VNNI and the AVX-512F fp32
- * GEMM, 3 (MNB_ISA_ALL, the default) the AVX-512 VNNI int8 kernel; whatever the cap, a path runs only where the CPU
+ * GEMMs (MatMulNBits and MatMul, sgemm_math.c), 3 (MNB_ISA_ALL, the default) the AVX-512 VNNI int8 kernel; whatever the cap, a path runs only where the CPU
  * has it. Tests lower it (ort_cpu_ep_set_isa_cap) to check every path on one machine. */
 #define MNB_ISA_ALL 3
 extern int g_isa_cap;

@@ -11,53 +11,15 @@ from onnx import TensorProto, helper, numpy_helper
 
 import ort_abi
 import ort_graph
-from ort_cpu_ep import CpuExecutionProvider, _cbuild, builtin_registry, c_kernels
+from ort_cpu_ep import CpuExecutionProvider, c_kernels
+from ort_cpu_ep.testing import one_node_model as _model
+from ort_cpu_ep.testing import run_one_node as _run
 
 MS = "com.microsoft"
 F, I32 = TensorProto.FLOAT, TensorProto.INT32
 EP = "CPUExecutionProvider"
 
 
-@pytest.fixture(scope="module")
-def library() -> None:
-    if not c_kernels.library_path().is_file():
-        try:
-            _cbuild.compiler()
-        except _cbuild.BuildFailed as e:  # the one real reason: no compiler on this machine
-            pytest.skip(f"C kernels cannot be built here: {e}")
-        _cbuild.build()
-        c_kernels._load.cache_clear()
-    assert c_kernels.c_registry() is not None, c_kernels.status()
-
-
-def _model(node, inputs, outputs, inits=()):
-    graph = helper.make_graph([node], "g", inputs, outputs, initializer=list(inits))
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22), helper.make_opsetid(MS, 1)], ir_version=10)
-
-
-def _run(model, feeds, language):
-    """The model's one node through the CPU provider (`language` 'C': the entry it picks, which must be the C
-    kernel; 'numpy': the in-tree kernel), outputs by name."""
-    m = ort_graph.from_proto(model)
-    ep = CpuExecutionProvider(m.graph, m.opset_imports)
-    (node,) = m.graph.nodes
-    assert ep.claim(node).__class__.__name__ == "Supported", ep.claim(node)
-    if language == "C":
-        entry = ep.entry(node)
-        assert c_kernels.kernel_language(entry) == "C"
-    else:
-        entry = builtin_registry(EP).find(node.op_type, node.domain, ep.opset(node), EP)
-        assert c_kernels.kernel_language(entry) == "numpy"
-    values = {name: t.numpy() for name, t in m.graph.initializers.items()} | feeds
-    kernel = entry.create_kernel(ort_abi.KernelInfo.from_node(node, ep))
-    types = [m.graph.values[o].dtype if o else F for o in node.outputs]
-    ctx = ort_abi.KernelContext([values[n] if n else None for n in node.inputs], output_count=len(node.outputs),
-                                output_types=types)
-    with ep.run_scope():
-        kernel.compute(ctx)
-    if hasattr(kernel, "release"):
-        kernel.release()
-    return {name: ctx.outputs[i] for i, name in enumerate(node.outputs) if name}
 
 
 def _onnxruntime(model, feeds):

@@ -94,7 +94,7 @@ def c_kernel_applies(node: Node) -> bool:
     MatMulNBits: bits 2/4/8, block_size 16..256, no g_idx, and for accuracy_level 4 a constant B (the
     C kernel then always quantizes A to int8, which onnxruntime does only for a prepacked, constant B).
     (Skip)SimplifiedLayerNormalization and GroupQueryAttention: see `_c_norm_applies` / `_c_gqa_applies`;
-    QuickGelu: float32 without a bias.
+    QuickGelu: float32 without a bias. MatMul: see `_c_matmul_applies`.
     Element types are the registered type constraints' business (float16 goes to numpy)."""
     if node.op_type in _C_NORMS:
         return _c_norm_applies(node)
@@ -102,6 +102,8 @@ def c_kernel_applies(node: Node) -> bool:
         return _c_gqa_applies(node)
     if node.op_type == "QuickGelu":  # float32 without a bias input (the SiLUFusion's)
         return _float32_input(node) and not any(node.inputs[1:])
+    if node.op_type == "MatMul":
+        return _c_matmul_applies(node)
     if node.op_type != "MatMulNBits":
         return True
     bits, block = int(node.attr("bits", 4)), int(node.attr("block_size", 0))
@@ -129,6 +131,18 @@ def _float32_input(node: Node) -> bool:
     graph = node.graph
     value = graph.values.get(node.inputs[0]) if graph is not None and node.inputs else None
     return value is None or value.dtype in (0, None, _FLOAT)
+
+
+def _c_matmul_applies(node: Node) -> bool:
+    """float32 A of known rank >= 1 and B of known rank 2 (the weights' matmuls); batched or broadcast B (the
+    attention products) and unknown ranks stay with numpy."""
+    graph = node.graph
+    if graph is None or len(node.inputs) != 2 or not all(node.inputs):
+        return False
+    a, b = (graph.values.get(n) for n in node.inputs)
+    if a is None or b is None or a.dtype != _FLOAT or b.dtype != _FLOAT or a.shape is None or b.shape is None:
+        return False
+    return len(a.shape) >= 1 and len(b.shape) == 2
 
 
 def _c_norm_applies(node: Node) -> bool:

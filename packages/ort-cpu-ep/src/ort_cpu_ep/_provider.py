@@ -211,8 +211,8 @@ class CpuExecutionProvider(SiLUFusionSurface):
         """(BLAS threads, C kernel threads) for a run, None = all `threads`. OpenBLAS's workers spin after each
         call and OpenMP's between kernels: on a core both want, each waits on the other (measured: a 2-thread
         int4 prefill at hidden 2048 ran no faster than 1 thread, 190 vs 119 ms with one pool). So one pool
-        gets the threads: the C kernels where this provider runs MatMulNBits in C (the weights' matmuls; BLAS
-        then only multiplies attention scores), else BLAS (the C attention/norm kernels then run on one
+        gets the threads: the C kernels where this provider runs MatMulNBits or MatMul in C (the weights'
+        matmuls; BLAS then only multiplies attention scores), else BLAS (the C attention/norm kernels then run on one
         thread). Decided once, on the nodes placed on this provider (placement is final by the first run)."""
         if "_pools" not in self.__dict__:
             if self.threads <= 1 or self._c_kernels is None:
@@ -224,7 +224,7 @@ class CpuExecutionProvider(SiLUFusionSurface):
                 if not c_ops:
                     self._pools = (None, None)
                 else:
-                    self._pools = (1, None) if "MatMulNBits" in c_ops else (None, 1)
+                    self._pools = (1, None) if c_ops & _C_WEIGHT_MATMULS else (None, 1)
         return self._pools
 
     pinned_host_staging = False
@@ -334,6 +334,9 @@ class CpuExecutionProvider(SiLUFusionSurface):
         if entry is None:
             raise RuntimeError(f"{self.name} has no kernel for {node.qualified_op}; the node should have been declined")
         return entry.create_kernel(ort_abi.KernelInfo.from_node(node, self))
+
+
+_C_WEIGHT_MATMULS = {"MatMulNBits", "MatMul"}  # C kernels that, where they run, take the threads from BLAS
 
 
 class SimulatedGpuExecutionProvider(SimulatedCaptureSurface, ConvAddFusionSurface, CpuExecutionProvider):

@@ -45,20 +45,24 @@ def test_genai_export_preallocated_session_serves_gqa_workspace_from_plan(shared
     for g, r in zip(got, ref):
         np.testing.assert_allclose(g, r, rtol=tol, atol=tol)
     stats = sess.last_run_stats
-    nodes = ort_graph.load(path).graph.nodes
-    declaring = [n for n in nodes if n.op_type in ("GroupQueryAttention", "MatMulNBits")]
-    assert len(declaring) == (4 if variant == "fp32" else 25)
-    # slots each node takes from the plan: the numpy GQA its scores, mask, rotated Q and K and their product, the
-    # cos/sin rows at the positions, the softmax row statistics and flags (the C GQA one per-thread buffer); MatMulNBits its dequantized band and, at accuracy_level 4, A quantized; the
-    # numpy float32 norms their row statistics (the C norms none)
+    graph = ort_graph.load(path).graph
+    nodes = graph.nodes
     from ort_cpu_ep import c_kernels
 
     c = c_kernels.c_registry() is not None
+    # the C MatMul (weights [K, N]) packs A and B in one declared buffer (8 rows: more than it streams unpacked)
+    c_matmuls = [n for n in nodes if c and n.op_type == "MatMul" and n.inputs[1] in graph.initializers
+                 and len(graph.initializers[n.inputs[1]].dims) == 2]
+    declaring = [n for n in nodes if n.op_type in ("GroupQueryAttention", "MatMulNBits")] + c_matmuls
+    assert len(declaring) == (4 + len(c_matmuls) if variant == "fp32" else 25)
+    # slots each node takes from the plan: the numpy GQA its scores, mask, rotated Q and K and their product, the
+    # cos/sin rows at the positions, the softmax row statistics and flags (the C GQA one per-thread buffer); MatMulNBits its dequantized band and, at accuracy_level 4, A quantized; the
+    # numpy float32 norms their row statistics (the C norms none)
     per_node = {"GroupQueryAttention": 1 if c else 7, "MatMulNBits": 2 if variant != "fp32" else 1,
                 "SimplifiedLayerNormalization": 0 if c else 1, "SkipSimplifiedLayerNormalization": 0 if c else 1}
-    assert sum(n.op_type in per_node for n in nodes) == len(declaring) + 9  # + the 9 norms
+    assert sum(n.op_type in per_node for n in nodes) + len(c_matmuls) == len(declaring) + 9  # + the 9 norms
     # plus one chunk slot per numpy QuickGelu the CPU provider's SiLUFusion made of the MLPs' x * sigmoid(x)
     silu = [f for f in sess.fusions if f.fusion == "SiLUFusion"]
     assert len(silu) == 4
-    slots = sum(per_node.get(n.op_type, 0) for n in nodes) + (0 if c else len(silu))  # the C QuickGelu: none
+    slots = sum(per_node.get(n.op_type, 0) for n in nodes) + len(c_matmuls) + (0 if c else len(silu))  # C QuickGelu: none
     assert stats.workspace_from_plan == slots and stats.scratch_fallbacks == 0 and stats.allocations == 0

@@ -1,0 +1,29 @@
+/* float32 GEMM of the MatMul C kernel: the blocked math (sgemm_math.c) and its kernel (sgemm_kernel.c). */
+#ifndef ORT_CPU_EP_SGEMM_H_
+#define ORT_CPU_EP_SGEMM_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SG_KC 256         /* K block: a B micro-panel (SG_KC x 64 floats, 64 KiB) stays near L1 */
+#define SG_NC 512         /* columns of B packed per block (SG_KC x SG_NC floats, 512 KiB: L2) */
+#define SG_SKINNY_ROWS 6     /* rows up to which B is streamed once (decode) instead of packed */
+#define SG_SKINNY_FLOATS 4096 /* floats of C a streamed run keeps in L1 (16 KiB) */
+#define SG_ALIGN_FLOATS 16 /* work buffers start on a 64-byte line */
+
+typedef struct SgProblem {
+  const float* a; /* M x K, rows lda apart */
+  const float* b; /* K x N, rows ldb apart */
+  float* c;       /* M x N, rows ldc apart */
+  int64_t M, N, K, lda, ldb, ldc;
+} SgProblem;
+
+/* columns the threads split C by (the micro-kernel's tile width on this CPU) */
+int64_t sgemm_panel_width(void);
+/* floats of packing buffer one thread needs for an M x K by K x N problem: 0 for a few rows, else one B block
+ * (K and N may be bounds: each is capped by its block size, SG_KC, SG_NC) */
+size_t sgemm_thread_floats(int64_t M, int64_t K, int64_t N);
+/* C[:, n0:n1] = A @ B[:, n0:n1] on the calling thread, with `work` of sgemm_thread_floats(M) floats */
+void sgemm_columns(const SgProblem* p, int64_t n0, int64_t n1, float* work);
+
+#endif

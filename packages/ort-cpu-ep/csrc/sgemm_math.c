@@ -1,0 +1,195 @@
+/* float32 GEMM for the MatMul C kernel (sgemm_kernel.c): C[:, n0:n1] = A @ B[:, n0:n1], row-major, one thread.
+ *
+ * Blocked as BLIS / MLAS do: K in blocks of SG_KC; for each, B's columns in blocks of SG_NC packed into panels
+ * of NR columns (the packed block stays in L2, each panel near L1), zeros past N. A is not packed: the
+ * micro-kernel broadcasts its values from MR row pointers (measured: as fast as packing A, and no per-thread
+ * copy of A, so threads can take columns in any chunks). The micro-kernel holds an MR x NR tile of C in
+ * registers and adds one rank-1 update per k: NR/VL vector loads of B, MR broadcasts of A, MR x NR/VL fused
+ * multiply-adds. The first K block writes C, the later ones add to it (C need not be zeroed).
+ * A few rows (decode) skip the packing: B is streamed once, row by row (sg_skinny).
+ *
+ * One tile shape per x86-64 level, chosen at run time by the CPU: AVX-512 6 x 64 (24 accumulators of 32
+ * registers; measured against 12 x 32, 14 x 32 and 8 x 48: the fewest loads per multiply-add), AVX2 6 x 16
+ * (12 of 16), else 4 x 8 with 4-float vectors (SSE2, or what the compiler makes of the vector extension
+ * elsewhere). Sums run in k order within a block and block by block, in float32 with fused multiply-add where
+ * the ISA has it: not bit-equal to numpy's BLAS, within float32 rounding of it. A column's arithmetic does not
+ * depend on which thread or chunk computes it. */
+#include <stdint.h>
+#include <string.h>
+
+#include "mnb.h" /* g_isa_cap */
+#include "sgemm.h"
+
+#pragma GCC diagnostic ignored "-Wpsabi" /* the vector values never cross a call: the helpers inline */
+
+/* Define the packers, the micro-kernel and the blocked loop for one ISA: vector type VT of VL floats,
+ * tile MR x NR (NR a multiple of VL), compiled for TARGET. */
+#define SG_DEFINE(S, TARGET, VT, VL, MR, NR)                                                                       \
+  typedef float VT __attribute__((vector_size(VL * 4)));                                                           \
+                                                                                                                   \
+  /* B's rows [0, kc), columns [0, cols) into panels of NR columns, bp[q*kc*NR + k*NR + j], zeros past cols: \
+   * row by row, so the reads are long runs the prefetcher follows */                                            \
+  __attribute__((target(TARGET))) static void sg_pack_b_##S(const float* b, int64_t ldb, int64_t kc, int64_t cols,\
+                                                             float* bp) {                                          \
+    int64_t k, q;                                                                                                  \
+    for (k = 0; k < kc; ++k) {                                                                                     \
+      const float* src = b + k * ldb;                                                                              \
+      for (q = 0; (q + 1) * NR <= cols; ++q) /* full panels: a constant-size copy, inlined as vector moves */     \
+        memcpy(bp + q * kc * NR + k * NR, src + q * NR, NR * sizeof(float));                                       \
+      if (q * NR < cols) {                                                                                         \
+        float* dst = bp + q * kc * NR + k * NR;                                                                    \
+        int64_t w = cols - q * NR;                                                                                 \
+        memcpy(dst, src + q * NR, (size_t)w * sizeof(float));                                                      \
+        memset(dst + w, 0, (size_t)(NR - w) * sizeof(float));                                                      \
+      }                                                                                                            \
+    }                                                                                                              \
+  }                                                                                                                \
+                                                                                                                   \
+  /* the MR x NR tile at c (rows [0, mr), columns [0, cols)) = or += ap x bp over kc */                            \
+  __attribute__((target(TARGET))) static void sg_tile_##S(const float* a, int64_t lda, const float* bp,          \
+                                                          int64_t kc, float* c, int64_t ldc, int64_t mr,           \
+                                                          int64_t cols, int add) {                                 \
+    VT acc[MR][NR / VL];                                                                                           \
+    const float* row[MR];                                                                                          \
+    int64_t i, j, k;                                                                                               \
+    memset(acc, 0, sizeof acc);                                                                                    \
+    for (i = 0; i < MR; ++i) row[i] = a + (i < mr ? i : mr - 1) * lda; /* rows past M repeat the last (unstored) */\
+    for (k = 0; k < kc; ++k) {                                                                                     \
+      VT bv[NR / VL];                                                                                              \
+      _Pragma("GCC unroll 8") for (j = 0; j < NR / VL; ++j) memcpy(&bv[j], bp + k * NR + j * VL, sizeof(VT));     \
+      _Pragma("GCC unroll 16") for (i = 0; i < MR; ++i) {                                                          \
+        const float av = row[i][k]; /* a scalar operand: broadcast from memory (AVX-512: into the FMA) */         \
+        _Pragma("GCC unroll 8") for (j = 0; j < NR / VL; ++j) acc[i][j] += bv[j] * av;                            \
+      }                                                                                                            \
+    }                                                                                                              \
+    if (mr == MR && cols == NR) {                                                                                  \
+      _Pragma("GCC unroll 16") for (i = 0; i < MR; ++i) {                                                          \
+        _Pragma("GCC unroll 8") for (j = 0; j < NR / VL; ++j) {                                                    \
+          VT old;                                                                                                  \
+          if (add) {                                                                                               \
+            memcpy(&old, c + i * ldc + j * VL, sizeof(VT));                                                        \
+            acc[i][j] += old;                                                                                      \
+          }                                                                                                        \
+          memcpy(c + i * ldc + j * VL, &acc[i][j], sizeof(VT));                                                    \
+        }                                                                                                          \
+      }                                                                                                            \
+    } else { /* through a tile in memory, written with constant indices so acc stays in registers above */     \
+      float tile[MR * NR];                                                                                         \
+      _Pragma("GCC unroll 16") for (i = 0; i < MR; ++i) {                                                          \
+        _Pragma("GCC unroll 8") for (j = 0; j < NR / VL; ++j) memcpy(tile + i * NR + j * VL, &acc[i][j], sizeof(VT)); \
+      }                                                                                                            \
+      for (i = 0; i < mr; ++i) {                                                                                   \
+        float* out = c + i * ldc;                                                                                  \
+        if (add) {                                                                                                 \
+          for (j = 0; j < cols; ++j) out[j] += tile[i * NR + j];                                                   \
+        } else {                                                                                                   \
+          memcpy(out, tile + i * NR, (size_t)cols * sizeof(float));                                                \
+        }                                                                                                          \
+      }                                                                                                            \
+    }                                                                                                              \
+  }                                                                                                                \
+                                                                                                                   \
+  /* few rows (decode): B streamed once, row by row, in runs of 16 KiB / M; C's rows of the run stay \
+   * in L1 and take eight rows of B per pass (rows past K read row k0 with a zero coefficient) */                 \
+  __attribute__((target(TARGET))) static void sg_skinny_##S(const SgProblem* p, int64_t n0, int64_t n1) {         \
+    int64_t chunk = SG_SKINNY_FLOATS / p->M / 64 * 64, nc, k, i, j, r;                                             \
+    for (nc = n0; nc < n1; nc += chunk) {                                                                          \
+      int64_t w = n1 - nc < chunk ? n1 - nc : chunk, wv = w / VL * VL;                                             \
+      for (i = 0; i < p->M; ++i) memset(p->c + i * p->ldc + nc, 0, (size_t)w * sizeof(float));                    \
+      for (k = 0; k < p->K; k += 8) {                                                                              \
+        const float* b[8];                                                                                         \
+        int64_t rows = p->K - k < 8 ? p->K - k : 8;                                                                \
+        for (r = 0; r < 8; ++r) b[r] = p->b + (k + (r < rows ? r : 0)) * p->ldb + nc;                              \
+        for (i = 0; i < p->M; ++i) {                                                                               \
+          const float* a = p->a + i * p->lda + k;                                                                  \
+          float x[8];                                                                                              \
+          float* c = p->c + i * p->ldc + nc;                                                                       \
+          for (r = 0; r < 8; ++r) x[r] = r < rows ? a[r] : 0.0f;                                                   \
+          for (j = 0; j < wv; j += VL) {                                                                           \
+            VT cv, v[8];                                                                                           \
+            memcpy(&cv, c + j, sizeof cv);                                                                         \
+            _Pragma("GCC unroll 8") for (r = 0; r < 8; ++r) memcpy(&v[r], b[r] + j, sizeof(VT));                  \
+            cv += ((v[0] * x[0] + v[1] * x[1]) + (v[2] * x[2] + v[3] * x[3])) +                                    \
+                  ((v[4] * x[4] + v[5] * x[5]) + (v[6] * x[6] + v[7] * x[7]));                                     \
+            memcpy(c + j, &cv, sizeof cv);                                                                         \
+          }                                                                                                        \
+          for (; j < w; ++j)                                                                                       \
+            for (r = 0; r < 8; ++r) c[j] += b[r][j] * x[r];                                                        \
+        }                                                                                                          \
+      }                                                                                                            \
+    }                                                                                                              \
+  }                                                                                                                \
+                                                                                                                   \
+  __attribute__((target(TARGET))) static void sg_columns_##S(const SgProblem* p, int64_t n0, int64_t n1,          \
+                                                             float* bp) {                                          \
+    int64_t k0, nb, n, i;                                                                                          \
+    for (k0 = 0; k0 < p->K; k0 += SG_KC) {                                                                         \
+      int64_t kc = p->K - k0 < SG_KC ? p->K - k0 : SG_KC;                                                          \
+      for (nb = n0; nb < n1; nb += SG_NC) {                                                                        \
+        int64_t nbw = n1 - nb < SG_NC ? n1 - nb : SG_NC;                                                           \
+        sg_pack_b_##S(p->b + k0 * p->ldb + nb, p->ldb, kc, nbw, bp);                                               \
+        for (n = 0; n < nbw; n += NR) {                                                                            \
+          int64_t cols = nbw - n < NR ? nbw - n : NR;                                                              \
+          for (i = 0; i < p->M; i += MR)                                                                           \
+            sg_tile_##S(p->a + i * p->lda + k0, p->lda, bp + n * kc, kc, p->c + i * p->ldc + nb + n, p->ldc,       \
+                        p->M - i < MR ? p->M - i : MR, cols, k0 > 0);                                              \
+        }                                                                                                          \
+      }                                                                                                            \
+    }                                                                                                              \
+  }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+SG_DEFINE(avx512, "avx512f,fma", sg_v16, 16, 6, 64)
+SG_DEFINE(avx2, "avx2,fma", sg_v8, 8, 6, 16)
+#define SG_X86 1
+#endif
+SG_DEFINE(base, "default", sg_v4, 4, 4, 8)
+
+/* 2: AVX-512, 1: AVX2 + FMA, 0: the portable path; the CPU's, lowered by ort_cpu_ep_set_isa_cap (mnb.h: tests
+ * check every path on one machine) */
+static int sg_level(void) {
+#ifdef SG_X86
+  static int cpu = -1;
+  int level;
+  if (cpu < 0) {
+    __builtin_cpu_init();
+    cpu = __builtin_cpu_supports("avx512f") ? 2 : (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) ? 1 : 0;
+  }
+  level = cpu;
+  if (level == 2 && g_isa_cap < 2) level = 1;
+  if (level == 1 && g_isa_cap < 1) level = 0;
+  return level;
+#else
+  return 0;
+#endif
+}
+
+int64_t sgemm_panel_width(void) {
+  int level = sg_level();
+  return level == 2 ? 64 : level == 1 ? 16 : 8;
+}
+
+size_t sgemm_thread_floats(int64_t M, int64_t K, int64_t N) {
+  int64_t nr = sgemm_panel_width(), kc = K < SG_KC ? K : SG_KC, nc = N < SG_NC ? N : SG_NC;
+  if (M <= SG_SKINNY_ROWS) return 0; /* B streamed, nothing packed */
+  if (kc < 1) kc = 1;
+  if (nc < 1) nc = 1;
+  return (size_t)(kc * ((nc + nr - 1) / nr * nr)) + SG_ALIGN_FLOATS;
+}
+
+void sgemm_columns(const SgProblem* p, int64_t n0, int64_t n1, float* work) {
+  work = (float*)(((uintptr_t)work + SG_ALIGN_FLOATS * sizeof(float) - 1) & ~(uintptr_t)(SG_ALIGN_FLOATS * sizeof(float) - 1));
+  if (n0 >= n1 || p->M <= 0) return;
+  if (p->K == 0) { /* an empty sum: zeros */
+    int64_t i;
+    for (i = 0; i < p->M; ++i) memset(p->c + i * p->ldc + n0, 0, (size_t)(n1 - n0) * sizeof(float));
+    return;
+  }
+  switch (sg_level()) {
+#ifdef SG_X86
+    case 2: p->M <= SG_SKINNY_ROWS ? sg_skinny_avx512(p, n0, n1) : sg_columns_avx512(p, n0, n1, work); return;
+    case 1: p->M <= SG_SKINNY_ROWS ? sg_skinny_avx2(p, n0, n1) : sg_columns_avx2(p, n0, n1, work); return;
+#endif
+    default: p->M <= SG_SKINNY_ROWS ? sg_skinny_base(p, n0, n1) : sg_columns_base(p, n0, n1, work); return;
+  }
+}

@@ -1,0 +1,77 @@
+"""Helpers for testing kernels of this provider one node at a time (used by the package's tests; public so a
+third-party kernel library can test its kernels the same way).
+
+    model = one_node_model(node, inputs, outputs, initializers)
+    outputs = run_one_node(model, feeds, "C")       # the entry the provider picks, which must be the C kernel
+    reference = run_one_node(model, feeds, "numpy")  # the in-tree numpy kernel
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from onnx import ModelProto, NodeProto, TensorProto, ValueInfoProto, helper
+
+import ort_abi
+import ort_graph
+
+from . import _cbuild
+from . import _ckernels as c_kernels
+from ._provider import CpuExecutionProvider, builtin_registry
+
+EP = "CPUExecutionProvider"
+
+
+class CLibraryUnavailable(Exception):
+    """No C compiler on this machine: the C kernels cannot be built (tests skip with this reason)."""
+
+
+def require_c_library() -> None:
+    """Build the C kernel library in place if it is missing; CLibraryUnavailable where no compiler can."""
+    if not c_kernels.library_path().is_file():
+        try:
+            _cbuild.compiler()
+        except _cbuild.BuildFailed as e:
+            raise CLibraryUnavailable(f"C kernels cannot be built here: {e}") from e
+        _cbuild.build()
+        c_kernels._load.cache_clear()
+    if c_kernels.c_registry() is None:
+        raise AssertionError(c_kernels.status())
+
+
+def one_node_model(node: NodeProto, inputs: Sequence[ValueInfoProto], outputs: Sequence[ValueInfoProto],
+                   initializers: Sequence[TensorProto] = ()) -> ModelProto:
+    """A model of one node (opsets: ai.onnx 22, com.microsoft 1)."""
+    graph = helper.make_graph([node], "g", list(inputs), list(outputs), initializer=list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22), helper.make_opsetid("com.microsoft", 1)],
+                             ir_version=10)
+
+
+def run_one_node(model: ModelProto, feeds: Mapping[str, np.ndarray], language: str) -> dict[str, Any]:
+    """The model's one node through the CPU provider (`language` 'C': the entry it picks, which must be the C
+    kernel; 'numpy': the in-tree kernel), outputs by name."""
+    m = ort_graph.from_proto(model)
+    ep = CpuExecutionProvider(m.graph, m.opset_imports)
+    (node,) = m.graph.nodes
+    assert ep.claim(node).__class__.__name__ == "Supported", ep.claim(node)
+    if language == "C":
+        entry = ep.entry(node)
+        assert c_kernels.kernel_language(entry) == "C"
+    else:
+        entry = builtin_registry(EP).find(node.op_type, node.domain, ep.opset(node), EP)
+        assert c_kernels.kernel_language(entry) == "numpy"
+    values = {name: t.numpy() for name, t in m.graph.initializers.items()} | dict(feeds)
+    kernel = entry.create_kernel(ort_abi.KernelInfo.from_node(node, ep))
+    types = [m.graph.values[o].dtype if o else TensorProto.FLOAT for o in node.outputs]
+    ctx = ort_abi.KernelContext([values[n] if n else None for n in node.inputs], output_count=len(node.outputs),
+                                output_types=types)
+    with ep.run_scope():
+        kernel.compute(ctx)
+    if hasattr(kernel, "release"):
+        kernel.release()
+    return {name: ctx.outputs[i] for i, name in enumerate(node.outputs) if name}
+
+
+__all__ = ["CLibraryUnavailable", "one_node_model", "require_c_library", "run_one_node"]

@@ -1,0 +1,136 @@
+"""The C float32 MatMul (csrc/sgemm_kernel.c, csrc/sgemm_math.c) against a float64 reference and the numpy
+kernel, one node at a time through the CPU provider: every A rank, ragged tile edges in M, K and N, the few-row
+(streamed) and packed paths, each instruction-set path, threads, and which nodes it takes."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import ort_graph
+from ort_cpu_ep import CpuExecutionProvider, c_kernels, intra_op_thread_scope
+from ort_cpu_ep.testing import one_node_model as _model
+from ort_cpu_ep.testing import run_one_node as _run
+
+F = TensorProto.FLOAT
+
+
+
+
+def _matmul(a_shape, b_shape, *, constant_b=True, seed=0, dtype=F):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = rng.standard_normal(b_shape).astype(np.float32)
+    out = list(np.matmul(np.zeros(a_shape, np.float32), np.zeros(b_shape, np.float32)).shape)
+    node = helper.make_node("MatMul", ["a", "b"], ["y"])
+    inputs = [helper.make_tensor_value_info("a", dtype, list(a_shape))]
+    inits = [numpy_helper.from_array(b, "b")] if constant_b else []
+    if not constant_b:
+        inputs.append(helper.make_tensor_value_info("b", dtype, list(b_shape)))
+    model = _model(node, inputs, [helper.make_tensor_value_info("y", dtype, out)], inits)
+    feeds = {"a": a} if constant_b else {"a": a, "b": b}
+    return model, feeds, a, b
+
+
+def _check(got, a, b):
+    ref = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    assert got.shape == ref.shape and got.dtype == np.float32
+    scale = np.sqrt(a.shape[-1]) * max(1.0, float(np.abs(ref).max(initial=0.0)))
+    np.testing.assert_allclose(got, ref, rtol=0, atol=2e-6 * scale)
+
+
+@pytest.mark.parametrize("a_shape,K,N", [
+    ((5,), 5, 3),            # A of rank 1: one row, Y of rank 1
+    ((1, 64), 64, 64), ((3, 300), 300, 33), ((6, 257), 257, 130),  # few rows: B streamed once
+    ((7, 256), 256, 64), ((13, 1), 1, 7), ((12, 513), 513, 65),    # packed: ragged tiles in M, K and N
+    ((2, 65, 40), 40, 1030), ((2, 3, 5, 96), 96, 17),              # leading dimensions are rows
+    ((130, 600), 600, 515),                                         # several K blocks, a ragged column block
+])
+def test_c_matmul_matches_a_float64_reference_and_the_numpy_kernel(library, a_shape, K, N):
+    model, feeds, a, b = _matmul(a_shape, (K, N), seed=K * 31 + N)
+    got = _run(model, feeds, "C")["y"]
+    _check(got, a, b)
+    np.testing.assert_allclose(got, _run(model, feeds, "numpy")["y"], rtol=1e-5, atol=1e-5 * np.sqrt(K))
+
+
+def test_empty_sums_and_empty_outputs(library):
+    model, feeds, a, b = _matmul((4, 0), (0, 5))
+    np.testing.assert_array_equal(_run(model, feeds, "C")["y"], np.zeros((4, 5), np.float32))
+    model, feeds, a, b = _matmul((0, 3), (3, 5))
+    assert _run(model, feeds, "C")["y"].shape == (0, 5)
+
+
+@pytest.fixture(params=[0, 1, 2], ids=["portable", "avx2", "avx512"])
+def isa_cap(request, library):
+    """Each instruction-set path (those this CPU lacks fall back to the next narrower one)."""
+    lib = ctypes.CDLL(str(c_kernels.library_path()))
+    before = lib.ort_cpu_ep_isa_cap()
+    lib.ort_cpu_ep_set_isa_cap(request.param)
+    yield request.param
+    lib.ort_cpu_ep_set_isa_cap(before)
+
+
+@pytest.mark.parametrize("M", [1, 6, 7, 29])
+def test_every_instruction_set_path_matches_the_reference(isa_cap, M):
+    model, feeds, a, b = _matmul((M, 300), (300, 77), seed=M)
+    _check(_run(model, feeds, "C")["y"], a, b)
+
+
+@pytest.mark.parametrize("M", [2, 50])
+def test_threads_give_the_same_bits(library, M):
+    """Threads split Y's columns; each column's sums run in the same order whatever thread computes it."""
+    lib = ctypes.CDLL(str(c_kernels.library_path()))
+    model, feeds, a, b = _matmul((M, 512), (512, 1000), seed=M)
+    results = []
+    for n in (1, 3):
+        with intra_op_thread_scope(n):
+            assert lib.ort_cpu_ep_threads() == n
+            results.append(_run(model, feeds, "C")["y"])
+    np.testing.assert_array_equal(results[0], results[1])
+    _check(results[0], a, b)
+
+
+def test_a_b_fed_at_run_time_is_taken_too(library):
+    model, feeds, a, b = _matmul((9, 40), (40, 20), constant_b=False)
+    _check(_run(model, feeds, "C")["y"], a, b)
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [((2, 4, 8), (2, 8, 3)), ((4, 8), (8,)), ((1, 4, 8), (1, 8, 3))])
+def test_batched_or_vector_b_goes_to_numpy(library, a_shape, b_shape):
+    model, _, _, _ = _matmul(a_shape, b_shape)
+    m = ort_graph.from_proto(model)
+    ep = CpuExecutionProvider(m.graph, m.opset_imports)
+    assert c_kernels.kernel_language(ep.entry(m.graph.nodes[0])) == "numpy"
+
+
+def test_float16_goes_to_numpy(library):
+    model, _, _, _ = _matmul((4, 8), (8, 3), constant_b=False, dtype=TensorProto.FLOAT16)
+    m = ort_graph.from_proto(model)
+    ep = CpuExecutionProvider(m.graph, m.opset_imports)
+    assert c_kernels.kernel_language(ep.entry(m.graph.nodes[0])) == "numpy"
+
+
+@pytest.mark.parametrize("M,slot", [(4, False), (64, True)])
+def test_the_packing_buffer_is_declared_and_served_from_the_plan(library, M, slot):
+    """Few rows need no buffer; more declare one per thread, bounded by the blocks and the shapes (K 96, N 40:
+    far below the 512-column block), and the run takes it from the plan."""
+    import warnings
+
+    from ort_session import InferenceSession
+
+    model, feeds, a, b = _matmul((M, 96), (96, 40))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sess = InferenceSession(model.SerializeToString(), {"intra_op_num_threads": 2}, providers=["CPUExecutionProvider"])
+    (y,) = sess.run(None, feeds)
+    _check(y, a, b)
+    stats = sess.last_run_stats
+    assert stats.workspace_from_plan == (1 if slot else 0) and stats.scratch_fallbacks == 0
+    ws = sess.plan.to_dict()["devices"]["cpu"]["workspace"]
+    if slot:  # two threads' A block (rows rounded up to the tile) and B block (N rounded up to the panel)
+        assert 0 < ws <= 2 * ((M + 5) // 6 * 6 * 96 + 96 * 64 + 16) * 4
+    else:
+        assert ws == 0
