@@ -1,12 +1,13 @@
-/* ONNX MatMul (float32, B two-dimensional) as an ort-abi kernel: Y = A @ B with A of any rank >= 1 (its leading
- * dimensions are rows), B of shape [K, N]. The math is sgemm_math.c; threads split the columns of Y in
- * panels of the micro-kernel's width.
+/* ONNX MatMul and com.microsoft FusedMatMul (float32) as ort-abi kernels: Y = alpha * A @ op(B), op(B) = B or,
+ * for FusedMatMul's transB, B's last two axes swapped. A 2-D B: A of any rank >= 1, its leading dimensions are
+ * rows (the weights' matmuls). A batched B (rank >= 3): A of rank >= 2, batch axes broadcast as numpy does
+ * (the attention products). The math is sgemm_math.c; threads take chunks of (batch, column panel) items.
  *
  * Workspace: slot 0 holds one packing buffer per thread (sgemm_thread_floats: one block of B, at most
  * SG_KC x SG_NC floats whatever the shapes) for the threads in effect at declaration; Compute uses no more
- * threads than the slot holds buffers for. A few rows (decode) stream B without packing and declare none.
- * Threads take chunks of columns from a shared counter (as MatMulNBits does), so a thread without a core
- * leaves its work to the others. */
+ * threads than the slot holds buffers for. A few rows with a plain B (decode) stream B and declare none.
+ * Threads take chunks of items from a shared counter (as MatMulNBits does), so a thread without a core leaves
+ * its work to the others. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,89 +24,189 @@ static const OrtKernelApi* g_api = NULL;
 
 typedef struct SgKernel {
   OrtKernelImpl base; /* first: the host sees an OrtKernelImpl* */
-  size_t declared; /* bytes of slot 0 the plan holds */
+  size_t declared;    /* bytes of slot 0 the plan holds */
+  int b_trans;        /* FusedMatMul transB */
+  float alpha;        /* FusedMatMul alpha (1 for MatMul) */
+  const char* op;
 } SgKernel;
 
-static OrtStatus* sg_error(const char* fmt, long long a, long long b) {
-  char msg[256];
-  snprintf(msg, sizeof msg, fmt, a, b);
+/* batches of M x K @ K x N, Y's shape and where each batch's A and B start (in matrices; 0 where broadcast) */
+typedef struct SgShape {
+  int64_t batches, M, K, N;
+  size_t out_rank, batch_rank;
+  int64_t out_dims[SG_MAX_RANK], batch_dims[SG_MAX_RANK], a_stride[SG_MAX_RANK], b_stride[SG_MAX_RANK];
+} SgShape;
+
+static OrtStatus* sg_error(const char* op, const char* fmt, long long a, long long b) {
+  char msg[320];
+  int n = snprintf(msg, sizeof msg, "%s: ", op);
+  snprintf(msg + n, sizeof msg - (size_t)n, fmt, a, b);
   return g_api->CreateStatus(ORT_INVALID_ARGUMENT, msg);
 }
 
-/* rows of A for a static shape, else -1 */
-static int64_t sg_rows(const int64_t* dims, size_t rank) {
-  int64_t rows = 1;
+/* the problem of A (a, ar) @ op(B) (b, br); every dimension known and >= 0 */
+static OrtStatus* sg_shape(const char* op, const int64_t* a, size_t ar, const int64_t* b, size_t br, int b_trans,
+                           SgShape* s) {
   size_t i;
-  if (dims == NULL || rank == 0) return -1;
-  for (i = 0; i + 1 < rank; ++i) {
-    if (dims[i] < 0) return -1;
-    rows *= dims[i];
+  memset(s, 0, sizeof *s);
+  if (ar < 1 || ar > SG_MAX_RANK || br < 2 || br > SG_MAX_RANK)
+    return sg_error(op, "A has rank %lld and B rank %lld; this C kernel takes A of rank 1..16 and B of rank 2..16", (long long)ar, (long long)br);
+  s->K = b[br - (b_trans ? 1 : 2)];
+  s->N = b[br - (b_trans ? 2 : 1)];
+  if (a[ar - 1] != s->K) return sg_error(op, "A's last dimension %lld does not match B's K dimension %lld", a[ar - 1], s->K);
+  s->batches = 1;
+  if (br == 2) { /* A's leading dimensions are rows */
+    s->M = 1;
+    for (i = 0; i + 1 < ar; ++i) s->M *= s->out_dims[i] = a[i];
+    s->out_dims[ar - 1] = s->N;
+    s->out_rank = ar;
+    return NULL;
   }
-  return rows;
+  if (ar < 2) return sg_error(op, "A has rank %lld with a batched B; this C kernel takes A of rank >= 2%.0lld", (long long)ar, 0);
+  s->M = a[ar - 2];
+  s->batch_rank = (ar > br ? ar : br) - 2;
+  {
+    int64_t a_step = 1, b_step = 1;
+    size_t d;
+    for (d = s->batch_rank; d-- > 0;) { /* right-aligned, last batch axis first */
+      size_t back = s->batch_rank - d;    /* 1 for the last batch axis */
+      int64_t da = back + 2 <= ar ? a[ar - 2 - back] : 1, db = back + 2 <= br ? b[br - 2 - back] : 1;
+      if (da != db && da != 1 && db != 1)
+        return sg_error(op, "batch dimensions %lld and %lld of A and B do not broadcast", da, db);
+      s->batch_dims[d] = da > db ? da : db;
+      s->a_stride[d] = da == 1 ? 0 : a_step;
+      s->b_stride[d] = db == 1 ? 0 : b_step;
+      a_step *= da;
+      b_step *= db;
+      s->batches *= s->batch_dims[d];
+      s->out_dims[d] = s->batch_dims[d];
+    }
+  }
+  s->out_dims[s->batch_rank] = s->M;
+  s->out_dims[s->batch_rank + 1] = s->N;
+  s->out_rank = s->batch_rank + 2;
+  return NULL;
 }
 
-/* B's dimension `axis` for a static 2-D shape, else `bound` (the block size that caps what a buffer holds) */
-static int64_t sg_b_bound(const int64_t* dims, size_t rank, size_t axis, int64_t bound) {
-  return dims != NULL && rank == 2 && dims[axis] >= 0 && dims[axis] < bound ? dims[axis] : bound;
+/* batch t's A and B, in matrices from their starts */
+static void sg_batch(const SgShape* s, int64_t t, int64_t* a_mat, int64_t* b_mat) {
+  size_t d;
+  *a_mat = *b_mat = 0;
+  for (d = s->batch_rank; d-- > 0;) {
+    int64_t coord = t % s->batch_dims[d];
+    t /= s->batch_dims[d];
+    *a_mat += coord * s->a_stride[d];
+    *b_mat += coord * s->b_stride[d];
+  }
 }
 
-static size_t sg_bytes(int64_t rows, int64_t K, int64_t N, int threads) {
-  if (rows >= 0 && rows <= SG_SKINNY_ROWS) return 0;
-  return (size_t)threads * sgemm_thread_floats(rows < 0 ? SG_SKINNY_ROWS + 1 : rows, K, N) * sizeof(float);
+/* one batch's rows, K and N for sizing the buffer: from the static dimensions, else bounds (rows -1: unknown;
+ * K and N: the block sizes, the most one buffer holds) */
+static void sg_bounds(const int64_t* a, size_t ar, const int64_t* b, size_t br, int b_trans, int64_t* rows,
+                      int64_t* K, int64_t* N) {
+  size_t i;
+  *rows = -1; *K = SG_KC; *N = SG_NC;
+  if (b != NULL && br >= 2) {
+    int64_t kb = b[br - (b_trans ? 1 : 2)], nb = b[br - (b_trans ? 2 : 1)];
+    if (kb >= 0 && kb < SG_KC) *K = kb;
+    if (nb >= 0 && nb < SG_NC) *N = nb;
+  }
+  if (a == NULL || ar < 1) return;
+  if (br == 2) { /* rows: all of A's leading dimensions */
+    int64_t m = 1;
+    for (i = 0; i + 1 < ar; ++i) {
+      if (a[i] < 0) return;
+      m *= a[i];
+    }
+    *rows = m;
+  } else if (ar >= 2 && a[ar - 2] >= 0) {
+    *rows = a[ar - 2];
+  }
+}
+
+static size_t sg_bytes(int64_t rows, int64_t K, int64_t N, int b_trans, int threads) {
+  if (rows >= 0 && rows <= SG_SKINNY_ROWS && !b_trans) return 0;
+  return (size_t)threads * sgemm_thread_floats(rows < 0 ? SG_SKINNY_ROWS + 1 : rows, K, N, b_trans) * sizeof(float);
+}
+
+/* Level 1, for MatMul (b_trans 0) and FusedMatMul (1: a transposed B always packs; an upper bound for transB 0) */
+static OrtStatus* sg_estimate_for(const OrtEpApi* api, const OrtNode* node, int b_trans, size_t* out) {
+  const int64_t *a_dims = NULL, *b_dims = NULL;
+  size_t a_rank = 0, b_rank = 0;
+  int64_t rows, K, N;
+  ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetInputShape(node, 0, &a_dims, &a_rank));
+  ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetInputShape(node, 1, &b_dims, &b_rank));
+  sg_bounds(a_dims, a_rank, b_dims, b_rank, b_trans, &rows, &K, &N);
+  *out = sg_bytes(rows, K, N, b_trans, mnb_threads());
+  return NULL;
 }
 
 static OrtStatus* sg_estimate(const OrtEpApi* api, const OrtNode* node, const OrtEp* ep, size_t* out) {
-  const int64_t *a_dims = NULL, *b_dims = NULL;
-  size_t a_rank = 0, b_rank = 0;
   (void)ep;
-  ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetInputShape(node, 0, &a_dims, &a_rank));
-  ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetInputShape(node, 1, &b_dims, &b_rank));
-  *out = sg_bytes(sg_rows(a_dims, a_rank), sg_b_bound(b_dims, b_rank, 0, SG_KC), sg_b_bound(b_dims, b_rank, 1, SG_NC),
-                  mnb_threads());
-  return NULL;
+  return sg_estimate_for(api, node, 0, out);
+}
+
+static OrtStatus* sg_estimate_fused(const OrtEpApi* api, const OrtNode* node, const OrtEp* ep, size_t* out) {
+  (void)ep;
+  return sg_estimate_for(api, node, 1, out);
 }
 
 static OrtStatus* sg_declare(OrtKernelImpl* this_ptr, const OrtWorkspaceInputShape* shapes, size_t num_inputs,
                              OrtWorkspaceSlot* slots, size_t max_slots, size_t* num_slots) {
   SgKernel* k = (SgKernel*)this_ptr;
-  int64_t rows = -1, K = SG_KC, N = SG_NC;
+  int64_t rows, K, N;
+  int shaped_a = num_inputs > 0 && shapes[0].state == ORT_WORKSPACE_INPUT_SHAPED;
+  int shaped_b = num_inputs > 1 && shapes[1].state == ORT_WORKSPACE_INPUT_SHAPED;
   *num_slots = 0;
   k->declared = 0;
-  if (num_inputs > 0 && shapes[0].state == ORT_WORKSPACE_INPUT_SHAPED) rows = sg_rows(shapes[0].dims, shapes[0].rank);
-  if (num_inputs > 1 && shapes[1].state == ORT_WORKSPACE_INPUT_SHAPED) {
-    K = sg_b_bound(shapes[1].dims, shapes[1].rank, 0, SG_KC);
-    N = sg_b_bound(shapes[1].dims, shapes[1].rank, 1, SG_NC);
-  }
-  if (rows >= 0 && rows <= SG_SKINNY_ROWS) return NULL;
-  if (max_slots < 1) return sg_error("MatMul declaration: %lld slots offered, 1 needed%.0lld", (long long)max_slots, 0);
+  sg_bounds(shaped_a ? shapes[0].dims : NULL, shaped_a ? shapes[0].rank : 0, shaped_b ? shapes[1].dims : NULL,
+            shaped_b ? shapes[1].rank : 2, k->b_trans, &rows, &K, &N);
+  if (sg_bytes(rows, K, N, k->b_trans, 1) == 0) return NULL;
+  if (max_slots < 1) return sg_error(k->op, "declaration: %lld slots offered, 1 needed%.0lld", (long long)max_slots, 0);
   slots[0].slot_id = SG_SLOT_PACKING;
-  slots[0].size_bytes = k->declared = sg_bytes(rows, K, N, mnb_threads());
+  slots[0].size_bytes = k->declared = sg_bytes(rows, K, N, k->b_trans, mnb_threads());
   *num_slots = 1;
   return NULL;
 }
 
 typedef struct SgJob {
-  const SgProblem* p;
+  const SgShape* shape;
+  SgProblem base; /* batch 0's problem; the others differ in where A, B and C start */
   char* buffers;
   size_t thread_bytes;
-  int64_t panels, width, min_chunk;
-  int64_t next; /* the first panel no thread has taken yet (atomic) */
+  int64_t panels, width, min_chunk, items; /* items = batches x panels */
+  int64_t next;                            /* the first item no thread has taken yet (atomic) */
 } SgJob;
 
-/* Chunks of panels from a shared counter, a 1/(2 x threads) share of what is left and at least min_chunk panels
- * (enough columns that a chunk's B rows are long runs); threads share a cache line of Y only at a chunk's edge. */
+/* items [i0, i1) of the flat (batch, panel) order: each batch's part as one column range */
+static void sg_items(const SgJob* job, int64_t i0, int64_t i1, float* buffer) {
+  const SgShape* s = job->shape;
+  while (i0 < i1) {
+    int64_t t = i0 / job->panels, p0 = i0 % job->panels, p1 = i1 - t * job->panels, a_mat, b_mat;
+    SgProblem p = job->base;
+    if (p1 > job->panels) p1 = job->panels;
+    sg_batch(s, t, &a_mat, &b_mat);
+    p.a += a_mat * s->M * s->K;
+    p.b += b_mat * s->K * s->N;
+    p.c += t * s->M * s->N;
+    sgemm_columns(&p, p0 * job->width, p1 * job->width < s->N ? p1 * job->width : s->N, buffer);
+    i0 = t * job->panels + p1;
+  }
+}
+
+/* Chunks of items from a shared counter, a 1/(2 x threads) share of what is left and at least min_chunk; threads
+ * share a cache line of Y only at a chunk's edge. */
 static void sg_job(void* arg, int index, int count) {
   SgJob* job = (SgJob*)arg;
   float* buffer = job->buffers ? (float*)(job->buffers + (size_t)index * job->thread_bytes) : NULL;
   for (;;) {
-    int64_t left = job->panels - __atomic_load_n(&job->next, __ATOMIC_RELAXED), chunk = left / (2 * (int64_t)count);
-    int64_t p0, p1;
+    int64_t left = job->items - __atomic_load_n(&job->next, __ATOMIC_RELAXED), chunk = left / (2 * (int64_t)count);
+    int64_t i0;
     if (left <= 0) break;
     if (chunk < job->min_chunk) chunk = job->min_chunk;
-    p0 = __atomic_fetch_add(&job->next, chunk, __ATOMIC_RELAXED);
-    if (p0 >= job->panels) break;
-    p1 = p0 + chunk < job->panels ? p0 + chunk : job->panels;
-    sgemm_columns(job->p, p0 * job->width, p1 * job->width < job->p->N ? p1 * job->width : job->p->N, buffer);
+    i0 = __atomic_fetch_add(&job->next, chunk, __ATOMIC_RELAXED);
+    if (i0 >= job->items) break;
+    sg_items(job, i0, i0 + chunk < job->items ? i0 + chunk : job->items, buffer);
   }
 }
 
@@ -114,62 +215,53 @@ static OrtStatus* sg_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   const OrtValue *av = NULL, *bv = NULL;
   OrtValue* yv = NULL;
   const int64_t *a_dims = NULL, *b_dims = NULL;
-  size_t a_rank = 0, b_rank = 0, i, need;
-  int64_t out_dims[SG_MAX_RANK], work;
+  size_t a_rank = 0, b_rank = 0, need;
+  int64_t work;
   const void *a = NULL, *b = NULL;
   void *y = NULL, *buffers = NULL;
-  SgProblem p;
+  SgShape shape;
   SgJob job;
   int threads;
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 0, &av));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 1, &bv));
-  if (av == NULL || bv == NULL) return sg_error("MatMul: input %lld is missing%.0lld", av == NULL ? 0 : 1, 0);
+  if (av == NULL || bv == NULL) return sg_error(k->op, "input %lld is missing%.0lld", av == NULL ? 0 : 1, 0);
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetShape(av, &a_dims, &a_rank));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetShape(bv, &b_dims, &b_rank));
-  if (b_rank != 2) return sg_error("MatMul: B has rank %lld; this C kernel takes a 2-D B%.0lld", (long long)b_rank, 0);
-  if (a_rank < 1 || a_rank > SG_MAX_RANK) return sg_error("MatMul: A has rank %lld; this C kernel takes 1..%lld", (long long)a_rank, SG_MAX_RANK);
-  if (a_dims[a_rank - 1] != b_dims[0])
-    return sg_error("MatMul: A's last dimension %lld does not match B's first %lld", a_dims[a_rank - 1], b_dims[0]);
-  memset(&p, 0, sizeof p);
-  p.K = b_dims[0];
-  p.N = b_dims[1];
-  p.M = 1;
-  for (i = 0; i + 1 < a_rank; ++i) {
-    p.M *= a_dims[i];
-    out_dims[i] = a_dims[i];
-  }
-  out_dims[a_rank - 1] = p.N;
+  ORT_KERNEL_RETURN_IF_ERROR(sg_shape(k->op, a_dims, a_rank, b_dims, b_rank, k->b_trans, &shape));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(av, &a));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(bv, &b));
-  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetOutput(ctx, 0, out_dims, a_rank, &yv));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetOutput(ctx, 0, shape.out_dims, shape.out_rank, &yv));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorMutableData(yv, &y));
-  if (p.M == 0 || p.N == 0) return NULL;
-  p.a = (const float*)a; p.b = (const float*)b; p.c = (float*)y;
-  p.lda = p.K; p.ldb = p.N; p.ldc = p.N;
+  if (shape.batches == 0 || shape.M == 0 || shape.N == 0) return NULL;
+  memset(&job, 0, sizeof job);
+  job.shape = &shape;
+  job.base.a = (const float*)a; job.base.b = (const float*)b; job.base.c = (float*)y;
+  job.base.M = shape.M; job.base.K = shape.K; job.base.N = shape.N;
+  job.base.lda = shape.K; job.base.ldb = k->b_trans ? shape.K : shape.N; job.base.ldc = shape.N;
+  job.base.b_trans = k->b_trans;
+  job.base.alpha = k->alpha;
 
-  job.width = p.M <= SG_SKINNY_ROWS ? 64 : sgemm_panel_width();
-  job.panels = (p.N + job.width - 1) / job.width;
-  job.min_chunk = (p.M <= SG_SKINNY_ROWS ? 512 : 128) / job.width; /* columns: streamed runs / B blocks */
-  job.next = 0;
-  work = p.M * p.N * (p.K > 0 ? p.K : 1);
+  job.width = sgemm_streams(&job.base) ? 64 : sgemm_panel_width();
+  job.panels = (shape.N + job.width - 1) / job.width;
+  job.items = shape.batches * job.panels;
+  job.min_chunk = (sgemm_streams(&job.base) ? 512 : 128) / job.width; /* columns: streamed runs / B blocks */
+  work = shape.batches * shape.M * shape.N * (shape.K > 0 ? shape.K : 1);
   threads = mnb_threads();
-  if (threads > (job.panels + job.min_chunk - 1) / job.min_chunk) threads = (int)((job.panels + job.min_chunk - 1) / job.min_chunk);
+  if (threads > job.items) threads = (int)job.items;
   if ((int64_t)threads > work / SG_MIN_WORK_PER_THREAD) threads = (int)(work / SG_MIN_WORK_PER_THREAD);
   if (threads < 1) threads = 1;
   /* a few rows stream B from memory: one contiguous share per thread keeps each thread's row runs longest
    * (measured at decode, 2 threads: 19 vs 22 ms per hidden-2048 step with chunks) */
-  if (p.M <= SG_SKINNY_ROWS) job.min_chunk = (job.panels + threads - 1) / threads;
+  if (sgemm_streams(&job.base) && shape.batches == 1) job.min_chunk = (job.panels + threads - 1) / threads;
   if (job.min_chunk < 1) job.min_chunk = 1;
-  job.thread_bytes = 0;
-  if (p.M > SG_SKINNY_ROWS && p.K > 0) { /* the packed path: a B block per thread */
-    job.thread_bytes = sgemm_thread_floats(p.M, p.K, p.N) * sizeof(float);
+  if (!sgemm_streams(&job.base) && shape.K > 0) { /* the packed path: a B block per thread */
+    job.thread_bytes = sgemm_thread_floats(shape.M, shape.K, shape.N, k->b_trans) * sizeof(float);
     if (k->declared >= job.thread_bytes && (size_t)threads * job.thread_bytes > k->declared)
       threads = (int)(k->declared / job.thread_bytes); /* the declared buffers bound the threads */
     need = (size_t)threads * job.thread_bytes;
     if (k->declared >= need) ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetPreallocatedWorkspace(ctx, SG_SLOT_PACKING, need, &buffers));
     if (buffers == NULL) ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetScratchBuffer(ctx, need, &buffers));
   }
-  job.p = &p;
   job.buffers = (char*)buffers;
   mnb_parallel(threads, sg_job, &job);
   return NULL;
@@ -177,17 +269,52 @@ static OrtStatus* sg_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
 
 static void sg_release(OrtKernelImpl* this_ptr) { free(this_ptr); }
 
-static OrtStatus* sg_create(void* state, const OrtKernelInfo* info, OrtKernelImpl** out) {
-  SgKernel* k;
-  (void)state; (void)info;
-  k = (SgKernel*)calloc(1, sizeof *k);
+static OrtStatus* sg_new(const char* op, int b_trans, float alpha, OrtKernelImpl** out) {
+  SgKernel* k = (SgKernel*)calloc(1, sizeof *k);
   if (k == NULL) return g_api->CreateStatus(ORT_FAIL, "MatMul: out of memory creating the kernel");
   k->base.ort_version_supported = ORT_KERNEL_ABI_VERSION;
   k->base.Compute = sg_compute;
   k->base.Release = sg_release;
   k->base.DeclareWorkspaceRequirements = sg_declare;
+  k->op = op;
+  k->b_trans = b_trans;
+  k->alpha = alpha;
   *out = &k->base;
   return NULL;
+}
+
+static OrtStatus* sg_create(void* state, const OrtKernelInfo* info, OrtKernelImpl** out) {
+  (void)state; (void)info;
+  return sg_new("MatMul", 0, 1.0f, out);
+}
+
+static OrtStatus* sg_int_attr(const OrtKernelInfo* info, const char* name, int64_t* out) {
+  int has = 0;
+  *out = 0;
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_HasAttribute(info, name, &has));
+  return has ? g_api->KernelInfo_GetAttributeInt(info, name, out) : NULL;
+}
+
+/* FusedMatMul: transB and alpha; transA / transBatchA / transBatchB must be 0 (c_kernel_applies sends the rest to
+ * the numpy kernel) */
+static OrtStatus* sg_create_fused(void* state, const OrtKernelInfo* info, OrtKernelImpl** out) {
+  static const char* zero[3] = {"transA", "transBatchA", "transBatchB"};
+  int64_t trans_b = 0, v = 0;
+  float alpha = 1.0f;
+  int has = 0, i;
+  (void)state;
+  for (i = 0; i < 3; ++i) {
+    ORT_KERNEL_RETURN_IF_ERROR(sg_int_attr(info, zero[i], &v));
+    if (v != 0) {
+      char msg[160];
+      snprintf(msg, sizeof msg, "FusedMatMul: attribute %s=%lld; this C kernel takes 0", zero[i], (long long)v);
+      return g_api->CreateStatus(ORT_INVALID_ARGUMENT, msg);
+    }
+  }
+  ORT_KERNEL_RETURN_IF_ERROR(sg_int_attr(info, "transB", &trans_b));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_HasAttribute(info, "alpha", &has));
+  if (has) ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetAttributeFloat(info, "alpha", &alpha));
+  return sg_new("FusedMatMul", trans_b != 0, alpha, out);
 }
 
 OrtStatus* ort_cpu_ep_register_matmul(const OrtKernelApi* api, OrtKernelRegistry* registry) {
@@ -207,5 +334,9 @@ OrtStatus* ort_cpu_ep_register_matmul(const OrtKernelApi* api, OrtKernelRegistry
   api->ReleaseKernelDefBuilder(b);
   if (!st) st = api->KernelRegistry_AddKernelV2(registry, def, sg_create, NULL, sg_estimate);
   if (def) api->ReleaseKernelDef(def);
+  if (!st) { /* com.microsoft has no schema here: its types bind by input index (T0, T1) */
+    static const int32_t ff[2] = {ORT_TENSOR_ELEMENT_FLOAT, ORT_TENSOR_ELEMENT_FLOAT};
+    st = cpu_kernels_add(api, registry, "FusedMatMul", "com.microsoft", 1, ff, 2, sg_create_fused, sg_estimate_fused);
+  }
   return st;
 }

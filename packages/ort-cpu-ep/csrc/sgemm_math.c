@@ -6,7 +6,8 @@
  * copy of A, so threads can take columns in any chunks). The micro-kernel holds an MR x NR tile of C in
  * registers and adds one rank-1 update per k: NR/VL vector loads of B, MR broadcasts of A, MR x NR/VL fused
  * multiply-adds. The first K block writes C, the later ones add to it (C need not be zeroed).
- * A few rows (decode) skip the packing: B is streamed once, row by row (sg_skinny).
+ * A few rows (decode) skip the packing: B is streamed once, row by row (sg_skinny). A transposed B (N x K,
+ * FusedMatMul transB) is packed from its rows; alpha scales each block's products before they are stored.
  *
  * One tile shape per x86-64 level, chosen at run time by the CPU: AVX-512 6 x 64 (24 accumulators of 32
  * registers; measured against 12 x 32, 14 x 32 and 8 x 48: the fewest loads per multiply-add), AVX2 6 x 16
@@ -45,10 +46,26 @@
     }                                                                                                              \
   }                                                                                                                \
                                                                                                                    \
+  /* the same panels from B stored transposed (N x K, rows ldb apart: FusedMatMul transB): column n of B is row n */\
+  __attribute__((target(TARGET))) static void sg_pack_bt_##S(const float* bt, int64_t ldb, int64_t kc,            \
+                                                              int64_t cols, float* bp) {                           \
+    int64_t q, j, k;                                                                                               \
+    for (q = 0; q * NR < cols; ++q) {                                                                              \
+      float* dst = bp + q * kc * NR;                                                                               \
+      int64_t w = cols - q * NR < NR ? cols - q * NR : NR;                                                         \
+      for (j = 0; j < w; ++j) {                                                                                    \
+        const float* src = bt + (q * NR + j) * ldb;                                                                \
+        for (k = 0; k < kc; ++k) dst[k * NR + j] = src[k];                                                         \
+      }                                                                                                            \
+      for (; j < NR; ++j)                                                                                          \
+        for (k = 0; k < kc; ++k) dst[k * NR + j] = 0.0f;                                                           \
+    }                                                                                                              \
+  }                                                                                                                \
+                                                                                                                   \
   /* the MR x NR tile at c (rows [0, mr), columns [0, cols)) = or += ap x bp over kc */                            \
   __attribute__((target(TARGET))) static void sg_tile_##S(const float* a, int64_t lda, const float* bp,          \
                                                           int64_t kc, float* c, int64_t ldc, int64_t mr,           \
-                                                          int64_t cols, int add) {                                 \
+                                                          int64_t cols, int add, float alpha) {                    \
     VT acc[MR][NR / VL];                                                                                           \
     const float* row[MR];                                                                                          \
     int64_t i, j, k;                                                                                               \
@@ -60,6 +77,11 @@
       _Pragma("GCC unroll 16") for (i = 0; i < MR; ++i) {                                                          \
         const float av = row[i][k]; /* a scalar operand: broadcast from memory (AVX-512: into the FMA) */         \
         _Pragma("GCC unroll 8") for (j = 0; j < NR / VL; ++j) acc[i][j] += bv[j] * av;                            \
+      }                                                                                                            \
+    }                                                                                                              \
+    if (alpha != 1.0f) { /* alpha (A @ B) block by block: the blocks' sum is scaled once in total */              \
+      _Pragma("GCC unroll 16") for (i = 0; i < MR; ++i) {                                                          \
+        _Pragma("GCC unroll 8") for (j = 0; j < NR / VL; ++j) acc[i][j] *= alpha;                                  \
       }                                                                                                            \
     }                                                                                                              \
     if (mr == MR && cols == NR) {                                                                                  \
@@ -104,7 +126,7 @@
           const float* a = p->a + i * p->lda + k;                                                                  \
           float x[8];                                                                                              \
           float* c = p->c + i * p->ldc + nc;                                                                       \
-          for (r = 0; r < 8; ++r) x[r] = r < rows ? a[r] : 0.0f;                                                   \
+          for (r = 0; r < 8; ++r) x[r] = r < rows ? a[r] * p->alpha : 0.0f;                                        \
           for (j = 0; j < wv; j += VL) {                                                                           \
             VT cv, v[8];                                                                                           \
             memcpy(&cv, c + j, sizeof cv);                                                                         \
@@ -127,12 +149,15 @@
       int64_t kc = p->K - k0 < SG_KC ? p->K - k0 : SG_KC;                                                          \
       for (nb = n0; nb < n1; nb += SG_NC) {                                                                        \
         int64_t nbw = n1 - nb < SG_NC ? n1 - nb : SG_NC;                                                           \
-        sg_pack_b_##S(p->b + k0 * p->ldb + nb, p->ldb, kc, nbw, bp);                                               \
+        if (p->b_trans)                                                                                            \
+          sg_pack_bt_##S(p->b + nb * p->ldb + k0, p->ldb, kc, nbw, bp);                                            \
+        else                                                                                                       \
+          sg_pack_b_##S(p->b + k0 * p->ldb + nb, p->ldb, kc, nbw, bp);                                             \
         for (n = 0; n < nbw; n += NR) {                                                                            \
           int64_t cols = nbw - n < NR ? nbw - n : NR;                                                              \
           for (i = 0; i < p->M; i += MR)                                                                           \
             sg_tile_##S(p->a + i * p->lda + k0, p->lda, bp + n * kc, kc, p->c + i * p->ldc + nb + n, p->ldc,       \
-                        p->M - i < MR ? p->M - i : MR, cols, k0 > 0);                                              \
+                        p->M - i < MR ? p->M - i : MR, cols, k0 > 0, p->alpha);                                    \
         }                                                                                                          \
       }                                                                                                            \
     }                                                                                                              \
@@ -169,13 +194,15 @@ int64_t sgemm_panel_width(void) {
   return level == 2 ? 64 : level == 1 ? 16 : 8;
 }
 
-size_t sgemm_thread_floats(int64_t M, int64_t K, int64_t N) {
+size_t sgemm_thread_floats(int64_t M, int64_t K, int64_t N, int b_trans) {
   int64_t nr = sgemm_panel_width(), kc = K < SG_KC ? K : SG_KC, nc = N < SG_NC ? N : SG_NC;
-  if (M <= SG_SKINNY_ROWS) return 0; /* B streamed, nothing packed */
+  if (M <= SG_SKINNY_ROWS && !b_trans) return 0; /* B streamed, nothing packed */
   if (kc < 1) kc = 1;
   if (nc < 1) nc = 1;
   return (size_t)(kc * ((nc + nr - 1) / nr * nr)) + SG_ALIGN_FLOATS;
 }
+
+int sgemm_streams(const SgProblem* p) { return p->M <= SG_SKINNY_ROWS && !p->b_trans; }
 
 void sgemm_columns(const SgProblem* p, int64_t n0, int64_t n1, float* work) {
   work = (float*)(((uintptr_t)work + SG_ALIGN_FLOATS * sizeof(float) - 1) & ~(uintptr_t)(SG_ALIGN_FLOATS * sizeof(float) - 1));
@@ -187,9 +214,9 @@ void sgemm_columns(const SgProblem* p, int64_t n0, int64_t n1, float* work) {
   }
   switch (sg_level()) {
 #ifdef SG_X86
-    case 2: p->M <= SG_SKINNY_ROWS ? sg_skinny_avx512(p, n0, n1) : sg_columns_avx512(p, n0, n1, work); return;
-    case 1: p->M <= SG_SKINNY_ROWS ? sg_skinny_avx2(p, n0, n1) : sg_columns_avx2(p, n0, n1, work); return;
+    case 2: sgemm_streams(p) ? sg_skinny_avx512(p, n0, n1) : sg_columns_avx512(p, n0, n1, work); return;
+    case 1: sgemm_streams(p) ? sg_skinny_avx2(p, n0, n1) : sg_columns_avx2(p, n0, n1, work); return;
 #endif
-    default: p->M <= SG_SKINNY_ROWS ? sg_skinny_base(p, n0, n1) : sg_columns_base(p, n0, n1, work); return;
+    default: sgemm_streams(p) ? sg_skinny_base(p, n0, n1) : sg_columns_base(p, n0, n1, work); return;
   }
 }

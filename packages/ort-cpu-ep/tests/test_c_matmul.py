@@ -1,6 +1,7 @@
-"""The C float32 MatMul (csrc/sgemm_kernel.c, csrc/sgemm_math.c) against a float64 reference and the numpy
-kernel, one node at a time through the CPU provider: every A rank, ragged tile edges in M, K and N, the few-row
-(streamed) and packed paths, each instruction-set path, threads, and which nodes it takes."""
+"""The C float32 MatMul and FusedMatMul (csrc/sgemm_kernel.c, csrc/sgemm_math.c) against a float64 reference,
+the numpy kernels and onnxruntime, one node at a time through the CPU provider: every A rank, batched and
+broadcast B, transposed B and alpha, ragged tile edges in M, K and N, the few-row (streamed) and packed paths,
+each instruction-set path, threads, and which nodes it takes."""
 
 from __future__ import annotations
 
@@ -79,11 +80,13 @@ def test_every_instruction_set_path_matches_the_reference(isa_cap, M):
     _check(_run(model, feeds, "C")["y"], a, b)
 
 
-@pytest.mark.parametrize("M", [2, 50])
-def test_threads_give_the_same_bits(library, M):
-    """Threads split Y's columns; each column's sums run in the same order whatever thread computes it."""
+@pytest.mark.parametrize("a_shape,b_shape", [((2, 512), (512, 1000)), ((50, 512), (512, 1000)),
+                                             ((3, 40, 64), (3, 64, 300))])
+def test_threads_give_the_same_bits(library, a_shape, b_shape):
+    """Threads split Y's (batch, column) items; each column's sums run in the same order whatever thread computes
+    it."""
     lib = ctypes.CDLL(str(c_kernels.library_path()))
-    model, feeds, a, b = _matmul((M, 512), (512, 1000), seed=M)
+    model, feeds, a, b = _matmul(a_shape, b_shape, seed=a_shape[0])
     results = []
     for n in (1, 3):
         with intra_op_thread_scope(n):
@@ -98,8 +101,57 @@ def test_a_b_fed_at_run_time_is_taken_too(library):
     _check(_run(model, feeds, "C")["y"], a, b)
 
 
-@pytest.mark.parametrize("a_shape,b_shape", [((2, 4, 8), (2, 8, 3)), ((4, 8), (8,)), ((1, 4, 8), (1, 8, 3))])
-def test_batched_or_vector_b_goes_to_numpy(library, a_shape, b_shape):
+@pytest.mark.parametrize("a_shape,b_shape", [
+    ((2, 4, 8), (2, 8, 3)), ((1, 4, 8), (1, 8, 3)),          # batched, one batch
+    ((3, 1, 7, 20), (1, 5, 20, 70)), ((7, 20), (4, 20, 9)),   # broadcast batch axes; A shared by every batch
+    ((2, 3, 9, 300), (3, 300, 130)),                          # A with more batch axes than B; packed tiles
+])
+def test_batched_b_matches_the_reference(library, a_shape, b_shape):
+    model, feeds, a, b = _matmul(a_shape, b_shape, constant_b=False, seed=sum(a_shape))
+    got = _run(model, feeds, "C")["y"]
+    _check(got, a, b)
+    np.testing.assert_allclose(got, _run(model, feeds, "numpy")["y"], rtol=1e-5, atol=1e-5 * np.sqrt(b_shape[-2]))
+
+
+def _fused(a, b, **attrs):
+    node = helper.make_node("FusedMatMul", ["a", "b"], ["y"], domain="com.microsoft", **attrs)
+    bt = np.swapaxes(b, -1, -2) if attrs.get("transB") else b
+    out = list(np.matmul(np.zeros(a.shape, np.float32), np.zeros(bt.shape, np.float32)).shape)
+    return _model(node, [helper.make_tensor_value_info("a", F, list(a.shape)), helper.make_tensor_value_info("b", F, list(b.shape))],
+                  [helper.make_tensor_value_info("y", F, out)]), bt
+
+
+@pytest.mark.parametrize("a_shape,b_shape,trans_b,alpha", [
+    ((1, 4, 64, 64), (1, 4, 300, 64), 1, 0.125),   # the attention's scores: Q @ K^T / sqrt(d)
+    ((1, 4, 8, 64), (1, 4, 513, 64), 1, 0.125),    # decode: 8 query rows (a group of 8 heads), packed from K's rows
+    ((2, 5, 30), (2, 30, 40), 0, -1.5),
+    ((6, 30), (40, 30), 1, 1.0),                   # a 2-D transposed B
+])
+def test_fused_matmul_matches_the_reference_and_onnxruntime(library, a_shape, b_shape, trans_b, alpha):
+    rng = np.random.default_rng(len(a_shape) + trans_b)
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = rng.standard_normal(b_shape).astype(np.float32)
+    model, bt = _fused(a, b, transB=trans_b, alpha=alpha)
+    got = _run(model, {"a": a, "b": b}, "C")["y"]
+    ref = alpha * np.matmul(a.astype(np.float64), bt.astype(np.float64))
+    np.testing.assert_allclose(got, ref, rtol=0, atol=2e-6 * np.sqrt(a.shape[-1]) * max(1.0, np.abs(ref).max()))
+    np.testing.assert_allclose(got, _run(model, {"a": a, "b": b}, "numpy")["y"], rtol=1e-5, atol=1e-5)
+    ort = pytest.importorskip("onnxruntime")
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"a": a, "b": b})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.sqrt(a.shape[-1]))
+
+
+@pytest.mark.parametrize("attrs", [{"transA": 1}, {"transBatchA": 1}, {"transBatchB": 1}])
+def test_fused_matmul_transposes_of_a_and_batches_go_to_numpy(library, attrs):
+    a, b = np.ones((2, 4, 4), np.float32), np.ones((2, 4, 4), np.float32)
+    model, _ = _fused(a, b, **attrs)
+    m = ort_graph.from_proto(model)
+    ep = CpuExecutionProvider(m.graph, m.opset_imports)
+    assert c_kernels.kernel_language(ep.entry(m.graph.nodes[0])) == "numpy"
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [((4, 8), (8,)), ((8,), (2, 8, 3))])
+def test_vector_operands_with_batches_go_to_numpy(library, a_shape, b_shape):
     model, _, _, _ = _matmul(a_shape, b_shape)
     m = ort_graph.from_proto(model)
     ep = CpuExecutionProvider(m.graph, m.opset_imports)

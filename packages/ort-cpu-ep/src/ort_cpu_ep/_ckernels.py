@@ -94,7 +94,7 @@ def c_kernel_applies(node: Node) -> bool:
     MatMulNBits: bits 2/4/8, block_size 16..256, no g_idx, and for accuracy_level 4 a constant B (the
     C kernel then always quantizes A to int8, which onnxruntime does only for a prepacked, constant B).
     (Skip)SimplifiedLayerNormalization and GroupQueryAttention: see `_c_norm_applies` / `_c_gqa_applies`;
-    QuickGelu: float32 without a bias. MatMul: see `_c_matmul_applies`.
+    QuickGelu: float32 without a bias. MatMul, FusedMatMul: see `_c_matmul_applies`.
     Element types are the registered type constraints' business (float16 goes to numpy)."""
     if node.op_type in _C_NORMS:
         return _c_norm_applies(node)
@@ -102,7 +102,7 @@ def c_kernel_applies(node: Node) -> bool:
         return _c_gqa_applies(node)
     if node.op_type == "QuickGelu":  # float32 without a bias input (the SiLUFusion's)
         return _float32_input(node) and not any(node.inputs[1:])
-    if node.op_type == "MatMul":
+    if node.op_type in ("MatMul", "FusedMatMul"):
         return _c_matmul_applies(node)
     if node.op_type != "MatMulNBits":
         return True
@@ -134,15 +134,21 @@ def _float32_input(node: Node) -> bool:
 
 
 def _c_matmul_applies(node: Node) -> bool:
-    """float32 A of known rank >= 1 and B of known rank 2 (the weights' matmuls); batched or broadcast B (the
-    attention products) and unknown ranks stay with numpy."""
+    """float32 A and B of known ranks up to 16: a 2-D B with A of rank >= 1 (the weights' matmuls), or a batched
+    B with A of rank >= 2 (the attention products, batch axes broadcast). FusedMatMul: transB and alpha, the
+    other transpose attributes 0. A 1-D B, float16 and unknown ranks stay with numpy."""
     graph = node.graph
     if graph is None or len(node.inputs) != 2 or not all(node.inputs):
+        return False
+    if node.op_type == "FusedMatMul" and any(int(node.attr(n, 0)) for n in ("transA", "transBatchA", "transBatchB")):
         return False
     a, b = (graph.values.get(n) for n in node.inputs)
     if a is None or b is None or a.dtype != _FLOAT or b.dtype != _FLOAT or a.shape is None or b.shape is None:
         return False
-    return len(a.shape) >= 1 and len(b.shape) == 2
+    ra, rb = len(a.shape), len(b.shape)
+    if not (1 <= ra <= 16 and 2 <= rb <= 16):
+        return False
+    return ra >= 2 or (rb == 2 and node.op_type == "MatMul")
 
 
 def _c_norm_applies(node: Node) -> bool:

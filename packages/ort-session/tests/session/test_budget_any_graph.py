@@ -46,8 +46,8 @@ def test_budget_places_node_segments_within_the_budget_with_cpu_equal_outputs(ca
     assert d["placement_mode"] == "auto-fit" and d["granularity"] == "nodes"
     assert sess.placement.granularity == "nodes" and "node granularity" in sess.plan.to_table()
     outs = sess.run(None, feeds)
-    for a, b in zip(outs, cpu_only):
-        np.testing.assert_array_equal(a, b)
+    for a, b in zip(outs, cpu_only):  # the CPU's C kernels and the simulated GPU's numpy ones round differently
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)  # (as a real GPU and the CPU do); wiring errors are far larger
     peak = sess.device_memory().get("simgpu", {}).get("peak", 0)
     assert peak <= budget, (name, budget, peak)
     if fraction == 1.0:

@@ -23,20 +23,20 @@ def _blas_threads() -> int:
 
 
 def _matmul_model(gelu: bool = False) -> onnx.ModelProto:
-    """A batched MatMul (a 3-D B: BLAS through numpy, not the C MatMul) and a Relu; `gelu`: a QuickGelu (a C
+    """A matrix-vector MatMul (a 1-D B: BLAS through numpy, not the C MatMul) and a Relu; `gelu`: a QuickGelu (a C
     kernel) in front."""
     nodes = [helper.make_node("MatMul", ["x" if gelu else "a", "b"], ["c"], name="mm"),
              helper.make_node("Relu", ["c"], ["y"], name="relu")]
     if gelu:
         nodes.insert(0, helper.make_node("QuickGelu", ["a"], ["x"], domain="com.microsoft", name="gelu", alpha=1.0))
     g = helper.make_graph(nodes, "g",
-                          [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 4, 8]),
-                           helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 8, 4])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 4])])
+                          [helper.make_tensor_value_info("a", TensorProto.FLOAT, [4, 8]),
+                           helper.make_tensor_value_info("b", TensorProto.FLOAT, [8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
 
 
-FEEDS = {"a": np.ones((1, 4, 8), np.float32), "b": np.ones((1, 8, 4), np.float32)}
+FEEDS = {"a": np.ones((4, 8), np.float32), "b": np.ones(8, np.float32)}
 
 
 @pytest.fixture
@@ -62,7 +62,7 @@ def test_a_run_uses_the_requested_threads_and_restores_blas_after(seen, threads,
     with threadpoolctl.threadpool_limits(3, user_api="blas"):  # a count no run asks for
         (y,) = sess.run(None, FEEDS)
         assert _blas_threads() == 3
-    np.testing.assert_array_equal(y, np.full((1, 4, 4), 8, np.float32))
+    np.testing.assert_array_equal(y, np.full(4, 8, np.float32))
     assert seen == [(want, want), (want, want)]  # MatMul and Relu
 
 
@@ -116,16 +116,16 @@ def _pools(proto, threads):
 
 
 def _int4_model() -> onnx.ModelProto:
-    """a [2, 32] @ 4-bit B [32, 8] (MatMulNBits, block 32), then a batched float MatMul (BLAS) and a Relu."""
+    """a [2, 32] @ 4-bit B [32, 8] (MatMulNBits, block 32), then a matrix-vector float MatMul (BLAS) and a Relu."""
     rng = np.random.default_rng(0)
     inits = [onnx.numpy_helper.from_array(rng.integers(0, 255, (8, 1, 16), dtype=np.uint8), "B"),
              onnx.numpy_helper.from_array(rng.random(8).astype(np.float32), "scales"),
-             onnx.numpy_helper.from_array(rng.random((1, 8, 4)).astype(np.float32), "W")]
+             onnx.numpy_helper.from_array(rng.random(8).astype(np.float32), "W")]
     nodes = [helper.make_node("MatMulNBits", ["a", "B", "scales"], ["q"], domain="com.microsoft", name="mnb",
                               K=32, N=8, bits=4, block_size=32),
              helper.make_node("MatMul", ["q", "W"], ["c"], name="mm"), helper.make_node("Relu", ["c"], ["y"], name="relu")]
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 32])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 4])], initializer=inits)
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])], initializer=inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
 
 
