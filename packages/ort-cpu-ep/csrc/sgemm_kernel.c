@@ -216,7 +216,7 @@ static OrtStatus* sg_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   OrtValue* yv = NULL;
   const int64_t *a_dims = NULL, *b_dims = NULL;
   size_t a_rank = 0, b_rank = 0, need;
-  int64_t work;
+  double work;
   const void *a = NULL, *b = NULL;
   void *y = NULL, *buffers = NULL;
   SgShape shape;
@@ -245,10 +245,10 @@ static OrtStatus* sg_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   job.panels = (shape.N + job.width - 1) / job.width;
   job.items = shape.batches * job.panels;
   job.min_chunk = (sgemm_streams(&job.base) ? 512 : 128) / job.width; /* columns: streamed runs / B blocks */
-  work = shape.batches * shape.M * shape.N * (shape.K > 0 ? shape.K : 1);
+  work = (double)shape.batches * (double)shape.M * (double)shape.N * (double)(shape.K > 0 ? shape.K : 1); /* no overflow */
   threads = mnb_threads();
   if (threads > job.items) threads = (int)job.items;
-  if ((int64_t)threads > work / SG_MIN_WORK_PER_THREAD) threads = (int)(work / SG_MIN_WORK_PER_THREAD);
+  if ((double)threads > work / SG_MIN_WORK_PER_THREAD) threads = (int)(work / SG_MIN_WORK_PER_THREAD);
   if (threads < 1) threads = 1;
   /* a few rows stream B from memory: one contiguous share per thread keeps each thread's row runs longest
    * (measured at decode, 2 threads: 19 vs 22 ms per hidden-2048 step with chunks) */

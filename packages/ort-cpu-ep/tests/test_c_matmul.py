@@ -9,6 +9,8 @@ import ctypes
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 import ort_graph
@@ -186,3 +188,40 @@ def test_the_packing_buffer_is_declared_and_served_from_the_plan(library, M, slo
         assert 0 < ws <= 2 * ((M + 5) // 6 * 6 * 96 + 96 * 64 + 16) * 4
     else:
         assert ws == 0
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(m=st.integers(1, 40), k=st.integers(0, 300), n=st.integers(1, 150), batch=st.sampled_from(
+    [(), (2,), (1, 3), (2, 1)]), b_batch=st.sampled_from([None, (), (1,), (2,)]), trans_b=st.booleans(),
+    alpha=st.sampled_from([1.0, 0.5, -2.0]))
+def test_any_shape_matches_a_float64_reference(library, m, k, n, batch, b_batch, trans_b, alpha):
+    """MatMul (alpha 1, no transB) or FusedMatMul over random sizes, batch axes and broadcasting."""
+    b_shape = (*(batch if b_batch is None else b_batch), *((n, k) if trans_b else (k, n)))
+    a_shape = (*batch, m, k)
+    try:
+        np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
+    except ValueError:
+        assume(False)  # batch axes that do not broadcast: not a valid model
+    rng = np.random.default_rng(m * 1000 + k * 10 + n)
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = rng.standard_normal(b_shape).astype(np.float32)
+    fused = trans_b or alpha != 1.0
+    if fused:
+        model, bt = _fused(a, b, transB=int(trans_b), alpha=alpha)
+    else:
+        model, feeds, _, _ = _matmul(a_shape, b_shape, constant_b=False)
+        bt = b
+    got = _run(model, {"a": a, "b": b}, "C")["y"]
+    ref = alpha * np.matmul(a.astype(np.float64), bt.astype(np.float64))
+    assert got.shape == ref.shape
+    np.testing.assert_allclose(got, ref, rtol=0, atol=2e-6 * np.sqrt(max(k, 1)) * max(1.0, np.abs(ref).max(initial=0)))
+
+
+def test_inputs_that_do_not_multiply_are_a_clear_error(library):
+    """Shapes the model declared but the feeds break (a model file is untrusted input): the kernel's error, not
+    a crash or a wrong result."""
+    import ort_abi
+
+    model, feeds, a, b = _matmul((4, 6), (6, 3), constant_b=False)
+    with pytest.raises(ort_abi.KernelError, match=r"MatMul: A's last dimension 5 does not match B's K dimension 6"):
+        _run(model, {"a": np.ones((4, 5), np.float32), "b": b}, "C")
