@@ -244,15 +244,17 @@ static OrtStatus* sg_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   job.width = sgemm_streams(&job.base) ? 64 : sgemm_panel_width();
   job.panels = (shape.N + job.width - 1) / job.width;
   job.items = shape.batches * job.panels;
-  job.min_chunk = (sgemm_streams(&job.base) ? 512 : 128) / job.width; /* columns: streamed runs / B blocks */
+  job.min_chunk = SG_NC / job.width; /* a chunk packs whole B blocks (narrower ones read B in shorter runs) */
   work = (double)shape.batches * (double)shape.M * (double)shape.N * (double)(shape.K > 0 ? shape.K : 1); /* no overflow */
   threads = mnb_threads();
   if (threads > job.items) threads = (int)job.items;
   if ((double)threads > work / SG_MIN_WORK_PER_THREAD) threads = (int)(work / SG_MIN_WORK_PER_THREAD);
   if (threads < 1) threads = 1;
   /* a few rows stream B from memory: one contiguous share per thread keeps each thread's row runs longest
-   * (measured at decode, 2 threads: 19 vs 22 ms per hidden-2048 step with chunks) */
-  if (sgemm_streams(&job.base) && shape.batches == 1) job.min_chunk = (job.panels + threads - 1) / threads;
+   * (measured at decode, 2 threads: 19 vs 22 ms per hidden-2048 step with chunks); and no chunk is larger than
+   * a thread's share (a narrow B still splits across the threads) */
+  if ((sgemm_streams(&job.base) && shape.batches == 1) || job.min_chunk > (job.items + threads - 1) / threads)
+    job.min_chunk = (job.items + threads - 1) / threads;
   if (job.min_chunk < 1) job.min_chunk = 1;
   if (!sgemm_streams(&job.base) && shape.K > 0) { /* the packed path: a B block per thread */
     job.thread_bytes = sgemm_thread_floats(shape.M, shape.K, shape.N, k->b_trans) * sizeof(float);
