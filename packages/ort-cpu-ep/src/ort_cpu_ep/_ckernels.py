@@ -94,7 +94,7 @@ def c_kernel_applies(node: Node) -> bool:
     MatMulNBits: bits 2/4/8, block_size 16..256, no g_idx, and for accuracy_level 4 a constant B (the
     C kernel then always quantizes A to int8, which onnxruntime does only for a prepacked, constant B).
     (Skip)SimplifiedLayerNormalization and GroupQueryAttention: see `_c_norm_applies` / `_c_gqa_applies`;
-    QuickGelu: float32 without a bias. MatMul: see `_c_matmul_applies`.
+    QuickGelu: float32 without a bias. MatMul: see `_c_matmul_applies`. Softmax: see `_c_softmax_applies`.
     Element types are the registered type constraints' business (float16 goes to numpy)."""
     if node.op_type in _C_NORMS:
         return _c_norm_applies(node)
@@ -104,6 +104,8 @@ def c_kernel_applies(node: Node) -> bool:
         return _float32_input(node) and not any(node.inputs[1:])
     if node.op_type == "MatMul":
         return _c_matmul_applies(node)
+    if node.op_type == "Softmax":
+        return _c_softmax_applies(node)
     if node.op_type != "MatMulNBits":
         return True
     bits, block = int(node.attr("bits", 4)), int(node.attr("block_size", 0))
@@ -143,6 +145,18 @@ def _c_matmul_applies(node: Node) -> bool:
     if a is None or b is None or a.dtype != _FLOAT or b.dtype != _FLOAT or a.shape is None or b.shape is None:
         return False
     return len(a.shape) >= 1 and len(b.shape) == 2
+
+
+def _c_softmax_applies(node: Node) -> bool:
+    """float32 input of known rank >= 1, over its last axis (the attention probabilities). The C kernel is
+    registered since opset 13 (the axis semantics it has): an older model's Softmax, which coerces the input to
+    2-D at `axis` (default 1), finds only the numpy kernel whatever this says."""
+    graph = node.graph
+    value = graph.values.get(node.inputs[0]) if graph is not None and node.inputs else None
+    if value is None or value.dtype != _FLOAT or value.shape is None or len(value.shape) < 1:
+        return False
+    axis = int(node.attr("axis", -1))
+    return axis in (-1, len(value.shape) - 1)
 
 
 def _c_norm_applies(node: Node) -> bool:

@@ -1,0 +1,221 @@
+/* ONNX Softmax (opset >= 13, float32) over the last axis as an ort-abi kernel: per row,
+ * y = exp(x - max(x)) / sum(exp(x - max(x))), in three passes over the row (the max; exp into y and its sum;
+ * y scaled), each on 8-float vectors (vec_math.h's vm_exp8_upto88, within a few ulp of the C library's exp;
+ * x - max <= 0, or NaN).
+ *
+ * SM_DIVIDE picks the last pass: 1 divides by the sum as numpy does (exactly rounded), 0 multiplies by its
+ * reciprocal as onnxruntime's MLAS does (up to one more rounding).
+ *
+ * Special values as numpy gives them: a NaN anywhere in a row makes the row NaN (exp(NaN - max) enters the
+ * sum), as does +inf (inf - inf) and a row of -inf only (-inf - -inf); -inf entries of a finite row give 0.
+ * exp below -88 is 0 where the C library gives a denormal (at most 6e-39 apart, as y is at most that over a
+ * sum >= 1). A row is read fully by the max pass, and the exp pass reads each vector of x before writing the
+ * same vector of y, so the plan may write y over x. No workspace. Threads take contiguous runs of rows when
+ * there are enough elements; a row's arithmetic is the same whatever thread computes it. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "mnb.h"      /* mnb_parallel, mnb_threads */
+#include "vec_math.h" /* vm_exp8_upto88, vm_max8 */
+
+#define SM_DIVIDE 1
+#define SM_MIN_PER_THREAD (1 << 15) /* elements below which an extra thread does not pay */
+#define SM_MAX_RANK 16
+
+static const OrtKernelApi* g_api = NULL;
+
+static inline __attribute__((always_inline)) vm_v8 sm_load(const float* p) {
+  vm_v8 v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+
+static inline __attribute__((always_inline)) void sm_store(float* p, vm_v8 v) { memcpy(p, &v, sizeof v); }
+
+/* the row's tail (n - i < 8 values) in one vector, the missing lanes `pad` */
+static inline __attribute__((always_inline)) vm_v8 sm_tail(const float* p, int64_t count, float pad) {
+  float t[8] = {pad, pad, pad, pad, pad, pad, pad, pad};
+  memcpy(t, p, (size_t)count * sizeof(float));
+  return sm_load(t);
+}
+
+static inline __attribute__((always_inline)) float sm_lanes_max(vm_v8 v) {
+  float m = v[0];
+  int j;
+  for (j = 1; j < 8; ++j) m = v[j] > m ? v[j] : m;
+  return m;
+}
+
+static inline __attribute__((always_inline)) float sm_lanes_sum(vm_v8 v) {
+  return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
+}
+
+/* the softmax of `rows` rows of n > 0 floats each; one clone per x86-64 level */
+CPU_KERNELS_CLONES
+static void sm_rows(const float* x, float* y, int64_t rows, int64_t n) {
+  const int64_t n8 = n & ~(int64_t)7, n32 = n & ~(int64_t)31, n16 = n & ~(int64_t)15;
+  int64_t r, i;
+  for (r = 0; r < rows; ++r, x += n, y += n) {
+    vm_v8 m0 = vm_splat8(-INFINITY), m1 = m0, m2 = m0, m3 = m0, s0 = vm_splat8(0.0f), s1 = s0, mv, e0, e1, scale;
+    float m, s;
+    /* the max: four chains (a max's latency is several of its issue slots) */
+    for (i = 0; i < n32; i += 32) {
+      m0 = vm_max8(sm_load(x + i), m0);
+      m1 = vm_max8(sm_load(x + i + 8), m1);
+      m2 = vm_max8(sm_load(x + i + 16), m2);
+      m3 = vm_max8(sm_load(x + i + 24), m3);
+    }
+    for (; i < n8; i += 8) m0 = vm_max8(sm_load(x + i), m0);
+    if (i < n) m1 = vm_max8(sm_tail(x + i, n - i, -INFINITY), m1);
+    m = sm_lanes_max(vm_max8(vm_max8(m0, m1), vm_max8(m2, m3)));
+    /* exp(x - max) into y and its sum, two chains; the tail's missing lanes are -inf: exp 0 */
+    mv = vm_splat8(m);
+    for (i = 0; i < n16; i += 16) {
+      e0 = vm_exp8_upto88(sm_load(x + i) - mv);
+      e1 = vm_exp8_upto88(sm_load(x + i + 8) - mv);
+      sm_store(y + i, e0);
+      sm_store(y + i + 8, e1);
+      s0 += e0;
+      s1 += e1;
+    }
+    for (; i < n8; i += 8) {
+      e0 = vm_exp8_upto88(sm_load(x + i) - mv);
+      sm_store(y + i, e0);
+      s0 += e0;
+    }
+    if (i < n) {
+      float t[8];
+      e1 = vm_exp8_upto88(sm_tail(x + i, n - i, -INFINITY) - mv);
+      s1 += e1;
+      memcpy(t, &e1, sizeof t);
+      memcpy(y + i, t, (size_t)(n - i) * sizeof(float));
+    }
+    s = sm_lanes_sum(s0 + s1);
+    /* y / sum */
+#if SM_DIVIDE
+    scale = vm_splat8(s);
+    for (i = 0; i < n8; i += 8) sm_store(y + i, sm_load(y + i) / scale);
+    for (; i < n; ++i) y[i] = y[i] / s;
+#else
+    scale = vm_splat8(1.0f / s);
+    for (i = 0; i < n8; i += 8) sm_store(y + i, sm_load(y + i) * scale);
+    for (; i < n; ++i) y[i] = y[i] * scale[0];
+#endif
+  }
+}
+
+typedef struct SmJob {
+  const float* x;
+  float* y;
+  int64_t rows, n;
+} SmJob;
+
+static void sm_job(void* arg, int index, int count) {
+  const SmJob* job = (const SmJob*)arg;
+  int64_t per = (job->rows + count - 1) / count, r0 = per * index, r1 = r0 + per;
+  if (r1 > job->rows) r1 = job->rows;
+  if (r0 < r1) sm_rows(job->x + r0 * job->n, job->y + r0 * job->n, r1 - r0, job->n);
+}
+
+static OrtStatus* sm_error(const char* fmt, long long a, long long b) {
+  char msg[256];
+  snprintf(msg, sizeof msg, fmt, a, b);
+  return g_api->CreateStatus(ORT_INVALID_ARGUMENT, msg);
+}
+
+typedef struct SmKernel {
+  OrtKernelImpl base; /* first: the host sees an OrtKernelImpl* */
+  int64_t axis;
+} SmKernel;
+
+static OrtStatus* sm_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
+  SmKernel* k = (SmKernel*)this_ptr;
+  const OrtValue* xv = NULL;
+  OrtValue* yv = NULL;
+  const int64_t* dims = NULL;
+  size_t rank = 0, i;
+  int64_t axis, count = 1;
+  const void* x = NULL;
+  void* y = NULL;
+  SmJob job;
+  int threads;
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 0, &xv));
+  if (xv == NULL) return g_api->CreateStatus(ORT_INVALID_ARGUMENT, "Softmax: input is missing");
+  /* the element type: float32, checked by the host against the registered constraint before each Compute */
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetShape(xv, &dims, &rank));
+  if (rank < 1 || rank > SM_MAX_RANK)
+    return sm_error("Softmax: input has rank %lld; this C kernel takes 1..%lld", (long long)rank, SM_MAX_RANK);
+  axis = k->axis < 0 ? k->axis + (int64_t)rank : k->axis;
+  if (axis != (int64_t)rank - 1)
+    return sm_error("Softmax: axis %lld of a rank-%lld input; this C kernel takes the last axis only (the numpy "
+                    "kernel runs the others)", (long long)k->axis, (long long)rank);
+  for (i = 0; i < rank; ++i) count *= dims[i];
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(xv, &x));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetOutput(ctx, 0, dims, rank, &yv));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorMutableData(yv, &y));
+  if (count == 0) return NULL; /* no rows, or rows of no values: an empty output */
+  job.x = (const float*)x; job.y = (float*)y; job.n = dims[rank - 1]; job.rows = count / job.n;
+  threads = mnb_threads();
+  if ((int64_t)threads > count / SM_MIN_PER_THREAD) threads = (int)(count / SM_MIN_PER_THREAD);
+  if ((int64_t)threads > job.rows) threads = (int)job.rows;
+  if (threads < 1) threads = 1;
+  mnb_parallel(threads, sm_job, &job);
+  return NULL;
+}
+
+static OrtStatus* sm_declare(OrtKernelImpl* this_ptr, const OrtWorkspaceInputShape* shapes, size_t num_inputs,
+                             OrtWorkspaceSlot* slots, size_t max_slots, size_t* num_slots) {
+  (void)this_ptr; (void)shapes; (void)num_inputs; (void)slots; (void)max_slots;
+  *num_slots = 0; /* a row's max and sum live in registers: no workspace */
+  return NULL;
+}
+
+static OrtStatus* sm_estimate(const OrtEpApi* api, const OrtNode* node, const OrtEp* ep, size_t* out) {
+  (void)api; (void)node; (void)ep;
+  *out = 0;
+  return NULL;
+}
+
+static void sm_release(OrtKernelImpl* this_ptr) { free(this_ptr); }
+
+static OrtStatus* sm_create(void* state, const OrtKernelInfo* info, OrtKernelImpl** out) {
+  SmKernel* k;
+  int has = 0;
+  int64_t axis = -1;
+  (void)state;
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_HasAttribute(info, "axis", &has));
+  if (has) ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetAttributeInt(info, "axis", &axis));
+  k = (SmKernel*)calloc(1, sizeof *k);
+  if (k == NULL) return g_api->CreateStatus(ORT_FAIL, "Softmax: out of memory creating the kernel");
+  k->base.ort_version_supported = ORT_KERNEL_ABI_VERSION;
+  k->base.Compute = sm_compute;
+  k->base.Release = sm_release;
+  k->base.DeclareWorkspaceRequirements = sm_declare;
+  k->axis = axis;
+  *out = &k->base;
+  return NULL;
+}
+
+OrtStatus* ort_cpu_ep_register_softmax(const OrtKernelApi* api, OrtKernelRegistry* registry) {
+  static const int32_t f = ORT_TENSOR_ELEMENT_FLOAT;
+  OrtKernelDefBuilder* b = NULL;
+  OrtKernelDef* def = NULL;
+  OrtStatus* st;
+  g_api = api;
+  st = api->CreateKernelDefBuilder(&b);
+  if (st) return st;
+  st = api->KernelDefBuilder_SetOperatorType(b, "Softmax");
+  if (!st) st = api->KernelDefBuilder_SetDomain(b, "");
+  /* 13: the axis semantics this kernel has (before 13 the input is coerced to 2-D at axis, default 1) */
+  if (!st) st = api->KernelDefBuilder_SetSinceVersion(b, 13, 0);
+  if (!st) st = api->KernelDefBuilder_SetExecutionProvider(b, CPU_KERNELS_EP);
+  if (!st) st = api->KernelDefBuilder_AddTypeConstraint(b, "T", &f, 1); /* the schema's T: input and output */
+  if (!st) st = api->KernelDefBuilder_Build(b, &def);
+  api->ReleaseKernelDefBuilder(b);
+  if (!st) st = api->KernelRegistry_AddKernelV2(registry, def, sm_create, NULL, sm_estimate);
+  if (def) api->ReleaseKernelDef(def);
+  return st;
+}
