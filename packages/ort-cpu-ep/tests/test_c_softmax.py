@@ -191,3 +191,10 @@ def test_the_kernel_refuses_an_axis_it_was_not_given_for(library):
     with pytest.raises(ort_abi.KernelError, match="axis 1 of a rank-3 input; this C kernel takes the last axis only"):
         kernel.compute(ctx)
     kernel.release()
+
+
+def test_a_malformed_axis_attribute_goes_to_numpy_without_raising(library):
+    """A model file is untrusted: an axis that is not an integer is the numpy kernel's to report (a typed error)."""
+    model = _softmax((2, 8))
+    model.graph.node[0].attribute.append(helper.make_attribute("axis", ""))
+    assert _language(model) == "numpy"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import logging
+import operator
 import os
 import pathlib
 from typing import Any
@@ -155,7 +156,10 @@ def _c_softmax_applies(node: Node) -> bool:
     value = graph.values.get(node.inputs[0]) if graph is not None and node.inputs else None
     if value is None or value.dtype != _FLOAT or value.shape is None or len(value.shape) < 1:
         return False
-    axis = int(node.attr("axis", -1))
+    try:
+        axis = operator.index(node.attr("axis", -1))
+    except TypeError:  # not an integer (a malformed model): the numpy kernel's checks say what is wrong
+        return False
     return axis in (-1, len(value.shape) - 1)
 
 
