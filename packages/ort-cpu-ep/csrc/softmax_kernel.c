@@ -1,15 +1,17 @@
 /* ONNX Softmax (opset >= 13, float32) over the last axis as an ort-abi kernel: per row,
  * y = exp(x - max(x)) / sum(exp(x - max(x))), in three passes over the row (the max; exp into y and its sum;
- * y scaled), each on 8-float vectors (vec_math.h's vm_exp8_upto88, within a few ulp of the C library's exp;
- * x - max <= 0, or NaN).
+ * y scaled). Two paths with one exp polynomial (vec_math.h's VM_EXP_POLY, within a few ulp of the C library's
+ * exp): AVX-512F on 16-float vectors, 2^n by vscalefps (denormal results as the C library gives them), tails by
+ * masks; elsewhere (or below ort_cpu_ep_set_isa_cap 2) 8-float GCC vectors in target_clones (vm_exp8_upto88:
+ * exp below -88 is 0 where the C library gives a denormal, at most 6e-39 apart as y is at most that over a sum
+ * >= 1).
  *
  * SM_DIVIDE picks the last pass: 1 divides by the sum as numpy does (exactly rounded), 0 multiplies by its
  * reciprocal as onnxruntime's MLAS does (up to one more rounding).
  *
  * Special values as numpy gives them: a NaN anywhere in a row makes the row NaN (exp(NaN - max) enters the
  * sum), as does +inf (inf - inf) and a row of -inf only (-inf - -inf); -inf entries of a finite row give 0.
- * exp below -88 is 0 where the C library gives a denormal (at most 6e-39 apart, as y is at most that over a
- * sum >= 1). A row is read fully by the max pass, and the exp pass reads each vector of x before writing the
+ * A row is read fully by the max pass, and the exp pass reads each vector of x before writing the
  * same vector of y, so the plan may write y over x. No workspace. Threads take contiguous runs of rows when
  * there are enough elements; a row's arithmetic is the same whatever thread computes it. */
 #include <math.h>
@@ -18,7 +20,7 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
-#include "mnb.h"      /* mnb_parallel, mnb_threads */
+#include "mnb.h"      /* mnb_parallel, mnb_threads, g_isa_cap */
 #include "vec_math.h" /* vm_exp8_upto88, vm_max8 */
 
 #define SM_DIVIDE 1
@@ -107,17 +109,108 @@ static void sm_rows(const float* x, float* y, int64_t rows, int64_t n) {
   }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define SM_AVX512 1
+#define SM_T512 __attribute__((target("avx512f,fma")))
+
+static inline __attribute__((always_inline)) SM_T512 __m512 sm_splat16(float v) { return _mm512_set1_ps(v); }
+
+/* exp(x) for 16 floats x <= 0 (or NaN): n = round(x log2 e), r = x - n ln2, 2^n applied by vscalefps, which
+ * rounds into the denormals as the C library does; below -104 (exp < the least denormal) x is clamped: 0.
+ * max(lo, x) keeps a NaN x (vmaxps returns its second operand when either is NaN). */
+static inline __attribute__((always_inline)) SM_T512 __m512 sm_exp16(__m512 x) {
+  __m512 n, r, p;
+  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
+  n = _mm512_roundscale_ps(x * sm_splat16(VM_LOG2E), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  r = x - n * sm_splat16(VM_LN2_HI) - n * sm_splat16(VM_LN2_LO);
+  p = VM_EXP_POLY(r, sm_splat16);
+  return _mm512_scalef_ps(p, n);
+}
+
+/* sm_rows on 16-float AVX-512 vectors, the tails through masked loads and stores */
+SM_T512 static void sm_rows_avx512(const float* x, float* y, int64_t rows, int64_t n) {
+  const int64_t n16 = n & ~(int64_t)15, n32 = n & ~(int64_t)31, n64 = n & ~(int64_t)63;
+  const __mmask16 tail = (__mmask16)((1u << (n - n16)) - 1u);
+  const __m512 ninf = _mm512_set1_ps(-INFINITY);
+  int64_t r, i;
+  for (r = 0; r < rows; ++r, x += n, y += n) {
+    __m512 m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf, s0 = _mm512_setzero_ps(), s1 = s0, mv, e0, e1, scale;
+    float s;
+    for (i = 0; i < n64; i += 64) {
+      m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + i));
+      m1 = _mm512_max_ps(m1, _mm512_loadu_ps(x + i + 16));
+      m2 = _mm512_max_ps(m2, _mm512_loadu_ps(x + i + 32));
+      m3 = _mm512_max_ps(m3, _mm512_loadu_ps(x + i + 48));
+    }
+    for (; i < n16; i += 16) m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + i));
+    if (tail) m1 = _mm512_max_ps(m1, _mm512_mask_loadu_ps(ninf, tail, x + n16));
+    mv = _mm512_set1_ps(_mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3))));
+    for (i = 0; i < n32; i += 32) {
+      e0 = sm_exp16(_mm512_loadu_ps(x + i) - mv);
+      e1 = sm_exp16(_mm512_loadu_ps(x + i + 16) - mv);
+      _mm512_storeu_ps(y + i, e0);
+      _mm512_storeu_ps(y + i + 16, e1);
+      s0 += e0;
+      s1 += e1;
+    }
+    for (; i < n16; i += 16) {
+      e0 = sm_exp16(_mm512_loadu_ps(x + i) - mv);
+      _mm512_storeu_ps(y + i, e0);
+      s0 += e0;
+    }
+    if (tail) {
+      e1 = _mm512_maskz_mov_ps(tail, sm_exp16(_mm512_maskz_loadu_ps(tail, x + n16) - mv));
+      _mm512_mask_storeu_ps(y + n16, tail, e1);
+      s1 += e1;
+    }
+    s = _mm512_reduce_add_ps(s0 + s1);
+#if SM_DIVIDE
+    scale = _mm512_set1_ps(s);
+    for (i = 0; i < n16; i += 16) _mm512_storeu_ps(y + i, _mm512_loadu_ps(y + i) / scale);
+    if (tail) _mm512_mask_storeu_ps(y + n16, tail, _mm512_maskz_loadu_ps(tail, y + n16) / scale);
+#else
+    scale = _mm512_set1_ps(1.0f / s);
+    for (i = 0; i < n16; i += 16) _mm512_storeu_ps(y + i, _mm512_loadu_ps(y + i) * scale);
+    if (tail) _mm512_mask_storeu_ps(y + n16, tail, _mm512_maskz_loadu_ps(tail, y + n16) * scale);
+#endif
+  }
+}
+#endif
+
+/* 1: the AVX-512 path (the CPU has AVX-512F and ort_cpu_ep_set_isa_cap allows level 2), 0: sm_rows */
+static int sm_use_avx512(void) {
+#ifdef SM_AVX512
+  static int cpu = -1;
+  if (cpu < 0) {
+    __builtin_cpu_init();
+    cpu = !!__builtin_cpu_supports("avx512f");
+  }
+  return cpu && g_isa_cap >= 2;
+#else
+  return 0;
+#endif
+}
+
 typedef struct SmJob {
   const float* x;
   float* y;
   int64_t rows, n;
+  int avx512; /* decided once per call: every thread computes its rows the same way */
 } SmJob;
 
 static void sm_job(void* arg, int index, int count) {
   const SmJob* job = (const SmJob*)arg;
   int64_t per = (job->rows + count - 1) / count, r0 = per * index, r1 = r0 + per;
   if (r1 > job->rows) r1 = job->rows;
-  if (r0 < r1) sm_rows(job->x + r0 * job->n, job->y + r0 * job->n, r1 - r0, job->n);
+  if (r0 >= r1) return;
+#ifdef SM_AVX512
+  if (job->avx512) {
+    sm_rows_avx512(job->x + r0 * job->n, job->y + r0 * job->n, r1 - r0, job->n);
+    return;
+  }
+#endif
+  sm_rows(job->x + r0 * job->n, job->y + r0 * job->n, r1 - r0, job->n);
 }
 
 static OrtStatus* sm_error(const char* fmt, long long a, long long b) {
@@ -158,6 +251,7 @@ static OrtStatus* sm_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorMutableData(yv, &y));
   if (count == 0) return NULL; /* no rows, or rows of no values: an empty output */
   job.x = (const float*)x; job.y = (float*)y; job.n = dims[rank - 1]; job.rows = count / job.n;
+  job.avx512 = sm_use_avx512();
   threads = mnb_threads();
   if ((int64_t)threads > count / SM_MIN_PER_THREAD) threads = (int)(count / SM_MIN_PER_THREAD);
   if ((int64_t)threads > job.rows) threads = (int)job.rows;

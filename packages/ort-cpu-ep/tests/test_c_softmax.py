@@ -4,6 +4,8 @@ special values, y written over x, threads, no workspace, and which nodes it take
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
@@ -15,6 +17,17 @@ from ort_cpu_ep.testing import one_node_model, run_one_node
 
 F = TensorProto.FLOAT
 EP = "CPUExecutionProvider"
+
+
+@pytest.fixture(params=[1, 2], ids=["vectors", "avx512"])
+def isa_cap(request, library):
+    """Both paths: GCC vectors (ort_cpu_ep_set_isa_cap below 2) and AVX-512 (where the CPU has it; else the
+    first again)."""
+    lib = ctypes.CDLL(str(c_kernels.library_path()))
+    before = lib.ort_cpu_ep_isa_cap()
+    lib.ort_cpu_ep_set_isa_cap(request.param)
+    yield request.param
+    lib.ort_cpu_ep_set_isa_cap(before)
 
 
 def _softmax(shape, *, dtype=F, opset=None, **attrs):
@@ -57,7 +70,7 @@ def _check(got, x, model):
 
 @pytest.mark.parametrize("shape", [(1,), (7,), (8,), (3, 1), (5, 33), (2, 3, 8), (2, 3, 7), (1, 4, 3, 512),
                                    (2, 4097), (2, 2, 2, 33), (3, 40)])
-def test_c_softmax_matches_a_float64_reference_numpy_and_onnxruntime(library, shape):
+def test_c_softmax_matches_a_float64_reference_numpy_and_onnxruntime(isa_cap, shape):
     rng = np.random.default_rng(shape[-1] * 7 + len(shape))
     x = (rng.standard_normal(shape) * 4).astype(np.float32)
     model = _softmax(shape)
@@ -73,7 +86,7 @@ def test_the_axis_given_as_the_last_index_is_taken_too(library):
     _check(run_one_node(model, {"x": x}, "C")["y"], x, model)
 
 
-# rows of special values, each padded to 11 (an 8-float vector and a 3-value tail) with the value at every position
+# rows of special values, padded to 3, 11 and 19 (tails after 0, 8 and 16 floats), the value at every position
 _SPECIAL_ROWS = {
     "nan": [np.nan, 1.0, 2.0],                    # NaN anywhere: the whole row NaN
     "+inf": [np.inf, 1.0, 2.0],                   # inf - inf: NaN
@@ -87,8 +100,8 @@ _SPECIAL_ROWS = {
 
 
 @pytest.mark.parametrize("name", list(_SPECIAL_ROWS))
-@pytest.mark.parametrize("width", [3, 11])
-def test_special_values_as_numpy_and_onnxruntime_give_them(library, name, width):
+@pytest.mark.parametrize("width", [3, 11, 19])
+def test_special_values_as_numpy_and_onnxruntime_give_them(isa_cap, name, width):
     values = _SPECIAL_ROWS[name]
     rows = []
     for pos in range(width):  # the special value at each position: in the vectors and in the tail
@@ -119,7 +132,7 @@ def test_empty_inputs_give_empty_outputs(library, shape):
 
 
 @pytest.mark.parametrize("shape", [(6, 37), (2, 3, 512)])
-def test_y_written_over_x_gives_the_same_bits(library, shape):
+def test_y_written_over_x_gives_the_same_bits(isa_cap, shape):
     """The memory plan may give Y the buffer of X: each row is read (max) before it is written, and each vector
     of x is read before the same vector of y is written."""
     x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
@@ -138,7 +151,7 @@ def test_y_written_over_x_gives_the_same_bits(library, shape):
     np.testing.assert_array_equal(buffer, apart)
 
 
-def test_threads_give_the_same_bits(library):
+def test_threads_give_the_same_bits(isa_cap):
     """Rows split across threads (4 x 50 x 513 values: enough for 3); a row's arithmetic is the same whatever
     thread computes it."""
     x = (np.random.default_rng(5).standard_normal((4, 50, 513)) * 3).astype(np.float32)
@@ -198,3 +211,28 @@ def test_a_malformed_axis_attribute_goes_to_numpy_without_raising(library):
     model = _softmax((2, 8))
     model.graph.node[0].attribute.append(helper.make_attribute("axis", ""))
     assert _language(model) == "numpy"
+
+
+def test_each_path_runs_where_asked_the_avx512_one_rounding_into_the_denormals(library):
+    """exp(-95) is a denormal: the C library's and the AVX-512 path's (vscalefps), 0 on the GCC vectors' path."""
+    import pathlib
+
+    if "avx512f" not in pathlib.Path("/proc/cpuinfo").read_text():
+        pytest.skip("this CPU has no AVX-512F")
+    lib = ctypes.CDLL(str(c_kernels.library_path()))
+    x = np.array([[0.0, -95.0, -87.0, -100.0] + [-1.0] * 13], np.float32)
+    model = _softmax(x.shape)
+    before = lib.ort_cpu_ep_isa_cap()
+    try:
+        got = {}
+        for cap in (1, 2):
+            lib.ort_cpu_ep_set_isa_cap(cap)
+            got[cap] = run_one_node(model, {"x": x}, "C")["y"][0]
+    finally:
+        lib.ort_cpu_ep_set_isa_cap(before)
+    want = run_one_node(model, {"x": x}, "numpy")["y"][0]
+    assert got[1][1] == 0 and got[1][3] == 0 and want[1] > 0 and want[3] > 0
+    np.testing.assert_allclose(got[2][1], want[1], rtol=1e-2)  # a denormal holds few bits: 10 here, 3 below
+    np.testing.assert_allclose(got[2][3], want[3], rtol=0, atol=1.5e-45)
+    np.testing.assert_allclose(got[1], want, rtol=2e-6, atol=1e-37)
+    np.testing.assert_allclose(got[2], want, rtol=2e-6, atol=1e-44)
