@@ -6,8 +6,9 @@
  * exp below -88 is 0 where the C library gives a denormal, at most 6e-39 apart as y is at most that over a sum
  * >= 1).
  *
- * SM_DIVIDE picks the last pass: 1 divides by the sum as numpy does (exactly rounded), 0 multiplies by its
- * reciprocal as onnxruntime's MLAS does (up to one more rounding).
+ * SM_DIVIDE picks the last pass: 0 (the default) multiplies by the sum's reciprocal as onnxruntime's MLAS does
+ * (one more rounding: within 3.5e-7 of the float64 softmax instead of 2.4e-7, for rows of random normals), 1
+ * divides as numpy does. Measured on AVX-512, 128-float rows in L2: 0.30 vs 0.40 ns per value (vdivps).
  *
  * Special values as numpy gives them: a NaN anywhere in a row makes the row NaN (exp(NaN - max) enters the
  * sum), as does +inf (inf - inf) and a row of -inf only (-inf - -inf); -inf entries of a finite row give 0.
@@ -23,7 +24,9 @@
 #include "mnb.h"      /* mnb_parallel, mnb_threads, g_isa_cap */
 #include "vec_math.h" /* vm_exp8_upto88, vm_max8 */
 
-#define SM_DIVIDE 1
+#ifndef SM_DIVIDE
+#define SM_DIVIDE 0
+#endif
 #define SM_MIN_PER_THREAD (1 << 15) /* elements below which an extra thread does not pay */
 #define SM_MAX_RANK 16
 
@@ -146,7 +149,20 @@ SM_T512 static void sm_rows_avx512(const float* x, float* y, int64_t rows, int64
     for (; i < n16; i += 16) m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + i));
     if (tail) m1 = _mm512_max_ps(m1, _mm512_mask_loadu_ps(ninf, tail, x + n16));
     mv = _mm512_set1_ps(_mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3))));
-    for (i = 0; i < n32; i += 32) {
+    for (i = 0; i < n64; i += 64) {
+      __m512 e2, e3;
+      e0 = sm_exp16(_mm512_loadu_ps(x + i) - mv);
+      e1 = sm_exp16(_mm512_loadu_ps(x + i + 16) - mv);
+      e2 = sm_exp16(_mm512_loadu_ps(x + i + 32) - mv);
+      e3 = sm_exp16(_mm512_loadu_ps(x + i + 48) - mv);
+      _mm512_storeu_ps(y + i, e0);
+      _mm512_storeu_ps(y + i + 16, e1);
+      _mm512_storeu_ps(y + i + 32, e2);
+      _mm512_storeu_ps(y + i + 48, e3);
+      s0 += e0 + e2;
+      s1 += e1 + e3;
+    }
+    for (; i < n32; i += 32) {
       e0 = sm_exp16(_mm512_loadu_ps(x + i) - mv);
       e1 = sm_exp16(_mm512_loadu_ps(x + i + 16) - mv);
       _mm512_storeu_ps(y + i, e0);
