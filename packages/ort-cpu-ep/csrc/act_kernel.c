@@ -1,10 +1,9 @@
 /* com.microsoft QuickGelu (float32, no bias) as an ort-abi kernel: y = x * sigmoid(alpha * x) = x / (1 + exp(-alpha x)),
  * alpha default 1.702; alpha = 1 is SiLU, what the CPU provider's SiLUFusion makes of an MLP's x * Sigmoid(x).
  *
- * exp is a branch-free Cephes-style polynomial on 8-float vectors (GCC/clang vector extensions), within a few ulp
- * of the C library's for every float; above 88 it is inf (y = -0, and NaN for x = -inf, as numpy and
- * onnxruntime give), below -88 zero; NaN propagates. Elementwise at the same index, so the plan
- * may write y over x. No workspace. Threads split the elements when there are enough of them. */
+ * exp is vec_math.h's vm_exp8 (8-float vectors, within a few ulp of the C library's); above 88 it is inf
+ * (y = -0, and NaN for x = -inf, as numpy and onnxruntime give), below -88 zero; NaN propagates.
+ * Elementwise at the same index, so the plan may write y over x. No workspace. Threads split the elements when there are enough of them. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,66 +11,36 @@
 
 #include "cpu_kernels.h"
 #include "mnb.h" /* mnb_parallel, mnb_threads */
-
-#pragma GCC diagnostic ignored "-Wpsabi" /* act_v8 values never cross a call: the helpers inline */
+#include "vec_math.h" /* vm_exp8 */
 
 #define ACT_MIN_PER_THREAD (1 << 15) /* elements below which an extra thread does not pay */
 #define ACT_MAX_RANK 16
 
 static const OrtKernelApi* g_api = NULL;
 
-typedef float act_v8 __attribute__((vector_size(32)));
-typedef int32_t act_i8 __attribute__((vector_size(32)));
-
 typedef struct ActKernel {
   OrtKernelImpl base; /* first: the host sees an OrtKernelImpl* */
   float alpha;
 } ActKernel;
 
-static inline __attribute__((always_inline)) act_v8 act_splat(float v) {
-  act_v8 r = {v, v, v, v, v, v, v, v};
-  return r;
-}
-
-/* exp(x) for 8 floats: x = n ln2 + r, |r| <= ln2 / 2; exp(r) by a degree-6 polynomial; 2^n from the exponent bits */
-static inline __attribute__((always_inline)) act_v8 act_exp8(act_v8 x) {
-  const act_v8 hi = act_splat(88.0f), lo = act_splat(-88.0f), magic = act_splat(12582912.0f); /* 1.5 * 2^23 */
-  act_i8 above = x > hi, below = x < lo, bits;
-  act_v8 n, r, p;
-  x = (act_v8)(((act_i8)hi & above) | ((act_i8)x & ~above));
-  x = (act_v8)(((act_i8)lo & below) | ((act_i8)x & ~below));
-  n = (x * act_splat(1.44269504088896341f) + magic) - magic; /* round to nearest */
-  r = x - n * act_splat(0.693359375f) - n * act_splat(-2.12194440e-4f);
-  p = act_splat(1.9875691500E-4f);
-  p = p * r + act_splat(1.3981999507E-3f);
-  p = p * r + act_splat(8.3334519073E-3f);
-  p = p * r + act_splat(4.1665795894E-2f);
-  p = p * r + act_splat(1.6666665459E-1f);
-  p = p * r + act_splat(5.0000001201E-1f);
-  p = p * r * r + r + act_splat(1.0f);
-  bits = (__builtin_convertvector(n, act_i8) + 127) << 23;
-  p = p * (act_v8)bits;
-  return (act_v8)(((act_i8)act_splat(INFINITY) & above) | ((act_i8)p & ~above)); /* overflow: inf, as expf */
-}
-
 /* y[i] = x[i] / (1 + exp(-alpha x[i])) for i in [0, n); one clone per x86-64 level */
 CPU_KERNELS_CLONES
 static void act_quick_gelu(const float* x, float* y, int64_t n, float alpha) {
-  const act_v8 a = act_splat(-alpha), one = act_splat(1.0f);
+  const vm_v8 a = vm_splat8(-alpha), one = vm_splat8(1.0f);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    act_v8 v, e;
+    vm_v8 v, e;
     memcpy(&v, x + i, sizeof v);
-    e = act_exp8(v * a);
+    e = vm_exp8(v * a);
     v = v / (one + e);
     memcpy(y + i, &v, sizeof v);
   }
   if (i < n) { /* the tail through one padded vector */
     float tail[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    act_v8 v, e;
+    vm_v8 v, e;
     memcpy(tail, x + i, (size_t)(n - i) * sizeof(float));
     memcpy(&v, tail, sizeof v);
-    e = act_exp8(v * a);
+    e = vm_exp8(v * a);
     v = v / (one + e);
     memcpy(tail, &v, sizeof v);
     memcpy(y + i, tail, (size_t)(n - i) * sizeof(float));

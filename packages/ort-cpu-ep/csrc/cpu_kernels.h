@@ -1,6 +1,7 @@
 /* The ort-cpu-ep C kernels beside MatMulNBits: (Skip)SimplifiedLayerNormalization (norm_kernel.c),
- * GroupQueryAttention (gqa_kernel.c), QuickGelu (act_kernel.c: the SiLU of the MLPs) and
- * float32 MatMul with a 2-D B (sgemm_kernel.c). Each file registers its kernels through the same
+ * GroupQueryAttention (gqa_kernel.c), QuickGelu (act_kernel.c: the SiLU of the MLPs), float32 MatMul with a
+ * 2-D B (sgemm_kernel.c) and float32 Softmax over the last axis (softmax_kernel.c); vec_math.h holds the
+ * vector exp the elementwise ones share. Each file registers its kernels through the same
  * KernelRegistry_AddKernelV2 as mnb_kernel.c; OrtRegisterKernels (mnb_kernel.c) calls
  * ort_cpu_ep_register_more after its own. */
 #ifndef ORT_CPU_EP_CPU_KERNELS_H_
@@ -21,6 +22,7 @@ OrtStatus* ort_cpu_ep_register_norm(const OrtKernelApi* api, OrtKernelRegistry* 
 OrtStatus* ort_cpu_ep_register_gqa(const OrtKernelApi* api, OrtKernelRegistry* registry);
 OrtStatus* ort_cpu_ep_register_activation(const OrtKernelApi* api, OrtKernelRegistry* registry);
 OrtStatus* ort_cpu_ep_register_matmul(const OrtKernelApi* api, OrtKernelRegistry* registry);
+OrtStatus* ort_cpu_ep_register_softmax(const OrtKernelApi* api, OrtKernelRegistry* registry);
 /* all of the above, in order (the one call the library's entry point makes) */
 OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* registry);
 

@@ -245,20 +245,8 @@ def test_gqa_c_threads_give_the_same_result(library, S, P, rotary):
     for n in (1, 3):
         with intra_op_thread_scope(n):
             assert lib.ort_cpu_ep_threads() == n
-            results.append(_run_threads(model, feeds))
+            results.append(_run(model, feeds, "C", threads=n))
     for name in results[0]:
         np.testing.assert_array_equal(results[0][name], results[1][name], err_msg=name)
 
 
-def _run_threads(model, feeds):
-    """Like `_run(..., 'C')` but in the caller's thread scope (no provider run scope)."""
-    m = ort_graph.from_proto(model)
-    ep = CpuExecutionProvider(m.graph, m.opset_imports)
-    (node,) = m.graph.nodes
-    kernel = ep.entry(node).create_kernel(ort_abi.KernelInfo.from_node(node, ep))
-    values = {name: t.numpy() for name, t in m.graph.initializers.items()} | feeds
-    ctx = ort_abi.KernelContext([values[n] if n else None for n in node.inputs], output_count=len(node.outputs),
-                                output_types=[F] * len(node.outputs))
-    kernel.compute(ctx)
-    kernel.release()
-    return {name: ctx.outputs[i] for i, name in enumerate(node.outputs) if name}

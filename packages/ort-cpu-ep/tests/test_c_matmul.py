@@ -93,7 +93,7 @@ def test_threads_give_the_same_bits(library, a_shape, b_shape):
     for n in (1, 3):
         with intra_op_thread_scope(n):
             assert lib.ort_cpu_ep_threads() == n
-            results.append(_run(model, feeds, "C")["y"])
+            results.append(_run(model, feeds, "C", threads=n)["y"])
     np.testing.assert_array_equal(results[0], results[1])
     _check(results[0], a, b)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import logging
+import operator
 import os
 import pathlib
 from typing import Any
@@ -94,7 +95,8 @@ def c_kernel_applies(node: Node) -> bool:
     MatMulNBits: bits 2/4/8, block_size 16..256, no g_idx, and for accuracy_level 4 a constant B (the
     C kernel then always quantizes A to int8, which onnxruntime does only for a prepacked, constant B).
     (Skip)SimplifiedLayerNormalization and GroupQueryAttention: see `_c_norm_applies` / `_c_gqa_applies`;
-    QuickGelu: float32 without a bias. MatMul, FusedMatMul: see `_c_matmul_applies`.
+    QuickGelu: float32 without a bias. MatMul, FusedMatMul: see `_c_matmul_applies`. Softmax: see
+    `_c_softmax_applies`.
     Element types are the registered type constraints' business (float16 goes to numpy)."""
     if node.op_type in _C_NORMS:
         return _c_norm_applies(node)
@@ -104,6 +106,8 @@ def c_kernel_applies(node: Node) -> bool:
         return _float32_input(node) and not any(node.inputs[1:])
     if node.op_type in ("MatMul", "FusedMatMul"):
         return _c_matmul_applies(node)
+    if node.op_type == "Softmax":
+        return _c_softmax_applies(node)
     if node.op_type != "MatMulNBits":
         return True
     bits, block = int(node.attr("bits", 4)), int(node.attr("block_size", 0))
@@ -149,6 +153,21 @@ def _c_matmul_applies(node: Node) -> bool:
     if not (1 <= ra <= 16 and 2 <= rb <= 16):
         return False
     return ra >= 2 or (rb == 2 and node.op_type == "MatMul")
+
+
+def _c_softmax_applies(node: Node) -> bool:
+    """float32 input of known rank >= 1, over its last axis (the attention probabilities). The C kernel is
+    registered since opset 13 (the axis semantics it has): an older model's Softmax, which coerces the input to
+    2-D at `axis` (default 1), finds only the numpy kernel whatever this says."""
+    graph = node.graph
+    value = graph.values.get(node.inputs[0]) if graph is not None and node.inputs else None
+    if value is None or value.dtype != _FLOAT or value.shape is None or len(value.shape) < 1:
+        return False
+    try:
+        axis = operator.index(node.attr("axis", -1))
+    except TypeError:  # not an integer (a malformed model): the numpy kernel's checks say what is wrong
+        return False
+    return axis in (-1, len(value.shape) - 1)
 
 
 def _c_norm_applies(node: Node) -> bool:

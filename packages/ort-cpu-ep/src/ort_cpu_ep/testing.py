@@ -4,6 +4,7 @@ third-party kernel library can test its kernels the same way).
     model = one_node_model(node, inputs, outputs, initializers)
     outputs = run_one_node(model, feeds, "C")       # the entry the provider picks, which must be the C kernel
     reference = run_one_node(model, feeds, "numpy")  # the in-tree numpy kernel
+    outputs = run_one_node(model, feeds, "C", threads=3)  # the kernel on exactly 3 intra-op threads
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import ort_graph
 from . import _cbuild
 from . import _ckernels as c_kernels
 from ._provider import CpuExecutionProvider, builtin_registry
+from ._threads import intra_op_thread_scope
 
 EP = "CPUExecutionProvider"
 
@@ -49,9 +51,12 @@ def one_node_model(node: NodeProto, inputs: Sequence[ValueInfoProto], outputs: S
                              ir_version=10)
 
 
-def run_one_node(model: ModelProto, feeds: Mapping[str, np.ndarray], language: str) -> dict[str, Any]:
+def run_one_node(model: ModelProto, feeds: Mapping[str, np.ndarray], language: str, *,
+                 threads: int | None = None) -> dict[str, Any]:
     """The model's one node through the CPU provider (`language` 'C': the entry it picks, which must be the C
-    kernel; 'numpy': the in-tree kernel), outputs by name."""
+    kernel; 'numpy': the in-tree kernel), outputs by name. `threads` None: inside the provider's run scope (whose
+    thread pools give a lone C kernel one thread, see `CpuExecutionProvider.run_scope`); n: inside
+    `intra_op_thread_scope(n)` instead, so the kernel gets exactly n intra-op threads."""
     m = ort_graph.from_proto(model)
     ep = CpuExecutionProvider(m.graph, m.opset_imports)
     (node,) = m.graph.nodes
@@ -67,7 +72,7 @@ def run_one_node(model: ModelProto, feeds: Mapping[str, np.ndarray], language: s
     types = [m.graph.values[o].dtype if o else TensorProto.FLOAT for o in node.outputs]
     ctx = ort_abi.KernelContext([values[n] if n else None for n in node.inputs], output_count=len(node.outputs),
                                 output_types=types)
-    with ep.run_scope():
+    with ep.run_scope() if threads is None else intra_op_thread_scope(threads):
         kernel.compute(ctx)
     if hasattr(kernel, "release"):
         kernel.release()

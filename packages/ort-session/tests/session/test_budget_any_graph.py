@@ -46,8 +46,11 @@ def test_budget_places_node_segments_within_the_budget_with_cpu_equal_outputs(ca
     assert d["placement_mode"] == "auto-fit" and d["granularity"] == "nodes"
     assert sess.placement.granularity == "nodes" and "node granularity" in sess.plan.to_table()
     outs = sess.run(None, feeds)
-    for a, b in zip(outs, cpu_only):  # the CPU's C kernels and the simulated GPU's numpy ones round differently
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)  # (as a real GPU and the CPU do); wiring errors are far larger
+    for a, b in zip(outs, cpu_only):
+        # float rounding only (measured: 2e-7 absolute after the encoder's layers): the CPU's C kernels (MatMul,
+        # Softmax) and the simulated GPU's numpy kernels round differently, as a real GPU never matches the CPU bit
+        # for bit either; wrong wiring is far off this
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     peak = sess.device_memory().get("simgpu", {}).get("peak", 0)
     assert peak <= budget, (name, budget, peak)
     if fraction == 1.0:

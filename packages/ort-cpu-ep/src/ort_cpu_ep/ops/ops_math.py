@@ -163,6 +163,8 @@ class _SoftmaxFamily(OpImpl):
         from ._interp import node_opset
 
         x = inputs[0]
+        if x.size == 0:  # no rows, or rows of no values (a reduction of none has no identity): an empty output
+            return [x.copy()]
         keep = x.dtype == np.float16 or x.dtype.name == "bfloat16"  # as the reference computes: in the dtype
         v, axis, shape = _softmax_axes(node, x if keep else upcast(x), node_opset(node))
         with np.errstate(all="ignore"):
@@ -184,6 +186,8 @@ class Softmax(_SoftmaxFamily):
             return super().compute(node, inputs)
         v, axis, shape = _softmax_axes(node, x, node_opset(node))
         out = self.output(0, shape, x.dtype)
+        if x.size == 0:  # no rows, or rows of no values (a reduction of none has no identity)
+            return [out]
         o = out.reshape(v.shape)
         stat = self.workspace(0, _rows_shape(v.shape, axis), x.dtype)
         with np.errstate(all="ignore"):
