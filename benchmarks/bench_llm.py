@@ -1,4 +1,4 @@
-"""LLM decoders at realistic width, fp32 and int4 weights: this project's CPU EP (C MatMulNBits) against
+"""LLM decoders at realistic width, fp32 and int4 weights: this project's CPU EP (C kernels) against
 onnxruntime's CPU provider, same model, same inputs, same process, the same intra-op thread count on both
 sides (1 thread, and all physical cores).
 
@@ -38,10 +38,16 @@ def _config(hidden: int) -> zoo.DecoderConfig:
                              vocab=4096, intermediate=hidden * 3)
 
 
-def _sessions(model: bytes, threads: int) -> tuple[Any, Any]:
+PRE_ALLOCATE = "session.pre_allocate_execution_buffers"
+
+
+def _sessions(model: bytes, threads: int, pre_allocate: bool = False) -> tuple[Any, Any]:
+    options: dict[str, Any] = {"intra_op_num_threads": threads}
+    if pre_allocate:
+        options[PRE_ALLOCATE] = "1"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ours = InferenceSession(model, {"intra_op_num_threads": threads}, providers=["CPUExecutionProvider"])
+        ours = InferenceSession(model, options, providers=["CPUExecutionProvider"])
     so = ort.SessionOptions()
     so.log_severity_level = 3
     so.intra_op_num_threads = threads
@@ -49,11 +55,12 @@ def _sessions(model: bytes, threads: int) -> tuple[Any, Any]:
     return ours, ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
 
 
-def _measure(case: str, model: bytes, feeds: dict[str, np.ndarray], repeats: int) -> list[dict[str, Any]]:
+def _measure(case: str, model: bytes, feeds: dict[str, np.ndarray], repeats: int,
+             pre_allocate: bool = False) -> list[dict[str, Any]]:
     """One model at 1 thread and at all physical cores: ours and onnxruntime, interleaved."""
     out = []
     for threads in sorted({1, physical_cores()}):
-        ours, theirs = _sessions(model, threads)
+        ours, theirs = _sessions(model, threads, pre_allocate)
         decode = repeats >= 10  # runs of a few ms: settle longer, time in blocks (see interleaved_times)
         samples = interleaved_times({"ours": lambda s=ours, f=feeds: s.run(None, f),
                                      "ort": lambda s=theirs, f=feeds: s.run(None, f)}, repeats,
@@ -80,6 +87,9 @@ def _cases(quick: bool) -> list[dict[str, Any]]:
             kind = "fp32" if level is None else f"int4 acc{level}"
             out += _measure(f"h{hidden} {kind} {phase}", model, zoo.decoder_inputs(static, 1, seq, past),
                             _repeats(quick, seq))
+            if level is None and seq == FP32_PHASES[0][1]:  # the buffers held between runs, as ORT's arena holds
+                out += _measure(f"h{hidden} {kind} {phase} pre-allocated", model,
+                                zoo.decoder_inputs(static, 1, seq, past), _repeats(quick, seq), pre_allocate=True)
     return out
 
 
@@ -107,9 +117,13 @@ def run(quick: bool = False) -> Section:
               f"{r['max_rel_diff']:.1e}")
         sec.records.append(r)
     st = c_kernels.status()
-    t.notes.append("MatMulNBits, GroupQueryAttention, (Skip)SimplifiedLayerNormalization, QuickGelu on our side: "
+    t.notes.append("MatMulNBits, MatMul, FusedMatMul, Softmax, GroupQueryAttention, (Skip)SimplifiedLayerNormalization, "
+                   "QuickGelu on our side: "
                    + ("the C kernels" if st.loaded else f"the numpy kernels ({st.reason})"))
     t.notes.append("genai rows: the onnxruntime-genai builder's CPU layout (zoo.genai_decoder_proto), 2 layers")
+    t.notes.append(f"pre-allocated: ours with {PRE_ALLOCATE}=1 (buffers made once and held between runs, as "
+                   "onnxruntime's arena holds its memory); by default a run allocates its planned buffer and frees "
+                   "it at the end, so a large prefill pays first-touch page faults each run")
     t.notes.append("targets (issue 15): int4 decode within 1.5x of onnxruntime, int4 prefill within 2x, fp32 within 1.2x; "
                    "(issue 19) fp32 prefill 512 within 1.1x")
     t.notes.append(f"onnxruntime {ort.__version__}; weights packed by its quantize_matmul_4bits (block 32, zero points)")
