@@ -88,19 +88,24 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 
 
 def interleaved_times(contenders: Mapping[str, Callable[[], Any]], repeats: int, warmup: int = 1,
-                      settle: int = 1, block: int = 1) -> dict[str, list[float]]:
+                      settle: int = 1, block: int = 1, pause: float = 0.0) -> dict[str, list[float]]:
     """Wall times of each contender, run in rounds so that machine noise hits all of them alike.
     `warmup` untimed rounds first; in each round every contender makes `settle` untimed calls, then `block`
     timed ones (`repeats` timed calls in all, rounded up to whole blocks), so threads another contender left
     spinning (BLAS, OpenMP, onnxruntime's pool) do not land in its time: for runs of a few milliseconds one
     settle call is too short for that (measured: a 2-thread decode step 14.5 ms interleaved call by call,
-    7.7 ms with 3 settle calls and blocks of 5, 7.2-7.4 ms run alone)."""
+    7.7 ms with 3 settle calls and blocks of 5, 7.2-7.4 ms run alone). `pause` seconds are slept before each
+    contender's turn, so the workers the previous one left spinning go idle first instead of taking a core from
+    it (the settle calls alone did not absorb that for 2-thread decode steps of 3-6 ms: onnxruntime measured
+    2.8-3.1 ms beside us, 3.4-3.6 ms alone)."""
     for _ in range(warmup):
         for fn in contenders.values():
             fn()
     samples: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(-(-repeats // block)):
         for name, fn in contenders.items():
+            if pause:
+                time.sleep(pause)
             for _ in range(settle):
                 fn()
             for _ in range(block):

@@ -64,7 +64,7 @@ def _measure(case: str, model: bytes, feeds: dict[str, np.ndarray], repeats: int
         decode = repeats >= 10  # runs of a few ms: settle longer, time in blocks (see interleaved_times)
         samples = interleaved_times({"ours": lambda s=ours, f=feeds: s.run(None, f),
                                      "ort": lambda s=theirs, f=feeds: s.run(None, f)}, repeats,
-                                    settle=3 if decode else 1, block=5 if decode else 1)
+                                    settle=3 if decode else 1, block=5 if decode else 1, pause=0.05 if decode else 0.0)
         got, ref = ours.run(None, feeds)[0], theirs.run(None, feeds)[0]
         out.append({"case": case, "threads": threads, "ours": median(samples["ours"]), "ort": median(samples["ort"]),
                     "max_rel_diff": float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))})
