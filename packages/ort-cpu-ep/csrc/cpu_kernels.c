@@ -4,9 +4,11 @@
 
 #include "cpu_kernels.h"
 
-OrtStatus* cpu_kernels_add(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, const char* domain,
-                           int since, const int32_t* types, int count, OrtKernelCreateFunc create,
-                           OrtKernelWorkspaceEstimateFunc estimate) {
+/* the definition up to its type constraints: `constraint` names one schema constraint bound to types[0], else
+ * T<k> binds input k to types[k] (a schema-less op) */
+static OrtStatus* cpu_kernels_define(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op,
+                                     const char* domain, int since, const char* constraint, const int32_t* types,
+                                     int count, OrtKernelCreateFunc create, OrtKernelWorkspaceEstimateFunc estimate) {
   OrtKernelDefBuilder* b = NULL;
   OrtKernelDef* def = NULL;
   OrtStatus* st = api->CreateKernelDefBuilder(&b);
@@ -16,7 +18,8 @@ OrtStatus* cpu_kernels_add(const OrtKernelApi* api, OrtKernelRegistry* registry,
   if (!st) st = api->KernelDefBuilder_SetDomain(b, domain);
   if (!st) st = api->KernelDefBuilder_SetSinceVersion(b, since, 0);
   if (!st) st = api->KernelDefBuilder_SetExecutionProvider(b, CPU_KERNELS_EP);
-  for (i = 0; i < count && !st; ++i) {
+  if (constraint != NULL && !st) st = api->KernelDefBuilder_AddTypeConstraint(b, constraint, &types[0], 1);
+  for (i = 0; constraint == NULL && i < count && !st; ++i) {
     char name[16];
     if (types[i] == 0) continue;
     snprintf(name, sizeof name, "T%d", i); /* a schema-less op binds T<k> to input k */
@@ -27,6 +30,18 @@ OrtStatus* cpu_kernels_add(const OrtKernelApi* api, OrtKernelRegistry* registry,
   if (!st) st = api->KernelRegistry_AddKernelV2(registry, def, create, NULL, estimate);
   if (def) api->ReleaseKernelDef(def);
   return st;
+}
+
+OrtStatus* cpu_kernels_add(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, const char* domain,
+                           int since, const int32_t* types, int count, OrtKernelCreateFunc create,
+                           OrtKernelWorkspaceEstimateFunc estimate) {
+  return cpu_kernels_define(api, registry, op, domain, since, NULL, types, count, create, estimate);
+}
+
+OrtStatus* cpu_kernels_add_onnx(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, int since,
+                                const char* constraint, int32_t type, OrtKernelCreateFunc create,
+                                OrtKernelWorkspaceEstimateFunc estimate) {
+  return cpu_kernels_define(api, registry, op, "", since, constraint, &type, 1, create, estimate);
 }
 
 OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* registry) {

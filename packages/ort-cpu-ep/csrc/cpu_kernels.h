@@ -31,5 +31,9 @@ OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* 
 OrtStatus* cpu_kernels_add(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, const char* domain,
                            int since, const int32_t* types, int count, OrtKernelCreateFunc create,
                            OrtKernelWorkspaceEstimateFunc estimate);
+/* an ONNX-domain op from `since` on: its schema's type constraint `constraint` (e.g. "T") bound to `type` */
+OrtStatus* cpu_kernels_add_onnx(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, int since,
+                                const char* constraint, int32_t type, OrtKernelCreateFunc create,
+                                OrtKernelWorkspaceEstimateFunc estimate);
 
 #endif

@@ -320,25 +320,11 @@ static OrtStatus* sg_create_fused(void* state, const OrtKernelInfo* info, OrtKer
 }
 
 OrtStatus* ort_cpu_ep_register_matmul(const OrtKernelApi* api, OrtKernelRegistry* registry) {
-  static const int32_t f = ORT_TENSOR_ELEMENT_FLOAT;
-  OrtKernelDefBuilder* b = NULL;
-  OrtKernelDef* def = NULL;
+  static const int32_t ff[2] = {ORT_TENSOR_ELEMENT_FLOAT, ORT_TENSOR_ELEMENT_FLOAT};
   OrtStatus* st;
   g_api = api;
-  st = api->CreateKernelDefBuilder(&b);
-  if (st) return st;
-  st = api->KernelDefBuilder_SetOperatorType(b, "MatMul");
-  if (!st) st = api->KernelDefBuilder_SetDomain(b, "");
-  if (!st) st = api->KernelDefBuilder_SetSinceVersion(b, 1, 0);
-  if (!st) st = api->KernelDefBuilder_SetExecutionProvider(b, CPU_KERNELS_EP);
-  if (!st) st = api->KernelDefBuilder_AddTypeConstraint(b, "T", &f, 1); /* the schema's T: A, B and Y */
-  if (!st) st = api->KernelDefBuilder_Build(b, &def);
-  api->ReleaseKernelDefBuilder(b);
-  if (!st) st = api->KernelRegistry_AddKernelV2(registry, def, sg_create, NULL, sg_estimate);
-  if (def) api->ReleaseKernelDef(def);
-  if (!st) { /* com.microsoft has no schema here: its types bind by input index (T0, T1) */
-    static const int32_t ff[2] = {ORT_TENSOR_ELEMENT_FLOAT, ORT_TENSOR_ELEMENT_FLOAT};
-    st = cpu_kernels_add(api, registry, "FusedMatMul", "com.microsoft", 1, ff, 2, sg_create_fused, sg_estimate_fused);
-  }
+  st = cpu_kernels_add_onnx(api, registry, "MatMul", 1, "T", ORT_TENSOR_ELEMENT_FLOAT, sg_create, sg_estimate);
+  /* com.microsoft has no schema here: its types bind by input index (T0, T1) */
+  if (!st) st = cpu_kernels_add(api, registry, "FusedMatMul", "com.microsoft", 1, ff, 2, sg_create_fused, sg_estimate_fused);
   return st;
 }

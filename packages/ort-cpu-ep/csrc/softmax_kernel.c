@@ -327,22 +327,7 @@ static OrtStatus* sm_create(void* state, const OrtKernelInfo* info, OrtKernelImp
 }
 
 OrtStatus* ort_cpu_ep_register_softmax(const OrtKernelApi* api, OrtKernelRegistry* registry) {
-  static const int32_t f = ORT_TENSOR_ELEMENT_FLOAT;
-  OrtKernelDefBuilder* b = NULL;
-  OrtKernelDef* def = NULL;
-  OrtStatus* st;
   g_api = api;
-  st = api->CreateKernelDefBuilder(&b);
-  if (st) return st;
-  st = api->KernelDefBuilder_SetOperatorType(b, "Softmax");
-  if (!st) st = api->KernelDefBuilder_SetDomain(b, "");
   /* 13: the axis semantics this kernel has (before 13 the input is coerced to 2-D at axis, default 1) */
-  if (!st) st = api->KernelDefBuilder_SetSinceVersion(b, 13, 0);
-  if (!st) st = api->KernelDefBuilder_SetExecutionProvider(b, CPU_KERNELS_EP);
-  if (!st) st = api->KernelDefBuilder_AddTypeConstraint(b, "T", &f, 1); /* the schema's T: input and output */
-  if (!st) st = api->KernelDefBuilder_Build(b, &def);
-  api->ReleaseKernelDefBuilder(b);
-  if (!st) st = api->KernelRegistry_AddKernelV2(registry, def, sm_create, NULL, sm_estimate);
-  if (def) api->ReleaseKernelDef(def);
-  return st;
+  return cpu_kernels_add_onnx(api, registry, "Softmax", 13, "T", ORT_TENSOR_ELEMENT_FLOAT, sm_create, sm_estimate);
 }
