@@ -297,3 +297,24 @@ def test_nested_subgraph_may_not_redefine_an_outermost_name():
     with pytest.raises(ort_graph.DuplicateNameError, match=r"'x' is defined twice in graph 'inner'.*a graph input of an "
                                                            r"enclosing graph and by node 'inner_neg'"):
         ort_graph.load(mp.SerializeToString())
+
+
+@pytest.mark.parametrize("op,domain,attrs,inputs", [
+    ("SimplifiedLayerNormalization", "", {"axis": "abc"}, ["x", "g"]),
+    ("GroupQueryAttention", "com.microsoft", {"num_heads": "x"}, ["x", "g"]),
+    ("MatMulNBits", "com.microsoft", {"N": "x", "K": 8}, ["x", "g"]),
+])
+def test_a_malformed_attribute_of_a_shape_handled_op_is_a_typed_error_naming_the_node(op, domain, attrs, inputs):
+    """Ops whose shapes ort-graph computes itself (contrib handlers): a string where an integer belongs was a
+    TypeError from inside the handler; now a MalformedNodeError naming the node, op and attribute."""
+    from onnx import numpy_helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])
+    node = helper.make_node(op, inputs, ["y"], domain=domain, name="the_node", **attrs)
+    graph = helper.make_graph([node], "g", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.ones(8, np.float32), "g")])
+    model = ort_graph.from_proto(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                                         helper.make_opsetid("com.microsoft", 1)]))
+    with pytest.raises(ort_graph.MalformedNodeError, match=r"node 'the_node' .* re-export the model") as info:
+        ort_graph.resolve_shapes(model)
+    assert repr(attrs[next(iter(attrs))]) in str(info.value)

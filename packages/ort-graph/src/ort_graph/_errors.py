@@ -29,6 +29,11 @@ class GraphStructureError(GraphError):
     """The graph is malformed: a cycle, a dangling input, duplicate producers."""
 
 
+class MalformedNodeError(GraphStructureError):
+    """A node's attributes (or constant inputs) have the wrong type or an impossible value, so its output shapes
+    cannot be computed: names the node, its op and what was wrong."""
+
+
 class DuplicateNameError(ModelLoadError, GraphStructureError):
     """A value is defined twice (two initializers, an initializer and a node output, two producers)."""
 

@@ -31,7 +31,7 @@ from ._declared import (
     first_unresolved_node,
     unresolved_hint,
 )
-from ._errors import ShapeAnnotationWarning, ShapeResolutionError, ShapeResolutionWarning
+from ._errors import MalformedNodeError, ShapeAnnotationWarning, ShapeResolutionError, ShapeResolutionWarning
 from ._ir import Graph, Model, Node, Shape, Value, is_static, symbolic_inputs
 from ._topo import topological_order
 
@@ -152,7 +152,14 @@ def _infer_node(node: Node, graph: Graph, opsets: dict[str, int], consts: dict[s
     node_consts = {i: consts[n] for i, n in enumerate(node.inputs) if n in consts}
     handler = handler_for(node.domain, node.op_type)
     if handler is not None:
-        return handler(node, ins, node_consts)
+        try:
+            return handler(node, ins, node_consts)
+        except (ValueError, IndexError, TypeError, ZeroDivisionError, OverflowError, AttributeError) as e:
+            attrs = {k: a.value for k, a in node.attributes.items() if not isinstance(a.value, Graph)}
+            raise MalformedNodeError(
+                f"node {node.label!r} ({node.qualified_op}) has malformed attributes or inputs: its output shapes "
+                f"cannot be computed ({type(e).__name__}: {e}); attributes {attrs!r}. Fix the attribute (e.g. an "
+                "integer axis) or re-export the model") from e
     domain = "" if node.domain == "ai.onnx" else node.domain
     try:
         schema = onnx.defs.get_schema(node.op_type, opsets.get(domain, 1), domain)
