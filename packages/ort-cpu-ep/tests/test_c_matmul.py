@@ -167,29 +167,6 @@ def test_float16_goes_to_numpy(library):
     assert c_kernels.kernel_language(ep.entry(m.graph.nodes[0])) == "numpy"
 
 
-@pytest.mark.parametrize("M,slot", [(4, False), (64, True)])
-def test_the_packing_buffer_is_declared_and_served_from_the_plan(library, M, slot):
-    """Few rows need no buffer; more declare one per thread, bounded by the blocks and the shapes (K 96, N 40:
-    far below the 512-column block), and the run takes it from the plan."""
-    import warnings
-
-    from ort_session import InferenceSession
-
-    model, feeds, a, b = _matmul((M, 96), (96, 40))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        sess = InferenceSession(model.SerializeToString(), {"intra_op_num_threads": 2}, providers=["CPUExecutionProvider"])
-    (y,) = sess.run(None, feeds)
-    _check(y, a, b)
-    stats = sess.last_run_stats
-    assert stats.workspace_from_plan == (1 if slot else 0) and stats.scratch_fallbacks == 0
-    ws = sess.plan.to_dict()["devices"]["cpu"]["workspace"]
-    if slot:  # two threads' A block (rows rounded up to the tile) and B block (N rounded up to the panel)
-        assert 0 < ws <= 2 * ((M + 5) // 6 * 6 * 96 + 96 * 64 + 16) * 4
-    else:
-        assert ws == 0
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(m=st.integers(1, 40), k=st.integers(0, 300), n=st.integers(1, 150), batch=st.sampled_from(
     [(), (2,), (1, 3), (2, 1)]), b_batch=st.sampled_from([None, (), (1,), (2,)]), trans_b=st.booleans(),
