@@ -102,8 +102,6 @@ static OrtStatus* act_estimate(const OrtEpApi* api, const OrtNode* node, const O
   return NULL;
 }
 
-static void act_release(OrtKernelImpl* this_ptr) { free(this_ptr); }
-
 static OrtStatus* act_create(void* state, const OrtKernelInfo* info, OrtKernelImpl** out) {
   ActKernel* k;
   int has = 0;
@@ -111,12 +109,8 @@ static OrtStatus* act_create(void* state, const OrtKernelInfo* info, OrtKernelIm
   (void)state;
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_HasAttribute(info, "alpha", &has));
   if (has) ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetAttributeFloat(info, "alpha", &alpha));
-  k = (ActKernel*)calloc(1, sizeof *k);
+  k = (ActKernel*)cpu_kernels_new(sizeof *k, act_compute, act_declare);
   if (k == NULL) return g_api->CreateStatus(ORT_FAIL, "QuickGelu: out of memory creating the kernel");
-  k->base.ort_version_supported = ORT_KERNEL_ABI_VERSION;
-  k->base.Compute = act_compute;
-  k->base.Release = act_release;
-  k->base.DeclareWorkspaceRequirements = act_declare;
   k->alpha = alpha;
   *out = &k->base;
   return NULL;

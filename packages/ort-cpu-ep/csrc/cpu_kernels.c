@@ -1,6 +1,7 @@
 /* What the C kernels beside MatMulNBits share: their registration (one kernel definition per op, type
  * constraints bound by input index) and the one call the library's entry point makes for all of them. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cpu_kernels.h"
 
@@ -51,4 +52,16 @@ OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* 
   if (!st) st = ort_cpu_ep_register_matmul(api, registry);
   if (!st) st = ort_cpu_ep_register_softmax(api, registry);
   return st;
+}
+
+static void cpu_kernels_free(OrtKernelImpl* this_ptr) { free(this_ptr); }
+
+void* cpu_kernels_new(size_t size, CpuKernelCompute compute, CpuKernelDeclare declare) {
+  OrtKernelImpl* k = (OrtKernelImpl*)calloc(1, size);
+  if (k == NULL) return NULL;
+  k->ort_version_supported = ORT_KERNEL_ABI_VERSION;
+  k->Compute = compute;
+  k->Release = cpu_kernels_free;
+  k->DeclareWorkspaceRequirements = declare;
+  return k;
 }

@@ -31,6 +31,13 @@ OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* 
 OrtStatus* cpu_kernels_add(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, const char* domain,
                            int since, const int32_t* types, int count, OrtKernelCreateFunc create,
                            OrtKernelWorkspaceEstimateFunc estimate);
+typedef OrtStatus* (*CpuKernelCompute)(OrtKernelImpl* this_ptr, OrtKernelContext* context);
+typedef OrtStatus* (*CpuKernelDeclare)(OrtKernelImpl* this_ptr, const OrtWorkspaceInputShape* input_shapes,
+                                       size_t num_inputs, OrtWorkspaceSlot* slots, size_t max_slots, size_t* num_slots);
+/* a zeroed kernel object of `size` bytes whose first member is its OrtKernelImpl: ABI version, Compute and
+ * DeclareWorkspaceRequirements set, Release frees it. NULL when out of memory (the caller says which op). */
+void* cpu_kernels_new(size_t size, CpuKernelCompute compute, CpuKernelDeclare declare);
+
 /* an ONNX-domain op from `since` on: its schema's type constraint `constraint` (e.g. "T") bound to `type` */
 OrtStatus* cpu_kernels_add_onnx(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, int since,
                                 const char* constraint, int32_t type, OrtKernelCreateFunc create,

@@ -431,8 +431,6 @@ static OrtStatus* gqa_declare(OrtKernelImpl* this_ptr, const OrtWorkspaceInputSh
   return NULL;
 }
 
-static void gqa_release(OrtKernelImpl* this_ptr) { free(this_ptr); }
-
 static OrtStatus* gqa_info_int(const OrtKernelInfo* info, const char* name, int64_t dflt, int64_t* out) {
   int has = 0;
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_HasAttribute(info, name, &has));
@@ -462,12 +460,8 @@ static OrtStatus* gqa_create(void* state, const OrtKernelInfo* info, OrtKernelIm
   if (window != -1 || causal != 1 || softcap != 0.0f)
     return gqa_error("GroupQueryAttention: the C kernel takes local_window_size=-1, causal=1, softcap=0 (got %lld, %lld, softcap*1000=%lld); "
                      "other values run on the numpy kernel", window, causal, (long long)(softcap * 1000));
-  k = (GqaKernel*)calloc(1, sizeof *k);
+  k = (GqaKernel*)cpu_kernels_new(sizeof *k, gqa_compute, gqa_declare);
   if (k == NULL) return g_api->CreateStatus(ORT_FAIL, "GroupQueryAttention: out of memory creating the kernel");
-  k->base.ort_version_supported = ORT_KERNEL_ABI_VERSION;
-  k->base.Compute = gqa_compute;
-  k->base.Release = gqa_release;
-  k->base.DeclareWorkspaceRequirements = gqa_declare;
   k->heads = heads;
   k->kv_heads = kv_heads;
   k->scale = scale;

@@ -305,8 +305,6 @@ static OrtStatus* mnb_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   return NULL;
 }
 
-static void mnb_release(OrtKernelImpl* this_ptr) { free(this_ptr); }
-
 static OrtStatus* mnb_info_int(const OrtKernelInfo* info, const char* name, int64_t dflt, int64_t* out) {
   int has = 0;
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_HasAttribute(info, name, &has));
@@ -327,12 +325,8 @@ static OrtStatus* mnb_create(void* state, const OrtKernelInfo* info, OrtKernelIm
   ORT_KERNEL_RETURN_IF_ERROR(mnb_info_int(info, "weight_prepacked", 0, &prepacked));
   ORT_KERNEL_RETURN_IF_ERROR(mnb_check_attrs(&t));
   if (prepacked != 0) return mnb_error("MatMulNBits: weight_prepacked=%lld; the C kernel takes the plain layout (0)%.0lld%.0lld", prepacked, 0, 0);
-  k = (MnbKernel*)calloc(1, sizeof *k);
+  k = (MnbKernel*)cpu_kernels_new(sizeof *k, mnb_compute, mnb_declare);
   if (k == NULL) return g_api->CreateStatus(ORT_FAIL, "MatMulNBits: out of memory creating the kernel");
-  k->base.ort_version_supported = ORT_KERNEL_ABI_VERSION;
-  k->base.Compute = mnb_compute;
-  k->base.Release = mnb_release;
-  k->base.DeclareWorkspaceRequirements = mnb_declare;
   k->attrs = t;
   *out = &k->base;
   return NULL;

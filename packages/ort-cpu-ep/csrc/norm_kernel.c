@@ -152,8 +152,6 @@ static OrtStatus* norm_estimate(const OrtEpApi* api, const OrtNode* node, const 
   return NULL;
 }
 
-static void norm_release(OrtKernelImpl* this_ptr) { free(this_ptr); }
-
 static OrtStatus* norm_create_kind(const OrtKernelInfo* info, int skip, OrtKernelImpl** out) {
   NormKernel* k;
   int has = 0;
@@ -170,12 +168,8 @@ static OrtStatus* norm_create_kind(const OrtKernelInfo* info, int skip, OrtKerne
                                  "axis (axis=-1); other axes run on the numpy kernel");
   }
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetOutputCount(info, &outputs));
-  k = (NormKernel*)calloc(1, sizeof *k);
+  k = (NormKernel*)cpu_kernels_new(sizeof *k, norm_compute, norm_declare);
   if (k == NULL) return g_api->CreateStatus(ORT_FAIL, "SimplifiedLayerNormalization: out of memory creating the kernel");
-  k->base.ort_version_supported = ORT_KERNEL_ABI_VERSION;
-  k->base.Compute = norm_compute;
-  k->base.Release = norm_release;
-  k->base.DeclareWorkspaceRequirements = norm_declare;
   k->epsilon = eps;
   k->skip = skip;
   k->outputs = outputs;

@@ -269,15 +269,9 @@ static OrtStatus* sg_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   return NULL;
 }
 
-static void sg_release(OrtKernelImpl* this_ptr) { free(this_ptr); }
-
 static OrtStatus* sg_new(const char* op, int b_trans, float alpha, OrtKernelImpl** out) {
-  SgKernel* k = (SgKernel*)calloc(1, sizeof *k);
+  SgKernel* k = (SgKernel*)cpu_kernels_new(sizeof *k, sg_compute, sg_declare);
   if (k == NULL) return g_api->CreateStatus(ORT_FAIL, "MatMul: out of memory creating the kernel");
-  k->base.ort_version_supported = ORT_KERNEL_ABI_VERSION;
-  k->base.Compute = sg_compute;
-  k->base.Release = sg_release;
-  k->base.DeclareWorkspaceRequirements = sg_declare;
   k->op = op;
   k->b_trans = b_trans;
   k->alpha = alpha;

@@ -306,8 +306,6 @@ static OrtStatus* sm_estimate(const OrtEpApi* api, const OrtNode* node, const Or
   return NULL;
 }
 
-static void sm_release(OrtKernelImpl* this_ptr) { free(this_ptr); }
-
 static OrtStatus* sm_create(void* state, const OrtKernelInfo* info, OrtKernelImpl** out) {
   SmKernel* k;
   int has = 0;
@@ -315,12 +313,8 @@ static OrtStatus* sm_create(void* state, const OrtKernelInfo* info, OrtKernelImp
   (void)state;
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_HasAttribute(info, "axis", &has));
   if (has) ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetAttributeInt(info, "axis", &axis));
-  k = (SmKernel*)calloc(1, sizeof *k);
+  k = (SmKernel*)cpu_kernels_new(sizeof *k, sm_compute, sm_declare);
   if (k == NULL) return g_api->CreateStatus(ORT_FAIL, "Softmax: out of memory creating the kernel");
-  k->base.ort_version_supported = ORT_KERNEL_ABI_VERSION;
-  k->base.Compute = sm_compute;
-  k->base.Release = sm_release;
-  k->base.DeclareWorkspaceRequirements = sm_declare;
   k->axis = axis;
   *out = &k->base;
   return NULL;
