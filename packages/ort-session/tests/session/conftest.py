@@ -111,3 +111,17 @@ BUILDERS = {"mlp": mlp, "cnn": cnn, "encoder": encoder}
 def layerless():
     """The builders (`layerless.build[name]()` -> ModelProto), their feeds and free dimensions."""
     return types.SimpleNamespace(build=BUILDERS, inputs=inputs, dims=DIMS)
+
+
+@pytest.fixture
+def matches_onnxruntime():
+    """check(proto, feeds, got, rtol, atol): `got` (our outputs) equals onnxruntime's CPU provider's run of the
+    same model on the same feeds, output by output."""
+    import onnxruntime as ort  # a test dependency: its absence is an error, as the tests' own imports were
+
+    def check(proto, feeds, got, rtol=1e-4, atol=1e-5):
+        want = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+
+    return check

@@ -3,7 +3,6 @@ fused into FusedMatMul(transB=1) on the nodes the CPU provider claimed; outputs 
 unfused run; the Transpose nodes are gone; pre-allocated runs allocate nothing."""
 
 import numpy as np
-import onnxruntime as ort
 
 from ort_graph import zoo
 from ort_session import CpuExecutionProvider, InferenceSession
@@ -17,7 +16,7 @@ def fusions(sess):
     return [f for f in sess.fusions if f.fusion == "MatMulTransposeFusion"]
 
 
-def test_the_attention_key_transpose_is_fused_and_matches_onnxruntime():
+def test_the_attention_key_transpose_is_fused_and_matches_onnxruntime(matches_onnxruntime):
     sess = InferenceSession(zoo.decoder_proto(CFG), PRE, providers=["CPUExecutionProvider"])
     records = fusions(sess)
     assert len(records) == CFG.layers
@@ -32,10 +31,7 @@ def test_the_attention_key_transpose_is_fused_and_matches_onnxruntime():
         assert sess.model.graph.values[node.inputs[1]].producer.op_type != "Transpose"
     got = sess.run(None, FEEDS)
     assert sess.last_run_stats.allocations == 0
-    want = ort.InferenceSession(zoo.decoder_proto(CFG).SerializeToString(),
-                                providers=["CPUExecutionProvider"]).run(None, FEEDS)
-    for g, w in zip(got, want, strict=True):
-        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    matches_onnxruntime(zoo.decoder_proto(CFG), FEEDS, got)
 
 
 def test_outputs_equal_the_unfused_run_and_the_transposes_are_gone(monkeypatch):

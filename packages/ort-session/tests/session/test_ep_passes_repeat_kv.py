@@ -28,7 +28,7 @@ def without_repeat_kv(monkeypatch):
                         lambda self: [p for p in passes(self) if p.name != "RepeatKVFusion"])
 
 
-def test_the_kv_repeats_are_folded_and_match_onnxruntime_without_allocating():
+def test_the_kv_repeats_are_folded_and_match_onnxruntime_without_allocating(matches_onnxruntime):
     sess = InferenceSession(zoo.decoder_proto(CFG), PRE, providers=["CPUExecutionProvider"])
     records = fusions(sess)
     assert len(records) == 2 * CFG.layers  # the scores' K (a FusedMatMul by then) and the context's V
@@ -40,10 +40,7 @@ def test_the_kv_repeats_are_folded_and_match_onnxruntime_without_allocating():
     assert not [n for n in graph.nodes if n.op_type == "Expand"]
     got = sess.run(None, FEEDS)
     assert sess.last_run_stats.allocations == 0
-    want = ort.InferenceSession(zoo.decoder_proto(CFG).SerializeToString(),
-                                providers=["CPUExecutionProvider"]).run(None, FEEDS)
-    for g, w in zip(got, want, strict=True):
-        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    matches_onnxruntime(zoo.decoder_proto(CFG), FEEDS, got)
 
 
 def test_outputs_equal_the_unfused_run(monkeypatch):
