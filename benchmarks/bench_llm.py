@@ -41,18 +41,25 @@ def _config(hidden: int) -> zoo.DecoderConfig:
 PRE_ALLOCATE = "session.pre_allocate_execution_buffers"
 
 
-def _sessions(model: bytes, threads: int, pre_allocate: bool = False) -> tuple[Any, Any]:
+def ours_session(model: bytes, threads: int, pre_allocate: bool = False) -> Any:
     options: dict[str, Any] = {"intra_op_num_threads": threads}
     if pre_allocate:
         options[PRE_ALLOCATE] = "1"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ours = InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        return InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
+def ort_session(model: bytes, threads: int) -> Any:
     so = ort.SessionOptions()
     so.log_severity_level = 3
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
-    return ours, ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
+def _sessions(model: bytes, threads: int, pre_allocate: bool = False) -> tuple[Any, Any]:
+    return ours_session(model, threads, pre_allocate), ort_session(model, threads)
 
 
 def _measure(case: str, model: bytes, feeds: dict[str, np.ndarray], repeats: int,

@@ -11,7 +11,6 @@ import statistics
 import subprocess
 import sys
 import time
-import warnings
 
 import attrs
 
@@ -23,29 +22,18 @@ CASES = {"genai-acc4-decode": ("genai", 4, 1, 512), "genai-acc0-decode": ("genai
 def _worker(case: str, threads: int, who: str) -> None:
     sys.path.insert(0, str(HERE))
     from _int4 import quantize_int4
-    from bench_llm import _config
+    from bench_llm import _config, ort_session, ours_session
 
     from ort_graph import zoo
 
     layout, level, seq, past = CASES[case]
-    static = attrs.evolve(_config(2048), max_positions=1024, batch=1, sequence=seq, past_sequence=past)
+    cfg = attrs.evolve(_config(2048), max_positions=1024) if layout == "genai" else _config(2048)  # as bench_llm
+    static = attrs.evolve(cfg, batch=1, sequence=seq, past_sequence=past)
     proto = zoo.genai_decoder_proto(static) if layout == "genai" else zoo.decoder_proto(static)
     model = (proto if level is None else quantize_int4(proto, 32, level)).SerializeToString()
     feeds = (zoo.genai_decoder_inputs if layout == "genai" else zoo.decoder_inputs)(static, 1, seq, past)
-    if who == "ours":
-        from ort_session import InferenceSession
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            session = InferenceSession(model, {"intra_op_num_threads": threads}, providers=["CPUExecutionProvider"])
-    else:  # onnxruntime's session options as bench_llm sets them; nothing of ours loaded in this process
-        import onnxruntime as ort
-
-        so = ort.SessionOptions()
-        so.log_severity_level = 3
-        so.intra_op_num_threads = threads
-        so.inter_op_num_threads = 1
-        session = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    # one runtime's session in this process (both packages are imported; only this one has threads and buffers)
+    session = ours_session(model, threads) if who == "ours" else ort_session(model, threads)
     runs = 60 if seq == 1 else 8
     for _ in range(max(3, runs // 6)):
         session.run(None, feeds)

@@ -1,6 +1,6 @@
 /* The ort-cpu-ep C kernels beside MatMulNBits: (Skip)SimplifiedLayerNormalization (norm_kernel.c),
- * GroupQueryAttention (gqa_kernel.c), QuickGelu (act_kernel.c: the SiLU of the MLPs), float32 MatMul with a
- * 2-D B (sgemm_kernel.c) and float32 Softmax over the last axis (softmax_kernel.c); vec_math.h holds the
+ * GroupQueryAttention (gqa_kernel.c), QuickGelu (act_kernel.c: the SiLU of the MLPs), float32 MatMul and
+ * FusedMatMul (sgemm_kernel.c, the math in sgemm_math.c) and float32 Softmax over the last axis (softmax_kernel.c); vec_math.h holds the
  * vector exp the elementwise ones share. Each file registers its kernels through the same
  * KernelRegistry_AddKernelV2 as mnb_kernel.c; OrtRegisterKernels (mnb_kernel.c) calls
  * ort_cpu_ep_register_more after its own. */

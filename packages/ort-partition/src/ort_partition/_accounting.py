@@ -114,14 +114,11 @@ class ResourceAccountant:
         self.stopped = False
 
     # -- base cost ----------------------------------------------------------------------------
-    def _weight_names(self, node: Any) -> list[str]:
-        return weight_names(node)
-
     def base_parts(self, node: Any) -> tuple[int, int, int]:
         """(weight bytes newly charged, output bytes, outputs of unknown size); marks weights pending."""
         graph = node.graph
         charged: list[str] = list(self._pending_by_node.get(node, ()))
-        for name in self._weight_names(node):
+        for name in weight_names(node):
             if name in self.committed or name in self.pending:
                 continue
             self.pending.add(name)
