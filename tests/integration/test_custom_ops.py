@@ -17,6 +17,7 @@ import ort_graph
 import ort_partition
 from ort_session import InferenceSession
 from ort_session._errors import InvalidOptionError, KernelRunError
+from ort_session._executor import NO_C_STEPS_ENV
 
 F32, F64 = TensorProto.FLOAT, TensorProto.DOUBLE
 PRE_ALLOCATE = "session.pre_allocate_execution_buffers"
@@ -90,8 +91,27 @@ def test_unresolvable_custom_output_is_reported_naming_the_node_and_the_fixes(cu
 
 
 # ---- part 5: the host checks what kernels do ----------------------------------------------------------
+@pytest.fixture(params=["C step runner", "Python contexts"])
+def runner(request, monkeypatch):
+    """Both ways a planned C kernel's step is called (`ort_session._fast_steps`): the checks are the same."""
+    if request.param == "C step runner":
+        monkeypatch.delenv(NO_C_STEPS_ENV, raising=False)
+    else:
+        monkeypatch.setenv(NO_C_STEPS_ENV, "1")
+    return request.param
+
+
+def test_a_custom_c_kernel_of_a_static_plan_runs_through_the_step_runner(custom_ops_lib, runner):
+    sess = session(tile_model("TileRows"), custom_ops_lib)
+    np.testing.assert_allclose(sess.run(None, {"x": X})[0], reference(X), rtol=1e-5)
+    stats = sess.last_run_stats
+    assert stats.layout == "static plan"
+    assert (stats.c_steps >= 1) if runner == "C step runner" else (stats.c_steps == 0)  # TileRows (+ the C MatMul)
+
+
 @pytest.mark.parametrize("declared", [[4, 8], [16, 8], [8, 8, 1]], ids=["smaller", "larger", "rank"])
-def test_a_kernel_output_that_contradicts_the_plan_fails_naming_node_index_and_shapes(custom_ops_lib, declared):
+def test_a_kernel_output_that_contradicts_the_plan_fails_naming_node_index_and_shapes(custom_ops_lib, declared,
+                                                                                       runner):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ort_graph.ShapeResolutionWarning)  # MatMul cannot take the rank-3 declaration
         sess = session(tile_model("TileRowsNoShape", declared=declared), custom_ops_lib)
@@ -103,7 +123,7 @@ def test_a_kernel_output_that_contradicts_the_plan_fails_naming_node_index_and_s
     assert cause.code == ort_abi.ErrorCode.INVALID_ARGUMENT
 
 
-def test_a_kernel_that_drops_the_refusal_still_fails(custom_ops_lib):
+def test_a_kernel_that_drops_the_refusal_still_fails(custom_ops_lib, runner):
     sess = session(tile_model("ShortRows"), custom_ops_lib)
     with pytest.raises(KernelRunError, match=r"output 0 requested with shape \[7, 8\] but the plan has \[8, 8\]"):
         sess.run(None, {"x": X})

@@ -23,6 +23,7 @@ from ._buffers import (
     copy_host_to_device,
 )
 from ._capture import CaptureCapable, CapturedGraph, RecordedCalls, capture_refusal
+from ._ckernel import check_compute
 from ._context import ContextCounters, KernelContext, KernelInfo, OutputAllocator, numpy_output_allocator
 from ._copy_kernel import CopyKernel
 from ._ep import (
@@ -63,6 +64,17 @@ from ._errors import (
     TransferError,
     UseAfterFreeError,
     WorkspaceDeclarationError,
+)
+from ._fast_steps import (
+    STEP_DONE,
+    STEP_FAILED,
+    STEP_NOT_STARTED,
+    PlannedOutput,
+    StepRun,
+    StepSpec,
+    StepTable,
+    c_step_kernel,
+    step_limits,
 )
 from ._ffi import c_available
 from ._handles import live_handles
@@ -124,7 +136,8 @@ __all__ = [
     "KernelDef", "KernelDefBuilder", "KernelDefError", "KernelEntry", "KernelError", "KernelInfo",
     "KernelLibrary", "KernelLibraryError", "KernelRegistry", "LeakError", "LibraryNotFoundError", "MissingSymbolError",
     "NullDeviceAllocator", "OutputAllocator", "OwnershipError", "RegistrationError", "RegistrationFailedError",
-    "RunScopedProvider",
+    "RunScopedProvider", "STEP_DONE", "STEP_FAILED", "STEP_NOT_STARTED", "PlannedOutput", "StepRun", "StepSpec",
+    "StepTable", "c_step_kernel", "check_compute", "step_limits",
     "Supported", "TransferError", "UseAfterFreeError", "WorkspaceDeclarationError", "WorkspaceInputShape",
     "WorkspaceSlot", "__version__", "c_available", "check", "close_provider", "copy_device_to_device", "copy_device_to_host",
     "copy_host_to_device", "declare_workspace", "empty_tensor", "estimate_workspace", "get_include", "live_handles",

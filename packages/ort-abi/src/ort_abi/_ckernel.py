@@ -128,6 +128,21 @@ class CCreateFunc:
         return CKernel(out[0], library=self.library, node=info.node_name)
 
 
+def check_compute(status: Any, ctx: Any, *, node: str | None, library: str | None) -> None:
+    """Raise for a finished Compute call: the host's refusal of an output request when there was one
+    (whatever the kernel returned), else the kernel's error status; nothing when both are clean."""
+    violations = getattr(ctx, "violations", None)
+    if violations:  # the host refused an output request: fail with it, whatever the kernel returned
+        try:
+            check(status, node=node, library=library, operation="compute")
+        except KernelError:
+            pass  # (the kernel's status is released; the typed refusal says more)
+        violation = violations[0]
+        violation.library = library
+        raise violation
+    check(status, node=node, library=library, operation="compute")
+
+
 def _release_impl(impl: Any) -> None:
     impl.Release(impl)
 
@@ -185,16 +200,7 @@ class CKernel:
                 status = impl.Compute(impl, ctx_h)
             finally:
                 close_handle("OrtKernelContext", ctx_h)
-        violations = getattr(ctx, "violations", None)
-        if violations:  # the host refused an output request: fail with it, whatever the kernel returned
-            try:
-                check(status, node=self.node, library=self.library, operation="compute")
-            except KernelError:
-                pass  # (the kernel's status is released; the typed refusal says more)
-            violation = violations[0]
-            violation.library = self.library
-            raise violation
-        check(status, node=self.node, library=self.library, operation="compute")
+        check_compute(status, ctx, node=self.node, library=self.library)
 
     def declare_workspace(self, shapes: Sequence[WorkspaceInputShape]) -> list[WorkspaceSlot] | None:
         impl = self._live_impl("declare_workspace")

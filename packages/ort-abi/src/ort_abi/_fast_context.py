@@ -53,6 +53,7 @@ class FastContexts:
         self._value_addresses = {int(ffi.cast("uintptr_t", ffi.addressof(s.values[j]))): (i, j)
                                  for i, s in enumerate(self._slots) for j in range(self.inputs + self.outputs)}
         self._views: list[Any] = [None] * size
+        self._owners: list[Any] = [None] * size  # the run holding each context (`hold`), else None
         # first in, first out: a slot is reused only after every other one, so a handle a kernel kept past
         # its Compute finds its context closed (and is refused) rather than a later call's context
         self._free = collections.deque(range(size))
@@ -104,6 +105,36 @@ class FastContexts:
         with self._lock:
             self._free.append(slot)
 
+    def hold(self, owner: Any) -> int | None:
+        """A free context held by `owner` (a `_fast_steps.StepRun`) for a whole run, None when none is free.
+        While held, the host functions reach the step's Python context through `owner.context_view()`."""
+        with self._lock:
+            if not self._free:
+                return None
+            slot = self._free.popleft()
+        self._owners[slot] = owner
+        return slot
+
+    def release(self, slot: int) -> None:
+        """Give back a context `hold` returned: nothing of the run stays described in it."""
+        c = self._slots[slot]
+        c.live, c.run = 0, self._null
+        for v in c.values:
+            v.state = 0
+        self._owners[slot] = None
+        with self._lock:
+            self._free.append(slot)
+
+    def context(self, slot: int) -> Any:
+        return self._slots[slot]
+
+    def output_value(self, slot: int, index: int) -> Any | None:
+        return self._slots[slot].values[self.inputs + index] if 0 <= index < self.outputs else None
+
+    def _view(self, slot: int) -> Any:
+        owner = self._owners[slot]
+        return self._views[slot] if owner is None else owner.context_view()  # a held run: its step's context
+
     def describe_output(self, view: Any, index: int, arr: Any) -> Any | None:
         """The pool value for output `index` (allocated as `arr`), or None when C cannot describe it."""
         slot = getattr(view, "fast", None)
@@ -123,12 +154,12 @@ class FastContexts:
         hands to Python); None for any other address."""
         if kind == "OrtKernelContext":
             slot = self._addresses.get(address)
-            return None if slot is None else self._views[slot]
+            return None if slot is None else self._view(slot)
         where = self._value_addresses.get(address) if kind == "OrtValue" else None
         if where is None:
             return None
         slot, j = where
-        view = self._views[slot]
+        view = self._view(slot)
         if view is None or self._slots[slot].values[j].state != 1:
             return None
         key = ("fast-view", j)

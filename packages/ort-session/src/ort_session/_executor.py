@@ -14,6 +14,7 @@ planned; the run ends there and the buffers are free for the next run."""
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -25,6 +26,7 @@ import ort_abi
 from ort_graph import Graph, Node
 
 from ._errors import DeviceMemoryError, InvalidInputError, KernelRunError, SessionError
+from ._fast_steps import FastRun, FastSteps
 from ._run_types import FreshArrays, Kernel, Layout, RunStats
 from ._strict import Refusals
 from ._traced import traced_peak
@@ -53,6 +55,8 @@ class Executor:
     _planned: dict[bool, dict[int, list[Any]]] = attrs.field(factory=dict, alias="planned")
     # this thread's run: output name -> the DeviceTensor (or Allocator) it is bound to on the device
     _bound: threading.local = attrs.field(factory=threading.local, init=False)
+    # the C step runner's steps per plan (`Layout.plan_key`): id -> (key, its steps or None)
+    _fast_cache: dict[int, tuple[Any, FastSteps | None]] = attrs.field(factory=dict, init=False)
 
     def __attrs_post_init__(self) -> None:
         self._planned = {True: {}, False: {}}
@@ -90,6 +94,7 @@ class Executor:
             np.ndim(a) == len(s) and all(not isinstance(d, int) or d == x for d, x in zip(s, np.shape(a)))
             for n, a in feeds.items() if isinstance(a, np.ndarray) and (s := self.graph.values[n].shape) is not None)]
         streaming = self.streamer.hold() if self.streamer is not None else contextlib.nullcontext()
+        fast = None
         with streaming, layout.hold(stats):
             try:
                 if self.streamer is not None:  # the slots are blocks of this run's buffers
@@ -104,15 +109,22 @@ class Executor:
                         continue
                     placed = layout.place(name, arr)
                     values[name] = arr if placed is None else placed
+                fast = None if measure else self._open_fast(layout, planned, values, stats, counters, owned)
                 with traced_peak() if measure else contextlib.nullcontext() as traced:
                     total = len(self.order)
                     capture = self.capture if layout.strict else None  # fixed addresses: pre-allocated buffers
+                    fast_steps = fast.fast.steps if fast is not None else ()
                     for step, node in enumerate(self.order):
-                        if capture is not None and step in capture.region:
+                        if step in fast_steps:
+                            self._fast_step(fast, step, node, values, layout, stats, counters, owned,
+                                            planned[node.index])
+                        elif capture is not None and step in capture.region:
                             self._captured_step(capture, step, node, feeds, values, layout, stats, counters, owned,
                                                 planned[node.index])
                         else:
                             self._step(step, node, values, layout, stats, counters, owned, planned[node.index])
+                            if fast is not None and step in fast.fast.describe_after:
+                                fast.describe(values, fast.fast.describe_after[step])
                         if traced is not None:
                             traced.node_done(node.name or f"{node.op_type}#{node.index}")
                         if progress is not None:
@@ -133,6 +145,10 @@ class Executor:
                     tensor.buffer.allocator.free(tensor.buffer)
                 raise
             finally:
+                if fast is not None:
+                    stats.planned_values += fast.run.planned_values
+                    counters.workspace_from_plan += fast.run.workspace_from_plan
+                    fast.close()
                 if self.streamer is not None:  # no copy is left in flight into buffers about to be released
                     self.streamer.end_run()
                 self._bound.outputs, self._bound.fresh = {}, []
@@ -148,6 +164,68 @@ class Executor:
         stats.copied_outputs, stats.copied_bytes = counters.copied_outputs, counters.copied_output_bytes
         self.last_stats = stats
         return result
+
+    def _open_fast(self, layout: Layout, planned: Mapping[int, list[Any]], values: _Weights, stats: RunStats,
+                   counters: ort_abi.ContextCounters, owned: dict[str, ort_abi.DeviceBuffer]) -> FastRun | None:
+        """This run's use of the C step runner (`_fast_steps`), or None: the run is not on the static plan's
+        host buffers, or something watches every step (a red-zone guard, a recorder, weight streaming,
+        device graph capture, workspace verification)."""
+        plan_key = getattr(layout, "plan_key", None)
+        if (plan_key is None or os.environ.get(NO_C_STEPS_ENV) == "1" or layout.run_buffers() is None
+                or self.recorder is not None or self.streamer is not None or self.capture is not None or self.declared_workspace is not None):
+            return None
+        key = plan_key()
+        cached = self._fast_cache.get(id(key))
+        if cached is None or cached[0] is not key:
+            if len(self._fast_cache) >= 8:  # a few shape keys at a time (each traced pattern has its own offsets)
+                self._fast_cache.pop(next(iter(self._fast_cache)))
+            cached = self._fast_cache[id(key)] = (key, FastSteps.build(self, layout))
+        if cached[1] is None:
+            return None
+
+        def make_context(step: int) -> tuple[Any, Any]:
+            node = self.order[step]
+            args = [values[n] if n else None for n in self._facts[node.index].reads]
+            return self._context(step, node, args, layout, stats, counters, owned, planned[node.index], None)
+
+        fast = FastRun.open(cached[1], layout, planned is self._planned[True], make_context)
+        if fast is not None:
+            values.fast = fast
+            fast.describe(values, [(n, e) for n in values if (e := cached[1].ids.get(n)) is not None])
+        return fast
+
+    def _fast_step(self, fast: FastRun, step: int, node: Node, values: dict[str, Any], layout: Layout,
+                   stats: RunStats, counters: ort_abi.ContextCounters, owned: dict[str, ort_abi.DeviceBuffer],
+                   planned: list[Any]) -> None:
+        """A step through the C step runner; in Python when its inputs are not described in C (then its
+        outputs are described for the steps after it)."""
+        rc, status = fast.run.compute(step)
+        ctx, refusals = fast.take_pending()
+        if rc == ort_abi.STEP_NOT_STARTED:
+            self._step(step, node, values, layout, stats, counters, owned, planned)
+            names = fast.fast.describe_after.get(step)
+            if names:
+                fast.describe(values, names)
+            return
+        if rc == ort_abi.STEP_FAILED or ctx is not None:  # C deferred to Python, or the kernel failed
+            view = fast.run.python_view
+            try:
+                ort_abi.check_compute(status, ctx, node=node.name, library=fast.fast.table.kernels[step].library)
+                if refusals is not None:
+                    refusals.raise_first()
+            except Exception as e:
+                _raise_failure(node, e, refusals)
+            finally:
+                if ctx is not None:
+                    ctx.close()
+                    view.close()
+            for name, arr in zip(node.outputs, ctx.outputs if ctx is not None else ()):
+                if name and arr is not None:
+                    values[name] = arr
+        stats.nodes_run += 1
+        stats.c_steps += 1
+        if step in self._release:
+            self._release_dead(step, values, layout, owned)
 
     def _captured_step(self, capture: Any, step: int, node: Node, feeds: Mapping[str, Any], values: dict[str, Any],
                        layout: Layout, stats: RunStats, counters: ort_abi.ContextCounters,
@@ -224,6 +302,39 @@ class Executor:
             for position, a in enumerate(args):
                 if isinstance(a, ort_abi.DeviceTensor):
                     args[position] = _host_readable(a, node, stats)
+        ctx, refusals = self._context(step, node, args, layout, stats, counters, owned, planned, device)
+        layout.before_step(step)
+        scratch_before = counters.scratch_bytes
+        try:
+            kernel.compute(ctx)
+            if refusals is not None:
+                refusals.raise_first()  # a kernel that swallowed the refusal still ran outside the plan
+        except Exception as e:
+            _raise_failure(node, e, refusals)
+        finally:
+            ctx.close()  # device scratch buffers go back at once
+        produced = ctx.outputs
+        for name, arr in zip(facts.outputs, produced):
+            if name:
+                values[name] = arr
+        if copy and produced:
+            stats.count_copy(args[0], produced[0])
+        layout.after_step(step, node)
+        if streamer is not None:
+            streamer.after_node(step)
+        if self.recorder is not None:
+            self._record(node, args, produced, counters.scratch_bytes - scratch_before)
+        if step in self._release:
+            self._release_dead(step, values, layout, owned)
+        stats.nodes_run += 1
+
+    def _context(self, step: int, node: Node, args: list[Any], layout: Layout, stats: RunStats,
+                 counters: ort_abi.ContextCounters, owned: dict[str, ort_abi.DeviceBuffer], planned: list[Any],
+                 device: Any) -> tuple[ort_abi.KernelContext, Refusals | None]:
+        """The node's KernelContext for this run (outputs placed by `layout`, workspace from it, scratch
+        counted or, in a strict run, refused) and its Refusals (None outside strict runs)."""
+        index = node.index
+        facts = self._facts[index]
         workspace = layout.workspace(node, args)
         strict = layout.strict
         declared = (self.declared_workspace(node, args)
@@ -258,37 +369,7 @@ class Executor:
                                     output_allocator=allocate, workspace=workspace, counters=counters,
                                     node_name=node.name, scratch_allocator=device if refusals is None else refusals,
                                     planned_outputs=planned)
-        layout.before_step(step)
-        scratch_before = counters.scratch_bytes
-        try:
-            kernel.compute(ctx)
-            if refusals is not None:
-                refusals.raise_first()  # a kernel that swallowed the refusal still ran outside the plan
-        except SessionError as e:
-            if refusals is not None and refusals.first is not None and e is not refusals.first:
-                raise refusals.first from e
-            raise
-        except Exception as e:  # a kernel bug or a C status: never lose the node's identity
-            if refusals is not None and refusals.first is not None:
-                raise refusals.first from e  # a refusal that crossed the C ABI as a status
-            raise KernelRunError(f"node {node.name!r} ({node.qualified_op}) on {node.ep or 'CPUExecutionProvider'} "
-                                 f"failed: {type(e).__name__}: {e}") from e
-        finally:
-            ctx.close()  # device scratch buffers go back at once
-        produced = ctx.outputs
-        for name, arr in zip(outputs, produced):
-            if name:
-                values[name] = arr
-        if copy and produced:
-            stats.count_copy(args[0], produced[0])
-        layout.after_step(step, node)
-        if streamer is not None:
-            streamer.after_node(step)
-        if self.recorder is not None:
-            self._record(node, args, produced, counters.scratch_bytes - scratch_before)
-        if step in self._release:
-            self._release_dead(step, values, layout, owned)
-        stats.nodes_run += 1
+        return ctx, refusals
 
     def _keep_on_device(self, step: int, node: Node, src: Any, values: dict[str, Any], layout: Layout,
                         stats: RunStats, owned: dict[str, ort_abi.DeviceBuffer]) -> None:
@@ -320,6 +401,7 @@ class Executor:
         stats.nodes_run += 1
 
 
+NO_C_STEPS_ENV = "ORT_SESSION_NO_C_STEPS"  # set to 1: every step builds its Python context (no C step runner)
 COPY_OPS = ("MemcpyFromHost", "MemcpyToHost", "MemcpyDeviceToDevice")
 
 
@@ -333,6 +415,18 @@ class _NodeFacts:
         self.reads, self.out_types, self.outputs = reads, out_types, list(node.outputs)
         self.copy = node.op_type in COPY_OPS
         self.to_host = node.op_type == "MemcpyToHost"
+
+
+def _raise_failure(node: Node, e: Exception, refusals: Refusals | None) -> None:
+    """Raise what a node's failed compute means: its strict refusal when there was one (a refusal that
+    crossed the C ABI as a status, or that a kernel swallowed), a SessionError as it is, else the kernel's
+    error as a KernelRunError naming the node."""
+    if refusals is not None and refusals.first is not None and e is not refusals.first:
+        raise refusals.first from e
+    if isinstance(e, SessionError):
+        raise e
+    raise KernelRunError(f"node {node.name!r} ({node.qualified_op}) on {node.ep or 'CPUExecutionProvider'} "
+                         f"failed: {type(e).__name__}: {e}") from e
 
 
 def _host_readable(value: Any, node: Node, stats: RunStats) -> Any:
@@ -366,8 +460,18 @@ class _Weights(dict):
         super().__init__()
         self._initializers = initializers
         self._streamed = streamed
+        self.fast: FastRun | None = None  # the run's C step runner: values made in C are read from it
+
+    def __contains__(self, name: object) -> bool:
+        return dict.__contains__(self, name) or (self.fast is not None and self.fast.has(name))
 
     def __missing__(self, name: str) -> Any:
+        fast = self.fast
+        if fast is not None:
+            made = fast.materialize(name)
+            if made is not None:
+                self[name] = made
+                return made
         if name in self._streamed:
             return None
         tensor = self._initializers.get(name)

@@ -146,6 +146,26 @@ class PlannedLayout(BlockLayout):
             out[slot_id] = block_of(*self._live.block(req.id))
         return out
 
+    def plan_key(self) -> Any:
+        """What fixes every block's offset: the static plan (for `value_block` / `workspace_blocks`)."""
+        return self.gplan
+
+    def value_block(self, name: str) -> tuple[str, int, int] | None:
+        """(device, offset, bytes) of value `name`'s planned block, the same in every run of the plan."""
+        return (self.blocks or value_blocks(self.gplan)).get(name)
+
+    def workspace_blocks(self, node: Node) -> list[tuple[int, str, int, int]]:
+        """(slot id, device, offset, bytes) of each planned workspace slot of `node`."""
+        out = []
+        for slot_id in self.slot_ids.get(node.index, ()):
+            req = self.gplan.slot_requests[(node.index, slot_id)]
+            out.append((int(slot_id), req.device, self.gplan.plan.offset(req.id), int(req.nbytes)))
+        return out
+
+    def run_buffers(self) -> Mapping[str, Any] | None:
+        """This run's buffer per device (None outside a run, or when a red-zone guard watches every step)."""
+        return None if self._live is None or self._guard is not None else self._live.buffers
+
     def run_block(self, key: str) -> Any:
         """This run's view of a run-long block of the plan (a weight-streaming slot), by its key."""
         req = self.gplan.run_requests[key]
@@ -250,6 +270,7 @@ class CachedLayout(BlockLayout):
     stages: Mapping[str, DeviceMemoryStage]
     name: str = "cached pattern"
     _bufs: Any = attrs.field(default=None, alias="bufs")
+    _by_id: dict[int, Any] | None = attrs.field(default=None, alias="by_id")  # request id -> request
 
     @contextlib.contextmanager
     def hold(self, stats: RunStats) -> Iterator[None]:
@@ -274,3 +295,28 @@ class CachedLayout(BlockLayout):
 
     def workspace(self, node: Node, args: Sequence[Any] = ()) -> dict[int, Any]:
         return {slot: self._block(name) for slot, name in self.pattern.workspace.get(node.index, {}).items()}
+
+    def plan_key(self) -> Any:
+        """What fixes every block's offset: the traced pattern (for `value_block` / `workspace_blocks`)."""
+        return self.pattern
+
+    def value_block(self, name: str) -> tuple[str, int, int] | None:
+        """(device, offset, bytes) of value `name`'s traced block, the same in every run of the pattern."""
+        if self._by_id is None:
+            self._by_id = {r.id: r for r in self.pattern.requests}
+        rid = self.pattern.ids.get(name)
+        req = self._by_id.get(rid) if rid is not None else None
+        return None if req is None else (req.device, self.plan.offset(rid), int(req.nbytes))
+
+    def workspace_blocks(self, node: Node) -> list[tuple[int, str, int, int]]:
+        """(slot id, device, offset, bytes) of each traced workspace slot of `node`."""
+        out = []
+        for slot, name in self.pattern.workspace.get(node.index, {}).items():
+            block = self.value_block(name)
+            if block is not None:
+                out.append((int(slot), *block))
+        return out
+
+    def run_buffers(self) -> Mapping[str, Any] | None:
+        """This run's buffer per device (None outside a run)."""
+        return None if self._bufs is None else self._bufs.buffers

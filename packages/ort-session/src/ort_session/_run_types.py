@@ -34,6 +34,7 @@ class RunStats:
     scratch_fallbacks: int = 0
     scratch_bytes: int = 0
     nodes_run: int = 0
+    c_steps: int = 0  # of nodes_run, the C kernels' steps computed through the C step runner (`_fast_steps`)
     planned_values: int = 0
     layout: str = ""
     graph: str = ""  # device graph capture: "captured" (this run recorded it), "replayed", or "" (none)

@@ -1,0 +1,227 @@
+"""Planned steps computed through the bridge's C step runner (`_fast_source.py`): a session whose plan
+places a C kernel's outputs and workspace at known offsets of its run buffers describes each such step
+once (`StepSpec` -> `StepTable`); each run then holds one pool context and a value table (`StepRun`), and
+a step costs one call into C instead of a context built in Python and a Python call per output and slot.
+
+Nothing changes for the kernel: it sees the same OrtKernelApi. Whatever C does not answer (a request that
+contradicts the plan or outgrows its block, scratch, any other host function) goes to the Python host
+function with the same context handle; the first such call builds the step's Python context through the
+run's `on_python(step)` (the session's own context for the node, exactly as without the runner), so every
+check, refusal and error is the one the Python path gives."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+
+from ._ckernel import CKernel
+from ._fast_context import _elem_type, fast_contexts
+from ._ffi import require_c
+from ._shapefunc import TypeCheckedKernel
+from ._views import ContextView
+
+__all__ = ["STEP_DONE", "STEP_FAILED", "STEP_NOT_STARTED", "PlannedOutput", "StepRun", "StepSpec", "StepTable", "c_step_kernel", "step_limits"]
+
+STEP_DONE, STEP_NOT_STARTED, STEP_FAILED = 0, 1, 2
+
+
+def step_limits() -> dict[str, int]:
+    """The runner's capacities: inputs, outputs, rank, workspace slots and buffers a step may have."""
+    ffi, _ = require_c("planned C steps")
+    step, run = ffi.new("ort_abi_fast_step*"), ffi.new("ort_abi_fast_run*")
+    return {"inputs": len(step.inputs), "outputs": len(step.outputs), "rank": len(step.outputs[0].dims),
+            "workspace": len(step.workspace), "buffers": len(run.bases)}
+
+
+def c_step_kernel(kernel: Any, input_types: Sequence[int]) -> CKernel | None:
+    """The C kernel behind `kernel` when the runner can compute it with inputs of these element types: a
+    CKernel, or one behind the type check of a schema-less op whose constraints these types satisfy (the
+    runner then checks each input's type at every step). None otherwise."""
+    if "compute" in getattr(kernel, "__dict__", {}):  # a compute replaced on the object (a wrapper, a test hook)
+        return None
+    if isinstance(kernel, TypeCheckedKernel):
+        from ._shapefunc import check_input_types
+
+        if check_input_types(kernel._def, list(input_types), has_schema=False) is not None:
+            return None
+        kernel = kernel._kernel
+    if type(kernel) is not CKernel or kernel.released or "compute" in kernel.__dict__:
+        return None
+    return kernel
+
+
+@attrs.frozen
+class PlannedOutput:
+    """Where one output of a step goes: its value table entry (-1: an unnamed output), its planned block
+    (`buffer` -1: none, Python allocates it) and what a request for it must match."""
+
+    value: int
+    buffer: int = -1
+    elem_type: int = 0
+    item_size: int = 0
+    offset: int = 0
+    capacity: int = 0
+    shape: tuple[int | None, ...] | None = None  # planned shape: None extents are symbolic; None: not planned
+
+
+@attrs.frozen
+class StepSpec:
+    """One step: its C kernel, its inputs' table entries (-1: omitted) with the element type each must
+    have, its outputs, and its planned workspace slots as (slot id, buffer, offset, bytes)."""
+
+    kernel: CKernel
+    inputs: tuple[int, ...]
+    input_types: tuple[int, ...]
+    outputs: tuple[PlannedOutput, ...]
+    workspace: tuple[tuple[int, int, int, int], ...] = ()
+
+
+class StepTable:
+    """The C steps of one plan, built once and read by every run; `constants` (table entry -> array, e.g.
+    weights) are described once and kept alive here."""
+
+    def __init__(self, specs: Mapping[int, StepSpec], value_count: int, constants: Mapping[int, np.ndarray]) -> None:
+        ffi, _ = require_c("planned C steps")
+        self._ffi = ffi
+        self.value_count = value_count
+        self._steps = ffi.new("ort_abi_fast_step[]", max(len(specs), 1))
+        self.pointers: dict[int, Any] = {}
+        self.kernels = {index: spec.kernel for index, spec in specs.items()}
+        for k, (index, spec) in enumerate(sorted(specs.items())):
+            _fill_step(self._steps[k], spec)
+            self.pointers[index] = ffi.addressof(self._steps[k])
+        self.constants = ffi.new("ort_abi_fast_value[]", max(value_count, 1))
+        self._keep = []
+        for entry, arr in constants.items():
+            data = describe(ffi, self.constants[entry], arr)
+            if data is not None:
+                self._keep.append((arr, data))
+        self._bytes = ffi.sizeof("ort_abi_fast_value") * max(value_count, 1)
+
+    def released(self) -> bool:
+        """Whether a step's kernel was released (the session closed): its runs take the Python path."""
+        return any(k.released for k in self.kernels.values())
+
+
+def _fill_step(s: Any, spec: StepSpec) -> None:
+    s.impl = spec.kernel._impl
+    s.input_count, s.output_count, s.workspace_count = len(spec.inputs), len(spec.outputs), len(spec.workspace)
+    for i, (entry, elem) in enumerate(zip(spec.inputs, spec.input_types)):
+        s.inputs[i], s.input_types[i] = entry, elem
+    for j, o in enumerate(spec.outputs):
+        t = s.outputs[j]
+        t.value, t.buffer, t.elem_type, t.item_size = o.value, o.buffer, o.elem_type, o.item_size
+        t.offset, t.capacity = o.offset, o.capacity
+        t.rank = -1 if o.shape is None else len(o.shape)
+        for d, extent in enumerate(o.shape or ()):
+            t.dims[d] = extent if isinstance(extent, int) and extent >= 0 else -1
+    for k, (slot_id, buffer, offset, size) in enumerate(spec.workspace):
+        w = s.workspace[k]
+        w.slot_id, w.buffer, w.offset, w.size = slot_id, buffer, offset, size
+
+
+def describe(ffi: Any, v: Any, arr: Any) -> Any | None:
+    """Describe `arr` in table entry `v` (state 1), or leave it undescribed (state 0: a step reading it runs
+    in Python) when it is not a C-contiguous host array of an ONNX element type within the runner's rank.
+    Returns the buffer object to keep alive while the entry is used."""
+    if (type(arr) is not np.ndarray or not arr.flags.c_contiguous or arr.ndim > len(v.dims)
+            or _elem_type(arr.dtype) < 0):
+        v.state = 0
+        return None
+    data = ffi.from_buffer(arr) if arr.nbytes else ffi.NULL
+    v.writable, v.elem_type, v.rank, v.count, v.data = 0, _elem_type(arr.dtype), arr.ndim, arr.size, data
+    v.dims[0:arr.ndim] = arr.shape
+    v.state = 1
+    return data
+
+
+class StepRun:
+    """One run through a StepTable: a held pool context, the value table (starting from the table's
+    constants) and the run's buffers. `on_python(step)` builds the step's Python KernelContext the first
+    time C defers to Python during that step. Use as a context manager, or call `close()`."""
+
+    def __init__(self, table: StepTable, bases: Sequence[np.ndarray], exact: bool,
+                 on_python: Callable[[int], Any]) -> None:
+        ffi, lib = require_c("planned C steps")
+        self._ffi, self._lib, self.table, self._on_python = ffi, lib, table, on_python
+        self._pool = fast_contexts(ffi, lib)
+        self.slot = self._pool.hold(self) if self._pool is not None else None
+        self.values = ffi.new("ort_abi_fast_value[]", max(table.value_count, 1))
+        ffi.memmove(self.values, table.constants, table._bytes)
+        self._run = ffi.new("ort_abi_fast_run*")
+        self._keep: list[Any] = []
+        self.bases = list(bases)
+        for k, buf in enumerate(self.bases):
+            data = ffi.from_buffer(buf, require_writable=True)
+            self._keep.append(data)
+            self._run.bases[k] = ffi.cast("char*", data)
+        self._run.values, self._run.exact = self.values, int(exact)
+        if self.slot is not None:
+            self._run.context = self._pool.context(self.slot)
+        self._status = ffi.new("OrtStatus**")
+        self.step: int | None = None
+        self.python_view: Any = None  # the Python context of the step computing, once C deferred to Python
+
+    @property
+    def usable(self) -> bool:
+        return self.slot is not None
+
+    def describe(self, entry: int, arr: Any) -> None:
+        data = describe(self._ffi, self.values[entry], arr)
+        if data is not None:
+            self._keep.append(data)
+
+    def compute(self, step: int) -> tuple[int, Any]:
+        """Compute planned step `step`: (STEP_DONE | STEP_NOT_STARTED | STEP_FAILED, the kernel's status or
+        NULL). After it, `python_view` is the step's Python context when C deferred to Python (the caller
+        finishes and closes it)."""
+        self.step, self.python_view = step, None
+        rc = self._lib.ort_abi_fast_step_run(self._run, self.table.pointers[step], self._status)
+        self.step = None
+        return rc, self._status[0]
+
+    def context_view(self) -> Any:
+        """The computing step's Python context (built on first use): what the host functions see when C
+        defers to Python. Outputs C already answered are in it."""
+        if self.python_view is None:
+            if self.step is None:
+                return None
+            view = ContextView(self._on_python(self.step))
+            view.fast = self.slot
+            self.python_view = view
+        return self.python_view
+
+    def answered(self, index: int) -> tuple[int, ...] | None:
+        """The shape of output `index` of the computing step when C answered its request, else None."""
+        v = self._pool.output_value(self.slot, index)
+        return tuple(v.dims[0:v.rank]) if v is not None and v.state == 1 else None
+
+    def entry(self, entry: int) -> tuple[int, tuple[int, ...], int] | None:
+        """(element type, shape, data address) of a described table entry, None when undescribed."""
+        v = self.values[entry]
+        if v.state != 1:
+            return None
+        return int(v.elem_type), tuple(v.dims[0:v.rank]), int(self._ffi.cast("uintptr_t", v.data))
+
+    @property
+    def planned_values(self) -> int:
+        return int(self._run.planned_values)
+
+    @property
+    def workspace_from_plan(self) -> int:
+        return int(self._run.workspace_from_plan)
+
+    def close(self) -> None:
+        if self.slot is not None:
+            self._pool.release(self.slot)
+            self.slot = None
+        self._keep.clear()
+
+    def __enter__(self) -> StepRun:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

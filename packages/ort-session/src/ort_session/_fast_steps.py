@@ -1,0 +1,212 @@
+"""C kernels' steps computed through ort-abi's step runner (`ort_abi.StepTable`) under the static plan.
+
+Where a run uses the session's static plan (`PlannedLayout`: per-run or pre-allocated buffers), each host
+node whose kernel is a C kernel, whose outputs all have planned blocks and whose inputs and outputs have
+known element types is described once per plan (`FastSteps.build`). A run then computes it with one call
+into C: inputs come from the run's value table (written by the step that produced each value, by the host
+for feeds and Python kernels' outputs, once per session for weights), outputs and workspace are answered
+from their planned blocks. A Python kernel reading a value made in C gets a view of its planned block
+(`FastRun.materialize`).
+
+The promise is unchanged: a request C does not answer (outgrowing or contradicting the plan, scratch, any
+other host call) builds the node's Python context (`Executor._context`) and is answered, counted or refused
+there exactly as without the runner; a step whose inputs are not described with their planned types runs
+entirely in Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+import ort_abi
+from ort_graph import Node, to_numpy_dtype
+
+from ._errors import SessionError
+
+STRING = 8  # ONNX element type of strings: never described in C
+
+
+class FastSteps:
+    """The steps of one executor the runner computes under one plan (`key`: a static plan or a traced
+    pattern, `Layout.plan_key`), with the value
+    table's entries (`ids`), each C-made value's planned block (`blocks`: name -> (buffer, offset,
+    bytes)), the plan's devices in buffer order, and per step the outputs to describe after it runs in
+    Python (`describe_after`)."""
+
+    def __init__(self, key: Any, table: ort_abi.StepTable, ids: dict[str, int],
+                 blocks: dict[str, tuple[int, int, int]], devices: list[str],
+                 describe_after: dict[int, list[tuple[str, int]]]) -> None:
+        self.key, self.table, self.ids, self.blocks, self.devices = key, table, ids, blocks, devices
+        self.describe_after = describe_after
+        self.steps = frozenset(table.pointers)
+        self.outputs: dict[int, list[str]] = {}  # step -> its node's output names
+
+    @classmethod
+    def build(cls, executor: Any, layout: Any) -> FastSteps | None:
+        """The runner's steps for `layout`'s plan, or None when no step qualifies (or C is unavailable)."""
+        if not ort_abi.c_available():
+            return None
+        limits = ort_abi.step_limits()
+        ids: dict[str, int] = {}
+        devices: list[str] = []
+        specs: dict[int, ort_abi.StepSpec] = {}
+        blocks: dict[str, tuple[int, int, int]] = {}
+        for step, node in enumerate(executor.order):
+            spec = _spec(executor, layout, node, ids, devices, blocks, limits)
+            if spec is not None:
+                specs[step] = spec
+        if not specs:
+            return None
+        inits = executor.graph.initializers
+        constants = {entry: inits[name].numpy() for name, entry in ids.items() if name in inits}
+        describe_after = {}
+        for step, node in enumerate(executor.order):
+            outs = [(n, ids[n]) for n in node.outputs if n and n in ids]
+            if outs:
+                describe_after[step] = outs
+        fast = cls(layout.plan_key(), ort_abi.StepTable(specs, len(ids), constants), ids, blocks, devices, describe_after)
+        fast.outputs = {step: list(executor.order[step].outputs) for step in specs}
+        return fast
+
+
+def _spec(executor: Any, layout: Any, node: Node, ids: dict[str, int], devices: list[str],
+          blocks: dict[str, tuple[int, int, int]], limits: Mapping[str, int]) -> ort_abi.StepSpec | None:
+    """The runner's description of `node`, or None when it runs in Python: a device node, a copy, an
+    unknown element type, an output without a planned block, more inputs/outputs/slots than the runner
+    holds, or a kernel that is not a C kernel."""
+    index = node.index
+    facts = executor._facts[index]
+    if (executor.allocators.get(index) is not None or facts.copy
+            or (executor.weights is not None and executor.weights.args.get(index))):
+        return None
+    reads, outputs = facts.reads, facts.outputs
+    if len(reads) > limits["inputs"] or len(outputs) > limits["outputs"]:
+        return None
+    values = executor.graph.values
+    types = []
+    for name in reads:
+        elem = int(values[name].dtype or 0) if name and name in values else 0
+        if name and (elem == 0 or elem == STRING):
+            return None
+        types.append(elem)
+    kernel = ort_abi.c_step_kernel(executor.kernels[index], types)
+    if kernel is None:
+        return None
+    planned = executor._planned[True][index]
+    placed = []  # (name, buffer, element type, offset, bytes, planned shape) per output; name "" unnamed
+    for j, name in enumerate(outputs):
+        if not name:
+            placed.append(("", -1, 0, 0, 0, None))
+            continue
+        elem = facts.out_types[j]
+        shape, planned_type = planned[j] if j < len(planned) and planned[j] is not None else (None, 0)
+        where = layout.value_block(name)
+        if (not elem or elem == STRING or (planned_type and planned_type != elem) or where is None
+                or (shape is not None and len(shape) > limits["rank"])):
+            return None
+        device, offset, nbytes = where
+        buffer = _buffer(devices, device, limits)
+        if buffer is None:
+            return None
+        placed.append((name, buffer, elem, offset, nbytes, shape))
+    workspace = []
+    for slot_id, device, offset, nbytes in layout.workspace_blocks(node):
+        buffer = _buffer(devices, device, limits)
+        if buffer is None or len(workspace) >= limits["workspace"]:
+            return None
+        workspace.append((slot_id, buffer, offset, nbytes))
+    outs = []
+    for name, buffer, elem, offset, nbytes, shape in placed:
+        if not name:
+            outs.append(ort_abi.PlannedOutput(-1))
+            continue
+        blocks[name] = (buffer, offset, nbytes)
+        outs.append(ort_abi.PlannedOutput(_entries(ids, [name])[0], buffer, elem, to_numpy_dtype(elem).itemsize,
+                                          offset, nbytes, shape))
+    return ort_abi.StepSpec(kernel, tuple(_entries(ids, reads)), tuple(types), tuple(outs), tuple(workspace))
+
+
+def _entries(ids: dict[str, int], names: list[str]) -> list[int]:
+    return [ids.setdefault(n, len(ids)) if n else -1 for n in names]
+
+
+def _buffer(devices: list[str], device: str, limits: Mapping[str, int]) -> int | None:
+    if device not in devices:
+        if len(devices) >= limits["buffers"]:
+            return None
+        devices.append(device)
+    return devices.index(device)
+
+
+class FastRun:
+    """One run's use of FastSteps: the held `ort_abi.StepRun`, the run's values (`materialize` reads a
+    C-made value as a view of its planned block) and the pending Python context of a step C deferred."""
+
+    def __init__(self, fast: FastSteps, buffers: Mapping[str, Any], exact: bool,
+                 make_context: Callable[[int], tuple[Any, Any]]) -> None:
+        self.fast = fast
+        self._buffers = [buffers[d] for d in fast.devices]
+        self._make_context = make_context
+        self.pending: tuple[Any, Any] | None = None  # (KernelContext, Refusals | None) of the deferred step
+        self.run = ort_abi.StepRun(fast.table, self._buffers, exact, self._python_context)
+
+    @classmethod
+    def open(cls, fast: FastSteps, layout: Any, exact: bool,
+             make_context: Callable[[int], tuple[Any, Any]]) -> FastRun | None:
+        """The run's FastRun, or None when this run cannot use the runner (a host buffer is not a numpy
+        array, a kernel was released, or every pool context is held by other runs)."""
+        buffers = layout.run_buffers() or {}
+        if any(type(buffers.get(d)) is not np.ndarray for d in fast.devices) or fast.table.released():
+            return None
+        run = cls(fast, buffers, exact, make_context)
+        if not run.run.usable:
+            run.close()
+            return None
+        return run
+
+    def _python_context(self, step: int) -> Any:
+        """The deferred step's KernelContext, holding the outputs C already answered."""
+        ctx, refusals = self._make_context(step)
+        for j, name in enumerate(self.fast.outputs[step]):
+            shape = self.run.answered(j)
+            if shape is not None and name:
+                ctx.outputs[j] = self._block_view(name, ctx.output_dtype(j), shape)
+        self.pending = (ctx, refusals)
+        return ctx
+
+    def describe(self, values: Mapping[str, Any], names: list[tuple[str, int]]) -> None:
+        for name, entry in names:
+            self.run.describe(entry, dict.get(values, name))
+
+    def has(self, name: str) -> bool:
+        entry = self.fast.ids.get(name)
+        return entry is not None and self.run.entry(entry) is not None
+
+    def materialize(self, name: str) -> np.ndarray | None:
+        """A value C made, as a view of its planned block; None when C did not make it."""
+        entry = self.fast.ids.get(name)
+        found = self.run.entry(entry) if entry is not None else None
+        where = self.fast.blocks.get(name)
+        if found is None or where is None:
+            return None
+        elem, shape, address = found
+        arr = self._block_view(name, to_numpy_dtype(elem), shape)
+        if arr.size and arr.__array_interface__["data"][0] != address:
+            raise SessionError(f"value {name!r} was described at 0x{address:x}, not at its planned block; "
+                               "this is a bug in the step runner, please report it")
+        return arr
+
+    def _block_view(self, name: str, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+        buffer, offset, nbytes = self.fast.blocks[name]
+        count = int(np.prod(shape, dtype=np.int64))
+        return self._buffers[buffer][offset:offset + count * dtype.itemsize].view(dtype).reshape(shape)
+
+    def take_pending(self) -> tuple[Any, Any] | tuple[None, None]:
+        pending, self.pending = self.pending, None
+        return pending if pending is not None else (None, None)
+
+    def close(self) -> None:
+        self.run.close()

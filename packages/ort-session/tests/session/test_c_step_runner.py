@@ -1,0 +1,93 @@
+"""The C step runner (`_fast_steps`) changes how a C kernel's step is called, never what a run computes or
+counts: the same outputs, bit for bit, and the same RunStats as with every step through its Python context
+(ORT_SESSION_NO_C_STEPS=1), in every layout that plans (traced pattern, static plan, pre-allocated buffers);
+concurrent runs each use their own context and value table."""
+
+from __future__ import annotations
+
+import threading
+import warnings
+
+import attrs
+import numpy as np
+import pytest
+
+from ort_cpu_ep import c_kernels
+from ort_graph import zoo
+from ort_session import PRE_ALLOCATE, InferenceSession
+from ort_session._executor import NO_C_STEPS_ENV
+
+pytestmark = pytest.mark.skipif(c_kernels.c_registry() is None, reason="the ort-cpu-ep C kernels are not built")
+
+CFG = zoo.DecoderConfig(layers=2, hidden=64, heads=4, kv_heads=2, intermediate=128, vocab=96)
+DIMS = {"batch": 1, "sequence": 5, "past_sequence": 3}
+MODES = {
+    "traced pattern": {},
+    "static plan": {"free_dimension_overrides": DIMS},
+    "pre-allocated": {"free_dimension_overrides": DIMS, PRE_ALLOCATE: "1"},
+}
+COUNTED = ("allocations", "planned_values", "workspace_from_plan", "scratch_fallbacks", "scratch_bytes", "nodes_run",
+           "copied_outputs", "layout")
+
+
+def _session(model, options):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return InferenceSession(model, {"intra_op_num_threads": 1, **options}, providers=["CPUExecutionProvider"])
+
+
+def _runs(model, options, feeds, monkeypatch, runner):
+    if runner:
+        monkeypatch.delenv(NO_C_STEPS_ENV, raising=False)
+    else:
+        monkeypatch.setenv(NO_C_STEPS_ENV, "1")
+    sess = _session(model, options)
+    out = [sess.run(None, feeds) for _ in range(3)]  # a traced pattern is recorded by the first run
+    return out, sess.last_run_stats
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_the_runner_computes_and_counts_what_the_python_path_does(monkeypatch, mode):
+    model = zoo.decoder_proto(CFG).SerializeToString()
+    feeds = zoo.decoder_inputs(CFG, 1, 5, 3)
+    got, stats = _runs(model, MODES[mode], feeds, monkeypatch, runner=True)
+    ref, ref_stats = _runs(model, MODES[mode], feeds, monkeypatch, runner=False)
+    for run_got, run_ref in zip(got, ref):
+        for g, r in zip(run_got, run_ref):
+            np.testing.assert_array_equal(g, r)
+    assert stats.c_steps > 0 and ref_stats.c_steps == 0  # the runner ran the C kernels' steps, or nothing did
+    assert {k: getattr(stats, k) for k in COUNTED} == {k: getattr(ref_stats, k) for k in COUNTED}
+
+
+def test_a_smaller_run_of_a_static_plan_checks_ranks_and_blocks_only(monkeypatch):
+    """Runs smaller than the plan (max shapes): requests are checked against the rank, and fit their blocks."""
+    model = zoo.decoder_proto(CFG).SerializeToString()
+    options = {"free_dimension_overrides": DIMS}
+    small = zoo.decoder_inputs(CFG, 1, 2, 3)
+    got, stats = _runs(model, options, small, monkeypatch, runner=True)
+    ref, ref_stats = _runs(model, options, small, monkeypatch, runner=False)
+    np.testing.assert_array_equal(got[-1][0], ref[-1][0])
+    assert stats.layout == "static plan" and stats.c_steps > 0
+    assert stats.allocations == ref_stats.allocations and stats.planned_values == ref_stats.planned_values
+
+
+def test_concurrent_runs_each_use_their_own_table(monkeypatch):
+    monkeypatch.delenv(NO_C_STEPS_ENV, raising=False)
+    sess = _session(zoo.decoder_proto(CFG).SerializeToString(), {})
+    cases = [zoo.decoder_inputs(attrs.evolve(CFG, seed=s), 1, 5, 3) for s in range(4)]
+    want = [sess.run(None, feeds)[0] for feeds in cases]
+    failures = []
+
+    def work(k):
+        for _ in range(15):
+            got = sess.run(None, cases[k])[0]
+            if not np.array_equal(got, want[k]):
+                failures.append(k)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures
+    assert sess.last_run_stats.c_steps > 0
