@@ -153,11 +153,12 @@ class StepRun:
         ffi.memmove(self.values, table.constants, table._bytes)
         self._run = ffi.new("ort_abi_fast_run*")
         self._keep: list[Any] = []
-        self.bases = list(bases)
-        for k, buf in enumerate(self.bases):
+        self._addresses = []
+        for k, buf in enumerate(bases):
             data = ffi.from_buffer(buf, require_writable=True)
             self._keep.append(data)
             self._run.bases[k] = ffi.cast("char*", data)
+            self._addresses.append(int(ffi.cast("uintptr_t", data)))
         self._run.values, self._run.exact = self.values, int(exact)
         if self.slot is not None:
             self._run.context = self._pool.context(self.slot)
@@ -193,6 +194,10 @@ class StepRun:
             view.fast = self.slot
             self.python_view = view
         return self.python_view
+
+    def base_address(self, buffer: int) -> int:
+        """The address of run buffer `buffer`."""
+        return self._addresses[buffer]
 
     def answered(self, index: int) -> tuple[int, ...] | None:
         """The shape of output `index` of the computing step when C answered its request, else None."""

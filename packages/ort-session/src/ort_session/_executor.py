@@ -25,9 +25,10 @@ import numpy as np
 import ort_abi
 from ort_graph import Graph, Node
 
-from ._errors import DeviceMemoryError, InvalidInputError, KernelRunError, SessionError
+from ._errors import DeviceMemoryError, InvalidInputError, SessionError
 from ._fast_steps import FastRun, FastSteps
 from ._run_types import FreshArrays, Kernel, Layout, RunStats
+from ._run_values import NodeFacts, RunValues, host_copy, host_readable, raise_failure
 from ._strict import Refusals
 from ._traced import traced_peak
 
@@ -49,7 +50,7 @@ class Executor:
     _release: dict[int, list[str]] = attrs.field(factory=dict, alias="release")
     _reads: dict[int, list[str]] = attrs.field(factory=dict, alias="reads")  # node index -> inputs + implicit
     _out_types: dict[int, list[int]] = attrs.field(factory=dict, alias="out_types")
-    _facts: dict[int, _NodeFacts] = attrs.field(factory=dict, alias="facts")  # what _step needs per node, made once
+    _facts: dict[int, NodeFacts] = attrs.field(factory=dict, alias="facts")  # what _step needs per node, made once
     # the planned (shape, type) of each node's outputs that kernels' requests are checked against: exact
     # when the feeds have the planned input shapes, else rank and type only (smaller runs, max_shapes)
     _planned: dict[bool, dict[int, list[Any]]] = attrs.field(factory=dict, alias="planned")
@@ -57,6 +58,7 @@ class Executor:
     _bound: threading.local = attrs.field(factory=threading.local, init=False)
     # the C step runner's steps per plan (`Layout.plan_key`): id -> (key, its steps or None)
     _fast_cache: dict[int, tuple[Any, FastSteps | None]] = attrs.field(factory=dict, init=False)
+    _fast_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
 
     def __attrs_post_init__(self) -> None:
         self._planned = {True: {}, False: {}}
@@ -66,7 +68,7 @@ class Executor:
             self._reads[node.index] = list(node.inputs) + node.implicit_inputs()
             self._out_types[node.index] = [self.graph.values[o].dtype if o and o in self.graph.values else 0
                                            for o in node.outputs]
-            self._facts[node.index] = _NodeFacts(node, self._reads[node.index], self._out_types[node.index])
+            self._facts[node.index] = NodeFacts(node, self._reads[node.index], self._out_types[node.index])
         last_use: dict[str, int] = {}
         for step, node in enumerate(self.order):
             for name in self._reads[node.index]:
@@ -100,7 +102,7 @@ class Executor:
                 if self.streamer is not None:  # the slots are blocks of this run's buffers
                     self.streamer.begin_run(layout)
                 # weights read when a kernel first asks; streamed ones never (the streamer gives their slots)
-                values: dict[str, Any] = _Weights(self.graph.initializers,
+                values: dict[str, Any] = RunValues(self.graph.initializers,
                                                   self.streamer.where if self.streamer is not None else {})
                 self._bound.outputs, self._bound.fresh = dict(device_outputs or {}), []
                 for name, arr in feeds.items():
@@ -138,7 +140,7 @@ class Executor:
                                        f"{self.graph.outputs!r}")
                 # planned blocks are reused by the next run: hand the caller its own copies
                 bound = self._bound.outputs
-                result = [values[o] if o in bound else _host_copy(values[o], stats) for o in outputs]
+                result = [values[o] if o in bound else host_copy(values[o], stats) for o in outputs]
             except BaseException:
                 fresh = self._bound.fresh
                 for tensor in fresh:  # device outputs this run allocated are the caller's only on success
@@ -165,7 +167,7 @@ class Executor:
         self.last_stats = stats
         return result
 
-    def _open_fast(self, layout: Layout, planned: Mapping[int, list[Any]], values: _Weights, stats: RunStats,
+    def _open_fast(self, layout: Layout, planned: Mapping[int, list[Any]], values: RunValues, stats: RunStats,
                    counters: ort_abi.ContextCounters, owned: dict[str, ort_abi.DeviceBuffer]) -> FastRun | None:
         """This run's use of the C step runner (`_fast_steps`), or None: the run is not on the static plan's
         host buffers, or something watches every step (a red-zone guard, a recorder, weight streaming,
@@ -175,11 +177,12 @@ class Executor:
                 or self.recorder is not None or self.streamer is not None or self.capture is not None or self.declared_workspace is not None):
             return None
         key = plan_key()
-        cached = self._fast_cache.get(id(key))
-        if cached is None or cached[0] is not key:
-            if len(self._fast_cache) >= 8:  # a few shape keys at a time (each traced pattern has its own offsets)
-                self._fast_cache.pop(next(iter(self._fast_cache)))
-            cached = self._fast_cache[id(key)] = (key, FastSteps.build(self, layout))
+        with self._fast_lock:
+            cached = self._fast_cache.get(id(key))
+            if cached is None or cached[0] is not key:
+                if len(self._fast_cache) >= 8:  # a few shape keys at a time (each traced pattern has its offsets)
+                    self._fast_cache.pop(next(iter(self._fast_cache)))
+                cached = self._fast_cache[id(key)] = (key, FastSteps.build(self, layout))
         if cached[1] is None:
             return None
 
@@ -214,7 +217,7 @@ class Executor:
                 if refusals is not None:
                     refusals.raise_first()
             except Exception as e:
-                _raise_failure(node, e, refusals)
+                raise_failure(node, e, refusals)
             finally:
                 if ctx is not None:
                     ctx.close()
@@ -301,7 +304,7 @@ class Executor:
         if device is None and not copy:
             for position, a in enumerate(args):
                 if isinstance(a, ort_abi.DeviceTensor):
-                    args[position] = _host_readable(a, node, stats)
+                    args[position] = host_readable(a, node, stats)
         ctx, refusals = self._context(step, node, args, layout, stats, counters, owned, planned, device)
         layout.before_step(step)
         scratch_before = counters.scratch_bytes
@@ -310,7 +313,7 @@ class Executor:
             if refusals is not None:
                 refusals.raise_first()  # a kernel that swallowed the refusal still ran outside the plan
         except Exception as e:
-            _raise_failure(node, e, refusals)
+            raise_failure(node, e, refusals)
         finally:
             ctx.close()  # device scratch buffers go back at once
         produced = ctx.outputs
@@ -401,81 +404,5 @@ class Executor:
         stats.nodes_run += 1
 
 
+
 NO_C_STEPS_ENV = "ORT_SESSION_NO_C_STEPS"  # set to 1: every step builds its Python context (no C step runner)
-COPY_OPS = ("MemcpyFromHost", "MemcpyToHost", "MemcpyDeviceToDevice")
-
-
-class _NodeFacts:
-    """What `_step` needs of a node that no run changes: the names it reads (inputs + implicit), its
-    outputs and their element types, whether it is a boundary copy (and one to the host)."""
-
-    __slots__ = ("copy", "out_types", "outputs", "reads", "to_host")
-
-    def __init__(self, node: Node, reads: list[str], out_types: list[int]) -> None:
-        self.reads, self.out_types, self.outputs = reads, out_types, list(node.outputs)
-        self.copy = node.op_type in COPY_OPS
-        self.to_host = node.op_type == "MemcpyToHost"
-
-
-def _raise_failure(node: Node, e: Exception, refusals: Refusals | None) -> None:
-    """Raise what a node's failed compute means: its strict refusal when there was one (a refusal that
-    crossed the C ABI as a status, or that a kernel swallowed), a SessionError as it is, else the kernel's
-    error as a KernelRunError naming the node."""
-    if refusals is not None and refusals.first is not None and e is not refusals.first:
-        raise refusals.first from e
-    if isinstance(e, SessionError):
-        raise e
-    raise KernelRunError(f"node {node.name!r} ({node.qualified_op}) on {node.ep or 'CPUExecutionProvider'} "
-                         f"failed: {type(e).__name__}: {e}") from e
-
-
-def _host_readable(value: Any, node: Node, stats: RunStats) -> Any:
-    """What a host node reads of a device-bound value: its shape only for Shape (no bytes move), else a
-    counted device-to-host copy."""
-    if not isinstance(value, ort_abi.DeviceTensor):
-        return value
-    if node.op_type == "Shape":
-        return np.broadcast_to(np.zeros((), value.dtype), value.shape)
-    host = ort_abi.tensor_to_host(value)
-    stats.count_copy(value, host)
-    return host
-
-
-def _host_copy(value: Any, stats: RunStats) -> Any:
-    """The caller's own copy of an output: planned blocks and device tensors are reused by later runs."""
-    if isinstance(value, ort_abi.DeviceTensor):
-        host = ort_abi.tensor_to_host(value)
-        stats.count_copy(value, host)
-        return host
-    return np.array(value) if isinstance(value, np.ndarray) else value
-
-
-class _Weights(dict):
-    """A run's values, starting with the weights, each read (`Tensor.numpy()`) the first time a kernel on the
-    host asks for it: a streamed weight is only ever copied to its slot from the file mapping, so reading
-    every weight up front would put misaligned mapped ones into host memory for nothing. A streamed weight
-    reads as None here: every read of one is replaced by its slot's device tensor (`WeightStreamer.before_node`)."""
-
-    def __init__(self, initializers: Mapping[str, Any], streamed: Mapping[str, Any]) -> None:
-        super().__init__()
-        self._initializers = initializers
-        self._streamed = streamed
-        self.fast: FastRun | None = None  # the run's C step runner: values made in C are read from it
-
-    def __contains__(self, name: object) -> bool:
-        return dict.__contains__(self, name) or (self.fast is not None and self.fast.has(name))
-
-    def __missing__(self, name: str) -> Any:
-        fast = self.fast
-        if fast is not None:
-            made = fast.materialize(name)
-            if made is not None:
-                self[name] = made
-                return made
-        if name in self._streamed:
-            return None
-        tensor = self._initializers.get(name)
-        if tensor is None:
-            raise KeyError(name)
-        self[name] = array = tensor.numpy()
-        return array

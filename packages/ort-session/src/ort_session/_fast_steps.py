@@ -16,6 +16,7 @@ entirely in Python.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -193,16 +194,16 @@ class FastRun:
         if found is None or where is None:
             return None
         elem, shape, address = found
-        arr = self._block_view(name, to_numpy_dtype(elem), shape)
-        if arr.size and arr.__array_interface__["data"][0] != address:
+        buffer, offset, _ = where
+        if address != self.run.base_address(buffer) + offset and math.prod(shape):
             raise SessionError(f"value {name!r} was described at 0x{address:x}, not at its planned block; "
                                "this is a bug in the step runner, please report it")
-        return arr
+        return self._block_view(name, to_numpy_dtype(elem), shape)
 
     def _block_view(self, name: str, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
-        buffer, offset, nbytes = self.fast.blocks[name]
-        count = int(np.prod(shape, dtype=np.int64))
-        return self._buffers[buffer][offset:offset + count * dtype.itemsize].view(dtype).reshape(shape)
+        buffer, offset, _ = self.fast.blocks[name]
+        end = offset + math.prod(shape) * dtype.itemsize
+        return self._buffers[buffer][offset:end].view(dtype).reshape(shape)
 
     def take_pending(self) -> tuple[Any, Any] | tuple[None, None]:
         pending, self.pending = self.pending, None
