@@ -31,8 +31,14 @@ class _Reduce(IndexTyped):
     def compute(self, node, inputs):
         from ._interp import node_opset
 
+        return self._compute_at(node, inputs, node_opset(node))
+
+    def bind(self, node, opset):
+        return lambda inputs: self._compute_at(node, inputs, opset)
+
+    def _compute_at(self, node, inputs, opset: int) -> list:
         x = inputs[0]
-        axes = _reduce_axes(node, inputs, node_opset(node), self.axes_input_since, x.ndim)
+        axes = _reduce_axes(node, inputs, opset, self.axes_input_since, x.ndim)
         keep = bool(node.attr("keepdims", 1))
         if axes == ():
             return [np.array(self.identity_map(upcast(x))).astype(x.dtype)]
