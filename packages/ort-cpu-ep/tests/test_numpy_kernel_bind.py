@@ -175,4 +175,25 @@ def test_same_start_compares_addresses_not_overlap():
     assert same_start(a, a.reshape(3, 4))
     assert same_start(a[:4], a)
     assert not same_start(a[1:], a)  # overlapping, other start
+    assert not same_start(a.view(np.uint8)[1:5].view(np.float32), a)  # a byte in: overlaps a[0] and a[1]
     assert not same_start(a, a.copy())
+    grid = a.reshape(3, 4)
+    assert same_start(grid.T, grid) and same_start(grid[:, ::2], a)  # not C-contiguous
+    assert not same_start(grid[:, 1:], grid) and not same_start(grid[::-1], grid)
+
+
+@pytest.mark.parametrize(("op", "args", "expected"), [
+    ("Mul", [np.float32([3e38, 1]), np.float32([10])], np.float32([np.inf, 10])),
+    ("Div", [np.float32([1, 0]), np.float32([0])], np.float32([np.inf, np.nan])),
+    ("ReduceSum", [np.float32([[3e38, 3e38]]), np.int64([1])], np.float32([[np.inf]])),
+    ("ReduceMean", [np.float32([[1, 2, 6]]), np.int64([1])], np.float32([[3]])),
+])
+def test_floating_point_errors_are_ignored_inside_the_op_only(op, args, expected):
+    names = [f"i{k}" for k in range(len(args))]
+    ep, [(_, kernel)] = _kernels([helper.make_node(op, names, ["y"])], [_vi(n) for n in names], [_vi("y")], 18)
+    before = np.geterr()
+    with np.errstate(all="raise"):  # an overflow the op did not ignore would raise FloatingPointError
+        got = _run(ep, kernel, list(args)).outputs[0]
+        assert np.geterr() == {k: "raise" for k in before}
+    assert np.geterr() == before
+    np.testing.assert_array_equal(got, expected)

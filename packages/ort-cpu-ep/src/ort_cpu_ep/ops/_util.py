@@ -139,9 +139,9 @@ def write_output(impl: OpImpl, view: np.ndarray, index: int = 0) -> np.ndarray:
 
 
 def same_start(a: np.ndarray, b: np.ndarray) -> bool:
-    """True when `a` and `b` start at the same address. Asked per node: the bounds check
-    (`np.may_share_memory`, a C call) answers the usual case, disjoint arrays, before the addresses are read
-    (`__array_interface__` builds a dict: about 1 us an array)."""
+    """True when `a` and `b` (each with at least one element) start at the same address. Asked per node:
+    the bounds check (`np.may_share_memory`, one C call) answers the usual case, disjoint arrays, before the
+    addresses are read (`__array_interface__` builds a dict: about 1 us an array)."""
     return bool(np.may_share_memory(a, b)) and a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
 
 

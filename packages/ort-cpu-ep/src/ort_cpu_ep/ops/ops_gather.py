@@ -57,7 +57,11 @@ class Gather(IndexTyped):
         if x.dtype.kind == "O" or x.shape[axis] == 0:
             return [np.take(x, idx, axis=axis)]
         out = self.output(0, (*x.shape[:axis], *idx.shape, *x.shape[axis + 1:]), x.dtype)
-        np.take(x, idx, axis=axis, out=out, mode="clip")  # indices checked above; "raise" would buffer `out`
+        # indices checked above; "raise" would buffer `out`. The method, as np.take calls it (two Python calls less)
+        if isinstance(x, np.ndarray):
+            x.take(idx, axis=axis, out=out, mode="clip")
+        else:
+            np.take(x, idx, axis=axis, out=out, mode="clip")
         return [out]
 
 
