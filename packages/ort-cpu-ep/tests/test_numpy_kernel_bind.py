@@ -93,6 +93,9 @@ def test_reducesum_and_unsqueeze_read_the_axes_their_opset_defines(opset):
     ("Gather", {"axis": 0}, [np.arange(8), np.int64([-3])]),
     ("Gather", {"axis": 1}, [np.arange(8).reshape(2, 4), np.int64(2)]),
     ("Gather", {"axis": 0}, [np.arange(8), np.int64([1, -1, 0])]),
+    ("Concat", {"axis": 0}, [np.arange(2), np.int64([1])]),
+    ("Concat", {"axis": -1}, [np.ones((2, 1), np.float32), np.zeros((2, 3), np.float32)]),
+    ("Concat", {"axis": 0}, [np.arange(2), np.int32([1])]),  # mixed types: np.concatenate's promotion
 ])
 def test_bound_compute_equals_compute(op, attrs, args):
     opset = 6 if "broadcast" in attrs else 18
@@ -122,6 +125,9 @@ def _error_of(fn):
     ("Gather", {"axis": 0}, [np.arange(8), np.int64([8])]),  # one index, out of range
     ("Gather", {"axis": 0}, [np.arange(8), np.int64([[-9]])]),
     ("Gather", {"axis": 0}, [np.arange(8), np.int64([0, 9])]),
+    ("Concat", {"axis": 2}, [np.arange(2), np.arange(3)]),  # axis beyond the rank
+    ("Concat", {"axis": 2}, [np.arange(2), np.int32([3])]),  # and mixed types
+    ("Concat", {"axis": 0}, [np.ones((2, 2)), np.ones((2, 3))]),  # extents that differ off the axis
 ])
 def test_bound_compute_fails_as_compute_does(op, attrs, args):
     names = [f"i{k}" for k in range(len(args))]

@@ -131,12 +131,19 @@ class Concat(OpImpl):
 
     def compute(self, node, inputs):
         xs = [x for x in inputs if x is not None]
-        axis = norm_axis(node.attr("axis", 1), xs[0].ndim)  # Concat-1 defaults to axis 1
-        if xs[0].dtype.kind == "O" or any(x.dtype != xs[0].dtype or x.ndim != xs[0].ndim for x in xs):
+        first = xs[0]
+        axis = norm_axis(node.attr("axis", 1), first.ndim)  # Concat-1 defaults to axis 1
+        dtype, ndim, extent = first.dtype, first.ndim, 0
+        for x in xs:  # a loop, not any() and sum() over generators: this runs per node (shape arithmetic)
+            if x.dtype != dtype or x.ndim != ndim:
+                return [np.concatenate(xs, axis=axis)]
+        if dtype.kind == "O":
             return [np.concatenate(xs, axis=axis)]
-        shape = list(xs[0].shape)
-        shape[axis] = sum(x.shape[axis] for x in xs)
-        out = self.output(0, shape, xs[0].dtype)
+        for x in xs:
+            extent += x.shape[axis]
+        shape = list(first.shape)
+        shape[axis] = extent
+        out = self.output(0, shape, dtype)
         np.concatenate(xs, axis=axis, out=out)
         return [out]
 
