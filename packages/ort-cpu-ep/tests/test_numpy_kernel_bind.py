@@ -87,6 +87,8 @@ def test_reducesum_and_unsqueeze_read_the_axes_their_opset_defines(opset):
     ("Cast", {"to": T.STRING}, [np.float32([0.5, -1])]),
     ("ReduceSum", {"keepdims": 1}, [np.ones((2, 3), np.float32), np.int64([-1])]),
     ("ReduceSum", {"keepdims": 0, "noop_with_empty_axes": 1}, [np.ones((2, 3), np.float32), np.int64([])]),
+    ("ReduceSum", {"keepdims": 0}, [np.arange(24, dtype=np.float32).reshape(2, 3, 4), np.int64([-1, 0])]),
+    ("ReduceMean", {"keepdims": 1}, [np.arange(24, dtype=np.float32).reshape(2, 3, 4), np.int64([1])]),
     ("Unsqueeze", {}, [np.arange(4), np.int64([0, -1])]),
     ("Unsqueeze", {}, [np.arange(4), np.int64([2, 0])]),
     ("Unsqueeze", {}, [np.arange(4), np.int64([-4])]),  # -4 + 2 is normalized once more by np.expand_dims

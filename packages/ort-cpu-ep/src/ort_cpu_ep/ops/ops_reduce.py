@@ -19,6 +19,8 @@ def _reduce_axes(node, inputs, opset: int, since: int, ndim: int) -> tuple[int, 
         axes = node.attr("axes") or []
     if not axes:
         return () if node.attr("noop_with_empty_axes", 0) else None
+    if len(axes) == 1:  # the usual case, asked per node: no sort
+        return (norm_axis(axes[0], ndim),)
     return tuple(sorted(norm_axis(a, ndim) for a in axes))
 
 
