@@ -31,8 +31,9 @@ from ._device_kernels import SimulatedCaptureSurface, StagedKernel
 from ._ep_passes import ConvAddFusionSurface, SiLUFusionSurface
 from ._threads import check_thread_count, intra_op_thread_scope, resolve_threads
 from .ops import InputInfo, OpImpl, all_ops
-from .ops._interp import _OPSETS
+from .ops._interp import _LATEST, _OPSETS, node_opset
 from .ops._registry import _OUTPUT, _WORKSPACE
+from .ops._util import same_start
 
 MEMCPY_OPS = ("MemcpyFromHost", "MemcpyToHost", "MemcpyDeviceToDevice")
 # elements per operand of the buffers numpy allocates for a broadcasting ufunc call (default 8192: up to
@@ -59,6 +60,9 @@ def ufunc_bufsize_scope() -> Iterator[None]:
 _IN_BUFSIZE_SCOPE: contextvars.ContextVar[bool] = contextvars.ContextVar("ort_cpu_ep_bufsize_scope", default=False)
 
 
+_ARRAYS = (np.ndarray, np.generic)  # kernel results the provider places into planned blocks (non-object dtypes)
+
+
 def _static_shapes(shapes: Sequence[Any]) -> list[tuple[int, ...] | None]:
     out = []
     for s in shapes:
@@ -74,29 +78,31 @@ def node_input_shapes(node: Node) -> list[tuple[int, ...] | None]:
 
 
 class NumpyKernel:
-    """One node's numpy kernel: compute(ctx) through the ABI context, like a C kernel."""
+    """One node's numpy kernel: compute(ctx) through the ABI context, like a C kernel.
+
+    Runs once per node per run, so what depends only on the node is settled here: the model's opset of the
+    node's domain and the op's compute for this node (`OpImpl.bind`: attributes read once where the op does so)."""
 
     def __init__(self, impl: OpImpl, info: ort_abi.KernelInfo) -> None:
         self.impl, self.node = impl, info.node
         opsets = getattr(info.ep, "opsets", {})
         self.opsets = {("" if d == "ai.onnx" else d): int(v) for d, v in opsets.items()}
+        # the opset `node_opset(node)` answers while compute runs (it reads self.opsets, or the latest when empty)
+        self._compute = impl.bind(self.node, node_opset(self.node, self.opsets or _LATEST))
 
     def compute(self, ctx: ort_abi.KernelContext) -> None:
         def workspace(slot_id: int, nbytes: int) -> np.ndarray:
             buf = ctx.preallocated_workspace(slot_id, nbytes)
             return buf if buf is not None else ctx.scratch(nbytes)
 
-        def output(index: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-            return ctx.output(index, shape, dtype)
-
         # the scopes of workspace_scope / opset_scope / OpImpl.output, set directly: this runs once per node per run
-        ws_token, op_token, out_token = _WORKSPACE.set(workspace), _OPSETS.set(self.opsets), _OUTPUT.set(output)
+        ws_token, op_token, out_token = _WORKSPACE.set(workspace), _OPSETS.set(self.opsets), _OUTPUT.set(ctx.output)
         try:
             if _IN_BUFSIZE_SCOPE.get():  # the run's scope set the buffer size (run_scope)
-                results = self.impl.compute(self.node, list(ctx.inputs))
+                results = self._compute(list(ctx.inputs))
             else:
                 with ufunc_bufsize_scope():
-                    results = self.impl.compute(self.node, list(ctx.inputs))
+                    results = self._compute(list(ctx.inputs))
         finally:
             _OUTPUT.reset(out_token)
             _OPSETS.reset(op_token)
@@ -105,15 +111,16 @@ class NumpyKernel:
         for i, r in enumerate(results[: ctx.output_count]):
             if r is given[i] and r is not None:
                 continue  # computed into the block output() handed out: checked and placed then
-            if isinstance(r, np.ndarray | np.generic) and np.asarray(r).dtype != object:
+            if isinstance(r, _ARRAYS):
                 arr = np.asarray(r)
-                out = ctx.output(i, arr.shape, arr.dtype)
-                if arr.nbytes and out.__array_interface__["data"][0] != arr.__array_interface__["data"][0]:
-                    np.copyto(out, arr)  # a kernel that returned a fresh array (or a view): one copy
-                    ctx.counters.copied_outputs += 1
-                    ctx.counters.copied_output_bytes += int(arr.nbytes)
-            else:
-                ctx.outputs[i] = r  # sequences, optionals, strings: not planned
+                if arr.dtype.kind != "O":
+                    out = ctx.output(i, arr.shape, arr.dtype)
+                    if arr.nbytes and not same_start(out, arr):
+                        np.copyto(out, arr)  # a kernel that returned a fresh array (or a view): one copy
+                        ctx.counters.copied_outputs += 1
+                        ctx.counters.copied_output_bytes += int(arr.nbytes)
+                    continue
+            ctx.outputs[i] = r  # sequences, optionals, strings: not planned
 
     def declare_workspace(self, shapes: list[ort_abi.WorkspaceInputShape]) -> list[ort_abi.WorkspaceSlot]:
         token = _OPSETS.set(self.opsets)  # a recipe may depend on the opset (Softmax before 13)

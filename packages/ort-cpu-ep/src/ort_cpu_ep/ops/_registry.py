@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
@@ -76,6 +77,14 @@ class OpImpl:
         """Run the op on numpy inputs (None for omitted optional inputs); one array per output."""
         raise NotImplementedError(f"{type(self).__name__} does not implement compute")
 
+    def bind(self, node: Node, opset: int) -> BoundCompute:
+        """`compute` for this one node at `opset` (the model's import of the node's domain), as the
+        provider's kernel calls it on every run: an op overrides it to work out once what depends only on the
+        node (attributes, opset) instead of on every call. The result must equal `compute(node, inputs)` for
+        every input, errors included: what cannot be worked out without the inputs (or could raise) stays in
+        the returned function."""
+        return functools.partial(self.compute, node)
+
     def workspace_bytes(self, node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
         """Scratch this op needs beyond its outputs as (slot_id, bytes); [] for none.
 
@@ -116,6 +125,7 @@ def workspace_nbytes(shape: Sequence[int], dtype: Any) -> int:
     return int(np.prod(shape, dtype=np.int64)) * dt.itemsize + dt.alignment
 
 
+BoundCompute = Callable[[list[Any]], list[Any]]  # `OpImpl.bind`: inputs -> outputs of one node
 OutputProvider = Callable[[int, tuple[int, ...], np.dtype], np.ndarray]
 _OUTPUT: contextvars.ContextVar[OutputProvider | None] = contextvars.ContextVar("ort_cpu_output", default=None)
 

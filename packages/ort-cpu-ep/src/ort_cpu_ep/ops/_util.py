@@ -90,7 +90,10 @@ def np_dtype(elem_type: int) -> np.dtype:
 
 
 def ints(x: np.ndarray | Sequence[int] | None) -> list[int] | None:
-    return None if x is None else [int(i) for i in np.asarray(x).reshape(-1)]
+    if x is None:
+        return None
+    flat = np.asarray(x).reshape(-1)
+    return flat.tolist() if flat.dtype.kind in "iu" else [int(i) for i in flat]  # tolist: Python ints, one C call
 
 
 def norm_axis(axis: int, r: int) -> int:
@@ -99,7 +102,15 @@ def norm_axis(axis: int, r: int) -> int:
 
 def broadcast_shape(*shapes: Sequence[int]) -> tuple[int, ...]:
     """numpy's broadcast of `shapes` (np.broadcast_shapes allocates arrays to find it); ValueError when
-    they do not broadcast."""
+    they do not broadcast. Two tuples of ints (`ndarray.shape`) where one is the result (equal, or the other
+    of lower or equal rank and all ones: a scalar operand) are answered without the loop (asked per node)."""
+    if len(shapes) == 2:
+        a, b = shapes
+        if type(a) is tuple and type(b) is tuple:
+            if a == b or (len(b) <= len(a) and b.count(1) == len(b)):
+                return a
+            if len(a) <= len(b) and a.count(1) == len(a):
+                return b
     rank = max((len(s) for s in shapes), default=0)
     out = [1] * rank
     for s in shapes:
@@ -118,13 +129,20 @@ def write_output(impl: OpImpl, view: np.ndarray, index: int = 0) -> np.ndarray:
     if view.dtype.kind == "O":
         return np.array(view)
     out = impl.output(index, view.shape, view.dtype)
-    if view.size and view.flags.c_contiguous and out.__array_interface__["data"][0] == view.__array_interface__["data"][0]:
+    if view.size and view.flags.c_contiguous and same_start(out, view):
         return out  # the plan wrote the output over its input (a reshape done in place): nothing to move
     if view.ndim >= 2 and view.size >= _BLOCKED_MIN and view.strides[-1] > view.itemsize:
         copy_blocked(out, view)
     else:
         np.copyto(out, view)
     return out
+
+
+def same_start(a: np.ndarray, b: np.ndarray) -> bool:
+    """True when `a` and `b` (each with at least one element) start at the same address. Asked per node:
+    the bounds check (`np.may_share_memory`, one C call) answers the usual case, disjoint arrays, before the
+    addresses are read (`__array_interface__` builds a dict: about 1 us an array)."""
+    return bool(np.may_share_memory(a, b)) and a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
 
 
 _BLOCKED_MIN = 1 << 15  # elements: below it one copyto is as fast

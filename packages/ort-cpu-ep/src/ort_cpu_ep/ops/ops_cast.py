@@ -108,9 +108,18 @@ class Cast(_CastBase):
         return self._check(node, inputs, _to(node))
 
     def compute(self, node, inputs):
-        x, to = inputs[0], _to(node)
-        if (_plain(x.dtype) and to in _PLAIN_TYPES) or (x.dtype.name == "bfloat16" and to in (T.FLOAT, T.DOUBLE)):
-            out = self.output(0, x.shape, np_dtype(to))
+        to = _to(node)
+        return self._cast(node, inputs[0], to, np_dtype(to) if to in _PLAIN_TYPES else None)
+
+    def bind(self, node, opset):
+        to = _to(node)  # the target type read once per node (it never raises: a bad name is 0, declined at claim)
+        dst = np_dtype(to) if to in _PLAIN_TYPES else None
+        return lambda inputs: self._cast(node, inputs[0], to, dst)
+
+    def _cast(self, node, x, to: int, dst: np.dtype | None) -> list:
+        """`x` cast to element type `to`; `dst`: its numpy dtype when numpy converts to it as Cast does."""
+        if dst is not None and (_plain(x.dtype) or (x.dtype == _BF16 and to in (T.FLOAT, T.DOUBLE))):
+            out = self.output(0, x.shape, dst)
             if to == T.BOOL:
                 np.not_equal(x, 0, out=out)
             else:
@@ -121,11 +130,18 @@ class Cast(_CastBase):
 
 _PLAIN_TYPES = frozenset({T.BOOL, T.INT8, T.INT16, T.INT32, T.INT64, T.UINT8, T.UINT16, T.UINT32, T.UINT64, T.FLOAT16,
                           T.FLOAT, T.DOUBLE})
+_BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def _plain(dtype: np.dtype) -> bool:
     """bool, integers, float16/32/64: numpy casts between them as ONNX Cast does."""
-    return dtype.kind in "biu" or dtype in (np.float16, np.float32, np.float64)
+    found = _PLAIN_DTYPES.get(dtype)
+    if found is None:
+        found = _PLAIN_DTYPES[dtype] = dtype.kind in "biu" or dtype in (np.float16, np.float32, np.float64)
+    return found
+
+
+_PLAIN_DTYPES: dict[np.dtype, bool] = {}  # dtype -> _plain (comparing a dtype with three types costs per node)
 
 
 @register("CastLike", since=15)

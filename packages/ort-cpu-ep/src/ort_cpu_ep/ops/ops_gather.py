@@ -19,7 +19,10 @@ def _fix(idx: np.ndarray, dim: int, node, axis: int) -> np.ndarray:
     idx = np.asarray(idx).astype(np.int64, copy=False)
     if idx.size == 0:
         return idx
-    lo, hi = int(idx.min()), int(idx.max())
+    if idx.size == 1:  # a shape element or a token id: the value itself (min and max are a reduction each)
+        lo = hi = int(idx.reshape(-1)[0])
+    else:
+        lo, hi = int(idx.min()), int(idx.max())
     if lo < -dim or hi >= dim:
         _check_range(idx, dim, node, axis)  # raises, naming the first offending index
     return np.where(idx < 0, idx + dim, idx) if lo < 0 else idx
@@ -54,7 +57,11 @@ class Gather(IndexTyped):
         if x.dtype.kind == "O" or x.shape[axis] == 0:
             return [np.take(x, idx, axis=axis)]
         out = self.output(0, (*x.shape[:axis], *idx.shape, *x.shape[axis + 1:]), x.dtype)
-        np.take(x, idx, axis=axis, out=out, mode="clip")  # indices checked above; "raise" would buffer `out`
+        # indices checked above; "raise" would buffer `out`. The method, as np.take calls it (two Python calls less)
+        if isinstance(x, np.ndarray):
+            x.take(idx, axis=axis, out=out, mode="clip")
+        else:
+            np.take(x, idx, axis=axis, out=out, mode="clip")
         return [out]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from onnx import TensorProto as T
 
@@ -17,6 +19,8 @@ def _reduce_axes(node, inputs, opset: int, since: int, ndim: int) -> tuple[int, 
         axes = node.attr("axes") or []
     if not axes:
         return () if node.attr("noop_with_empty_axes", 0) else None
+    if len(axes) == 1:  # the usual case, asked per node: no sort
+        return (norm_axis(axes[0], ndim),)
     return tuple(sorted(norm_axis(a, ndim) for a in axes))
 
 
@@ -31,21 +35,25 @@ class _Reduce(IndexTyped):
     def compute(self, node, inputs):
         from ._interp import node_opset
 
+        return self._compute_at(node, inputs, node_opset(node))
+
+    def bind(self, node, opset):
+        return lambda inputs: self._compute_at(node, inputs, opset)
+
+    def _compute_at(self, node, inputs, opset: int) -> list:
         x = inputs[0]
-        axes = _reduce_axes(node, inputs, node_opset(node), self.axes_input_since, x.ndim)
+        axes = _reduce_axes(node, inputs, opset, self.axes_input_since, x.ndim)
         keep = bool(node.attr("keepdims", 1))
         if axes == ():
             return [np.array(self.identity_map(upcast(x))).astype(x.dtype)]
+        if self.ufunc_reduce is not None and x.dtype.kind == "f" and not is_lowp(x) and x.size:
+            ax = tuple(range(x.ndim)) if axes is None else axes
+            shape = tuple(1 if i in ax else d for i, d in enumerate(x.shape)) if keep else \
+                tuple(d for i, d in enumerate(x.shape) if i not in ax)
+            out = self.output(0, shape, x.dtype)
+            _reduce_into(self.ufunc_reduce, x, ax, keep, out, math.prod(x.shape[i] for i in ax) if self.mean else 0)
+            return [out]
         with np.errstate(all="ignore"):
-            if self.ufunc_reduce is not None and x.dtype.kind == "f" and not is_lowp(x) and x.size:
-                ax = tuple(range(x.ndim)) if axes is None else axes
-                shape = tuple(1 if i in ax else d for i, d in enumerate(x.shape)) if keep else \
-                    tuple(d for i, d in enumerate(x.shape) if i not in ax)
-                out = self.output(0, shape, x.dtype)
-                self.ufunc_reduce(x, axis=ax, keepdims=keep, out=out)
-                if self.mean:
-                    out /= x.dtype.type(int(np.prod([x.shape[i] for i in ax])))
-                return [out]
             y = self.reduce(upcast(x), axes, keep)
         return [np.asarray(y).astype(x.dtype)]
 
@@ -57,6 +65,14 @@ class _Reduce(IndexTyped):
 
     def reduce(self, x, axes, keep):
         raise NotImplementedError
+
+
+@np.errstate(all="ignore")  # as a decorator: no errstate object built and entered per call (about 0.5 us less)
+def _reduce_into(reduce, x: np.ndarray, axes: tuple[int, ...], keep: bool, out: np.ndarray, mean_of: int) -> None:
+    """`reduce` (a ufunc's reduce) of `x` over `axes` into `out`, divided by `mean_of` unless 0."""
+    reduce(x, axis=axes, keepdims=keep, out=out)
+    if mean_of:
+        out /= x.dtype.type(mean_of)
 
 
 def _init_for(x: np.ndarray, high: bool):
