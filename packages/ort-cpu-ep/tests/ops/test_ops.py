@@ -224,3 +224,18 @@ def test_opset_1_to_6_forms():
     np.testing.assert_array_equal(_run_old("Upsample", 1, {"x": img}, height_scale=2.0, width_scale=3.0),
                                   img.repeat(2, axis=2).repeat(3, axis=3))
     np.testing.assert_allclose(_run_old("PRelu", 6, {"x": a, "s": b}), np.where(a < 0, a * b[:, None], a))
+
+
+@pytest.mark.parametrize("axis", [-3, 2, 5])
+def test_concat_refuses_an_axis_outside_the_inputs_rank(axis):
+    """axis -3 on rank-2 inputs used to wrap to the last axis (-3 + 2 = -1) and join there."""
+    x = f32(2, 3)
+    with pytest.raises(np.exceptions.AxisError, match=rf"Concat axis {axis} is out of range for inputs of rank 2; "
+                                                      r"use an axis in \[-2, 1\]"):
+        _run_old("Concat", 13, {"a": x, "b": x}, axis=axis)
+
+
+@pytest.mark.parametrize("axis", [-2, -1, 0, 1])
+def test_concat_takes_every_axis_inside_the_rank(axis):
+    x = f32(2, 3)
+    np.testing.assert_array_equal(_run_old("Concat", 13, {"a": x, "b": x}, axis=axis), np.concatenate([x, x], axis=axis))

@@ -132,7 +132,11 @@ class Concat(OpImpl):
     def compute(self, node, inputs):
         xs = [x for x in inputs if x is not None]
         first = xs[0]
-        axis = norm_axis(node.attr("axis", 1), first.ndim)  # Concat-1 defaults to axis 1
+        given = node.attr("axis", 1)  # Concat-1 defaults to axis 1
+        if not -first.ndim <= given < max(first.ndim, 1):
+            raise np.exceptions.AxisError(f"Concat axis {given!r} is out of range for inputs of rank {first.ndim}; "
+                                          f"use an axis in [{-first.ndim}, {max(first.ndim - 1, 0)}]")
+        axis = norm_axis(given, first.ndim)
         dtype, ndim, extent = first.dtype, first.ndim, 0
         for x in xs:  # a loop, not any() and sum() over generators: this runs per node (shape arithmetic)
             if x.dtype != dtype or x.ndim != ndim:
