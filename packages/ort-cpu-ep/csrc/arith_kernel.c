@@ -9,20 +9,18 @@
  * (stride 0), in 16-float vectors. Each output element is one IEEE single-precision operation on its two inputs,
  * as numpy computes it: the same bits (division by zero, infinities, NaN, denormals; the float mode is left as
  * it is). Up to 64 dimensions (numpy's own limit). The plan may write the output over an input of the output's
- * shape: each vector of it is read before the same vector of the output is written. No workspace. Threads split
- * the output elements when there are enough of them. */
+ * shape: each vector of it is read before the same vector of the output is written. No workspace. One thread (see
+ * bin_execute). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
-#include "mnb.h" /* mnb_parallel, mnb_threads */
 
 #pragma GCC diagnostic ignored "-Wpsabi" /* bin_v values never cross a call */
 
 #define BIN_MAX_RANK 64
-#define BIN_MIN_PER_THREAD (1 << 16) /* elements below which an extra thread does not pay (memory-bound) */
-#define BIN_V 16                     /* floats a vector */
+#define BIN_V 16 /* floats a vector */
 
 typedef float bin_v __attribute__((vector_size(BIN_V * sizeof(float))));
 
@@ -156,32 +154,13 @@ static void bin_span(const BinPlan* p, int64_t start, int64_t end) {
   }
 }
 
-static int64_t bin_share(int64_t count, int index, int threads, int64_t* start) {
-  int64_t per = (count / threads + BIN_V - 1) / BIN_V * BIN_V, s = per * index, e = s + per;
-  if (e > count) e = count;
-  if (s > count) s = count;
-  *start = s;
-  return e;
-}
-
-static void bin_job(void* arg, int index, int count) {
-  const BinPlan* p = (const BinPlan*)arg;
-  int64_t start, end = bin_share(p->count, index, count, &start);
-  if (p->op == BIN_NEG) {
-    if (start < end) bin_neg(p->a + start, p->y + start, end - start);
-  } else if (start < end) {
-    bin_span(p, start, end);
-  }
-}
-
-static void bin_execute(BinPlan* p) {
-  int threads = mnb_threads();
-  if ((int64_t)threads > p->count / BIN_MIN_PER_THREAD) threads = (int)(p->count / BIN_MIN_PER_THREAD);
-  if (threads <= 1) {
-    bin_job(p, 0, 1);
-    return;
-  }
-  mnb_parallel(threads, bin_job, p);
+/* every output element, on the calling thread: the elementwise ops are memory-bound, and splitting them across
+ * the library's threads showed no gain that could be measured (2 shared cores; see the package CHANGELOG) */
+static void bin_execute(const BinPlan* p) {
+  if (p->op == BIN_NEG)
+    bin_neg(p->a, p->y, p->count);
+  else
+    bin_span(p, 0, p->count);
 }
 
 /* "[2, 3, 4]" into buf (truncated with "..." past its size) */
