@@ -51,6 +51,7 @@ OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* 
   if (!st) st = ort_cpu_ep_register_activation(api, registry);
   if (!st) st = ort_cpu_ep_register_matmul(api, registry);
   if (!st) st = ort_cpu_ep_register_softmax(api, registry);
+  if (!st) st = ort_cpu_ep_register_arithmetic(api, registry);
   return st;
 }
 

@@ -96,7 +96,7 @@ def c_kernel_applies(node: Node) -> bool:
     C kernel then always quantizes A to int8, which onnxruntime does only for a prepacked, constant B).
     (Skip)SimplifiedLayerNormalization and GroupQueryAttention: see `_c_norm_applies` / `_c_gqa_applies`;
     QuickGelu: float32 without a bias. MatMul, FusedMatMul: see `_c_matmul_applies`. Softmax: see
-    `_c_softmax_applies`.
+    `_c_softmax_applies`. Add, Sub, Mul, Div, Neg: see `_c_arith_applies`.
     Element types are the registered type constraints' business (float16 goes to numpy)."""
     if node.op_type in _C_NORMS:
         return _c_norm_applies(node)
@@ -108,6 +108,8 @@ def c_kernel_applies(node: Node) -> bool:
         return _c_matmul_applies(node)
     if node.op_type == "Softmax":
         return _c_softmax_applies(node)
+    if node.op_type in _C_ARITH and node.domain in ("", "ai.onnx"):
+        return _c_arith_applies(node)
     if node.op_type != "MatMulNBits":
         return True
     bits, block = int(node.attr("bits", 4)), int(node.attr("block_size", 0))
@@ -168,6 +170,20 @@ def _c_softmax_applies(node: Node) -> bool:
     except TypeError:  # not an integer (a malformed model): the numpy kernel's checks say what is wrong
         return False
     return axis in (-1, len(value.shape) - 1)
+
+
+_C_ARITH = ("Add", "Sub", "Mul", "Div", "Neg")
+
+
+def _c_arith_applies(node: Node) -> bool:
+    """Every input present and known float32 (any ranks and broadcast pattern, known or not: the C kernel takes
+    them all). An input of unknown element type stays with numpy: the registered constraint would match it, and
+    an int64 shape computation reaching the float32 kernel would fail at run time."""
+    graph = node.graph
+    if graph is None or len(node.inputs) != (1 if node.op_type == "Neg" else 2) or not all(node.inputs):
+        return False
+    values = [graph.values.get(name) for name in node.inputs]
+    return all(v is not None and v.dtype == _FLOAT for v in values)
 
 
 def _c_norm_applies(node: Node) -> bool:
