@@ -163,6 +163,7 @@ class StepRun:
         if self.slot is not None:
             self._run.context = self._pool.context(self.slot)
         self._status = ffi.new("OrtStatus**")
+        self._step_run, self._pointers, self.last = lib.ort_abi_fast_step_run, table.pointers, STEP_DONE
         self.step: int | None = None
         self.python_view: Any = None  # the Python context of the step computing, once C deferred to Python
 
@@ -175,14 +176,19 @@ class StepRun:
         if data is not None:
             self._keep.append(data)
 
-    def compute(self, step: int) -> tuple[int, Any]:
-        """Compute planned step `step`: (STEP_DONE | STEP_NOT_STARTED | STEP_FAILED, the kernel's status or
-        NULL). After it, `python_view` is the step's Python context when C deferred to Python (the caller
-        finishes and closes it)."""
+    def compute(self, step: int) -> int:
+        """Compute planned step `step`: STEP_DONE, STEP_NOT_STARTED or STEP_FAILED (also `last`; the kernel's
+        status is `status`). After it, `python_view` is the step's Python context when C deferred to Python
+        (the caller finishes and closes it)."""
         self.step, self.python_view = step, None
-        rc = self._lib.ort_abi_fast_step_run(self._run, self.table.pointers[step], self._status)
+        self.last = rc = self._step_run(self._run, self._pointers[step], self._status)
         self.step = None
-        return rc, self._status[0]
+        return rc
+
+    @property
+    def status(self) -> Any:
+        """The OrtStatus* the last computed step's kernel returned (NULL on success)."""
+        return self._status[0]
 
     def context_view(self) -> Any:
         """The computing step's Python context (built on first use): what the host functions see when C

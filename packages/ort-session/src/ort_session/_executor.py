@@ -116,10 +116,18 @@ class Executor:
                     total = len(self.order)
                     capture = self.capture if layout.strict else None  # fixed addresses: pre-allocated buffers
                     fast_steps = fast.fast.steps if fast is not None else ()
+                    compute = fast.run.compute if fast is not None else None
+                    release = self._release
                     for step, node in enumerate(self.order):
                         if step in fast_steps:
-                            self._fast_step(fast, step, node, values, layout, stats, counters, owned,
-                                            planned[node.index])
+                            if compute(step) == ort_abi.STEP_DONE and fast.pending is None:  # all answered in C
+                                stats.nodes_run += 1
+                                stats.c_steps += 1
+                                if step in release:
+                                    self._release_dead(step, values, layout, owned)
+                            else:
+                                self._fast_step(fast, step, node, values, layout, stats, counters, owned,
+                                                planned[node.index])
                         elif capture is not None and step in capture.region:
                             self._captured_step(capture, step, node, feeds, values, layout, stats, counters, owned,
                                                 planned[node.index])
@@ -200,9 +208,10 @@ class Executor:
     def _fast_step(self, fast: FastRun, step: int, node: Node, values: dict[str, Any], layout: Layout,
                    stats: RunStats, counters: ort_abi.ContextCounters, owned: dict[str, ort_abi.DeviceBuffer],
                    planned: list[Any]) -> None:
-        """A step through the C step runner; in Python when its inputs are not described in C (then its
-        outputs are described for the steps after it)."""
-        rc, status = fast.run.compute(step)
+        """The end of a step the C step runner did not finish alone: it ran in Python (its inputs were not
+        described in C; its outputs are described for the steps after it), C deferred to its Python context,
+        or the kernel failed."""
+        rc, status = fast.run.last, fast.run.status
         ctx, refusals = fast.take_pending()
         if rc == ort_abi.STEP_NOT_STARTED:
             self._step(step, node, values, layout, stats, counters, owned, planned)
