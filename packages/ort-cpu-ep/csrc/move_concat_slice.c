@@ -59,6 +59,8 @@ static OrtStatus* concat_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx)
 /* the elements a slice of `dim` from start to end by step takes; *first: the first one's index */
 static int64_t slice_count(int64_t dim, int64_t start, int64_t end, int64_t step, int64_t* first) {
   uint64_t magnitude;
+  *first = 0;
+  if (dim == 0) return 0; /* nothing to take (the clamps below assume an element) */
   if (start < 0) start += dim;
   if (end < 0) end += dim;
   if (step > 0) {
