@@ -3,57 +3,78 @@
  * inputs; negative indices count from the end, then clamp: [0, dim] for a positive step, starts [0, dim-1] and
  * ends [-1, dim-1] for a negative one; omitted axes are 0..n-1, omitted steps 1). Concat copies one block per
  * input per outer row; Slice is one strided read (move_strided_copy). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "move.h"
 
 #define SHAPE_TEXT 256
 
-static OrtStatus* concat_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
-  const MoveKernel* k = (const MoveKernel*)this_ptr;
-  MoveTensor first, x;
-  int present = 0;
-  size_t inputs = 0, i, j, rank = 0, elem = 0;
-  int64_t axis = k->axis, dims[MOVE_MAX_RANK], outer = 1, inner = 1, o;
-  char* y = NULL;
-  char a[SHAPE_TEXT], b[SHAPE_TEXT];
-  ORT_KERNEL_RETURN_IF_ERROR(move_api->KernelContext_GetInputCount(ctx, &inputs));
-  for (i = 0; i < inputs && !present; ++i) ORT_KERNEL_RETURN_IF_ERROR(move_input(k, ctx, i, "inputs", 0, &first, &present));
-  if (!present) return move_error(k, "no inputs; Concat needs at least one");
-  rank = first.rank;
-  elem = first.elem_size;
-  if (axis < 0) axis += (int64_t)rank;
-  if (axis < 0 || axis >= (int64_t)rank)
-    return move_error(k, "axis %lld is outside [-%zu, %zu] for inputs of shape %s; set axis within the rank",
-                      (long long)k->axis, rank, rank ? rank - 1 : 0, move_shape_str(a, sizeof a, first.dims, rank));
-  memcpy(dims, first.dims, rank * sizeof *dims);
-  dims[axis] = 0;
-  for (i = 0; i < inputs; ++i) { /* every input checked before any byte is written */
-    ORT_KERNEL_RETURN_IF_ERROR(move_input(k, ctx, i, "inputs", 0, &x, &present));
-    if (!present) continue;
-    int mismatch = x.rank != rank || x.elem_size != elem;
-    for (j = 0; j < rank && !mismatch; ++j) mismatch = (int64_t)j != axis && x.dims[j] != first.dims[j];
-    if (mismatch)
-      return move_error(k, "input %zu has shape %s, input 0 %s; the inputs must have one rank, one element type "
-                        "and the same extents except on axis %lld", i, move_shape_str(a, sizeof a, x.dims, x.rank),
-                        move_shape_str(b, sizeof b, first.dims, rank), (long long)axis);
-    dims[axis] += x.dims[axis];
-  }
-  for (j = 0; j < rank; ++j) {
-    if ((int64_t)j < axis) outer *= dims[j];
-    else if ((int64_t)j > axis) inner *= dims[j];
-  }
-  ORT_KERNEL_RETURN_IF_ERROR(move_output(ctx, dims, rank, &y));
+#define CONCAT_STACK_INPUTS 16
+
+/* the copy once every input is read and checked: per outer row, each input's block */
+static void concat_copy(char* y, const MoveTensor* xs, size_t count, int64_t axis, int64_t outer, int64_t inner) {
+  int64_t o;
+  size_t i;
   for (o = 0; o < outer; ++o) {
-    for (i = 0; i < inputs; ++i) {
-      ORT_KERNEL_RETURN_IF_ERROR(move_input(k, ctx, i, "inputs", 0, &x, &present));
-      if (!present) continue;
-      size_t block = (size_t)(x.dims[axis] * inner) * elem;
-      if (block) memcpy(y, x.data + (size_t)o * block, block);
+    for (i = 0; i < count; ++i) {
+      size_t block = (size_t)(xs[i].dims[axis] * inner) * xs[i].elem_size;
+      if (block) memcpy(y, xs[i].data + (size_t)o * block, block);
       y += block;
     }
   }
-  return NULL;
+}
+
+static OrtStatus* concat_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
+  const MoveKernel* k = (const MoveKernel*)this_ptr;
+  MoveTensor stack[CONCAT_STACK_INPUTS], *xs = stack;
+  int present = 0;
+  size_t inputs = 0, count = 0, i, j, rank;
+  int64_t axis = k->axis, dims[MOVE_MAX_RANK], outer = 1, inner = 1;
+  char* y = NULL;
+  char a[SHAPE_TEXT], b[SHAPE_TEXT];
+  OrtStatus* st = NULL;
+  ORT_KERNEL_RETURN_IF_ERROR(move_api->KernelContext_GetInputCount(ctx, &inputs));
+  if (inputs > CONCAT_STACK_INPUTS) {
+    xs = (MoveTensor*)malloc(inputs * sizeof *xs);
+    if (xs == NULL) return move_api->CreateStatus(ORT_FAIL, "Concat: out of memory for the inputs' descriptions");
+  }
+  for (i = 0; i < inputs && !st; ++i) { /* every input read and checked before any byte is written */
+    st = move_input(k, ctx, i, "inputs", 0, &xs[count], &present);
+    if (!st && present) ++count;
+  }
+  if (!st && count == 0) st = move_error(k, "no inputs; Concat needs at least one");
+  if (!st) {
+    rank = xs[0].rank;
+    if (axis < 0) axis += (int64_t)rank;
+    if (axis < 0 || axis >= (int64_t)rank)
+      st = move_error(k, "axis %lld is outside [-%zu, %zu] for inputs of shape %s; set axis within the rank",
+                      (long long)k->axis, rank, rank ? rank - 1 : 0, move_shape_str(a, sizeof a, xs[0].dims, rank));
+  }
+  if (!st) {
+    memcpy(dims, xs[0].dims, rank * sizeof *dims);
+    dims[axis] = 0;
+    for (i = 0; i < count && !st; ++i) {
+      int mismatch = xs[i].rank != rank || xs[i].elem_size != xs[0].elem_size;
+      for (j = 0; j < rank && !mismatch; ++j) mismatch = (int64_t)j != axis && xs[i].dims[j] != xs[0].dims[j];
+      if (mismatch)
+        st = move_error(k, "input %zu has shape %s, input 0 %s; the inputs must have one rank, one element type and "
+                        "the same extents except on axis %lld", i, move_shape_str(a, sizeof a, xs[i].dims, xs[i].rank),
+                        move_shape_str(b, sizeof b, xs[0].dims, rank), (long long)axis);
+      else
+        dims[axis] += xs[i].dims[axis];
+    }
+  }
+  if (!st) {
+    for (j = 0; j < rank; ++j) {
+      if ((int64_t)j < axis) outer *= dims[j];
+      else if ((int64_t)j > axis) inner *= dims[j];
+    }
+    st = move_output(ctx, dims, rank, &y);
+  }
+  if (!st) concat_copy(y, xs, count, axis, outer, inner);
+  if (xs != stack) free(xs);
+  return st;
 }
 
 /* the elements a slice of `dim` from start to end by step takes; *first: the first one's index */

@@ -107,6 +107,12 @@ def test_concat(library, dtype, shapes, axis):
     same_bits(model("Concat", feeds, axis=axis), feeds)
 
 
+def test_concat_of_many_inputs(library):
+    """More inputs than the kernel describes on its stack (16): their descriptions are allocated."""
+    feeds = {f"x{i}": random_bits((2, i % 3, 3), np.int8, seed=i) for i in range(40)}
+    same_bits(model("Concat", feeds, axis=1), feeds)
+
+
 @pytest.mark.parametrize("shapes,axis,match", [
     ([(2, 3), (3, 3)], 1, r"input 1 has shape \[3, 3\], input 0 \[2, 3\]"),
     ([(2, 3), (2, 3, 1)], 0, r"input 1 has shape \[2, 3, 1\]"),
