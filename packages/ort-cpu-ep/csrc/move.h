@@ -34,6 +34,7 @@ typedef struct MoveTensor {
   size_t rank;
   size_t elem_size;
   size_t count; /* elements */
+  size_t input; /* its index among the node's inputs */
 } MoveTensor;
 
 /* bytes per element of an element type the kernels take; 0 for any other (string, sub-byte types) */

@@ -59,6 +59,7 @@ OrtStatus* move_input(const MoveKernel* k, OrtKernelContext* ctx, size_t index, 
   const void* data = NULL;
   size_t i;
   memset(t, 0, sizeof *t);
+  t->input = index;
   *present = 0;
   ORT_KERNEL_RETURN_IF_ERROR(move_api->KernelContext_GetInput(ctx, index, &v));
   if (v == NULL) return required ? move_error(k, "input %zu (%s) is missing; it is required", index, what) : NULL;

@@ -58,8 +58,9 @@ static OrtStatus* concat_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx)
       int mismatch = xs[i].rank != rank || xs[i].elem_size != xs[0].elem_size;
       for (j = 0; j < rank && !mismatch; ++j) mismatch = (int64_t)j != axis && xs[i].dims[j] != xs[0].dims[j];
       if (mismatch)
-        st = move_error(k, "input %zu has shape %s, input 0 %s; the inputs must have one rank, one element type and "
-                        "the same extents except on axis %lld", i, move_shape_str(a, sizeof a, xs[i].dims, xs[i].rank),
+        st = move_error(k, "input %zu has shape %s, input %zu %s; the inputs must have one rank, one element type "
+                        "and the same extents except on axis %lld", xs[i].input,
+                        move_shape_str(a, sizeof a, xs[i].dims, xs[i].rank), xs[0].input,
                         move_shape_str(b, sizeof b, xs[0].dims, rank), (long long)axis);
       else
         dims[axis] += xs[i].dims[axis];

@@ -107,6 +107,15 @@ def test_concat(library, dtype, shapes, axis):
     same_bits(model("Concat", feeds, axis=axis), feeds)
 
 
+def test_concat_skips_an_omitted_input_and_names_inputs_by_their_node_index(library):
+    x0, x2 = random_bits((2, 3), np.float32, seed=0), random_bits((2, 4), np.float32, seed=2)
+    m = model("Concat", {"x0": x0, "x2": x2}, axis=1)
+    m.graph.node[0].input.insert(1, "")
+    assert same_bits(m, {"x0": x0, "x2": x2}).shape == (2, 7)
+    m.graph.node[0].attribute[0].i = 0
+    c_error(m, {"x0": x0, "x2": x2}, r"Concat node 'n': input 2 has shape \[2, 4\], input 0 \[2, 3\]")
+
+
 def test_concat_of_many_inputs(library):
     """More inputs than the kernel describes on its stack (16): their descriptions are allocated."""
     feeds = {f"x{i}": random_bits((2, i % 3, 3), np.int8, seed=i) for i in range(40)}
