@@ -5,7 +5,7 @@
 
 #include "cpu_kernels.h"
 
-/* the definition up to its type constraints: `constraint` names one schema constraint bound to types[0], else
+/* the definition up to its type constraints: `constraint` names one schema constraint bound to types[0..count), else
  * T<k> binds input k to types[k] (a schema-less op) */
 static OrtStatus* cpu_kernels_define(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op,
                                      const char* domain, int since, const char* constraint, const int32_t* types,
@@ -19,7 +19,7 @@ static OrtStatus* cpu_kernels_define(const OrtKernelApi* api, OrtKernelRegistry*
   if (!st) st = api->KernelDefBuilder_SetDomain(b, domain);
   if (!st) st = api->KernelDefBuilder_SetSinceVersion(b, since, 0);
   if (!st) st = api->KernelDefBuilder_SetExecutionProvider(b, CPU_KERNELS_EP);
-  if (constraint != NULL && !st) st = api->KernelDefBuilder_AddTypeConstraint(b, constraint, &types[0], 1);
+  if (constraint != NULL && !st) st = api->KernelDefBuilder_AddTypeConstraint(b, constraint, types, (size_t)count);
   for (i = 0; constraint == NULL && i < count && !st; ++i) {
     char name[16];
     if (types[i] == 0) continue;
@@ -45,6 +45,12 @@ OrtStatus* cpu_kernels_add_onnx(const OrtKernelApi* api, OrtKernelRegistry* regi
   return cpu_kernels_define(api, registry, op, "", since, constraint, &type, 1, create, estimate);
 }
 
+OrtStatus* cpu_kernels_add_onnx_types(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, int since,
+                                      const char* constraint, const int32_t* types, int count,
+                                      OrtKernelCreateFunc create, OrtKernelWorkspaceEstimateFunc estimate) {
+  return cpu_kernels_define(api, registry, op, "", since, constraint, types, count, create, estimate);
+}
+
 OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* registry) {
   OrtStatus* st = ort_cpu_ep_register_norm(api, registry);
   if (!st) st = ort_cpu_ep_register_gqa(api, registry);
@@ -52,6 +58,7 @@ OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* 
   if (!st) st = ort_cpu_ep_register_matmul(api, registry);
   if (!st) st = ort_cpu_ep_register_softmax(api, registry);
   if (!st) st = ort_cpu_ep_register_arithmetic(api, registry);
+  if (!st) st = ort_cpu_ep_register_movement(api, registry);
   return st;
 }
 

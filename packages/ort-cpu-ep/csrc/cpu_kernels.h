@@ -16,6 +16,11 @@
 #define CPU_KERNELS_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define CPU_KERNELS_CLONES
+/* the same, the constraint bound to each of types[0..count) */
+OrtStatus* cpu_kernels_add_onnx_types(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, int since,
+                                      const char* constraint, const int32_t* types, int count,
+                                      OrtKernelCreateFunc create, OrtKernelWorkspaceEstimateFunc estimate);
+
 #endif
 
 OrtStatus* ort_cpu_ep_register_norm(const OrtKernelApi* api, OrtKernelRegistry* registry);
@@ -25,6 +30,8 @@ OrtStatus* ort_cpu_ep_register_matmul(const OrtKernelApi* api, OrtKernelRegistry
 OrtStatus* ort_cpu_ep_register_softmax(const OrtKernelApi* api, OrtKernelRegistry* registry);
 /* float32 Add, Sub, Mul, Div (numpy broadcasting) and Neg (arith_kernel.c) */
 OrtStatus* ort_cpu_ep_register_arithmetic(const OrtKernelApi* api, OrtKernelRegistry* registry);
+/* Reshape, Identity, Flatten, (Un)Squeeze, Transpose, Concat, Slice, Gather (move_*.c, see move.h) */
+OrtStatus* ort_cpu_ep_register_movement(const OrtKernelApi* api, OrtKernelRegistry* registry);
 /* all of the above, in order (the one call the library's entry point makes) */
 OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* registry);
 
@@ -44,5 +51,10 @@ void* cpu_kernels_new(size_t size, CpuKernelCompute compute, CpuKernelDeclare de
 OrtStatus* cpu_kernels_add_onnx(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, int since,
                                 const char* constraint, int32_t type, OrtKernelCreateFunc create,
                                 OrtKernelWorkspaceEstimateFunc estimate);
+
+/* the same, the constraint bound to each of types[0..count) */
+OrtStatus* cpu_kernels_add_onnx_types(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, int since,
+                                      const char* constraint, const int32_t* types, int count,
+                                      OrtKernelCreateFunc create, OrtKernelWorkspaceEstimateFunc estimate);
 
 #endif

@@ -14,3 +14,15 @@ def library() -> None:
         require_c_library()
     except CLibraryUnavailable as e:  # the one real reason: no compiler on this machine
         pytest.skip(str(e))
+
+
+@pytest.fixture
+def numpy_kernels_only(monkeypatch: pytest.MonkeyPatch):
+    """The provider without its C kernels (ORT_CPU_EP_NO_C_KERNELS=1) for the test: what the numpy kernels do."""
+    from ort_cpu_ep import c_kernels
+
+    monkeypatch.setenv(c_kernels.DISABLE_ENV, "1")
+    c_kernels._load.cache_clear()
+    yield
+    monkeypatch.delenv(c_kernels.DISABLE_ENV)
+    c_kernels._load.cache_clear()

@@ -96,7 +96,8 @@ def c_kernel_applies(node: Node) -> bool:
     C kernel then always quantizes A to int8, which onnxruntime does only for a prepacked, constant B).
     (Skip)SimplifiedLayerNormalization and GroupQueryAttention: see `_c_norm_applies` / `_c_gqa_applies`;
     QuickGelu: float32 without a bias. MatMul, FusedMatMul: see `_c_matmul_applies`. Softmax: see
-    `_c_softmax_applies`. Add, Sub, Mul, Div, Neg: see `_c_arith_applies`.
+    `_c_softmax_applies`. Add, Sub, Mul, Div, Neg: see `_c_arith_applies`. Reshape, Identity, Flatten,
+    (Un)Squeeze, Transpose, Concat, Slice, Gather: see `_c_move_applies`.
     Element types are the registered type constraints' business (float16 goes to numpy)."""
     if node.op_type in _C_NORMS:
         return _c_norm_applies(node)
@@ -110,6 +111,8 @@ def c_kernel_applies(node: Node) -> bool:
         return _c_softmax_applies(node)
     if node.op_type in _C_ARITH and node.domain in ("", "ai.onnx"):
         return _c_arith_applies(node)
+    if node.op_type in _C_MOVES:
+        return _c_move_applies(node)
     if node.op_type != "MatMulNBits":
         return True
     bits, block = int(node.attr("bits", 4)), int(node.attr("block_size", 0))
@@ -184,6 +187,28 @@ def _c_arith_applies(node: Node) -> bool:
         return False
     values = [graph.values.get(name) for name in node.inputs]
     return all(v is not None and v.dtype == _FLOAT for v in values)
+# the data-movement ops (csrc/move_*.c) and the element types they move: fixed-size numeric types and bool
+_C_MOVES = ("Reshape", "Identity", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Slice", "Gather")
+_C_MOVE_TYPES = frozenset({1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 16})
+_C_MAX_RANK = 16
+
+
+def _c_move_applies(node: Node) -> bool:
+    """The data inputs (Concat: every present input, else input 0) of a known fixed-size element type (strings,
+    sequences and unknown types stay with numpy), no known rank of them or the output above 16, and for Transpose no
+    empty perm (numpy refuses one for a rank above 0; the C kernel would reverse the axes)."""
+    graph = node.graph
+    if graph is None or not node.inputs or not node.inputs[0]:
+        return False
+    data = [n for n in node.inputs if n] if node.op_type == "Concat" else node.inputs[:1]
+    for name in [*data, *node.outputs[:1]]:
+        value = graph.values.get(name)
+        if value is None or value.dtype not in _C_MOVE_TYPES:
+            return False
+        if value.shape is not None and len(value.shape) > _C_MAX_RANK:
+            return False
+    perm = node.attr("perm", None) if node.op_type == "Transpose" else None
+    return perm is None or len(perm) > 0
 
 
 def _c_norm_applies(node: Node) -> bool:

@@ -5,6 +5,8 @@ third-party kernel library can test its kernels the same way).
     outputs = run_one_node(model, feeds, "C")       # the entry the provider picks, which must be the C kernel
     reference = run_one_node(model, feeds, "numpy")  # the in-tree numpy kernel
     outputs = run_one_node(model, feeds, "C", threads=3)  # the kernel on exactly 3 intra-op threads
+    outputs = same_bits_as_numpy(model, feeds)      # the C kernel's outputs, asserted bitwise equal to numpy's
+    x = random_bits((2, 3), np.float16)             # any bit pattern of the type (NaN payloads too)
 """
 
 from __future__ import annotations
@@ -79,4 +81,26 @@ def run_one_node(model: ModelProto, feeds: Mapping[str, np.ndarray], language: s
     return {name: ctx.outputs[i] for i, name in enumerate(node.outputs) if name}
 
 
-__all__ = ["CLibraryUnavailable", "one_node_model", "require_c_library", "run_one_node"]
+def same_bits_as_numpy(model: ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """The C kernel's outputs, asserted equal in shape, type and every byte to the numpy kernel's."""
+    got, want = run_one_node(model, feeds, "C"), run_one_node(model, feeds, "numpy")
+    assert got.keys() == want.keys()
+    for name, value in got.items():
+        ref = want[name]
+        assert value.shape == ref.shape and value.dtype == ref.dtype, (name, value.shape, value.dtype, ref.shape, ref.dtype)
+        assert np.ascontiguousarray(value).tobytes() == np.ascontiguousarray(ref).tobytes(), name
+    return got
+
+
+def random_bits(shape: Sequence[int], dtype: Any, seed: int = 0) -> np.ndarray:
+    """An array of random bytes viewed as `dtype` (every bit pattern, NaN payloads included); bool as 0/1."""
+    rng = np.random.default_rng(seed)
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return np.asarray(rng.random(tuple(shape)) < 0.5)
+    raw = rng.integers(0, 256, size=int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, dtype=np.uint8)
+    return raw.view(dtype).reshape(tuple(shape))
+
+
+__all__ = ["CLibraryUnavailable", "one_node_model", "random_bits", "require_c_library", "run_one_node",
+           "same_bits_as_numpy"]

@@ -91,3 +91,48 @@ def test_concurrent_runs_each_use_their_own_table(monkeypatch):
         t.join()
     assert not failures
     assert sess.last_run_stats.c_steps > 0
+
+
+def _movement_chain():
+    """A decode layer's data movement: Reshape, Transpose [0,2,1,3], a KV-cache Concat, Slice, Gather, Unsqueeze,
+    Squeeze, Identity, Flatten."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    def ints(name, values):
+        return numpy_helper.from_array(np.array(values, np.int64), name)
+
+    nodes = [
+        helper.make_node("Reshape", ["x", "heads"], ["r"]),                  # (1, 1, 64) -> (1, 1, 4, 16)
+        helper.make_node("Transpose", ["r"], ["t"], perm=[0, 2, 1, 3]),      # (1, 4, 1, 16)
+        helper.make_node("Concat", ["past", "t"], ["kv"], axis=-2),          # (1, 4, 8, 16)
+        helper.make_node("Slice", ["kv", "starts", "ends", "axes", "steps"], ["s"]),
+        helper.make_node("Gather", ["s", "head"], ["g"], axis=1),
+        helper.make_node("Unsqueeze", ["g", "ax0"], ["u"]),
+        helper.make_node("Squeeze", ["u", "ax0"], ["q"]),
+        helper.make_node("Identity", ["q"], ["i"]),
+        helper.make_node("Flatten", ["i"], ["y"], axis=-1),
+    ]
+    inits = [ints("heads", [0, 0, 4, 16]), ints("starts", [-1, 2]), ints("ends", [-9, 1 << 62]),
+             ints("axes", [2, 3]), ints("steps", [-2, 3]), ints("head", [-1, 0, 2]), ints("ax0", [0])]
+    graph = helper.make_graph(nodes, "moves", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 64]),
+                                               helper.make_tensor_value_info("past", TensorProto.FLOAT, [1, 4, 7, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("kv", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+
+
+@pytest.mark.parametrize("options", [{}, {PRE_ALLOCATE: "1"}], ids=["static plan", "pre-allocated"])
+def test_the_data_movement_ops_run_as_c_steps_bit_for_bit_as_onnxruntime(options):
+    """Every node of the chain is a C kernel's step (csrc/move_*.c), outputs equal to onnxruntime's bit for bit."""
+    import onnxruntime as ort
+
+    proto = _movement_chain()
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((1, 1, 64)).astype(np.float32),
+             "past": rng.standard_normal((1, 4, 7, 16)).astype(np.float32)}
+    sess = _session(proto.SerializeToString(), options)
+    got = [sess.run(None, feeds) for _ in range(2)][-1]
+    want = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape and g.tobytes() == w.tobytes()
+    assert sess.last_run_stats.nodes_run == 9 and sess.last_run_stats.c_steps == 9

@@ -8,7 +8,9 @@ import onnx
 import pytest
 from onnx import helper
 
+import ort_abi
 import ort_session
+from ort_cpu_ep import c_kernels
 from ort_cpu_ep.ops._errors import IndexOutOfRangeError
 from ort_session import KernelRunError
 
@@ -46,12 +48,30 @@ def test_out_of_range_index_fails_the_run_naming_node_index_axis_range(op, input
     sess = _session(op, inputs, **attrs)
     with pytest.raises(KernelRunError) as info:
         sess.run(None, inputs)
-    assert isinstance(info.value.__cause__, IndexOutOfRangeError)
+    cause = info.value.__cause__
+    if op == "Gather" and c_kernels.status().loaded:  # the C Gather: its INVALID_ARGUMENT status, same message
+        assert isinstance(cause, ort_abi.KernelError) and cause.code == ort_abi.ErrorCode.INVALID_ARGUMENT, cause
+    else:
+        assert isinstance(cause, IndexOutOfRangeError)
     msg = str(info.value)
     assert f"my_{op.lower()}" in msg
     assert f"index {index} " in msg
     assert f"data axis {axis} " in msg
     assert f"[{-size}, {size - 1}]" in msg
+
+
+def test_the_numpy_gather_refuses_with_its_typed_error(monkeypatch):
+    """Where the C kernels are off (or absent) the numpy Gather refuses, as IndexOutOfRangeError."""
+    inputs = {"x": TABLE, "i": np.array([0, -257, 3], I64)}
+    monkeypatch.setenv(c_kernels.DISABLE_ENV, "1")
+    c_kernels._load.cache_clear()
+    try:
+        with pytest.raises(KernelRunError, match=r"my_gather.*index -257 .*\[-256, 255\] for data axis 0") as info:
+            _session("Gather", inputs, axis=0).run(None, inputs)
+        assert isinstance(info.value.__cause__, IndexOutOfRangeError)
+    finally:
+        monkeypatch.delenv(c_kernels.DISABLE_ENV)
+        c_kernels._load.cache_clear()
 
 
 def test_scatter_opset10_refuses_out_of_range():

@@ -278,9 +278,22 @@ def test_bfloat16_mlp_computes_into_its_blocks(alloc, monkeypatch, band):
 
 
 @pytest.mark.parametrize("negative", [False, True])
-def test_gather_checks_its_indices_without_index_sized_temporaries(alloc, negative):
-    """Valid non-negative int64 indices are range-checked by their minimum and maximum and used as given:
-    nothing index-sized is allocated (negative ones are made non-negative in a temporary, as they must)."""
+def test_gather_checks_its_indices_without_index_sized_temporaries(alloc, negative, monkeypatch):
+    """The numpy Gather (the C one, csrc/move_gather.c, allocates nothing): valid non-negative int64 indices are
+    range-checked by their minimum and maximum and used as given: nothing index-sized is allocated (negative ones
+    are made non-negative in a temporary, as they must)."""
+    from ort_cpu_ep import c_kernels
+
+    monkeypatch.setenv(c_kernels.DISABLE_ENV, "1")
+    c_kernels._load.cache_clear()
+    try:
+        _gather_temporaries(negative)
+    finally:
+        monkeypatch.delenv(c_kernels.DISABLE_ENV)
+        c_kernels._load.cache_clear()
+
+
+def _gather_temporaries(negative: bool) -> None:
     n = 4096
     model = helper.make_model(helper.make_graph(
         [helper.make_node("Gather", ["table", "ids"], ["y"], name="gather")], "g",

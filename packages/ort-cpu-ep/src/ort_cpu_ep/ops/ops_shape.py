@@ -260,7 +260,7 @@ class Slice(IndexTyped):
             if st > 0:
                 s, e = min(max(s, 0), dim), min(max(e, 0), dim)
             else:
-                s, e = min(max(s, -1), dim - 1), min(max(e, -1), dim - 1)
+                s, e = min(max(s, 0), dim - 1), min(max(e, -1), dim - 1)  # start -1 would read from the end
             sl[a] = slice(s, None if (st < 0 and e < 0) else e, st)
         return [write_output(self, x[tuple(sl)])]
 
