@@ -323,3 +323,22 @@ def test_a_host_buffer_the_machine_cannot_give_is_a_typed_error(monkeypatch):
     with pytest.raises(ort_memplan.HostMemoryError, match=r"could not allocate a planned buffer of 137438953472 bytes"):
         alloc.allocate(128 << 30)
     assert alloc.allocations == 0 and alloc.allocated_bytes == 0
+
+
+def test_the_retaining_host_allocator_hands_the_kept_buffer_to_the_next_allocation_it_can_hold():
+    host = mp.RetainingHostAllocator()
+    first = host.allocate(4096)
+    assert host.allocations == 1 and host.kept_bytes == 0
+    host.free(first[:100])  # a view of it: the whole buffer is kept
+    assert host.kept_bytes == 4096
+    again = host.allocate(1000)  # fits: the kept buffer, no allocation
+    assert again.base is first and again.nbytes == 1000 and host.allocations == 1 and host.kept_bytes == 0
+    bigger = host.allocate(8192)  # nothing kept: a fresh one
+    assert bigger.base is None and host.allocations == 2
+    host.free(again)
+    host.free(bigger)
+    assert host.kept_bytes == 8192  # the largest one given back
+    host.free(np.zeros(3, np.float32))  # not one of its buffers: ignored
+    assert host.kept_bytes == 8192
+    host.release()
+    assert host.kept_bytes == 0 and host.allocate(16).base is None

@@ -8,7 +8,7 @@ ort_graph graph and an execution order (in-place reuse, workspace slots as negat
 """
 
 from ._bound import busiest_step, lower_bound
-from ._buffers import Allocator, ExecutionBuffers, HostAccess, HostAllocator
+from ._buffers import Allocator, ExecutionBuffers, HostAccess, HostAllocator, RetainingHostAllocator
 from ._cache import PatternCache, ShapeKey, TraceRecorder, requests_from_trace, shape_key
 from ._errors import (
     BudgetExceededError,
@@ -36,7 +36,7 @@ __version__ = "0.2.0"
 
 __all__ = [
     "ALGORITHMS", "DEFAULT_ALIGNMENT", "MAX_BYTES", "Activations", "AllocationRequest", "Allocator", "BudgetExceededError",
-    "ConcurrentRunError", "HostMemoryError", "ExecutionBuffers", "GraphPlan", "HostAccess", "HostAllocator", "InvalidRequestError",
+    "ConcurrentRunError", "HostMemoryError", "ExecutionBuffers", "GraphPlan", "HostAccess", "HostAllocator", "InvalidRequestError", "RetainingHostAllocator",
     "LookupMissError", "MemPlanError", "MemoryPlan", "MisalignedError", "OnlinePlanner", "OverlapError",
     "PatternCache", "PlanValidationError", "RedZoneGuard", "RedZoneViolation", "ShapeKey", "SizeOverflowError", "SlotKey",
     "TraceError", "TraceRecorder", "__version__", "activation_lifetimes", "align_up", "busiest_step",

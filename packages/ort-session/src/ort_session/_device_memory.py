@@ -83,6 +83,8 @@ class DeviceMemoryStage:
     peak: int
     allocator: ort_abi.Allocator | None = None
     streaming_slots: int = 0  # bytes of the weight-streaming slots: run-long blocks of the plan, inside `peak`
+    retain_host: bool = True  # host memory: keep the last run's buffer for the next (`arena`)
+    _host: Any = attrs.field(default=None, init=False)
 
     @property
     def activation_budget(self) -> int | None:
@@ -91,8 +93,21 @@ class DeviceMemoryStage:
         return None if self.budget is None else max(self.budget - self.weights, 0)
 
     def arena(self) -> Any:
-        """The ort-memplan allocator the plan's buffer for this device comes from."""
-        return DeviceArena(self.allocator) if self.allocator is not None else ort_memplan.HostAllocator()
+        """The ort-memplan allocator the plan's buffer for this device comes from. Host memory with
+        `retain_host` (`enable_cpu_mem_arena`, the default): one allocator for the session that keeps the last
+        run's buffer for the next run (onnxruntime's CPU arena keeps its memory likewise)."""
+        if self.allocator is not None:
+            return DeviceArena(self.allocator)
+        if not self.retain_host:
+            return ort_memplan.HostAllocator()
+        if self._host is None:
+            self._host = ort_memplan.RetainingHostAllocator()
+        return self._host
+
+    def release_host(self) -> None:
+        """Drop the host buffer kept between runs (the session closes)."""
+        if self._host is not None:
+            self._host.release()
 
     def hold_to_budget(self) -> None:
         """The device never holds more than its budget, run after run (its allocator refuses beyond it)."""

@@ -109,7 +109,8 @@ class Executor:
                     if isinstance(arr, ort_abi.DeviceTensor):
                         values[name] = arr  # bound on the device: the caller's memory, not a planned block
                         continue
-                    placed = layout.place(name, arr)
+                    # read where the caller holds it; copied into its block for a captured graph (fixed addresses)
+                    placed = layout.place(name, arr, copy=self.capture is not None)
                     values[name] = arr if placed is None else placed
                 fast = None if measure else self._open_fast(layout, planned, values, stats, counters, owned)
                 with traced_peak() if measure else contextlib.nullcontext() as traced:
@@ -415,3 +416,4 @@ class Executor:
 
 
 NO_C_STEPS_ENV = "ORT_SESSION_NO_C_STEPS"  # set to 1: every step builds its Python context (no C step runner)
+

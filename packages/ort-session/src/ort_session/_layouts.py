@@ -22,7 +22,7 @@ import ort_memplan
 from ort_graph import Node, from_numpy_dtype
 
 from ._device_memory import DeviceMemoryStage
-from ._run_types import LayoutBase, RunStats
+from ._run_types import LayoutBase, RunStats, readable_in_place
 
 __all__ = ["BlockLayout", "CachedLayout", "PlannedLayout", "TracedPattern", "TracingLayout", "arenas", "value_blocks",
            "workspace_shapes"]
@@ -34,7 +34,9 @@ class BlockLayout(LayoutBase):
     def _block(self, name: str) -> np.ndarray | ort_abi.DeviceBuffer | None:
         raise NotImplementedError
 
-    def place(self, name: str, arr: Any) -> Any | None:
+    def place(self, name: str, arr: Any, *, copy: bool = True) -> Any | None:
+        if not copy and readable_in_place(arr):
+            return None  # read where the caller holds it
         block = self._block(name)
         fits = (isinstance(block, np.ndarray) and isinstance(arr, np.ndarray | np.generic) and arr.dtype != object
                 and arr.nbytes <= block.nbytes)
@@ -89,6 +91,12 @@ def arenas(devices: Sequence[str] | Mapping[str, Any], stages: Mapping[str, Devi
     return {d: stages[d].arena() if d in stages else ort_memplan.HostAllocator() for d in devices}
 
 
+def fresh_buffers(bufs: ort_memplan.ExecutionBuffers) -> int:
+    """How many of a run's buffers were allocated for it: not the host buffer a previous run left for it
+    (`RetainingHostAllocator` hands that out as a view of the kept array)."""
+    return sum(0 if isinstance(b, np.ndarray) and b.base is not None else 1 for b in bufs.buffers.values())
+
+
 @attrs.define(eq=False)
 class PlannedLayout(BlockLayout):
     """Values and workspace at the offsets of the static GraphPlan. With pre-allocated execution buffers the
@@ -110,10 +118,10 @@ class PlannedLayout(BlockLayout):
     @contextlib.contextmanager
     def hold(self, stats: RunStats) -> Iterator[None]:
         bufs = self.buffers
-        if bufs is None:  # memory-pattern mode: this run's buffers, freed when it ends
+        if bufs is None:  # memory-pattern mode: this run's buffers (host: the last run's, kept), given back at its end
             budgets = {d: s.activation_budget for d, s in self.stages.items() if s.activation_budget is not None}
             bufs = self.gplan.buffers(arenas(self.gplan.plan.peak, self.stages), budgets)
-            stats.allocations += len(bufs.buffers)
+            stats.allocations += fresh_buffers(bufs)
         try:
             with bufs.run():
                 self._live = bufs
@@ -229,9 +237,9 @@ class TracingLayout(LayoutBase):
         ids.setdefault(name, len(ids))
         self.recorder.allocate(ids[name], nbytes, device)
 
-    def place(self, name: str, arr: Any) -> Any | None:
+    def place(self, name: str, arr: Any, *, copy: bool = True) -> Any | None:
         if isinstance(arr, np.ndarray | np.generic) and arr.dtype != object:
-            self._record(name, arr.nbytes, self.device_of_value.get(name, "cpu"))
+            self._record(name, arr.nbytes, self.device_of_value.get(name, "cpu"))  # the block later runs may use
         return None
 
     def allocate(self, step: int, name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
@@ -276,7 +284,7 @@ class CachedLayout(BlockLayout):
     def hold(self, stats: RunStats) -> Iterator[None]:
         bufs = ort_memplan.ExecutionBuffers(self.plan, arenas(self.plan.peak, self.stages),
                                             requests=self.pattern.requests)
-        stats.allocations += len(bufs.buffers)
+        stats.allocations += fresh_buffers(bufs)
         try:
             with bufs.run():
                 self._bufs = bufs

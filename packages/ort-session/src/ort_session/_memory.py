@@ -132,6 +132,8 @@ class SessionMemory:
         """Free the pre-allocated buffers and the device weights (each exactly once)."""
         if self.buffers is not None:
             self.buffers.close()
+        for stage in self.stages.values():
+            stage.release_host()
         self.device_weights.close()
 
     def device_usage(self) -> dict[str, dict[str, int | None]]:
@@ -289,7 +291,8 @@ def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any],
     weights = _weights_per_device(model, device_of_node, memory_types, streamed)
     budgets = {device_by_ep[ep]: b for ep, b in placement.result.budgets.items() if ep in device_by_ep}
     allocators = device_allocators(providers)
-    stages = {d: DeviceMemoryStage(d, budgets.get(d), weights.get(d, 0), gplan.plan.peak.get(d, 0), allocators.get(d))
+    stages = {d: DeviceMemoryStage(d, budgets.get(d), weights.get(d, 0), gplan.plan.peak.get(d, 0), allocators.get(d),
+                                   retain_host=options.enable_cpu_mem_arena)
               for d in sorted(set(weights) | set(gplan.plan.peak) | set(budgets) | set(allocators))}
     if streaming is not None and streaming.layers:
         stages.setdefault(streaming.device, DeviceMemoryStage(streaming.device, budgets.get(streaming.device), 0, 0,

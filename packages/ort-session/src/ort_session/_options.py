@@ -117,7 +117,7 @@ class SessionOptions(_ort.OrtSessionOptionMethods):
     enable_mem_reuse: bool = attrs.field(default=True, kw_only=True,
                                          converter=_ort.flag_option("enable_mem_reuse", True, _ort.NO_ARENA))
     enable_cpu_mem_arena: bool = attrs.field(default=True, kw_only=True,
-                                             converter=_ort.flag_option("enable_cpu_mem_arena", True, _ort.NO_ARENA))
+                                             converter=_ort.flag_option("enable_cpu_mem_arena", True))
     log_severity_level: int = attrs.field(default=2, kw_only=True,
                                           converter=_ort.count_option("log_severity_level", 2, 4, _ort.NO_LOG))
     log_verbosity_level: int = attrs.field(default=0, kw_only=True,

@@ -5,10 +5,12 @@
 Honoured: `graph_optimization_level` (ORT_DISABLE_ALL turns our fusions off), `intra_op_num_threads`
 (kept for the CPU provider's thread pool), `optimized_model_filepath` (the model after our fusions is
 saved there), `enable_profiling` / `profile_file_prefix`, `add_free_dimension_override_by_name`,
-`register_custom_ops_library` (an ort-abi kernel library), `add_initializer`. Accepted with a note
+`register_custom_ops_library` (an ort-abi kernel library), `add_initializer`, `enable_cpu_mem_arena` (True,
+the default: the host buffer of a run without pre-allocated buffers is kept for the next run, as onnxruntime's
+CPU arena keeps its memory; False: freed when the run ends). Accepted with a note
 (`OrtOptionNoteWarning`, once per attribute and process) where they mean nothing here:
 `inter_op_num_threads`, `execution_mode=ORT_PARALLEL`, `enable_mem_pattern=False`,
-`enable_cpu_mem_arena=False`, `enable_mem_reuse=False`, `log_severity_level`, `log_verbosity_level`,
+`enable_mem_reuse=False`, `log_severity_level`, `log_verbosity_level`,
 `use_deterministic_compute`.
 """
 

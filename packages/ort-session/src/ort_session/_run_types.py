@@ -13,7 +13,7 @@ import numpy as np
 import ort_abi
 from ort_graph import Node
 
-__all__ = ["FreshArrays", "Kernel", "Layout", "LayoutBase", "RunStats"]
+__all__ = ["FreshArrays", "Kernel", "Layout", "LayoutBase", "RunStats", "readable_in_place"]
 
 
 @attrs.define
@@ -82,8 +82,9 @@ class Layout(Protocol):
 
     def hold(self, stats: RunStats) -> contextlib.AbstractContextManager[Any]: ...
 
-    def place(self, name: str, arr: Any) -> Any | None:
-        """A graph input copied into its planned block, or None when it is not planned."""
+    def place(self, name: str, arr: Any, *, copy: bool = True) -> Any | None:
+        """A graph input as the run reads it: copied into its planned block (`copy`, or where kernels cannot
+        read it in place, `readable_in_place`); None: `arr` itself, the caller's array."""
 
     def allocate(self, step: int, name: str, shape: tuple[int, ...], dtype: np.dtype) -> Any | None:
         """The planned block of output `name` viewed as (shape, dtype) (a DeviceTensor on a device with
@@ -110,7 +111,7 @@ class LayoutBase:
     def hold(self, stats: RunStats) -> Iterator[None]:
         yield
 
-    def place(self, name: str, arr: Any) -> Any | None:
+    def place(self, name: str, arr: Any, *, copy: bool = True) -> Any | None:
         return None
 
     def allocate(self, step: int, name: str, shape: tuple[int, ...], dtype: np.dtype) -> Any | None:
@@ -131,3 +132,11 @@ class LayoutBase:
 
 class FreshArrays(LayoutBase):
     """No plan: every output is its own allocation (and counted as one)."""
+
+
+def readable_in_place(arr: Any) -> bool:
+    """A feed kernels can read where the caller holds it: a C-contiguous numpy array of numbers (not copied into
+    its planned block, which the plan keeps and the run leaves unused; kernels do not write their inputs: the C
+    ones get them read-only, and a read-only numpy array would make numpy copy it, e.g. `take`'s indices)."""
+    return type(arr) is np.ndarray and arr.flags.c_contiguous and arr.dtype.kind != "O"
+

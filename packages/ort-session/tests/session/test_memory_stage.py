@@ -134,3 +134,20 @@ def test_a_bad_red_zones_environment_variable_is_refused_at_initialization(monke
     monkeypatch.setenv("ORT_LOWMEM_RED_ZONES", raw)
     with pytest.raises(InvalidOptionError, match=f"ORT_LOWMEM_RED_ZONES='{raw}'"):
         _session({"free_dimension_overrides": {"N": 2}})
+
+
+@pytest.mark.parametrize("arena", [True, False])
+def test_the_host_buffer_of_a_run_is_kept_for_the_next_one_unless_the_cpu_arena_is_off(arena):
+    """enable_cpu_mem_arena (default True): the second run takes the buffer the first one left (no allocation),
+    as onnxruntime's CPU arena keeps its memory; False: every run allocates its buffer and frees it at its end."""
+    sess = _session({"free_dimension_overrides": {"N": 2}, "enable_cpu_mem_arena": arena})
+    x = _x(2)
+    first = sess.run(None, {"X": x})[0]
+    assert sess.last_run_stats.allocations == 1 and sess.last_run_stats.layout == "static plan"
+    second = sess.run(None, {"X": x})[0]
+    np.testing.assert_array_equal(first, second)
+    assert sess.last_run_stats.allocations == (0 if arena else 1)
+    kept = sess.memory.stages["cpu"].arena()
+    assert getattr(kept, "kept_bytes", 0) == (sess.memory.gplan.plan.peak["cpu"] if arena else 0)
+    sess.close()
+    assert getattr(kept, "kept_bytes", 0) == 0  # closing the session drops it
