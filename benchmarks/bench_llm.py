@@ -125,12 +125,13 @@ def run(quick: bool = False) -> Section:
         sec.records.append(r)
     st = c_kernels.status()
     t.notes.append("MatMulNBits, MatMul, FusedMatMul, Softmax, GroupQueryAttention, (Skip)SimplifiedLayerNormalization, "
-                   "QuickGelu on our side: "
-                   + ("the C kernels" if st.loaded else f"the numpy kernels ({st.reason})"))
+                   "QuickGelu, float32 Add/Sub/Mul/Div/Neg, Reshape/Transpose/Slice/Concat/Gather and kin on our side: "
+                   + ("the C kernels, each step one call into C (the session's C step runner)" if st.loaded
+                      else f"the numpy kernels ({st.reason})"))
     t.notes.append("genai rows: the onnxruntime-genai builder's CPU layout (zoo.genai_decoder_proto), 2 layers")
-    t.notes.append(f"pre-allocated: ours with {PRE_ALLOCATE}=1 (buffers made once and held between runs, as "
-                   "onnxruntime's arena holds its memory); by default a run allocates its planned buffer and frees "
-                   "it at the end, so a large prefill pays first-touch page faults each run")
+    t.notes.append(f"pre-allocated: ours with {PRE_ALLOCATE}=1 (buffers made once, every run on the static plan); "
+                   "by default a run takes the host buffer the last run left (enable_cpu_mem_arena, as onnxruntime's "
+                   "arena keeps its memory)")
     t.notes.append("targets (issue 15): int4 decode within 1.5x of onnxruntime, int4 prefill within 2x, fp32 within 1.2x; "
                    "(issue 19) fp32 prefill 512 within 1.1x")
     t.notes.append(f"onnxruntime {ort.__version__}; weights packed by its quantize_matmul_4bits (block 32, zero points)")

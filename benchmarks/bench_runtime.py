@@ -68,7 +68,10 @@ def measure(name: str, model: bytes | str, feeds: dict[str, np.ndarray], dims: M
     ort_1t, ort_default = ort_session(model, 1), ort_session(model, None)
     contenders["ort_1t"] = lambda: ort_1t.run(None, feeds)
     contenders["ort_default"] = lambda: ort_default.run(None, feeds)
-    samples = interleaved_times(contenders, repeats)
+    # a 50 ms pause before each turn: onnxruntime's default (all-core) pool, or our OpenMP workers, left spinning by
+    # the previous contender otherwise take a core from the next (measured: the demo prefill 21 ms right after
+    # onnxruntime's default session, 7.8 ms alone)
+    samples = interleaved_times(contenders, repeats, pause=0.05)
     for key, xs in samples.items():
         rec[key], rec[f"{key}_min"] = median(xs), min(xs)
     rec["allocations"] = ours.last_run_stats.allocations
@@ -119,7 +122,8 @@ def run(quick: bool = False) -> Section:
         if "pre_error" in r:
             sec.notes.append(f"{r['case']}: pre-allocation refused: {r['pre_error'][:200]}")
         sec.records.append(r)
-    t.notes.append("allocs/run: static plan, one buffer per device per run + outputs not planned; pre-alloc: "
+    t.notes.append("allocs/run: static plan, buffers a run had to allocate (the host buffer the last run left is reused: "
+                   "enable_cpu_mem_arena) + outputs not planned; pre-alloc: "
                    "session.pre_allocate_execution_buffers=1; dynamic: no dimension overrides, second run (cached pattern)")
     t.notes.append(f"onnxruntime {ort.__version__}; 'ORT default' uses its default intra-op thread count")
     sec.tables.append(t)

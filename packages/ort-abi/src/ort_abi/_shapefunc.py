@@ -9,6 +9,7 @@ turns registries into the `output_shapes` hook `ort_graph.resolve_shapes` takes.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -188,7 +189,9 @@ def check_input_types(kernel_def: Any, input_types: Sequence[int], *, has_schema
     return None
 
 
+@functools.lru_cache(maxsize=4096)
 def has_onnx_schema(op_type: str, domain: str, opset: int | None = None) -> bool:
+    """Whether onnx knows a schema of this op (at `opset`); cached: auto-fit asks per node and trial."""
     import onnx
 
     domain = "" if domain == "ai.onnx" else domain

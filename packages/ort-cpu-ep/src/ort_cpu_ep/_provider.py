@@ -198,6 +198,9 @@ class CpuExecutionProvider(SiLUFusionSurface):
         self.registries = ([plugins] if plugins is not None else []) + c_kernels + [builtin_registry(self.name)]
         self._claims: dict[Node, Supported | Declined] = {}
         self._entries: dict[tuple, ort_abi.KernelEntry | None] = {}
+        # per node, as claims are: auto-fit asks claim, estimate and the budget gate again for every candidate
+        self._node_entries: dict[Node, ort_abi.KernelEntry | None] = {}
+        self._estimates: dict[Node, int | None] = {}
 
     @property
     def threads(self) -> int:
@@ -260,7 +263,15 @@ class CpuExecutionProvider(SiLUFusionSurface):
         return out
 
     def entry(self, node: Node) -> ort_abi.KernelEntry | None:
-        """The registry entry for this node (memoized by op, domain and input element types)."""
+        """The registry entry for this node (memoized per node, and by op, domain, input element types and
+        whether the C kernel applies)."""
+        try:
+            return self._node_entries[node]
+        except KeyError:
+            found = self._node_entries[node] = self._entry(node)
+            return found
+
+    def _entry(self, node: Node) -> ort_abi.KernelEntry | None:
         values = self.graph.values
         c_applies = self._c_kernels is not None and _ckernels.c_kernel_applies(node)
         key = (node.op_type, node.domain, tuple(values[n].dtype if n in values else 0 for n in node.inputs), c_applies)
@@ -329,10 +340,14 @@ class CpuExecutionProvider(SiLUFusionSurface):
         """Level-1 workspace estimate (one host path for every kernel language), asked with this EP as
         the estimate's EP handle; None when the kernel has no estimate (the budget then applies the
         design's 1.5x heuristic, `node_cost_for_budget`) or it declined."""
+        try:
+            return self._estimates[node]
+        except KeyError:
+            pass
         entry = self.entry(node)
-        if entry is None or not entry.has_estimate:
-            return None
-        return ort_abi.estimate_workspace(entry, node, self)
+        found = None if entry is None or not entry.has_estimate else ort_abi.estimate_workspace(entry, node, self)
+        self._estimates[node] = found
+        return found
 
     def create_kernel(self, node: Node) -> Any:
         if node.op_type in MEMCPY_OPS:

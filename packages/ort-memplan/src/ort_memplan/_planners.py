@@ -95,6 +95,11 @@ def _plan_device(c: Columns, algorithm: str) -> tuple[np.ndarray, int, str, dict
     off, peak = online_offsets(c)
     tried["online"] = peak
     best: tuple[np.ndarray, int, str] = (off, peak, "online")
+    # no plan goes below the most bytes live at once: a candidate that reaches it ends the search (a later one
+    # could only tie, and ties keep the earlier)
+    bound = int(live_profile(c)[1].max()) if c.n else 0
+    if best[1] <= bound:
+        return best[0], best[1], best[2], tried
     seed: tuple[np.ndarray, np.ndarray, int] | None = None   # best ordered plan: (order, offsets, peak)
     names = list(ORDERS) if c.n <= _ALL_ORDERS_UP_TO else list(_LARGE_ORDERS)
     for name in names:
@@ -105,13 +110,16 @@ def _plan_device(c: Columns, algorithm: str) -> tuple[np.ndarray, int, str, dict
             best = (off, peak, name)
         if seed is None or peak < seed[2]:
             seed = (order, off, peak)
+        if best[1] <= bound:
+            return best[0], best[1], best[2], tried
     for prefer in ("duration", "size") if c.n <= _ALL_ORDERS_UP_TO else ("duration",):
         name = f"skyline_by_{prefer}"
         off, peak = skyline_offsets(c, prefer)
         tried[name] = peak
         if peak < best[1]:
             best = (off, peak, name)
-    bound = int(live_profile(c)[1].max()) if c.n else 0
+        if best[1] <= bound:
+            return best[0], best[1], best[2], tried
     rounds = min(32, _LOCAL_SEARCH_WORK // max(c.n, 1)) if c.n <= _ALL_ORDERS_UP_TO else 0
     if seed is not None and best[1] > bound and rounds > 0:
         off, peak = _local_search(c, seed, rounds, bound)
