@@ -62,6 +62,16 @@ OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* 
   return st;
 }
 
+OrtStatus* cpu_kernels_attr_int(const OrtKernelApi* api, const OrtKernelInfo* info, const char* name, int64_t dflt,
+                                int64_t* out, int* has) {
+  int found = 0;
+  *out = dflt;
+  if (has != NULL) *has = 0;
+  ORT_KERNEL_RETURN_IF_ERROR(api->KernelInfo_HasAttribute(info, name, &found));
+  if (has != NULL) *has = found;
+  return found ? api->KernelInfo_GetAttributeInt(info, name, out) : NULL;
+}
+
 static void cpu_kernels_free(OrtKernelImpl* this_ptr) { free(this_ptr); }
 
 void* cpu_kernels_new(size_t size, CpuKernelCompute compute, CpuKernelDeclare declare) {

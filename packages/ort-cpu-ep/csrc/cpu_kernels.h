@@ -47,6 +47,11 @@ typedef OrtStatus* (*CpuKernelDeclare)(OrtKernelImpl* this_ptr, const OrtWorkspa
  * DeclareWorkspaceRequirements set, Release frees it. NULL when out of memory (the caller says which op). */
 void* cpu_kernels_new(size_t size, CpuKernelCompute compute, CpuKernelDeclare declare);
 
+/* integer attribute `name` of a kernel's node: *out = its value, or `dflt` when the node has none; *has (may be
+ * NULL) says which */
+OrtStatus* cpu_kernels_attr_int(const OrtKernelApi* api, const OrtKernelInfo* info, const char* name, int64_t dflt,
+                                int64_t* out, int* has);
+
 /* an ONNX-domain op from `since` on: its schema's type constraint `constraint` (e.g. "T") bound to `type` */
 OrtStatus* cpu_kernels_add_onnx(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, int since,
                                 const char* constraint, int32_t type, OrtKernelCreateFunc create,

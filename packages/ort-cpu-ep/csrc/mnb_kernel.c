@@ -306,10 +306,7 @@ static OrtStatus* mnb_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
 }
 
 static OrtStatus* mnb_info_int(const OrtKernelInfo* info, const char* name, int64_t dflt, int64_t* out) {
-  int has = 0;
-  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_HasAttribute(info, name, &has));
-  *out = dflt;
-  return has ? g_api->KernelInfo_GetAttributeInt(info, name, out) : NULL;
+  return cpu_kernels_attr_int(g_api, info, name, dflt, out, NULL);
 }
 
 static OrtStatus* mnb_create(void* state, const OrtKernelInfo* info, OrtKernelImpl** out) {

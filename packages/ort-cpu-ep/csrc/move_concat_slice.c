@@ -149,8 +149,7 @@ static OrtStatus* concat_create(void* state, const OrtKernelInfo* info, OrtKerne
   int has = 0;
   int64_t axis = 0;
   (void)state;
-  ORT_KERNEL_RETURN_IF_ERROR(move_api->KernelInfo_HasAttribute(info, "axis", &has));
-  if (has) ORT_KERNEL_RETURN_IF_ERROR(move_api->KernelInfo_GetAttributeInt(info, "axis", &axis));
+  ORT_KERNEL_RETURN_IF_ERROR(cpu_kernels_attr_int(move_api, info, "axis", axis, &axis, &has));
   ORT_KERNEL_RETURN_IF_ERROR(move_new(info, "Concat", concat_compute, &k));
   if (!has) { /* the provider declines such a node (Concat-4+ requires axis); called directly, say so */
     OrtStatus* st = move_error(k, "no axis attribute; Concat needs one from opset 4");

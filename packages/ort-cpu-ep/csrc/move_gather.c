@@ -98,8 +98,7 @@ static OrtStatus* gather_create(void* state, const OrtKernelInfo* info, OrtKerne
   int has = 0;
   int64_t axis = 0;
   (void)state;
-  ORT_KERNEL_RETURN_IF_ERROR(move_api->KernelInfo_HasAttribute(info, "axis", &has));
-  if (has) ORT_KERNEL_RETURN_IF_ERROR(move_api->KernelInfo_GetAttributeInt(info, "axis", &axis));
+  ORT_KERNEL_RETURN_IF_ERROR(cpu_kernels_attr_int(move_api, info, "axis", axis, &axis, &has));
   ORT_KERNEL_RETURN_IF_ERROR(move_new(info, "Gather", gather_compute, &k));
   k->axis = axis;
   *out = &k->base;

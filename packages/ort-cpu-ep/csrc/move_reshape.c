@@ -149,8 +149,7 @@ static OrtStatus* reshape_create(void* state, const OrtKernelInfo* info, OrtKern
   int64_t allowzero = 0;
   int has = 0;
   (void)state;
-  ORT_KERNEL_RETURN_IF_ERROR(move_api->KernelInfo_HasAttribute(info, "allowzero", &has));
-  if (has) ORT_KERNEL_RETURN_IF_ERROR(move_api->KernelInfo_GetAttributeInt(info, "allowzero", &allowzero));
+  ORT_KERNEL_RETURN_IF_ERROR(cpu_kernels_attr_int(move_api, info, "allowzero", allowzero, &allowzero, &has));
   ORT_KERNEL_RETURN_IF_ERROR(move_new(info, "Reshape", reshape_compute, &k));
   k->allowzero = allowzero != 0;
   *out = &k->base;
@@ -162,8 +161,7 @@ static OrtStatus* flatten_create(void* state, const OrtKernelInfo* info, OrtKern
   int64_t axis = 1;
   int has = 0;
   (void)state;
-  ORT_KERNEL_RETURN_IF_ERROR(move_api->KernelInfo_HasAttribute(info, "axis", &has));
-  if (has) ORT_KERNEL_RETURN_IF_ERROR(move_api->KernelInfo_GetAttributeInt(info, "axis", &axis));
+  ORT_KERNEL_RETURN_IF_ERROR(cpu_kernels_attr_int(move_api, info, "axis", axis, &axis, &has));
   ORT_KERNEL_RETURN_IF_ERROR(move_new(info, "Flatten", flatten_compute, &k));
   k->axis = axis;
   *out = &k->base;

@@ -285,10 +285,7 @@ static OrtStatus* sg_create(void* state, const OrtKernelInfo* info, OrtKernelImp
 }
 
 static OrtStatus* sg_int_attr(const OrtKernelInfo* info, const char* name, int64_t* out) {
-  int has = 0;
-  *out = 0;
-  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_HasAttribute(info, name, &has));
-  return has ? g_api->KernelInfo_GetAttributeInt(info, name, out) : NULL;
+  return cpu_kernels_attr_int(g_api, info, name, 0, out, NULL);
 }
 
 /* FusedMatMul: transB and alpha; transA / transBatchA / transBatchB must be 0 (c_kernel_applies sends the rest to

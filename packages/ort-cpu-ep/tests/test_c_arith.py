@@ -15,7 +15,7 @@ from onnx import TensorProto, helper
 import ort_abi
 import ort_graph
 from ort_cpu_ep import CpuExecutionProvider, c_kernels
-from ort_cpu_ep.testing import one_node_model, run_one_node
+from ort_cpu_ep.testing import c_kernel_workspace, one_node_model, run_one_node
 
 F = TensorProto.FLOAT
 EP = "CPUExecutionProvider"
@@ -253,12 +253,4 @@ def test_registered_in_the_c_library_with_no_workspace(library, op):
         assert registry.find(op, "", opset, EP, {"T": TensorProto.INT64}) is None
     assert registry.find(op, "", 5, EP, {"T": F}) is None
     model = _neg((4, 8)) if op == "Neg" else _binary(op, (4, 8), (8,))
-    m = ort_graph.from_proto(model)
-    ep = CpuExecutionProvider(m.graph, m.opset_imports)
-    (node,) = m.graph.nodes
-    entry = ep.entry(node)
-    assert ort_abi.estimate_workspace(entry, node, ep) == 0
-    kernel = entry.create_kernel(ort_abi.KernelInfo.from_node(node, ep))
-    shapes = [ort_abi.WorkspaceInputShape.shaped(s, F) for s in ([(4, 8)] if op == "Neg" else [(4, 8), (8,)])]
-    assert ort_abi.declare_workspace(kernel, shapes) == []
-    kernel.release()
+    assert c_kernel_workspace(model, [(4, 8)] if op == "Neg" else [(4, 8), (8,)]) == (0, [])

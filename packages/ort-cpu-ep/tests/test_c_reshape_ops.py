@@ -14,7 +14,13 @@ from onnx import TensorProto, helper, numpy_helper
 import ort_abi
 import ort_graph
 from ort_cpu_ep import CpuExecutionProvider, c_kernels
-from ort_cpu_ep.testing import one_node_model, random_bits, run_one_node, same_bits_as_numpy
+from ort_cpu_ep.testing import (
+    c_kernel_workspace,
+    one_node_model,
+    random_bits,
+    run_one_node,
+    same_bits_as_numpy,
+)
 
 DTYPES = [np.float32, np.int64, np.bool_, np.float16, np.uint8, np.int8, np.uint16, np.int16, np.int32, np.uint32,
           np.uint64, np.float64]
@@ -207,12 +213,4 @@ def test_strings_and_unknown_types_go_to_numpy(library):
 
 def test_no_workspace_is_estimated_or_declared(library):
     m = model("Reshape", random_bits((4, 6), np.float32), ints={"shape": [24]})
-    g = ort_graph.from_proto(m)
-    ep = CpuExecutionProvider(g.graph, g.opset_imports)
-    (node,) = g.graph.nodes
-    entry = ep.entry(node)
-    assert c_kernels.kernel_language(entry) == "C"
-    assert ort_abi.estimate_workspace(entry, node, ep) == 0
-    kernel = entry.create_kernel(ort_abi.KernelInfo.from_node(node, ep))
-    assert ort_abi.declare_workspace(kernel, [ort_abi.WorkspaceInputShape.shaped((4, 6), TensorProto.FLOAT)]) == []
-    kernel.release()
+    assert c_kernel_workspace(m, [(4, 6)]) == (0, [])

@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 import ort_abi
 import ort_graph
 from ort_cpu_ep import CpuExecutionProvider, c_kernels
-from ort_cpu_ep.testing import one_node_model, run_one_node
+from ort_cpu_ep.testing import c_kernel_workspace, one_node_model, run_one_node
 
 F = TensorProto.FLOAT
 EP = "CPUExecutionProvider"
@@ -162,16 +162,7 @@ def test_threads_give_the_same_bits(isa_cap):
 
 
 def test_no_workspace_is_estimated_or_declared(library):
-    model = _softmax((4, 64))
-    m = ort_graph.from_proto(model)
-    ep = CpuExecutionProvider(m.graph, m.opset_imports)
-    (node,) = m.graph.nodes
-    entry = ep.entry(node)
-    assert c_kernels.kernel_language(entry) == "C"
-    assert ort_abi.estimate_workspace(entry, node, ep) == 0
-    kernel = entry.create_kernel(ort_abi.KernelInfo.from_node(node, ep))
-    assert ort_abi.declare_workspace(kernel, [ort_abi.WorkspaceInputShape.shaped((4, 64), F)]) == []
-    kernel.release()
+    assert c_kernel_workspace(_softmax((4, 64)), [(4, 64)]) == (0, [])
 
 
 @pytest.mark.parametrize("opset", [11, 12])

@@ -102,5 +102,23 @@ def random_bits(shape: Sequence[int], dtype: Any, seed: int = 0) -> np.ndarray:
     return raw.view(dtype).reshape(tuple(shape))
 
 
-__all__ = ["CLibraryUnavailable", "one_node_model", "random_bits", "require_c_library", "run_one_node",
-           "same_bits_as_numpy"]
+def c_kernel_workspace(model: ModelProto, input_shapes: Sequence[tuple[int, ...]],
+                       elem_type: int = TensorProto.FLOAT) -> tuple[int | None, list[Any] | None]:
+    """(Level-1 estimate, Level-2 declaration for `input_shapes`) of the one node of `model` as the CPU provider
+    takes it; asserts that the provider gives the node its C kernel."""
+    m = ort_graph.from_proto(model)
+    ep = CpuExecutionProvider(m.graph, m.opset_imports)
+    (node,) = m.graph.nodes
+    entry = ep.entry(node)
+    assert c_kernels.kernel_language(entry) == "C", f"{node.op_type} did not get its C kernel"
+    kernel = entry.create_kernel(ort_abi.KernelInfo.from_node(node, ep))
+    try:
+        slots = ort_abi.declare_workspace(kernel, [ort_abi.WorkspaceInputShape.shaped(s, elem_type)
+                                                   for s in input_shapes])
+    finally:
+        kernel.release()
+    return ort_abi.estimate_workspace(entry, node, ep), slots
+
+
+__all__ = ["CLibraryUnavailable", "c_kernel_workspace", "one_node_model", "random_bits", "require_c_library",
+           "run_one_node", "same_bits_as_numpy"]
