@@ -182,8 +182,9 @@ class Executor:
         host buffers, or something watches every step (a red-zone guard, a recorder, weight streaming,
         device graph capture, workspace verification)."""
         plan_key = getattr(layout, "plan_key", None)
+        watched = (self.recorder, self.streamer, self.capture, self.declared_workspace)
         if (plan_key is None or os.environ.get(NO_C_STEPS_ENV) == "1" or layout.run_buffers() is None
-                or self.recorder is not None or self.streamer is not None or self.capture is not None or self.declared_workspace is not None):
+                or any(w is not None for w in watched)):
             return None
         key = plan_key()
         with self._fast_lock:
