@@ -89,19 +89,6 @@ static OrtStatus* act_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   return NULL;
 }
 
-static OrtStatus* act_declare(OrtKernelImpl* this_ptr, const OrtWorkspaceInputShape* shapes, size_t num_inputs,
-                              OrtWorkspaceSlot* slots, size_t max_slots, size_t* num_slots) {
-  (void)this_ptr; (void)shapes; (void)num_inputs; (void)slots; (void)max_slots;
-  *num_slots = 0; /* elementwise in registers: no workspace */
-  return NULL;
-}
-
-static OrtStatus* act_estimate(const OrtEpApi* api, const OrtNode* node, const OrtEp* ep, size_t* out) {
-  (void)api; (void)node; (void)ep;
-  *out = 0;
-  return NULL;
-}
-
 static OrtStatus* act_create(void* state, const OrtKernelInfo* info, OrtKernelImpl** out) {
   ActKernel* k;
   int has = 0;
@@ -109,7 +96,7 @@ static OrtStatus* act_create(void* state, const OrtKernelInfo* info, OrtKernelIm
   (void)state;
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_HasAttribute(info, "alpha", &has));
   if (has) ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetAttributeFloat(info, "alpha", &alpha));
-  k = (ActKernel*)cpu_kernels_new(sizeof *k, act_compute, act_declare);
+  k = (ActKernel*)cpu_kernels_new(sizeof *k, act_compute, cpu_kernels_declare_none);
   if (k == NULL) return g_api->CreateStatus(ORT_FAIL, "QuickGelu: out of memory creating the kernel");
   k->alpha = alpha;
   *out = &k->base;
@@ -119,5 +106,5 @@ static OrtStatus* act_create(void* state, const OrtKernelInfo* info, OrtKernelIm
 OrtStatus* ort_cpu_ep_register_activation(const OrtKernelApi* api, OrtKernelRegistry* registry) {
   static const int32_t f[1] = {ORT_TENSOR_ELEMENT_FLOAT};
   g_api = api;
-  return cpu_kernels_add(api, registry, "QuickGelu", "com.microsoft", 1, f, 1, act_create, act_estimate);
+  return cpu_kernels_add(api, registry, "QuickGelu", "com.microsoft", 1, f, 1, act_create, cpu_kernels_estimate_none);
 }

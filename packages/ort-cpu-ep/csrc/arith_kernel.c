@@ -293,21 +293,8 @@ static OrtStatus* neg_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   return NULL;
 }
 
-static OrtStatus* bin_declare(OrtKernelImpl* this_ptr, const OrtWorkspaceInputShape* shapes, size_t num_inputs,
-                              OrtWorkspaceSlot* slots, size_t max_slots, size_t* num_slots) {
-  (void)this_ptr; (void)shapes; (void)num_inputs; (void)slots; (void)max_slots;
-  *num_slots = 0; /* elementwise in registers: no workspace */
-  return NULL;
-}
-
-static OrtStatus* bin_estimate(const OrtEpApi* api, const OrtNode* node, const OrtEp* ep, size_t* out) {
-  (void)api; (void)node; (void)ep;
-  *out = 0;
-  return NULL;
-}
-
 static OrtStatus* bin_create(BinOp op, OrtKernelImpl** out) {
-  BinKernel* k = (BinKernel*)cpu_kernels_new(sizeof *k, op == BIN_NEG ? neg_compute : bin_compute, bin_declare);
+  BinKernel* k = (BinKernel*)cpu_kernels_new(sizeof *k, op == BIN_NEG ? neg_compute : bin_compute, cpu_kernels_declare_none);
   if (k == NULL) {
     char msg[80];
     snprintf(msg, sizeof msg, "%s: out of memory creating the kernel", BIN_NAMES[op]);
@@ -338,8 +325,8 @@ OrtStatus* ort_cpu_ep_register_arithmetic(const OrtKernelApi* api, OrtKernelRegi
   /* since 7: numpy-style broadcasting (opsets 1-6 have broadcast / axis attributes: the numpy kernel runs them);
    * 13 and 14 change only the types, not the float32 semantics */
   for (i = 0; i < 4 && !st; ++i)
-    st = cpu_kernels_add_onnx(api, registry, BIN_NAMES[i], 7, "T", f, creates[i], bin_estimate);
+    st = cpu_kernels_add_onnx(api, registry, BIN_NAMES[i], 7, "T", f, creates[i], cpu_kernels_estimate_none);
   /* since 6: Neg-1's consumed_inputs attribute is gone */
-  if (!st) st = cpu_kernels_add_onnx(api, registry, "Neg", 6, "T", f, bin_create_neg, bin_estimate);
+  if (!st) st = cpu_kernels_add_onnx(api, registry, "Neg", 6, "T", f, bin_create_neg, cpu_kernels_estimate_none);
   return st;
 }

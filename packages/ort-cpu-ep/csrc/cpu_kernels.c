@@ -62,6 +62,19 @@ OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* 
   return st;
 }
 
+OrtStatus* cpu_kernels_declare_none(OrtKernelImpl* this_ptr, const OrtWorkspaceInputShape* shapes, size_t num_inputs,
+                                    OrtWorkspaceSlot* slots, size_t max_slots, size_t* num_slots) {
+  (void)this_ptr; (void)shapes; (void)num_inputs; (void)slots; (void)max_slots;
+  *num_slots = 0;
+  return NULL;
+}
+
+OrtStatus* cpu_kernels_estimate_none(const OrtEpApi* api, const OrtNode* node, const OrtEp* ep, size_t* out) {
+  (void)api; (void)node; (void)ep;
+  *out = 0;
+  return NULL;
+}
+
 OrtStatus* cpu_kernels_attr_int(const OrtKernelApi* api, const OrtKernelInfo* info, const char* name, int64_t dflt,
                                 int64_t* out, int* has) {
   int found = 0;

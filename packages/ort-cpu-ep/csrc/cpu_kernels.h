@@ -47,6 +47,12 @@ typedef OrtStatus* (*CpuKernelDeclare)(OrtKernelImpl* this_ptr, const OrtWorkspa
  * DeclareWorkspaceRequirements set, Release frees it. NULL when out of memory (the caller says which op). */
 void* cpu_kernels_new(size_t size, CpuKernelCompute compute, CpuKernelDeclare declare);
 
+/* the Level-2 declaration and the Level-1 estimate of a kernel that needs no workspace (its state fits in
+ * registers, or bytes move straight from input to output): no slots, 0 bytes */
+OrtStatus* cpu_kernels_declare_none(OrtKernelImpl* this_ptr, const OrtWorkspaceInputShape* shapes, size_t num_inputs,
+                                    OrtWorkspaceSlot* slots, size_t max_slots, size_t* num_slots);
+OrtStatus* cpu_kernels_estimate_none(const OrtEpApi* api, const OrtNode* node, const OrtEp* ep, size_t* out);
+
 /* integer attribute `name` of a kernel's node: *out = its value, or `dflt` when the node has none; *has (may be
  * NULL) says which */
 OrtStatus* cpu_kernels_attr_int(const OrtKernelApi* api, const OrtKernelInfo* info, const char* name, int64_t dflt,

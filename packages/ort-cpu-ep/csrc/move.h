@@ -67,9 +67,6 @@ void move_strided_copy(char* out, const char* in, size_t elem_size, size_t rank,
 /* a kernel object for op `op` with Compute `compute` (no workspace); the node name kept for messages */
 OrtStatus* move_new(const OrtKernelInfo* info, const char* op, CpuKernelCompute compute, MoveKernel** out);
 
-/* Level 1: no workspace */
-OrtStatus* move_estimate(const OrtEpApi* api, const OrtNode* node, const OrtEp* ep, size_t* out);
-
 /* registers `op` since `since` for every element type the kernels take, bound to the schema's `constraint` */
 OrtStatus* move_register(OrtKernelRegistry* registry, const char* op, int since, const char* constraint,
                          OrtKernelCreateFunc create);

@@ -220,23 +220,10 @@ void move_strided_copy(char* out, const char* in, size_t elem_size, size_t rank,
   }
 }
 
-static OrtStatus* move_declare(OrtKernelImpl* this_ptr, const OrtWorkspaceInputShape* shapes, size_t num_inputs,
-                               OrtWorkspaceSlot* slots, size_t max_slots, size_t* num_slots) {
-  (void)this_ptr; (void)shapes; (void)num_inputs; (void)slots; (void)max_slots;
-  *num_slots = 0; /* bytes move straight from input to output */
-  return NULL;
-}
-
-OrtStatus* move_estimate(const OrtEpApi* api, const OrtNode* node, const OrtEp* ep, size_t* out) {
-  (void)api; (void)node; (void)ep;
-  *out = 0;
-  return NULL;
-}
-
 OrtStatus* move_new(const OrtKernelInfo* info, const char* op, CpuKernelCompute compute, MoveKernel** out) {
   const char* name = NULL;
   OrtStatus* st;
-  MoveKernel* k = (MoveKernel*)cpu_kernels_new(sizeof *k, compute, move_declare);
+  MoveKernel* k = (MoveKernel*)cpu_kernels_new(sizeof *k, compute, cpu_kernels_declare_none);
   if (k == NULL) {
     char msg[128];
     snprintf(msg, sizeof msg, "%s: out of memory creating the kernel", op);
@@ -255,7 +242,7 @@ OrtStatus* move_new(const OrtKernelInfo* info, const char* op, CpuKernelCompute 
 OrtStatus* move_register(OrtKernelRegistry* registry, const char* op, int since, const char* constraint,
                          OrtKernelCreateFunc create) {
   return cpu_kernels_add_onnx_types(move_api, registry, op, since, constraint, move_types,
-                                    (int)(sizeof move_types / sizeof move_types[0]), create, move_estimate);
+                                    (int)(sizeof move_types / sizeof move_types[0]), create, cpu_kernels_estimate_none);
 }
 
 OrtStatus* ort_cpu_ep_register_movement(const OrtKernelApi* api, OrtKernelRegistry* registry) {

@@ -139,19 +139,6 @@ static OrtStatus* norm_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   return NULL;
 }
 
-static OrtStatus* norm_declare(OrtKernelImpl* this_ptr, const OrtWorkspaceInputShape* shapes, size_t num_inputs,
-                               OrtWorkspaceSlot* slots, size_t max_slots, size_t* num_slots) {
-  (void)this_ptr; (void)shapes; (void)num_inputs; (void)slots; (void)max_slots;
-  *num_slots = 0; /* row statistics in registers: no workspace */
-  return NULL;
-}
-
-static OrtStatus* norm_estimate(const OrtEpApi* api, const OrtNode* node, const OrtEp* ep, size_t* out) {
-  (void)api; (void)node; (void)ep;
-  *out = 0;
-  return NULL;
-}
-
 static OrtStatus* norm_create_kind(const OrtKernelInfo* info, int skip, OrtKernelImpl** out) {
   NormKernel* k;
   int has = 0;
@@ -168,7 +155,7 @@ static OrtStatus* norm_create_kind(const OrtKernelInfo* info, int skip, OrtKerne
                                  "axis (axis=-1); other axes run on the numpy kernel");
   }
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetOutputCount(info, &outputs));
-  k = (NormKernel*)cpu_kernels_new(sizeof *k, norm_compute, norm_declare);
+  k = (NormKernel*)cpu_kernels_new(sizeof *k, norm_compute, cpu_kernels_declare_none);
   if (k == NULL) return g_api->CreateStatus(ORT_FAIL, "SimplifiedLayerNormalization: out of memory creating the kernel");
   k->epsilon = eps;
   k->skip = skip;
@@ -192,8 +179,8 @@ OrtStatus* ort_cpu_ep_register_norm(const OrtKernelApi* api, OrtKernelRegistry* 
                                ORT_TENSOR_ELEMENT_FLOAT};
   OrtStatus* st;
   g_api = api;
-  st = cpu_kernels_add(api, registry, "SimplifiedLayerNormalization", "", 1, f, 2, norm_create, norm_estimate);
+  st = cpu_kernels_add(api, registry, "SimplifiedLayerNormalization", "", 1, f, 2, norm_create, cpu_kernels_estimate_none);
   if (!st) st = cpu_kernels_add(api, registry, "SkipSimplifiedLayerNormalization", "com.microsoft", 1, f, 4,
-                                skip_norm_create, norm_estimate);
+                                skip_norm_create, cpu_kernels_estimate_none);
   return st;
 }

@@ -293,27 +293,12 @@ static OrtStatus* sm_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   return NULL;
 }
 
-static OrtStatus* sm_declare(OrtKernelImpl* this_ptr, const OrtWorkspaceInputShape* shapes, size_t num_inputs,
-                             OrtWorkspaceSlot* slots, size_t max_slots, size_t* num_slots) {
-  (void)this_ptr; (void)shapes; (void)num_inputs; (void)slots; (void)max_slots;
-  *num_slots = 0; /* a row's max and sum live in registers: no workspace */
-  return NULL;
-}
-
-static OrtStatus* sm_estimate(const OrtEpApi* api, const OrtNode* node, const OrtEp* ep, size_t* out) {
-  (void)api; (void)node; (void)ep;
-  *out = 0;
-  return NULL;
-}
-
 static OrtStatus* sm_create(void* state, const OrtKernelInfo* info, OrtKernelImpl** out) {
   SmKernel* k;
-  int has = 0;
   int64_t axis = -1;
   (void)state;
-  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_HasAttribute(info, "axis", &has));
-  if (has) ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetAttributeInt(info, "axis", &axis));
-  k = (SmKernel*)cpu_kernels_new(sizeof *k, sm_compute, sm_declare);
+  ORT_KERNEL_RETURN_IF_ERROR(cpu_kernels_attr_int(g_api, info, "axis", -1, &axis, NULL));
+  k = (SmKernel*)cpu_kernels_new(sizeof *k, sm_compute, cpu_kernels_declare_none);
   if (k == NULL) return g_api->CreateStatus(ORT_FAIL, "Softmax: out of memory creating the kernel");
   k->axis = axis;
   *out = &k->base;
@@ -323,5 +308,5 @@ static OrtStatus* sm_create(void* state, const OrtKernelInfo* info, OrtKernelImp
 OrtStatus* ort_cpu_ep_register_softmax(const OrtKernelApi* api, OrtKernelRegistry* registry) {
   g_api = api;
   /* 13: the axis semantics this kernel has (before 13 the input is coerced to 2-D at axis, default 1) */
-  return cpu_kernels_add_onnx(api, registry, "Softmax", 13, "T", ORT_TENSOR_ELEMENT_FLOAT, sm_create, sm_estimate);
+  return cpu_kernels_add_onnx(api, registry, "Softmax", 13, "T", ORT_TENSOR_ELEMENT_FLOAT, sm_create, cpu_kernels_estimate_none);
 }
