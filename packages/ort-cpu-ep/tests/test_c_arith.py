@@ -15,7 +15,7 @@ from onnx import TensorProto, helper
 import ort_abi
 import ort_graph
 from ort_cpu_ep import CpuExecutionProvider, c_kernels
-from ort_cpu_ep.testing import c_kernel_workspace, one_node_model, run_one_node
+from ort_cpu_ep.testing import c_kernel_workspace, compute_over_input, one_node_model, run_one_node
 
 F = TensorProto.FLOAT
 EP = "CPUExecutionProvider"
@@ -158,24 +158,6 @@ def test_neg_on_threads_gives_the_same_bits(library):
     _assert_same_bits(run_one_node(model, {"x": x}, "C", threads=3)["y"], np.negative(x))
 
 
-def _compute_into(model, feeds, out_index):
-    """The node's C kernel with its output block being input `out_index`'s array (an in-place plan)."""
-    m = ort_graph.from_proto(model)
-    ep = CpuExecutionProvider(m.graph, m.opset_imports)
-    (node,) = m.graph.nodes
-    entry = ep.entry(node)
-    assert c_kernels.kernel_language(entry) == "C"
-    kernel = entry.create_kernel(ort_abi.KernelInfo.from_node(node, ep))
-    arrays = [feeds[name].copy() for name in node.inputs]
-    buffer = arrays[out_index]
-    ctx = ort_abi.KernelContext(arrays, output_count=1, output_types=[F],
-                                output_allocator=lambda index, shape, dtype: buffer)
-    kernel.compute(ctx)
-    kernel.release()
-    assert ctx.outputs[0] is buffer
-    return buffer
-
-
 @pytest.mark.parametrize("a_shape,b_shape,into", [((4, 37), (4, 37), 0), ((4, 37), (4, 37), 1),
                                                   ((4, 37), (37,), 0), ((3, 1), (3, 50), 1)])
 def test_the_output_written_over_an_input_gives_the_same_bits(library, a_shape, b_shape, into):
@@ -183,9 +165,9 @@ def test_the_output_written_over_an_input_gives_the_same_bits(library, a_shape, 
     for op, ufunc in BINARY.items():
         with np.errstate(all="ignore"):
             want = ufunc(a, b)
-        _assert_same_bits(_compute_into(_binary(op, a_shape, b_shape), {"a": a, "b": b}, into), want)
+        _assert_same_bits(compute_over_input(_binary(op, a_shape, b_shape), {"a": a, "b": b}, into), want)
     x = _values((5, 33), 9)
-    _assert_same_bits(_compute_into(_neg(x.shape), {"x": x}, 0), np.negative(x))
+    _assert_same_bits(compute_over_input(_neg(x.shape), {"x": x}, 0), np.negative(x))
 
 
 @pytest.mark.parametrize("op", list(BINARY))

@@ -16,6 +16,7 @@ import ort_graph
 from ort_cpu_ep import CpuExecutionProvider, c_kernels
 from ort_cpu_ep.testing import (
     c_kernel_workspace,
+    compute_over_input,
     one_node_model,
     random_bits,
     run_one_node,
@@ -178,17 +179,8 @@ def test_the_output_written_over_the_input_gives_the_same_bits(library, op, ints
     x = random_bits((1, 3, 4), np.float32, seed=4)
     m = model(op, x, ints=ints)
     want = run_one_node(m, {"x": x}, "numpy")["y"]
-    g = ort_graph.from_proto(m)
-    ep = CpuExecutionProvider(g.graph, g.opset_imports)
-    (node,) = g.graph.nodes
-    kernel = ep.entry(node).create_kernel(ort_abi.KernelInfo.from_node(node, ep))
-    buffer = x.copy()
-    inputs = [buffer] + [g.graph.initializers[n].numpy() for n in node.inputs[1:]]
-    ctx = ort_abi.KernelContext(inputs, output_count=1, output_types=[TensorProto.FLOAT],
-                                output_allocator=lambda index, shape, dtype: buffer.reshape(shape))
-    kernel.compute(ctx)
-    kernel.release()
-    assert ctx.outputs[0].shape == want.shape and ctx.outputs[0].tobytes() == want.tobytes()
+    got = compute_over_input(m, {"x": x})
+    assert got.shape == want.shape and got.tobytes() == want.tobytes()
 
 
 @pytest.mark.parametrize("op,opset,ints", [("Squeeze", 11, None), ("Unsqueeze", 12, None), ("Identity", 13, None),

@@ -120,5 +120,29 @@ def c_kernel_workspace(model: ModelProto, input_shapes: Sequence[tuple[int, ...]
     return ort_abi.estimate_workspace(entry, node, ep), slots
 
 
-__all__ = ["CLibraryUnavailable", "c_kernel_workspace", "one_node_model", "random_bits", "require_c_library",
+def compute_over_input(model: ModelProto, feeds: Mapping[str, np.ndarray], out_index: int = 0) -> np.ndarray:
+    """The one node of `model` computed by its C kernel with its output written over input `out_index` (what a
+    memory plan that reuses the input's block in place does): the inputs are copies of `feeds` (an input not
+    fed is the graph's initializer), the output is that copy viewed in the output's shape."""
+    m = ort_graph.from_proto(model)
+    ep = CpuExecutionProvider(m.graph, m.opset_imports)
+    (node,) = m.graph.nodes
+    entry = ep.entry(node)
+    assert c_kernels.kernel_language(entry) == "C", f"{node.op_type} did not get its C kernel"
+    kernel = entry.create_kernel(ort_abi.KernelInfo.from_node(node, ep))
+    arrays = [np.array(feeds[n]) if n in feeds else m.graph.initializers[n].numpy() for n in node.inputs]
+    buffer = arrays[out_index]
+    out_type = m.graph.values[node.outputs[0]].dtype
+    ctx = ort_abi.KernelContext(arrays, output_count=1, output_types=[out_type],
+                                output_allocator=lambda index, shape, dtype: buffer.reshape(shape))
+    try:
+        kernel.compute(ctx)
+    finally:
+        kernel.release()
+    out = ctx.outputs[0]
+    assert np.shares_memory(out, buffer) and out.__array_interface__["data"][0] == buffer.__array_interface__["data"][0]
+    return out
+
+
+__all__ = ["CLibraryUnavailable", "c_kernel_workspace", "compute_over_input", "one_node_model", "random_bits", "require_c_library",
            "run_one_node", "same_bits_as_numpy"]
