@@ -94,7 +94,7 @@ def model_from_proto(mp: ModelProto, base_dir: pathlib.Path | DataDirectory | No
         graph=graph, ir_version=mp.ir_version,
         opset_imports={("" if o.domain == "ai.onnx" else o.domain): o.version for o in mp.opset_import},
         producer_name=mp.producer_name, producer_version=mp.producer_version, domain=mp.domain,
-        model_version=mp.model_version, doc_string=mp.doc_string,
+        model_version=mp.model_version if mp.HasField("model_version") else None, doc_string=mp.doc_string,
         metadata={p.key: p.value for p in mp.metadata_props}, functions=list(mp.functions), path=path,
     )
 
@@ -141,7 +141,9 @@ def model_to_proto(m: Model, embed: bool = True) -> ModelProto:
     mp = helper.make_model(gp, opset_imports=[helper.make_opsetid(d, v) for d, v in m.opset_imports.items()],
                            ir_version=m.ir_version, producer_name=m.producer_name,
                            producer_version=m.producer_version, domain=m.domain,
-                           model_version=m.model_version, doc_string=m.doc_string)
+                           doc_string=m.doc_string)
+    if m.model_version is not None:  # absent stays absent (onnxruntime reports an absent version apart from 0)
+        mp.model_version = m.model_version
     for k, v in m.metadata.items():
         entry = mp.metadata_props.add()
         entry.key, entry.value = k, v

@@ -62,6 +62,13 @@ def gpu_layer_rules(model: Any, n: int) -> str:
     return "; ".join(rules)
 
 
+def _option_values(args: argparse.Namespace) -> dict[str, Any]:
+    """`--option KEY=VALUE` pairs, each value read by its option's type (`_option_text`)."""
+    from ._option_text import option_from_text
+
+    return {key: option_from_text(key, text) for key, text in (getattr(args, "option", None) or ())}
+
+
 def _options(args: argparse.Namespace, dims: dict[str, int], model: Any = None) -> Any:
     from ._options import LAYER_ASSIGNMENT, NAME_BASED_ASSIGNMENT, PRE_ALLOCATE, SessionOptions
 
@@ -69,7 +76,7 @@ def _options(args: argparse.Namespace, dims: dict[str, int], model: Any = None) 
                             "device_profile": getattr(args, "device_profile", None)}
     if getattr(args, "kernel_library", None):
         base["kernel_libraries"] = list(args.kernel_library)
-    opts = SessionOptions.from_mapping({**base, **dict(getattr(args, "option", None) or ())})
+    opts = SessionOptions.from_mapping({**base, **_option_values(args)})
     if getattr(args, "layers", None):
         opts.add_session_config_entry(NAME_BASED_ASSIGNMENT, args.layers)
     if getattr(args, "annotations", None):
@@ -255,4 +262,4 @@ def cmd_kernels(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from ._demo import demo
 
-    return demo(kernel_libraries=args.kernel_library, options=dict(args.option))
+    return demo(kernel_libraries=args.kernel_library, options=_option_values(args))

@@ -40,6 +40,7 @@ from ._options import (
     STRICT_WORKSPACE,
     SessionOptions,
 )
+from ._ort_module import known_providers
 from ._ort_options import GraphOptimizationLevel
 from ._ort_session_api import OrtSessionApi, terminating
 from ._plan import SessionPlan
@@ -118,7 +119,8 @@ class InferenceSession(OrtSessionApi):
             if self.options.optimized_model_filepath:  # ONNX Runtime's: the model as optimized, before placement
                 ort_graph.save(self.model, self.options.optimized_model_filepath)
             profiler.phase("fusions")
-        names = list(providers or DEFAULT_PROVIDERS)
+        names = known_providers(list(providers or DEFAULT_PROVIDERS), _ort_api.get_all_providers(),
+                                strict=_ort_api.fallback_disabled(self.options))
         if not any(n.lower() in ("cpu", "cpuexecutionprovider") for n in names):
             names.append("CPUExecutionProvider")  # the fallback provider is always last
         self.providers = [make_provider(n, graph, self.model.opset_imports, self.options, self.plugins) for n in names]
