@@ -12,6 +12,7 @@ unresolved is reported (ShapeResolutionWarning) naming the first node that produ
 
 from __future__ import annotations
 
+import logging
 import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -40,6 +41,8 @@ Type = tuple[int, Shape | None]
 OutputShapes = Callable[[Node, list[Type]], list[Type] | None]
 
 SMALL_INITIALIZER = 4096  # bytes: initializers up to this size keep their data for data propagation
+
+_log = logging.getLogger("ort_graph")
 
 
 @attrs.frozen
@@ -250,6 +253,13 @@ def _apply(graph: Graph, table: dict[str, tuple[int, Shape | None]]) -> None:
             v.shape = shape
 
 
+def _one_element_either_way(declared: Shape | None, inferred: Shape | None) -> bool:
+    """A scalar declared where inference gives [1] (or the reverse): the genai builder writes such annotations
+    on its constant nodes; the element is the same."""
+    shapes = {tuple(declared or ()), tuple(inferred or ())}
+    return declared is not None and inferred is not None and shapes == {(), (1,)}
+
+
 def resolve_shapes(model: Model, dims: Mapping[str, int] | None = None,
                    max_shapes: Mapping[str, Sequence[int]] | str | None = None,
                    output_shapes: OutputShapes | None = None) -> ShapeReport:
@@ -286,6 +296,10 @@ def resolve_shapes(model: Model, dims: Mapping[str, int] | None = None,
             continue
         shape = _substitute(declared.shape, dims)
         if _conflict(shape, v.shape):
+            if _one_element_either_way(shape, v.shape):  # onnxruntime accepts [] for [1] silently: a debug note
+                _log.debug("value %r: the file declares shape %s, inference gives %s (one element either way); "
+                           "using the inferred shape", name, _fmt(declared.shape), _fmt(v.shape))
+                continue
             found.append(f"value {name!r}: the file declares shape {_fmt(declared.shape)} but inference gives "
                          f"{_fmt(v.shape)}; using the inferred shape")
     for msg in found:

@@ -92,10 +92,25 @@ def _options(args: argparse.Namespace, dims: dict[str, int], model: Any = None) 
     return opts
 
 
+def _asks_for_a_gpu(args: argparse.Namespace) -> bool:
+    """Whether the command line names a GPU: a cuda/gpu budget, a device profile, --gpu-layers, rules that
+    place something on cuda."""
+    text = " ".join(str(getattr(args, k, None) or "") for k in ("budget", "layers", "annotations")).lower()
+    return ("cuda" in text or "gpu" in text or getattr(args, "device_profile", None) is not None
+            or getattr(args, "gpu_layers", None) is not None)
+
+
 def _providers(args: argparse.Namespace) -> list[str]:
+    """--providers as given; else CUDA then the CPU where a CUDA device is present or the command asks for a GPU
+    (its decline then says why it took nothing), and the CPU alone otherwise: no decline about a GPU nobody
+    asked for on a machine without one."""
     if getattr(args, "providers", None):
         return [p.strip() for p in args.providers.split(",") if p.strip()]
-    return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    from ._ort_api import cuda_device_count
+
+    if cuda_device_count() or _asks_for_a_gpu(args):
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    return ["CPUExecutionProvider"]
 
 
 def _session(args: argparse.Namespace, model: Any, label: str, opts: Any) -> Any:
