@@ -114,3 +114,26 @@ def test_constant_sparse_value_becomes_an_initializer():
     m = ort_graph.from_proto(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
     assert ort_graph.constants_to_initializers(m.graph) == ["c"]
     np.testing.assert_array_equal(m.graph.initializers["c"].numpy(), [[0, 1], [0, 2]])
+
+
+def test_external_tensor_inside_a_model_local_function_is_refused(tmp_path):
+    (tmp_path / "c.bin").write_bytes(np.arange(3, dtype=np.float32).tobytes())
+    inner = helper.make_graph([helper.make_node("Constant", [], ["k"], name="deep",
+                                                value=_external(numpy_helper.from_array(np.zeros(3, np.float32), "k"),
+                                                                "c.bin"))], "then", [],
+                              [helper.make_tensor_value_info("k", TensorProto.FLOAT, [3])])
+    fn = helper.make_function("local", "Shift", ["a", "flag"], ["b"],
+                              [helper.make_node("If", ["flag"], ["k2"], name="pick", then_branch=inner,
+                                                else_branch=inner),
+                               helper.make_node("Add", ["a", "k2"], ["b"])], [helper.make_opsetid("", 17)])
+    g = helper.make_graph([helper.make_node("Shift", ["x", "f"], ["y"], domain="local")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3]),
+                           helper.make_tensor_value_info("f", TensorProto.BOOL, [])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    mp = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)],
+                           ir_version=8, functions=[fn])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(mp.SerializeToString())
+    with pytest.raises(ort_graph.ExternalDataError) as info:
+        ort_graph.load(path)
+    assert "'c.bin'" in str(info.value) and "function local:Shift" in str(info.value)

@@ -38,7 +38,7 @@ from onnx import (
 )
 
 from ._dtypes import dtype_name, tensor_nbytes
-from ._errors import DuplicateNameError, ModelLoadError, TensorDataError
+from ._errors import DuplicateNameError, ExternalDataError, ModelLoadError, TensorDataError
 from ._sparse import check_structure
 
 _ELEMENTS_PER_ENTRY = {TensorProto.COMPLEX64: 0.5, TensorProto.COMPLEX128: 0.5}
@@ -53,6 +53,8 @@ def check_model_proto(mp: ModelProto) -> None:
     _check_text(mp, "model")
     opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in mp.opset_import}
     _check_graph(mp.graph, {}, "graph", opsets)
+    for fp in mp.functions:
+        _check_function_tensors(fp.node, f"function {fp.domain + ':' if fp.domain else ''}{fp.name}")
 
 
 # -- text ---------------------------------------------------------------------------------------------
@@ -173,6 +175,27 @@ def _check_attribute(a: AttributeProto, label: str, visible: Mapping[str, str], 
         _check_sparse(a.sparse_tensor, f"the sparse tensor of {where}")
     for k, sp in enumerate(a.sparse_tensors):
         _check_sparse(sp, f"sparse tensor {k} of {where}")
+
+
+def _check_function_tensors(nodes, where: str) -> None:
+    """Model-local functions are kept as protos (for onnx shape inference), never converted: a tensor in them
+    with external data is refused rather than left for a later reader to resolve."""
+    for i, node in enumerate(nodes):
+        for a in node.attribute:
+            what = f"attribute {a.name!r} of {_node_label(node, i)} in {where}"
+            subs = ([a.g] if a.HasField("g") else []) + list(a.graphs)
+            tensors = ([a.t] if a.HasField("t") else []) + list(a.tensors)
+            for sp in ([a.sparse_tensor] if a.HasField("sparse_tensor") else []) + list(a.sparse_tensors):
+                tensors += [sp.values, sp.indices]
+            for sub in subs:
+                tensors += list(sub.initializer) + [p for sp in sub.sparse_initializer for p in (sp.values, sp.indices)]
+                _check_function_tensors(sub.node, f"graph {sub.name!r} of {what}")
+            for t in tensors:
+                if t.data_location == TensorProto.EXTERNAL:
+                    location = next((e.value for e in t.external_data if e.key == "location"), "")
+                    raise ExternalDataError(
+                        f"tensor {t.name!r} of {what} has external data location {location!r}: a model-local "
+                        "function's tensors may not keep data in external files; embed the tensor")
 
 
 # -- tensor data --------------------------------------------------------------------------------------
