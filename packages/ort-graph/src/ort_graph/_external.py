@@ -144,7 +144,7 @@ def resolve(proto: TensorProto, directory: DataDirectory | None, what: str | Non
         raise ExternalDataError(
             f"{what} needs external data file {str(path)!r} (location {location!r}), which does not exist or cannot be read "
             f"({e.strerror}); keep the .data file beside the .onnx file (same relative location as when it was "
-            "saved)") from e
+            "saved; locations resolve against the model's folder, never the working directory)") from e
     if not stat.S_ISREG(st.st_mode):
         raise _fail(what, location, f"{str(real)!r} is not a regular file", "point the location at the data file")
     if offset + need > st.st_size:
