@@ -137,3 +137,9 @@ def test_external_tensor_inside_a_model_local_function_is_refused(tmp_path):
     with pytest.raises(ort_graph.ExternalDataError) as info:
         ort_graph.load(path)
     assert "'c.bin'" in str(info.value) and "function local:Shift" in str(info.value)
+
+
+@pytest.mark.parametrize("indices", [[5], [[5, 7]]])
+def test_sparse_initializer_too_large_to_densify_is_refused_at_load(indices):
+    with pytest.raises(ort_graph.UnsupportedModelError, match="more than one array can address"):
+        ort_graph.from_proto(_sparse_model(_values(1), _indices(indices), dims=(1 << 31, 1 << 31)))

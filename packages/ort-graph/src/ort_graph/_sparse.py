@@ -13,11 +13,12 @@ last value).
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 from onnx import SparseTensorProto, TensorProto, numpy_helper
 
-from ._dtypes import dtype_name
+from ._dtypes import dtype_name, tensor_nbytes
 from ._errors import TensorDataError, UnsupportedModelError
 from ._external import DataDirectory, materialise
 
@@ -47,6 +48,10 @@ def check_structure(sp: SparseTensorProto, what: str) -> None:
                        f"(indices must be [{nnz}] linear indices or [{nnz}, {len(dims)}] coordinates)")
         elif nnz > math.prod(dims):
             problem = f"{nnz} values for a dense tensor of {math.prod(dims)} elements"
+    dense = tensor_nbytes(values.data_type, tuple(dims)) if problem is None else None
+    if dense is not None and dense > sys.maxsize:
+        raise UnsupportedModelError(f"{what} is a sparse tensor of dense dims {dims!r} ({dense} bytes dense), more "
+                                    "than one array can address; store it with smaller dims")
     if problem is not None:
         raise TensorDataError(f"{what} is a sparse tensor with {problem}; the model file is corrupt — re-export it")
 
@@ -94,6 +99,14 @@ def sparse_to_numpy(sp: SparseTensorProto, what: str = "the sparse tensor") -> n
                                   "file that was not read at load; load the model with ort_graph.load")
     values = numpy_helper.to_array(sp.values)
     dims = tuple(int(d) for d in sp.dims)
-    out = np.zeros(math.prod(dims), dtype=values.dtype)
+    try:
+        out = np.zeros(math.prod(dims), dtype=values.dtype)
+    except MemoryError as e:
+        raise TensorDataError(f"{what}: its dense form ({_dense_bytes(values, dims)} bytes, dims {list(dims)!r}) cannot "
+                              "be allocated in host memory; store it dense with smaller dims or use a larger machine") from e
     out[_linear_indices(sp, what)] = values.reshape(-1)
     return out.reshape(dims)
+
+
+def _dense_bytes(values: np.ndarray, dims: tuple[int, ...]) -> int:
+    return math.prod(dims) * values.dtype.itemsize
