@@ -33,6 +33,7 @@ from ._shapes import (
     resolve_shapes,
     unresolved_hint,
 )
+from ._sparse import sparse_to_numpy
 from ._tensor import ExternalLocation, Tensor
 from ._topo import topological_order, validate
 
@@ -44,6 +45,6 @@ __all__ = [
     "remove_unused_initializers", "resolve_shapes", "Attr", "Dim", "DuplicateNameError", "ExternalDataError", "MalformedNodeError", "ExternalLocation", "Graph", "GraphError",
     "GraphStructureError", "Model", "ModelLoadError", "Node", "Shape", "ShapeAnnotationWarning", "ShapeResolutionWarning", "first_unresolved_node", "unresolved_hint",
     "ShapeResolutionError", "Tensor", "TensorDataError", "UnsupportedModelError", "Value", "__version__", "dtype_name",
-    "from_numpy_dtype", "from_proto", "is_static", "symbolic_inputs", "itemsize", "load", "save", "tensor_nbytes",
+    "from_numpy_dtype", "from_proto", "is_static", "symbolic_inputs", "itemsize", "load", "save", "sparse_to_numpy", "tensor_nbytes",
     "to_numpy_dtype", "to_proto", "topological_order", "validate", "zoo",
 ]
