@@ -228,7 +228,7 @@ class SessionMemory:
             self._traced[key] = pattern
 
         return TracingLayout(self.cache.trace(key), TracedPattern(), self.device_of_value, self.device_of_node,
-                             self.kernels, done)
+                             self.kernels, done, stages=self.stages)
 
 
 def _weights_per_device(model: Model, device_of_node: Mapping[int, str], memory_types: Any,
