@@ -133,15 +133,16 @@ class RedZoneGuard:
     def _raise(self, step: int, who: str, _first: int, device: str, side: str, r: AllocationRequest | None,
                distances: list[int]) -> None:
         near, far = min(distances), max(distances)
-        edge = "before the start" if side == "before" else "past the end"
         span = f"{near} byte{'s' if near != 1 else ''}" if near == far else f"{near} to {far} bytes"
         if r is None:
             raise RedZoneViolation(
-                f"node {who!r} (step {step}) wrote {span} {edge} of the planned buffer on {device!r} "
-                f"(peak {self.buffers.plan.peak[device]} bytes): a write far outside its blocks, caught by the "
-                f"buffer's {self.margin}-byte margin; the kernel's indexing is wrong: fix its bounds",
+                f"node {who!r} (step {step}) wrote {span} {'before the first' if side == 'before' else 'past the last'} "
+                f"block of the planned buffer on {device!r} ({self.buffers.plan.peak[device]} bytes), into its "
+                f"{self.margin}-byte {'start' if side == 'before' else 'end'} margin: a write far outside its output; "
+                "the kernel's indexing is wrong: fix its bounds",
                 node=who, block=BUFFER, step=step, first_bad_byte=near - 1, side=side, distance=(near, far))
         block = self.buffers.names.get(r.id, f"id {r.id}")
+        edge = "before the start" if side == "before" else "past the end"
         raise RedZoneViolation(
             f"node {who!r} (step {step}) wrote {span} {edge} of {block!r} (id {r.id}, {r.nbytes} bytes at "
             f"offset {self.buffers.plan.offset(r.id)} on {r.device!r}); the kernel writes outside the declared "
