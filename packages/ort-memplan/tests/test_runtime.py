@@ -404,3 +404,16 @@ def test_the_retaining_host_allocator_hands_the_kept_buffer_to_the_next_allocati
     assert host.kept_bytes == 8192
     host.release()
     assert host.kept_bytes == 0 and host.allocate(16).base is None
+
+
+def test_red_zone_checksums_any_element_type_and_strided_views() -> None:
+    ml_dtypes = pytest.importorskip("ml_dtypes")  # bfloat16 / float8 / int4 arrays have no buffer format
+    _, _, bufs, guard = _guarded()
+    bf16 = np.arange(8, dtype=np.float32).astype(ml_dtypes.bfloat16)
+    full = np.arange(24, dtype=np.float32).reshape(4, 6)
+    strided = full[:, ::2]
+    with bufs.run():
+        guard.before_step(0, {"bf16": bf16, "strided": strided})
+        full[0, 2] = -1  # the second element of the strided view's first row
+        with pytest.raises(mp.ConstInputWritten, match="const input 'strided'"):
+            guard.after_step(0)

@@ -30,7 +30,8 @@ def checksum(arr: Any) -> int | None:
     if not isinstance(arr, np.ndarray | np.generic) or arr.dtype.kind == "O":
         return None
     a = np.asarray(arr)
-    return zlib.crc32(a.data if a.flags.c_contiguous else np.ascontiguousarray(a).data)
+    a = a if a.flags.c_contiguous else np.ascontiguousarray(a)
+    return zlib.crc32(a.reshape(-1).view(np.uint8))  # bytes, whatever the dtype (bfloat16, float8, int4...)
 
 
 class RedZoneGuard:
