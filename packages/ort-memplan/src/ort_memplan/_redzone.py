@@ -63,6 +63,7 @@ class RedZoneGuard:
             self._starts.setdefault(r.first, []).append(r)
         self._live: dict[int, AllocationRequest] = {}
         self._reads: dict[str, tuple[Any, int]] = {}
+        self._filled: dict[int, bytes] = {}  # n -> n pattern bytes (a few sizes: margins, guards)
         self.checks = 0
         for device in buffers.plan.peak:  # the margins at both ends of every buffer, for the buffers' life
             for at in self._margins(device):
@@ -71,9 +72,15 @@ class RedZoneGuard:
     def _margins(self, device: str) -> tuple[int, int]:
         return 0, self.buffers.plan.peak[device] - self.margin
 
+    def _bytes(self, n: int) -> bytes:
+        found = self._filled.get(n)
+        if found is None:
+            found = self._filled[n] = bytes([self.pattern]) * n
+        return found
+
     def _fill(self, device: str, at: int, n: int) -> None:
         if n:
-            self.buffers.allocators[device].write(self.buffers.buffers[device], at, bytes([self.pattern]) * n)  # type: ignore[union-attr]
+            self.buffers.allocators[device].write(self.buffers.buffers[device], at, self._bytes(n))  # type: ignore[union-attr]
 
     def _changed(self, device: str, at: int, n: int) -> list[int]:
         """Offsets in [at, at + n) of the device's buffer whose byte is not the pattern."""
@@ -81,7 +88,7 @@ class RedZoneGuard:
             return []
         got = self.buffers.allocators[device].read(self.buffers.buffers[device], at, n)  # type: ignore[union-attr]
         self.checks += 1
-        if got == bytes([self.pattern]) * n:
+        if got == self._bytes(n):
             return []
         return (np.flatnonzero(np.frombuffer(got, np.uint8) != self.pattern) + at).tolist()
 
