@@ -194,9 +194,32 @@ class PlannedLayout(BlockLayout):
         req = self.gplan.run_requests[key]
         return block_of(*self._live.block(req.id))
 
-    def before_step(self, step: int) -> None:
-        if self._guard is not None:
-            self._guard.before_step(step)
+    @property
+    def guarded(self) -> bool:
+        return self._guard is not None
+
+    def place(self, name: str, arr: Any, *, copy: bool = True) -> Any | None:
+        """Under red zones a feed is always copied (into its guarded block, else a private array): a kernel that
+        writes through its input then changes the run's copy, never the caller's array."""
+        if self._guard is None:
+            return super().place(name, arr, copy=copy)
+        placed = super().place(name, arr, copy=True)
+        return np.array(arr) if placed is None and isinstance(arr, np.ndarray) else placed
+
+    def before_step(self, step: int, node: Node | None = None, args: Sequence[Any] = ()) -> None:
+        if self._guard is None:
+            return
+        reads = {}
+        if node is not None:  # checksummed: what the kernel reads, except blocks its outputs share (in place)
+            outs = {self._where(o) for o in node.outputs if o} - {None}
+            for name, arr in zip(list(node.inputs) + node.implicit_inputs(), args):
+                if name and self._where(name) not in outs:
+                    reads[name] = arr
+        self._guard.before_step(step, reads)
+
+    def _where(self, name: str) -> tuple[str, int] | None:
+        where = self.value_block(name)
+        return None if where is None else where[:2]
 
     def after_step(self, step: int, node: Node) -> None:
         if self._guard is not None:
