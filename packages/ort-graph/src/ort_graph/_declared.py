@@ -54,6 +54,13 @@ def first_unresolved_node(graph: Graph) -> Node | None:
 
 def unresolved_hint(node: Node) -> str:
     """What to do about a node whose outputs could not be resolved (used in warnings and errors)."""
+    if node.op_type == "Loop" and node.domain in ("", "ai.onnx") and any(
+            o and isinstance(d, str) and d.endswith("_trip_count")
+            for o in node.outputs for d in (node.graph.values[o].shape or ()) if node.graph is not None):
+        return (f"node {node.name!r} (Loop) has a data-dependent trip count (its M input is not a constant, or its "
+                "condition can stop it early), so its scan outputs cannot be sized before a run; give the Loop a "
+                "constant trip count M with no early exit (a body whose condition output is its condition input), "
+                "or accept run-time planning with session.allow_unplanned_shapes=1")
     return (f"node {node.name!r} ({node.qualified_op}) is the first whose output shapes could not be resolved; "
             "declare them in the model's value_info (or graph outputs), give free_dimension_overrides for the "
             "symbolic dimensions they depend on, or register an output-shape callback with the op's kernel "

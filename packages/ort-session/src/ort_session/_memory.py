@@ -38,7 +38,9 @@ from ._device_memory import (
     device_allocators,
     device_memory_error,
     memory_types_of,
+    graph_body_weights,
     weight_names_per_device,
+    weight_nbytes,
 )
 from ._errors import FeedExceedsPlanError, InvalidInputError, InvalidOptionError
 from ._layouts import (
@@ -234,9 +236,11 @@ class SessionMemory:
 def _weights_per_device(model: Model, device_of_node: Mapping[int, str], memory_types: Any,
                         streamed: set[str] | frozenset[str] = frozenset()) -> dict[str, int]:
     """Bytes of the weights each device holds; streamed weights stay on the host (their slots count apart)."""
-    inits = model.graph.initializers
-    per_device = weight_names_per_device(model.graph, device_of_node, memory_types, HOST)
-    return {d: sum(inits[n].nbytes for n in names if d == HOST or n not in streamed) for d, names in per_device.items()}
+    graph = model.graph
+    per_device = weight_names_per_device(graph, device_of_node, memory_types, HOST)
+    bodies = graph_body_weights(graph) if any(names - graph.initializers.keys() for names in per_device.values()) else {}
+    return {d: sum(weight_nbytes(graph, n, bodies) for n in names if d == HOST or n not in streamed)
+            for d, names in per_device.items()}
 
 
 def streaming_blocks(streaming: Any) -> dict[str, tuple[str, int]]:
