@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from ._declared import DATA_DEPENDENT
 from ._ir import Graph, Node, Shape, Value
 
 Type = tuple[int, Shape | None]
@@ -138,7 +139,7 @@ def infer_control_flow(node: Node, graph: Graph, opsets: Mapping[str, int], dims
         outs = _resolve_body(body, [(7, ()), (9, ())] + carried, run_pass, opsets, dims, output_shapes)
         n = len(carried)
         trip = loop_trip_count(node, consts)
-        lead = trip if trip is not None else f"unk__{tag}_trip_count"
+        lead = trip if trip is not None else f"unk__{tag}{DATA_DEPENDENT}"
         result = [(o[0] or c[0], _merge(o[1], c[1], f"{tag}_o{k}")) for k, (o, c) in enumerate(zip(outs[1:1 + n], carried))]
         result += [(d, None if s is None else (lead, *s)) for d, s in outs[1 + n:]]
         return result

@@ -28,7 +28,16 @@ def _apply_declared(graph: Graph, v: Value, dims: Mapping[str, int]) -> None:
     if v.shape is None:
         v.shape = named
     elif named is not None and len(named) == len(v.shape):
-        v.shape = tuple(d if _anonymous(i) and not _anonymous(d) else i for i, d in zip(v.shape, named))
+        v.shape = tuple(d if _anonymous(i) and not _anonymous(d) and not _data_dependent(i) else i
+                        for i, d in zip(v.shape, named))
+
+
+DATA_DEPENDENT = "_trip_count"  # ends the anonymous dim of a Loop's data-dependent trip count (_control_shapes)
+
+
+def _data_dependent(dim) -> bool:
+    """A dim inference knows only a run can tell: a name in the file does not size it."""
+    return isinstance(dim, str) and dim.startswith("unk__") and dim.endswith(DATA_DEPENDENT)
 
 
 def _has_anonymous(shape: Shape | None) -> bool:
@@ -55,8 +64,8 @@ def first_unresolved_node(graph: Graph) -> Node | None:
 def unresolved_hint(node: Node) -> str:
     """What to do about a node whose outputs could not be resolved (used in warnings and errors)."""
     if node.op_type == "Loop" and node.domain in ("", "ai.onnx") and any(
-            o and isinstance(d, str) and d.endswith("_trip_count")
-            for o in node.outputs for d in (node.graph.values[o].shape or ()) if node.graph is not None):
+            o and _data_dependent(d) for o in node.outputs for d in (node.graph.values[o].shape or ())
+            if node.graph is not None):
         return (f"node {node.name!r} (Loop) has a data-dependent trip count (its M input is not a constant, or its "
                 "condition can stop it early), so its scan outputs cannot be sized before a run; give the Loop a "
                 "constant trip count M with no early exit (a body whose condition output is its condition input), "
