@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
+
 from ort_graph import body_weights
 
 from ._budget import NodeAllocationStats, NodeStats

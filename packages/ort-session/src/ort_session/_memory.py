@@ -37,8 +37,8 @@ from ._device_memory import (
     DeviceWeights,
     device_allocators,
     device_memory_error,
-    memory_types_of,
     graph_body_weights,
+    memory_types_of,
     weight_names_per_device,
     weight_nbytes,
 )
