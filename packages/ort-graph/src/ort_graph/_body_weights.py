@@ -38,20 +38,25 @@ def body_weights(node: Any) -> list[BodyWeight]:
     if not node.attributes:
         return []
     out: list[BodyWeight] = []
+    _collect(node, node.name, out)
+    return out
+
+
+def _collect(node: Any, scope: str, out: list[BodyWeight]) -> None:
     for attr_name, a in node.attributes.items():
         graphs = a.value if isinstance(a.value, list) else [a.value]
         for k, g in enumerate(graphs):
             if not hasattr(g, "initializers") or not hasattr(g, "nodes"):
                 continue
-            prefix = f"{node.name}/{attr_name}{f'[{k}]' if isinstance(a.value, list) else ''}"
+            prefix = f"{scope}/{attr_name}{f'[{k}]' if isinstance(a.value, list) else ''}"
             out.extend(BodyWeight(f"{prefix}/{name}", t.nbytes, t) for name, t in g.initializers.items())
             for inner in g.nodes:
                 value = inner.attr("value") if inner.op_type == "Constant" else None
                 if value is not None and hasattr(value, "dims"):
                     out.append(BodyWeight(f"{prefix}/{inner.name}", tensor_nbytes(value.data_type, tuple(value.dims)) or 0,
                                           value))
-                out.extend(body_weights(inner))
-    return out
+                if inner.attributes:
+                    _collect(inner, f"{prefix}/{inner.name}", out)
 
 
 def body_weight_bytes(node: Any) -> int:
