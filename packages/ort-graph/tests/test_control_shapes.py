@@ -53,12 +53,19 @@ def _if(then_shape, else_shape):
 
 @pytest.mark.parametrize(("then_shape", "else_shape", "merged"), [
     ([2, 3], [2, 3], (2, 3)),
-    ([2, 3], [2, 5], (2, "if_o0_d1")),
+    ([2, 3], [2, 5], (2, "unk__if_o0_d1_data_dependent")),
     ([2, 3], [2, 3, 1], None),
 ])
 def test_if_merges_its_branches_outputs(then_shape, else_shape, merged):
-    m, _ = _resolved(_if(then_shape, else_shape), {})
+    m, report = _resolved(_if(then_shape, else_shape), {})
     assert m.graph.values["y"].shape == merged
+    assert report.unresolved_node == (None if merged == (2, 3) else "if")
+
+
+def test_branches_that_disagree_are_named_as_the_reason_no_static_plan_exists():
+    m, _ = _resolved(_if([2, 3], [2, 5]), {})
+    hint = ort_graph.unresolved_hint(m.graph.node_by_name("if"))
+    assert "depends on the data" in hint and "session.allow_unplanned_shapes=1" in hint
 
 
 def test_a_data_dependent_trip_count_stays_unknown_and_names_the_loop():

@@ -4,12 +4,13 @@ Each body is resolved like a graph of its own (`_python_pass`): its inputs take 
 them (Loop: iteration number, condition, carried values; Scan: the states and one slice of each scan
 input), the outer-scope values it reads take their shapes in the enclosing graph. Then:
 
-- If: the two branches' outputs merged: a dim both give is kept, dims that differ become a symbol
-  (`If_name_o0_d1`) and a rank that differs leaves the rank unknown.
+- If: the two branches' outputs merged: a dim both give is kept, dims that differ become an anonymous
+  data-dependent dim (`unk__If_o0_d1_data_dependent`: only a run tells) and a rank that differs leaves the
+  rank unknown. Loop and Scan merge their carried values with their inputs likewise.
 - Loop: carried outputs merged with their inputs; scan outputs get the trip count in front: static where
   the trip count is a constant and the loop cannot stop early (no condition input, or a constant true one,
   and a body whose condition output is its condition input or a constant true), else the anonymous
-  `unk__<node>_trip_count` (data-dependent: planned only at run time; see `loop_trip_count`).
+  `unk__<node>_trip_count_data_dependent` (planned only at run time; see `loop_trip_count`).
 - Scan (opset 9+): states merged; scan outputs get the sequence length at their `scan_output_axes`.
 """
 
@@ -72,7 +73,7 @@ def _resolve_body(body: Graph, inputs: list[Type], run_pass: BodyPass, opsets: M
 def _merge(a: Shape | None, b: Shape | None, tag: str) -> Shape | None:
     if a is None or b is None or len(a) != len(b):
         return None
-    return tuple(x if x == b[i] else f"{tag}_d{i}" for i, x in enumerate(a))
+    return tuple(x if x == b[i] else f"unk__{tag}_d{i}{DATA_DEPENDENT}" for i, x in enumerate(a))
 
 
 def _const_scalar(name: str, consts: Mapping[str, np.ndarray]) -> object:
@@ -139,7 +140,7 @@ def infer_control_flow(node: Node, graph: Graph, opsets: Mapping[str, int], dims
         outs = _resolve_body(body, [(7, ()), (9, ())] + carried, run_pass, opsets, dims, output_shapes)
         n = len(carried)
         trip = loop_trip_count(node, consts)
-        lead = trip if trip is not None else f"unk__{tag}{DATA_DEPENDENT}"
+        lead = trip if trip is not None else f"unk__{tag}_trip_count{DATA_DEPENDENT}"
         result = [(o[0] or c[0], _merge(o[1], c[1], f"{tag}_o{k}")) for k, (o, c) in enumerate(zip(outs[1:1 + n], carried))]
         result += [(d, None if s is None else (lead, *s)) for d, s in outs[1 + n:]]
         return result
