@@ -23,11 +23,13 @@ class _ControlFlow(OpImpl):
         return [(0, nbytes)] if nbytes else []
 
     def bind(self, node, opset):
-        cached = host_weights(node)  # once per kernel: what a run on the CPU reads (no upload given)
+        cached: list = []  # decoded at the first run without device copies (a node on the CPU), then kept
 
         def run(inputs):
             explicit, outer, weights = split_inputs(node, inputs)
-            with body_weight_scope(node, weights, cached):
+            if not weights and not cached:
+                cached.append(host_weights(node))
+            with body_weight_scope(node, weights, None if weights else cached[0]):
                 return self.run(node, explicit, outer)
 
         return run
