@@ -24,6 +24,7 @@ from onnx import GraphProto, ModelProto, TypeProto, helper, numpy_helper
 
 from ._constprop import evaluate, shape_value
 from ._contrib_shapes import handler_for
+from ._control_shapes import infer_control_flow, is_control_flow
 from ._convert import _shape_of, graph_to_proto
 from ._declared import (
     _apply_declared,
@@ -209,6 +210,14 @@ def _python_pass(graph: Graph, opsets: dict[str, int], dims: Mapping[str, int],
                                       if t.nbytes <= SMALL_INITIALIZER and t.dtype in (6, 7, 1, 9, 10, 11)}
     for node in topological_order(graph):
         outs = [graph.values[o] for o in node.outputs if o]
+        if node.attributes and is_control_flow(node, opsets):  # its bodies are resolved on the way
+            flow = infer_control_flow(node, graph, opsets, dims, consts, _python_pass, output_shapes)
+            for name, (dtype, shape) in zip(node.outputs, flow or ()):
+                v = graph.values[name] if name else None
+                if v is not None and (dtype or shape is not None):
+                    v.dtype = dtype or v.dtype
+                    if shape is not None and (v.shape is None or not _better(v.shape, shape)):
+                        v.shape = shape
         ins_static = all(is_static(graph.values[n].shape) for n in node.inputs if n and n in graph.values)
         if any(not _complete(v.shape) or not v.dtype or (ins_static and not is_static(v.shape))
                or _has_anonymous(v.shape) for v in outs):

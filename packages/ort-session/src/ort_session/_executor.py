@@ -309,7 +309,10 @@ class Executor:
         weights = self.weights
         if weights is not None:
             for position, tensor in weights.args.get(index, ()):
-                args[position] = tensor
+                if position < len(args):
+                    args[position] = tensor
+                else:  # a weight inside the node's subgraphs: read after its inputs (ops_control)
+                    args.append(tensor)
         streamer = self.streamer
         if streamer is not None:
             streamer.before_node(step, node, args)

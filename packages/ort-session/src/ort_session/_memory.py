@@ -37,8 +37,10 @@ from ._device_memory import (
     DeviceWeights,
     device_allocators,
     device_memory_error,
+    graph_body_weights,
     memory_types_of,
     weight_names_per_device,
+    weight_nbytes,
 )
 from ._errors import FeedExceedsPlanError, InvalidInputError, InvalidOptionError
 from ._layouts import (
@@ -234,9 +236,11 @@ class SessionMemory:
 def _weights_per_device(model: Model, device_of_node: Mapping[int, str], memory_types: Any,
                         streamed: set[str] | frozenset[str] = frozenset()) -> dict[str, int]:
     """Bytes of the weights each device holds; streamed weights stay on the host (their slots count apart)."""
-    inits = model.graph.initializers
-    per_device = weight_names_per_device(model.graph, device_of_node, memory_types, HOST)
-    return {d: sum(inits[n].nbytes for n in names if d == HOST or n not in streamed) for d, names in per_device.items()}
+    graph = model.graph
+    per_device = weight_names_per_device(graph, device_of_node, memory_types, HOST)
+    bodies = graph_body_weights(graph) if any(names - graph.initializers.keys() for names in per_device.values()) else {}
+    return {d: sum(weight_nbytes(graph, n, bodies) for n in names if d == HOST or n not in streamed)
+            for d, names in per_device.items()}
 
 
 def streaming_blocks(streaming: Any) -> dict[str, tuple[str, int]]:
@@ -344,10 +348,11 @@ def _allocate(graph: Any, order: Sequence[Node], device_of_node: Mapping[int, st
         undo()
         unknown = list(gplan.activations.unknown_sizes)[:5]
         origin = ort_graph.first_unresolved_node(graph)  # a node whose outputs no inference resolved
+        dims = ("set free_dimension_overrides for the model's symbolic dimensions (ortrun: --dim name=N)"
+                if ort_graph.symbolic_inputs(graph) or origin is None else "every input is sized")
         raise InvalidOptionError(
             f"{key} needs static shapes, but {len(gplan.activations.unknown_sizes)} "
-            f"value(s) have unknown sizes, e.g. {unknown!r}; set free_dimension_overrides for the model's "
-            "symbolic dimensions (ortrun: --dim name=N)"
+            f"value(s) have unknown sizes, e.g. {unknown!r}; {dims}"
             + (f"; {ort_graph.unresolved_hint(origin)}" if origin is not None else ""))
     budgets = {d: s.activation_budget for d, s in stages.items() if s.activation_budget is not None}
     try:

@@ -39,10 +39,13 @@ def check_budgeted_values_planned(graph: Any, unknown_sizes: Sequence[str], devi
                       for d, v in sorted(unplanned.items()))
     inputs = [f"{name} (no shape)" if shape is None else f"{name} {list(shape)!r}"
               for name, shape in ort_graph.symbolic_inputs(graph).items()]
+    origin = None if inputs else ort_graph.first_unresolved_node(graph)  # every input sized: a node is why
     why = (f"inputs with symbolic dimensions: {', '.join(inputs[:SHOWN])}" if inputs
-           else "shape inference could not size them (see the shape warnings)")
+           else "shape inference could not size them (see the shape warnings)" if origin is None
+           else f"this node: {ort_graph.unresolved_hint(origin)}")
     fix = ("give every symbolic dimension a value with free_dimension_overrides (ortrun: --dim name=N) or the "
-           "largest shapes you will run with max_shapes / session.max_shape_override")
+           "largest shapes you will run with max_shapes / session.max_shape_override") if origin is None else \
+        f"make node {origin.name!r} ({origin.qualified_op}) sizable as said above"
     if allow or not can_run:
         warnings.warn(f"the budget cannot be guaranteed by the plan: values of unknown size are placed on budgeted "
                       f"devices ({where}) because of {why}; runs are held to the budget only by the device allocator "
