@@ -1,0 +1,114 @@
+"""The graph inputs' dynamic axes, and the overrides and max shapes that fix or bound them.
+
+Every dynamic axis has an address, `INPUT.AXIS` (`_dimspec`); an axis the file leaves unnamed (a negative
+`dim_value`, no value, `?`) takes that address as its symbol, so it resolves, plans and is reported like a
+named one. `input_shapes` turns `dims` (symbols or addresses) and `max_shapes` into the input shapes
+resolution starts from, and the overrides by symbol that the rest of resolution applies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ._dimspec import axis_name, format_shape, split_axis_name
+from ._errors import ShapeResolutionError
+from ._ir import Graph, Shape
+
+
+def named_inputs(graph: Graph) -> dict[str, Shape | None]:
+    """Each graph input's shape (initializers excluded), every unnamed axis named `INPUT.AXIS`."""
+    out: dict[str, Shape | None] = {}
+    for name in graph.inputs:
+        if name in graph.initializers:
+            continue
+        shape = graph.values[name].shape
+        out[name] = None if shape is None else tuple(axis_name(name, i) if d is None else d
+                                                     for i, d in enumerate(shape))
+    return out
+
+
+def dynamic_axes(inputs: Mapping[str, Shape | None]) -> list[tuple[str, int, str]]:
+    """(input, axis, symbol) of every symbolic axis of the (named) inputs, in input order."""
+    return [(n, i, d) for n, shape in inputs.items() for i, d in enumerate(shape or ()) if isinstance(d, str)]
+
+
+def _addresses(inputs: Mapping[str, Shape | None]) -> str:
+    seen: dict[str, list[str]] = {}
+    for n, i, d in dynamic_axes(inputs):
+        seen.setdefault(d, []).append(axis_name(n, i))
+    if not seen:
+        return "the model's inputs have no dynamic dimension"
+    return "its dynamic dimensions: " + ", ".join(s if a == [s] else f"{s} ({', '.join(a)})" for s, a in seen.items())
+
+
+def by_symbol(inputs: Mapping[str, Shape | None], dims: Mapping[str, int]) -> dict[str, int]:
+    """Overrides keyed by symbol: an `INPUT.AXIS` address becomes the axis' symbol (a static axis must agree)."""
+    symbols = {d for _, _, d in dynamic_axes(inputs)}
+    out: dict[str, int] = {}
+    for name, value in dims.items():
+        if not isinstance(value, int | np.integer) or value < 0:
+            raise ShapeResolutionError(f"dimension override {name}={value!r} must be a non-negative integer, "
+                                       f"e.g. {name}=1")
+        target: object = name
+        if name not in symbols:
+            where = split_axis_name(name)
+            shape = inputs.get(where[0]) if where else None
+            if where is None or shape is None or where[1] >= len(shape):
+                raise ShapeResolutionError(
+                    f"dimension override {name!r} names no symbolic dimension (or INPUT.AXIS) of the model's "
+                    f"inputs; {_addresses(inputs)}")
+            target = shape[where[1]]
+            if isinstance(target, int):
+                if target != int(value):
+                    raise ShapeResolutionError(
+                        f"dimension override {name}={value} contradicts axis {where[1]} of input {where[0]!r}, "
+                        f"which the model fixes at {target} (declared {list(shape)!r}); leave it out")
+                continue
+        if target in out and out[target] != int(value):
+            raise ShapeResolutionError(f"dimension override {name}={value} contradicts {target}={out[target]} "
+                                       "given too (the same dimension); give it one value")
+        out[str(target)] = int(value)
+    return out
+
+
+def _check_max_shapes(graph: Graph, inputs: Mapping[str, Shape | None], max_shapes: Mapping[str, Sequence[int]]) -> None:
+    for name, shape in max_shapes.items():
+        if name not in inputs:
+            raise ShapeResolutionError(f"max shape given for {name!r}, which is not a graph input; inputs: "
+                                       f"{list(inputs)!r}")
+        declared = inputs[name]
+        if declared is not None and len(declared) != len(shape):
+            raise ShapeResolutionError(f"max shape {list(shape)!r} for input {name!r} has rank {len(shape)}, "
+                                       f"but the input's rank is {len(declared)} (declared {list(declared)!r})")
+        for axis, (d, m) in enumerate(zip(declared or (), shape)):
+            if isinstance(d, int) and d != m:
+                fixed = [d if isinstance(d, int) else m for d, m in zip(declared, shape)]
+                raise ShapeResolutionError(
+                    f"max shape {list(shape)!r} for input {name!r} contradicts its static dimension {d} at axis "
+                    f"{axis} (declared {list(graph.values[name].shape or ())!r}); give e.g. "
+                    f"max_shapes={{{name!r}: {fixed!r}}} (ortrun: --max-shape {format_shape(name, fixed)})")
+
+
+def input_shapes(graph: Graph, dims: Mapping[str, int], max_shapes: Mapping[str, Sequence[int]]
+                 ) -> tuple[dict[str, Shape | None], dict[str, int]]:
+    """The shapes resolution starts from (every input, its unnamed axes named) and the overrides by symbol."""
+    inputs = named_inputs(graph)
+    symbol_dims = by_symbol(inputs, dims)
+    _check_max_shapes(graph, inputs, max_shapes)
+    # a symbol bounded through one input bounds every input that shares it (equal at run time): the largest bound
+    bound: dict[str, int] = {}
+    for name, shape in max_shapes.items():
+        for d, m in zip(inputs[name] or (), shape):
+            if isinstance(d, str) and d not in symbol_dims:
+                bound[d] = max(bound.get(d, 0), int(m))
+    out: dict[str, Shape | None] = {n: graph.values[n].shape for n in graph.inputs}  # initializers as they are
+    for name, shape in inputs.items():
+        if name in max_shapes:
+            out[name] = tuple(int(d) for d in max_shapes[name])
+        elif shape is not None:
+            out[name] = tuple(symbol_dims.get(d, bound.get(d, d)) if isinstance(d, str) else d for d in shape)
+        else:
+            out[name] = None
+    return out, symbol_dims
