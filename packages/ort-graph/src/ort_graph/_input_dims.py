@@ -112,3 +112,26 @@ def input_shapes(graph: Graph, dims: Mapping[str, int], max_shapes: Mapping[str,
         else:
             out[name] = None
     return out, symbol_dims
+
+
+def dynamic_dims_hint(graph: Graph, shown: int = 5) -> str:
+    """Each input with a dynamic axis (its current shape), the axes, and the option and flag that fix them:
+    `input 'x' [x.0, 3, x.2, x.3]: dynamic axis 0 (unnamed), ...; give max_shapes={'x': [N, 3, N, N]} ...`."""
+    parts: list[str] = []
+    for name, shape in named_inputs(graph).items():
+        if shape is None:
+            parts.append(f"input {name!r} has no declared shape: give max_shapes={{{name!r}: [d0, d1, ...]}} "
+                         f"(ortrun: --max-shape {name}=[d0,d1,...])")
+            continue
+        axes = [(i, d) for i, d in enumerate(shape) if isinstance(d, str)]
+        if not axes:
+            continue
+        example = ["N" if isinstance(d, str) else d for d in shape]
+        first = axes[0][1]  # a named axis by its name (it may be shared), an unnamed one by its address
+        which = ", ".join(f"axis {i} ({'unnamed' if d == axis_name(name, i) else repr(d)})" for i, d in axes)
+        parts.append(f"input {name!r} {list(shape)!r}: dynamic {which}; give its largest shape with "
+                     f"max_shapes={{{name!r}: [{', '.join(map(str, example))}]}} (ortrun: --max-shape "
+                     f"{format_shape(name, example)}) or one axis with free_dimension_overrides={{{first!r}: N}} "
+                     f"(ortrun: --dim {first}=N), N the size")
+    more = f"; and {len(parts) - shown} more input(s)" if len(parts) > shown else ""
+    return "; ".join(parts[:shown]) + more
