@@ -97,12 +97,7 @@ def input_shapes(graph: Graph, dims: Mapping[str, int], max_shapes: Mapping[str,
     inputs = named_inputs(graph)
     symbol_dims = by_symbol(inputs, dims)
     _check_max_shapes(graph, inputs, max_shapes)
-    # a symbol bounded through one input bounds every input that shares it (equal at run time): the largest bound
-    bound: dict[str, int] = {}
-    for name, shape in max_shapes.items():
-        for d, m in zip(inputs[name] or (), shape):
-            if isinstance(d, str) and d not in symbol_dims:
-                bound[d] = max(bound.get(d, 0), int(m))
+    bound = _bounds(inputs, max_shapes)  # a symbol bounded through one input bounds every input sharing it
     out: dict[str, Shape | None] = {n: graph.values[n].shape for n in graph.inputs}  # initializers as they are
     for name, shape in inputs.items():
         if name in max_shapes:
@@ -135,3 +130,21 @@ def dynamic_dims_hint(graph: Graph, shown: int = 5) -> str:
                      f"(ortrun: --dim {first}=N), N the size")
     more = f"; and {len(parts) - shown} more input(s)" if len(parts) > shown else ""
     return "; ".join(parts[:shown]) + more
+
+
+def sizes_by_symbol(graph: Graph, dims: Mapping[str, int], max_shapes: Mapping[str, Sequence[int]] | None = None
+                    ) -> tuple[dict[str, int], dict[str, int]]:
+    """`dims` keyed by symbol, and the size `max_shapes` give each symbol of the inputs they bound (the largest
+    where inputs share one); both checked as `resolve_shapes` checks them. The graph is not changed."""
+    _, symbol_dims = input_shapes(graph, dims, max_shapes or {})
+    return symbol_dims, _bounds(named_inputs(graph), max_shapes or {})
+
+
+def _bounds(inputs: Mapping[str, Shape | None], max_shapes: Mapping[str, Sequence[int]]) -> dict[str, int]:
+    """Each symbol of a bounded input with its bound (equal at run time in every input: the largest)."""
+    bound: dict[str, int] = {}
+    for name, shape in max_shapes.items():
+        for d, m in zip(inputs[name] or (), shape):
+            if isinstance(d, str):
+                bound[d] = max(bound.get(d, 0), int(m))
+    return bound
