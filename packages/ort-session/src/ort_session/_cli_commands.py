@@ -134,12 +134,14 @@ def _run_feeds(args: argparse.Namespace, model: Any, dims: dict[str, int]) -> tu
 
 def _max_shapes(args: argparse.Namespace) -> dict[str, list[int]] | None:
     """The `--max-shape` entries as one `max_shapes` mapping (an input given two different shapes is refused)."""
+    from ._errors import InvalidOptionError
+
     merged: dict[str, list[int]] = {}
     for entry in getattr(args, "max_shape", None) or ():
         for name, shape in entry.items():
             if merged.get(name, shape) != shape:
-                raise SystemExit(f"ortrun: error: --max-shape gives input {name!r} two shapes, {merged[name]} and "
-                                 f"{shape}; give it one")
+                raise InvalidOptionError(f"--max-shape gives input {name!r} two shapes, {merged[name]} and {shape}; "
+                                         "give it one")
             merged[name] = shape
     return merged or None
 
