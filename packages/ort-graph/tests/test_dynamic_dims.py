@@ -157,3 +157,15 @@ def test_published_paddle_exports_resolve_fully_with_their_max_shape(shared_mode
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     for info, arr in zip(sess.get_outputs(), sess.run(None, {"x": x})):
         assert m.graph.values[info.name].shape == arr.shape
+
+
+@pytest.mark.parametrize("exact, fused", [(True, True), (False, False)])
+def test_matmul_add_fusion_writes_no_leading_dims_when_shapes_are_max_shape_bounds(exact, fused):
+    w = helper.make_tensor("w", TensorProto.FLOAT, [4, 5], np.ones(20, np.float32).tolist())
+    b = helper.make_tensor("b", TensorProto.FLOAT, [5], np.ones(5, np.float32).tolist())
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"), helper.make_node("Add", ["m", "b"], ["y"], name="add")]
+    graph = helper.make_graph(nodes, "g", [_info("x", (-1, "?", 4))], [_info("y", (-1, "?", 5))], [w, b])
+    m = ort_graph.from_proto(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    ort_graph.resolve_shapes(m, max_shapes="x=[2,6,4]")
+    records = ort_graph.apply_l1_fusions(m, ["MatMulAddFusion"], exact_shapes=exact)
+    assert bool(records) is fused

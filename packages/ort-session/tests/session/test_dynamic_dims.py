@@ -175,3 +175,12 @@ def test_ortrun_runs_the_published_classifier_with_max_shape(shared_models, caps
     assert main(["run", path, "--max-shape", "x=[1,3,48,192]", "--budget", "gpu:4MiB", "--providers",
                  "SimulatedGPUExecutionProvider", "--check"]) == 0
     assert "check PASSED" in capsys.readouterr().out
+
+
+def test_the_published_recognizer_runs_a_line_narrower_than_its_max_shape(shared_models):
+    path = _published(shared_models, "ppocrv4_rec")
+    sess = _session(path, {"max_shapes": "x=[1,3,48,320]", "budgets": "gpu:4MiB"}, SIM)
+    x = np.random.default_rng(3).standard_normal((1, 3, 48, 160)).astype(np.float32)
+    got, want = sess.run(None, {"x": x})[0], _reference(path, {"x": x})[0]
+    assert got.shape == want.shape == (1, 20, 6625)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
