@@ -26,6 +26,7 @@ UNNAMED = "?"  # the name exporters give a dim they mean to leave unnamed (paddl
 _SHAPE = re.compile(r"([^:=\[\]]+?)\s*[=:]\s*\[\s*([^\]]*)\]")
 _DIM = re.compile(r"([^=\[\];]+?)\s*=\s*(-?\d+)")
 _AXIS = re.compile(r"(.+)\.(\d+)")
+_DIGITS = 19  # at most 19 digits per size (int64); longer numbers are refused before int() reads them
 
 
 class DimSpecError(ShapeResolutionError, ValueError):
@@ -43,6 +44,11 @@ def split_axis_name(name: str) -> tuple[str, int] | None:
     return (m.group(1), int(m.group(2))) if m else None
 
 
+def _q(text: str) -> str:
+    """The text quoted, cut to 80 characters (a 4,000-digit entry is not repeated whole)."""
+    return repr(text) if len(text) <= 80 else repr(text[:60]) + f"... ({len(text)} chars)"
+
+
 def _entries(text: str) -> list[str]:
     return [e.strip() for e in str(text).split(";") if e.strip()]
 
@@ -51,9 +57,9 @@ def _ints(entry: str, body: str, text: str) -> list[int]:
     parts = [p.strip() for p in body.split(",")]
     if parts == [""]:
         return []
-    if not all(re.fullmatch(r"\d+", p) for p in parts):
-        raise DimSpecError(f"shape entry {entry!r} in {text!r} has a dimension that is not an integer >= 0; "
-                           "give every axis a size, e.g. 'x=[1,3,48,320]'")
+    if not all(re.fullmatch(rf"\d{{1,{_DIGITS}}}", p) for p in parts):
+        raise DimSpecError(f"shape entry {_q(entry)} in {_q(text)} has a dimension that is not an integer >= 0; "
+                           f"give every axis a size of at most {_DIGITS} digits, e.g. 'x=[1,3,48,320]'")
     return [int(p) for p in parts]
 
 
@@ -63,7 +69,7 @@ def parse_shapes(text: str) -> dict[str, list[int]]:
     for entry in _entries(text):
         m = _SHAPE.fullmatch(entry)
         if not m:
-            raise DimSpecError(f"max shape entry {entry!r} in {text!r} is malformed; expected 'INPUT=[d0,d1,...]' "
+            raise DimSpecError(f"max shape entry {_q(entry)} in {_q(text)} is malformed; expected 'INPUT=[d0,d1,...]' "
                                "entries separated by ';', e.g. 'input_ids=[8,4096];attention_mask=[8,4096]'")
         out[m.group(1).strip()] = _ints(entry, m.group(2), text)
     return out
@@ -74,9 +80,10 @@ def parse_dims(text: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for entry in _entries(text):
         m = _DIM.fullmatch(entry)
-        if not m or int(m.group(2)) < 0:
-            raise DimSpecError(f"dimension entry {entry!r} in {text!r} is malformed; expected 'NAME=N' with N an "
-                               "integer >= 0 and NAME a symbolic dimension or INPUT.AXIS, e.g. 'batch=1' or 'x.2=48'")
+        if not m or m.group(2).startswith("-") or len(m.group(2)) > _DIGITS:
+            raise DimSpecError(f"dimension entry {_q(entry)} in {_q(text)} is malformed; expected 'NAME=N' with N an "
+                               f"integer >= 0 of at most {_DIGITS} digits and NAME a symbolic dimension or INPUT.AXIS, "
+                               "e.g. 'batch=1' or 'x.2=48'")
         out[m.group(1).strip()] = int(m.group(2))
     return out
 
