@@ -184,3 +184,16 @@ def test_the_published_recognizer_runs_a_line_narrower_than_its_max_shape(shared
     got, want = sess.run(None, {"x": x})[0], _reference(path, {"x": x})[0]
     assert got.shape == want.shape == (1, 20, 6625)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_feed_over_the_max_shape_is_refused_naming_the_flag_that_plans_it():
+    sess = _session(_cnn().SerializeToString(), {"max_shapes": {"x": [2, 3, 16, 16]}, "budgets": "gpu:1MiB"}, SIM)
+    x = np.zeros((3, 3, 16, 16), np.float32)
+    with pytest.raises(Exception, match=r"larger than the planned maximum.*--max-shape x=\[3,3,16,16\]"):
+        sess.run(None, {"x": x})
+
+
+def test_the_plan_table_notes_the_open_axes_of_an_unbudgeted_session():
+    table = _session(_cnn().SerializeToString(), {}).plan.to_table()
+    assert "not in the plan (input 'x' ['x.0', 3, 'x.2', 'x.3']: dynamic axis 0 (unnamed)" in table
+    assert "--max-shape x=[N,3,N,N]" in table
