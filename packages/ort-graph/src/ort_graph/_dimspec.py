@@ -18,7 +18,7 @@ The CLI parses its `--dim` / `--max-shape` flags with these functions.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from ._errors import ShapeResolutionError
 
@@ -91,13 +91,3 @@ def parse_dims(text: str) -> dict[str, int]:
 def format_shape(name: str, shape: Sequence[object]) -> str:
     """The grammar's spelling of a shape entry: `x=[1,3,48,320]`."""
     return f"{name}=[{','.join(str(d) for d in shape)}]"
-
-
-def is_dynamic(dim: object) -> bool:
-    """A dimension the file leaves open: symbolic, unnamed (None or '?') or negative."""
-    return not isinstance(dim, int) or dim < 0
-
-
-def example_shape(shape: Sequence[object], sizes: Mapping[str, int] | None = None) -> list[object]:
-    """The input's static axes as they are, each dynamic one as its size in `sizes` or an upper-case N."""
-    return [d if not is_dynamic(d) else (sizes or {}).get(d, "N") if isinstance(d, str) else "N" for d in shape]
