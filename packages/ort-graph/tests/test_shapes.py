@@ -48,7 +48,8 @@ def test_max_shapes_in_onnxruntime_option_format():
     ({"dims": {"batch": -1}}, "non-negative"),
     ({"max_shapes": {"input_ids": [1, 2, 3]}}, "rank 3"),
     ({"max_shapes": {"ghost": [1]}}, "not a graph input"),
-    ({"max_shapes": "input_ids=[1,2]"}, "malformed"),
+    ({"max_shapes": "input_ids=1,2"}, "malformed"),
+    ({"max_shapes": "input_ids=[1,-2]"}, "not an integer >= 0"),
 ])
 def test_bad_overrides_are_clear_errors(bad, match):
     m = zoo.decoder(zoo.DecoderConfig(layers=1))

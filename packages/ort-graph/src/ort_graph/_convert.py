@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, ValueInfoProto, helper
 
+from ._dimspec import UNNAMED
 from ._external import DataDirectory, ExternalLocation, materialise
 from ._ir import Attr, Dim, Graph, Model, Node, Shape, Value
 from ._proto_checks import check_model_proto
@@ -23,12 +24,12 @@ def _shape_of(vi: ValueInfoProto) -> tuple[int, Shape | None]:
         return tt.elem_type, None
     dims: list[Dim] = []
     for d in tt.shape.dim:
-        if d.HasField("dim_value"):
+        if d.HasField("dim_value") and d.dim_value >= 0:
             dims.append(int(d.dim_value))
-        elif d.HasField("dim_param") and d.dim_param:
+        elif d.HasField("dim_param") and d.dim_param and d.dim_param != UNNAMED:
             dims.append(d.dim_param)
         else:
-            dims.append(None)
+            dims.append(None)  # a negative value (paddle2onnx's -1), no value, or '?': dynamic and unnamed
     return tt.elem_type, tuple(dims)
 
 

@@ -1,6 +1,6 @@
 """Shape resolution: ONNX inference plus dimension overrides, max shapes and contrib-op handlers.
 
-`resolve_shapes(model, dims={"batch": 1}, max_shapes={"input_ids": [8, 4096]})` fills every value's
+`resolve_shapes(model, dims={"batch": 1, "x.2": 48}, max_shapes={"input_ids": [8, 4096]})` fills every value's
 dtype and shape in place. Shapes are computed, never trusted from the file: a declared annotation that
 contradicts inference is reported as a ShapeAnnotationWarning naming the value, and inference wins.
 
@@ -13,7 +13,6 @@ unresolved is reported (ShapeResolutionWarning) naming the first node that produ
 from __future__ import annotations
 
 import logging
-import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 
@@ -33,8 +32,10 @@ from ._declared import (
     first_unresolved_node,
     unresolved_hint,
 )
-from ._errors import MalformedNodeError, ShapeAnnotationWarning, ShapeResolutionError, ShapeResolutionWarning
-from ._ir import Graph, Model, Node, Shape, Value, is_static, symbolic_inputs
+from ._dimspec import parse_shapes
+from ._errors import MalformedNodeError, ShapeAnnotationWarning, ShapeResolutionWarning
+from ._input_dims import input_shapes
+from ._ir import Graph, Model, Node, Shape, Value, is_static
 from ._topo import topological_order
 
 Type = tuple[int, Shape | None]
@@ -59,55 +60,9 @@ class ShapeReport:
 
 
 def parse_max_shape_override(text: str) -> dict[str, list[int]]:
-    """Parse ONNX Runtime's `session.max_shape_override` format: `input_ids:[8,4096];mask:[8,4096]`."""
-    out: dict[str, list[int]] = {}
-    for entry in filter(None, (e.strip() for e in text.split(";"))):
-        m = re.fullmatch(r"([^:\[\]]+):\s*\[\s*([0-9,\s]*)\]", entry)
-        if not m:
-            raise ShapeResolutionError(
-                f"max shape entry {entry!r} in {text!r} is malformed; expected 'name:[d0,d1,...]' "
-                "entries separated by ';', e.g. 'input_ids:[8,4096];attention_mask:[8,4096]'"
-            )
-        out[m.group(1).strip()] = [int(d) for d in m.group(2).split(",") if d.strip()]
-    return out
-
-
-def _input_shapes(graph: Graph, dims: Mapping[str, int], max_shapes: Mapping[str, Sequence[int]]) -> dict[str, Shape | None]:
-    symbols = {d for shape in symbolic_inputs(graph).values() for d in (shape or ()) if isinstance(d, str)}
-    for name, value in dims.items():
-        if not isinstance(value, int | np.integer) or value < 0:
-            raise ShapeResolutionError(f"dimension override {name}={value!r} must be a non-negative integer")
-        if name not in symbols:
-            raise ShapeResolutionError(
-                f"dimension override {name!r} names no symbolic dimension of the model's inputs; "
-                f"known symbolic dimensions: {sorted(symbols)!r}"
-            )
-    for name, shape in max_shapes.items():
-        if name not in graph.inputs:
-            raise ShapeResolutionError(f"max shape given for {name!r}, which is not a graph input; inputs: {graph.inputs!r}")
-        declared = graph.values[name].shape
-        if declared is not None and len(declared) != len(shape):
-            raise ShapeResolutionError(f"max shape {list(shape)!r} for input {name!r} has rank {len(shape)}, "
-                                       f"but the input's rank is {len(declared)} (declared {list(declared)!r})")
-        for d, m in zip(declared or (), shape):
-            if isinstance(d, int) and d != m:
-                raise ShapeResolutionError(f"max shape {list(shape)!r} for input {name!r} contradicts its static "
-                                           f"dimension {d} (declared {list(declared)!r})")
-    # a symbol bounded through one input bounds every input that shares it (equal at run time): the largest bound
-    bound: dict[str, int] = {}
-    for name, shape in max_shapes.items():
-        for d, m in zip(graph.values[name].shape or (), shape):
-            if isinstance(d, str) and d not in dims:
-                bound[d] = max(bound.get(d, 0), int(m))
-    out: dict[str, Shape | None] = {}
-    for name in graph.inputs:
-        if name in max_shapes:
-            out[name] = tuple(int(d) for d in max_shapes[name])
-        else:
-            shape = graph.values[name].shape
-            out[name] = None if shape is None else tuple(dims.get(d, bound.get(d, d)) if isinstance(d, str) else d
-                                                         for d in shape)
-    return out
+    """Parse `session.max_shape_override`: `input_ids=[8,4096];mask=[8,4096]` (`_dimspec`'s grammar; the
+    older `input_ids:[8,4096]` spelling too)."""
+    return parse_shapes(text)
 
 
 def _shape_only_proto(model: Model, inputs: dict[str, Shape | None]) -> ModelProto:
@@ -280,7 +235,7 @@ def resolve_shapes(model: Model, dims: Mapping[str, int] | None = None,
         max_shapes = parse_max_shape_override(max_shapes)
     max_shapes = dict(max_shapes or {})
     graph = model.graph
-    inputs = _input_shapes(graph, dims, max_shapes)
+    inputs, dims = input_shapes(graph, dims, max_shapes)
     for v in graph.values.values():  # forget previous resolution; inputs restart from their declaration
         if v.name not in graph.initializers and v.name not in graph.inputs:
             v.shape, v.dtype = None, 0

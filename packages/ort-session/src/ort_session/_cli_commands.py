@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 from typing import Any
 
 DEMO_DIMS = {"batch": 1, "sequence": 16, "past_sequence": 0}
@@ -127,7 +128,8 @@ def _session(args: argparse.Namespace, model: Any, label: str, opts: Any) -> Any
 
 def _run_feeds(args: argparse.Namespace, model: Any, dims: dict[str, int]) -> tuple[dict, dict[str, int]]:
     """The feeds `ortrun run` runs with (generated, then `--input` files) and every symbolic input dimension
-    they bind: the session plans exactly these shapes (and `ortrun plan` plans the same ones)."""
+    they bind: the session plans exactly these shapes (and `ortrun plan` plans the same ones). Inputs given a
+    `--max-shape` are generated at that shape and planned by it (their dims are not pinned)."""
     import numpy as np
 
     import ort_graph
@@ -135,14 +137,35 @@ def _run_feeds(args: argparse.Namespace, model: Any, dims: dict[str, int]) -> tu
     from . import _progress
     from ._feeds import generate_inputs, validate_feeds
 
-    with _progress.phase("resolving the input shapes"):
+    with _progress.phase("resolving the input shapes"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ort_graph.ShapeResolutionWarning)  # this trial is not the plan: no warning
+        by_symbol, bounds = ort_graph.sizes_by_symbol(model.graph, dims, _max_shapes(args))
         trial = ort_graph.copy_model(model)
         ort_graph.resolve_shapes(trial, dims)
-        feeds = generate_inputs(trial.graph, dims, seed=getattr(args, "seed", 0))
+        feeds = generate_inputs(trial.graph, {**by_symbol, **bounds}, seed=getattr(args, "seed", 0))
         for name, path in getattr(args, "input", None) or ():
             feeds[name] = np.load(path)
         _, bindings = validate_feeds(trial.graph, feeds)
-    return feeds, {**dims, **bindings}
+    planned = {k: v for k, v in {**dims, **bindings}.items() if k not in bounds}
+    assumed = {k: v for k, v in planned.items() if k not in dims and k not in by_symbol}
+    if assumed:
+        _say(f"planning for the dims `ortrun run` feeds by default: {assumed!r}; give --dim NAME=N (a name or "
+             "INPUT.AXIS) or --max-shape INPUT=[d0,d1,...] to plan others")
+    return feeds, planned
+
+
+def _max_shapes(args: argparse.Namespace) -> dict[str, list[int]] | None:
+    """The `--max-shape` entries as one `max_shapes` mapping (an input given two different shapes is refused)."""
+    from ._errors import InvalidOptionError
+
+    merged: dict[str, list[int]] = {}
+    for entry in getattr(args, "max_shape", None) or ():
+        for name, shape in entry.items():
+            if merged.get(name, shape) != shape:
+                raise InvalidOptionError(f"--max-shape gives input {name!r} two shapes, {merged[name]} and {shape}; "
+                                         "give it one")
+            merged[name] = shape
+    return merged or None
 
 
 def _dims(args: argparse.Namespace) -> dict[str, int]:
@@ -169,13 +192,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
                              "dimension can be told; pass --dim NAME=N instead")
     else:
         _feeds, planned = _run_feeds(args, model, dims)  # the dims `ortrun run` feeds: plan and run agree
-        assumed = {k: v for k, v in planned.items() if k not in dims}
-        if assumed:
-            _say(f"planning for the dims `ortrun run` feeds by default: {assumed!r}; give --dim name=N to plan others")
         opts_dims = planned
     opts = _options(args, opts_dims, model)
-    if max_shapes is not None:
-        opts.max_shapes = max_shapes
+    if max_shapes is not None or _max_shapes(args):
+        opts.max_shapes = {**(max_shapes or {}), **(_max_shapes(args) or {})}  # --max-shape wins over -c's
     sess = _session(args, model, label, opts)
     print(json.dumps(sess.plan.to_dict(), indent=2) if args.json else sess.plan.to_table())
     if args.plot:
@@ -226,7 +246,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     model, label, _files = _load(args)
     reference = ort_graph.copy_model(model) if args.check else None  # the session rewrites its model
     feeds, planned = _run_feeds(args, model, _dims(args))
-    sess = _session(args, model, label, _options(args, planned, model))
+    opts = _options(args, planned, model)
+    if _max_shapes(args):
+        opts.max_shapes = _max_shapes(args)
+    sess = _session(args, model, label, opts)
     times = []
     progress = _progress.current()
     for i in range(args.repeat):

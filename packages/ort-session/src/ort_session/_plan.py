@@ -178,11 +178,9 @@ class SessionPlan:
                          f"{o.overrun} over its budget; the memory plan above is what is allocated")
         unknown = self.memory.gplan.activations.unknown_sizes
         if unknown:
-            symbols = sorted({d for shape in ort_graph.symbolic_inputs(self.model.graph).values()
-                              for d in (shape or ()) if isinstance(d, str)})
-            parts += ["", f"note: {len(unknown)} activation(s) have no static size and are not in the plan "
-                          f"(symbolic dims {symbols}); pass --dim name=N (free_dimension_overrides) or max shapes "
-                          "to plan them, otherwise each new input shape is traced on its first run"]
+            hint = ort_graph.dynamic_dims_hint(self.model.graph) or "shape inference could not size them"
+            parts += ["", f"note: {len(unknown)} activation(s) have no static size and are not in the plan ({hint}); "
+                          "otherwise each new input shape is traced on its first run"]
         if self.shape_report.warnings:
             parts += ["", "shape warnings:"] + [f"  {w}" for w in self.shape_report.warnings]
         return "\n".join(parts)

@@ -115,7 +115,7 @@ class InferenceSession(OrtSessionApi):
             profiler.phase("shape_resolution")
             fuse = self.options.enable_fusions and \
                 self.options.graph_optimization_level != GraphOptimizationLevel.ORT_DISABLE_ALL
-            self.fusions = ort_graph.apply_l1_fusions(self.model) if fuse else []
+            self.fusions = ort_graph.apply_l1_fusions(self.model, exact_shapes=not max_shapes) if fuse else []
             if self.options.optimized_model_filepath:  # ONNX Runtime's: the model as optimized, before placement
                 ort_graph.save(self.model, self.options.optimized_model_filepath)
             profiler.phase("fusions")
