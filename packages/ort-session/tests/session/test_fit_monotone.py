@@ -122,3 +122,18 @@ def test_published_models_place_more_weight_bytes_with_more_budget(shared_models
         matches_onnxruntime(proto, feeds, got, rtol=1e-4, atol=1e-4)
     assert placed == sorted(placed), (name, placed)
     assert placed[0] > 0, (name, placed)  # a quarter of the weights holds some of them
+
+
+def test_layer_granularity_places_non_decreasing_weight_bytes_too():
+    from ort_graph import zoo
+
+    proto = zoo.decoder_proto(zoo.DecoderConfig(layers=4, hidden=32, vocab=512))
+    dims = {"batch": 1, "sequence": 8, "past_sequence": 0}
+    everything = _device(_session(proto, "gpu:1GiB", dims))
+    placed, kinds = [], set()
+    for i in range(1, 21):  # from node granularity (no layer fits) through 1..4 layers to the output head
+        sess = _session(proto, f"gpu:{everything['total'] * i // 20}", dims)
+        kinds.add(sess.placement.granularity)
+        placed.append(_device(sess)["weights"])
+    assert kinds == {"nodes", "layers"} and placed[-1] == everything["weights"]
+    assert placed == sorted(placed), placed
