@@ -137,3 +137,21 @@ def test_layer_granularity_places_non_decreasing_weight_bytes_too():
         placed.append(_device(sess)["weights"])
     assert kinds == {"nodes", "layers"} and placed[-1] == everything["weights"]
     assert placed == sorted(placed), placed
+
+
+def test_where_no_layer_fits_the_nodes_placed_hold_no_more_than_the_first_layer():
+    """A long prompt on a narrow decoder: the first layer's attention scores are most of the memory, so a budget
+    too small for one layer could hold the embedding, rotary tables and head (167 KB) as a node segment, more
+    than one layer (10 KB) or all three (64 KB) place. Node granularity stays within the first layer."""
+    from ort_graph import zoo
+
+    proto = zoo.decoder_proto(zoo.DecoderConfig(layers=3, hidden=16, heads=4, kv_heads=4, vocab=512, intermediate=32))
+    dims = {"batch": 1, "sequence": 512, "past_sequence": 0}
+    everything = _device(_session(proto, "gpu:1GiB", dims))
+    placed, kinds = [], set()
+    for i in (1, 8, 16, 26, 28, 30):
+        sess = _session(proto, f"gpu:{everything['total'] * i // 30}", dims)
+        kinds.add(sess.placement.granularity)
+        placed.append(_device(sess)["weights"])
+    assert kinds == {"nodes", "layers"} and placed[-1] == everything["weights"]
+    assert placed == sorted(placed), placed
