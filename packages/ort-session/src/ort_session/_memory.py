@@ -157,6 +157,7 @@ class SessionMemory:
             out[device] = {"weights": weights.get(device, 0), "peak_activations_and_workspace": peak,
                            "largest_workspace": ws.get(device, 0), "lower_bound": self.gplan.lower_bound.get(device, 0),
                            "streaming_slots": slots.get(device, 0),
+                           "workspace_layout": self.gplan.workspace_layout.get(device, "packed"),
                            "total": weights.get(device, 0) + peak}
         return out
 

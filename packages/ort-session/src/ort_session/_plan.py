@@ -63,7 +63,9 @@ class SessionPlan:
             out[p.device] = {"ep": p.name, "weights": t["weights"],
                              "peak_activations": t["peak_activations_and_workspace"],
                              "workspace": t["largest_workspace"], "lower_bound": t["lower_bound"],
-                             "total": t["total"], "budget": budgets.get(p.name)}
+                             "total": t["total"], "budget": budgets.get(p.name),
+                             # "packed": workspace shares the activations' arena; "separate": its own (smaller here)
+                             "workspace_layout": t["workspace_layout"]}
             if t.get("streaming_slots"):  # weight streaming's slots (the key is absent without streamed layers)
                 out[p.device]["streaming_slots"] = t["streaming_slots"]
         return out
