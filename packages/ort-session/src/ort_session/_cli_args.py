@@ -48,11 +48,37 @@ def plot_arg(text: str) -> str:
     return text
 
 
+INT64_MAX = 2**63 - 1  # ONNX dimensions are int64
+SEED_MAX = 2**64 - 1  # numpy's generators take any non-negative int; ortrun keeps seeds to 64 bits
+
+
 def dim_arg(text: str) -> tuple[str, int]:
     name, sep, value = text.partition("=")
-    if not sep or not name.strip() or not value.strip().isdigit():
+    if not sep or not name.strip() or not value.strip().isdecimal() or not value.strip().isascii():
         raise argparse.ArgumentTypeError(f"{text!r} must look like name=INTEGER (>= 0), e.g. --dim batch=1")
+    if len(value.strip()) > 19 or int(value) > INT64_MAX:
+        raise argparse.ArgumentTypeError(f"{text!r}: {value.strip()[:40]} does not fit an ONNX dimension (int64, at "
+                                         f"most {INT64_MAX}), e.g. --dim batch=1")
     return name.strip(), int(value)
+
+
+def seed_arg(text: str) -> int:
+    t = text.strip()
+    if not (t.isdecimal() and t.isascii()) or len(t) > 20 or int(t) > SEED_MAX:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a seed: an integer from 0 to 2**64-1, e.g. --seed 1")
+    return int(t)
+
+
+def tolerance_arg(text: str) -> float:
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a finite number >= 0, e.g. --tolerance 1e-2")
+    return value
 
 
 def positive_int(text: str) -> int:
@@ -66,7 +92,7 @@ def positive_int(text: str) -> int:
 
 
 def non_negative_int(text: str) -> int:
-    if not text.strip().isdigit():
+    if not (text.strip().isdecimal() and text.strip().isascii()) or len(text.strip()) > 18:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= 0, e.g. 4")
     return int(text)
 
@@ -142,11 +168,11 @@ def build_parser() -> argparse.ArgumentParser:
                     type=key_value_arg("--input", "input_ids=ids.npy"),
                     help="an input from a .npy file (repeatable), e.g. --input input_ids=ids.npy")
     sp.add_argument("--check", action="store_true", help="compare every output with onnxruntime")
-    sp.add_argument("--tolerance", type=float, default=1e-3, metavar="X",
+    sp.add_argument("--tolerance", type=tolerance_arg, default=1e-3, metavar="X",
                     help="largest |ours - onnxruntime| --check accepts (default 1e-3), e.g. --tolerance 1e-2")
     sp.add_argument("--repeat", type=positive_int, default=1, metavar="N",
                     help="run N times and report the median time, e.g. --repeat 10")
-    sp.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the generated inputs, e.g. --seed 1")
+    sp.add_argument("--seed", type=seed_arg, default=0, metavar="N", help="seed of the generated inputs, e.g. --seed 1")
     sp.set_defaults(fn=cmd.cmd_run)
 
     sp = sub.add_parser("generate", help="greedy / top-k decoding with a KV cache, streamed")
@@ -165,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "e.g. --tokenizer ./tokenizer.json")
     sp.add_argument("--top-k", type=positive_int, default=1, metavar="K", help="1 is greedy (default), e.g. --top-k 40")
     sp.add_argument("--temperature", type=float, default=1.0, metavar="T", help="sampling temperature, e.g. 0.7")
-    sp.add_argument("--seed", type=int, default=0, metavar="N", help="sampling seed, e.g. --seed 1")
+    sp.add_argument("--seed", type=seed_arg, default=0, metavar="N", help="sampling seed, e.g. --seed 1")
     sp.set_defaults(fn=cmd.cmd_generate)
 
     sp = sub.add_parser("kernels", help="every registered kernel, its EP, estimate and declaration")

@@ -103,22 +103,22 @@ def _session(args: argparse.Namespace, model: Any, label: str, opts: Any) -> Any
     return sess
 
 
-def _run_feeds(args: argparse.Namespace, model: Any, dims: dict[str, int]) -> tuple[dict, dict[str, int]]:
+def _run_feeds(args: argparse.Namespace, model: Any, dims: dict[str, int],
+               materialize: bool = True) -> tuple[dict, dict[str, int]]:
     """The feeds `ortrun run` runs with (generated, then `--input` files) and every symbolic input dimension
     they bind: the session plans exactly these shapes (and `ortrun plan` plans the same ones)."""
-    import numpy as np
-
     import ort_graph
 
     from . import _progress
     from ._feeds import generate_inputs, validate_feeds
+    from ._npy_file import load_npy_input
 
     with _progress.phase("resolving the input shapes"):
         trial = ort_graph.copy_model(model)
         ort_graph.resolve_shapes(trial, dims)
-        feeds = generate_inputs(trial.graph, dims, seed=getattr(args, "seed", 0))
+        feeds = generate_inputs(trial.graph, dims, seed=getattr(args, "seed", 0), materialize=materialize)
         for name, path in getattr(args, "input", None) or ():
-            feeds[name] = np.load(path)
+            feeds[name] = load_npy_input(name, path)
         _, bindings = validate_feeds(trial.graph, feeds)
     return feeds, {**dims, **bindings}
 
@@ -146,7 +146,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             raise SystemExit("ortrun: error: -c/--ctx-size: the model is not a KV-cache decoder whose every input "
                              "dimension can be told; pass --dim NAME=N instead")
     else:
-        _feeds, planned = _run_feeds(args, model, dims)  # the dims `ortrun run` feeds: plan and run agree
+        _feeds, planned = _run_feeds(args, model, dims, materialize=False)  # the dims `ortrun run` feeds: plan and run agree
         assumed = {k: v for k, v in planned.items() if k not in dims}
         if assumed:
             _say(f"planning for the dims `ortrun run` feeds by default: {assumed!r}; give --dim name=N to plan others")
