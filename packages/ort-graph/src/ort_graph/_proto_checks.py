@@ -26,6 +26,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, defs, helper
 
+from ._contrib_attrs import CONTRIB_ATTRIBUTE_TYPES
 from ._dtypes import dtype_name, tensor_nbytes
 from ._errors import DuplicateNameError, ModelLoadError, TensorDataError
 
@@ -143,8 +144,11 @@ def _check_arity(node: NodeProto, label: str, graph: str, opsets: dict[str, int]
             f"(opset_import: {opsets!r}); every domain a node uses must be imported (onnx.checker requires it) — "
             "the model file is truncated or corrupt")
     schema = _schema(node.op_type, version, domain)
-    if schema is None:
-        return  # not a standard operator at this opset: placement declines it (or a plugin kernel serves it)
+    if schema is None:  # not a standard operator at this opset: placement declines it (or a plugin kernel serves it)
+        contrib = CONTRIB_ATTRIBUTE_TYPES.get((domain, node.op_type))
+        if contrib is not None:
+            _check_attribute_types(node, label, graph, contrib, f"{domain}::{node.op_type} (onnxruntime's schema)")
+        return
     for kind, have, low, high in (("inputs", len(node.input), schema.min_input, schema.max_input),
                                   ("outputs", len(node.output), schema.min_output, schema.max_output)):
         if not low <= have <= high:
@@ -153,13 +157,17 @@ def _check_arity(node: NodeProto, label: str, graph: str, opsets: dict[str, int]
                 f"{label} in {graph} has {have} {kind}, but {node.op_type} (opset {schema.since_version} of domain "
                 f"{domain or 'ai.onnx'!r}) takes {allowed}; the model file is corrupt or was exported for another "
                 "opset — re-export it")
+    _check_attribute_types(node, label, graph, {k: int(a.type) for k, a in schema.attributes.items()},
+                           f"{node.op_type} (opset {schema.since_version})")
+
+
+def _check_attribute_types(node: NodeProto, label: str, graph: str, declared: Mapping[str, int], op: str) -> None:
     for a in node.attribute:
-        declared = schema.attributes.get(a.name)
-        if declared is not None and not a.ref_attr_name and a.type in _ATTR_NAMES and a.type != int(declared.type):
+        want = declared.get(a.name)
+        if want is not None and not a.ref_attr_name and a.type in _ATTR_NAMES and a.type != want:
             raise ModelLoadError(
-                f"attribute {a.name!r} of {label} in {graph} is of type {_ATTR_NAMES[a.type]} "
-                f"({_attr_value(a)}), but {node.op_type} (opset {schema.since_version}) declares it "
-                f"{_ATTR_NAMES.get(int(declared.type), declared.type)}; onnx.checker and ONNX Runtime refuse this too "
+                f"attribute {a.name!r} of {label} in {graph} is of type {_ATTR_NAMES[a.type]} ({_attr_value(a)}), "
+                f"but {op} declares it {_ATTR_NAMES.get(want, want)}; onnx.checker and ONNX Runtime refuse this too "
                 "— fix the attribute or re-export the model")
 
 
