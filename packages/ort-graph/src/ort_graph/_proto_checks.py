@@ -147,7 +147,7 @@ def _check_arity(node: NodeProto, label: str, graph: str, opsets: dict[str, int]
     if schema is None:  # not a standard operator at this opset: placement declines it (or a plugin kernel serves it)
         contrib = CONTRIB_ATTRIBUTE_TYPES.get((domain, node.op_type))
         if contrib is not None:
-            _check_attribute_types(node, label, graph, contrib, f"{domain}::{node.op_type} (onnxruntime's schema)")
+            _check_attribute_types(node, label, graph, contrib, f"{domain + '::' if domain else ''}{node.op_type} (onnxruntime's schema)")
         return
     for kind, have, low, high in (("inputs", len(node.input), schema.min_input, schema.max_input),
                                   ("outputs", len(node.output), schema.min_output, schema.max_output)):
