@@ -105,3 +105,24 @@ def test_generate_without_positions_checks_the_kv_cache_against_memory(model_pat
     assert main(["generate", model_path, "-p", "hi", "-n", str(10**12)]) == 2
     err = capsys.readouterr().err
     assert f"ortrun: error: -n {10**12}: a context of {10**12 + 2} tokens needs" in err and "lower -n" in err
+
+
+@pytest.mark.parametrize("dims", [["--dim", "sequence=0"], ["--dim", "sequence=0", "--dim", "past_sequence=3"]])
+def test_an_empty_sequence_axis_runs_and_matches_onnxruntime(model_path, dims, capsys):
+    assert main(["run", model_path, *dims, "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "[1, 0, 256]" in out and "check PASSED" in out
+
+
+def test_a_negative_declared_dim_is_an_input_error_naming_the_input():
+    from onnx import TensorProto, helper
+
+    import ort_graph
+    from ort_session import InvalidInputError, generate_inputs
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, -5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = ort_graph.from_proto(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    with pytest.raises(InvalidInputError, match=r"input 'x' declares shape \[2, -5\] with dimension -5"):
+        generate_inputs(model.graph)
