@@ -141,6 +141,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     opts_dims = dims
     max_shapes = None
     if args.ctx_size:
+        from ._context_limits import check_ctx_size
+
+        check_ctx_size(model.graph, args.ctx_size)
         max_shapes = generation_max_shapes(model, args.ctx_size, args.ctx_size, dims)
         if max_shapes is None:
             raise SystemExit("ortrun: error: -c/--ctx-size: the model is not a KV-cache decoder whose every input "

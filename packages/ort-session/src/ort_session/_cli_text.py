@@ -9,7 +9,7 @@ import time
 from typing import TextIO
 
 from ._cli_commands import _load, _options, _say, _session, device_lines
-from ._context_limits import inputs_bytes, memory_room, model_positions
+from ._context_limits import check_ctx_size, inputs_bytes, memory_room
 from ._errors import InvalidOptionError
 
 
@@ -38,10 +38,7 @@ def generate_text(args: argparse.Namespace, out: TextIO | None = None) -> int:
     ids = codec.encode(prompt)
     if not ids:
         raise SystemExit("ortrun generate: error: the prompt encodes to no token; give a longer prompt")
-    positions = model_positions(model.graph)
-    if positions is not None and args.ctx_size and args.ctx_size > positions:
-        raise InvalidOptionError(f"-c/--ctx-size {args.ctx_size} is more than the {positions} positions "
-                                 f"the model's position table holds; give -c {positions} or less")
+    positions = check_ctx_size(model.graph, args.ctx_size)
     context = args.ctx_size or (files.context_length if files is not None else None)
     if positions is not None:
         context = min(context or positions, positions)

@@ -37,6 +37,17 @@ def model_positions(graph: Any) -> int | None:
     return min(rows) if rows else None
 
 
+def check_ctx_size(graph: Any, ctx_size: int | None) -> int | None:
+    """The model's positions; InvalidOptionError when `-c/--ctx-size` asks for more than they hold."""
+    from ._errors import InvalidOptionError
+
+    positions = model_positions(graph)
+    if positions is not None and ctx_size and ctx_size > positions:
+        raise InvalidOptionError(f"-c/--ctx-size {ctx_size} is more than the {positions} positions the model's "
+                                 f"position table holds; give -c {positions} or less")
+    return positions
+
+
 def inputs_bytes(graph: Any, shapes: Mapping[str, list[int]]) -> int:
     """Bytes of one set of inputs of the given shapes (Python ints: no overflow however large)."""
     total = 0

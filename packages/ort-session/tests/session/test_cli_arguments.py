@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from ort_graph import zoo
-from ort_session import _cli_text
+from ort_session import _cli_text, _context_limits
 from ort_session.cli import main
 
 CFG = zoo.DecoderConfig(layers=1, max_positions=24)
@@ -99,8 +99,13 @@ def test_generate_checks_the_prompt_and_context_against_the_positions_up_front(m
     assert says in capsys.readouterr().err
 
 
+def test_plan_checks_the_context_against_the_positions_up_front(model_path, capsys):
+    assert main(["plan", model_path, "-c", str(10**12)]) == 2
+    assert f"-c/--ctx-size {10**12} is more than the {CFG.max_positions} positions" in capsys.readouterr().err
+
+
 def test_generate_without_positions_checks_the_kv_cache_against_memory(model_path, capsys, monkeypatch):
-    monkeypatch.setattr(_cli_text, "model_positions", lambda graph: None)
+    monkeypatch.setattr(_context_limits, "model_positions", lambda graph: None)
     monkeypatch.setattr(_cli_text, "_session", lambda *a: pytest.fail("planned a session"))
     assert main(["generate", model_path, "-p", "hi", "-n", str(10**12)]) == 2
     err = capsys.readouterr().err
