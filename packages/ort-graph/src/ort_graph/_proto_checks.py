@@ -10,7 +10,10 @@
   type (the schema's, for a standard operator), and a node of a standard operator has as many inputs and outputs
   as its schema (for the model's opset) allows;
 - every embedded tensor's data (raw_data or the typed field) holds exactly the bytes/elements its
-  data type and dims call for, dims are non-negative, and only initializers keep data in external files.
+  data type and dims call for and dims are non-negative, wherever the tensor sits: initializers, sparse
+  initializers (values, indices and their shapes: `_sparse`), attribute tensors (TENSOR, TENSORS,
+  SPARSE_TENSOR, SPARSE_TENSORS); a tensor in any of those places may keep its data in an external file,
+  checked against its file when the IR is built (`_external`).
 
 Violations raise ModelLoadError subclasses naming the field, tensor or value; nothing is left half-built.
 """
@@ -24,11 +27,21 @@ from collections.abc import Mapping
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
-from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, defs, helper
+from onnx import (
+    AttributeProto,
+    GraphProto,
+    ModelProto,
+    NodeProto,
+    SparseTensorProto,
+    TensorProto,
+    defs,
+    helper,
+)
 
 from ._contrib_attrs import CONTRIB_ATTRIBUTE_TYPES
 from ._dtypes import dtype_name, tensor_nbytes
-from ._errors import DuplicateNameError, ModelLoadError, TensorDataError
+from ._errors import DuplicateNameError, ExternalDataError, ModelLoadError, TensorDataError
+from ._sparse import check_structure
 
 _ELEMENTS_PER_ENTRY = {TensorProto.COMPLEX64: 0.5, TensorProto.COMPLEX128: 0.5}
 for _n, _per in (("INT4", 2), ("UINT4", 2), ("FLOAT4E2M1", 2), ("INT2", 4), ("UINT2", 4)):
@@ -42,6 +55,8 @@ def check_model_proto(mp: ModelProto) -> None:
     _check_text(mp, "model")
     opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in mp.opset_import}
     _check_graph(mp.graph, {}, "graph", opsets)
+    for fp in mp.functions:
+        _check_function_tensors(fp.node, f"function {fp.domain + ':' if fp.domain else ''}{fp.name}")
 
 
 # -- text ---------------------------------------------------------------------------------------------
@@ -96,7 +111,14 @@ def _check_graph(gp: GraphProto, outer: Mapping[str, str], where: str, opsets: d
             raise _duplicate(t.name, "an initializer", "another initializer of the same name", graph)
         initializers.add(t.name)
         defined.setdefault(t.name, "an initializer")  # an initializer listed as an input is that input's default
-        _check_tensor(t, f"initializer {t.name!r} of {graph}", external_ok=True)
+        _check_tensor(t, f"initializer {t.name!r} of {graph}")
+    for sp in gp.sparse_initializer:
+        name = sp.values.name
+        if name in initializers:
+            raise _duplicate(name, "an initializer", "a sparse initializer of the same name", graph)
+        initializers.add(name)
+        defined.setdefault(name, "a sparse initializer")
+        _check_sparse(sp, f"sparse initializer {name!r} of {graph}")
     for i, node in enumerate(gp.node):
         label = _node_label(node, i)
         _check_arity(node, label, graph, opsets)
@@ -182,13 +204,45 @@ def _check_attribute(a: AttributeProto, label: str, visible: Mapping[str, str], 
     for k, sub in enumerate(a.graphs):
         _check_graph(sub, visible, f"{where} [{k}]", opsets)
     if a.HasField("t"):
-        _check_tensor(a.t, f"tensor of {where}", external_ok=False)
+        _check_tensor(a.t, f"the tensor of {where}")
     for k, t in enumerate(a.tensors):
-        _check_tensor(t, f"tensor {k} of {where}", external_ok=False)
+        _check_tensor(t, f"tensor {k} of {where}")
+    if a.HasField("sparse_tensor"):
+        _check_sparse(a.sparse_tensor, f"the sparse tensor of {where}")
+    for k, sp in enumerate(a.sparse_tensors):
+        _check_sparse(sp, f"sparse tensor {k} of {where}")
+
+
+def _check_function_tensors(nodes, where: str) -> None:
+    """Model-local functions are kept as protos (for onnx shape inference), never converted: a tensor in them
+    with external data is refused rather than left for a later reader to resolve."""
+    for i, node in enumerate(nodes):
+        for a in node.attribute:
+            what = f"attribute {a.name!r} of {_node_label(node, i)} in {where}"
+            subs = ([a.g] if a.HasField("g") else []) + list(a.graphs)
+            tensors = ([a.t] if a.HasField("t") else []) + list(a.tensors)
+            for sp in ([a.sparse_tensor] if a.HasField("sparse_tensor") else []) + list(a.sparse_tensors):
+                tensors += [sp.values, sp.indices]
+            for sub in subs:
+                tensors += list(sub.initializer) + [p for sp in sub.sparse_initializer for p in (sp.values, sp.indices)]
+                _check_function_tensors(sub.node, f"graph {sub.name!r} of {what}")
+            for t in tensors:
+                if t.data_location == TensorProto.EXTERNAL:
+                    location = next((e.value for e in t.external_data if e.key == "location"), "")
+                    raise ExternalDataError(
+                        f"tensor {t.name!r} of {what} has external data location {location!r}: a model-local "
+                        "function's tensors may not keep data in external files; embed the tensor")
 
 
 # -- tensor data --------------------------------------------------------------------------------------
-def _check_tensor(t: TensorProto, what: str, *, external_ok: bool) -> None:
+def _check_sparse(sp: SparseTensorProto, what: str) -> None:
+    check_structure(sp, what)
+    _check_tensor(sp.values, f"values of {what}")
+    if sp.HasField("indices"):
+        _check_tensor(sp.indices, f"indices of {what}")
+
+
+def _check_tensor(t: TensorProto, what: str) -> None:
     dims = list(t.dims)
     if any(d < 0 for d in dims):
         raise TensorDataError(f"{what} has negative dims {dims!r}; the model file is corrupt — re-export it")
@@ -196,9 +250,6 @@ def _check_tensor(t: TensorProto, what: str, *, external_ok: bool) -> None:
         raise TensorDataError(f"{what} has data type {dtype_name(t.data_type)}, which ONNX does not define; "
                               "the model file is corrupt — re-export it")
     if t.data_location == TensorProto.EXTERNAL:
-        if not external_ok:
-            raise TensorDataError(f"{what} keeps its data in an external file; only initializers may (ONNX Runtime "
-                                  "refuses this too) — embed the tensor or make it an initializer")
         return  # checked against its file by _external.resolve
     count = math.prod(dims)
     if t.HasField("raw_data"):

@@ -22,10 +22,8 @@ def required_inputs(graph: Graph) -> list[str]:
     return [n for n in graph.inputs if n not in graph.initializers]
 
 
-def validate_feeds(graph: Graph, feeds: Mapping[str, object],
-                   declared: Mapping[str, tuple | None] | None = None) -> tuple[dict[str, Any], dict[str, int]]:
-    """Check names, dtypes, ranks and shapes (against `declared` input shapes when given, e.g. the
-    model's own before max-shape resolution); returns the arrays and the symbolic-dim bindings."""
+def check_feed_names(graph: Graph, feeds: Mapping[str, object]) -> None:
+    """`feeds` is a mapping that names every required input and nothing else (InvalidInputError otherwise)."""
     if not isinstance(feeds, Mapping):
         raise InvalidInputError(f"feeds must be a dict of input name -> numpy array, got {type(feeds).__name__}")
     expected = required_inputs(graph)
@@ -35,6 +33,13 @@ def validate_feeds(graph: Graph, feeds: Mapping[str, object],
     missing = [n for n in expected if n not in feeds]
     if missing:
         raise InvalidInputError(f"missing input(s) {missing!r}; the model needs {expected!r}")
+
+
+def validate_feeds(graph: Graph, feeds: Mapping[str, object],
+                   declared: Mapping[str, tuple | None] | None = None) -> tuple[dict[str, Any], dict[str, int]]:
+    """Check names, dtypes, ranks and shapes (against `declared` input shapes when given, e.g. the
+    model's own before max-shape resolution); returns the arrays and the symbolic-dim bindings."""
+    check_feed_names(graph, feeds)
     arrays: dict[str, Any] = {}
     bindings: dict[str, int] = {}
     for name, raw in feeds.items():

@@ -94,7 +94,7 @@ def max_shapes(value: Any, option: str = "max_shapes") -> dict[str, list[int]] |
         try:
             value = ort_graph.parse_max_shape_override(value)
         except (ort_graph.ShapeResolutionError, ValueError) as e:
-            raise _fail(option, value, "'name:[d0,d1,...];...' or a dict of input name -> list of ints",
+            raise _fail(option, value, "'INPUT=[d0,d1,...];...' or a dict of input name -> list of ints",
                         str(e).splitlines()[0]) from e
     if not isinstance(value, Mapping):
         raise _fail(option, value, "a dict of input name -> list of ints", "e.g. {'input_ids': [8, 4096]}")
