@@ -58,7 +58,7 @@ def dim_arg(text: str) -> list[tuple[str, int]]:
     from ort_graph import DimSpecError, parse_dims
 
     try:
-        entries = list(parse_dims(text).items())
+        entries = [] if any(c.isdigit() and not c.isascii() for c in text) else list(parse_dims(text).items())
     except DimSpecError:
         entries = []
     if not entries:
