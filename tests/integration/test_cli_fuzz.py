@@ -5,10 +5,12 @@ raw library exception. Hypothesis with a fixed seed; the cases count in the summ
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import os
 import pathlib
+import shutil
 import tempfile
 
 import numpy as np
@@ -45,6 +47,7 @@ def _write_files(root: pathlib.Path) -> dict[str, str]:
 
 
 FILES_DIR = pathlib.Path(tempfile.mkdtemp(prefix="ortrun-fuzz-"))
+atexit.register(shutil.rmtree, FILES_DIR, ignore_errors=True)
 FILES = _write_files(FILES_DIR)
 
 SMALL = st.integers(0, 5).map(str)
