@@ -6,7 +6,8 @@
   may not redefine a name already defined in an enclosing graph before the node that owns the subgraph
   (the rule of `onnx.checker`, which ONNX Runtime applies too); subgraph inputs and initializers may
   shadow outer names, as ONNX allows;
-- every attribute has a defined type, and a node of a standard operator has as many inputs and outputs
+- every top-level tensor input has a defined element type, every node an op_type, every attribute a defined
+  type (the schema's, for a standard operator), and a node of a standard operator has as many inputs and outputs
   as its schema (for the model's opset) allows;
 - every embedded tensor's data (raw_data or the typed field) holds exactly the bytes/elements its
   data type and dims call for and dims are non-negative, wherever the tensor sits: initializers, sparse
@@ -37,6 +38,7 @@ from onnx import (
     helper,
 )
 
+from ._contrib_attrs import CONTRIB_ATTRIBUTE_TYPES
 from ._dtypes import dtype_name, tensor_nbytes
 from ._errors import DuplicateNameError, ExternalDataError, ModelLoadError, TensorDataError
 from ._sparse import check_structure
@@ -98,6 +100,11 @@ def _check_graph(gp: GraphProto, outer: Mapping[str, str], where: str, opsets: d
         if vi.name in defined:
             raise _duplicate(vi.name, "a graph input", "another graph input of the same name", graph)
         defined[vi.name] = "a graph input"
+        elem = vi.type.tensor_type.elem_type if vi.type.HasField("tensor_type") else None
+        if not outer and elem is not None and (elem == TensorProto.UNDEFINED or elem not in TensorProto.DataType.values()):
+            raise TensorDataError(f"input {vi.name!r} of {graph} declares element type {dtype_name(elem)}, which "
+                                  "ONNX does not define as a tensor's (ONNX Runtime refuses it too); the model file "
+                                  "is corrupt — re-export it with the input's real type")
     initializers: set[str] = set()
     for t in gp.initializer:
         if t.name in initializers:
@@ -128,6 +135,17 @@ def _check_graph(gp: GraphProto, outer: Mapping[str, str], where: str, opsets: d
             defined[out] = producer
 
 
+_ATTR_NAMES = {v: k for k, v in AttributeProto.AttributeType.items() if v != AttributeProto.UNDEFINED}
+
+
+def _attr_value(a: AttributeProto) -> str:
+    try:
+        text = repr(helper.get_attribute_value(a))
+    except Exception:  # noqa: BLE001 - a value onnx cannot read back is shown by its type alone
+        return "unreadable"
+    return text if len(text) <= 80 else text[:80] + "..."
+
+
 @functools.lru_cache(maxsize=4096)
 def _schema(op_type: str, version: int, domain: str) -> defs.OpSchema | None:
     try:
@@ -137,6 +155,9 @@ def _schema(op_type: str, version: int, domain: str) -> defs.OpSchema | None:
 
 
 def _check_arity(node: NodeProto, label: str, graph: str, opsets: dict[str, int]) -> None:
+    if not node.op_type:
+        raise ModelLoadError(f"{label} in {graph} has an empty op_type; every node names its operator (onnx.checker "
+                             "and ONNX Runtime refuse this too) — the model file is corrupt, re-export it")
     domain = "" if node.domain == "ai.onnx" else node.domain
     version = opsets.get(domain)
     if version is None:
@@ -145,8 +166,11 @@ def _check_arity(node: NodeProto, label: str, graph: str, opsets: dict[str, int]
             f"(opset_import: {opsets!r}); every domain a node uses must be imported (onnx.checker requires it) — "
             "the model file is truncated or corrupt")
     schema = _schema(node.op_type, version, domain)
-    if schema is None:
-        return  # not a standard operator at this opset: placement declines it (or a plugin kernel serves it)
+    if schema is None:  # not a standard operator at this opset: placement declines it (or a plugin kernel serves it)
+        contrib = CONTRIB_ATTRIBUTE_TYPES.get((domain, node.op_type))
+        if contrib is not None:
+            _check_attribute_types(node, label, graph, contrib, f"{domain + '::' if domain else ''}{node.op_type} (onnxruntime's schema)")
+        return
     for kind, have, low, high in (("inputs", len(node.input), schema.min_input, schema.max_input),
                                   ("outputs", len(node.output), schema.min_output, schema.max_output)):
         if not low <= have <= high:
@@ -155,6 +179,18 @@ def _check_arity(node: NodeProto, label: str, graph: str, opsets: dict[str, int]
                 f"{label} in {graph} has {have} {kind}, but {node.op_type} (opset {schema.since_version} of domain "
                 f"{domain or 'ai.onnx'!r}) takes {allowed}; the model file is corrupt or was exported for another "
                 "opset — re-export it")
+    _check_attribute_types(node, label, graph, {k: int(a.type) for k, a in schema.attributes.items()},
+                           f"{node.op_type} (opset {schema.since_version})")
+
+
+def _check_attribute_types(node: NodeProto, label: str, graph: str, declared: Mapping[str, int], op: str) -> None:
+    for a in node.attribute:
+        want = declared.get(a.name)
+        if want is not None and not a.ref_attr_name and a.type in _ATTR_NAMES and a.type != want:
+            raise ModelLoadError(
+                f"attribute {a.name!r} of {label} in {graph} is of type {_ATTR_NAMES[a.type]} ({_attr_value(a)}), "
+                f"but {op} declares it {_ATTR_NAMES.get(want, want)}; onnx.checker and ONNX Runtime refuse this too "
+                "— fix the attribute or re-export the model")
 
 
 def _check_attribute(a: AttributeProto, label: str, visible: Mapping[str, str], graph: str,

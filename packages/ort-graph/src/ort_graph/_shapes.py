@@ -132,7 +132,7 @@ def _infer_node(node: Node, graph: Graph, opsets: dict[str, int], consts: dict[s
         out = onnx.shape_inference.infer_node_outputs(
             schema, node_to_proto(node), types, data,
             opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()])
-    except (onnx.shape_inference.InferenceError, RuntimeError, KeyError, ValueError):
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError, KeyError, ValueError):
         return None
     result = []
     for name in node.outputs:
@@ -246,7 +246,7 @@ def resolve_shapes(model: Model, dims: Mapping[str, int] | None = None,
         inferred = onnx.shape_inference.infer_shapes(_shape_only_proto(model, inputs), check_type=False,
                                                      strict_mode=False, data_prop=True)
         _read_back(inferred.graph, graph, table)
-    except (onnx.shape_inference.InferenceError, RuntimeError, ValueError):
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError, ValueError):
         pass  # the per-node pass below does the work
     _apply(graph, table.get(id(graph), {}))
     for node in graph.walk():

@@ -48,18 +48,26 @@ def plot_arg(text: str) -> str:
     return text
 
 
+INT64_MAX = 2**63 - 1  # ONNX dimensions are int64
+SEED_MAX = 2**64 - 1  # numpy's generators take any non-negative int; ortrun keeps seeds to 64 bits
+
+
 def dim_arg(text: str) -> list[tuple[str, int]]:
     """`--dim NAME=N`: a symbolic dimension or an input's axis (`x.2=48`); entries may be joined by ';'
     (ort_graph.parse_dims, the grammar of every dimension option)."""
     from ort_graph import DimSpecError, parse_dims
 
     try:
-        entries = list(parse_dims(text).items())
+        entries = [] if any(c.isdigit() and not c.isascii() for c in text) else list(parse_dims(text).items())
     except DimSpecError:
         entries = []
     if not entries:
         raise argparse.ArgumentTypeError(f"{text!r} must look like name=INTEGER (>= 0), NAME a symbolic dimension "
                                          "or INPUT.AXIS, e.g. --dim batch=1 or --dim x.2=48")
+    for name, value in entries:
+        if value > INT64_MAX:
+            raise argparse.ArgumentTypeError(f"{text[:80]!r}: {name}={value} does not fit an ONNX dimension (int64, at "
+                                             f"most {INT64_MAX}), e.g. --dim batch=1")
     return entries
 
 
@@ -77,6 +85,25 @@ def max_shape_arg(text: str) -> dict[str, list[int]]:
     return shapes
 
 
+def seed_arg(text: str) -> int:
+    t = text.strip()
+    if not (t.isdecimal() and t.isascii()) or len(t) > 20 or int(t) > SEED_MAX:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a seed: an integer from 0 to 2**64-1, e.g. --seed 1")
+    return int(t)
+
+
+def tolerance_arg(text: str) -> float:
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a finite number >= 0, e.g. --tolerance 1e-2")
+    return value
+
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -88,7 +115,7 @@ def positive_int(text: str) -> int:
 
 
 def non_negative_int(text: str) -> int:
-    if not text.strip().isdigit():
+    if not (text.strip().isdecimal() and text.strip().isascii()) or len(text.strip()) > 18:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= 0, e.g. 4")
     return int(text)
 
@@ -172,13 +199,13 @@ def build_parser() -> argparse.ArgumentParser:
                     type=key_value_arg("--input", "input_ids=ids.npy"),
                     help="an input from a .npy file (repeatable), e.g. --input input_ids=ids.npy")
     sp.add_argument("--check", action="store_true", help="compare every output with onnxruntime")
-    sp.add_argument("--tolerance", type=float, default=None, metavar="X",
+    sp.add_argument("--tolerance", type=tolerance_arg, default=None, metavar="X",
                     help="largest |ours - onnxruntime| --check accepts for every output, e.g. --tolerance 1e-2 "
                          "(default: per output, 1e-3 for float arithmetic, plus one int8 step of the output's "
                          "range downstream of quantized activations; integers equal)")
     sp.add_argument("--repeat", type=positive_int, default=1, metavar="N",
                     help="run N times and report the median time, e.g. --repeat 10")
-    sp.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the generated inputs, e.g. --seed 1")
+    sp.add_argument("--seed", type=seed_arg, default=0, metavar="N", help="seed of the generated inputs, e.g. --seed 1")
     _max_shape_option(sp)
     sp.set_defaults(fn=cmd.cmd_run)
 
@@ -198,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "e.g. --tokenizer ./tokenizer.json")
     sp.add_argument("--top-k", type=positive_int, default=1, metavar="K", help="1 is greedy (default), e.g. --top-k 40")
     sp.add_argument("--temperature", type=float, default=1.0, metavar="T", help="sampling temperature, e.g. 0.7")
-    sp.add_argument("--seed", type=int, default=0, metavar="N", help="sampling seed, e.g. --seed 1")
+    sp.add_argument("--seed", type=seed_arg, default=0, metavar="N", help="sampling seed, e.g. --seed 1")
     sp.set_defaults(fn=cmd.cmd_generate)
 
     sp = sub.add_parser("kernels", help="every registered kernel, its EP, estimate and declaration")

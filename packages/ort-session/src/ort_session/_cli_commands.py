@@ -126,25 +126,26 @@ def _session(args: argparse.Namespace, model: Any, label: str, opts: Any) -> Any
     return sess
 
 
-def _run_feeds(args: argparse.Namespace, model: Any, dims: dict[str, int]) -> tuple[dict, dict[str, int]]:
+def _run_feeds(args: argparse.Namespace, model: Any, dims: dict[str, int],
+               materialize: bool = True) -> tuple[dict, dict[str, int]]:
     """The feeds `ortrun run` runs with (generated, then `--input` files) and every symbolic input dimension
     they bind: the session plans exactly these shapes (and `ortrun plan` plans the same ones). Inputs given a
     `--max-shape` are generated at that shape and planned by it (their dims are not pinned)."""
-    import numpy as np
-
     import ort_graph
 
     from . import _progress
     from ._feeds import generate_inputs, validate_feeds
+    from ._npy_file import load_npy_input
 
     with _progress.phase("resolving the input shapes"), warnings.catch_warnings():
         warnings.simplefilter("ignore", ort_graph.ShapeResolutionWarning)  # this trial is not the plan: no warning
         by_symbol, bounds = ort_graph.sizes_by_symbol(model.graph, dims, _max_shapes(args))
         trial = ort_graph.copy_model(model)
         ort_graph.resolve_shapes(trial, dims)
-        feeds = generate_inputs(trial.graph, {**by_symbol, **bounds}, seed=getattr(args, "seed", 0))
+        feeds = generate_inputs(trial.graph, {**by_symbol, **bounds}, seed=getattr(args, "seed", 0),
+                                materialize=materialize)
         for name, path in getattr(args, "input", None) or ():
-            feeds[name] = np.load(path)
+            feeds[name] = load_npy_input(name, path)
         _, bindings = validate_feeds(trial.graph, feeds)
     planned = {k: v for k, v in {**dims, **bindings}.items() if k not in bounds}
     assumed = {k: v for k, v in planned.items() if k not in dims and k not in by_symbol}
@@ -186,12 +187,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
     opts_dims = dims
     max_shapes = None
     if args.ctx_size:
+        from ._context_limits import check_ctx_size
+
+        check_ctx_size(model.graph, args.ctx_size)
         max_shapes = generation_max_shapes(model, args.ctx_size, args.ctx_size, dims)
         if max_shapes is None:
             raise SystemExit("ortrun: error: -c/--ctx-size: the model is not a KV-cache decoder whose every input "
                              "dimension can be told; pass --dim NAME=N instead")
     else:
-        _feeds, planned = _run_feeds(args, model, dims)  # the dims `ortrun run` feeds: plan and run agree
+        _feeds, planned = _run_feeds(args, model, dims, materialize=False)  # the dims `ortrun run` feeds: plan and run agree
         opts_dims = planned
     opts = _options(args, opts_dims, model)
     if max_shapes is not None or _max_shapes(args):

@@ -11,6 +11,8 @@ from typing import TextIO
 import attrs
 
 from ._cli_commands import _load, _options, _say, _session, device_lines
+from ._context_limits import check_ctx_size, inputs_bytes, memory_room
+from ._errors import InvalidOptionError
 
 
 @attrs.define
@@ -67,16 +69,26 @@ def generate_text(args: argparse.Namespace, out: TextIO | None = None) -> int:
     ids = codec.encode(prompt)
     if not ids:
         raise SystemExit("ortrun generate: error: the prompt encodes to no token; give a longer prompt")
+    positions = check_ctx_size(model.graph, args.ctx_size)
     context = args.ctx_size or (files.context_length if files is not None else None)
+    if positions is not None:
+        context = min(context or positions, positions)
     if context is not None and len(ids) >= context:
-        raise SystemExit(f"ortrun generate: error: the prompt is {len(ids)} tokens, the context {context}; "
-                         "shorten it or raise -c/--ctx-size")
+        raise InvalidOptionError(f"the prompt is {len(ids)} tokens, the context {context}"
+                                 f"{' (the positions the model holds)' if context == positions else ''}; shorten it"
+                                 f"{'' if context == positions else ' or raise -c/--ctx-size'}")
     new_tokens = min(args.max_new_tokens, context - len(ids)) if context is not None else args.max_new_tokens
     # -c plans the whole context (llama.cpp's KV size); otherwise the plan covers what this run can reach
     max_total = args.ctx_size or len(ids) + new_tokens
     dims = dict(args.dim)
     opts = _options(args, dims, model)
     maxes = generation_max_shapes(model, len(ids), max_total, dims)
+    if maxes is not None and context is None:  # no positions told: the longest step's inputs must fit somewhere
+        need, room = inputs_bytes(model.graph, maxes), memory_room(args.budget)
+        if need > room:
+            raise InvalidOptionError(f"-n {args.max_new_tokens}: a context of {max_total} tokens needs "
+                                     f"{need} bytes of inputs (the KV cache) at its last step, more than this machine's "
+                                     f"memory and the device budgets hold ({room} bytes); lower -n or give -c/--ctx-size")
     if maxes is not None:
         # one plan for prefill and every decode step (each step's inputs are no larger): zero allocations per token
         opts.max_shapes = maxes

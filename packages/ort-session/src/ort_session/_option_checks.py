@@ -54,6 +54,8 @@ def optional_str(option: str, path: bool = False) -> Callable[[Any], str | None]
         if path and isinstance(value, os.PathLike):
             value = os.fspath(value)
         if isinstance(value, str):
+            if path and "\0" in value:
+                raise _fail(option, value, "a path without NUL bytes (no file system accepts one)")
             return value
         raise _fail(option, value, "a str path or None" if path else "a str or None")
     return check
