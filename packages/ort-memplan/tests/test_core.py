@@ -236,3 +236,12 @@ def test_planning_many_requests_with_long_lifetimes() -> None:
     for alg in ("greedy_by_size", "online", "auto"):
         p = mp.plan(reqs, alg)
         mp.validate(p, reqs)
+
+
+@pytest.mark.parametrize("values", [[], [3], [5, 5], [4, 1, 4, 9, 0, 1], list(range(50, 0, -3)) * 2])
+def test_unique_sorted_is_np_unique(values: list[int]) -> None:
+    from ort_memplan._arrays import unique_sorted
+
+    a = np.asarray(values, np.int64)
+    got = unique_sorted(a)
+    assert got.dtype == np.unique(a).dtype and got.tolist() == np.unique(a).tolist()
