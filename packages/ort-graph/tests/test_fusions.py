@@ -81,6 +81,11 @@ def _fused(cfg, file_order, exact):
     if file_order == "reversed":  # valid, not topologically sorted: old nodes stand before the first one
         m.graph.nodes.reverse()
         m.graph.relink()
+    elif file_order.startswith("shuffled"):  # old nodes on either side of the first, in any mix
+        import random
+
+        random.Random(int(file_order[-1])).shuffle(m.graph.nodes)
+        m.graph.relink()
     ort_graph.resolve_shapes(m, dims={"batch": 1, "sequence": 6, "past_sequence": 2})
     records = ort_graph.apply_l1_fusions(m, exact_shapes=exact)
     records += ort_graph.fuse_silu(m.graph) + ort_graph.fuse_conv_add(m.graph)
@@ -89,7 +94,7 @@ def _fused(cfg, file_order, exact):
 
 @pytest.mark.parametrize("cfg", [zoo.DecoderConfig(layers=3, bias=True, norm="layernorm"), zoo.DecoderConfig(layers=3),
                                  zoo.DecoderConfig(layers=2, bias=True)])
-@pytest.mark.parametrize("file_order", ["sorted", "reversed"])
+@pytest.mark.parametrize("file_order", ["sorted", "reversed", "shuffled 0", "shuffled 1"])
 @pytest.mark.parametrize("exact", [True, False])
 def test_fusions_node_order_is_that_of_direct_list_edits(cfg, file_order, exact, monkeypatch):
     records, nodes = _fused(cfg, file_order, exact)
