@@ -24,7 +24,7 @@ class FusionRecord:
 
 def _only_consumer(graph: Graph, value: str) -> Node | None:
     v = graph.values.get(value)
-    if v is None or value in graph.outputs or len(v.consumers) != 1:
+    if v is None or len(v.consumers) != 1 or value in graph.outputs:  # outputs: a list, scanned last
         return None
     return v.consumers[0]
 
