@@ -19,7 +19,7 @@ ROOT = pathlib.Path(__file__).parent
 PACKAGES = ["ort-graph", "ort-partition", "ort-memplan", "ort-abi", "ort-cpu-ep", "ort-cuda-ep", "ort-session",
             "ort-serve"]
 TEST_TOOLS = ["pytest>=8", "onnxruntime>=1.20", "hypothesis>=6", "tokenizers>=0.15", "matplotlib>=3.7",
-              "openai>=1.0", "httpx>=0.27"]  # openai: ortrun serve is tested with the real client
+              "openai>=1.0", "httpx>=0.27", "pexpect>=4.8"]  # openai: ortrun serve tested with the real client; pexpect: chat in a pty
 
 
 def _local_closure(name: str) -> list[str]:
