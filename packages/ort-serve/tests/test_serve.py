@@ -1,0 +1,293 @@
+"""`ortrun serve` and its engine: continuous batching equals decoding alone (greedy, token for token), admission
+(429 / 503 with the limit named), and the HTTP APIs through the real openai client and plain HTTP (ollama's),
+with the simulated GPU's measured peak held to the budget under 8 concurrent clients."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import pathlib
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import ort_graph
+from ort_graph import zoo
+from ort_session import InferenceSession
+from ort_session._generate import generate
+from ort_session._model_files import resolve_model
+
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+
+from ort_serve._engine import Engine  # noqa: E402
+from ort_serve._scheduler import Request  # noqa: E402
+from ort_serve._serve_errors import AdmissionError  # noqa: E402
+
+VOCAB, CTX, EOS = 256, 64, 2
+PROMPTS = [[1, 5, 9, 33, 100], [7], [3, 4], [200, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27], [42, 43, 44],
+           [9, 9, 9, 9], [250, 1], list(range(10, 50))]
+SIM = ["SimulatedGPUExecutionProvider", "CPUExecutionProvider"]
+
+
+def write_folder(folder: pathlib.Path, kind: str) -> pathlib.Path:
+    """A model folder: a zoo decoder (genai-style GroupQueryAttention with attention_mask, or the plain one with
+    positions from the past's length), genai_config.json, and a word-level tokenizer.json (t0 .. t255)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    cfg = zoo.DecoderConfig(layers=2, hidden=64, heads=4, kv_heads=2, vocab=VOCAB, max_positions=CTX)
+    if kind == "genai":
+        proto = zoo.genai_decoder_proto(cfg)
+        ort_graph.save(ort_graph.from_proto(proto), str(folder / "model.onnx"))
+    else:
+        zoo.write_decoder(folder / "model.onnx", cfg, external_data=False)
+    (folder / "genai_config.json").write_text(json.dumps({"model": {"context_length": CTX, "eos_token_id": EOS,
+                                                                    "decoder": {"filename": "model.onnx"}}}))
+    vocab = {f"t{i}": i for i in range(VOCAB)}
+    (folder / "tokenizer.json").write_text(json.dumps({
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+        "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None, "decoder": None,
+        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "t0"}}))
+    return folder
+
+
+def text_of(ids: list[int]) -> str:
+    return " ".join(f"t{i}" for i in ids)
+
+
+@pytest.fixture(scope="module", params=["genai", "plain"])
+def folder(request, tmp_path_factory) -> pathlib.Path:
+    return write_folder(tmp_path_factory.mktemp(request.param), request.param)
+
+
+def alone(folder: pathlib.Path, prompt: list[int], n: int) -> list[int]:
+    """Greedy tokens of one sequence by ort-session's own generator (batch 1, its own session)."""
+    files = resolve_model(folder)
+    sess = InferenceSession(ort_graph.load(str(files.model)))
+    try:
+        return list(generate(sess, prompt, n, eos_id=EOS))
+    finally:
+        sess.close()
+
+
+def build_engine(folder: pathlib.Path, max_batch: int = 8, max_queue: int = 64, chunk: int = 8,
+                 budget: str | None = None) -> Engine:
+    from ort_session import SessionOptions
+
+    files = resolve_model(folder)
+    model = ort_graph.load(str(files.model))
+    opts = SessionOptions(budgets=budget)
+    providers = SIM if budget else None
+    return Engine.build(model, files, opts, lambda o: InferenceSession(model, o, providers=providers),
+                        max_batch=max_batch, ctx_size=None, prefill_chunk=chunk, max_queue=max_queue)
+
+
+def run_all(engine: Engine, prompts: list[list[int]], n: list[int]) -> list[list[int]]:
+    done = [concurrent.futures.Future() for _ in prompts]
+    reqs = []
+    for prompt, k, fut in zip(prompts, n, done):
+        params = engine.params(temperature=0.0, max_new_tokens=engine.scheduler.check(prompt, k))
+        reqs.append(Request(prompt, params, lambda piece, finish, f=fut: finish and f.set_result(finish)))
+        engine.scheduler.submit(reqs[-1])
+    for fut in done:
+        assert fut.result(timeout=120) in ("stop", "length")
+    return [r.output for r in reqs]
+
+
+def test_batched_greedy_equals_alone(folder):
+    engine = build_engine(folder, chunk=8)
+    assert engine.runner.mode == ("batched" if folder.name.startswith("genai") else "round-robin"), engine.runner.reason
+    lengths = [12, 3, 20, 7, 16, 1, 9, 5]
+    engine.scheduler.start()
+    try:
+        got = run_all(engine, PROMPTS, lengths)
+    finally:
+        engine.close()
+    for prompt, n, out in zip(PROMPTS, lengths, got):
+        assert out == alone(folder, prompt, n), prompt
+
+
+def test_admission_limits(folder):
+    engine = build_engine(folder, max_batch=2, max_queue=1)  # the engine thread not started: nothing leaves
+    try:
+        with pytest.raises(AdmissionError, match="--ctx-size") as e:
+            engine.scheduler.check(list(range(CTX)), 4)
+        assert (e.value.status, e.value.limit, e.value.value) == (503, "ctx_size", CTX)
+        assert engine.scheduler.check([1, 2], None) == CTX - 2
+        assert engine.scheduler.check([1, 2], 10**6) == CTX - 2  # max_tokens capped by the context left
+        for _ in range(3):  # two take the free slots, one waits
+            engine.scheduler.submit(Request([1], engine.params(max_new_tokens=2), lambda *a: None))
+        with pytest.raises(AdmissionError, match="--max-queue 1") as e:
+            engine.scheduler.submit(Request([1], engine.params(max_new_tokens=2), lambda *a: None))
+        assert (e.value.status, e.value.limit) == (429, "max_queue")
+    finally:
+        engine.close()
+
+
+# the HTTP server ------------------------------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+BUDGET = "gpu:8MiB"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    import httpx
+
+    folder = write_folder(tmp_path_factory.mktemp("served") / "tiny", "genai")
+    port = free_port()
+    log = (folder.parent / "serve.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "ort_session.cli", "serve", str(folder), "--host", "127.0.0.1",
+                             "--port", str(port), "--max-batch", "8", "--max-queue", "4", "--prefill-chunk", "8",
+                             "--providers", ",".join(SIM), "--budget", BUDGET, "--log-level", "warning"],
+                            stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"ortrun serve did not start: {(folder.parent / 'serve.log').read_text()}")
+            time.sleep(0.2)
+        yield url, folder
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=15)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    openai = pytest.importorskip("openai")
+    return openai.OpenAI(base_url=f"{server[0]}/v1", api_key="none", timeout=60, max_retries=0)
+
+
+def test_openai_models_completions_chat(server, client):
+    url, folder = server
+    (model,) = client.models.list().data
+    assert model.id == "tiny"
+    out = client.completions.create(model="tiny", prompt=text_of(PROMPTS[0]), max_tokens=10, temperature=0,
+                                    extra_body={"return_token_ids": True})
+    want = alone(folder, PROMPTS[0], 10)
+    assert out.choices[0].model_extra["token_ids"] == want
+    assert out.choices[0].text == "".join(f" t{t}" for t in (want[:-1] if want[-1] == EOS else want))
+    assert out.usage.prompt_tokens == 5 and out.usage.completion_tokens == len(want)
+    assert out.choices[0].finish_reason == ("stop" if want[-1] == EOS else "length")
+    chat = client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "t5 t6"}],
+                                          max_tokens=4, temperature=0)
+    assert chat.choices[0].message.role == "assistant" and chat.usage.completion_tokens <= 4
+    assert chat.object == "chat.completion"
+
+
+def test_openai_streaming_equals_whole(client):
+    kwargs = {"model": "tiny", "prompt": text_of(PROMPTS[3]), "max_tokens": 12, "temperature": 0}
+    whole = client.completions.create(**kwargs)
+    pieces, finish, used = [], None, None
+    for chunk in client.completions.create(stream=True, stream_options={"include_usage": True}, **kwargs):
+        if chunk.choices:
+            pieces.append(chunk.choices[0].text)
+            finish = chunk.choices[0].finish_reason or finish
+        if chunk.usage:
+            used = chunk.usage
+    assert "".join(pieces) == whole.choices[0].text and finish == whole.choices[0].finish_reason
+    assert used.completion_tokens == whole.usage.completion_tokens
+    chat = client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "t9 t9"}],
+                                          max_tokens=6, temperature=0, stream=True)
+    chunks = list(chat)
+    assert chunks[0].choices[0].delta.role == "assistant" and chunks[-1].choices[0].finish_reason in ("stop", "length")
+
+
+def test_ollama_generate_and_chat(server):
+    import httpx
+
+    url, folder = server
+    body = {"model": "tiny", "prompt": text_of(PROMPTS[4]), "raw": True, "stream": False,
+            "options": {"num_predict": 8, "temperature": 0}}
+    whole = httpx.post(f"{url}/api/generate", json=body, timeout=60).json()
+    want = alone(folder, PROMPTS[4], 8)
+    assert whole["done"] and whole["context"] == PROMPTS[4] + want and whole["eval_count"] == len(want)
+    lines = httpx.post(f"{url}/api/generate", json={**body, "stream": True}, timeout=60).text.splitlines()
+    events = [json.loads(line) for line in lines]
+    assert events[-1]["done"] and not any(e["done"] for e in events[:-1])
+    assert "".join(e["response"] for e in events) == whole["response"]
+    chat = httpx.post(f"{url}/api/chat", json={"model": "tiny", "messages": [{"role": "user", "content": "t3"}],
+                                                "options": {"num_predict": 3}}, timeout=60)
+    events = [json.loads(line) for line in chat.text.splitlines()]
+    assert events[-1]["done"] and events[-1]["message"]["role"] == "assistant" and events[-1]["eval_count"] <= 3
+
+
+def test_refusals_name_the_limit(server):
+    import httpx
+
+    url, _ = server
+    r = httpx.post(f"{url}/v1/completions", json={"prompt": text_of([5] * CTX), "max_tokens": 2}, timeout=30)
+    assert r.status_code == 503 and r.json()["error"]["limit"] == "ctx_size" and "--ctx-size" in r.json()["error"]["message"]
+    r = httpx.post(f"{url}/v1/completions", json={"prompt": "t1", "temperature": -1}, timeout=30)
+    assert r.status_code == 400 and "temperature" in r.json()["error"]["message"]
+    r = httpx.post(f"{url}/v1/chat/completions", content=b"{not json", timeout=30)
+    assert r.status_code == 400 and "not JSON" in r.json()["error"]["message"]
+
+
+def test_eight_concurrent_clients_equal_alone_within_budget(server):
+    import httpx
+
+    url, folder = server
+    lengths = [12, 3, 20, 7, 16, 1, 9, 5]
+
+    async def one(http, prompt, n):
+        r = await http.post(f"{url}/v1/completions", json={"prompt": text_of(prompt), "max_tokens": n,
+                                                           "temperature": 0, "return_token_ids": True})
+        assert r.status_code == 200, r.text
+        return r.json()["choices"][0]["token_ids"]
+
+    async def main():
+        async with httpx.AsyncClient(timeout=120) as http:
+            return await asyncio.gather(*(one(http, p, n) for p, n in zip(PROMPTS, lengths)))
+
+    got = asyncio.run(main())
+    for prompt, n, out in zip(PROMPTS, lengths, got):
+        assert out == alone(folder, prompt, n), prompt
+    health = httpx.get(f"{url}/health", timeout=30).json()
+    assert health["decoding"] == "batched"
+    (gpu,) = health["devices"].values()
+    assert gpu["capacity"] == 8 << 20 and 0 < gpu["peak"] <= gpu["capacity"], gpu
+    metrics = httpx.get(f"{url}/metrics", timeout=30).text
+    for name in ("queue_depth", "time_to_first_token_seconds_count", "tokens_per_second", "kv_blocks_in_use",
+                 "device_bytes_in_use", "device_budget_bytes"):
+        assert f"ort_serve_{name}" in metrics
+    assert re_value(metrics, "ort_serve_generated_tokens_total") >= sum(lengths) * 0.1
+
+
+def re_value(text: str, name: str) -> float:
+    line = next(line for line in text.splitlines() if line.startswith(name + " "))
+    return float(line.split()[1])
+
+
+def test_shared_genai_export_matches_onnxruntime_genai(shared_models):
+    """MODELS.md: onnxruntime-genai's greedy tokens after [1, 5, 9, 33, 100] begin 146, 248, 149, 253, 112."""
+    engine = build_engine(shared_models / "llama_l4" / "genai_fp32_cpu", max_batch=4)
+    engine.scheduler.start()
+    try:
+        out = run_all(engine, [[1, 5, 9, 33, 100], [1, 7], [1, 9, 9]], [11, 6, 6])
+    finally:
+        engine.close()
+    assert engine.runner.mode == "batched"
+    assert out[0] == [146, 248, 149, 253, 112, 248, 248, 248, 248, 248, 248]
+    assert np.all(np.asarray(out[1]) < VOCAB)
