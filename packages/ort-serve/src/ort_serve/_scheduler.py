@@ -121,7 +121,9 @@ class Scheduler:
         return len(self.waiting)
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="ort-serve-engine", daemon=True)
+        """Run the engine in a thread of its own (in-process use; `ortrun serve` runs it in the main thread with
+        `run`, where the CPU provider's BLAS thread limit applies: OpenBLAS ignores limits set from other threads)."""
+        self._thread = threading.Thread(target=self.run, name="ort-serve-engine", daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -133,11 +135,17 @@ class Scheduler:
 
     # the engine thread ---------------------------------------------------------------------------------------
 
-    def _loop(self) -> None:
+    def run(self, alive: Callable[[], bool] = lambda: True) -> None:
+        """The engine loop in the calling thread, until `stop()` or `alive()` turns false (checked twice a second
+        while idle)."""
         try:
             while True:
                 with self._cv:
-                    self._cv.wait_for(lambda: self._stopping or self.waiting or self.active)
+                    while not (self._stopping or self.waiting or self.active):
+                        if not alive():
+                            self._stopping = True
+                            break
+                        self._cv.wait(0.5)
                     if self._stopping:
                         break
                     self._admit()

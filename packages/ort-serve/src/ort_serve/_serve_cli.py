@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
+import threading
 from collections.abc import Callable
 
 from ort_session._cli_args import non_negative_int, positive_int
@@ -67,9 +69,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
          f"{runner.ctx} positions, prefill chunk {runner.chunk}, queue {args.max_queue}")
     for device, usage in sorted(engine.session.device_memory().items()):
         _say(f"{device}: {usage['in_use']} bytes in use after initialization, budget {usage['capacity']}")
-    engine.scheduler.start()
-    try:
-        uvicorn.run(build_app(engine), host=args.host, port=args.port, log_level=args.log_level)
+    config = uvicorn.Config(build_app(engine), host=args.host, port=args.port, log_level=args.log_level)
+    server = uvicorn.Server(config)
+    http = threading.Thread(target=server.run, name="ort-serve-http", daemon=True)
+    previous = signal.signal(signal.SIGTERM, lambda *_: engine.scheduler.stop(timeout=0))
+    http.start()
+    try:  # the engine in the main thread: the CPU provider's BLAS thread limit holds there
+        engine.scheduler.run(alive=http.is_alive)
+    except KeyboardInterrupt:
+        pass
     finally:
+        signal.signal(signal.SIGTERM, previous)
+        server.should_exit = True
+        http.join(10)
         engine.close()
+    if not server.started:
+        _say(f"could not serve on {args.host}:{args.port} (see uvicorn's message above)")
+        return 1
     return 0
