@@ -162,7 +162,7 @@ def server(tmp_path_factory):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"ortrun serve did not start: {(folder.parent / 'serve.log').read_text()}")
             time.sleep(0.2)
-        yield url, folder
+        yield url, folder, httpx.get(f"{url}/health", timeout=5).json()["devices"]
     finally:
         proc.terminate()
         try:
@@ -180,7 +180,7 @@ def client(server):
 
 
 def test_openai_models_completions_chat(server, client):
-    url, folder = server
+    url, folder, _ = server
     (model,) = client.models.list().data
     assert model.id == "tiny"
     out = client.completions.create(model="tiny", prompt=text_of(PROMPTS[0]), max_tokens=10, temperature=0,
@@ -217,7 +217,7 @@ def test_openai_streaming_equals_whole(client):
 def test_ollama_generate_and_chat(server):
     import httpx
 
-    url, folder = server
+    url, folder, _ = server
     body = {"model": "tiny", "prompt": text_of(PROMPTS[4]), "raw": True, "stream": False,
             "options": {"num_predict": 8, "temperature": 0}}
     whole = httpx.post(f"{url}/api/generate", json=body, timeout=60).json()
@@ -236,7 +236,7 @@ def test_ollama_generate_and_chat(server):
 def test_refusals_name_the_limit(server):
     import httpx
 
-    url, _ = server
+    url, _, _ = server
     r = httpx.post(f"{url}/v1/completions", json={"prompt": text_of([5] * CTX), "max_tokens": 2}, timeout=30)
     assert r.status_code == 503 and r.json()["error"]["limit"] == "ctx_size" and "--ctx-size" in r.json()["error"]["message"]
     r = httpx.post(f"{url}/v1/completions", json={"prompt": "t1", "temperature": -1}, timeout=30)
@@ -248,7 +248,7 @@ def test_refusals_name_the_limit(server):
 def test_eight_concurrent_clients_equal_alone_within_budget(server):
     import httpx
 
-    url, folder = server
+    url, folder, initial = server
     lengths = [12, 3, 20, 7, 16, 1, 9, 5]
 
     async def one(http, prompt, n):
@@ -268,11 +268,49 @@ def test_eight_concurrent_clients_equal_alone_within_budget(server):
     assert health["decoding"] == "batched"
     (gpu,) = health["devices"].values()
     assert gpu["capacity"] == 8 << 20 and 0 < gpu["peak"] <= gpu["capacity"], gpu
+    assert gpu["peak"] == next(iter(initial.values()))["peak"]  # nothing allocated beyond the initial plan
     metrics = httpx.get(f"{url}/metrics", timeout=30).text
     for name in ("queue_depth", "time_to_first_token_seconds_count", "tokens_per_second", "kv_blocks_in_use",
                  "device_bytes_in_use", "device_budget_bytes"):
         assert f"ort_serve_{name}" in metrics
-    assert re_value(metrics, "ort_serve_generated_tokens_total") >= sum(lengths) * 0.1
+    assert re_value(metrics, "ort_serve_generated_tokens_total") >= sum(lengths)
+    steps, sequences = re_value(metrics, "ort_serve_decode_steps_total"), \
+        re_value(metrics, "ort_serve_decode_step_sequences_total")
+    assert sequences / steps > 1.5  # the clients' decode steps ran as batches
+
+
+def test_queue_full_is_429_and_a_gone_client_frees_its_slot(server):
+    import httpx
+
+    url, _, _ = server
+
+    async def one(http, i):
+        return await http.post(f"{url}/v1/completions", json={"prompt": text_of([i + 1]), "max_tokens": 40,
+                                                              "temperature": 0})
+
+    async def main():
+        async with httpx.AsyncClient(timeout=120) as http:
+            return await asyncio.gather(*(one(http, i) for i in range(24)))
+
+    answers = asyncio.run(main())
+    refused = [r for r in answers if r.status_code == 429]
+    assert refused and all(r.json()["error"]["limit"] == "max_queue" for r in refused)
+    assert "--max-queue 4" in refused[0].json()["error"]["message"]
+    assert sum(r.status_code == 200 for r in answers) >= 8 + 4 - 1
+    with httpx.stream("POST", f"{url}/v1/completions", json={"prompt": "t1", "max_tokens": 60, "stream": True},
+                      timeout=60) as r:
+        next(r.iter_lines())  # the first event, then the client goes
+    deadline = time.monotonic() + 30
+    while not cancelled(url) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert cancelled(url) == 1 and httpx.get(f"{url}/health", timeout=5).json()["active"] == 0
+
+
+def cancelled(url: str) -> float:
+    import httpx
+
+    text = httpx.get(f"{url}/metrics", timeout=5).text
+    return re_value(text, 'ort_serve_requests_finished_total{reason="cancelled"}') if "cancelled" in text else 0
 
 
 def re_value(text: str, name: str) -> float:

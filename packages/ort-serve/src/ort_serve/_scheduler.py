@@ -60,8 +60,11 @@ class Metrics:
 
     requests: int = 0
     refused: dict[str, int] = attrs.field(factory=dict)
+    finished: dict[str, int] = attrs.field(factory=dict)  # by finish reason
     prompt_tokens: int = 0
     generated_tokens: int = 0
+    decode_steps: int = 0
+    decoded_tokens: int = 0  # over decode_steps: the mean batch
     ttft: list[float] = attrs.field(factory=list)  # seconds, the last 1000
     step_tokens: collections.deque = attrs.field(factory=lambda: collections.deque(maxlen=64))  # (time, tokens)
 
@@ -186,6 +189,8 @@ class Scheduler:
         ready = [r for r in self.active if r.prefilled == len(r.prompt) and r is not newcomer]
         if ready:
             logits = self.runner.decode([r.slot for r in ready], [r.output[-1] for r in ready])
+            self.metrics.decode_steps += 1
+            self.metrics.decoded_tokens += len(ready)
             for req, row in zip(ready, logits):
                 self._accept(req, row)
         n = len(ready) + (newcomer is not None and newcomer.prefilled == len(newcomer.prompt))
@@ -214,4 +219,5 @@ class Scheduler:
     def _finish(self, req: Request, reason: str, piece: str = "") -> None:
         self.active.remove(req)
         self.runner.pool.release(req.slot)
+        self.metrics.finished[reason] = self.metrics.finished.get(reason, 0) + 1
         req.emit(piece, reason)

@@ -34,8 +34,13 @@ def metrics_text(engine: Engine) -> str:
     _metric(lines, "requests_total", "counter", "requests admitted to the queue", [("", m.requests)])
     _metric(lines, "requests_refused_total", "counter", "requests refused, by reason",
             [(f'{{reason="{k}"}}', v) for k, v in sorted(m.refused.items())] or [('{reason="queue_full"}', 0)])
+    _metric(lines, "requests_finished_total", "counter", "requests ended, by finish reason",
+            [(f'{{reason="{k}"}}', v) for k, v in sorted(m.finished.items())])
     _metric(lines, "prompt_tokens_total", "counter", "prompt tokens prefilled", [("", m.prompt_tokens)])
     _metric(lines, "generated_tokens_total", "counter", "tokens generated", [("", m.generated_tokens)])
+    _metric(lines, "decode_steps_total", "counter", "batched decode steps run", [("", m.decode_steps)])
+    _metric(lines, "decode_step_sequences_total", "counter", "sequences decoded over those steps (/ steps: the mean "
+            "batch)", [("", m.decoded_tokens)])
     ttft = np.asarray(m.ttft, np.float64)
     quantiles = [(f'{{quantile="{q}"}}', float(np.quantile(ttft, q)) if ttft.size else float("nan"))
                  for q in (0.5, 0.9, 0.99)]
