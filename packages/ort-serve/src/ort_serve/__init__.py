@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from ._chat_template import ChatTemplate, ChatTemplateError, Message
 from ._sampling import Sampler, SamplingError, SamplingParams, StopMatcher, generation_defaults
+from ._serve_errors import AdmissionError, ServeError
 
 __version__ = "0.1.0"
 
-__all__ = ["ChatTemplate", "ChatTemplateError", "Message", "Sampler", "SamplingError", "SamplingParams", "StopMatcher",
+__all__ = ["AdmissionError", "ServeError", "ChatTemplate", "ChatTemplateError", "Message", "Sampler", "SamplingError", "SamplingParams", "StopMatcher",
            "__version__", "generation_defaults"]
