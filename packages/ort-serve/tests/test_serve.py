@@ -21,6 +21,7 @@ from ort_graph import zoo
 from ort_session import InferenceSession
 from ort_session._generate import generate
 from ort_session._model_files import resolve_model
+from ort_session._options import NAME_BASED_ASSIGNMENT
 
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
@@ -75,22 +76,24 @@ def alone(folder: pathlib.Path, prompt: list[int], n: int) -> list[int]:
 
 
 def build_engine(folder: pathlib.Path, max_batch: int = 8, max_queue: int = 64, chunk: int = 8,
-                 budget: str | None = None) -> Engine:
+                 budget: str | None = None, rules: str | None = None) -> Engine:
     from ort_session import SessionOptions
 
     files = resolve_model(folder)
     model = ort_graph.load(str(files.model))
     opts = SessionOptions(budgets=budget)
+    if rules:
+        opts.add_session_config_entry(NAME_BASED_ASSIGNMENT, rules)
     providers = SIM if budget else None
     return Engine.build(model, files, opts, lambda o: InferenceSession(model, o, providers=providers),
                         max_batch=max_batch, ctx_size=None, prefill_chunk=chunk, max_queue=max_queue)
 
 
-def run_all(engine: Engine, prompts: list[list[int]], n: list[int]) -> list[list[int]]:
+def run_all(engine: Engine, prompts: list[list[int]], n: list[int], **sampling) -> list[list[int]]:
     done = [concurrent.futures.Future() for _ in prompts]
     reqs = []
     for prompt, k, fut in zip(prompts, n, done):
-        params = engine.params(temperature=0.0, max_new_tokens=engine.scheduler.check(prompt, k))
+        params = engine.params(**{"temperature": 0.0, **sampling}, max_new_tokens=engine.scheduler.check(prompt, k))
         reqs.append(Request(prompt, params, lambda piece, finish, f=fut: finish and f.set_result(finish)))
         engine.scheduler.submit(reqs[-1])
     for fut in done:
@@ -109,6 +112,37 @@ def test_batched_greedy_equals_alone(folder):
         engine.close()
     for prompt, n, out in zip(PROMPTS, lengths, got):
         assert out == alone(folder, prompt, n), prompt
+
+
+def test_split_placement_and_seeded_sampling_under_batching():
+    """Layer rules splitting the decoder between the simulated GPU and the CPU, and seeded sampling: the batch
+    answers what each request answers alone, and the device's measured peak stays the initial plan's."""
+    import tempfile
+
+    folder = write_folder(pathlib.Path(tempfile.mkdtemp()) / "split", "genai")
+    answers = []
+    for batch in (1, 8):
+        engine = build_engine(folder, max_batch=batch, budget="gpu:4MiB", rules="gpu(layers.0); cpu(layers.1)")
+        (before,) = engine.session.device_memory().values()
+        assert set(engine.session.memory.device_of_node.values()) >= {"simgpu", "cpu"}  # the split holds
+        engine.scheduler.start()
+        try:
+            answers.append(run_all(engine, PROMPTS, [10] * 8, temperature=0.9, top_k=40, seed=7))
+        finally:
+            (after,) = engine.session.device_memory().values()
+            engine.close()
+        assert 0 < after["weights"] and after["peak"] == before["peak"] <= after["capacity"], (before, after)
+    assert answers[0] == answers[1]
+    assert len({tuple(a) for a in answers[0]}) > 1
+
+
+def test_not_a_kv_decoder_is_refused(tmp_path):
+    from ort_serve import ServeError
+
+    zoo.write_decoder(tmp_path / "model.onnx", zoo.DecoderConfig(kv_cache=False, max_positions=CTX),
+                      external_data=False)
+    with pytest.raises(ServeError, match="not a KV-cache decoder"):
+        build_engine(tmp_path)
 
 
 def test_admission_limits(folder):
@@ -190,6 +224,9 @@ def test_openai_models_completions_chat(server, client):
     assert out.choices[0].text == "".join(f" t{t}" for t in (want[:-1] if want[-1] == EOS else want))
     assert out.usage.prompt_tokens == 5 and out.usage.completion_tokens == len(want)
     assert out.choices[0].finish_reason == ("stop" if want[-1] == EOS else "length")
+    stop = f" t{want[2]}"  # the third token's text ends the answer before it
+    cut = client.completions.create(model="tiny", prompt=text_of(PROMPTS[0]), max_tokens=10, temperature=0, stop=stop)
+    assert cut.choices[0].text == f" t{want[0]} t{want[1]}" and cut.choices[0].finish_reason == "stop"
     chat = client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "t5 t6"}],
                                           max_tokens=4, temperature=0)
     assert chat.choices[0].message.role == "assistant" and chat.usage.completion_tokens <= 4
