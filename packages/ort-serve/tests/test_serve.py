@@ -179,10 +179,13 @@ def server(tmp_path_factory):
 
     folder = write_folder(tmp_path_factory.mktemp("served") / "tiny", "genai")
     port = free_port()
+    template = folder.parent / "chat.jinja"
+    template.write_text("{% for m in messages %}{{ m['content'] }} {% endfor %}{% if add_generation_prompt %}t1{% endif %}")
     log = (folder.parent / "serve.log").open("w")
     proc = subprocess.Popen([sys.executable, "-m", "ort_session.cli", "serve", str(folder), "--host", "127.0.0.1",
                              "--port", str(port), "--max-batch", "8", "--max-queue", "4", "--prefill-chunk", "8",
-                             "--providers", ",".join(SIM), "--budget", BUDGET, "--log-level", "warning"],
+                             "--providers", ",".join(SIM), "--budget", BUDGET, "--chat-template", str(template),
+                             "--log-level", "warning"],
                             stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -228,8 +231,9 @@ def test_openai_models_completions_chat(server, client):
     cut = client.completions.create(model="tiny", prompt=text_of(PROMPTS[0]), max_tokens=10, temperature=0, stop=stop)
     assert cut.choices[0].text == f" t{want[0]} t{want[1]}" and cut.choices[0].finish_reason == "stop"
     chat = client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "t5 t6"}],
-                                          max_tokens=4, temperature=0)
-    assert chat.choices[0].message.role == "assistant" and chat.usage.completion_tokens <= 4
+                                          max_tokens=4, temperature=0, extra_body={"return_token_ids": True})
+    assert chat.choices[0].message.role == "assistant" and chat.usage.prompt_tokens == 3  # t5 t6 t1: the template's
+    assert chat.choices[0].model_extra["token_ids"] == alone(folder, [5, 6, 1], 4)
     assert chat.object == "chat.completion"
 
 

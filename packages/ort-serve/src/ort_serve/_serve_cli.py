@@ -38,6 +38,8 @@ def add_parser(sub: argparse._SubParsersAction, model_options: Callable[[argpars
     sp.add_argument("--max-queue", type=non_negative_int, default=64, metavar="N",
                     help="requests that may wait for a slot; more are refused with 429 (default 64)")
     sp.add_argument("--tokenizer", metavar="PATH", help="a tokenizer.json (default: the model folder's)")
+    sp.add_argument("--chat-template", metavar="FILE",
+                    help="a Jinja2 chat template (default: the folder's tokenizer_config.json chat_template)")
     sp.add_argument("--name", metavar="NAME", help="the model's name in the APIs (default: the folder's name)")
     sp.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     sp.set_defaults(fn=cmd_serve)
@@ -63,7 +65,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     opts = _options(args, dict(args.dim), model)
     engine = Engine.build(model, files, opts, lambda o: _session(args, model, label, o), max_batch=args.max_batch,
                           ctx_size=args.ctx_size, prefill_chunk=args.prefill_chunk, max_queue=args.max_queue,
-                          tokenizer=args.tokenizer, name=args.name)
+                          tokenizer=args.tokenizer, name=args.name,
+                          chat_template=args.chat_template)
     runner = engine.runner
     _say(f"serving {engine.name!r}: {runner.mode} decoding ({runner.reason}), {runner.pool.slots} slots x "
          f"{runner.ctx} positions, prefill chunk {runner.chunk}, queue {args.max_queue}")
