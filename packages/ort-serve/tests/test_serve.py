@@ -282,6 +282,8 @@ def test_refusals_name_the_limit(server):
     assert r.status_code == 503 and r.json()["error"]["limit"] == "ctx_size" and "--ctx-size" in r.json()["error"]["message"]
     r = httpx.post(f"{url}/v1/completions", json={"prompt": "t1", "temperature": -1}, timeout=30)
     assert r.status_code == 400 and "temperature" in r.json()["error"]["message"]
+    r = httpx.post(f"{url}/v1/completions", json={"prompt": "t1", "logprobs": 2}, timeout=30)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "logprobs"
     r = httpx.post(f"{url}/v1/chat/completions", content=b"{not json", timeout=30)
     assert r.status_code == 400 and "not JSON" in r.json()["error"]["message"]
 

@@ -113,9 +113,17 @@ def usage(req: Request) -> dict[str, int]:
             "total_tokens": len(req.prompt) + len(req.output)}
 
 
+UNSERVED = {"logprobs": "log probabilities are not returned", "top_logprobs": "log probabilities are not returned",
+            "echo": "the prompt is not echoed", "tools": "tool calls are not parsed",
+            "logit_bias": "logit biases are not applied", "suffix": "insertion (a suffix) is not served"}
+
+
 def openai_params(engine: Engine, body: dict[str, Any], prompt: list[int], default_max: int | None) -> SamplingParams:
-    if field(body, "n", int, 1) != 1:
-        raise BadRequest("n: only n=1 is served (one choice per request)", "n")
+    if field(body, "n", int, 1) != 1 or field(body, "best_of", int, 1) != 1:
+        raise BadRequest("n / best_of: only 1 is served (one choice per request)", "n")
+    for name, why in UNSERVED.items():
+        if body.get(name) not in (None, False, [], {}, 0):
+            raise BadRequest(f"{name}={body[name]!r}: {why} by this server; leave {name} out", name)
     max_tokens = field(body, "max_completion_tokens", int, field(body, "max_tokens", int, default_max))
     if max_tokens is not None and max_tokens < 1:
         raise BadRequest(f"max_tokens={max_tokens!r}: expected an int >= 1", "max_tokens")
