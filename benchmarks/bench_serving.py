@@ -2,7 +2,8 @@
 the simulated GPU under a budget, driven over HTTP by 1, 4 and 8 concurrent streaming clients (OpenAI's
 /v1/completions with `stream`). Per level: aggregate tokens/s (every stream's tokens over the wall time of the
 level), the median time to first token, and the device allocator's measured peak against the budget (it must
-never exceed it: else a FAIL note). Target on the CPU: 8 streams give at least 3x the tokens/s of one."""
+never exceed it: else a FAIL note). Target on the CPU: 8 streams give at least 3x the tokens/s of one. The server
+runs with one intra-op thread: the section measures batching, not BLAS threading on a machine others share."""
 
 from __future__ import annotations
 
