@@ -145,6 +145,22 @@ def test_not_a_kv_decoder_is_refused(tmp_path):
         build_engine(tmp_path)
 
 
+def test_waiting_requests_go_by_priority_then_arrival(folder):
+    engine = build_engine(folder, max_batch=1)
+    order: list[str] = []
+    s = engine.scheduler
+    try:
+        for name, priority in (("a", 0), ("b", 5), ("c", -1), ("d", 0)):
+            s.submit(Request([3], engine.params(max_new_tokens=2), lambda piece, finish, n=name: finish and order.append(n),
+                             priority=priority))
+        while s.waiting or s.active:  # the engine loop, by hand
+            s._admit()
+            s.step()
+    finally:
+        engine.close()
+    assert order == ["c", "a", "d", "b"]
+
+
 def test_admission_limits(folder):
     engine = build_engine(folder, max_batch=2, max_queue=1)  # the engine thread not started: nothing leaves
     try:

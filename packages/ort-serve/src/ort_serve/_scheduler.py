@@ -3,8 +3,9 @@ joining and leaving between steps, and a newcomer's prefill (one chunk per itera
 decode.
 
 Admission lives here (never in an execution provider): a request needs prompt + max_tokens <= ctx (its KV fits one
-slot of the pool planned at initialization) and a free slot; without a free slot it waits in a bounded FIFO queue
-(`max_queue`), beyond which it is refused (429); a prompt that cannot fit the context at all is refused (503).
+slot of the pool planned at initialization) and a free slot; without a free slot it waits in a bounded queue
+(`max_queue`; the lowest `priority` first, FIFO within one), beyond which it is refused (429); a prompt that
+cannot fit the context at all is refused (503).
 Nothing is preempted: an admitted request keeps its slot until it ends (EOS, a stop string, max_tokens, the
 context, or its client gone), so the device never holds more than the plan."""
 
@@ -38,6 +39,7 @@ class Request:
     prompt: list[int]
     params: SamplingParams
     emit: Callable[[str, str | None], None]
+    priority: int = 0  # lower is served first among those waiting (vLLM's `priority`); FIFO within one
     id: int = attrs.field(factory=lambda: next(_ids))
     arrived: float = attrs.field(factory=time.perf_counter)
     first_token: float | None = None
@@ -166,7 +168,8 @@ class Scheduler:
     def _admit(self) -> None:
         pool = self.runner.pool
         while self.waiting and pool.free:
-            req = self.waiting.popleft()
+            req = min(self.waiting, key=lambda r: (r.priority, r.id))  # the most urgent, then the oldest
+            self.waiting.remove(req)
             if req.cancelled:
                 req.emit("", "cancelled")
                 continue

@@ -73,7 +73,8 @@ def stop_field(value: Any, name: str = "stop") -> tuple[str, ...] | None:
     raise BadRequest(f"{name}={value!r}: expected a string or a list of strings", name)
 
 
-async def generate(engine: Engine, prompt: list[int], params: SamplingParams) -> tuple[Request, AsyncIterator]:
+async def generate(engine: Engine, prompt: list[int], params: SamplingParams, priority: int = 0
+                   ) -> tuple[Request, AsyncIterator]:
     """Submit to the scheduler (AdmissionError when refused); the request and its (text, finish) events."""
     loop = asyncio.get_running_loop()
     events: asyncio.Queue = asyncio.Queue()
@@ -84,7 +85,7 @@ async def generate(engine: Engine, prompt: list[int], params: SamplingParams) ->
         except RuntimeError:  # the loop is closed: the server is stopping
             pass
 
-    req = Request(prompt, params, emit)
+    req = Request(prompt, params, emit, priority=priority)
     engine.scheduler.submit(req)
 
     async def stream() -> AsyncIterator[tuple[str, str | None]]:
@@ -167,7 +168,7 @@ async def openai_completion(engine: Engine, body: dict[str, Any], chat: bool) ->
             raise BadRequest(f"prompt={text!r}: expected a string (one prompt per request)", "prompt")
     prompt = engine.encode(text)
     params = openai_params(engine, body, prompt, None if chat else 16)
-    req, events = await generate(engine, prompt, params)
+    req, events = await generate(engine, prompt, params, field(body, "priority", int, 0))
     rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:24]}"
     created, obj = int(time.time()), "chat.completion" if chat else "text_completion"
     base = {"id": rid, "created": created, "model": engine.name}
