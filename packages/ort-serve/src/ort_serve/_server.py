@@ -53,13 +53,15 @@ async def read_json(request: HTTPRequest) -> dict[str, Any]:
 
 
 def field(body: dict[str, Any], name: str, kinds: type | tuple[type, ...], default: Any = None) -> Any:
+    """`body[name]` when it is one of `kinds` (a bool is not a number here), `default` when absent or null."""
     value = body.get(name, default)
     if value is None:
         return default
-    if isinstance(value, bool) and bool not in (kinds if isinstance(kinds, tuple) else (kinds,)):
-        raise BadRequest(f"{name}={value!r}: expected {kinds}", name)
-    if not isinstance(value, kinds):
-        raise BadRequest(f"{name}={value!r}: expected {getattr(kinds, '__name__', kinds)}", name)
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        names = "a number" if float in kinds else " or ".join(
+            {"int": "an integer", "bool": "true or false", "str": "a string"}.get(k.__name__, k.__name__) for k in kinds)
+        raise BadRequest(f"{name}={value!r}: expected {names}", name)
     return value
 
 
