@@ -1,8 +1,10 @@
-"""Text in, text out for `ortrun generate`.
+"""Text in, text out for `ortrun generate` and `ortrun chat`.
 
-`load_tokenizer(path, vocab_size)` uses Hugging Face `tokenizers` when it is installed (`pip install
-'ort-session[text]'`); otherwise the built-in reader of `tokenizer.json` below (WordLevel, and BPE with its
-merges: ByteLevel, Metaspace or Whitespace pre-tokenization, byte fallback), and without any tokenizer file
+`load_tokenizer(path, vocab_size)` reads a `tokenizer.json` with Hugging Face `tokenizers` when it is installed
+(`pip install 'ort-session[text]'`); otherwise the built-in reader of `tokenizer.json` below (WordLevel, and BPE
+with its merges: ByteLevel, Metaspace or Whitespace pre-tokenization, byte fallback). A SentencePiece
+`tokenizer.model` is read by `sentencepiece` (`ort-session[sentencepiece]`), a WordPiece `vocab.txt` by the
+built-in reader (`_tokenizer_formats`); without any tokenizer file
 text maps to bytes (with a warning: the model then reads byte values, not its own tokens).
 `StreamDecoder` turns ids into text as they are made, holding back incomplete UTF-8."""
 
@@ -25,7 +27,7 @@ class TextFallbackWarning(UserWarning):
 class TextCodec(Protocol):
     kind: str
 
-    def encode(self, text: str) -> list[int]: ...
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]: ...
 
     def decode(self, ids: list[int]) -> str: ...
 
@@ -38,8 +40,8 @@ class HuggingFaceTokenizer:
 
         self.inner = tokenizers.Tokenizer.from_file(str(path))
 
-    def encode(self, text: str) -> list[int]:
-        return list(self.inner.encode(text).ids)
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return list(self.inner.encode(text, add_special_tokens=add_special_tokens).ids)
 
     def decode(self, ids: list[int]) -> str:
         return self.inner.decode(ids, skip_special_tokens=True)
@@ -53,7 +55,7 @@ class BytesCodec:
     def __init__(self, vocab_size: int) -> None:
         self.vocab_size = max(1, vocab_size)
 
-    def encode(self, text: str) -> list[int]:
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:  # noqa: ARG002 - bytes have none
         return [b % self.vocab_size for b in text.encode("utf-8")] or [0]
 
     def decode(self, ids: list[int]) -> str:
@@ -216,7 +218,7 @@ class BuiltinTokenizer:
                     ids += self._ids_of(piece)
         return ids
 
-    def encode(self, text: str) -> list[int]:
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         ids: list[int] = []
         if self.added:  # added tokens are matched before anything else, longest first
             pattern = "(" + "|".join(re.escape(t) for t in sorted(self.added, key=len, reverse=True)) + ")"
@@ -227,7 +229,7 @@ class BuiltinTokenizer:
                     ids += self._encode_plain(chunk)
         else:
             ids = self._encode_plain(text)
-        return self.prefix + ids + self.suffix
+        return self.prefix + ids + self.suffix if add_special_tokens else ids
 
     # -- decoding ---------------------------------------------------------------------------------
     def decode(self, ids: list[int]) -> str:
@@ -258,6 +260,16 @@ def load_tokenizer(path: str | pathlib.Path | None, vocab_size: int) -> TextCode
                       stacklevel=2)
         return BytesCodec(vocab_size)
     path = pathlib.Path(path)
+    if path.suffix == ".model":
+        from ._tokenizer_formats import SentencePieceTokenizer
+        try:
+            return SentencePieceTokenizer(path)
+        except ImportError as e:
+            raise InvalidInputError(f"{str(path)!r} is a SentencePiece model, which the built-in tokenizer cannot "
+                                    "read; pip install 'ort-session[sentencepiece]'") from e
+    if path.suffix == ".txt":
+        from ._tokenizer_formats import WordPieceTokenizer
+        return WordPieceTokenizer(path)
     try:
         return HuggingFaceTokenizer(path)
     except ImportError:
