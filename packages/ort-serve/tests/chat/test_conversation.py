@@ -1,0 +1,86 @@
+"""The conversation engine: answers with the cache kept between turns equal answers from a fresh prefill of the
+whole conversation (chunked or not); a re-render that does not extend the cache is cut back and said so; greedy
+tokens equal an onnxruntime greedy loop on the shared genai exports."""
+
+import numpy as np
+import pytest
+
+from ort_serve import Sampler, SamplingParams
+from ort_serve._chat_cli import build_conversation
+
+
+def _conversation(folder, *flags):
+    from ort_session._cli_args import build_parser
+
+    return build_conversation(build_parser().parse_args(["chat", str(folder), "--temperature", "0", "--ignore-eos",
+                                                         *flags]))
+
+
+def _answer(conv, text):
+    pieces = []
+    return "".join(pieces) if (stats := conv.reply(text, pieces.append)) else stats
+
+
+@pytest.mark.parametrize("batch", ["512", "3"])
+def test_cached_turns_answer_as_a_fresh_prefill_of_the_whole_conversation(folder, batch):
+    conv = _conversation(folder, "-n", "6", "-b", batch)
+    _answer(conv, "w7 w8 w9")
+    cached = conv.reply("w10 w11", (second := []).append)
+    assert cached.cached > 0 and cached.prefill < len(conv.cached) and not cached.reprefilled
+    fresh = _conversation(folder, "-n", "6")
+    fresh.messages = conv.messages[:2]
+    stats = fresh.reply("w10 w11", (again := []).append)
+    assert stats.cached == 0 and "".join(second) == "".join(again) and len("".join(again).split()) == 6
+
+
+def test_a_render_that_does_not_extend_the_cache_is_cut_back_and_said(folder):
+    conv = _conversation(folder, "-n", "6")
+    words = []
+    conv.reply("w7", words.append)
+    answer = "".join(words).split()
+    stop = f"{answer[2]} {answer[3]}"  # cuts the answer after two words, once the third was fed to make the fourth
+    conv = _conversation(folder, "-n", "6", "--stop", stop)
+    shown = []
+    assert conv.reply("w7", shown.append).reason == "stop" and len("".join(shown).split()) == 2
+    assert len(conv.cached) == 6 + 3  # the third answer token is in the cache, though not in the answer
+    cut = conv.reply("w8", (after := []).append)
+    assert cut.reprefilled and cut.cached == 6 + 2 and "re-prefilled from token 8" in cut.line()
+    fresh = _conversation(folder, "-n", "6", "--stop", stop)
+    fresh.messages = conv.messages[:2]
+    fresh.reply("w8", (again := []).append)
+    assert after == again
+
+
+def _onnxruntime_greedy(path, ids, n, genai_feeds, kv_dtype=None):
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    out, past, feed = [], None, np.array([ids], np.int64)
+    total = len(ids)
+    for _ in range(n):
+        results = dict(zip(names, sess.run(None, genai_feeds(feed, total, past, kv_dtype))))
+        token = int(np.argmax(results["logits"][0, -1]))
+        out.append(token)
+        past, feed, total = results, np.array([[token]], np.int64), total + 1
+    return out
+
+
+@pytest.mark.parametrize("export", ["genai_fp32_cpu", "genai_int4_cpu"])
+def test_greedy_tokens_equal_onnxruntime_on_the_genai_exports(shared_models, genai_feeds, export):
+    from ort_session import InferenceSession
+    from ort_session._generate import DecodeState, generate
+
+    path = shared_models / "llama_l4" / export / "model.onnx"
+    ids = [1, 15, 16, 17, 18, 19]
+    want = _onnxruntime_greedy(path, ids, 12, genai_feeds)
+    sess = InferenceSession(str(path))
+    sampler = Sampler(SamplingParams(temperature=0.0, repetition_penalty=1.0))
+    assert list(generate(sess, ids, 12, pick=sampler.pick)) == want
+    state = DecodeState(sess, 64)  # the conversation's path: a chunked prefill, then one token a step
+    logits = [state.step(ids[:4]), state.step(ids[4:])][-1]
+    got = []
+    for _ in range(12):
+        got.append(int(np.argmax(logits)))
+        logits = state.step([got[-1]])
+    assert got == want
