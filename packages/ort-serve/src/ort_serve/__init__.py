@@ -13,9 +13,10 @@ inside the device budget, `ortrun chat` and `ortrun serve` live here, never in a
 from __future__ import annotations
 
 from ._chat_template import ChatTemplate, ChatTemplateError, Message
+from ._conversation import Conversation, ConversationError, TurnStats
 from ._sampling import Sampler, SamplingError, SamplingParams, StopMatcher, generation_defaults
 
 __version__ = "0.1.0"
 
-__all__ = ["ChatTemplate", "ChatTemplateError", "Message", "Sampler", "SamplingError", "SamplingParams", "StopMatcher",
-           "__version__", "generation_defaults"]
+__all__ = ["ChatTemplate", "ChatTemplateError", "Conversation", "ConversationError", "Message", "Sampler",
+           "SamplingError", "SamplingParams", "StopMatcher", "TurnStats", "__version__", "generation_defaults"]

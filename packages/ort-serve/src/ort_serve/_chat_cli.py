@@ -73,17 +73,19 @@ def _template(args: argparse.Namespace, folder: Any) -> Any:
 
     from ._chat_template import ChatTemplate, ChatTemplateError
 
+    source = None
     if args.chat_template:
         path = pathlib.Path(args.chat_template)
         try:
             source = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e:
             raise ChatTemplateError(f"--chat-template {str(path)!r}: cannot read it: {e}") from e
-        return ChatTemplate.from_config({"chat_template": source})
     if folder is None:
-        raise ChatTemplateError("the built-in demo decoder has no chat template: give a model folder, or a template "
-                                "with --chat-template FILE")
-    return ChatTemplate.from_folder(folder)
+        if source is None:
+            raise ChatTemplateError("the built-in demo decoder has no chat template: give a model folder, or a "
+                                    "template with --chat-template FILE")
+        return ChatTemplate.from_config({"chat_template": source})
+    return ChatTemplate.from_folder(folder, source=source)
 
 
 def build_conversation(args: argparse.Namespace) -> Any:
