@@ -84,3 +84,34 @@ def test_greedy_tokens_equal_onnxruntime_on_the_genai_exports(shared_models, gen
         got.append(int(np.argmax(logits)))
         logits = state.step([got[-1]])
     assert got == want
+
+
+def _genai_greedy(folder, ids, n):
+    og = pytest.importorskip("onnxruntime_genai", reason="the reference generator: pip install onnxruntime-genai")
+    model = og.Model(str(folder))
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=len(ids) + n, do_sample=False)
+    generator = og.Generator(model, params)
+    generator.append_tokens(ids)
+    out = []
+    while not generator.is_done():
+        generator.generate_next_token()
+        out.append(int(generator.get_next_tokens()[0]))
+    return out
+
+
+@pytest.mark.parametrize("export", ["genai_fp32_cpu", "genai_int4_cpu"])
+def test_chat_greedy_tokens_equal_onnxruntime_genai(shared_models, export):
+    from ort_session import InferenceSession
+    from ort_session._generate import DecodeState
+
+    folder = shared_models / "llama_l4" / export
+    ids = [1, 15, 16, 17, 18, 19]
+    want = _genai_greedy(folder, ids, 12)
+    state = DecodeState(InferenceSession(str(folder / "model.onnx")), 64)
+    sampler = Sampler(SamplingParams(temperature=0.0, eos_ids=(2,)), ids)
+    logits, got = state.step(ids), []
+    while len(got) < len(want):
+        got.append(sampler.pick(logits))
+        logits = state.step([got[-1]])
+    assert got == want
