@@ -115,3 +115,41 @@ def test_chat_greedy_tokens_equal_onnxruntime_genai(shared_models, export):
         got.append(sampler.pick(logits))
         logits = state.step([got[-1]])
     assert got == want
+
+
+def test_the_context_ends_an_answer_and_refuses_the_next_turn(folder):
+    from ort_serve import ConversationError
+
+    conv = _conversation(folder, "-n", "100", "-c", "32")
+    stats = conv.reply("w7", (words := []).append)
+    assert (stats.reason, stats.generated) == ("context", 32 - 6) and len("".join(words).split()) == 26
+    before = list(conv.messages)
+    with pytest.raises(ConversationError, match="39 tokens, more than the context of 32.*/clear"):
+        conv.reply("w8", words.append)
+    assert conv.messages == before
+    conv.clear()
+    assert conv.reply("w8", words.append).cached == 0
+
+
+def test_folder_defaults_apply_under_the_flags(folder, tmp_path):
+    import json
+    import shutil
+
+    from ort_serve._chat_cli import sampling_params
+    from ort_session._cli_args import build_parser
+
+    shutil.copytree(folder, tmp_path / "m")
+    (tmp_path / "m" / "generation_config.json").write_text(json.dumps(
+        {"do_sample": True, "temperature": 0.6, "top_p": 0.9, "eos_token_id": [2, 7]}))
+
+    def params(*flags):
+        args = build_parser().parse_args(["chat", str(tmp_path / "m"), *flags])
+        return sampling_params(args, tmp_path / "m", {"search": {"top_k": 20}}, (2,))
+
+    p = params()
+    assert (p.temperature, p.top_p, p.top_k, p.eos_ids, p.max_new_tokens) == (0.6, 0.9, 20, (2, 7), 256)
+    p = params("--temperature", "0", "--top-k", "5", "--stop", "x", "--stop", "y", "-n", "9", "--seed", "3",
+               "--repeat-penalty", "1.1", "--presence-penalty", "0.5", "--frequency-penalty", "0.25", "--min-p", "0.1")
+    assert (p.greedy, p.top_k, p.stop, p.max_new_tokens, p.seed, p.repetition_penalty, p.presence_penalty,
+            p.frequency_penalty, p.min_p, p.top_p) == (True, 5, ("x", "y"), 9, 3, 1.1, 0.5, 0.25, 0.1, 0.9)
+    assert params("--ignore-eos").eos_ids == ()
