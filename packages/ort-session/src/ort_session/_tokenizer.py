@@ -81,6 +81,26 @@ _GPT2_SPLIT = re.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?[^\W\d_]+| ?\d+| ?[^\s\w]
 _BYTE_TOKEN = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
 
+def template_ids(post: dict[str, Any] | None, ids_of: dict[str, int]) -> tuple[list[int], list[int]]:
+    """The special tokens a post-processor puts before and after a single sequence: TemplateProcessing's ($A)
+    and BertProcessing's ([CLS] $A [SEP])."""
+    if post and post.get("type") == "BertProcessing":
+        return [int(post["cls"][1])], [int(post["sep"][1])]
+    if not post or post.get("type") != "TemplateProcessing":
+        return [], []
+    before: list[int] = []
+    after: list[int] = []
+    seen_a = False
+    for piece in post.get("single", []):
+        if "Sequence" in piece:
+            seen_a = True
+        elif "SpecialToken" in piece:
+            token = piece["SpecialToken"]["id"]
+            ids = post.get("special_tokens", {}).get(token, {}).get("ids") or [ids_of.get(token)]
+            (after if seen_a else before).extend(i for i in ids if i is not None)
+    return before, after
+
+
 class BuiltinTokenizer:
     """The fallback reader of a `tokenizer.json`: WordLevel and BPE (merges applied by rank, as `tokenizers`
     does). Pre-tokenizers: ByteLevel, Metaspace, Whitespace, WhitespaceSplit and Sequences of them; anything
@@ -91,7 +111,7 @@ class BuiltinTokenizer:
         self.model_type = model.get("type")
         vocab = model.get("vocab")
         if self.model_type not in ("BPE", "WordLevel") or not isinstance(vocab, dict) or not vocab:
-            raise InvalidInputError(f"{source!r}: the built-in tokenizer reads BPE and WordLevel models, got "
+            raise InvalidInputError(f"{source!r}: the built-in tokenizer reads BPE, WordLevel and WordPiece models, got "
                                     f"{self.model_type!r}; install Hugging Face tokenizers: pip install 'ort-session[text]'")
         self.kind = f"builtin {self.model_type}"
         self.vocab: dict[str, int] = vocab
@@ -107,7 +127,7 @@ class BuiltinTokenizer:
             self.inverse.setdefault(i, content)
         self.pre = self._steps(data.get("pre_tokenizer"), source)
         self.normalizer = data.get("normalizer")
-        self.prefix, self.suffix = self._template(data.get("post_processor"))
+        self.prefix, self.suffix = template_ids(data.get("post_processor"), {**self.vocab, **self.added})
         self.byte_level = any(s["type"] == "ByteLevel" for s in self.pre)
         self.metaspace = next((s for s in self.pre if s["type"] == "Metaspace"), None)
         self.has_decoder = data.get("decoder") is not None
@@ -122,22 +142,6 @@ class BuiltinTokenizer:
             raise InvalidInputError(f"{source!r}: the built-in tokenizer does not know pre-tokenizer "
                                     f"{pre.get('type')!r}; install Hugging Face tokenizers: pip install 'ort-session[text]'")
         return [pre]
-
-    def _template(self, post: dict[str, Any] | None) -> tuple[list[int], list[int]]:
-        """The special tokens TemplateProcessing puts around a single sequence ($A)."""
-        if not post or post.get("type") != "TemplateProcessing":
-            return [], []
-        before: list[int] = []
-        after: list[int] = []
-        seen_a = False
-        for piece in post.get("single", []):
-            if "Sequence" in piece:
-                seen_a = True
-            elif "SpecialToken" in piece:
-                token = piece["SpecialToken"]["id"]
-                ids = post.get("special_tokens", {}).get(token, {}).get("ids") or [self.added.get(token, self.vocab.get(token))]
-                (after if seen_a else before).extend(i for i in ids if i is not None)
-        return before, after
 
     # -- encoding ---------------------------------------------------------------------------------
     def _normalize(self, text: str) -> str:
@@ -269,7 +273,7 @@ def load_tokenizer(path: str | pathlib.Path | None, vocab_size: int) -> TextCode
                                     "read; pip install 'ort-session[sentencepiece]'") from e
     if path.suffix == ".txt":
         from ._tokenizer_formats import WordPieceTokenizer
-        return WordPieceTokenizer(path)
+        return WordPieceTokenizer.from_file(path)
     try:
         return HuggingFaceTokenizer(path)
     except ImportError:
@@ -280,7 +284,11 @@ def load_tokenizer(path: str | pathlib.Path | None, vocab_size: int) -> TextCode
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise InvalidInputError(f"cannot read tokenizer {str(path)!r}: {e}") from e
-    tok = BuiltinTokenizer(data, str(path))
+    if isinstance(data, dict) and (data.get("model") or {}).get("type") == "WordPiece":
+        from ._tokenizer_formats import WordPieceTokenizer
+        tok: TextCodec = WordPieceTokenizer.from_tokenizer_json(data, str(path))
+    else:
+        tok = BuiltinTokenizer(data, str(path))
     warnings.warn(f"Hugging Face tokenizers is not installed: {str(path)!r} is read by the built-in fallback "
                   f"({tok.kind}); for exact tokenization pip install 'ort-session[text]'", TextFallbackWarning,
                   stacklevel=2)

@@ -86,28 +86,60 @@ _CLEANUP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), ("
 class WordPieceTokenizer:
     """A BERT `vocab.txt` (one token a line, its line number the id): text cleaned, CJK characters and
     punctuation split off, lower-cased with accents stripped (unless the folder's tokenizer_config.json says
-    `do_lower_case: false`), each word matched greedily longest-first with `##` continuations, a word that
+    `do_lower_case: false`; a tokenizer.json's BertNormalizer says it there), each word matched greedily longest-first with `##` continuations, a word that
     cannot be matched (or longer than 100 characters) becoming `[UNK]`; `[CLS] ... [SEP]` around the text."""
 
     kind = "builtin WordPiece"
 
-    def __init__(self, path: pathlib.Path) -> None:
+    def __init__(self, vocab: dict[str, int], *, lowercase: bool = True, strip_accents: bool | None = None,
+                 unk: str = "[UNK]", prefix: str = "##", max_chars: int = 100, specials: dict[str, int] | None = None,
+                 around: tuple[list[int], list[int]] | None = None, source: str = "vocab.txt") -> None:
+        if unk not in vocab:
+            raise InvalidInputError(f"WordPiece vocabulary {source!r} has no unknown token {unk!r}; add it (BERT's is "
+                                    "[UNK]) or set unk_token in tokenizer_config.json")
+        self.vocab, self.inverse = vocab, {i: t for t, i in vocab.items()}
+        self.lowercase = lowercase
+        self.strip_accents = lowercase if strip_accents is None else strip_accents
+        self.unk, self.prefix, self.max_chars = unk, prefix, max_chars
+        self.specials = specials if specials is not None else {
+            t: i for t, i in vocab.items() if re.fullmatch(r"\[[A-Z]+\]", t)}
+        cls, sep = vocab.get("[CLS]"), vocab.get("[SEP]")
+        self.around = around if around is not None else ([cls], [sep]) if cls is not None and sep is not None else ([], [])
+
+    @classmethod
+    def from_file(cls, path: pathlib.Path) -> WordPieceTokenizer:
+        """A `vocab.txt`, with the folder's tokenizer_config.json (`do_lower_case`, `unk_token`)."""
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as e:
             raise InvalidInputError(f"cannot read WordPiece vocabulary {str(path)!r}: {e}") from e
-        self.vocab = {t: i for i, t in reversed(list(enumerate(t.rstrip("\r") for t in lines))) if t}
-        if not self.vocab:
+        vocab = {t: i for i, t in reversed(list(enumerate(t.rstrip("\r") for t in lines))) if t}
+        if not vocab:
             raise InvalidInputError(f"WordPiece vocabulary {str(path)!r} is empty: expected one token a line")
-        self.inverse = {i: t for t, i in self.vocab.items()}
         config = _folder_config(path)
-        self.lowercase = bool(config.get("do_lower_case", True))
-        self.unk = config.get("unk_token") if isinstance(config.get("unk_token"), str) else "[UNK]"
-        if self.unk not in self.vocab:
-            raise InvalidInputError(f"WordPiece vocabulary {str(path)!r} has no unknown token {self.unk!r}; "
-                                    "add it (BERT's is [UNK]) or set unk_token in tokenizer_config.json")
-        self.specials = {t: i for t, i in self.vocab.items() if re.fullmatch(r"\[[A-Z]+\]", t)}
-        self.cls, self.sep = self.vocab.get("[CLS]"), self.vocab.get("[SEP]")
+        unk = config.get("unk_token") if isinstance(config.get("unk_token"), str) else "[UNK]"
+        return cls(vocab, lowercase=bool(config.get("do_lower_case", True)), unk=unk, source=str(path))
+
+    @classmethod
+    def from_tokenizer_json(cls, data: dict[str, Any], source: str = "tokenizer.json") -> WordPieceTokenizer:
+        """A `tokenizer.json` whose model is WordPiece, under BertNormalizer and BertPreTokenizer (BERT's);
+        other normalizers or pre-tokenizers are refused by name."""
+        from ._tokenizer import template_ids
+
+        model, norm, pre = data.get("model") or {}, data.get("normalizer") or {}, data.get("pre_tokenizer") or {}
+        for part, value, known in (("normalizer", norm, "BertNormalizer"), ("pre-tokenizer", pre, "BertPreTokenizer")):
+            if value and value.get("type") != known:
+                raise InvalidInputError(f"{source!r}: the built-in WordPiece reader knows {part} {known}, not "
+                                        f"{value.get('type')!r}; install Hugging Face tokenizers: pip install "
+                                        "'ort-session[text]'")
+        vocab = model.get("vocab")
+        if not isinstance(vocab, dict) or not vocab:
+            raise InvalidInputError(f"{source!r}: its WordPiece model has no vocab")
+        specials = {t["content"]: t["id"] for t in data.get("added_tokens") or [] if t.get("special")}
+        return cls(vocab, lowercase=bool(norm.get("lowercase", False)), strip_accents=norm.get("strip_accents"),
+                   unk=model.get("unk_token", "[UNK]"), prefix=model.get("continuing_subword_prefix", "##"),
+                   max_chars=int(model.get("max_input_chars_per_word", 100)), specials=specials,
+                   around=template_ids(data.get("post_processor"), {**vocab, **specials}), source=source)
 
     def _words(self, text: str) -> list[str]:
         out = []
@@ -117,8 +149,10 @@ class WordPieceTokenizer:
                 continue
             out.append(" " if ch.isspace() else f" {ch} " if _is_cjk(cp) else ch)
         text = "".join(out)
+        if self.strip_accents:
+            text = "".join(c for c in unicodedata.normalize("NFD", text) if unicodedata.category(c) != "Mn")
         if self.lowercase:
-            text = "".join(c for c in unicodedata.normalize("NFD", text.lower()) if unicodedata.category(c) != "Mn")
+            text = text.lower()
         words: list[str] = []
         for word in text.split():
             current = ""
@@ -133,13 +167,13 @@ class WordPieceTokenizer:
         return words
 
     def _pieces(self, word: str) -> list[int]:
-        if len(word) > 100:
+        if len(word) > self.max_chars:
             return [self.vocab[self.unk]]
         ids, start = [], 0
         while start < len(word):
             end = len(word)
             while end > start:
-                piece = word[start:end] if start == 0 else "##" + word[start:end]
+                piece = word[start:end] if start == 0 else self.prefix + word[start:end]
                 if piece in self.vocab:
                     ids.append(self.vocab[piece])
                     break
@@ -153,16 +187,14 @@ class WordPieceTokenizer:
         ids: list[int] = []
         for chunk, special in _split_specials(text, self.specials):
             ids += [special] if special is not None else [i for w in self._words(chunk) for i in self._pieces(w)]
-        if add_special_tokens and self.cls is not None and self.sep is not None:
-            ids = [self.cls, *ids, self.sep]
-        return ids
+        return [*self.around[0], *ids, *self.around[1]] if add_special_tokens else ids
 
     def decode(self, ids: list[int]) -> str:
         special = set(self.specials.values())
         pieces = [self.inverse[i] for i in ids if i in self.inverse and i not in special]
         text = []
         for n, p in enumerate(pieces):
-            p = p[2:] if n and p.startswith("##") else p if n == 0 else " " + p
+            p = p[len(self.prefix):] if n and p.startswith(self.prefix) else p if n == 0 else " " + p
             for dirty, clean in _CLEANUP:
                 p = p.replace(dirty, clean)
             text.append(p)

@@ -10,7 +10,7 @@ import pytest
 
 from ort_session import InvalidInputError
 from ort_session._model_files import resolve_model
-from ort_session._tokenizer import load_tokenizer
+from ort_session._tokenizer import TextFallbackWarning, load_tokenizer
 from ort_session._tokenizer_formats import WordPieceTokenizer
 
 CORPUS = ["the quick brown fox jumps over the lazy dog", "Hello, World! don't stop: naïve café",
@@ -30,7 +30,7 @@ def _vocab(tmp_path):
 
 def test_wordpiece_encodes_and_decodes_as_tokenizers_does(tmp_path):
     hf, path = _vocab(tmp_path)
-    ours = WordPieceTokenizer(path)
+    ours = WordPieceTokenizer.from_file(path)
     assert any(t.startswith("##") for t in ours.vocab)  # continuations really are used
     for text in TEXTS:
         ids = hf.encode(text).ids
@@ -39,21 +39,42 @@ def test_wordpiece_encodes_and_decodes_as_tokenizers_does(tmp_path):
         assert ours.decode(ids) == hf.decode(ids), text
 
 
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_wordpiece_tokenizer_json_without_tokenizers_reads_as_tokenizers_does(tmp_path, monkeypatch, lowercase):
+    import tokenizers
+
+    _, path = _vocab(tmp_path)
+    hf = tokenizers.BertWordPieceTokenizer(str(path), lowercase=lowercase)
+    (tmp_path / "tokenizer.json").write_text(hf._tokenizer.to_str())
+    monkeypatch.setitem(sys.modules, "tokenizers", None)
+    with pytest.warns(TextFallbackWarning, match=r"built-in fallback \(builtin WordPiece\)"):
+        ours = load_tokenizer(tmp_path / "tokenizer.json", 120)
+    for text in TEXTS + ["Hello HELLO"]:
+        ids = hf.encode(text).ids
+        assert ours.encode(text) == ids and ours.decode(ids) == hf.decode(ids), text
+
+
+def test_wordpiece_tokenizer_json_with_unknown_parts_is_refused_by_name():
+    data = {"model": {"type": "WordPiece", "vocab": {"[UNK]": 0}}, "pre_tokenizer": {"type": "Digits"}}
+    with pytest.raises(InvalidInputError, match=r"pre-tokenizer BertPreTokenizer, not 'Digits'.*ort-session\[text\]"):
+        WordPieceTokenizer.from_tokenizer_json(data)
+
+
 def test_wordpiece_folder_is_found_and_keeps_case_when_told(tmp_path):
     _, path = _vocab(tmp_path)
     assert load_tokenizer(path, 120).kind == "builtin WordPiece"
     (tmp_path / "model.onnx").write_bytes(b"")
     assert resolve_model(tmp_path).tokenizer == path
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}))
-    assert WordPieceTokenizer(path).encode("Hello", add_special_tokens=False) != \
-        WordPieceTokenizer(path).encode("hello", add_special_tokens=False)
+    assert WordPieceTokenizer.from_file(path).encode("Hello", add_special_tokens=False) != \
+        WordPieceTokenizer.from_file(path).encode("hello", add_special_tokens=False)
 
 
 def test_wordpiece_without_unknown_token_is_refused(tmp_path):
     path = tmp_path / "vocab.txt"
     path.write_text("a\nb\n")
     with pytest.raises(InvalidInputError, match=r"no unknown token '\[UNK\]'"):
-        WordPieceTokenizer(path)
+        WordPieceTokenizer.from_file(path)
 
 
 def _sentencepiece_model(tmp_path):
