@@ -8,8 +8,11 @@ Ctrl-C ends the current answer, Ctrl-D or `/bye` leaves. From a pipe: one turn p
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 DEFAULT_CONTEXT = 4096  # without -c: the model's context length, at most this (llama.cpp's default n_ctx)
@@ -150,6 +153,26 @@ def _command(conv: Any, line: str, say: Callable[[str], None]) -> bool | None:
     return False
 
 
+@contextlib.contextmanager
+def _ctrl_c_stops(conv: Any) -> Iterator[None]:
+    """While an answer is made, Ctrl-C (SIGINT) asks the conversation to stop at the next step boundary instead of
+    raising inside a run; a second Ctrl-C before that raises as usual."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        if conv.stop_requested:
+            raise KeyboardInterrupt
+        conv.request_stop()
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def chat_loop(conv: Any, stdin: TextIO, out: TextIO, say: Callable[[str], None], interactive: bool) -> int:
     """Read turns until /bye or end of input; each answer streamed to `out`, its stats to `say`."""
     from ._conversation import ConversationError
@@ -183,7 +206,8 @@ def chat_loop(conv: Any, stdin: TextIO, out: TextIO, say: Callable[[str], None],
         if handled is False:
             continue
         try:
-            stats = conv.reply(line, lambda piece: print(piece, end="", file=out, flush=True))
+            with _ctrl_c_stops(conv):
+                stats = conv.reply(line, lambda piece: print(piece, end="", file=out, flush=True))
         except ConversationError as e:
             say(f"error: {e}")
             continue

@@ -76,6 +76,12 @@ class Conversation:
         self.messages: list[Message] = []
         self.cached: list[int] = []  # the tokens whose keys and values the cache holds
         self.rng = np.random.default_rng(params.seed)
+        self.stop_requested = False  # set from a signal handler: the answer ends at the next step boundary
+
+    def request_stop(self) -> None:
+        """End the current answer before its next step (what Ctrl-C does in `ortrun chat`): no run is cut
+        short, so the cache stays whole."""
+        self.stop_requested = True
 
     def clear(self) -> None:
         """Forget the conversation (the system prompt stays) and empty the cache."""
@@ -109,13 +115,16 @@ class Conversation:
         stats.prefill = len(ids) - start
         logits = None
         for at in range(start, len(ids), self.batch):
+            if self.stop_requested:
+                raise KeyboardInterrupt
             logits = self._step(ids[at:at + self.batch], stats, ids[:at])
         assert logits is not None  # start < len(ids): at least one chunk
         return logits
 
     def reply(self, user: str, emit: Callable[[str], None]) -> TurnStats:
         """Answer `user`'s message, `emit`ting the text as it is made; Ctrl-C (KeyboardInterrupt) ends the answer
-        where it is (what was shown becomes the assistant's message). Returns the turn's stats."""
+        where it is (what was shown becomes the assistant's message), as `request_stop()` does at the next step
+        boundary. Returns the turn's stats."""
         from ort_session._tokenizer import StreamDecoder
 
         ids = self.prompt_ids(user)
@@ -126,6 +135,7 @@ class Conversation:
         cached = min(_common_prefix(self.cached, ids), len(ids) - 1)  # at least one token to prefill
         stats = TurnStats(prefill=len(ids) - cached, cached=cached, reprefilled=cached < len(self.cached))
         shown: list[str] = []
+        self.stop_requested = False
         t0 = time.perf_counter()
         try:
             logits = self._prefill(ids, stats)
@@ -152,6 +162,8 @@ class Conversation:
                 if stats.generated >= room:
                     stats.reason = "length" if room == self.params.max_new_tokens else "context"
                     break
+                if self.stop_requested:
+                    raise KeyboardInterrupt
                 logits = self._step([token], stats, self.cached)
                 stats.generate_s = time.perf_counter() - t1
             if stats.reason != "stop":

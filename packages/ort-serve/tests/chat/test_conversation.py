@@ -153,3 +153,20 @@ def test_folder_defaults_apply_under_the_flags(folder, tmp_path):
     assert (p.greedy, p.top_k, p.stop, p.max_new_tokens, p.seed, p.repetition_penalty, p.presence_penalty,
             p.frequency_penalty, p.min_p, p.top_p) == (True, 5, ("x", "y"), 9, 3, 1.1, 0.5, 0.25, 0.1, 0.9)
     assert params("--ignore-eos").eos_ids == ()
+
+
+def test_request_stop_ends_the_answer_at_a_step_boundary_and_the_cache_stays_whole(folder):
+    conv = _conversation(folder, "-n", "50")
+    pieces = []
+
+    def emit(piece):
+        pieces.append(piece)
+        if len(pieces) == 3:
+            conv.request_stop()
+
+    stats = conv.reply("w7", emit)
+    assert (stats.reason, stats.generated, len(pieces)) == ("interrupted", 3, 3) and "Ctrl-C" in stats.line()
+    assert conv.messages[-1] == {"role": "assistant", "content": "".join(pieces)}
+    assert len(conv.cached) == 6 + 2  # the stop is seen before the third token is fed
+    after = conv.reply("w8", [].append)
+    assert (after.cached, after.prefill) == (6 + 2, 1 + 7) and not after.reprefilled and after.reason == "length"
