@@ -94,9 +94,9 @@ def _template(args: argparse.Namespace, folder: Any) -> Any:
 def build_conversation(args: argparse.Namespace) -> Any:
     """The model loaded and planned once for the context, its tokenizer, template and sampling."""
     from ort_session._cli_commands import _load, _options, _say, _session
+    from ort_session._cli_text import plan_once, text_codec
     from ort_session._context_limits import check_ctx_size
     from ort_session._generate import DecodeState, generation_max_shapes
-    from ort_session._tokenizer import load_tokenizer
 
     from ._conversation import Conversation
 
@@ -104,9 +104,7 @@ def build_conversation(args: argparse.Namespace) -> Any:
     folder = files.folder if files is not None else None
     template = _template(args, folder)
     params = sampling_params(args, folder, files.config if files else None, files.eos_ids if files else ())
-    logits = model.graph.values.get("logits")
-    vocab = logits.shape[-1] if logits is not None and logits.shape and isinstance(logits.shape[-1], int) else 256
-    codec = load_tokenizer(args.tokenizer or (files.tokenizer if files is not None else None), int(vocab))
+    codec = text_codec(args, model, files)
     positions = check_ctx_size(model.graph, args.ctx_size)
     context = args.ctx_size or min((files.context_length if files else None) or positions or DEFAULT_CONTEXT,
                                    DEFAULT_CONTEXT)
@@ -115,13 +113,7 @@ def build_conversation(args: argparse.Namespace) -> Any:
     batch = min(args.batch_size, context)
     dims = dict(args.dim)
     opts = _options(args, dims, model)
-    maxes = generation_max_shapes(model, batch, context, dims)
-    if maxes is not None:  # one plan for every prefill chunk and decode step: no allocation per token
-        opts.max_shapes = maxes
-        opts.add_session_config_entry("session.pre_allocate_execution_buffers", "1")
-    else:
-        _say("note: cannot tell every input dimension of the chat's steps ahead; each new shape is planned on its "
-             "first step — pass --dim NAME=N for the model's symbolic dims")
+    plan_once(opts, generation_max_shapes(model, batch, context, dims))  # every prefill chunk and decode step
     sess = _session(args, model, label, opts)
     _say(f"context {context} tokens, prefill batch {batch}; tokenizer {codec.kind}; sampling "
          + ("greedy" if params.greedy else f"temperature {params.temperature}, top-k {params.top_k}, top-p "
