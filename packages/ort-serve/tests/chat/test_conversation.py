@@ -170,3 +170,18 @@ def test_request_stop_ends_the_answer_at_a_step_boundary_and_the_cache_stays_who
     assert len(conv.cached) == 6 + 2  # the stop is seen before the third token is fed
     after = conv.reply("w8", [].append)
     assert (after.cached, after.prefill) == (6 + 2, 1 + 7) and not after.reprefilled and after.reason == "length"
+
+
+def test_a_cache_kept_on_the_device_between_turns_answers_as_the_host_one(folder):
+    gpu = ("--providers", "SimulatedGPUExecutionProvider,CPUExecutionProvider")
+    host, device = _conversation(folder, "-n", "6"), _conversation(folder, "-n", "6", *gpu)
+    assert host.state.device is None and device.state.device == "simgpu"
+    for text in ("w7 w8", "w9"):
+        a, b = [], []
+        ha, hb = host.reply(text, a.append), device.reply(text, b.append)
+        assert a == b and (ha.prefill, ha.cached) == (hb.prefill, hb.cached) and hb.allocations == 0
+    # a device cache cannot be cut back in place: a render that does not extend it is prefilled from the start
+    device.cached[-1] = -1  # the cache's last token no longer what the conversation renders
+    whole = device.prompt_ids("w10")
+    again = device.reply("w10", [].append)
+    assert again.reprefilled and (again.cached, again.prefill) == (0, len(whole)) and len(device.cached) > len(whole)
