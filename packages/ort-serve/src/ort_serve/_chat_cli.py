@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -167,14 +168,38 @@ def _ctrl_c_stops(conv: Any) -> Iterator[None]:
 
 def chat_loop(conv: Any, stdin: TextIO, out: TextIO, say: Callable[[str], None], interactive: bool) -> int:
     """Read turns until /bye or end of input; each answer streamed to `out`, its stats to `say`."""
+    save_history = _readline_history() if interactive else (lambda: None)
+    if interactive:
+        say(f"chatting; {HELP}")
+    try:
+        return _turns(conv, stdin, out, say, interactive)
+    finally:
+        save_history()
+
+
+def _readline_history() -> Callable[[], None]:
+    """Line editing and history for input() where readline exists; the history is kept in $ORTRUN_CHAT_HISTORY
+    (default ~/.ortrun_chat_history; empty: not kept). Returns what saves it."""
+    try:
+        import readline
+    except ImportError:
+        return lambda: None
+    path = os.environ.get("ORTRUN_CHAT_HISTORY", os.path.expanduser("~/.ortrun_chat_history"))
+    if not path:
+        return lambda: None
+    with contextlib.suppress(OSError):
+        readline.read_history_file(path)
+    readline.set_history_length(1000)
+
+    def save() -> None:
+        with contextlib.suppress(OSError):
+            readline.write_history_file(path)
+    return save
+
+
+def _turns(conv: Any, stdin: TextIO, out: TextIO, say: Callable[[str], None], interactive: bool) -> int:
     from ._conversation import ConversationError
 
-    if interactive:
-        try:
-            import readline  # noqa: F401 - line editing and history for input()
-        except ImportError:
-            pass
-        say(f"chatting; {HELP}")
     while True:
         try:
             line = input(">>> ") if interactive else stdin.readline()
@@ -183,7 +208,6 @@ def chat_loop(conv: Any, stdin: TextIO, out: TextIO, say: Callable[[str], None],
             say("Ctrl-C stops an answer; Ctrl-D or /bye leaves")
             continue
         except EOFError:
-            line = ""
             if interactive:
                 print(file=out, flush=True)
             return 0

@@ -2,6 +2,7 @@
 prefills only its new tokens, /clear empties the cache, Ctrl-C ends an answer (not the program) and the next
 turn reuses the cache, /bye exits 0; from a pipe, one turn per line."""
 
+import os
 import re
 import subprocess
 import sys
@@ -14,9 +15,10 @@ ORTRUN = "import sys; from ort_session.cli import main; sys.exit(main())"
 STATS = re.compile(r"(\d+) tokens, [\d.]+ tokens/s; prefill (\d+) tokens \(cached (\d+)\)[^\n]*")
 
 
-def _spawn(*args):
+def _spawn(*args, history=""):
+    env = {**os.environ, "ORTRUN_CHAT_HISTORY": str(history)}
     child = pexpect.spawn(sys.executable, ["-c", ORTRUN, "chat", *map(str, args)], encoding="utf-8", timeout=90,
-                          dimensions=(40, 400))
+                          dimensions=(40, 400), env=env)
     child.expect(">>> ")
     return child
 
@@ -29,8 +31,8 @@ def _turn(child, text):
     return int(stats.group(1)), int(stats.group(2)), int(stats.group(3)), stats.group(0)
 
 
-def test_second_turn_prefills_only_its_new_tokens_and_clear_resets(folder):
-    child = _spawn(folder, "-n", "8", "--temperature", "0", "--ignore-eos")
+def test_second_turn_prefills_only_its_new_tokens_and_clear_resets(folder, tmp_path):
+    child = _spawn(folder, "-n", "8", "--temperature", "0", "--ignore-eos", history=tmp_path / "history")
     try:
         # <|im_start|> user w7 w8 w9 <|im_end|> <|im_start|> assistant: 8 tokens, none cached
         assert _turn(child, "w7 w8 w9")[:3] == (8, 8, 0)
@@ -48,6 +50,7 @@ def test_second_turn_prefills_only_its_new_tokens_and_clear_resets(folder):
     finally:
         child.close()
     assert child.exitstatus == 0
+    assert (tmp_path / "history").read_text().splitlines()[-5:] == ["w7 w8 w9", "w10 w11", "/clear", "w12", "/bye"]
 
 
 def test_ctrl_c_ends_the_answer_and_the_next_turn_reuses_the_cache(long_folder):
