@@ -268,12 +268,17 @@ def resolve_shapes(model: Model, dims: Mapping[str, int] | None = None,
     for name, shape in inputs.items():
         graph.values[name].shape = shape
     table: dict[int, dict] = {}
-    try:
-        inferred = onnx.shape_inference.infer_shapes(_shape_only_proto(model, inputs), check_type=False,
-                                                     strict_mode=False, data_prop=True)
-        _read_back(inferred.graph, graph, table)
-    except (onnx.shape_inference.InferenceError, RuntimeError, ValueError):
-        pass  # the per-node pass below does the work
+    proto = _shape_only_proto(model, inputs)
+    for data_prop in (True, False):
+        try:
+            inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False,
+                                                         data_prop=data_prop)
+            _read_back(inferred.graph, graph, table)
+        except MemoryError:  # ONNX's data propagation materialises values (Range(0, 2**40, 1)): shapes only
+            continue
+        except (onnx.shape_inference.InferenceError, RuntimeError, ValueError):
+            pass  # the per-node pass below does the work
+        break
     _apply(graph, table.get(id(graph), {}))
     for node in graph.walk():
         for sub in node.subgraphs:

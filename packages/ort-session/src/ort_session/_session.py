@@ -41,9 +41,10 @@ from ._options import (
     SessionOptions,
 )
 from ._ort_options import GraphOptimizationLevel
-from ._ort_session_api import OrtSessionApi, terminating
+from ._ort_session_api import OrtSessionApi
 from ._plan import SessionPlan
 from ._profiling import Profiler
+from ._run_guard import RunGuard, terminating
 from ._run_types import RunStats
 
 DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
@@ -221,9 +222,9 @@ class InferenceSession(OrtSessionApi):
         """Run the model; `progress(done_nodes, total_nodes)` is called after every node when given.
         `run_options` (a RunOptions): `terminate = True`, from any thread, stops the run between two nodes
         with RunTerminatedError."""
-        progress = terminating(run_options, progress, len(self.order))
-        progress, finished = self._profiler.run_hook(self.order, getattr(run_options, "logid", ""), progress)
-        with self._run_slot():
+        guard = terminating(run_options, progress, len(self.order), self._host_bound())
+        progress, finished = self._profiler.run_hook(self.order, getattr(run_options, "logid", ""), guard)
+        with self._run_slot(), ort_abi.run_checks_scope(guard if isinstance(guard, RunGuard) else None):
             result = self._run(output_names, input_feed, progress)
         finished()
         return result
@@ -232,12 +233,24 @@ class InferenceSession(OrtSessionApi):
                   run_options: Any = None) -> list[Any]:
         """`run` for IOBinding: feeds may be `ort_abi.DeviceTensor`s (read on the device, no host copy) and
         `device_outputs` (output name -> a DeviceTensor, or the Allocator of a new one) stay on the device."""
-        progress = terminating(run_options, None, len(self.order))
-        progress, finished = self._profiler.run_hook(self.order, getattr(run_options, "logid", ""), progress)
-        with self._run_slot():
+        guard = terminating(run_options, None, len(self.order), self._host_bound())
+        progress, finished = self._profiler.run_hook(self.order, getattr(run_options, "logid", ""), guard)
+        with self._run_slot(), ort_abi.run_checks_scope(guard if isinstance(guard, RunGuard) else None):
             result = self._run(output_names, input_feed, progress, device_outputs)
         finished()
         return result
+
+    def _host_bound(self) -> tuple[int, str] | None:
+        """What one node may accumulate on the host (a Loop's scan outputs) while the session holds its memory
+        promise: the host budget for activations, else the pre-allocated host buffers' planned peak."""
+        stage = self.memory.stages.get("cpu")
+        if stage is None or not self.memory.holds_promise:
+            return None
+        if stage.activation_budget is not None:
+            return stage.activation_budget, "the cpu budget for activations"
+        if self.memory.buffers is not None:
+            return stage.peak, "the pre-allocated host buffers"
+        return None
 
     @contextlib.contextmanager
     def _run_slot(self) -> Iterator[None]:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import onnx.defs
 
+from ort_abi import check_run
 from ort_graph import Graph, Node
 
 from ._errors import CpuOpError
@@ -114,6 +115,7 @@ def run_graph(graph: Graph, feeds: Mapping[str, Any], outer: Mapping[str, Any] |
 
 def _run_nodes(order: list[Node], values: dict[str, Any], last_use: Mapping[str, int], keep: set[str]) -> None:
     for i, node in enumerate(order):
+        check_run(node.label)  # a terminated run stops between two nodes of a (sub)graph too
         outs = run_node(node, values)
         for name, val in zip(node.outputs, outs):
             if name:

@@ -1,0 +1,60 @@
+"""Run-scoped checks that kernels which loop for long call between iterations.
+
+A run's caller (the session) installs a `RunChecks` for the duration of the run (`run_checks_scope`); a kernel
+that iterates (Loop, Scan, a subgraph interpreter, a long host loop) calls `check_run(where)` between iterations
+and `check_growth(where, nbytes)` with what it has accumulated so far. Outside a run (no checks installed)
+both are free no-ops. The checks raise the caller's own typed errors (a terminated run, memory over the run's
+bound), which the kernel lets through unchanged. What a single numpy call or C kernel does is not
+interruptible: the checks run between calls, never inside one.
+
+The checks live in a context variable: they follow the run's thread (and asyncio task), so concurrent runs of
+one session each see their own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class RunChecks(Protocol):
+    """What a run asks of its long-running kernels."""
+
+    def tick(self, where: str) -> None:
+        """Raise when the run must stop now (e.g. `RunOptions.terminate` was set); `where` names the node."""
+
+    def grow(self, where: str, nbytes: int) -> None:
+        """Raise when a node holding `nbytes` it accumulated (a Loop's scan outputs) exceeds the run's bound."""
+
+
+_CHECKS: contextvars.ContextVar[RunChecks | None] = contextvars.ContextVar("ort_abi_run_checks", default=None)
+
+
+@contextlib.contextmanager
+def run_checks_scope(checks: RunChecks | None) -> Iterator[None]:
+    """Install `checks` for the kernels that run inside the block (None: none, the block runs unchecked)."""
+    token = _CHECKS.set(checks)
+    try:
+        yield
+    finally:
+        _CHECKS.reset(token)
+
+
+def check_run(where: str) -> None:
+    """Between two iterations of a long-running kernel: raises what the run's checks raise (a terminated run)."""
+    checks = _CHECKS.get()
+    if checks is not None:
+        checks.tick(where)
+
+
+def check_growth(where: str, nbytes: int) -> None:
+    """A kernel has accumulated `nbytes` (and will hold them until it returns): raises when over the run's bound."""
+    checks = _CHECKS.get()
+    if checks is not None:
+        checks.grow(where, nbytes)
+
+
+__all__ = ["RunChecks", "check_growth", "check_run", "run_checks_scope"]
