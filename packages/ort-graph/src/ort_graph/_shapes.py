@@ -24,6 +24,7 @@ from onnx import GraphProto, ModelProto, TypeProto, helper, numpy_helper
 from ._constprop import evaluate, shape_value
 from ._contrib_shapes import handler_for
 from ._convert import _shape_of, graph_to_proto
+from ._data_prop import infer_shapes_bounded
 from ._declared import (
     _apply_declared,
     _has_anonymous,
@@ -268,17 +269,10 @@ def resolve_shapes(model: Model, dims: Mapping[str, int] | None = None,
     for name, shape in inputs.items():
         graph.values[name].shape = shape
     table: dict[int, dict] = {}
-    proto = _shape_only_proto(model, inputs)
-    for data_prop in (True, False):
-        try:
-            inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False,
-                                                         data_prop=data_prop)
-            _read_back(inferred.graph, graph, table)
-        except MemoryError:  # ONNX's data propagation materialises values (Range(0, 2**40, 1)): shapes only
-            continue
-        except (onnx.shape_inference.InferenceError, RuntimeError, ValueError):
-            pass  # the per-node pass below does the work
-        break
+    try:  # bounded: ONNX's Cast data propagation would materialise a long 1-D value (see _data_prop)
+        _read_back(infer_shapes_bounded(_shape_only_proto(model, inputs)).graph, graph, table)
+    except (onnx.shape_inference.InferenceError, RuntimeError, ValueError):
+        pass  # the per-node pass below does the work
     _apply(graph, table.get(id(graph), {}))
     for node in graph.walk():
         for sub in node.subgraphs:
