@@ -118,13 +118,26 @@ def test_an_override_making_a_cast_input_huge_resolves_without_materialising_it(
     assert peak < 64 << 20
 
 
-@pytest.mark.parametrize("via_range", [False, True])
-def test_only_casts_of_possibly_long_values_lose_data_propagation(via_range):
-    from ort_graph._data_prop import infer_shapes_bounded
+@pytest.mark.parametrize(("via_range", "n", "long"), [(False, 2**31, ["x", "y"]), (True, 2**40, ["x"]),
+                                                    (False, 16, []), (True, 16, [])])
+def test_data_propagation_runs_only_over_short_vectors(via_range, n, long):
+    import onnx
+
+    from ort_graph._data_prop import long_vectors
     from ort_graph._shapes import _input_shapes, _shape_only_proto
 
     model = _cast_of_long_input_model(via_range)
-    proto = _shape_only_proto(model, _input_shapes(model.graph, {"past_sequence": 2**40}, {}))
-    infer_shapes_bounded(proto)
-    ops = {n.name: n.op_type for n in proto.graph.node}
-    assert ops["/Cast"] == "CastLike" and ops["/CastShape"] == "Cast"
+    proto = _shape_only_proto(model, _input_shapes(model.graph, {"past_sequence": n}, {}))
+    plain = onnx.shape_inference.infer_shapes(proto, data_prop=False)
+    assert sorted(long_vectors(plain)) == sorted(long)  # Range's length is unknown without data propagation
+
+
+@pytest.mark.parametrize(("limit", "long"), [(2**40, ["r", "y"]), (100, [])])
+def test_a_range_of_constants_is_a_long_vector_when_it_is(limit, long):
+    import onnx
+
+    from ort_graph._data_prop import long_vectors
+    from ort_graph._shapes import _shape_only_proto
+
+    plain = onnx.shape_inference.infer_shapes(_shape_only_proto(_huge_range_model(limit), {}), data_prop=False)
+    assert sorted(long_vectors(plain)) == long
