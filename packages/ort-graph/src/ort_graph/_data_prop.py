@@ -32,8 +32,10 @@ def _graphs(g: GraphProto) -> Iterator[GraphProto]:
 
 
 def long_vectors(plain: ModelProto) -> list[str]:
-    """The 1-D values of a shapes-only inference result whose length is above SHAPE_DATA_LIMIT or unknown (not
-    even symbolic): data propagation over them is unbounded."""
+    """The 1-D values of a shapes-only inference result whose length is above SHAPE_DATA_LIMIT or unknown (ONNX
+    names an unknown dimension `unk__N`: only the symbolic names of the graph's inputs are symbolic): data
+    propagation over them is unbounded."""
+    symbolic = {d.dim_param for vi in plain.graph.input for d in vi.type.tensor_type.shape.dim if d.dim_param}
     found: list[str] = []
     for g in _graphs(plain.graph):
         for vi in list(g.input) + list(g.value_info) + list(g.output):
@@ -41,7 +43,7 @@ def long_vectors(plain: ModelProto) -> list[str]:
             if not t.HasField("shape") or len(t.shape.dim) != 1:
                 continue
             d = t.shape.dim[0]
-            if (d.dim_value > SHAPE_DATA_LIMIT) if d.HasField("dim_value") else not d.HasField("dim_param"):
+            if (d.dim_value > SHAPE_DATA_LIMIT) if d.HasField("dim_value") else d.dim_param not in symbolic:
                 found.append(vi.name)
     return list(dict.fromkeys(found))
 
