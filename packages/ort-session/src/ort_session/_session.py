@@ -220,8 +220,8 @@ class InferenceSession(OrtSessionApi):
     def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
             run_options: Any = None, progress: Callable[[int, int], None] | None = None) -> list[Any]:
         """Run the model; `progress(done_nodes, total_nodes)` is called after every node when given.
-        `run_options` (a RunOptions): `terminate = True`, from any thread, stops the run between two nodes
-        with RunTerminatedError."""
+        `run_options` (a RunOptions): `terminate = True`, from any thread, stops the run between two nodes,
+        or between two iterations of a Loop / Scan body, with RunTerminatedError."""
         guard = terminating(run_options, progress, len(self.order), self._host_bound())
         progress, finished = self._profiler.run_hook(self.order, getattr(run_options, "logid", ""), guard)
         with self._run_slot(), ort_abi.run_checks_scope(guard if isinstance(guard, RunGuard) else None):
