@@ -32,6 +32,7 @@ from ._errors import (
 from ._executor import Executor
 from ._feeds import required_inputs, validate_feeds
 from ._kernels import kernel_output_shapes
+from ._large_dims import naming_large_dims
 from ._loading import load_model as _load
 from ._options import (
     EXTERNAL_DATA_FOLDER,
@@ -124,7 +125,8 @@ class InferenceSession(OrtSessionApi):
             names.append("CPUExecutionProvider")  # the fallback provider is always last
         self.providers = [make_provider(n, graph, self.model.opset_imports, self.options, self.plugins) for n in names]
         self.order = ort_graph.topological_order(graph)
-        with _progress.phase(f"placing {len(graph.nodes)} nodes"):
+        sized = naming_large_dims(self.options.free_dimension_overrides, max_shapes)
+        with _progress.phase(f"placing {len(graph.nodes)} nodes"), sized:
             self.placement = _placement.place(self.model, self.order, self.providers, self.options)
         if _ort_api.fallback_disabled(self.options):
             _ort_api.check_no_fallback(self.placement, self.providers, graph)
@@ -147,7 +149,7 @@ class InferenceSession(OrtSessionApi):
         # device graph capture: refused here (before anything is allocated) when it cannot hold
         self._capture = plan_capture(self.order, self.providers, self.options.pre_allocate) \
             if self.options.flag(GRAPH_CAPTURE) else None
-        with _progress.phase("planning memory"):
+        with _progress.phase("planning memory"), naming_large_dims(self.options.free_dimension_overrides, max_shapes):
             self.memory = _memory.plan_memory(self.model, self.order, self.kernels, self.placement, self.providers,
                                               self.options, streaming=self.placement.streaming)
         self.recheck = _placement.level2_recheck(self.model, self.placement, self.memory.slots, self.providers)
