@@ -36,6 +36,12 @@ class RunGuard:
             raise RunTerminatedError(f"the run was terminated (RunOptions.terminate) after {done} of {total} "
                                      "nodes; its outputs are discarded — set terminate = False to run again")
 
+    @property
+    def callback(self) -> Callable[[int, int], None] | None:
+        """The executor's progress callback: this guard when there is a terminate flag to check after every
+        node, else the caller's own (a guard for the memory bound only costs nothing per node)."""
+        return self if self.run_options is not None else self.progress
+
     def tick(self, where: str) -> None:
         if self.run_options is not None and self.run_options.terminate:
             raise RunTerminatedError(f"the run was terminated (RunOptions.terminate) inside node {where!r}, after "

@@ -225,7 +225,8 @@ class InferenceSession(OrtSessionApi):
         `run_options` (a RunOptions): `terminate = True`, from any thread, stops the run between two nodes,
         or between two iterations of a Loop / Scan body, with RunTerminatedError."""
         guard = terminating(run_options, progress, len(self.order), self._host_bound())
-        progress, finished = self._profiler.run_hook(self.order, getattr(run_options, "logid", ""), guard)
+        progress, finished = self._profiler.run_hook(self.order, getattr(run_options, "logid", ""),
+                                                     guard.callback if isinstance(guard, RunGuard) else guard)
         with self._run_slot(), ort_abi.run_checks_scope(guard if isinstance(guard, RunGuard) else None):
             result = self._run(output_names, input_feed, progress)
         finished()
@@ -236,7 +237,8 @@ class InferenceSession(OrtSessionApi):
         """`run` for IOBinding: feeds may be `ort_abi.DeviceTensor`s (read on the device, no host copy) and
         `device_outputs` (output name -> a DeviceTensor, or the Allocator of a new one) stay on the device."""
         guard = terminating(run_options, None, len(self.order), self._host_bound())
-        progress, finished = self._profiler.run_hook(self.order, getattr(run_options, "logid", ""), guard)
+        progress, finished = self._profiler.run_hook(self.order, getattr(run_options, "logid", ""),
+                                                     guard.callback if isinstance(guard, RunGuard) else guard)
         with self._run_slot(), ort_abi.run_checks_scope(guard if isinstance(guard, RunGuard) else None):
             result = self._run(output_names, input_feed, progress, device_outputs)
         finished()
