@@ -424,12 +424,13 @@ class FusedMatMul(OpImpl):
 
 
 from . import ops_extra_attention as _attention  # noqa: E402,F401  (GroupQueryAttention, RotaryEmbedding)
+from . import ops_extra_gather_quant as _gather_quant  # noqa: E402,F401  (GatherBlockQuantized)
 from . import ops_extra_mha as _mha  # noqa: E402,F401  (MultiHeadAttention, Attention, EmbedLayerNormalization)
 from . import ops_extra_moe as _moe  # noqa: E402,F401  (MoE)
 from . import ops_extra_qlinear as _qlinear  # noqa: E402,F401  (com.microsoft Q/DQ, QLinear*, QGemm, ...)
 from . import ops_extra_qmatmul as _qmatmul  # noqa: E402,F401  (DynamicQuantizeMatMul, MatMulIntegerToFloat)
 from . import ops_extra_qmoe as _qmoe  # noqa: E402,F401  (QMoE)
-from . import ops_extra_quant as _quant  # noqa: E402,F401  (MatMulNBits, GatherBlockQuantized)
+from . import ops_extra_quant as _quant  # noqa: E402,F401  (MatMulNBits)
 from . import ops_extra_sparse as _sparse  # noqa: E402,F401  (SparseAttention)
 
 __all__ = [
