@@ -344,10 +344,12 @@ def _allocate(graph: Any, order: Sequence[Node], device_of_node: Mapping[int, st
         undo()
         unknown = list(gplan.activations.unknown_sizes)[:5]
         origin = ort_graph.first_unresolved_node(graph)  # a node whose outputs no inference resolved
+        head = f"{key} needs static shapes, but {len(gplan.activations.unknown_sizes)} value(s) have unknown sizes, " \
+               f"e.g. {unknown!r}"
+        if origin is not None and not ort_graph.has_shape_rule(origin):  # an op no rule knows: not a --dim matter
+            raise InvalidOptionError(f"{head}, because {ort_graph.unresolved_hint(origin)}")
         raise InvalidOptionError(
-            f"{key} needs static shapes, but {len(gplan.activations.unknown_sizes)} "
-            f"value(s) have unknown sizes, e.g. {unknown!r}; set free_dimension_overrides for the model's "
-            "symbolic dimensions (ortrun: --dim name=N)"
+            f"{head}; set free_dimension_overrides for the model's symbolic dimensions (ortrun: --dim name=N)"
             + (f"; {ort_graph.unresolved_hint(origin)}" if origin is not None else ""))
     budgets = {d: s.activation_budget for d, s in stages.items() if s.activation_budget is not None}
     try:
