@@ -10,7 +10,7 @@ Semantics follow ONNX Runtime's CPU kernels:
 - com.microsoft `Gelu`, `FastGelu`, `QuickGelu`, `BiasGelu`, `FusedMatMul`.
 
 Importing this module also registers the other com.microsoft kernels (`ops_extra_attention`, `ops_extra_mha`,
-`ops_extra_moe`, `ops_extra_qmoe`, `ops_extra_qlinear`, `ops_extra_qmatmul`, `ops_extra_quant`, `ops_extra_sparse`); `load_all_ops()` imports every
+`ops_extra_moe`, `ops_extra_qmoe`, `ops_extra_qlinear`, `ops_extra_qops`, `ops_extra_qmatmul`, `ops_extra_quant`, `ops_extra_sparse`); `load_all_ops()` imports every
 `ops_extra_*` module anyway.
 """
 
@@ -427,9 +427,10 @@ from . import ops_extra_attention as _attention  # noqa: E402,F401  (GroupQueryA
 from . import ops_extra_gather_quant as _gather_quant  # noqa: E402,F401  (GatherBlockQuantized)
 from . import ops_extra_mha as _mha  # noqa: E402,F401  (MultiHeadAttention, Attention, EmbedLayerNormalization)
 from . import ops_extra_moe as _moe  # noqa: E402,F401  (MoE)
-from . import ops_extra_qlinear as _qlinear  # noqa: E402,F401  (com.microsoft Q/DQ, QLinear*, QGemm, ...)
+from . import ops_extra_qlinear as _qlinear  # noqa: E402,F401  (com.microsoft Q/DQ, GemmFastGelu, ...)
 from . import ops_extra_qmatmul as _qmatmul  # noqa: E402,F401  (DynamicQuantizeMatMul, MatMulIntegerToFloat)
 from . import ops_extra_qmoe as _qmoe  # noqa: E402,F401  (QMoE)
+from . import ops_extra_qops as _qops  # noqa: E402,F401  (QLinear*, QGemm)
 from . import ops_extra_quant as _quant  # noqa: E402,F401  (MatMulNBits)
 from . import ops_extra_sparse as _sparse  # noqa: E402,F401  (SparseAttention)
 

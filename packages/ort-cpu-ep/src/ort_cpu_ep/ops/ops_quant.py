@@ -1,5 +1,5 @@
 """Quantization: QuantizeLinear, DequantizeLinear (per-tensor, per-axis, blocked; int8/16/4/2, float8/4),
-DynamicQuantizeLinear, QLinearMatMul, MatMulInteger, ConvInteger, QLinearConv."""
+ConvInteger, QLinearConv (DynamicQuantizeLinear, MatMulInteger, QLinearMatMul: ops_quant_matmul)."""
 
 from __future__ import annotations
 
@@ -117,21 +117,6 @@ class DequantizeLinear(OpImpl):
         return [np.asarray(y).astype(out_dt)]
 
 
-@register("DynamicQuantizeLinear", since=11)
-class DynamicQuantizeLinear(OpImpl):
-    dtypes = frozenset({T.FLOAT})
-
-    def compute(self, node, inputs):
-        x = inputs[0]
-        lo, hi = min(0.0, float(x.min()) if x.size else 0.0), max(0.0, float(x.max()) if x.size else 0.0)
-        scale = np.float32((hi - lo) / 255.0)
-        if scale == 0:
-            return [np.zeros(x.shape, np.uint8), np.array(scale, np.float32), np.array(0, np.uint8)]
-        zp = np.uint8(np.clip(np.rint(0 - np.float32(lo) / scale), 0, 255))
-        y = np.clip(np.rint(x / scale) + zp, 0, 255).astype(np.uint8)
-        return [y, np.array(scale, np.float32), np.array(zp, np.uint8)]
-
-
 def _sub_zp(a: np.ndarray, zp: np.ndarray | None, axis_for_vector: int) -> np.ndarray:
     av = _plain(a).astype(np.int64) if a.dtype.kind in "iu" else _plain(a).astype(np.float64)
     if zp is None:
@@ -142,19 +127,6 @@ def _sub_zp(a: np.ndarray, zp: np.ndarray | None, axis_for_vector: int) -> np.nd
         shape[axis_for_vector] = -1
         z = z.reshape(shape)
     return av - z
-
-
-@register("MatMulInteger", since=10)
-class MatMulInteger(OpImpl):
-    def supports(self, node, inputs, opset):
-        return check_dtype(inputs, 0, {T.INT8, T.UINT8}) or check_dtype(inputs, 1, {T.INT8, T.UINT8})
-
-    def compute(self, node, inputs):
-        a, b = inputs[0], inputs[1]
-        get = lambda i: inputs[i] if len(inputs) > i else None  # noqa: E731
-        av = _sub_zp(a, get(2), a.ndim - 2 if a.ndim >= 2 else 0)
-        bv = _sub_zp(b, get(3), b.ndim - 1)
-        return [np.matmul(av, bv).astype(np.int32)]
 
 
 def _requant(acc: np.ndarray, mult: np.ndarray, yzp: np.ndarray | None, ydt: np.dtype) -> np.ndarray:
@@ -170,26 +142,6 @@ def _requant(acc: np.ndarray, mult: np.ndarray, yzp: np.ndarray | None, ydt: np.
         v = v + _plain(yzp).astype(np.float64)
     m = float(ml_dtypes.finfo(ydt).max)
     return np.clip(v, -m, m).astype(np.float32).astype(ydt)
-
-
-@register("QLinearMatMul", since=10)
-class QLinearMatMul(OpImpl):
-    def supports(self, node, inputs, opset):
-        ok = {T.INT8, T.UINT8} | (_F8 if opset >= 21 else set())
-        return check_dtype(inputs, 0, ok) or check_dtype(inputs, 3, ok)
-
-    def compute(self, node, inputs):
-        a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = inputs
-        av = _sub_zp(a, a_zp, a.ndim - 2 if a.ndim >= 2 else 0)
-        bv = _sub_zp(b, b_zp, b.ndim - 1)
-        acc = np.matmul(av, bv)
-        ascale = _plain(a_s).astype(np.float64)
-        bscale = _plain(b_s).astype(np.float64)
-        if ascale.ndim == 1 and ascale.size > 1:
-            ascale = ascale.reshape(-1, 1)
-        mult = ascale * bscale / _plain(y_s).astype(np.float64)
-        ydt = y_zp.dtype if y_zp is not None else a.dtype
-        return [_requant(acc, mult, y_zp, ydt)]
 
 
 def _int_conv(x: np.ndarray, w: np.ndarray, xzp, wzp, node) -> np.ndarray:
