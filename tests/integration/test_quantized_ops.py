@@ -149,3 +149,20 @@ def test_every_contrib_kernel_has_a_shape_rule():
     missing = sorted({f"{i.domain}::{i.op_type}" for i in all_ops()
                       if i.domain == MS and not ort_graph.has_shape_rule(ort_graph.Node(0, "n", i.op_type, i.domain))})
     assert not missing
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_bias_add_in_its_block_with_a_zero_estimate(dtype):
+    """onnxruntime's CPU provider has no BiasAdd (its CUDA one defines it): Y = X + bias + skip."""
+    x, bias, skip = f(2, 6, 8).astype(dtype), f(8).astype(dtype), f(2, 6, 8).astype(dtype)
+    model, feeds = _model(MS, "BiasAdd", [(Q, x), (W, bias), (Q, skip)], {}, 1)
+    sess = InferenceSession(model.SerializeToString(), {"session.pre_allocate_execution_buffers": "1"},
+                            providers=["CPUExecutionProvider"])
+    got = sess.run(None, feeds)[0]
+    want = (x + bias) + skip
+    assert got.dtype == dtype and got.shape == (2, 6, 8)
+    np.testing.assert_array_equal(got, want)
+    assert sess.last_run_stats.copied_outputs == 0
+    m = ort_graph.from_proto(model)
+    ort_graph.resolve_shapes(m)
+    assert CpuExecutionProvider(m.graph, m.opset_imports).estimate(m.graph.nodes[0]) == 0

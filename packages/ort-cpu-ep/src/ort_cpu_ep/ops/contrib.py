@@ -424,6 +424,7 @@ class FusedMatMul(OpImpl):
 
 
 from . import ops_extra_attention as _attention  # noqa: E402,F401  (GroupQueryAttention, RotaryEmbedding)
+from . import ops_extra_bias as _bias  # noqa: E402,F401  (BiasAdd)
 from . import ops_extra_gather_quant as _gather_quant  # noqa: E402,F401  (GatherBlockQuantized)
 from . import ops_extra_mha as _mha  # noqa: E402,F401  (MultiHeadAttention, Attention, EmbedLayerNormalization)
 from . import ops_extra_moe as _moe  # noqa: E402,F401  (MoE)
