@@ -166,3 +166,31 @@ def test_bias_add_in_its_block_with_a_zero_estimate(dtype):
     m = ort_graph.from_proto(model)
     ort_graph.resolve_shapes(m)
     assert CpuExecutionProvider(m.graph, m.opset_imports).estimate(m.graph.nodes[0]) == 0
+
+
+@pytest.mark.parametrize("per_column", [False, True])
+@pytest.mark.parametrize("with_past,with_mask", [(False, False), (False, True), (True, False)])
+def test_qattention_matches_onnxruntime(per_column, with_past, with_mask):
+    """The dynamic quantizer's QAttention (BERT / GPT-2 Attention with int8 weights), estimate and slots planned."""
+    hidden, heads, b, s = 16, 2, 2, 3
+    ws = c([0.01] * 3 * hidden) if per_column else c(0.01)
+    wz = c([2] * 3 * hidden, U8) if per_column else c(2, U8)
+    ins = [(Q, u8(b, s, hidden)), (W, u8(hidden, 3 * hidden)), (W, f(3 * hidden)), (W, c(0.02)), (W, ws),
+           (Q, np.array([[1, 1, 1, 1, 1, 0][-(4 if with_past else 0) - s:]] * b, np.int32)) if with_mask else ("", None),
+           (W, c(128, U8)), (W, wz)]
+    if with_past:
+        ins.append((Q, f(2, b, heads, 4, hidden // heads)))
+    model, feeds = _model(MS, "QAttention", ins, dict(num_heads=heads, unidirectional=int(with_past)), 2 if with_past else 1)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ort_graph.ShapeResolutionWarning)
+        sess = InferenceSession(model.SerializeToString(), {"session.pre_allocate_execution_buffers": "1"},
+                                providers=["CPUExecutionProvider"])
+    got = sess.run(None, feeds)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    assert sess.last_run_stats.scratch_fallbacks == 0 and sess.last_run_stats.workspace_from_plan > 0
+    m = ort_graph.from_proto(model)
+    ort_graph.resolve_shapes(m)
+    assert CpuExecutionProvider(m.graph, m.opset_imports).estimate(m.graph.nodes[0]) > 0

@@ -246,12 +246,18 @@ class Attention(OpImpl):
         f32 = np.float32
         x, w = inputs[0], inputs[1]
         bias, mask, past, attn_bias = _opt(inputs, 2), _opt(inputs, 3), _opt(inputs, 4), _opt(inputs, 5)
-        n = int(a["num_heads"])
-        b, s, _ = x.shape
-        sizes = [int(v) for v in (a.get("qkv_hidden_sizes") or [w.shape[1] // 3] * 3)]
         proj = x.astype(f32) @ w.astype(f32)
         if bias is not None:
             proj = proj + bias.astype(f32)
+        return self.attend_projection(node, a, proj, w.shape[1], mask, past, attn_bias, x.dtype)
+
+    def attend_projection(self, node: Node, a: dict, proj: np.ndarray, width: int, mask: np.ndarray | None,
+                          past: np.ndarray | None, attn_bias: np.ndarray | None, dtype: np.dtype) -> list[np.ndarray]:
+        """The attention over a (B, S, q + k + v) float32 projection (QAttention computes it from integers)."""
+        f32 = np.float32
+        n = int(a["num_heads"])
+        b, s, _ = proj.shape
+        sizes = [int(v) for v in (a.get("qkv_hidden_sizes") or [width // 3] * 3)]
         dq, dk, dv = sizes
         q = proj[..., :dq].reshape(b, s, n, dq // n).transpose(0, 2, 1, 3)
         k = proj[..., dq:dq + dk].reshape(b, s, n, dk // n).transpose(0, 2, 1, 3)
@@ -261,9 +267,9 @@ class Attention(OpImpl):
             past_len = past.shape[3]
             k = np.concatenate([past[0].astype(f32), k], axis=2)
             v = np.concatenate([past[1].astype(f32), v], axis=2)
-        out = attend(q, k, v, past_len, mask, attn_bias, a, self._scores_buffer).astype(x.dtype)
+        out = attend(q, k, v, past_len, mask, attn_bias, a, self._scores_buffer).astype(dtype)
         if len(node.outputs) > 1 and node.outputs[1]:
-            return [out, np.stack([k, v]).astype(x.dtype)]
+            return [out, np.stack([k, v]).astype(dtype)]
         return [out]
 
 
