@@ -98,16 +98,28 @@ def _model(domain, op, inputs, attrs, n_out):
     return model, feeds
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_quantized_op_matches_onnxruntime_in_its_planned_block(case):
-    domain, op, inputs, attrs, n_out, tol = CASES[case]
-    model, feeds = _model(domain, op, inputs, attrs, n_out)
+def _run_both(model, feeds):
+    """(our pre-allocated session, its outputs, onnxruntime's), every value's shape resolved."""
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ort_graph.ShapeResolutionWarning)
         sess = InferenceSession(model.SerializeToString(), {"session.pre_allocate_execution_buffers": "1"},
                                 providers=["CPUExecutionProvider"])
-    got = sess.run(None, feeds)
+    return sess, sess.run(None, feeds), want
+
+
+def _estimate(model) -> int | None:
+    """The CPU provider's Level-1 workspace estimate of the model's one node."""
+    m = ort_graph.from_proto(model)
+    ort_graph.resolve_shapes(m)
+    return CpuExecutionProvider(m.graph, m.opset_imports).estimate(m.graph.nodes[0])
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_quantized_op_matches_onnxruntime_in_its_planned_block(case):
+    domain, op, inputs, attrs, n_out, tol = CASES[case]
+    model, feeds = _model(domain, op, inputs, attrs, n_out)
+    sess, got, want = _run_both(model, feeds)
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape
         if np.issubdtype(w.dtype, np.integer) and tol >= 1:  # requantized codes: off by one where rounding ties
@@ -116,11 +128,7 @@ def test_quantized_op_matches_onnxruntime_in_its_planned_block(case):
             np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
     stats = sess.last_run_stats
     assert stats.copied_outputs == 0 and stats.scratch_fallbacks == 0 and stats.workspace_from_plan > 0
-    m = ort_graph.from_proto(model)
-    ort_graph.resolve_shapes(m)
-    node = m.graph.nodes[0]
-    estimate = CpuExecutionProvider(m.graph, m.opset_imports).estimate(node)
-    assert estimate is not None and estimate > 0
+    assert _estimate(model) > 0
 
 
 @pytest.mark.parametrize("bits,block", [(4, 16), (4, 256), (8, 32), (8, 128)])
@@ -163,9 +171,7 @@ def test_bias_add_in_its_block_with_a_zero_estimate(dtype):
     assert got.dtype == dtype and got.shape == (2, 6, 8)
     np.testing.assert_array_equal(got, want)
     assert sess.last_run_stats.copied_outputs == 0
-    m = ort_graph.from_proto(model)
-    ort_graph.resolve_shapes(m)
-    assert CpuExecutionProvider(m.graph, m.opset_imports).estimate(m.graph.nodes[0]) == 0
+    assert _estimate(model) == 0
 
 
 @pytest.mark.parametrize("per_column", [False, True])
@@ -181,16 +187,9 @@ def test_qattention_matches_onnxruntime(per_column, with_past, with_mask):
     if with_past:
         ins.append((Q, f(2, b, heads, 4, hidden // heads)))
     model, feeds = _model(MS, "QAttention", ins, dict(num_heads=heads, unidirectional=int(with_past)), 2 if with_past else 1)
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", ort_graph.ShapeResolutionWarning)
-        sess = InferenceSession(model.SerializeToString(), {"session.pre_allocate_execution_buffers": "1"},
-                                providers=["CPUExecutionProvider"])
-    got = sess.run(None, feeds)
+    sess, got, want = _run_both(model, feeds)
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
     assert sess.last_run_stats.scratch_fallbacks == 0 and sess.last_run_stats.workspace_from_plan > 0
-    m = ort_graph.from_proto(model)
-    ort_graph.resolve_shapes(m)
-    assert CpuExecutionProvider(m.graph, m.opset_imports).estimate(m.graph.nodes[0]) > 0
+    assert _estimate(model) > 0
