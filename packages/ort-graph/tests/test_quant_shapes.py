@@ -45,6 +45,7 @@ CASES = {
     "QLinearMul": ("QLinearMul", [u8(3, 1), sc, z8, u8(1, 5), sc, z8, sc, z8], {}, 1),
     "QLinearSigmoid": ("QLinearSigmoid", [u8(2, 7), sc, z8, sc, z8], {}, 1),
     "QLinearLeakyRelu": ("QLinearLeakyRelu", [u8(2, 7), sc, z8, sc, z8], dict(alpha=0.1), 1),
+    "QLinearSoftmax": ("QLinearSoftmax", [u8(2, 7), sc, z8, sc, z8], dict(axis=-1, opset=13), 1),
     "QLinearGlobalAveragePool": ("QLinearGlobalAveragePool", [u8(2, 3, 5, 5), sc, z8, sc, z8], {}, 1),
     "QLinearGlobalAveragePool-nhwc": ("QLinearGlobalAveragePool", [u8(2, 5, 5, 3), sc, z8, sc, z8],
                                       dict(channels_last=1), 1),

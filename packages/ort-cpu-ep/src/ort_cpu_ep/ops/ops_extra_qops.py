@@ -1,5 +1,6 @@
 """com.microsoft QOperator kernels that ONNX Runtime's static quantizer writes (QuantFormat.QOperator):
-QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearGlobalAveragePool, QLinearConcat, QGemm.
+QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearGlobalAveragePool, QLinearConcat,
+QGemm.
 
 Quantized tensors are (q, scale, zero_point) with real = (q - zero_point) * scale; results are requantized as
 saturate(round_half_even(real / scale) + zero_point). Each kernel computes into its output block and keeps
@@ -134,6 +135,67 @@ class QLinearLeakyRelu(_QUnary):
         return np.where(x >= 0, x, np.float32(node.attr("alpha", 0.01)) * x)
 
 
+def _softmax_rows(node: Node, shape: Sequence[int]) -> tuple[int, int]:
+    """(rows, row length) of QLinearSoftmax: before opset 13 (its `opset` attribute) the axes from `axis` on
+    form one row, from 13 on `axis` alone (moved last)."""
+    r = len(shape)
+    axis = int(node.attr("axis", -1 if int(node.attr("opset", 13)) >= 13 else 1)) % max(r, 1)
+    total = int(np.prod(shape, dtype=np.int64))
+    length = int(np.prod(shape[axis:], dtype=np.int64)) if int(node.attr("opset", 13)) < 13 else int(shape[axis])
+    return (total // length if length else 0), length
+
+
+@register("QLinearSoftmax", domain=MS)
+class QLinearSoftmax(OpImpl):
+    """softmax((x - x_zp) * x_scale) requantized; exp of the row's differences from its maximum (as ORT's table
+    exp((q - max) * x_scale) does), in declared float32 slots (the values, the row sums)."""
+
+    writes_output = True
+
+    def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
+        if inputs[0].shape is not None and len(inputs[0].shape) == 0:
+            return Decline(rejected="a scalar X", accepts="X of rank >= 1", remedy="reshape X to 1-D")
+        return _check(inputs, {0: _Q8, 1: _F, 3: _F}) or _scalars(inputs, (1, 2, 3, 4))
+
+    def workspace_bytes(self, node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
+        x = input_shapes[0] if input_shapes else None
+        if x is None or not len(x):
+            return []
+        rows, _n = _softmax_rows(node, x)
+        return [(0, workspace_nbytes(x, np.float32)), (1, workspace_nbytes((rows, 1), np.float32))]
+
+    def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
+        x, sx, _zx, sy = inputs[0], inputs[1], inputs[2] if len(inputs) > 2 else None, inputs[3]
+        zy = inputs[4] if len(inputs) > 4 else None
+        out = self.output(0, x.shape, x.dtype)
+        if x.size == 0:
+            return [out]
+        moved = int(node.attr("opset", 13)) >= 13
+        axis = int(node.attr("axis", -1 if moved else 1)) % x.ndim
+        xs = np.moveaxis(x, axis, -1) if moved else x
+        rows, n = _softmax_rows(node, x.shape)
+        v = self.workspace(0, (rows, n), np.float32)
+        np.copyto(v.reshape(xs.shape), xs, casting="unsafe")
+        stat = self.workspace(1, (rows, 1), np.float32)
+        np.max(v, axis=1, keepdims=True, out=stat)
+        v -= stat
+        v *= _scalar(sx)
+        np.exp(v, out=v)
+        np.sum(v, axis=1, keepdims=True, out=stat)
+        v /= stat
+        target = np.moveaxis(out, axis, -1) if moved else out
+        if target.flags.c_contiguous:
+            _requant_into(target.reshape(rows, n), v, sy, zy)
+        else:
+            lo, hi = _limits(out.dtype)
+            v /= _scalar(sy)
+            np.rint(v, out=v)
+            v += _scalar(zy)
+            np.clip(v, lo, hi, out=v)
+            np.copyto(target, v.reshape(target.shape), casting="unsafe")
+        return [out]
+
+
 def _pool_axes(node: Node, ndim: int) -> tuple[int, ...]:
     return tuple(range(1, ndim - 1)) if int(node.attr("channels_last", 0)) else tuple(range(2, ndim))
 
@@ -248,4 +310,4 @@ class QGemm(OpImpl):
 
 
 __all__ = ["QGemm", "QLinearAdd", "QLinearConcat", "QLinearGlobalAveragePool", "QLinearLeakyRelu", "QLinearMul",
-           "QLinearSigmoid", "quant_table"]
+           "QLinearSigmoid", "QLinearSoftmax", "quant_table"]
