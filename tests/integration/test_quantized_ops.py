@@ -204,3 +204,19 @@ def test_qattention_matches_onnxruntime(per_column, with_past, with_mask):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
     assert sess.last_run_stats.scratch_fallbacks == 0 and sess.last_run_stats.workspace_from_plan > 0
     assert _estimate(model) > 0
+
+
+@pytest.mark.parametrize("op,with_bias", [("Gelu", False), ("BiasGelu", True), ("FastGelu", False), ("FastGelu", True)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_gelu_family_in_its_block_over_several_chunks(op, with_bias, dtype):
+    """The transformers optimizer's Gelu fusions: rows of 96 in chunks of 16384 elements, against onnxruntime."""
+    x = (f(3, 300, 96) * 3).astype(dtype)
+    ins = [(Q, x)] + ([(W, f(96).astype(dtype))] if with_bias else [])
+    model, feeds = _model(MS, op, ins, {}, 1)
+    sess, got, want = _run_both(model, feeds)
+    assert got[0].dtype == want[0].dtype and got[0].shape == want[0].shape
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=2e-3, atol=2e-3)
+    np.testing.assert_allclose(got[0].astype(F), want[0].astype(F), **tol)
+    stats = sess.last_run_stats
+    assert stats.copied_outputs == 0 and stats.scratch_fallbacks == 0 and stats.workspace_from_plan > 0
+    assert _estimate(model) > 0
