@@ -50,7 +50,11 @@ CASES = {
     "MatMulIntegerToFloat": (MS, "MatMulIntegerToFloat", [(Q, u8(7, 32)), (W, i8(32, 12)), (W, c(0.03)),
                                                           (W, c([0.01] * 12)), (W, c(120, U8)), (W, c(0, I8)),
                                                           (W, f(12))], {}, 1, 1e-5),
-    # ORT's static quantizer (QOperator)
+    # ORT's static quantizer (QDQ: the default format; QOperator below)
+    "QuantizeLinear": ("", "QuantizeLinear", [(Q, f(4, 6, 8) * 4), (W, c(0.03)), (W, c(-3, I8))], {}, 1, 0),
+    "QuantizeLinear-per-axis": ("", "QuantizeLinear", [(Q, f(4, 6, 8) * 4), (W, np.abs(f(6)) / 10 + 0.01),
+                                                       (W, u8(6))], dict(axis=1), 1, 0),
+    "QuantizeLinear-ms": (MS, "QuantizeLinear", [(Q, f(4, 6, 8) * 4), (W, c(0.03)), (W, c(128, U8))], {}, 1, 0),
     "QLinearMatMul": ("", "QLinearMatMul", [(Q, u8(2, 3, 32)), (W, c(0.02)), (W, c(128, U8)), (W, i8(32, 16)),
                                             (W, c(0.01)), (W, c(0, I8)), (W, c(0.05)), (W, c(120, U8))], {}, 1, 1),
     "QGemm-float": (MS, "QGemm", [(Q, u8(5, 32)), (W, c(0.02)), (W, c(128, U8)), (W, i8(16, 32)), (W, c([0.01] * 16)),
@@ -159,6 +163,17 @@ def test_gather_block_quantized_embedding_sweep_in_a_session(bits, block, with_z
     np.testing.assert_allclose(got.astype(F), want.astype(F), rtol=1e-3, atol=1e-3 if sdtype == np.float16 else 1e-6)
     stats = sess.last_run_stats
     assert stats.copied_outputs == 0 and stats.scratch_fallbacks == 0 and stats.workspace_from_plan > 0
+
+
+@pytest.mark.parametrize("domain", ["", MS])
+@pytest.mark.parametrize("per_axis", [False, True])
+def test_dequantize_linear_in_its_block_with_a_zero_estimate(domain, per_axis):
+    scale, zp = (np.abs(f(6)) / 10 + 0.01, i8(6)) if per_axis else (c(0.03), c(-3, I8))
+    model, feeds = _model(domain, "DequantizeLinear", [(Q, i8(4, 6, 8)), (W, scale), (W, zp)], dict(axis=1), 1)
+    sess, got, want = _run_both(model, feeds)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+    assert got[0].dtype == want[0].dtype and sess.last_run_stats.copied_outputs == 0
+    assert _estimate(model) == 0
 
 
 def test_every_contrib_kernel_has_a_shape_rule():

@@ -17,6 +17,7 @@ from onnx import TensorProto
 
 from ort_graph import Node, dtype_name
 
+from ._qdq_into import dequantize_fast, dequantize_into, quantize_into, quantize_slots
 from ._registry import Decline, InputInfo, OpImpl, register
 
 MS = "com.microsoft"
@@ -80,6 +81,7 @@ _FH = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16})
 
 @register("DequantizeLinear", domain=MS)
 class DequantizeLinearContrib(OpImpl):
+    writes_output = True  # 8/16-bit to float32
     def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
         return _check(inputs, {0: _QTYPES, 1: _FH, 2: _QTYPES})
 
@@ -87,12 +89,19 @@ class DequantizeLinearContrib(OpImpl):
         x, scale = inputs[0], inputs[1]
         zp = inputs[2] if len(inputs) > 2 else None
         axis = int(node.attr("axis", 1))
-        y = dequant(x, _per_axis(scale, x.ndim, axis), _per_axis(zp, x.ndim, axis))
-        return [y.astype(scale.dtype)]
+        s, z = _per_axis(scale, x.ndim, axis), _per_axis(zp, x.ndim, axis)
+        into = dequantize_into(self, x, s, z)
+        return [into if into is not None else dequant(x, s, z).astype(scale.dtype)]
+
+    def workspace_bytes(self, node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
+        """None in the common case (into the block); else the float32 temporaries of x's size."""
+        x = input_shapes[0] if input_shapes else None
+        return [] if x is None or dequantize_fast(node) else [(0, 8 * int(np.prod(x, dtype=np.int64)))]
 
 
 @register("QuantizeLinear", domain=MS)
 class QuantizeLinearContrib(OpImpl):
+    writes_output = True  # float32 to 8/16-bit
     def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
         return _check(inputs, {0: _FH, 1: _FH, 2: _QTYPES - {TensorProto.INT32}})
 
@@ -101,7 +110,12 @@ class QuantizeLinearContrib(OpImpl):
         zp = inputs[2] if len(inputs) > 2 else None
         axis = int(node.attr("axis", 1))
         dtype = zp.dtype if zp is not None else np.dtype(np.uint8)
-        return [quant(x, _per_axis(scale, x.ndim, axis), _per_axis(zp, x.ndim, axis), dtype)]
+        s, z = _per_axis(scale, x.ndim, axis), _per_axis(zp, x.ndim, axis)
+        into = quantize_into(self, x, np.asarray(s), z, dtype)
+        return [into if into is not None else quant(x, s, z, dtype)]
+
+    def workspace_bytes(self, node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
+        return quantize_slots(input_shapes[0] if input_shapes else None)
 
 
 @register("GemmFastGelu", domain=MS)

@@ -9,6 +9,7 @@ from onnx import TensorProto as T
 
 from ort_graph import dtype_name, from_numpy_dtype
 
+from ._qdq_into import dequantize_fast, dequantize_into, quantize_into, quantize_slots
 from ._registry import Decline, OpImpl, register
 from ._util import check_dtype, norm_axis, np_dtype
 
@@ -47,6 +48,7 @@ def _qtype(node, inputs_dtype_zp: int) -> int:
 
 @register("QuantizeLinear", since=10)
 class QuantizeLinear(OpImpl):
+    writes_output = True  # float32 to 8/16-bit
     def supports(self, node, inputs, opset):
         d = check_dtype(inputs, 0, {T.FLOAT, T.FLOAT16, T.BFLOAT16, T.INT32}) or check_dtype(inputs, 1, _SCALE_TYPES)
         if d:
@@ -60,6 +62,9 @@ class QuantizeLinear(OpImpl):
             return Decline(rejected=f"precision {dtype_name(p)}", accepts="FLOAT, FLOAT16, BFLOAT16, DOUBLE")
         return None
 
+    def workspace_bytes(self, node, input_shapes):
+        return quantize_slots(input_shapes[0] if input_shapes else None)
+
     def compute(self, node, inputs):
         x, scale = inputs[0], inputs[1]
         zp = inputs[2] if len(inputs) > 2 else None
@@ -67,6 +72,10 @@ class QuantizeLinear(OpImpl):
         qt = _qtype(node, from_numpy_dtype(zp.dtype) if zp is not None else 0)
         s = _along(_plain(scale), x.shape, axis, block)
         prec = node.attr("precision", 0)
+        if not prec and qt in _INT_RANGES:
+            into = quantize_into(self, x, s, None if zp is None else _along(zp, x.shape, axis, block), np_dtype(qt))
+            if into is not None:
+                return [into]
         xv = _plain(x)
         if prec:
             pd = np_dtype(prec)
@@ -93,6 +102,7 @@ class QuantizeLinear(OpImpl):
 
 @register("DequantizeLinear", since=10)
 class DequantizeLinear(OpImpl):
+    writes_output = True  # 8/16-bit to float32
     def supports(self, node, inputs, opset):
         d = check_dtype(inputs, 0, _QTYPES | {T.INT32}) or check_dtype(inputs, 1, _SCALE_TYPES - {T.INT32})
         if d:
@@ -102,11 +112,24 @@ class DequantizeLinear(OpImpl):
             return Decline(rejected=f"output_dtype {dtype_name(od)}", accepts="FLOAT, FLOAT16, BFLOAT16")
         return None
 
+    def workspace_bytes(self, node, input_shapes):
+        """None in the common case (into the block); else the general path's temporaries (an int64 difference
+        and a float32 product of x's size), reserved so the estimate covers them."""
+        x = input_shapes[0] if input_shapes else None
+        if x is None or dequantize_fast(node):
+            return []
+        return [(0, 12 * int(np.prod(x, dtype=np.int64)))]
+
     def compute(self, node, inputs):
         x, scale = inputs[0], inputs[1]
         zp = inputs[2] if len(inputs) > 2 else None
         axis, block = node.attr("axis", 1), node.attr("block_size", 0)
         od = node.attr("output_dtype", 0)
+        if od in (0, T.FLOAT):
+            into = dequantize_into(self, x, _along(scale, x.shape, axis, block),
+                                   None if zp is None else _along(zp, x.shape, axis, block))
+            if into is not None:
+                return [into]
         out_dt = np_dtype(od) if od else (scale.dtype if scale.dtype.name != "float8_e8m0fnu" else np.dtype(np.float32))
         xv = _plain(x)
         if zp is not None:
