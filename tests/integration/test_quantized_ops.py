@@ -235,3 +235,36 @@ def test_gelu_family_in_its_block_over_several_chunks(op, with_bias, dtype):
     stats = sess.last_run_stats
     assert stats.copied_outputs == 0 and stats.scratch_fallbacks == 0 and stats.workspace_from_plan > 0
     assert _estimate(model) > 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("with_sum,with_segment", [(True, True), (False, True), (False, False)])
+def test_embed_layer_normalization_matches_onnxruntime(dtype, with_sum, with_segment):
+    """BERT's fused embeddings; float32 tables compute into the blocks, a float16 table is never converted whole."""
+    b, s, d, vocab = 2, 7, 32, 50
+    ins = [(Q, r.integers(0, vocab, (b, s)).astype(np.int32)),
+           (Q, r.integers(0, 2, (b, s)).astype(np.int32)) if with_segment else ("", None),
+           (W, f(vocab, d).astype(dtype)), (W, f(16, d).astype(dtype)),
+           (W, f(2, d).astype(dtype)) if with_segment else ("", None),
+           (W, f(d).astype(dtype)), (W, f(d).astype(dtype)), (Q, (r.random((b, s)) > 0.3).astype(np.int32))]
+    model, feeds = _model(MS, "EmbedLayerNormalization", ins, dict(epsilon=1e-12), 3 if with_sum else 2)
+    sess, got, want = _run_both(model, feeds)
+    tol = 1e-5 if dtype == np.float32 else 2e-3
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_allclose(g.astype(F), w.astype(F), rtol=tol, atol=tol)
+    stats = sess.last_run_stats
+    assert stats.scratch_fallbacks == 0 and stats.workspace_from_plan > 0
+    assert (stats.copied_outputs == 0) == (dtype == np.float32)
+    assert _estimate(model) > 0
+
+
+def test_embed_layer_normalization_names_an_id_outside_the_table():
+    from ort_session import KernelRunError
+
+    ins = [(Q, np.array([[1, 60]], np.int32)), ("", None), (W, f(50, 8)), (W, f(4, 8)), ("", None), (W, f(8)),
+           (W, f(8))]
+    model, feeds = _model(MS, "EmbedLayerNormalization", ins, {}, 2)
+    sess = InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    with pytest.raises(KernelRunError, match=r"input_ids 60 is outside the table of 50 rows"):
+        sess.run(None, feeds)

@@ -390,9 +390,10 @@ class FusedMatMul(OpImpl):
 
 from . import ops_extra_attention as _attention  # noqa: E402,F401  (GroupQueryAttention, RotaryEmbedding)
 from . import ops_extra_bias as _bias  # noqa: E402,F401  (BiasAdd)
+from . import ops_extra_embed as _embed  # noqa: E402,F401  (EmbedLayerNormalization)
 from . import ops_extra_gather_quant as _gather_quant  # noqa: E402,F401  (GatherBlockQuantized)
 from . import ops_extra_gelu as _gelu  # noqa: E402,F401  (Gelu, BiasGelu, FastGelu)
-from . import ops_extra_mha as _mha  # noqa: E402,F401  (MultiHeadAttention, Attention, EmbedLayerNormalization)
+from . import ops_extra_mha as _mha  # noqa: E402,F401  (MultiHeadAttention, Attention)
 from . import ops_extra_moe as _moe  # noqa: E402,F401  (MoE)
 from . import ops_extra_qlinear as _qlinear  # noqa: E402,F401  (com.microsoft Q/DQ, GemmFastGelu, ...)
 from . import ops_extra_qmatmul as _qmatmul  # noqa: E402,F401  (DynamicQuantizeMatMul, MatMulIntegerToFloat)
