@@ -1,6 +1,6 @@
 """Output types of the quantized com.microsoft ops real exporters write (onnxruntime-genai's builder, ORT's
 static and dynamic quantizers, Olive): GatherBlockQuantized, DynamicQuantizeMatMul, MatMulIntegerToFloat,
-QGemm, the QLinear* element-wise / pooling / concat ops, com.microsoft Quantize/DequantizeLinear,
+QGemm, the QLinear* element-wise / pooling / concat ops (QLinearAveragePool too), com.microsoft Quantize/DequantizeLinear,
 QAttention and DynamicQuantizeLSTM. Same handler contract as `_contrib_shapes`."""
 
 from __future__ import annotations
@@ -77,6 +77,40 @@ def _qlinear_gap(node: Node, ins: list[Type], _c: dict) -> list[Type]:
     if node.attr("channels_last", 0):
         return [(dt, (x[0],) + (1,) * (len(x) - 2) + (x[-1],))]
     return [(dt, (x[0], x[1]) + (1,) * (len(x) - 2))]
+
+
+def _pooled(size: Dim, k: int, s: int, pb: int, pe: int, ceil: bool, auto: str) -> Dim:
+    if not isinstance(size, int):
+        return None
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        return -(-size // s)
+    if auto == "VALID":
+        pb = pe = 0
+    span = size + pb + pe - k
+    if ceil:
+        o = -(-span // s) + 1
+        return max(o - 1 if (o - 1) * s >= size + pb else o, 0)
+    return max(span // s + 1, 0)
+
+
+@_handles(("com.microsoft", "QLinearAveragePool"))
+def _qlinear_average_pool(node: Node, ins: list[Type], _c: dict) -> list[Type]:
+    """AveragePool's output size over the spatial axes (NCHW, or NHWC with channels_last)."""
+    dt, x = _at(ins, 0)
+    kernel = node.attr("kernel_shape")
+    if x is None or len(x) < 3 or not kernel:
+        return [(dt, None)]
+    n = len(x) - 2
+    last = bool(node.attr("channels_last", 0))
+    spatial = list(x[1:-1] if last else x[2:])
+    strides = list(node.attr("strides") or [1] * n)
+    pads = list(node.attr("pads") or [0] * (2 * n))
+    auto = node.attr("auto_pad", "NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else str(auto)
+    ceil = bool(node.attr("ceil_mode", 0))
+    outs = tuple(_pooled(spatial[i], int(kernel[i]), int(strides[i]), int(pads[i]), int(pads[n + i]), ceil, auto)
+                 for i in range(n))
+    return [(dt, (x[0],) + outs + (x[-1],) if last else (x[0], x[1]) + outs)]
 
 
 @_handles(("com.microsoft", "QLinearConcat"))

@@ -1,6 +1,7 @@
 """com.microsoft QOperator kernels that ONNX Runtime's static quantizer writes (QuantFormat.QOperator):
-QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearGlobalAveragePool, QLinearConcat,
-QGemm.
+QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, QLinearGlobalAveragePool,
+QLinearAveragePool, QLinearConcat, QGemm. QLinearAveragePool pools with AveragePool's kernel (its window sums
+allocate, as AveragePool's do).
 
 Quantized tensors are (q, scale, zero_point) with real = (q - zero_point) * scale; results are requantized as
 saturate(round_half_even(real / scale) + zero_point). Each kernel computes into its output block and keeps
@@ -229,6 +230,40 @@ class QLinearGlobalAveragePool(OpImpl):
         return [_requant_into(self.output(0, pooled, x.dtype), mean, sy, zy)]
 
 
+@register("QLinearAveragePool", domain=MS)
+class QLinearAveragePool(OpImpl):
+    """AveragePool (kernel_shape, strides, pads, auto_pad, ceil_mode, count_include_pad) over the dequantized
+    input, NCHW or channels_last, requantized into the block; the dequantized input in a declared slot."""
+
+    writes_output = True
+
+    def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
+        from .ops_pool import AveragePool
+
+        d = _check(inputs, {0: _Q8, 1: _F, 3: _F}) or _scalars(inputs, (1, 2, 3, 4))
+        x = inputs[0]
+        if d is None and x.shape is not None and int(node.attr("channels_last", 0)) and len(x.shape) >= 3:
+            x = InputInfo(TensorProto.FLOAT, (x.shape[0], x.shape[-1]) + tuple(x.shape[1:-1]))
+        return d or AveragePool().supports(node, [InputInfo(TensorProto.FLOAT, x.shape)], 19)
+
+    def workspace_bytes(self, node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
+        x = input_shapes[0] if input_shapes else None
+        return [] if x is None else [(0, workspace_nbytes(x, np.float32))]
+
+    def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
+        from .ops_pool import AveragePool
+
+        x, sx, zx, sy, zy = (inputs + [None] * 5)[:5]
+        last = int(node.attr("channels_last", 0))
+        v = self.workspace(0, x.shape, np.float32)
+        np.subtract(x, _scalar(zx), out=v, dtype=np.float32, casting="unsafe")
+        v *= _scalar(sx)
+        nchw = np.moveaxis(v, -1, 1) if last else v
+        pooled = AveragePool().compute(node, [np.ascontiguousarray(nchw)])[0]
+        pooled = np.ascontiguousarray(np.moveaxis(pooled, 1, -1)) if last else pooled
+        return [_requant_into(self.output(0, pooled.shape, x.dtype), pooled, sy, zy)]
+
+
 @register("QLinearConcat", domain=MS)
 class QLinearConcat(OpImpl):
     writes_output = True
@@ -309,5 +344,5 @@ class QGemm(OpImpl):
         return [out]
 
 
-__all__ = ["QGemm", "QLinearAdd", "QLinearConcat", "QLinearGlobalAveragePool", "QLinearLeakyRelu", "QLinearMul",
+__all__ = ["QGemm", "QLinearAdd", "QLinearAveragePool", "QLinearConcat", "QLinearGlobalAveragePool", "QLinearLeakyRelu", "QLinearMul",
            "QLinearSigmoid", "QLinearSoftmax", "quant_table"]
