@@ -399,6 +399,7 @@ from . import ops_extra_qlinear as _qlinear  # noqa: E402,F401  (com.microsoft Q
 from . import ops_extra_qmatmul as _qmatmul  # noqa: E402,F401  (DynamicQuantizeMatMul, MatMulIntegerToFloat)
 from . import ops_extra_qmoe as _qmoe  # noqa: E402,F401  (QMoE)
 from . import ops_extra_qops as _qops  # noqa: E402,F401  (QLinear*, QGemm)
+from . import ops_extra_qreduce as _qreduce  # noqa: E402,F401  (QLinearSoftmax, QLinear(Global)AveragePool)
 from . import ops_extra_quant as _quant  # noqa: E402,F401  (MatMulNBits)
 from . import ops_extra_sparse as _sparse  # noqa: E402,F401  (SparseAttention)
 
