@@ -68,6 +68,7 @@ from ._errors import (
 from ._fast_steps import (
     STEP_DONE,
     STEP_FAILED,
+    STEP_INCOMPLETE,
     STEP_NOT_STARTED,
     PlannedOutput,
     StepRun,
@@ -136,7 +137,7 @@ __all__ = [
     "KernelDef", "KernelDefBuilder", "KernelDefError", "KernelEntry", "KernelError", "KernelInfo",
     "KernelLibrary", "KernelLibraryError", "KernelRegistry", "LeakError", "LibraryNotFoundError", "MissingSymbolError",
     "NullDeviceAllocator", "OutputAllocator", "OwnershipError", "RegistrationError", "RegistrationFailedError",
-    "RunScopedProvider", "STEP_DONE", "STEP_FAILED", "STEP_NOT_STARTED", "PlannedOutput", "StepRun", "StepSpec",
+    "RunScopedProvider", "STEP_DONE", "STEP_FAILED", "STEP_INCOMPLETE", "STEP_NOT_STARTED", "PlannedOutput", "StepRun", "StepSpec",
     "StepTable", "c_step_kernel", "check_compute", "step_limits",
     "Supported", "TransferError", "UseAfterFreeError", "WorkspaceDeclarationError", "WorkspaceInputShape",
     "WorkspaceSlot", "__version__", "c_available", "check", "close_provider", "copy_device_to_device", "copy_device_to_host",

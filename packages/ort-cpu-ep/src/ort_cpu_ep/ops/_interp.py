@@ -19,6 +19,7 @@ import onnx.defs
 
 from ort_graph import Graph, Node
 
+from ._bodies import SubgraphNodeError, body_weight, describe_body
 from ._errors import CpuOpError
 from ._registry import _OUTPUT, _WORKSPACE, find
 
@@ -81,7 +82,8 @@ def run_graph(graph: Graph, feeds: Mapping[str, Any], outer: Mapping[str, Any] |
     Returns the graph outputs by name. Nodes run in topological order."""
     values: dict[str, Any] = dict(outer or {})
     for name, t in graph.initializers.items():
-        values[name] = t.numpy()
+        given = body_weight(id(t))  # the weight the node's kernel holds (uploaded with it on a device)
+        values[name] = t.numpy() if given is None else given
     for name, v in feeds.items():
         values[name] = v
     missing = [n for n in graph.inputs if n not in values]
@@ -100,7 +102,7 @@ def run_graph(graph: Graph, feeds: Mapping[str, Any], outer: Mapping[str, Any] |
     out_token, ws_token = _OUTPUT.set(None), _WORKSPACE.set(None)
     try:
         with ctx:
-            _run_nodes(order, values, last_use, keep)
+            _run_nodes(order, values, last_use, keep, graph)
     finally:
         _WORKSPACE.reset(ws_token)
         _OUTPUT.reset(out_token)
@@ -112,9 +114,21 @@ def run_graph(graph: Graph, feeds: Mapping[str, Any], outer: Mapping[str, Any] |
     return result
 
 
-def _run_nodes(order: list[Node], values: dict[str, Any], last_use: Mapping[str, int], keep: set[str]) -> None:
+def _run_nodes(order: list[Node], values: dict[str, Any], last_use: Mapping[str, int], keep: set[str],
+               graph: Graph | None = None) -> None:
+    inner = graph is not None and graph.parent_node is not None
     for i, node in enumerate(order):
-        outs = run_node(node, values)
+        given = body_weight(id(node.attr("value"))) if node.op_type == "Constant" and inner else None
+        try:
+            outs = [given] if given is not None else run_node(node, values)
+        except SubgraphNodeError as e:  # from a body nested in this node's: name this node too
+            if not inner:
+                raise
+            raise e.within(describe_body(graph)) from e.cause
+        except Exception as e:
+            if not inner:
+                raise
+            raise SubgraphNodeError(node, e, [describe_body(graph)]) from e
         for name, val in zip(node.outputs, outs):
             if name:
                 values[name] = val

@@ -9,7 +9,7 @@ and Y = A @ W^T (+ bias).
 
 accuracy_level 4 (int8 compute): when B is a constant initializer (ONNX Runtime prepacks it) and the zero
 points are absent or uint8, ONNX Runtime's CPU kernel quantizes A per block of block_size along K to int8
-(symmetric, scale = max|a| / 127, round half to even) and accumulates integer dot products per block. This
+(symmetric, scale = max|a| / 127, values times 127 / max|a| rounded half to even) and accumulates integer dot products per block. This
 kernel reproduces that by multiplying the quantize-dequantized A with the dequantized weight (equal up to
 float32 summation order). Otherwise (accuracy_level 0-3, float zero points, B computed at run time) A is
 used as is.
@@ -108,10 +108,12 @@ def fake_quantize_a(a: np.ndarray, block_size: int, out: np.ndarray | None = Non
     padded[:, :k] = a
     padded[:, k:] = 0
     blocks = padded.reshape(m, kb, block_size)
-    scale = np.maximum(blocks.max(axis=-1), -blocks.min(axis=-1))  # max |a| without an |a| copy
-    scale /= np.float32(127)
-    nz = scale != 0
-    inv = np.where(nz, np.float32(1) / np.where(nz, scale, np.float32(1)), np.float32(0)).astype(np.float32)
+    amax = np.maximum(blocks.max(axis=-1), -blocks.min(axis=-1))  # max |a| without an |a| copy
+    scale = amax / np.float32(127)
+    # the reciprocal as onnxruntime's quantizer computes it, 127 / max|a| in one rounding (not 1 / scale: the
+    # two differ by an ulp, which moves values on a half step to the other integer)
+    nz = amax != 0
+    inv = np.where(nz, np.float32(127) / np.where(nz, amax, np.float32(1)), np.float32(0)).astype(np.float32)
     blocks *= inv[..., None]
     np.rint(blocks, out=blocks)
     blocks *= scale[..., None]
