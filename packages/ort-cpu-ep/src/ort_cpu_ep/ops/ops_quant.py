@@ -10,7 +10,7 @@ from onnx import TensorProto as T
 from ort_graph import dtype_name, from_numpy_dtype
 
 from ._qdq_into import dequantize_fast, dequantize_into, quantize_into, quantize_slots
-from ._registry import Decline, OpImpl, register
+from ._registry import Decline, OpImpl, register, workspace_nbytes
 from ._util import check_dtype, norm_axis, np_dtype
 
 _INT_RANGES = {T.UINT8: (0, 255), T.INT8: (-128, 127), T.UINT16: (0, 65535), T.INT16: (-32768, 32767),
@@ -167,37 +167,96 @@ def _requant(acc: np.ndarray, mult: np.ndarray, yzp: np.ndarray | None, ydt: np.
     return np.clip(v, -m, m).astype(np.float32).astype(ydt)
 
 
-def _int_conv(x: np.ndarray, w: np.ndarray, xzp, wzp, node) -> np.ndarray:
-    from .ops_conv import conv
+_XV, _WV, _COLS, _ROWS, _ACC = range(5)  # the integer convolutions' float64 slots
 
-    xv = _sub_zp(x, xzp, 1).astype(np.float64)
-    wv = _sub_zp(w, wzp, 0).astype(np.float64)
-    return np.rint(conv(xv, wv, None, node)).astype(np.int64)
+
+def _zp_along(zp, ndim: int, axis: int) -> np.ndarray:
+    """A zero point as float64, per tensor or per channel along `axis`."""
+    if zp is None:
+        return np.zeros((), np.float64)
+    z = _plain(np.asarray(zp)).astype(np.float64)
+    if z.size == 1:
+        return z.reshape(())
+    return z.reshape([-1 if i == axis else 1 for i in range(ndim)])
+
+
+def _int_conv(impl: OpImpl, x: np.ndarray, w: np.ndarray, xzp, wzp, node) -> np.ndarray:
+    """(x - x_zp) * (w - w_zp) convolved exactly in float64, rounded, in the declared slots 0-4: the two
+    differences, the im2col rows, the GEMM result and the (N, M, *out) accumulator returned."""
+    from .ops_conv import _geometry, conv
+
+    xv = impl.workspace(_XV, x.shape, np.float64)
+    np.subtract(x, _zp_along(xzp, x.ndim, 1), out=xv)
+    wv = impl.workspace(_WV, w.shape, np.float64)
+    np.subtract(w, _zp_along(wzp, w.ndim, 0), out=wv)
+    outs = _geometry(node, x.shape, w.shape)[4]
+    acc = impl.workspace(_ACC, (x.shape[0], w.shape[0], *outs), np.float64)
+    conv(xv, wv, None, node, scratch=lambda nbytes: impl.scratch(_COLS, nbytes),
+         rows_scratch=lambda shape, dt: impl.workspace(_ROWS, shape, dt), out=acc)
+    return np.rint(acc, out=acc)
+
+
+def _int_conv_slots(node, input_shapes) -> list[tuple[int, int]]:
+    from .ops_conv import _geometry, im2col_bytes
+
+    xs = input_shapes[0] if input_shapes else None
+    ws = input_shapes[1] if len(input_shapes) > 1 else None
+    if node.op_type == "QLinearConv":
+        ws = input_shapes[3] if len(input_shapes) > 3 else None
+    if not xs or not ws or any(not isinstance(d, int) for d in list(xs) + list(ws)) or len(xs) < 3:
+        return []
+    outs = _geometry(node, xs, ws)[4]
+    n = xs[0] * int(np.prod(outs, dtype=np.int64))
+    return [(_XV, workspace_nbytes(xs, np.float64)), (_WV, workspace_nbytes(ws, np.float64)),
+            (_COLS, im2col_bytes(xs, ws, node, np.dtype(np.float64))), (_ROWS, workspace_nbytes((n, ws[0]), np.float64)),
+            (_ACC, workspace_nbytes((xs[0], ws[0], *outs), np.float64))]
 
 
 @register("ConvInteger", since=10)
 class ConvInteger(OpImpl):
+    writes_output = True
+
     def supports(self, node, inputs, opset):
         return check_dtype(inputs, 0, {T.INT8, T.UINT8}) or check_dtype(inputs, 1, {T.INT8, T.UINT8})
 
+    def workspace_bytes(self, node, input_shapes):
+        return _int_conv_slots(node, input_shapes)
+
     def compute(self, node, inputs):
         get = lambda i: inputs[i] if len(inputs) > i else None  # noqa: E731
-        return [_int_conv(inputs[0], inputs[1], get(2), get(3), node).astype(np.int32)]
+        acc = _int_conv(self, inputs[0], inputs[1], get(2), get(3), node)
+        out = self.output(0, acc.shape, np.int32)
+        np.copyto(out, acc, casting="unsafe")
+        return [out]
 
 
 @register("QLinearConv", since=10)
 class QLinearConv(OpImpl):
+    writes_output = True
+
     def supports(self, node, inputs, opset):
         return check_dtype(inputs, 0, {T.INT8, T.UINT8}) or check_dtype(inputs, 3, {T.INT8, T.UINT8})
+
+    def workspace_bytes(self, node, input_shapes):
+        return _int_conv_slots(node, input_shapes)
 
     def compute(self, node, inputs):
         x, xs, xzp, w, ws, wzp, ys, yzp = inputs[:8]
         bias = inputs[8] if len(inputs) > 8 else None
-        acc = _int_conv(x, w, xzp, wzp, node)
+        acc = _int_conv(self, x, w, xzp, wzp, node)
+        per_channel = (1, -1) + (1,) * (x.ndim - 2)
         if bias is not None:
-            acc = acc + bias.astype(np.int64).reshape((1, -1) + (1,) * (x.ndim - 2))
+            acc += bias.astype(np.float64).reshape(per_channel)  # int32: exact in float64
         wsc = _plain(ws).astype(np.float64)
         if wsc.ndim == 1 and wsc.size > 1:
-            wsc = wsc.reshape((1, -1) + (1,) * (x.ndim - 2))
-        mult = _plain(xs).astype(np.float64) * wsc / _plain(ys).astype(np.float64)
-        return [_requant(acc, mult, yzp, yzp.dtype if yzp is not None else x.dtype)]
+            wsc = wsc.reshape(per_channel)
+        acc *= _plain(xs).astype(np.float64) * wsc / _plain(ys).astype(np.float64)
+        ydt = yzp.dtype if yzp is not None else x.dtype
+        lo, hi = _INT_RANGES[from_numpy_dtype(ydt)]
+        np.rint(acc, out=acc)
+        if yzp is not None:
+            acc += _plain(yzp).astype(np.float64)
+        np.clip(acc, lo, hi, out=acc)
+        out = self.output(0, acc.shape, ydt)
+        np.copyto(out, acc, casting="unsafe")
+        return [out]
