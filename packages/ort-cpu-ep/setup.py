@@ -23,7 +23,10 @@ class BuildPyWithCKernels(build_py):
     def run(self):
         super().run()
         if not self.dry_run:
-            line = _cbuild().build_or_explain(pathlib.Path(self.build_lib) / "ort_cpu_ep", HERE)
+            # an editable install imports from src/: build there (the wheel's build_lib is not on the path)
+            editable = getattr(self, "editable_mode", False)
+            dest = HERE / "src" / "ort_cpu_ep" if editable else pathlib.Path(self.build_lib) / "ort_cpu_ep"
+            line = _cbuild().build_or_explain(dest, HERE)
             print(line, file=sys.stderr)  # pip shows it with -v; the line says whether C kernels are in the build
 
 

@@ -24,7 +24,10 @@ class BuildPyWithAllocator(build_py):
     def run(self):
         super().run()
         if not self.dry_run:
-            line = _builder().build_or_explain(pathlib.Path(self.build_lib) / "ort_session")
+            # an editable install imports from src/: build there (the wheel's build_lib is not on the path)
+            editable = getattr(self, "editable_mode", False)
+            dest = HERE / "src" / "ort_session" if editable else pathlib.Path(self.build_lib) / "ort_session"
+            line = _builder().build_or_explain(dest)
             print(line, file=sys.stderr)  # pip shows it with -v
 
 

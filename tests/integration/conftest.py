@@ -50,6 +50,15 @@ def custom_ops_lib(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     return compile_library(HERE / "c" / "custom_ops.c", tmp_path_factory.mktemp("clib") / "libcustom_ops.so")
 
 
+@pytest.fixture(scope="session")
+def scribble_lib(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """c/scribble.c: com.example::Scribble (y = x + 1), armed through `scribble_arm(mode, offset, length)` to
+    write outside its output, write through its const input, or return success without its output, once."""
+    if not ort_abi.c_available():
+        pytest.skip("ort_abi._cffi_bridge is not built (C kernels cannot load)")
+    return compile_library(HERE / "c" / "scribble.c", tmp_path_factory.mktemp("scribble") / "libscribble.so")
+
+
 _FUZZ_COUNTS = pytest.StashKey[dict]()
 
 

@@ -11,12 +11,17 @@ Every outcome must be one of:
 - a session whose run matches onnxruntime on the same mutated file, when onnxruntime accepts and runs it
   (when onnxruntime refuses a model we accept, the case is counted as `ours_only`).
 
+The external-data class mutates the entries (location, offset, length) of sparse initializers' values and
+indices and of attribute tensors (a Constant's sparse_value, Constant / ConstantOfShape values inside a
+Loop body); a location leaving the model's folder must be refused at load.
+
 The counts per outcome are printed in the terminal summary ("model fuzzing") by tests/integration/conftest.py.
 """
 
 from __future__ import annotations
 
 import collections
+import os
 import pathlib
 import tempfile
 import threading
@@ -184,7 +189,11 @@ def test_unmutated_models_match_onnxruntime(tmp_path, counts):
     mapped = ort_session.InferenceSession(tmp_path / "inline.onnx").model.graph.initializers
     assert all(t.external is not None and t.external.in_model_file for t in mapped.values())
     _check(tmp_path / "inline.onnx", c, "inline-weights model file")
-    assert c == {"ran, matches onnxruntime": 3}
+    (tmp_path / "positioned").mkdir()
+    _positioned_files(tmp_path / "positioned")
+    (tmp_path / "positioned" / "m.onnx").write_bytes(_positioned_model()[0].SerializeToString())
+    _check(tmp_path / "positioned" / "m.onnx", c, "external sparse and attribute tensors")
+    assert c == {"ran, matches onnxruntime": 4}
 
 
 @FUZZ
@@ -215,6 +224,109 @@ def test_mutated_model_file_with_mapped_inline_weights(mutation, counts):
         path.write_bytes(_mutate(INLINE_BYTES, mutation))
         _check(path, counts.setdefault("inline weights mapped from the file", collections.Counter()),
                f"inline-weights model file mutated by {mutation!r}")
+
+
+# -- sparse and attribute tensors with external data ---------------------------------------------------
+_POSITIONED = {"values": (0, np.array([1, 2, 3], np.float32)), "values2": (16, np.array([4, 5, 6], np.float32)),
+               "indices": (64, np.array([0, 3, 5], np.int64)), "const": (128, np.linspace(-2, 2, 8, dtype=np.float32)),
+               "fill": (192, np.array([0.5], np.float32))}
+LEAVING = ("../secret.bin", "sub/../data.bin", "link.bin", "/etc/passwd")
+
+
+def _ext(part: str, dims=None, name: str = "") -> TensorProto:
+    offset, array = _POSITIONED[part]
+    t = numpy_helper.from_array(array.reshape(dims) if dims else array, name)
+    for key, value in (("location", "data.bin"), ("offset", str(offset)), ("length", str(len(t.raw_data)))):
+        entry = t.external_data.add()
+        entry.key, entry.value = key, value
+    t.ClearField("raw_data")
+    t.data_location = TensorProto.EXTERNAL
+    return t
+
+
+def _positioned_model() -> tuple[onnx.ModelProto, dict[str, TensorProto]]:
+    """y = x + S (sparse initializer) + cs (Constant sparse_value) + a Loop body's Constant value and
+    ConstantOfShape fill, every one of those tensors (and S's indices) external in data.bin; the tensors by
+    name, as references into the model (to mutate)."""
+    flags = [numpy_helper.from_array(np.array(1, np.int64), "n"), numpy_helper.from_array(np.array(True), "cond"),
+             numpy_helper.from_array(np.array([2, 4], np.int64), "shp")]
+    cs = helper.make_sparse_tensor(_ext("values2", name="cv"), numpy_helper.from_array(np.array([1, 2, 6], np.int64),
+                                                                                          "ci"), [2, 4])
+    body = helper.make_graph(
+        [helper.make_node("Constant", [], ["k"], name="loop_const", value=_ext("const", [2, 4])),
+         helper.make_node("ConstantOfShape", ["shp"], ["f"], name="loop_fill", value=_ext("fill")),
+         helper.make_node("Add", ["k", "f"], ["vo"]), helper.make_node("Identity", ["ci_"], ["co"])], "body",
+        [helper.make_tensor_value_info("it", TensorProto.INT64, []),
+         helper.make_tensor_value_info("ci_", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("vi", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("co", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("vo", TensorProto.FLOAT, [2, 4])])
+    nodes = [helper.make_node("Constant", [], ["cs"], name="sparse_const", sparse_value=cs),
+             helper.make_node("Loop", ["n", "cond", "x"], ["lo"], name="loop", body=body),
+             helper.make_node("Add", ["x", "S"], ["a"]), helper.make_node("Add", ["a", "cs"], ["b"]),
+             helper.make_node("Add", ["b", "lo"], ["y"])]
+    g = helper.make_graph(nodes, "positioned", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], flags)
+    g.sparse_initializer.append(helper.make_sparse_tensor(_ext("values", name="S"), _ext("indices", name="Si"), [2, 4]))
+    mp = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    loop = mp.graph.node[1].attribute[0].g
+    return mp, {"sparse initializer values": mp.graph.sparse_initializer[0].values,
+                "sparse initializer indices": mp.graph.sparse_initializer[0].indices,
+                "Constant sparse_value values": mp.graph.node[0].attribute[0].sparse_tensor.values,
+                "Loop body Constant value": loop.node[0].attribute[0].t,
+                "Loop body ConstantOfShape value": loop.node[1].attribute[0].t}
+
+
+def _positioned_files(directory: pathlib.Path) -> bytes:
+    data = bytearray(256)
+    for offset, array in _POSITIONED.values():
+        data[offset:offset + array.nbytes] = array.tobytes()
+    (directory / "data.bin").write_bytes(bytes(data))
+    (directory.parent / "secret.bin").write_bytes(b"SECRET" * 64)
+    os.symlink(directory.parent / "secret.bin", directory / "link.bin")
+    return bytes(data)
+
+
+def _entry_mutations():
+    text = st.one_of(st.integers(-8, 300).map(str), st.sampled_from(["", "0x10", "1e3", " 8", "99999999999999999999"]))
+    location = st.one_of(st.sampled_from(("data.bin", "./data.bin", "missing.bin", "", "data.bin\0") + LEAVING),
+                         st.text("ab./\\", max_size=6))
+    return st.one_of(st.tuples(st.just("location"), location), st.tuples(st.just("offset"), text),
+                     st.tuples(st.just("length"), text), st.tuples(st.sampled_from(["offset", "length"]), st.none()))
+
+
+@settings(FUZZ, max_examples=150)
+@given(target=st.sampled_from(sorted(_positioned_model()[1])), edits=st.lists(_entry_mutations(), min_size=1,
+                                                                               max_size=3),
+       data_flip=st.one_of(st.none(), st.tuples(st.integers(0, 255), st.integers(1, 255))))
+def test_mutated_external_sparse_and_attribute_tensors(target, edits, data_flip, counts, fuzz_cases):
+    """Mutated locations, offsets and lengths of sparse / attribute tensors (and flipped data bytes): a typed
+    error, or a run matching onnxruntime; a location leaving the folder is always refused at load."""
+    fuzz_cases.add("external sparse/attribute tensors")
+    mp, tensors = _positioned_model()
+    entries = {e.key: e for e in tensors[target].external_data}
+    for key, value in edits:
+        if value is None:
+            if key in entries:
+                tensors[target].external_data.remove(entries.pop(key))
+        elif key in entries:
+            entries[key].value = value
+        else:
+            entries[key] = tensors[target].external_data.add(key=key, value=value)
+    with tempfile.TemporaryDirectory() as d:
+        directory = pathlib.Path(d) / "model"
+        directory.mkdir()
+        data = bytearray(_positioned_files(directory))
+        if data_flip is not None:
+            data[data_flip[0]] ^= data_flip[1]
+            (directory / "data.bin").write_bytes(bytes(data))
+        (directory / "m.onnx").write_bytes(mp.SerializeToString())
+        describe = f"{target} with external data entries {edits!r}, data flip {data_flip!r}"
+        area = counts.setdefault("external sparse/attribute tensors", collections.Counter())
+        if "location" in entries and entries["location"].value in LEAVING:
+            with pytest.raises(ort_graph.ExternalDataError, match="location"):
+                ort_graph.load(directory / "m.onnx")
+        _check(directory / "m.onnx", area, describe)
 
 
 # -- control flow with huge trip counts under RunOptions.terminate ---------------------------------

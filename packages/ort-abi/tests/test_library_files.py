@@ -89,3 +89,18 @@ def test_intact_library_loads_from_a_bytes_path(example_lib):
 def test_path_that_is_not_utf8_text_is_a_typed_error(path):
     with pytest.raises(KernelLibraryError, match="not valid UTF-8|not a path"):
         load_kernel_library(path, KernelRegistry())
+
+
+@pytest.mark.parametrize("name", ["a" * 300 + ".so", "/".join(["d" * 200] * 30) + "/lib.so"])
+def test_a_path_the_os_cannot_look_up_is_a_kernel_library_error(tmp_path, name):
+    with pytest.raises(KernelLibraryError, match=r"kernel library path .* cannot be looked up \(File name too long\)"):
+        load_kernel_library(str(tmp_path / name), KernelRegistry())
+
+
+def test_a_decline_may_name_an_empty_op_type():
+    from ort_abi import Declined
+
+    d = Declined("blank", "", "", 17, "op '' is no operator", "SomeEP", "its registered ops", "fix the model")
+    assert d.op_type == "" and not d.supported
+    with pytest.raises(TypeError, match="missing op_type"):
+        Declined("blank", None, "", 17, "r", "SomeEP", "a", "b")

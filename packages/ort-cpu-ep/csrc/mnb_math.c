@@ -53,7 +53,9 @@ void mnb_quantize_a(const float* a, int64_t M, int64_t K, int64_t block, int64_t
       int32_t sum = 0;
       for (i = 0; i < len; ++i) amax = fmaxf(amax, fabsf(row[k0 + i]));
       scale = amax / 127.0f;
-      inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+      /* onnxruntime's reciprocal, 127 / max|a| in one rounding: 1 / scale can differ by an ulp and move a value
+       * on a half step to the other integer */
+      inv = amax != 0.0f ? 127.0f / amax : 0.0f;
       for (i = 0; i < len; ++i) {
         float v = nearbyintf(row[k0 + i] * inv); /* the default rounding mode: half to even */
         q[k0 + i] = (int8_t)(v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v));

@@ -99,7 +99,7 @@ static OrtStatus* norm_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
 
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInputCount(ctx, &n_inputs));
   ORT_KERNEL_RETURN_IF_ERROR(norm_input(ctx, n_inputs, 0, &x, &x_count, &dims, &rank));
-  if (x == NULL || rank == 0 || rank > NORM_MAX_RANK) return norm_error(op, "input 0 must be present with rank 1..16 (rank, 16)", (long long)rank, 16);
+  if ((x == NULL && x_count != 0) || rank == 0 || rank > NORM_MAX_RANK) return norm_error(op, "input 0 must be present with rank 1..16 (rank, 16)", (long long)rank, 16);
   hidden = dims[rank - 1];
   for (i = 0; i < rank; ++i) out_dims[i] = dims[i];
   ORT_KERNEL_RETURN_IF_ERROR(norm_input(ctx, n_inputs, k->skip ? 2 : 1, &gamma, &gamma_count, NULL, NULL));

@@ -148,6 +148,7 @@ def test_workspace_reuses_dead_activation_memory(workspace_graph) -> None:
     mp.validate(gp.plan, gp.requests)
     # a and b (4 KiB each) are dead at mm3's step: the slots go into their bytes, the peak stays put
     assert gp.plan.peak == plain.plan.peak == {"cpu": 8192}
+    assert gp.workspace_layout == {"cpu": "packed"}  # packed: no separate arena can be smaller
     off0, nb0 = gp.workspace(mm3.index, 0)
     off1, nb1 = gp.workspace(mm3.index, 1)
     assert (nb0, nb1) == (4096, 1000)

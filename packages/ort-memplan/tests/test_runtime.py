@@ -244,6 +244,68 @@ def test_red_zone_names_the_node_that_wrote_past_its_block(chain_graph, bad_node
         assert e.value.block == "workspace of 'mm3' slot 0"
 
 
+def _guarded(red_zone: int = 16):
+    reqs = [R(0, 100, 0, 1), R(1, 40, 1, 2), R(2, 300, 0, 2)]
+    p = mp.plan(reqs, red_zone=red_zone)
+    bufs = mp.ExecutionBuffers(p, {"cpu": mp.HostAllocator()}, requests=reqs, names={0: "a", 1: "b", 2: "c"})
+    return p, reqs, bufs, mp.RedZoneGuard(bufs, node_names=["n0", "n1", "n2"])
+
+
+@pytest.mark.parametrize("red_zone", [1, 16, 300])
+def test_red_zone_plans_guards_before_and_after_every_block_and_margins_at_the_buffer_ends(red_zone) -> None:
+    p, reqs, _, _ = _guarded(red_zone)
+    mp.validate(p, reqs)
+    margin = mp.buffer_margin(red_zone)
+    assert margin >= max(red_zone, 64 * 1024) and margin % 4096 == 0
+    for r in reqs:
+        lead, tail = r.guards(red_zone)
+        assert lead >= red_zone and tail >= red_zone and p.offsets[r.id] % r.alignment == 0
+        assert margin <= p.offsets[r.id] - lead and p.offsets[r.id] + r.nbytes + tail <= p.peak["cpu"] - margin
+    assert mp.buffer_margin(0) == 0 and reqs[0].guards(0) == (0, reqs[0].reserved() - 100)
+
+
+@pytest.mark.parametrize(("value", "at", "side", "distance"), [
+    ("a", -1, "before", (1, 1)), ("a", -5, "before", (5, 5)), ("b", 40, "after", (1, 1)), ("c", 303, "after", (4, 4)),
+])
+def test_red_zone_names_the_side_and_distance_of_a_write_outside_a_block(value, at, side, distance) -> None:
+    p, _, bufs, guard = _guarded()
+    rid = {"a": 0, "b": 1, "c": 2}[value]
+    with bufs.run():
+        guard.before_step(0)
+        guard.after_step(0)
+        guard.before_step(1)
+        bufs.buffers["cpu"][p.offsets[rid] + at] ^= 0xFF
+        with pytest.raises(mp.RedZoneViolation, match=f"node 'n1' \\(step 1\\) wrote .* of {value!r}") as e:
+            guard.after_step(1)
+    assert (e.value.node, e.value.block, e.value.side, e.value.distance) == ("n1", value, side, distance)
+    assert e.value.first_bad_byte == distance[0] - 1
+
+
+@pytest.mark.parametrize("end", ["start", "end"])
+def test_red_zone_margins_catch_a_write_far_outside_every_block(end) -> None:
+    p, _, bufs, guard = _guarded()
+    at = 10 if end == "start" else p.peak["cpu"] - 10
+    with bufs.run():
+        guard.before_step(0)
+        bufs.buffers["cpu"][at] ^= 0xFF
+        with pytest.raises(mp.RedZoneViolation, match=f"into its {guard.margin}-byte {end} margin") as e:
+            guard.after_step(0)
+    assert e.value.block == "<planned buffer>" and e.value.node == "n0"
+
+
+def test_red_zone_checksums_what_a_step_reads() -> None:
+    _, _, bufs, guard = _guarded()
+    weight = np.arange(12, dtype=np.float32)
+    with bufs.run():
+        guard.before_step(0, {"w": weight, "seq": [1, 2], "none": None})
+        guard.after_step(0)  # unchanged: fine; what has no host bytes is not checked
+        guard.before_step(1, {"w": weight})
+        weight[3] = -1
+        with pytest.raises(mp.ConstInputWritten, match=r"node 'n1' \(step 1\) wrote through its const input 'w'") as e:
+            guard.after_step(1)
+    assert (e.value.node, e.value.input_name, e.value.step) == ("n1", "w", 1)
+
+
 def test_red_zone_needs_guard_bytes_and_host_access() -> None:
     reqs = [R(0, 100, 0, 0)]
     plain = mp.plan(reqs)
@@ -342,3 +404,16 @@ def test_the_retaining_host_allocator_hands_the_kept_buffer_to_the_next_allocati
     assert host.kept_bytes == 8192
     host.release()
     assert host.kept_bytes == 0 and host.allocate(16).base is None
+
+
+def test_red_zone_checksums_any_element_type_and_strided_views() -> None:
+    ml_dtypes = pytest.importorskip("ml_dtypes")  # bfloat16 / float8 / int4 arrays have no buffer format
+    _, _, bufs, guard = _guarded()
+    bf16 = np.arange(8, dtype=np.float32).astype(ml_dtypes.bfloat16)
+    full = np.arange(24, dtype=np.float32).reshape(4, 6)
+    strided = full[:, ::2]
+    with bufs.run():
+        guard.before_step(0, {"bf16": bf16, "strided": strided})
+        full[0, 2] = -1  # the second element of the strided view's first row
+        with pytest.raises(mp.ConstInputWritten, match="const input 'strided'"):
+            guard.after_step(0)

@@ -155,3 +155,17 @@ def test_known_zero_partial_output_shapes_are_empty_not_unknown(dims, unknown):
     graph = ort_graph.from_proto(helper.make_model(g)).graph
     cost = node_cost_breakdown(ResourceAccountant(), graph.nodes[0], None)
     assert (cost.activations, cost.unknown_outputs) == (0, unknown)
+
+
+def test_weights_inside_subgraphs_are_the_nodes_weights_charged_once():
+    from ort_graph import zoo
+
+    m = ort_graph.from_proto(zoo.if_weights_proto(hidden=16))
+    ort_graph.resolve_shapes(m, {"batch": 2})
+    node = m.graph.node_by_name("/If")
+    acc = ResourceAccountant()
+    cost = node_cost_breakdown(acc, node, None)
+    assert cost.weights == 2 * 16 * 16 * 4  # the then branch's Constant and the else branch's initializer
+    assert cost.activations == 2 * 16 * 4
+    acc.account_for_node(node)
+    assert node_cost_breakdown(acc, node, 0).weights == 0  # committed: not charged again

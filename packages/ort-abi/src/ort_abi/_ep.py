@@ -89,8 +89,9 @@ class Declined:
         if op is not None and op_type is not None and op != op_type:
             raise TypeError(f"Declined got op_type={op_type!r} and op={op!r}; pass one of them")
         op_type = op_type if op_type is not None else op
-        missing = [n for n, v in (("op_type", op_type), ("rejected", rejected), ("ep", ep), ("accepts", accepts),
-                                  ("remedy", remedy)) if not v]
+        missing = [n for n, v in (("rejected", rejected), ("ep", ep), ("accepts", accepts), ("remedy", remedy)) if not v]
+        if op_type is None:  # '' is a node's op_type too (a malformed graph built in code): declined by name
+            missing.insert(0, "op_type")
         if missing:
             raise TypeError(f"Declined for node {node!r} is missing {', '.join(missing)}; an honest decline names "
                             "the op, what was rejected, the EP, what it accepts and a remedy")

@@ -150,9 +150,10 @@ static int fast_output_fits(const ort_abi_fast_run* run, const ort_abi_fast_outp
 
 int ort_abi_fast_step_run(ort_abi_fast_run* run, const ort_abi_fast_step* s, OrtStatus** status) {{
   /* 0: computed; 1: not started, an input is not described in the table with its planned type (the host
-   * runs the step); 2: computed with an error status in *status */
+   * runs the step); 2: computed with an error status in *status; 3: computed with success, but a named
+   * output was not answered here (Python answered it, or the kernel never asked: the host checks) */
   ort_abi_fast_context* c = run->context;
-  int32_t i;
+  int32_t i, unpublished = 0;
   *status = NULL;
   for (i = 0; i < s->input_count; ++i) {{
     ort_abi_fast_value* v = &c->values[i];
@@ -181,11 +182,13 @@ int ort_abi_fast_step_run(ort_abi_fast_run* run, const ort_abi_fast_step* s, Ort
     if (v->state == 1 && s->outputs[i].value >= 0) {{
       run->values[s->outputs[i].value] = *v;
       run->values[s->outputs[i].value].writable = 0;
+    }} else if (s->outputs[i].value >= 0) {{
+      unpublished = 1;
     }}
     v->state = 0;
   }}
   for (i = 0; i < s->input_count; ++i) c->values[i].state = 0;
-  return *status != NULL ? 2 : 0;
+  return *status != NULL ? 2 : unpublished ? 3 : 0;
 }}
 
 static OrtStatus* {FAST_PREFIX}KernelContext_GetInputCount(const OrtKernelContext* context, size_t* out) {{

@@ -23,9 +23,10 @@ from ._ffi import require_c
 from ._shapefunc import TypeCheckedKernel
 from ._views import ContextView
 
-__all__ = ["STEP_DONE", "STEP_FAILED", "STEP_NOT_STARTED", "PlannedOutput", "StepRun", "StepSpec", "StepTable", "c_step_kernel", "step_limits"]
+__all__ = ["STEP_DONE", "STEP_FAILED", "STEP_INCOMPLETE", "STEP_NOT_STARTED", "PlannedOutput", "StepRun", "StepSpec", "StepTable", "c_step_kernel", "step_limits"]
 
-STEP_DONE, STEP_NOT_STARTED, STEP_FAILED = 0, 1, 2
+# STEP_INCOMPLETE: success, but a named output is not in the table (answered in Python, or never asked for)
+STEP_DONE, STEP_NOT_STARTED, STEP_FAILED, STEP_INCOMPLETE = 0, 1, 2, 3
 
 
 def step_limits() -> dict[str, int]:
@@ -177,7 +178,7 @@ class StepRun:
             self._keep.append(data)
 
     def compute(self, step: int) -> int:
-        """Compute planned step `step`: STEP_DONE, STEP_NOT_STARTED or STEP_FAILED (also `last`; the kernel's
+        """Compute planned step `step`: STEP_DONE, STEP_NOT_STARTED, STEP_FAILED or STEP_INCOMPLETE (also `last`; the kernel's
         status is `status`). After it, `python_view` is the step's Python context when C deferred to Python
         (the caller finishes and closes it)."""
         self.step, self.python_view = step, None

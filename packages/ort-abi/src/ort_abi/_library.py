@@ -68,7 +68,14 @@ def load_kernel_library(path: str | bytes | os.PathLike[str], registry: Any,
     LibraryNotFoundError, KernelLibraryError (not loadable), MissingSymbolError, AbiVersionMismatchError,
     DuplicateKernelError, or RegistrationFailedError (the entry returned an error or ignored one)."""
     p = _library_path(path)
-    if not p.is_file():
+    try:
+        found = p.is_file()
+    except (OSError, ValueError) as e:  # a name too long for the file system, a NUL byte
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        shown = str(p) if len(str(p)) <= 200 else str(p)[:200] + f"... ({len(str(p))} characters)"
+        raise KernelLibraryError(f"kernel library path {shown!r} cannot be looked up ({reason}); give the path "
+                                 "of the shared object (.so) you built, e.g. ./libmykernels.so") from e
+    if not found:
         raise LibraryNotFoundError(f"kernel library {str(p)!r} does not exist; build it first "
                                    "(see the README of examples/c-kernel-library) or fix the path")
     ffi, lib = require_c("load_kernel_library")

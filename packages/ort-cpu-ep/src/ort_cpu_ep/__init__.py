@@ -15,6 +15,7 @@ numpy's BLAS with n threads during each run (`run_scope()`); kernels read the co
 """
 
 from . import _ckernels as c_kernels
+from ._ckernels import CKernelsUnavailableWarning
 from ._device_kernels import StagedKernel
 from ._errors import CpuEpError, ThreadCountError
 from ._provider import (
@@ -31,7 +32,7 @@ from .ops import CpuOpError, Decline, InputInfo, OpImpl, find, register, run_gra
 __version__ = "0.1.0"
 
 __all__ = [
-    "MAX_THREADS", "MEMCPY_OPS", "CpuEpError", "CpuExecutionProvider", "CpuOpError", "Decline", "InputInfo",
+    "MAX_THREADS", "MEMCPY_OPS", "CKernelsUnavailableWarning", "CpuEpError", "CpuExecutionProvider", "CpuOpError", "Decline", "InputInfo",
     "NumpyKernel", "OpImpl", "SimulatedGpuExecutionProvider", "StagedKernel", "ThreadCountError", "__version__",
     "builtin_registry", "c_kernels", "find", "intra_op_thread_scope", "intra_op_threads", "physical_cores", "register",
     "register_numpy_kernels", "run_graph",

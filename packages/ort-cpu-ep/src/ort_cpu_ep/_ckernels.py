@@ -80,6 +80,29 @@ def _load() -> tuple[ort_abi.KernelRegistry | None, CKernelStatus]:
     return registry, CKernelStatus(True, path, "loaded", bool(lib.ort_cpu_ep_has_openmp()))
 
 
+class CKernelsUnavailableWarning(UserWarning):
+    """The C kernel library is not in use, so every op runs in numpy (a 4-bit decode step about 100x slower)."""
+
+
+_NOTICED: list[bool] = []
+
+
+def notice_once() -> None:
+    """Warn once per process, when a provider is created, that the C kernels are not in use, with the reason and
+    the fix; nothing when they are loaded or the user turned them off (ORT_CPU_EP_NO_C_KERNELS)."""
+    import warnings
+
+    st = status()
+    if st.loaded or _NOTICED or st.reason.startswith("disabled by"):
+        return
+    _NOTICED.append(True)
+    warnings.warn(f"ort-cpu-ep's C kernels are not in use ({st.reason}): every op runs in numpy, the LLM hot path "
+                  "(MatMulNBits, MatMul, attention, norms) about 100x slower. Fix: install with a C compiler present "
+                  "(`pip install --force-reinstall --no-deps ./packages/ort-cpu-ep`, editable installs included) or "
+                  "build in place with `python packages/ort-cpu-ep/src/ort_cpu_ep/_cbuild.py`",
+                  CKernelsUnavailableWarning, stacklevel=3)
+
+
 def c_registry() -> ort_abi.KernelRegistry | None:
     """The registry of the C kernels for the CPU provider, or None (see `status()`)."""
     return _load()[0]

@@ -194,6 +194,8 @@ class CpuExecutionProvider(SiLUFusionSurface):
         self.opsets = {("" if d == "ai.onnx" else d): v for d, v in opsets.items()}
         # loaded libraries, then the C kernels (for the nodes they apply to), then the numpy kernels
         self._c_kernels = _ckernels.c_registry() if self.name == _ckernels.EP_NAME else None
+        if self.name == _ckernels.EP_NAME:
+            _ckernels.notice_once()  # once per process: no C kernels is 100x slower, say so and how to fix it
         c_kernels = [self._c_kernels] if self._c_kernels is not None else []
         self.registries = ([plugins] if plugins is not None else []) + c_kernels + [builtin_registry(self.name)]
         self._claims: dict[Node, Supported | Declined] = {}

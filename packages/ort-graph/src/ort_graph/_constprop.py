@@ -194,8 +194,9 @@ def constants_to_initializers(graph: Graph) -> list[str]:
     """Turn the main graph's Constant nodes into initializers, as ONNX Runtime does when it loads a model:
     a constant is then a weight placed with the nodes that read it (uploaded once to a device) instead of
     a node whose output is copied to every device that reads it, run after run. Constants that are graph
-    outputs, sparse or string-valued stay nodes. Returns the names of the new initializers."""
-    from onnx import TensorProto
+    outputs or string-valued stay nodes; a sparse one becomes a dense initializer, as a sparse initializer does.
+    Returns the names of the new initializers."""
+    from onnx import SparseTensorProto, TensorProto
 
     from ._tensor import Tensor
 
@@ -214,6 +215,10 @@ def constants_to_initializers(graph: Graph) -> list[str]:
             proto.CopyFrom(value)
             proto.name = out
             tensor = Tensor.from_proto(proto, None)
+        elif isinstance(sparse := node.attr("sparse_value"), SparseTensorProto) and not any(
+                part.data_location == TensorProto.EXTERNAL for part in (sparse.values, sparse.indices)):
+            tensor = Tensor.from_sparse(sparse, None, f"the sparse_value of Constant node {node.name!r}")
+            tensor.name = out
         else:
             key = next((k for k in _CONSTANT_ATTRS if node.attr(k) is not None), None)
             if key is None:

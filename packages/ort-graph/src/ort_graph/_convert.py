@@ -7,9 +7,11 @@ from collections.abc import Mapping
 
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, ValueInfoProto, helper
 
-from ._external import DataDirectory, ExternalLocation
+from ._dimspec import UNNAMED
+from ._external import DataDirectory, ExternalLocation, materialise
 from ._ir import Attr, Dim, Graph, Model, Node, Shape, Value
 from ._proto_checks import check_model_proto
+from ._sparse import materialise_sparse
 from ._tensor import Tensor
 
 
@@ -22,12 +24,12 @@ def _shape_of(vi: ValueInfoProto) -> tuple[int, Shape | None]:
         return tt.elem_type, None
     dims: list[Dim] = []
     for d in tt.shape.dim:
-        if d.HasField("dim_value"):
+        if d.HasField("dim_value") and d.dim_value >= 0:
             dims.append(int(d.dim_value))
-        elif d.HasField("dim_param") and d.dim_param:
+        elif d.HasField("dim_param") and d.dim_param and d.dim_param != UNNAMED:
             dims.append(d.dim_param)
         else:
-            dims.append(None)
+            dims.append(None)  # a negative value (paddle2onnx's -1), no value, or '?': dynamic and unnamed
     return tt.elem_type, tuple(dims)
 
 
@@ -41,14 +43,38 @@ def value_info(v: Value) -> ValueInfoProto:
     return helper.make_tensor_value_info(v.name, v.dtype, shape)
 
 
+def _tensor_attribute(a: AttributeProto, value, directory: DataDirectory | None, where: str):
+    """A tensor-valued attribute's value with every tensor's external data confined and read (`_external`)."""
+    what = f"the tensor of {where}"
+    if a.type == AttributeProto.TENSOR:
+        return materialise(value, directory, what)
+    if a.type == AttributeProto.TENSORS:
+        return [materialise(t, directory, f"tensor {k} of {where}") for k, t in enumerate(value)]
+    if a.type == AttributeProto.SPARSE_TENSOR:
+        return materialise_sparse(value, directory, f"the sparse tensor of {where}")
+    return [materialise_sparse(t, directory, f"sparse tensor {k} of {where}") for k, t in enumerate(value)]
+
+
+_TENSOR_ATTRIBUTES = (AttributeProto.TENSOR, AttributeProto.TENSORS, AttributeProto.SPARSE_TENSOR,
+                      AttributeProto.SPARSE_TENSORS)
+
+
 def graph_from_proto(gp: GraphProto, base_dir: pathlib.Path | DataDirectory | None, parent: Node | None = None,
                      in_model_file: Mapping[int, ExternalLocation] | None = None) -> Graph:
-    """`in_model_file`: initializers (by index) whose inline bytes are mapped from the model file (`_inline`)."""
+    """`in_model_file`: initializers (by index) whose inline bytes are mapped from the model file (`_inline`).
+    Every tensor, wherever it sits, has its external data confined to `base_dir` (`_external`): initializers
+    stay lazy, sparse initializers become dense initializers, attribute tensors are read now."""
+    if base_dir is not None and not isinstance(base_dir, DataDirectory):
+        base_dir = DataDirectory.of(base_dir)
     g = Graph(name=gp.name, doc_string=gp.doc_string, parent_node=parent)
     for i, t in enumerate(gp.initializer):
         mapped = in_model_file.get(i) if in_model_file else None
         g.initializers[t.name] = Tensor.from_proto(t, base_dir) if mapped is None else Tensor.in_model_file(t, mapped)
         g.values[t.name] = Value(t.name, t.data_type, tuple(int(d) for d in t.dims))
+    for sp in gp.sparse_initializer:
+        t = Tensor.from_sparse(sp, base_dir, f"sparse initializer {sp.values.name!r} of graph {gp.name!r}")
+        g.initializers[t.name] = t
+        g.values[t.name] = Value(t.name, t.dtype, t.dims)
     for vi in gp.input:
         v = value_from_info(vi)
         if vi.name in g.values and v.shape is None:  # initializer listed as input without a shape
@@ -69,7 +95,11 @@ def graph_from_proto(gp: GraphProto, base_dir: pathlib.Path | DataDirectory | No
                 value = [graph_from_proto(sg, base_dir, node) for sg in a.graphs]
             else:
                 value = helper.get_attribute_value(a)
-                if isinstance(value, bytes):
+                if a.type in _TENSOR_ATTRIBUTES:
+                    label = f"node {np_.name!r} ({np_.op_type})" if np_.name else f"unnamed node #{i} ({np_.op_type})"
+                    value = _tensor_attribute(a, value, base_dir, f"attribute {a.name!r} of {label} in graph "
+                                              f"{gp.name!r}")
+                elif isinstance(value, bytes):
                     value = value.decode("utf-8", errors="replace")
                 elif a.type == AttributeProto.STRINGS:
                     value = [s.decode("utf-8", errors="replace") for s in value]
@@ -94,7 +124,7 @@ def model_from_proto(mp: ModelProto, base_dir: pathlib.Path | DataDirectory | No
         graph=graph, ir_version=mp.ir_version,
         opset_imports={("" if o.domain == "ai.onnx" else o.domain): o.version for o in mp.opset_import},
         producer_name=mp.producer_name, producer_version=mp.producer_version, domain=mp.domain,
-        model_version=mp.model_version, doc_string=mp.doc_string,
+        model_version=mp.model_version if mp.HasField("model_version") else None, doc_string=mp.doc_string,
         metadata={p.key: p.value for p in mp.metadata_props}, functions=list(mp.functions), path=path,
     )
 
@@ -141,7 +171,9 @@ def model_to_proto(m: Model, embed: bool = True) -> ModelProto:
     mp = helper.make_model(gp, opset_imports=[helper.make_opsetid(d, v) for d, v in m.opset_imports.items()],
                            ir_version=m.ir_version, producer_name=m.producer_name,
                            producer_version=m.producer_version, domain=m.domain,
-                           model_version=m.model_version, doc_string=m.doc_string)
+                           doc_string=m.doc_string)
+    if m.model_version is not None:  # absent stays absent (onnxruntime reports an absent version apart from 0)
+        mp.model_version = m.model_version
     for k, v in m.metadata.items():
         entry = mp.metadata_props.add()
         entry.key, entry.value = k, v

@@ -50,13 +50,14 @@ def long_vectors(plain: ModelProto) -> list[str]:
 
 def infer_shapes_bounded(proto: ModelProto) -> ModelProto:
     """`proto` with inferred shapes, values propagated where that is bounded (see the module's docstring).
-    Errors of the shapes-only pass propagate (onnx's InferenceError, RuntimeError, ValueError)."""
+    Errors of the shapes-only pass propagate (onnx's InferenceError / ValidationError, RuntimeError, ValueError)."""
     plain = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=False)
     if long_vectors(plain):
         return plain
     try:
         return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)
-    except (onnx.shape_inference.InferenceError, RuntimeError, ValueError, MemoryError):
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError, ValueError,
+            MemoryError):
         return plain  # what the shapes-only pass knows; the per-node pass does the rest
 
 

@@ -28,7 +28,16 @@ def _apply_declared(graph: Graph, v: Value, dims: Mapping[str, int]) -> None:
     if v.shape is None:
         v.shape = named
     elif named is not None and len(named) == len(v.shape):
-        v.shape = tuple(d if _anonymous(i) and not _anonymous(d) else i for i, d in zip(v.shape, named))
+        v.shape = tuple(d if _anonymous(i) and not _anonymous(d) and not _data_dependent(i) else i
+                        for i, d in zip(v.shape, named))
+
+
+DATA_DEPENDENT = "_data_dependent"  # ends an anonymous dim only a run can tell (control flow: _control_shapes)
+
+
+def _data_dependent(dim) -> bool:
+    """A dim inference knows only a run can tell: a name in the file does not size it."""
+    return isinstance(dim, str) and dim.startswith("unk__") and dim.endswith(DATA_DEPENDENT)
 
 
 def _has_anonymous(shape: Shape | None) -> bool:
@@ -52,9 +61,39 @@ def first_unresolved_node(graph: Graph) -> Node | None:
     return None
 
 
+def has_shape_rule(node: Node) -> bool:
+    """Whether ort-graph can compute the node's output shapes at all: an ONNX schema or a contrib handler."""
+    import onnx
+
+    from ._contrib_shapes import handler_for
+
+    domain = "" if node.domain == "ai.onnx" else node.domain
+    return handler_for(domain, node.op_type) is not None or onnx.defs.has(node.op_type, domain)
+
+
 def unresolved_hint(node: Node) -> str:
     """What to do about a node whose outputs could not be resolved (used in warnings and errors)."""
-    return (f"node {node.name!r} ({node.qualified_op}) is the first whose output shapes could not be resolved; "
+    dims = [d for o in node.outputs if o and node.graph is not None and o in node.graph.values
+            for d in (node.graph.values[o].shape or ()) if _data_dependent(d)]
+    if any(d.endswith("_trip_count" + DATA_DEPENDENT) for d in dims):
+        return (f"node {node.name!r} (Loop) has a data-dependent trip count (its M input is not a constant, or its "
+                "condition can stop it early), so its scan outputs cannot be sized before a run; give the Loop a "
+                "constant trip count M with no early exit (a body whose condition output is its condition input), "
+                "or accept run-time planning with session.allow_unplanned_shapes=1")
+    if dims:
+        return (f"node {node.name!r} ({node.qualified_op}) has outputs whose size depends on the data (its "
+                "branches, or its carried values from one iteration to the next, give different shapes: "
+                f"{dims[:3]!r}), so they cannot be sized before a run; make the shapes agree, or accept run-time "
+                "planning with session.allow_unplanned_shapes=1")
+    op = node.qualified_op
+    if not has_shape_rule(node):
+        return (f"node {node.name!r} ({op}) has no output-shape rule: neither ONNX nor ort-graph knows {op} and no "
+                "registered kernel gave its output shapes, so every value after it has unknown sizes (dimension "
+                "overrides such as --dim cannot fix that); declare the node's outputs in the model's value_info "
+                "(onnxruntime's symbolic_shape_infer.py writes them), register an output-shape callback with the "
+                "op's kernel (KernelRegistry_AddKernelV3 / add_kernel_v2(shape_func=...)), or open an issue asking "
+                f"ort-lowmem to support {op}")
+    return (f"node {node.name!r} ({op}) is the first whose output shapes could not be resolved; "
             "declare them in the model's value_info (or graph outputs), give free_dimension_overrides for the "
             "symbolic dimensions they depend on, or register an output-shape callback with the op's kernel "
             "(KernelRegistry_AddKernelV3 / add_kernel_v2(shape_func=...))")

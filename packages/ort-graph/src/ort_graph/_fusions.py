@@ -69,8 +69,9 @@ def _replace(graph: Graph, old: list[Node], op_type: str, inputs: list[str], out
                           attributes=attributes, metadata=meta, position=position)
 
 
-def fuse_matmul_add(graph: Graph) -> list[FusionRecord]:
-    """MatMul(A, W[K,N]) + Add(bias[N]) -> Gemm (rank-2 A) or Reshape/Gemm/Reshape (static rank>2 A)."""
+def fuse_matmul_add(graph: Graph, exact_shapes: bool = True) -> list[FusionRecord]:
+    """MatMul(A, W[K,N]) + Add(bias[N]) -> Gemm (rank-2 A) or Reshape/Gemm/Reshape (static rank>2 A: its
+    leading dims are written into the second Reshape, so only where shapes are exact, not max-shape bounds)."""
     records: list[FusionRecord] = []
     for mm in [n for n in graph.nodes if n.op_type == "MatMul" and n.domain in ("", "ai.onnx")]:
         a, w = mm.inputs
@@ -84,6 +85,8 @@ def fuse_matmul_add(graph: Graph) -> list[FusionRecord]:
         if bt is None or tuple(bt.dims) not in ((wt.dims[1],), (1, wt.dims[1])) or not is_static(shape) or len(shape) < 2:
             continue
         out = add.outputs[0]
+        if len(shape) > 2 and not exact_shapes:
+            continue
         if len(shape) == 2:
             g = _replace(graph, [mm, add], "Gemm", [a, w, bias], [out], "/MatMulAddFusion")
             records.append(FusionRecord("MatMulAddFusion", (mm.name, add.name), (g.name,)))
@@ -207,15 +210,16 @@ FUSIONS = {
 }
 
 
-def apply_l1_fusions(model: Model, enabled: list[str] | None = None) -> list[FusionRecord]:
-    """Run the L1 fusions (all by default) on the main graph; returns what each one rewrote."""
+def apply_l1_fusions(model: Model, enabled: list[str] | None = None, *, exact_shapes: bool = True) -> list[FusionRecord]:
+    """Run the L1 fusions (all by default) on the main graph; returns what each one rewrote.
+    `exact_shapes=False` (shapes resolved from max shapes, upper bounds): no rewrite writes a size into the graph."""
     unknown = set(enabled or ()) - set(FUSIONS)
     if unknown:
         raise ValueError(f"unknown fusion(s) {sorted(unknown)!r}; available: {sorted(FUSIONS)!r}")
     records: list[FusionRecord] = []
     for name, fn in FUSIONS.items():
         if enabled is None or name in enabled:
-            records += fn(model.graph)
+            records += fn(model.graph, exact_shapes=False) if fn is fuse_matmul_add and not exact_shapes else fn(model.graph)
     if records:
         remove_unused_initializers(model.graph)
     return records

@@ -96,7 +96,7 @@ def load(source: str | os.PathLike | bytes, *, validate_graph: bool = True,
 
 def _raw_bytes(t: Tensor) -> bytes:
     if t.external is not None:
-        with open_checked(t.name, t.external, t.nbytes) as f:
+        with open_checked(f"initializer {t.name!r}", t.external, t.nbytes) as f:
             f.seek(t.external.offset)
             return f.read(t.nbytes)
     proto = t.to_proto()

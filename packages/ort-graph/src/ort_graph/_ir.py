@@ -334,7 +334,7 @@ class Model:
     producer_name: str = ""
     producer_version: str = ""
     domain: str = ""
-    model_version: int = 0
+    model_version: int | None = None  # None: the file has no model_version field
     doc_string: str = ""
     metadata: dict[str, str] = attrs.field(factory=dict)
     functions: list[Any] = attrs.field(factory=list, repr=False)

@@ -6,10 +6,14 @@
   may not redefine a name already defined in an enclosing graph before the node that owns the subgraph
   (the rule of `onnx.checker`, which ONNX Runtime applies too); subgraph inputs and initializers may
   shadow outer names, as ONNX allows;
-- every attribute has a defined type, and a node of a standard operator has as many inputs and outputs
+- every top-level tensor input has a defined element type, every node an op_type, every attribute a defined
+  type (the schema's, for a standard operator), and a node of a standard operator has as many inputs and outputs
   as its schema (for the model's opset) allows;
 - every embedded tensor's data (raw_data or the typed field) holds exactly the bytes/elements its
-  data type and dims call for, dims are non-negative, and only initializers keep data in external files.
+  data type and dims call for and dims are non-negative, wherever the tensor sits: initializers, sparse
+  initializers (values, indices and their shapes: `_sparse`), attribute tensors (TENSOR, TENSORS,
+  SPARSE_TENSOR, SPARSE_TENSORS); a tensor in any of those places may keep its data in an external file,
+  checked against its file when the IR is built (`_external`).
 
 Violations raise ModelLoadError subclasses naming the field, tensor or value; nothing is left half-built.
 """
@@ -23,10 +27,21 @@ from collections.abc import Mapping
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
-from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, defs, helper
+from onnx import (
+    AttributeProto,
+    GraphProto,
+    ModelProto,
+    NodeProto,
+    SparseTensorProto,
+    TensorProto,
+    defs,
+    helper,
+)
 
+from ._contrib_attrs import CONTRIB_ATTRIBUTE_TYPES
 from ._dtypes import dtype_name, tensor_nbytes
-from ._errors import DuplicateNameError, ModelLoadError, TensorDataError
+from ._errors import DuplicateNameError, ExternalDataError, ModelLoadError, TensorDataError
+from ._sparse import check_structure
 
 _ELEMENTS_PER_ENTRY = {TensorProto.COMPLEX64: 0.5, TensorProto.COMPLEX128: 0.5}
 for _n, _per in (("INT4", 2), ("UINT4", 2), ("FLOAT4E2M1", 2), ("INT2", 4), ("UINT2", 4)):
@@ -40,6 +55,8 @@ def check_model_proto(mp: ModelProto) -> None:
     _check_text(mp, "model")
     opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in mp.opset_import}
     _check_graph(mp.graph, {}, "graph", opsets)
+    for fp in mp.functions:
+        _check_function_tensors(fp.node, f"function {fp.domain + ':' if fp.domain else ''}{fp.name}")
 
 
 # -- text ---------------------------------------------------------------------------------------------
@@ -83,13 +100,25 @@ def _check_graph(gp: GraphProto, outer: Mapping[str, str], where: str, opsets: d
         if vi.name in defined:
             raise _duplicate(vi.name, "a graph input", "another graph input of the same name", graph)
         defined[vi.name] = "a graph input"
+        elem = vi.type.tensor_type.elem_type if vi.type.HasField("tensor_type") else None
+        if not outer and elem is not None and (elem == TensorProto.UNDEFINED or elem not in TensorProto.DataType.values()):
+            raise TensorDataError(f"input {vi.name!r} of {graph} declares element type {dtype_name(elem)}, which "
+                                  "ONNX does not define as a tensor's (ONNX Runtime refuses it too); the model file "
+                                  "is corrupt — re-export it with the input's real type")
     initializers: set[str] = set()
     for t in gp.initializer:
         if t.name in initializers:
             raise _duplicate(t.name, "an initializer", "another initializer of the same name", graph)
         initializers.add(t.name)
         defined.setdefault(t.name, "an initializer")  # an initializer listed as an input is that input's default
-        _check_tensor(t, f"initializer {t.name!r} of {graph}", external_ok=True)
+        _check_tensor(t, f"initializer {t.name!r} of {graph}")
+    for sp in gp.sparse_initializer:
+        name = sp.values.name
+        if name in initializers:
+            raise _duplicate(name, "an initializer", "a sparse initializer of the same name", graph)
+        initializers.add(name)
+        defined.setdefault(name, "a sparse initializer")
+        _check_sparse(sp, f"sparse initializer {name!r} of {graph}")
     for i, node in enumerate(gp.node):
         label = _node_label(node, i)
         _check_arity(node, label, graph, opsets)
@@ -106,6 +135,17 @@ def _check_graph(gp: GraphProto, outer: Mapping[str, str], where: str, opsets: d
             defined[out] = producer
 
 
+_ATTR_NAMES = {v: k for k, v in AttributeProto.AttributeType.items() if v != AttributeProto.UNDEFINED}
+
+
+def _attr_value(a: AttributeProto) -> str:
+    try:
+        text = repr(helper.get_attribute_value(a))
+    except Exception:  # noqa: BLE001 - a value onnx cannot read back is shown by its type alone
+        return "unreadable"
+    return text if len(text) <= 80 else text[:80] + "..."
+
+
 @functools.lru_cache(maxsize=4096)
 def _schema(op_type: str, version: int, domain: str) -> defs.OpSchema | None:
     try:
@@ -115,6 +155,9 @@ def _schema(op_type: str, version: int, domain: str) -> defs.OpSchema | None:
 
 
 def _check_arity(node: NodeProto, label: str, graph: str, opsets: dict[str, int]) -> None:
+    if not node.op_type:
+        raise ModelLoadError(f"{label} in {graph} has an empty op_type; every node names its operator (onnx.checker "
+                             "and ONNX Runtime refuse this too) — the model file is corrupt, re-export it")
     domain = "" if node.domain == "ai.onnx" else node.domain
     version = opsets.get(domain)
     if version is None:
@@ -123,8 +166,11 @@ def _check_arity(node: NodeProto, label: str, graph: str, opsets: dict[str, int]
             f"(opset_import: {opsets!r}); every domain a node uses must be imported (onnx.checker requires it) — "
             "the model file is truncated or corrupt")
     schema = _schema(node.op_type, version, domain)
-    if schema is None:
-        return  # not a standard operator at this opset: placement declines it (or a plugin kernel serves it)
+    if schema is None:  # not a standard operator at this opset: placement declines it (or a plugin kernel serves it)
+        contrib = CONTRIB_ATTRIBUTE_TYPES.get((domain, node.op_type))
+        if contrib is not None:
+            _check_attribute_types(node, label, graph, contrib, f"{domain + '::' if domain else ''}{node.op_type} (onnxruntime's schema)")
+        return
     for kind, have, low, high in (("inputs", len(node.input), schema.min_input, schema.max_input),
                                   ("outputs", len(node.output), schema.min_output, schema.max_output)):
         if not low <= have <= high:
@@ -133,6 +179,18 @@ def _check_arity(node: NodeProto, label: str, graph: str, opsets: dict[str, int]
                 f"{label} in {graph} has {have} {kind}, but {node.op_type} (opset {schema.since_version} of domain "
                 f"{domain or 'ai.onnx'!r}) takes {allowed}; the model file is corrupt or was exported for another "
                 "opset — re-export it")
+    _check_attribute_types(node, label, graph, {k: int(a.type) for k, a in schema.attributes.items()},
+                           f"{node.op_type} (opset {schema.since_version})")
+
+
+def _check_attribute_types(node: NodeProto, label: str, graph: str, declared: Mapping[str, int], op: str) -> None:
+    for a in node.attribute:
+        want = declared.get(a.name)
+        if want is not None and not a.ref_attr_name and a.type in _ATTR_NAMES and a.type != want:
+            raise ModelLoadError(
+                f"attribute {a.name!r} of {label} in {graph} is of type {_ATTR_NAMES[a.type]} ({_attr_value(a)}), "
+                f"but {op} declares it {_ATTR_NAMES.get(want, want)}; onnx.checker and ONNX Runtime refuse this too "
+                "— fix the attribute or re-export the model")
 
 
 def _check_attribute(a: AttributeProto, label: str, visible: Mapping[str, str], graph: str,
@@ -146,13 +204,45 @@ def _check_attribute(a: AttributeProto, label: str, visible: Mapping[str, str], 
     for k, sub in enumerate(a.graphs):
         _check_graph(sub, visible, f"{where} [{k}]", opsets)
     if a.HasField("t"):
-        _check_tensor(a.t, f"tensor of {where}", external_ok=False)
+        _check_tensor(a.t, f"the tensor of {where}")
     for k, t in enumerate(a.tensors):
-        _check_tensor(t, f"tensor {k} of {where}", external_ok=False)
+        _check_tensor(t, f"tensor {k} of {where}")
+    if a.HasField("sparse_tensor"):
+        _check_sparse(a.sparse_tensor, f"the sparse tensor of {where}")
+    for k, sp in enumerate(a.sparse_tensors):
+        _check_sparse(sp, f"sparse tensor {k} of {where}")
+
+
+def _check_function_tensors(nodes, where: str) -> None:
+    """Model-local functions are kept as protos (for onnx shape inference), never converted: a tensor in them
+    with external data is refused rather than left for a later reader to resolve."""
+    for i, node in enumerate(nodes):
+        for a in node.attribute:
+            what = f"attribute {a.name!r} of {_node_label(node, i)} in {where}"
+            subs = ([a.g] if a.HasField("g") else []) + list(a.graphs)
+            tensors = ([a.t] if a.HasField("t") else []) + list(a.tensors)
+            for sp in ([a.sparse_tensor] if a.HasField("sparse_tensor") else []) + list(a.sparse_tensors):
+                tensors += [sp.values, sp.indices]
+            for sub in subs:
+                tensors += list(sub.initializer) + [p for sp in sub.sparse_initializer for p in (sp.values, sp.indices)]
+                _check_function_tensors(sub.node, f"graph {sub.name!r} of {what}")
+            for t in tensors:
+                if t.data_location == TensorProto.EXTERNAL:
+                    location = next((e.value for e in t.external_data if e.key == "location"), "")
+                    raise ExternalDataError(
+                        f"tensor {t.name!r} of {what} has external data location {location!r}: a model-local "
+                        "function's tensors may not keep data in external files; embed the tensor")
 
 
 # -- tensor data --------------------------------------------------------------------------------------
-def _check_tensor(t: TensorProto, what: str, *, external_ok: bool) -> None:
+def _check_sparse(sp: SparseTensorProto, what: str) -> None:
+    check_structure(sp, what)
+    _check_tensor(sp.values, f"values of {what}")
+    if sp.HasField("indices"):
+        _check_tensor(sp.indices, f"indices of {what}")
+
+
+def _check_tensor(t: TensorProto, what: str) -> None:
     dims = list(t.dims)
     if any(d < 0 for d in dims):
         raise TensorDataError(f"{what} has negative dims {dims!r}; the model file is corrupt — re-export it")
@@ -160,9 +250,6 @@ def _check_tensor(t: TensorProto, what: str, *, external_ok: bool) -> None:
         raise TensorDataError(f"{what} has data type {dtype_name(t.data_type)}, which ONNX does not define; "
                               "the model file is corrupt — re-export it")
     if t.data_location == TensorProto.EXTERNAL:
-        if not external_ok:
-            raise TensorDataError(f"{what} keeps its data in an external file; only initializers may (ONNX Runtime "
-                                  "refuses this too) — embed the tensor or make it an initializer")
         return  # checked against its file by _external.resolve
     count = math.prod(dims)
     if t.HasField("raw_data"):

@@ -165,7 +165,8 @@ def fuse_repeat_kv(graph: Graph, nodes: Collection[Node] | None = None) -> list[
         repeat, kv, g = found
         kvh = graph.values[kv].shape[1]
         if not is_static(x.shape) or len(x.shape) != 4 or x.shape[1] != kvh * g or not is_static(y.shape) \
-                or len(y.shape) != 4 or y.shape[1] != kvh * g or graph.values[kv].dtype != y.dtype:
+                or len(y.shape) != 4 or y.shape[1] != kvh * g or graph.values[kv].dtype != y.dtype \
+                or 0 in x.shape or 0 in y.shape:  # empty: a -1 extent beside a 0 cannot be inferred
             continue
         for old in repeat:
             graph.detach_node(old)

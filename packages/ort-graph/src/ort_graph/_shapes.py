@@ -1,6 +1,6 @@
 """Shape resolution: ONNX inference plus dimension overrides, max shapes and contrib-op handlers.
 
-`resolve_shapes(model, dims={"batch": 1}, max_shapes={"input_ids": [8, 4096]})` fills every value's
+`resolve_shapes(model, dims={"batch": 1, "x.2": 48}, max_shapes={"input_ids": [8, 4096]})` fills every value's
 dtype and shape in place. Shapes are computed, never trusted from the file: a declared annotation that
 contradicts inference is reported as a ShapeAnnotationWarning naming the value, and inference wins.
 
@@ -12,7 +12,7 @@ unresolved is reported (ShapeResolutionWarning) naming the first node that produ
 
 from __future__ import annotations
 
-import re
+import logging
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 
@@ -23,6 +23,7 @@ from onnx import GraphProto, ModelProto, TypeProto, helper, numpy_helper
 
 from ._constprop import evaluate, shape_value
 from ._contrib_shapes import handler_for
+from ._control_shapes import infer_control_flow, is_control_flow
 from ._convert import _shape_of, graph_to_proto
 from ._data_prop import infer_shapes_bounded
 from ._declared import (
@@ -32,8 +33,10 @@ from ._declared import (
     first_unresolved_node,
     unresolved_hint,
 )
-from ._errors import MalformedNodeError, ShapeAnnotationWarning, ShapeResolutionError, ShapeResolutionWarning
-from ._ir import Graph, Model, Node, Shape, Value, is_static, symbolic_inputs
+from ._dimspec import parse_shapes
+from ._errors import MalformedNodeError, ShapeAnnotationWarning, ShapeResolutionWarning
+from ._input_dims import input_shapes
+from ._ir import Graph, Model, Node, Shape, Value, is_static
 from ._topo import topological_order
 
 Type = tuple[int, Shape | None]
@@ -41,6 +44,8 @@ Type = tuple[int, Shape | None]
 OutputShapes = Callable[[Node, list[Type]], list[Type] | None]
 
 SMALL_INITIALIZER = 4096  # bytes: initializers up to this size keep their data for data propagation
+
+_log = logging.getLogger("ort_graph")
 
 
 @attrs.frozen
@@ -56,55 +61,9 @@ class ShapeReport:
 
 
 def parse_max_shape_override(text: str) -> dict[str, list[int]]:
-    """Parse ONNX Runtime's `session.max_shape_override` format: `input_ids:[8,4096];mask:[8,4096]`."""
-    out: dict[str, list[int]] = {}
-    for entry in filter(None, (e.strip() for e in text.split(";"))):
-        m = re.fullmatch(r"([^:\[\]]+):\s*\[\s*([0-9,\s]*)\]", entry)
-        if not m:
-            raise ShapeResolutionError(
-                f"max shape entry {entry!r} in {text!r} is malformed; expected 'name:[d0,d1,...]' "
-                "entries separated by ';', e.g. 'input_ids:[8,4096];attention_mask:[8,4096]'"
-            )
-        out[m.group(1).strip()] = [int(d) for d in m.group(2).split(",") if d.strip()]
-    return out
-
-
-def _input_shapes(graph: Graph, dims: Mapping[str, int], max_shapes: Mapping[str, Sequence[int]]) -> dict[str, Shape | None]:
-    symbols = {d for shape in symbolic_inputs(graph).values() for d in (shape or ()) if isinstance(d, str)}
-    for name, value in dims.items():
-        if not isinstance(value, int | np.integer) or value < 0:
-            raise ShapeResolutionError(f"dimension override {name}={value!r} must be a non-negative integer")
-        if name not in symbols:
-            raise ShapeResolutionError(
-                f"dimension override {name!r} names no symbolic dimension of the model's inputs; "
-                f"known symbolic dimensions: {sorted(symbols)!r}"
-            )
-    for name, shape in max_shapes.items():
-        if name not in graph.inputs:
-            raise ShapeResolutionError(f"max shape given for {name!r}, which is not a graph input; inputs: {graph.inputs!r}")
-        declared = graph.values[name].shape
-        if declared is not None and len(declared) != len(shape):
-            raise ShapeResolutionError(f"max shape {list(shape)!r} for input {name!r} has rank {len(shape)}, "
-                                       f"but the input's rank is {len(declared)} (declared {list(declared)!r})")
-        for d, m in zip(declared or (), shape):
-            if isinstance(d, int) and d != m:
-                raise ShapeResolutionError(f"max shape {list(shape)!r} for input {name!r} contradicts its static "
-                                           f"dimension {d} (declared {list(declared)!r})")
-    # a symbol bounded through one input bounds every input that shares it (equal at run time): the largest bound
-    bound: dict[str, int] = {}
-    for name, shape in max_shapes.items():
-        for d, m in zip(graph.values[name].shape or (), shape):
-            if isinstance(d, str) and d not in dims:
-                bound[d] = max(bound.get(d, 0), int(m))
-    out: dict[str, Shape | None] = {}
-    for name in graph.inputs:
-        if name in max_shapes:
-            out[name] = tuple(int(d) for d in max_shapes[name])
-        else:
-            shape = graph.values[name].shape
-            out[name] = None if shape is None else tuple(dims.get(d, bound.get(d, d)) if isinstance(d, str) else d
-                                                         for d in shape)
-    return out
+    """Parse `session.max_shape_override`: `input_ids=[8,4096];mask=[8,4096]` (`_dimspec`'s grammar; the
+    older `input_ids:[8,4096]` spelling too)."""
+    return parse_shapes(text)
 
 
 def _shape_only_proto(model: Model, inputs: dict[str, Shape | None]) -> ModelProto:
@@ -174,7 +133,7 @@ def _infer_node(node: Node, graph: Graph, opsets: dict[str, int], consts: dict[s
         out = onnx.shape_inference.infer_node_outputs(
             schema, node_to_proto(node), types, data,
             opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()])
-    except (onnx.shape_inference.InferenceError, RuntimeError, KeyError, ValueError):
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError, KeyError, ValueError):
         return None
     result = []
     for name in node.outputs:
@@ -207,6 +166,14 @@ def _python_pass(graph: Graph, opsets: dict[str, int], dims: Mapping[str, int],
                                       if t.nbytes <= SMALL_INITIALIZER and t.dtype in (6, 7, 1, 9, 10, 11)}
     for node in topological_order(graph):
         outs = [graph.values[o] for o in node.outputs if o]
+        if node.attributes and is_control_flow(node, opsets):  # its bodies are resolved on the way
+            flow = infer_control_flow(node, graph, opsets, dims, consts, _python_pass, output_shapes)
+            for name, (dtype, shape) in zip(node.outputs, flow or ()):
+                v = graph.values[name] if name else None
+                if v is not None and (dtype or shape is not None):
+                    v.dtype = dtype or v.dtype
+                    if shape is not None and (v.shape is None or not _better(v.shape, shape)):
+                        v.shape = shape
         ins_static = all(is_static(graph.values[n].shape) for n in node.inputs if n and n in graph.values)
         if any(not _complete(v.shape) or not v.dtype or (ins_static and not is_static(v.shape))
                or _has_anonymous(v.shape) for v in outs):
@@ -251,6 +218,13 @@ def _apply(graph: Graph, table: dict[str, tuple[int, Shape | None]]) -> None:
             v.shape = shape
 
 
+def _one_element_either_way(declared: Shape | None, inferred: Shape | None) -> bool:
+    """A scalar declared where inference gives [1] (or the reverse): the genai builder writes such annotations
+    on its constant nodes; the element is the same."""
+    shapes = {tuple(declared or ()), tuple(inferred or ())}
+    return declared is not None and inferred is not None and shapes == {(), (1,)}
+
+
 def resolve_shapes(model: Model, dims: Mapping[str, int] | None = None,
                    max_shapes: Mapping[str, Sequence[int]] | str | None = None,
                    output_shapes: OutputShapes | None = None) -> ShapeReport:
@@ -262,16 +236,16 @@ def resolve_shapes(model: Model, dims: Mapping[str, int] | None = None,
         max_shapes = parse_max_shape_override(max_shapes)
     max_shapes = dict(max_shapes or {})
     graph = model.graph
-    inputs = _input_shapes(graph, dims, max_shapes)
+    inputs, dims = input_shapes(graph, dims, max_shapes)
     for v in graph.values.values():  # forget previous resolution; inputs restart from their declaration
         if v.name not in graph.initializers and v.name not in graph.inputs:
             v.shape, v.dtype = None, 0
     for name, shape in inputs.items():
         graph.values[name].shape = shape
     table: dict[int, dict] = {}
-    try:  # bounded: ONNX's Cast data propagation would materialise a long 1-D value (see _data_prop)
+    try:  # bounded: ONNX's data propagation would materialise a long 1-D value (see _data_prop)
         _read_back(infer_shapes_bounded(_shape_only_proto(model, inputs)).graph, graph, table)
-    except (onnx.shape_inference.InferenceError, RuntimeError, ValueError):
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError, ValueError):
         pass  # the per-node pass below does the work
     _apply(graph, table.get(id(graph), {}))
     for node in graph.walk():
@@ -285,6 +259,10 @@ def resolve_shapes(model: Model, dims: Mapping[str, int] | None = None,
             continue
         shape = _substitute(declared.shape, dims)
         if _conflict(shape, v.shape):
+            if _one_element_either_way(shape, v.shape):  # onnxruntime accepts [] for [1] silently: a debug note
+                _log.debug("value %r: the file declares shape %s, inference gives %s (one element either way); "
+                           "using the inferred shape", name, _fmt(declared.shape), _fmt(v.shape))
+                continue
             found.append(f"value {name!r}: the file declares shape {_fmt(declared.shape)} but inference gives "
                          f"{_fmt(v.shape)}; using the inferred shape")
     for msg in found:

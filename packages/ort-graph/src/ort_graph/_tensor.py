@@ -6,11 +6,12 @@ import pathlib
 
 import attrs
 import numpy as np
-from onnx import TensorProto, numpy_helper
+from onnx import SparseTensorProto, TensorProto, numpy_helper
 
 from ._dtypes import dtype_name, tensor_nbytes, to_numpy_dtype
 from ._errors import ExternalDataError
 from ._external import DataDirectory, ExternalLocation, open_checked, resolve
+from ._sparse import materialise_sparse, sparse_to_numpy
 
 __all__ = ["ExternalLocation", "Tensor"]
 
@@ -24,6 +25,7 @@ class Tensor:
     dims: tuple[int, ...]
     proto: TensorProto | None = attrs.field(default=None, repr=False)
     external: ExternalLocation | None = None
+    sparse: SparseTensorProto | None = attrs.field(default=None, repr=False)  # a sparse initializer, densified lazily
     _array: np.ndarray | None = attrs.field(default=None, repr=False, alias="array")
     _mapped: np.ndarray | None = attrs.field(default=None, repr=False, init=False)
 
@@ -65,6 +67,15 @@ class Tensor:
         stripped.CopyFrom(proto)
         return cls(name=proto.name, dtype=proto.data_type, dims=dims, proto=stripped, external=location)
 
+    @classmethod
+    def from_sparse(cls, sp: SparseTensorProto, base_dir: DataDirectory | None, what: str | None = None) -> Tensor:
+        """A dense tensor from a sparse one (a `graph.sparse_initializer`): values and indices are read and checked
+        now (`_sparse`), the dense array is built when first read."""
+        name = sp.values.name
+        checked = materialise_sparse(sp, base_dir, what or f"sparse initializer {name!r}")
+        return cls(name=name, dtype=checked.values.data_type, dims=tuple(int(d) for d in checked.dims),
+                   sparse=checked)
+
     def numpy(self) -> np.ndarray:
         """The tensor's values; external data (and inline data mapped from the model file) is memory-mapped,
         not copied, unless its offset in the file leaves its elements misaligned: then it is copied once."""
@@ -90,7 +101,7 @@ class Tensor:
 
     def _map(self) -> np.ndarray:
         nbytes = tensor_nbytes(self.dtype, self.dims)
-        with open_checked(self.name, self.external, nbytes) as f:
+        with open_checked(f"initializer {self.name!r}", self.external, nbytes) as f:
             try:
                 return np.memmap(f, dtype=np.uint8, mode="r", offset=self.external.offset, shape=(nbytes,))
             except (OSError, ValueError) as e:
@@ -98,6 +109,8 @@ class Tensor:
                                         f"{e}") from e
 
     def _load(self) -> np.ndarray:
+        if self.sparse is not None:
+            return sparse_to_numpy(self.sparse, f"sparse initializer {self.name!r}")
         if self.external is None:
             return numpy_helper.to_array(self.proto)
         np_dtype = to_numpy_dtype(self.dtype)

@@ -13,6 +13,7 @@ from ._cache import PatternCache, ShapeKey, TraceRecorder, requests_from_trace, 
 from ._errors import (
     BudgetExceededError,
     ConcurrentRunError,
+    ConstInputWritten,
     HostMemoryError,
     InvalidRequestError,
     LookupMissError,
@@ -28,7 +29,7 @@ from ._graph import Activations, activation_lifetimes, may_inplace
 from ._online import OnlinePlanner
 from ._planners import ALGORITHMS, plan
 from ._redzone import RedZoneGuard
-from ._types import DEFAULT_ALIGNMENT, MAX_BYTES, AllocationRequest, MemoryPlan, align_up
+from ._types import DEFAULT_ALIGNMENT, MAX_BYTES, AllocationRequest, MemoryPlan, align_up, buffer_margin
 from ._validate import validate
 from ._workspace import GraphPlan, SlotKey, plan_graph, workspace_requests
 
@@ -36,10 +37,10 @@ __version__ = "0.2.0"
 
 __all__ = [
     "ALGORITHMS", "DEFAULT_ALIGNMENT", "MAX_BYTES", "Activations", "AllocationRequest", "Allocator", "BudgetExceededError",
-    "ConcurrentRunError", "HostMemoryError", "ExecutionBuffers", "GraphPlan", "HostAccess", "HostAllocator", "InvalidRequestError", "RetainingHostAllocator",
+    "ConcurrentRunError", "ConstInputWritten", "HostMemoryError", "ExecutionBuffers", "GraphPlan", "HostAccess", "HostAllocator", "InvalidRequestError", "RetainingHostAllocator",
     "LookupMissError", "MemPlanError", "MemoryPlan", "MisalignedError", "OnlinePlanner", "OverlapError",
     "PatternCache", "PlanValidationError", "RedZoneGuard", "RedZoneViolation", "ShapeKey", "SizeOverflowError", "SlotKey",
-    "TraceError", "TraceRecorder", "__version__", "activation_lifetimes", "align_up", "busiest_step",
+    "TraceError", "TraceRecorder", "__version__", "activation_lifetimes", "align_up", "buffer_margin", "busiest_step",
     "lower_bound", "may_inplace", "plan", "plan_graph", "requests_from_trace", "shape_key", "validate",
     "workspace_requests",
 ]

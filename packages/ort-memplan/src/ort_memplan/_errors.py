@@ -66,11 +66,26 @@ class ConcurrentRunError(MemPlanError, RuntimeError):
 
 
 class RedZoneViolation(MemPlanError):
-    """A kernel wrote past the end of its block into the guard bytes that follow it."""
+    """A kernel wrote outside its block, into the guard bytes before or after it (`side`), or into a margin at
+    an end of the planned buffer (`block` is then "<planned buffer>"). `distance`: (nearest, farthest) changed
+    byte counted from the block's edge (1 = the byte right next to it); `first_bad_byte` is nearest - 1."""
 
-    def __init__(self, message: str, *, node: str, block: str, step: int, first_bad_byte: int) -> None:
+    def __init__(self, message: str, *, node: str, block: str, step: int, first_bad_byte: int,
+                 side: str = "after", distance: tuple[int, int] | None = None) -> None:
         super().__init__(message)
         self.node = node
         self.block = block
         self.step = step
         self.first_bad_byte = first_bad_byte
+        self.side = side
+        self.distance = distance if distance is not None else (first_bad_byte + 1, first_bad_byte + 1)
+
+
+class ConstInputWritten(MemPlanError):
+    """Under red zones, a kernel changed the bytes of an input it reads (a feed, a weight, an earlier value)."""
+
+    def __init__(self, message: str, *, node: str, input_name: str, step: int) -> None:
+        super().__init__(message)
+        self.node = node
+        self.input_name = input_name
+        self.step = step

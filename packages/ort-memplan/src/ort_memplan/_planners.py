@@ -22,7 +22,7 @@ from ._errors import InvalidRequestError
 from ._online import online_offsets
 from ._place import place_in_order
 from ._skyline import skyline_offsets
-from ._types import AllocationRequest, MemoryPlan, check_unique
+from ._types import AllocationRequest, MemoryPlan, buffer_margin, check_unique, lead_guard
 
 Order = Callable[[Columns], np.ndarray]
 _LOCAL_SEARCH_WORK = 200_000   # local-search rounds x requests per device
@@ -148,7 +148,8 @@ def _local_search(c: Columns, seed: tuple[np.ndarray, np.ndarray, int], rounds: 
 def plan(requests: Iterable[AllocationRequest], algorithm: str = "auto", *, red_zone: int = 0) -> MemoryPlan:
     """Offsets for `requests`, planned per device with `algorithm` (one of `ALGORITHMS`).
 
-    `red_zone` reserves that many guard bytes after every block (debugging; see `RedZoneGuard`).
+    `red_zone` reserves that many guard bytes before (rounded up to the alignment) and after every block, and
+    `buffer_margin(red_zone)` bytes at both ends of each device's buffer (debugging; see `RedZoneGuard`).
     """
     if algorithm not in ALGORITHMS:
         raise InvalidRequestError(f"unknown algorithm {algorithm!r}; choose one of {ALGORITHMS!r}")
@@ -163,9 +164,12 @@ def plan(requests: Iterable[AllocationRequest], algorithm: str = "auto", *, red_
     for device, group in sorted(by_device(reqs).items()):
         cols = columns(group, red_zone)
         off, peak, winner, cand = _plan_device(cols, algorithm)
+        margin = buffer_margin(red_zone)
+        if red_zone:  # the data starts after the block's lead guard, the blocks after the buffer's margin
+            off = off + margin + np.fromiter((lead_guard(red_zone, r.alignment) for r in group), np.int64, len(group))
         offsets.update(zip(cols.ids.tolist(), off.tolist(), strict=True))
-        peaks[device] = int(peak)
-        bounds[device] = int(live_profile(cols)[1].max()) if cols.n else 0
+        peaks[device] = int(peak) + 2 * margin
+        bounds[device] = (int(live_profile(cols)[1].max()) if cols.n else 0) + 2 * margin
         for name, p in cand.items():
             tried[name] = tried.get(name, 0) + int(p)
         winners.append(f"{device}={winner}")

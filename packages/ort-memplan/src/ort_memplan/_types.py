@@ -17,6 +17,21 @@ def align_up(value: int, alignment: int) -> int:
     return (value + alignment - 1) & ~(alignment - 1)
 
 
+BUFFER_MARGIN = 64 * 1024  # red zones: guard bytes at each end of a device's planned buffer (at least)
+
+
+def lead_guard(red_zone: int, alignment: int) -> int:
+    """Guard bytes a block owns before its data: `red_zone` rounded up to the alignment (0 when off), so the
+    data stays aligned."""
+    return align_up(red_zone, alignment) if red_zone > 0 else 0
+
+
+def buffer_margin(red_zone: int) -> int:
+    """Guard bytes at each end of a planned buffer that belong to no block: max(red_zone, 64 KiB) rounded up to
+    4 KiB when red zones are on, else 0; a write that runs off the first or last block lands there."""
+    return align_up(max(red_zone, BUFFER_MARGIN), 4096) if red_zone > 0 else 0
+
+
 def _check_request(inst: AllocationRequest, _attr: attrs.Attribute, _value: object) -> None:
     if inst.nbytes < 0:
         raise InvalidRequestError(f"request {inst.id!r}: nbytes={inst.nbytes!r} is negative; pass a size >= 0")
@@ -49,8 +64,14 @@ class AllocationRequest:
     alignment: int = attrs.field(default=DEFAULT_ALIGNMENT, validator=_check_request)
 
     def reserved(self, red_zone: int = 0) -> int:
-        """Bytes this block occupies in the plan: the aligned size, plus guard bytes if any."""
-        return align_up(self.nbytes + red_zone, self.alignment)
+        """Bytes this block occupies in the plan: the aligned size, plus guard bytes if any (`lead_guard`
+        before its data, at least `red_zone` after it)."""
+        return align_up(lead_guard(red_zone, self.alignment) + self.nbytes + red_zone, self.alignment)
+
+    def guards(self, red_zone: int) -> tuple[int, int]:
+        """(bytes before, bytes after) the data that this block owns as guards in a plan with `red_zone`."""
+        lead = lead_guard(red_zone, self.alignment)
+        return lead, self.reserved(red_zone) - lead - self.nbytes
 
 
 def check_unique(requests: Iterable[AllocationRequest]) -> list[AllocationRequest]:
@@ -70,7 +91,8 @@ def check_unique(requests: Iterable[AllocationRequest]) -> list[AllocationReques
 class MemoryPlan:
     """Offsets per request id, the peak and the lower bound per device, and how it was made.
 
-    `red_zone` is the count of guard bytes reserved after every block (0 unless debugging);
+    `red_zone` is the count of guard bytes reserved before and after every block (0 unless debugging;
+    `AllocationRequest.guards`), and each device's buffer then starts and ends with `buffer_margin` bytes;
     `candidates` maps each algorithm tried to its summed peak over devices.
     """
 

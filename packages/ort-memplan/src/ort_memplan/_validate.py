@@ -14,8 +14,8 @@ def validate(plan: MemoryPlan, requests: Iterable[AllocationRequest]) -> None:
     """Raise a PlanValidationError subclass unless `plan` is a correct plan for `requests`.
 
     Checked: every id has an offset; offsets are non-negative multiples of the request's alignment;
-    each block (nbytes plus the plan's red zone) ends at or below its device's peak; and no two
-    blocks that are live at a common step share a byte. Runs a sweep over time in O(n log n + k)
+    each block with its guards (`AllocationRequest.guards` of the plan's red zone) starts at or after 0 and
+    ends at or below its device's peak; and no two blocks that are live at a common step share a byte. Runs a sweep over time in O(n log n + k)
     where k is the number of live neighbours visited.
     """
     reqs = check_unique(requests)
@@ -28,7 +28,12 @@ def validate(plan: MemoryPlan, requests: Iterable[AllocationRequest]) -> None:
         if off < 0 or off % r.alignment:
             raise MisalignedError(f"request {r.id!r}: offset {off!r} is not a non-negative multiple of its "
                                   f"alignment {r.alignment!r} (plan {plan.algorithm!r})")
-        end = off + r.nbytes + (rz if r.nbytes or rz else 0)
+        lead, tail = r.guards(rz) if rz else (0, 0)
+        if off - lead < 0:
+            raise PlanValidationError(f"request {r.id!r}: its {lead}-byte lead guard starts at byte {off - lead!r}, "
+                                      f"before the buffer (plan {plan.algorithm!r}); place guarded blocks at "
+                                      "offset >= their lead guard")
+        end = off + r.nbytes + tail
         peak = plan.peak.get(r.device)
         if peak is None or end > peak:
             raise PlanValidationError(f"request {r.id!r} ends at byte {end!r}, past the peak {peak!r} "
@@ -52,10 +57,11 @@ def _sweep(plan: MemoryPlan, group: list[AllocationRequest]) -> None:
             while live[i][2] != rid:
                 i += 1
             del live[i]
-        extent = r.nbytes + rz if (r.nbytes or rz) else 0
+        lead, tail = r.guards(rz) if rz else (0, 0)
+        extent = lead + r.nbytes + tail
         if extent == 0:
             continue
-        off = plan.offsets[r.id]
+        off = plan.offsets[r.id] - lead
         item = (off, off + extent, r.id, r.first, r.last)
         i = bisect.bisect_left(live, item)
         for j in (i - 1, i):

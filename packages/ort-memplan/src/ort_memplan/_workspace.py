@@ -2,7 +2,8 @@
 
 A kernel declares slots `(node_index, slot_id) -> bytes`. Each slot becomes a request live only
 at its node's step, with a synthetic negative id (-1, -2, ...) that can never collide with a
-value id (>= 0), so the planner packs workspace into activation memory that is dead at that step.
+value id (>= 0), so the planner packs workspace into activation memory that is dead at that step (or, on a device where
+that plan is the larger, gives the workspace an arena of its own: `_layout`).
 
 A run-long block `key -> (device, bytes)` (e.g. a weight-streaming slot) is live from the first step
 to the last, with the next negative ids after the workspace slots: it is placed in its device's arena
@@ -21,7 +22,7 @@ from ._bound import lower_bound
 from ._buffers import Allocator, ExecutionBuffers
 from ._errors import InvalidRequestError, LookupMissError
 from ._graph import Activations, activation_lifetimes
-from ._planners import plan
+from ._layout import plan_with_workspace
 from ._types import DEFAULT_ALIGNMENT, AllocationRequest, MemoryPlan
 
 if TYPE_CHECKING:
@@ -79,6 +80,8 @@ class GraphPlan:
     by_id: Mapping[int, AllocationRequest] = attrs.field(repr=False)
     red_zone: int = 0
     run_requests: Mapping[str, AllocationRequest] = attrs.field(factory=dict)
+    # device -> "packed" (workspace in the activations' arena) or "separate" (a workspace arena after it)
+    workspace_layout: Mapping[str, str] = attrs.field(factory=dict)
 
     @functools.cached_property
     def lower_bound_without_inplace(self) -> Mapping[str, int]:
@@ -138,7 +141,9 @@ def plan_graph(graph: Graph, order: Sequence[Node], device_of: Callable[[Node], 
                run_long: Mapping[str, tuple[str, int]] | None = None) -> GraphPlan:
     """Plan activations (and declared workspace slots) of `graph` run in `order`, per device (graph
     inputs on `input_device` when given, see `activation_lifetimes`). `run_long`: blocks
-    `key -> (device, bytes)` live for the whole run (first step to last), planned with the rest."""
+    `key -> (device, bytes)` live for the whole run (first step to last), planned with the rest. Per device the
+    workspace is packed with the activations or given its own arena, whichever is smaller (`_layout`;
+    `workspace_layout` says which)."""
     acts = activation_lifetimes(graph, order, device_of, inplace=inplace, alignment=alignment,
                                 input_device=input_device, value_devices=value_devices)
     slots = workspace_requests(workspace or {}, acts.node_steps, acts.node_devices, alignment=alignment)
@@ -150,6 +155,8 @@ def plan_graph(graph: Graph, order: Sequence[Node], device_of: Callable[[Node], 
     for key, req in run_reqs.items():
         names[req.id] = key
     requests = [*acts.requests, *slots.values(), *run_reqs.values()]
-    mplan = plan(requests, algorithm, red_zone=red_zone)
+    mplan, layout = plan_with_workspace([*acts.requests, *run_reqs.values()], list(slots.values()), algorithm,
+                                        red_zone)
     return GraphPlan(plan=mplan, activations=acts, slot_requests=slots, names=names,
-                     by_id={r.id: r for r in requests}, red_zone=red_zone, run_requests=run_reqs)
+                     by_id={r.id: r for r in requests}, red_zone=red_zone, run_requests=run_reqs,
+                     workspace_layout=layout)

@@ -78,7 +78,6 @@ from ._layering import (
     LayeringIndex,
     assign_layers,
     assign_layers_from_options,
-    closest_names,
 )
 from ._layers import FINAL_NORM, group_label, group_of, layer_groups, layer_id, node_group
 from ._loops import BudgetStop, CapabilityResult, host_loop, in_tree_loop, run_capability
@@ -90,6 +89,7 @@ from ._report import DeviceTotals, PlacementReport, ReportRow, declines_by_reaso
 from ._rules import Rule, Rules, parse_rules
 from ._search import FitCheck
 from ._units import format_bytes, parse_bytes
+from ._unmatched import closest_names
 
 __version__ = "0.2.0"
 

@@ -14,6 +14,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from ort_graph import body_weights
+
 from ._budget import NodeAllocationStats, NodeStats
 from ._errors import WorkspaceEstimateWarning
 
@@ -76,21 +78,39 @@ def _initializer(graph: Any, name: str) -> Any:
     return None
 
 
-def weight_names(node: Any) -> list[str]:
-    """The initializers `node` reads (inputs, and a subgraph's outer-scope names), each once."""
+def _read_weights(node: Any) -> dict[str, int]:
+    """Initializers `node` reads (inputs, and a subgraph's outer-scope names) -> bytes, each once."""
     names = [n for n in dict.fromkeys(node.inputs) if n]
     if node.attributes and node.subgraphs:
         names += [n for n in node.implicit_inputs() if n not in names]
     graph = node.graph
     if graph is not None and graph.parent_node is None:  # a main graph: its own initializers only
         inits = graph.initializers
-        return [n for n in names if n in inits]
-    return [n for n in names if _initializer(graph, n) is not None]
+        return {n: inits[n].nbytes for n in names if n in inits}
+    found = {n: _initializer(graph, n) for n in names}
+    return {n: t.nbytes for n, t in found.items() if t is not None}
+
+
+def node_weights(node: Any) -> dict[str, int]:
+    """Every weight `node` costs its device -> bytes: the initializers it reads, and what its subgraphs hold
+    (their initializers and Constant tensors, nested bodies included, keyed `<node>/<attribute>/<name>`)."""
+    out = _read_weights(node)
+    if node.attributes and node.subgraphs:
+        for w in body_weights(node):
+            out.setdefault(w.key, w.nbytes)
+    return out
+
+
+def weight_names(node: Any) -> list[str]:
+    """The weights `node` costs (see `node_weights`), each once."""
+    return list(node_weights(node))
 
 
 def weight_bytes(node: Any, name: str) -> int:
-    """Bytes of initializer `name` as `node` sees it (its graph, then the enclosing ones)."""
-    return _initializer(node.graph, name).nbytes
+    """Bytes of weight `name` as `node` sees it (an initializer of its graph or an enclosing one, or a
+    weight inside its subgraphs)."""
+    t = _initializer(node.graph, name)
+    return t.nbytes if t is not None else node_weights(node)[name]
 
 
 class ResourceAccountant:
@@ -118,17 +138,14 @@ class ResourceAccountant:
         """(weight bytes newly charged, output bytes, outputs of unknown size); marks weights pending."""
         graph = node.graph
         charged: list[str] = list(self._pending_by_node.get(node, ()))
-        for name in weight_names(node):
+        sizes = node_weights(node)
+        for name in sizes:
             if name in self.committed or name in self.pending:
                 continue
             self.pending.add(name)
             charged.append(name)
         self._pending_by_node[node] = tuple(charged)
-        if graph is not None and graph.parent_node is None:  # a main graph: its own initializers only
-            inits = graph.initializers
-            weights = sum(inits[n].nbytes for n in charged)
-        else:
-            weights = sum(_initializer(graph, n).nbytes for n in charged)
+        weights = sum(sizes[n] if n in sizes else weight_bytes(node, n) for n in charged)
         activations, unknown = 0, 0
         for out in node.outputs:
             if not out:

@@ -1,6 +1,7 @@
 """Auto-fit by budget alone: as many whole decoder layers as fit, in layer order, the rest on the
 fallback provider (optionally continuing node by node into the first layer that does not fit). A graph
-without decoder layers (or whose layers place nothing) is fitted node by node (`_segments`)."""
+without decoder layers is fitted node by node (`_segments`), and so is the first layer of one whose layers
+place nothing."""
 
 from __future__ import annotations
 
@@ -124,6 +125,9 @@ def auto_fit(graph: Any, eps: Sequence[Any], budgets: Budgets | str | Mapping[st
     candidates = [n for n in order if n in ok]
     if not layer_ids:
         return _fit_nodes(g, eps, limits, target, order, candidates, claims, fits, estimator, fallback, stats)
+    # where not even the first layer fits, node granularity fits part of it: never more weight bytes than the
+    # first layer holds, which a larger budget places whole (auto-fit stays monotone in the budget)
+    candidates = next((nodes for _, nodes in units if nodes), [])
 
     chosen: list[Any] = []
     acc = ResourceAccountant(budget, stats, target.name)
@@ -174,8 +178,8 @@ def auto_fit(graph: Any, eps: Sequence[Any], budgets: Budgets | str | Mapping[st
 
 
 def _nodes_if_layers_place_nothing(fit: AutoFitResult, *args: Any) -> AutoFitResult:
-    """Layers that place nothing (the first one alone is over the budget) give way to node granularity
-    when that places something."""
+    """Layers that place nothing (the first one alone is over the budget) give way to node granularity within
+    the first layer when that places something."""
     if fit.placement.nodes_on(fit.ep):
         return fit
     nodes = _fit_nodes(*args, total_layers=fit.total_layers)

@@ -200,8 +200,9 @@ def _read_stats_text(p: pathlib.Path) -> str:
     shown_path = str(p)
     try:
         fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError as e:
-        raise StatsFileError(f"cannot read node memory statistics file {shown_path!r}: {e.strerror}") from e
+    except (OSError, ValueError) as e:  # ValueError: a NUL byte in the path
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise StatsFileError(f"cannot read node memory statistics file {shown_path!r}: {why}") from e
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -262,9 +263,24 @@ def format_node_stats(stats: Mapping[str, NodeAllocationStats]) -> str:
 
 
 def write_node_stats(path: str | os.PathLike[str], stats: Mapping[str, NodeAllocationStats]) -> pathlib.Path:
-    """Write the CSV in ONNX Runtime's format; returns the path written."""
+    """Write the CSV in ONNX Runtime's format; returns the path written. A regular file is replaced whole
+    (written beside it, then renamed); an existing device or FIFO is written in place (OSError when it
+    cannot take the bytes, e.g. /dev/full, or a FIFO no one reads)."""
     p = pathlib.Path(path)
     data = format_node_stats(stats).encode("utf-8")
+    try:
+        special = not stat.S_ISREG(os.stat(p).st_mode)
+    except FileNotFoundError:
+        special = False
+    if special:  # a device or FIFO is written in place, never replaced by a file; non-blocking: a FIFO never hangs
+        fd = os.open(p, os.O_WRONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        return p
     tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")  # written whole, then renamed: no half-written CSV
     try:
         tmp.write_bytes(data)

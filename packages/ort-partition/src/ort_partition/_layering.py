@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -10,9 +9,10 @@ from typing import Any
 import attrs
 
 from ._devices import CPU_EP, CUDA_EP, ep_infos, match_device
-from ._errors import RuleDroppedWarning, RuleError, RuleUnmatchedWarning
+from ._errors import RuleDroppedWarning, RuleError
 from ._matchers import AnnotationMatcher, NameMatcher, name_match_target
 from ._rules import Rule, Rules, parse_rules
+from ._unmatched import warn_unmatched
 
 LAYER_ASSIGNMENT_KEY = "session.layer_assignment_settings"
 NAME_LAYER_ASSIGNMENT_KEY = "session.name_based_layer_assignment"
@@ -72,7 +72,7 @@ class LayeringIndex:
                 )
         index = cls(mode=mode, rules=rules, rule_to_ep=rule_to_ep, dropped=tuple(dropped), matcher=matcher)
         index._process(_graph_of(graph), None)
-        _warn_unmatched(_graph_of(graph), rules, mode, set(rule_to_ep))
+        warn_unmatched(_graph_of(graph), rules, mode, set(rule_to_ep))
         return index
 
     def _match(self, node: Any) -> int | None:
@@ -122,64 +122,6 @@ class LayeringIndex:
     def assignment(self) -> dict[str, str]:
         """Node name -> provider name for every assigned node (handy for tests and reports)."""
         return {n.name: self.rule_to_ep[i] for n, i in self.node_rule.items()}
-
-
-def _targets(graph: Any, mode: str) -> list[str]:
-    """What each rule is matched against: node names (or derived paths) in name mode, annotations otherwise."""
-    out = []
-    for node in graph.walk():
-        t = name_match_target(node) if mode == "name" else node.layer_ann
-        if t:
-            out.append(t)
-    return out
-
-
-def _hits(rule: Rule, targets: Sequence[str], mode: str) -> bool:
-    if rule.exact:
-        return rule.pattern in targets
-    if mode == "name":
-        return any(rule.pattern in t for t in targets)
-    return any(t.startswith(rule.pattern) for t in targets)
-
-
-def closest_names(pattern: str, targets: Sequence[str], n: int = 3) -> list[str]:
-    """Node names (or annotations) closest to `pattern`: compared by their '/'-separated parts, since a
-    rule names a part of a path ('layers.5') rather than a whole node name."""
-    part_of: dict[str, str] = {}
-    for t in targets:
-        for part in [t, *t.split("/")]:
-            if part:
-                part_of.setdefault(part, t)
-    best = difflib.get_close_matches(pattern, list(part_of), n=n * 4, cutoff=0.0)
-    out: list[str] = []
-    for part in best:
-        if part_of[part] not in out:
-            out.append(part_of[part])
-    return out[:n]
-
-
-def _warn_unmatched(graph: Any, rules: Rules, mode: str, kept: set[int]) -> None:
-    """One warning per rule as written (a range is one rule) whose patterns match no node."""
-    targets = _targets(graph, mode)
-    unmatched: dict[str, list[Rule]] = {}
-    written: dict[str, int] = {}
-    for rule in rules:
-        key = f"{rule.device}({rule.source or rule.pattern})"
-        written[key] = written.get(key, 0) + 1
-        if rule.index in kept and not _hits(rule, targets, mode):
-            unmatched.setdefault(key, []).append(rule)
-    what = "node name" if mode == "name" else "layer_ann annotation"
-    for key, missed in unmatched.items():
-        pats = [r.pattern for r in missed]
-        if len(missed) == written[key]:
-            says = f"matches no {what}"
-        else:
-            shown = ", ".join(repr(p) for p in pats[:4]) + (" ..." if len(pats) > 4 else "")
-            says = f"has {len(missed)} of {written[key]} patterns that match no {what} ({shown})"
-        near = closest_names(pats[0], targets) if targets else []
-        hint = f"; closest {what}s: {', '.join(repr(t) for t in near)}" if near else f"; the graph has no {what}s"
-        warnings.warn(f"layer rule {key!r} {says}{hint}. Check the spelling and numbering "
-                      "against `ortrun plan --json` node names.", RuleUnmatchedWarning, stacklevel=4)
 
 
 def assign_layers(graph: Any, name_rules: Rules | str | None = None, annotation_rules: Rules | str | None = None,

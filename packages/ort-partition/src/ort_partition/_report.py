@@ -118,13 +118,18 @@ class PlacementReport:
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
 
-    def table(self) -> str:
-        head = ("group", "device", "nodes", "weights", "activations", "workspace", "(kind)", "total")
+    def table(self, cost_view: bool = False) -> str:
+        """Per group and device: nodes, weights and the per-node cost sums. `cost_view` labels the sums as
+        what they are beside a memory plan (auto-fit's count, without liveness reuse) and leaves the budget out
+        of the totals: the plan, not this sum, is what is allocated and held to the budget."""
+        sums = ("act. sum", "ws sum", "cost sum (no reuse)") if cost_view else ("activations", "workspace", "total")
+        head = ("group", "device", "nodes", "weights", sums[0], sums[1], "(kind)", sums[2])
         body = [(r.group, r.ep, str(r.nodes), format_bytes(r.weight_bytes), format_bytes(r.activation_bytes),
                  format_bytes(r.workspace_bytes), r.workspace_kind, format_bytes(r.total_bytes)) for r in self.rows]
-        foot = [("total", d.ep, str(d.nodes), format_bytes(d.weight_bytes), format_bytes(d.activation_bytes),
-                 format_bytes(d.workspace_bytes), "", format_bytes(d.total_bytes)
-                 + (f" / budget {format_bytes(d.budget)}" if d.budget is not None else "")) for d in self.devices]
+        foot = [("sum" if cost_view else "total", d.ep, str(d.nodes), format_bytes(d.weight_bytes),
+                 format_bytes(d.activation_bytes), format_bytes(d.workspace_bytes), "", format_bytes(d.total_bytes)
+                 + (f" / budget {format_bytes(d.budget)}" if d.budget is not None and not cost_view else ""))
+                for d in self.devices]
         widths = [max(len(row[i]) for row in [head, *body, *foot]) for i in range(len(head))]
 
         def line(row: tuple[str, ...]) -> str:

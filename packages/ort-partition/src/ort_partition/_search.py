@@ -15,6 +15,9 @@ class FitCheck:
 
     fits: bool
     used: Mapping[str, int] = attrs.field(factory=dict)  # provider name -> bytes
+    # provider name -> the weight bytes the placement uploads there (what auto-fit maximizes at node granularity;
+    # a kernel's host-memory inputs, such as Reshape's shape, are not among them)
+    weights: Mapping[str, int] = attrs.field(factory=dict)
 
     def __bool__(self) -> bool:
         return self.fits

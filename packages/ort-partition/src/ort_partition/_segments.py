@@ -7,16 +7,17 @@ the boundary, and the exact check counts those copies: a segment whose copies do
 - Without an exact check, ONNX Runtime's accountant is the rule: candidates in order are claimed until the
   next one would exceed the budget (`node_cost_for_budget`), and none after it.
 - With the exact check `fits(placement)` (weights + planned activations + workspace + boundary copies
-  <= budget), the device gets one contiguous run of candidates: the longest that fits from the first
-  candidate, and the longest from the start of the window of per-node costs that holds the most weight
-  bytes within the budget (a CNN's first convolutions carry the largest activations and the least
-  weight). The segment with the larger per-node cost sum on the device (the bytes it holds there:
-  weights, outputs, workspace) wins, then more nodes, then the earlier start. One segment means two boundaries at most: few copies. Each length is found by galloping
-  from the accountant's estimate and bisecting (`largest_passing`); when neither start fits a single
-  node, candidates are tried alone and extended, in the order of a lower bound of what one node alone
-  needs on the device (its weights + the larger of its copied-in inputs and its outputs: nothing less can
-  hold it, whatever in-place reuse the plan finds), only while that bound is within the budget. The number
-  of exact checks is O(log n) per start (forwards and backwards), plus at most `SINGLETON_TRIES`.
+  <= budget), the device gets one contiguous run of candidates: the one that puts the most weight bytes on
+  the device among all runs that fit (`_heaviest`, exact: a larger budget never places fewer weight bytes),
+  then the one with more nodes, then the larger per-node cost sum (the bytes it holds there: weights, outputs,
+  workspace), then the earlier start. The first candidates to compare are the longest run that fits from the
+  first candidate and from the start of the window of per-node costs that holds the most weight bytes within
+  the budget (a CNN's first convolutions carry the largest activations and the least weight); one segment
+  means two boundaries at most: few copies. Each length is found by galloping from an estimate and bisecting
+  (`largest_passing`); when no run fits with weights, candidates are tried alone and extended, in the order of
+  a lower bound of what one node alone needs on the device (its weights + the larger of its copied-in inputs
+  and its outputs: nothing less can hold it, whatever in-place reuse the plan finds), only while that bound is
+  within the budget, at most `SINGLETON_TRIES`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 import attrs
 
 from ._accounting import ResourceAccountant, WorkspaceEstimator, node_cost_breakdown
+from ._heaviest import heavier_segment, reads_weights
 from ._loops import _estimate
 from ._placement import Placement, place
 from ._search import largest_passing
@@ -41,7 +43,7 @@ class Segment:
     start: int
     end: int
     placement: Placement
-    weights: int  # weight bytes on the device (deduplicated)
+    weights: int  # weight bytes on the device (deduplicated; as the exact check reports them when it does)
     cost: int = 0  # the per-node cost sum of the segment (weights, outputs, workspace)
 
 
@@ -118,7 +120,7 @@ def fit_segment(graph: Any, eps: Sequence[Any], target: str, candidates: Sequenc
     """The contiguous segment of `candidates` to put on `target` (see the module doc); an empty segment
     (everything on the fallback) when not even one candidate fits."""
     realized: dict[tuple[int, int], Placement] = {}
-    passed: dict[tuple[int, int], bool] = {}
+    passed: dict[tuple[int, int], Any] = {}
 
     def realize(start: int, end: int) -> Placement:
         if (start, end) not in realized:
@@ -132,19 +134,24 @@ def fit_segment(graph: Any, eps: Sequence[Any], target: str, candidates: Sequenc
             return True  # nothing on the device
         if (start, end) not in passed:
             passed[(start, end)] = fits(realize(start, end))
-        return passed[(start, end)]
+        return bool(passed[(start, end)])
 
-    def longest_from(start: int, guess: int) -> Segment | None:
-        length = largest_passing(guess, len(candidates) - start, lambda k: ok(start, start + k))
+    def segment(start: int, end: int) -> Segment:
+        p = realize(start, end)
+        on = set(p.nodes_on(target))
+        mine = [c for n, c in p.costs.items() if n in on]
+        reported = getattr(passed.get((start, end)), "weights", None) or {}
+        weights = reported.get(target, sum(c.weights for c in mine))
+        return Segment(start=start, end=end, placement=p, weights=weights, cost=sum(c.total for c in mine))
+
+    def longest_from(start: int, guess: int, upper: int | None = None) -> Segment | None:
+        upper = len(candidates) - start if upper is None else upper
+        length = largest_passing(guess, upper, lambda k: ok(start, start + k))
         if not length:
             return None
         end = start + length
         start -= largest_passing(0, start, lambda k: ok(start - k, end))  # and as far back as it fits
-        p = realize(start, end)
-        on = set(p.nodes_on(target))
-        mine = [c for n, c in p.costs.items() if n in on]
-        return Segment(start=start, end=end, placement=p, weights=sum(c.weights for c in mine),
-                       cost=sum(c.total for c in mine))
+        return segment(start, end)
 
     costs = _costs(candidates, claims, estimator, stats, target)
     found: list[Segment] = []
@@ -153,6 +160,11 @@ def fit_segment(graph: Any, eps: Sequence[Any], target: str, candidates: Sequenc
         seg = longest_from(start, guess)
         if seg is not None:
             found.append(seg)
+    heavier = heavier_segment([reads_weights(n) for n in candidates], max((s.weights for s in found), default=0),
+                              ok, lambda s, e: (s, e) in passed and not passed[(s, e)],
+                              lambda s, e, cap: longest_from(s, e - s, cap - s), lambda seg: seg.weights)
+    if heavier is not None:
+        found.append(heavier)
     if not found:  # the first nodes are too large: single nodes by their lower bound, each extended as far as it fits
         bounds = [alone_lower_bound(n) for n in candidates]
         tries = [i for i in sorted(range(len(candidates)), key=bounds.__getitem__) if bounds[i] <= budget]
@@ -163,4 +175,4 @@ def fit_segment(graph: Any, eps: Sequence[Any], target: str, candidates: Sequenc
                 break
     if not found:
         return Segment(start=0, end=0, placement=realize(0, 0), weights=0)
-    return max(found, key=lambda s: (s.cost, s.end - s.start, -s.start))
+    return max(found, key=lambda s: (s.weights, s.end - s.start, s.cost, -s.start))

@@ -65,6 +65,14 @@ _WHERE = {
     "NoSuchFile": "._ort_errors",
     "NotImplemented": "._ort_errors",
     "RuntimeException": "._ort_errors",
+    "DeviceReset": "._ort_errors",
+    "ModelLoadCanceled": "._ort_errors",
+    "ModelRequiresCompilation": "._ort_errors",
+    "NotFound": "._ort_errors",
+    "UnknownProviderWarning": "._ort_module",
+    "get_device": "._ort_module",
+    "set_default_logger_severity": "._ort_module",
+    "set_default_logger_verbosity": "._ort_module",
     "ExecutionMode": "._ort_options",
     "GraphOptimizationLevel": "._ort_options",
     "OrtOptionNoteWarning": "._ort_options",
@@ -127,17 +135,27 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
     )
     from ._ort_api import ModelMetadata, NodeArg, get_all_providers, get_available_providers  # noqa: F401
     from ._ort_errors import (  # noqa: F401
+        DeviceReset,
         EngineError,
         EPFail,
         Fail,
         InvalidArgument,
         InvalidGraph,
         InvalidProtobuf,
+        ModelLoadCanceled,
         ModelLoaded,
+        ModelRequiresCompilation,
         NoModel,
         NoSuchFile,
+        NotFound,
         NotImplemented,
         RuntimeException,
+    )
+    from ._ort_module import (  # noqa: F401
+        UnknownProviderWarning,
+        get_device,
+        set_default_logger_severity,
+        set_default_logger_verbosity,
     )
     from ._ort_options import ExecutionMode, GraphOptimizationLevel, OrtOptionNoteWarning, RunOptions  # noqa: F401
     from ._ortvalue import OrtValue  # noqa: F401

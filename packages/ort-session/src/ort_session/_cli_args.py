@@ -48,11 +48,60 @@ def plot_arg(text: str) -> str:
     return text
 
 
-def dim_arg(text: str) -> tuple[str, int]:
-    name, sep, value = text.partition("=")
-    if not sep or not name.strip() or not value.strip().isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r} must look like name=INTEGER (>= 0), e.g. --dim batch=1")
-    return name.strip(), int(value)
+INT64_MAX = 2**63 - 1  # ONNX dimensions are int64
+SEED_MAX = 2**64 - 1  # numpy's generators take any non-negative int; ortrun keeps seeds to 64 bits
+
+
+def dim_arg(text: str) -> list[tuple[str, int]]:
+    """`--dim NAME=N`: a symbolic dimension or an input's axis (`x.2=48`); entries may be joined by ';'
+    (ort_graph.parse_dims, the grammar of every dimension option)."""
+    from ort_graph import DimSpecError, parse_dims
+
+    try:
+        entries = [] if any(c.isdigit() and not c.isascii() for c in text) else list(parse_dims(text).items())
+    except DimSpecError:
+        entries = []
+    if not entries:
+        raise argparse.ArgumentTypeError(f"{text!r} must look like name=INTEGER (>= 0), NAME a symbolic dimension "
+                                         "or INPUT.AXIS, e.g. --dim batch=1 or --dim x.2=48")
+    for name, value in entries:
+        if value > INT64_MAX:
+            raise argparse.ArgumentTypeError(f"{text[:80]!r}: {name}={value} does not fit an ONNX dimension (int64, at "
+                                             f"most {INT64_MAX}), e.g. --dim batch=1")
+    return entries
+
+
+def max_shape_arg(text: str) -> dict[str, list[int]]:
+    """`--max-shape INPUT=[d0,d1,...]`; entries may be joined by ';' (ort_graph.parse_shapes)."""
+    from ort_graph import DimSpecError, parse_shapes
+
+    try:
+        shapes = parse_shapes(text)
+    except DimSpecError as e:
+        raise argparse.ArgumentTypeError(f"{e}; e.g. --max-shape x=[1,3,48,320]") from e
+    if not shapes:
+        raise argparse.ArgumentTypeError(f"{text!r} names no input; give INPUT=[d0,d1,...], e.g. "
+                                         "--max-shape x=[1,3,48,320]")
+    return shapes
+
+
+def seed_arg(text: str) -> int:
+    t = text.strip()
+    if not (t.isdecimal() and t.isascii()) or len(t) > 20 or int(t) > SEED_MAX:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a seed: an integer from 0 to 2**64-1, e.g. --seed 1")
+    return int(t)
+
+
+def tolerance_arg(text: str) -> float:
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a finite number >= 0, e.g. --tolerance 1e-2")
+    return value
 
 
 def positive_int(text: str) -> int:
@@ -66,7 +115,7 @@ def positive_int(text: str) -> int:
 
 
 def non_negative_int(text: str) -> int:
-    if not text.strip().isdigit():
+    if not (text.strip().isdecimal() and text.strip().isascii()) or len(text.strip()) > 18:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= 0, e.g. 4")
     return int(text)
 
@@ -97,8 +146,9 @@ def _model_options(sp: argparse.ArgumentParser) -> None:
     rules.add_argument("--gpu-layers", type=non_negative_int, metavar="N",
                        help="llama.cpp's -ngl: the first N decoder layers on the GPU provider, the others on the "
                             "CPU, e.g. --gpu-layers 20")
-    sp.add_argument("--dim", action="append", type=dim_arg, default=[], metavar="NAME=N",
-                    help="a free dimension override (repeatable), e.g. --dim batch=1 --dim sequence=128")
+    sp.add_argument("--dim", action="extend", type=dim_arg, default=[], metavar="NAME=N",
+                    help="a free dimension override by name or INPUT.AXIS (repeatable), e.g. --dim batch=1 "
+                         "--dim x.2=48")
     sp.add_argument("--providers", metavar="P1,P2",
                     help="providers in priority order (default CUDAExecutionProvider,CPUExecutionProvider; "
                          "SimulatedGPUExecutionProvider stands in for a GPU), e.g. --providers "
@@ -112,6 +162,12 @@ def _model_options(sp: argparse.ArgumentParser) -> None:
                     help="stream layers that do not fit the budget through device slots (alone: on; default: auto, "
                          "the cost model decides), e.g. --stream-weights")
     _everywhere(sp)
+
+
+def _max_shape_option(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--max-shape", action="append", type=max_shape_arg, default=[], metavar="INPUT=[d0,...]",
+                    help="plan for this largest shape of an input (max_shapes; repeatable; `run` generates inputs "
+                         "of this shape), e.g. --max-shape x=[1,3,48,320]")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -134,6 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("-c", "--ctx-size", type=positive_int, metavar="N",
                     help="plan a KV-cache decoder for a context of N tokens (prefill and every decode step), "
                          "e.g. -c 4096")
+    _max_shape_option(sp)
     sp.set_defaults(fn=cmd.cmd_plan)
 
     sp = sub.add_parser("run", help="run once (generated or given inputs) and summarize")
@@ -142,11 +199,14 @@ def build_parser() -> argparse.ArgumentParser:
                     type=key_value_arg("--input", "input_ids=ids.npy"),
                     help="an input from a .npy file (repeatable), e.g. --input input_ids=ids.npy")
     sp.add_argument("--check", action="store_true", help="compare every output with onnxruntime")
-    sp.add_argument("--tolerance", type=float, default=1e-3, metavar="X",
-                    help="largest |ours - onnxruntime| --check accepts (default 1e-3), e.g. --tolerance 1e-2")
+    sp.add_argument("--tolerance", type=tolerance_arg, default=None, metavar="X",
+                    help="largest |ours - onnxruntime| --check accepts for every output, e.g. --tolerance 1e-2 "
+                         "(default: per output, 1e-3 for float arithmetic, plus one int8 step of the output's "
+                         "range downstream of quantized activations; integers equal)")
     sp.add_argument("--repeat", type=positive_int, default=1, metavar="N",
                     help="run N times and report the median time, e.g. --repeat 10")
-    sp.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the generated inputs, e.g. --seed 1")
+    sp.add_argument("--seed", type=seed_arg, default=0, metavar="N", help="seed of the generated inputs, e.g. --seed 1")
+    _max_shape_option(sp)
     sp.set_defaults(fn=cmd.cmd_run)
 
     sp = sub.add_parser("generate", help="greedy / top-k decoding with a KV cache, streamed")
@@ -165,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "e.g. --tokenizer ./tokenizer.json")
     sp.add_argument("--top-k", type=positive_int, default=1, metavar="K", help="1 is greedy (default), e.g. --top-k 40")
     sp.add_argument("--temperature", type=float, default=1.0, metavar="T", help="sampling temperature, e.g. 0.7")
-    sp.add_argument("--seed", type=int, default=0, metavar="N", help="sampling seed, e.g. --seed 1")
+    sp.add_argument("--seed", type=seed_arg, default=0, metavar="N", help="sampling seed, e.g. --seed 1")
     sp.set_defaults(fn=cmd.cmd_generate)
 
     sp = sub.add_parser("kernels", help="every registered kernel, its EP, estimate and declaration")
@@ -174,4 +234,34 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("demo", help="the whole story on the built-in demo decoder")
     _everywhere(sp)
     sp.set_defaults(fn=cmd.cmd_demo)
+    _plugin_commands(sub)
     return p
+
+
+ENGINE_COMMANDS = {"chat": "an interactive chat with a model folder", "serve": "an OpenAI- and ollama-compatible "
+                   "HTTP server with continuous batching"}
+
+
+def _plugin_commands(sub: argparse._SubParsersAction) -> None:
+    """Subcommands of packages above ort-session (the `ortrun.commands` entry point group: ort-serve's chat and
+    serve); each registers with `register(subparsers, model_options)`. The engine's commands that no installed
+    package provides answer with how to install it instead of argparse's 'invalid choice'."""
+    import importlib.metadata
+
+    added: set[str] = set()
+    for entry in importlib.metadata.entry_points(group="ortrun.commands"):
+        added.update(entry.load()(sub, _model_options) or ())
+    for name, what in ENGINE_COMMANDS.items():
+        if name not in added:
+            sp = sub.add_parser(name, help=f"{what} (needs ort-serve)")
+            sp.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+            sp.set_defaults(fn=_needs_engine(name))
+
+
+def _needs_engine(name: str):
+    def fn(args: argparse.Namespace) -> int:
+        from ._errors import SessionError
+
+        raise SessionError(f"`ortrun {name}` is ort-serve's (the generation engine): install it with "
+                           "pip install ./packages/ort-serve (add [serve] for `ortrun serve`)")
+    return fn

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 from typing import Any
 
 DEMO_DIMS = {"batch": 1, "sequence": 16, "past_sequence": 0}
@@ -62,6 +63,13 @@ def gpu_layer_rules(model: Any, n: int) -> str:
     return "; ".join(rules)
 
 
+def _option_values(args: argparse.Namespace) -> dict[str, Any]:
+    """`--option KEY=VALUE` pairs, each value read by its option's type (`_option_text`)."""
+    from ._option_text import option_from_text
+
+    return {key: option_from_text(key, text) for key, text in (getattr(args, "option", None) or ())}
+
+
 def _options(args: argparse.Namespace, dims: dict[str, int], model: Any = None) -> Any:
     from ._options import LAYER_ASSIGNMENT, NAME_BASED_ASSIGNMENT, PRE_ALLOCATE, SessionOptions
 
@@ -69,7 +77,7 @@ def _options(args: argparse.Namespace, dims: dict[str, int], model: Any = None) 
                             "device_profile": getattr(args, "device_profile", None)}
     if getattr(args, "kernel_library", None):
         base["kernel_libraries"] = list(args.kernel_library)
-    opts = SessionOptions.from_mapping({**base, **dict(getattr(args, "option", None) or ())})
+    opts = SessionOptions.from_mapping({**base, **_option_values(args)})
     if getattr(args, "layers", None):
         opts.add_session_config_entry(NAME_BASED_ASSIGNMENT, args.layers)
     if getattr(args, "annotations", None):
@@ -85,10 +93,25 @@ def _options(args: argparse.Namespace, dims: dict[str, int], model: Any = None) 
     return opts
 
 
+def _asks_for_a_gpu(args: argparse.Namespace) -> bool:
+    """Whether the command line names a GPU: a cuda/gpu budget, a device profile, --gpu-layers, rules that
+    place something on cuda."""
+    text = " ".join(str(getattr(args, k, None) or "") for k in ("budget", "layers", "annotations")).lower()
+    return ("cuda" in text or "gpu" in text or getattr(args, "device_profile", None) is not None
+            or getattr(args, "gpu_layers", None) is not None)
+
+
 def _providers(args: argparse.Namespace) -> list[str]:
+    """--providers as given; else CUDA then the CPU where a CUDA device is present or the command asks for a GPU
+    (its decline then says why it took nothing), and the CPU alone otherwise: no decline about a GPU nobody
+    asked for on a machine without one."""
     if getattr(args, "providers", None):
         return [p.strip() for p in args.providers.split(",") if p.strip()]
-    return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    from ._ort_api import cuda_device_count
+
+    if cuda_device_count() or _asks_for_a_gpu(args):
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    return ["CPUExecutionProvider"]
 
 
 def _session(args: argparse.Namespace, model: Any, label: str, opts: Any) -> Any:
@@ -103,24 +126,48 @@ def _session(args: argparse.Namespace, model: Any, label: str, opts: Any) -> Any
     return sess
 
 
-def _run_feeds(args: argparse.Namespace, model: Any, dims: dict[str, int]) -> tuple[dict, dict[str, int]]:
+def _run_feeds(args: argparse.Namespace, model: Any, dims: dict[str, int],
+               materialize: bool = True) -> tuple[dict, dict[str, int]]:
     """The feeds `ortrun run` runs with (generated, then `--input` files) and every symbolic input dimension
-    they bind: the session plans exactly these shapes (and `ortrun plan` plans the same ones)."""
-    import numpy as np
-
+    they bind: the session plans exactly these shapes (and `ortrun plan` plans the same ones). Inputs given a
+    `--max-shape` are generated at that shape and planned by it (their dims are not pinned)."""
     import ort_graph
 
     from . import _progress
     from ._feeds import generate_inputs, validate_feeds
+    from ._npy_file import load_npy_input
 
-    with _progress.phase("resolving the input shapes"):
+    with _progress.phase("resolving the input shapes"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ort_graph.ShapeResolutionWarning)  # this trial is not the plan: no warning
+        by_symbol, bounds = ort_graph.sizes_by_symbol(model.graph, dims, _max_shapes(args))
         trial = ort_graph.copy_model(model)
         ort_graph.resolve_shapes(trial, dims)
-        feeds = generate_inputs(trial.graph, dims, seed=getattr(args, "seed", 0))
+        feeds = generate_inputs(trial.graph, {**by_symbol, **bounds}, seed=getattr(args, "seed", 0),
+                                materialize=materialize)
         for name, path in getattr(args, "input", None) or ():
-            feeds[name] = np.load(path)
+            feeds[name] = load_npy_input(name, path)
         _, bindings = validate_feeds(trial.graph, feeds)
-    return feeds, {**dims, **bindings}
+    planned = {k: v for k, v in {**dims, **bindings}.items() if k not in bounds}
+    assumed = {k: v for k, v in planned.items() if k not in dims and k not in by_symbol}
+    if assumed:
+        _say(f"planning for the dims `ortrun run` feeds by default: {assumed!r}; give --dim NAME=N (a name or "
+             "INPUT.AXIS) or --max-shape INPUT=[d0,d1,...] to plan others")
+    args.assumed_dims = assumed  # a kernel that fails on them is told apart from one that fails on real sizes
+    return feeds, planned
+
+
+def _max_shapes(args: argparse.Namespace) -> dict[str, list[int]] | None:
+    """The `--max-shape` entries as one `max_shapes` mapping (an input given two different shapes is refused)."""
+    from ._errors import InvalidOptionError
+
+    merged: dict[str, list[int]] = {}
+    for entry in getattr(args, "max_shape", None) or ():
+        for name, shape in entry.items():
+            if merged.get(name, shape) != shape:
+                raise InvalidOptionError(f"--max-shape gives input {name!r} two shapes, {merged[name]} and {shape}; "
+                                         "give it one")
+            merged[name] = shape
+    return merged or None
 
 
 def _dims(args: argparse.Namespace) -> dict[str, int]:
@@ -141,19 +188,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
     opts_dims = dims
     max_shapes = None
     if args.ctx_size:
+        from ._context_limits import check_ctx_size
+
+        check_ctx_size(model.graph, args.ctx_size)
         max_shapes = generation_max_shapes(model, args.ctx_size, args.ctx_size, dims)
         if max_shapes is None:
             raise SystemExit("ortrun: error: -c/--ctx-size: the model is not a KV-cache decoder whose every input "
                              "dimension can be told; pass --dim NAME=N instead")
     else:
-        _feeds, planned = _run_feeds(args, model, dims)  # the dims `ortrun run` feeds: plan and run agree
-        assumed = {k: v for k, v in planned.items() if k not in dims}
-        if assumed:
-            _say(f"planning for the dims `ortrun run` feeds by default: {assumed!r}; give --dim name=N to plan others")
+        _feeds, planned = _run_feeds(args, model, dims, materialize=False)  # the dims `ortrun run` feeds: plan and run agree
         opts_dims = planned
     opts = _options(args, opts_dims, model)
-    if max_shapes is not None:
-        opts.max_shapes = max_shapes
+    if max_shapes is not None or _max_shapes(args):
+        opts.max_shapes = {**(max_shapes or {}), **(_max_shapes(args) or {})}  # --max-shape wins over -c's
     sess = _session(args, model, label, opts)
     print(json.dumps(sess.plan.to_dict(), indent=2) if args.json else sess.plan.to_table())
     if args.plot:
@@ -174,11 +221,11 @@ def _onnxruntime() -> Any:
     return onnxruntime
 
 
-def _check(sess: Any, model: Any, feeds: dict, outs: list) -> float:
-    import numpy as np
-
+def _check(sess: Any, model: Any, feeds: dict, outs: list, tolerance: float | None) -> bool:
+    """Every output against onnxruntime's at its tolerance (`_check`: quantization-aware unless --tolerance)."""
     import ort_graph
 
+    from ._check import judge_outputs
     from ._errors import SessionError
 
     ort = _onnxruntime()
@@ -191,12 +238,22 @@ def _check(sess: Any, model: Any, feeds: dict, outs: list) -> float:
             f"--check: onnxruntime {ort.__version__}'s CPU provider cannot run this model, so there is nothing to "
             f"compare with ({reason[:300]}); the run above finished. Check it another way (e.g. an fp32 export "
             "of the same model) or leave out --check") from e
-    worst = 0.0
-    for name, a, b in zip(sess.output_names, outs, ref):
-        diff = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) if a.size else 0.0
-        worst = max(worst, diff)
-        print(f"  check {name:<24} max |ours - onnxruntime| = {diff:.3g}")
-    return worst
+    return judge_outputs(sess.output_names, outs, ref, model.graph, tolerance, print)
+
+
+def _run_generated(sess: Any, feeds: dict, bar: Any, assumed: dict[str, int] | None) -> list:
+    """`sess.run`, where a kernel failing on inputs made with assumed dims says so and how to give real ones (a
+    CNN fed a 1 x 1 image fails in its first pooling layer: the dims, not the model, are wrong)."""
+    from ._errors import KernelRunError
+
+    try:
+        return sess.run(None, feeds, progress=bar)
+    except KernelRunError as e:
+        if not assumed:
+            raise
+        raise KernelRunError(f"{e}. The inputs were generated with assumed dims {assumed!r}, which the model may "
+                             "not accept: give its real sizes with --max-shape INPUT=[d0,d1,...] or --dim NAME=N, "
+                             "or feed real inputs with --input NAME=FILE.npy") from e
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -209,13 +266,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     model, label, _files = _load(args)
     reference = ort_graph.copy_model(model) if args.check else None  # the session rewrites its model
     feeds, planned = _run_feeds(args, model, _dims(args))
-    sess = _session(args, model, label, _options(args, planned, model))
+    opts = _options(args, planned, model)
+    if _max_shapes(args):
+        opts.max_shapes = _max_shapes(args)
+    sess = _session(args, model, label, opts)
     times = []
     progress = _progress.current()
     for i in range(args.repeat):
         bar = (lambda done, total, i=i: progress.step(f"run {i + 1}/{args.repeat}", done, total, "nodes")) if progress else None
         t = time.perf_counter()
-        outs = sess.run(None, feeds, progress=bar)
+        outs = _run_generated(sess, feeds, bar, getattr(args, "assumed_dims", None))
         times.append(time.perf_counter() - t)
     stats = sess.last_run_stats
     for name, arr in zip(sess.output_names, outs):
@@ -225,9 +285,9 @@ def cmd_run(args: argparse.Namespace) -> int:
           f"scratch fallbacks {stats.scratch_fallbacks}")
     device_lines(sess, lambda line: print("  " + line))
     if args.check:
-        worst = _check(sess, reference, feeds, outs)
-        ok = worst <= args.tolerance
-        print(f"  check {'PASSED' if ok else 'FAILED'}: worst difference {worst:.3g} (tolerance {args.tolerance:g})")
+        ok = _check(sess, reference, feeds, outs, args.tolerance)
+        print(f"  check {'PASSED' if ok else 'FAILED'}: every output within its tolerance" if ok else
+              "  check FAILED: an output is outside its tolerance (the lines above say which)")
         return 0 if ok else 1
     return 0
 
@@ -260,4 +320,4 @@ def cmd_kernels(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from ._demo import demo
 
-    return demo(kernel_libraries=args.kernel_library, options=dict(args.option))
+    return demo(kernel_libraries=args.kernel_library, options=_option_values(args))

@@ -52,12 +52,14 @@ def demo(kernel_libraries: Sequence[str] = (), options: Mapping[str, str] | None
                                         "kernel_libraries": list(kernel_libraries), **dict(options or {})},
                                 providers=providers)
     init = time.perf_counter() - t
-    print(sess.plan.report.table())
+    print("   Memory plan, what each device allocates (weights + liveness-planned activations and workspace, one "
+          "buffer per device, allocated once at initialization):\n")
+    print(sess.plan.memory_table())
     print(f"\n   auto-fit: {sess.placement.layers_on_device} of {zoo.DEMO_CONFIG.layers} layers on the device; "
           f"{len(sess.copies)} boundary copies inserted; planned in {init:.2f} s.\n")
-    print("2. Memory plan (weights + liveness-planned activations and workspace, one buffer per device, "
-          "allocated once at initialization):\n")
-    print(sess.plan.memory_table())
+    print("2. Why: per layer, its resident weights and auto-fit's cost sums (per-node sums without liveness reuse, "
+          "the count each layer was placed by; the plan above is what is allocated):\n")
+    print(sess.plan.report.table(cost_view=True))
     for w in caught:
         print(f"   warning: {w.message}")
     device_total = next(d for d in sess.plan.devices().values() if d["budget"] is not None)

@@ -21,12 +21,12 @@ import numpy as np
 
 import ort_abi
 import ort_memplan
-from ort_graph import Graph, Node
+from ort_graph import BodyWeight, Graph, Node, body_weights
 
 from ._errors import DeviceMemoryError
 
 __all__ = ["DeviceArena", "DeviceMemoryStage", "DeviceWeights", "MemoryTypes", "device_allocators", "memory_types_of",
-           "weight_names_per_device", "device_memory_error"]
+           "weight_names_per_device", "device_memory_error", "graph_body_weights", "weight_nbytes"]
 
 MemoryTypes = Callable[[Node], tuple[tuple[int, ...], tuple[int, ...]]]  # node -> (host inputs, host outputs)
 
@@ -141,6 +141,10 @@ def weight_names_per_device(graph: Graph, device_of_node: Mapping[int, str],
     seen: dict[str, set[str]] = {}
     inits = graph.initializers
     for node in graph.nodes:
+        if node.attributes and node.subgraphs:  # what its bodies hold lives where the node runs
+            keys = {w.key for w in body_weights(node)}
+            if keys:
+                seen.setdefault(device_of_node[node.index], set()).update(keys)
         reads = [(i, name) for i, name in enumerate(list(node.inputs) + node.implicit_inputs()) if name in inits]
         if not reads:
             continue  # no weights: its memory types do not matter here
@@ -165,6 +169,7 @@ class DeviceWeights:
                streamed: frozenset[str] | set[str] = frozenset()) -> DeviceWeights:
         """`streamed`: weights that stay on the host (copied into a streaming slot per run), not uploaded."""
         weights = cls()
+        bodies = graph_body_weights(graph)
         try:
             for device, names in sorted(weight_names_per_device(graph, device_of_node, memory_types).items()):
                 alloc = allocators.get(device)
@@ -172,7 +177,7 @@ class DeviceWeights:
                     continue
                 on_device = weights.tensors.setdefault(device, {})
                 for name in sorted(names - set(streamed)):
-                    on_device[name] = ort_abi.tensor_from_host(alloc, _host_array(graph, name))
+                    on_device[name] = ort_abi.tensor_from_host(alloc, _host_array(graph, name, bodies))
         except Exception:
             weights.close()  # a weight that does not fit: free the ones already uploaded, lose nothing
             raise
@@ -183,6 +188,8 @@ class DeviceWeights:
             reads = list(node.inputs) + node.implicit_inputs()
             host_inputs = memory_types(node)[0]
             pairs = [(i, on_device[n]) for i, n in enumerate(reads) if n in on_device and i not in host_inputs]
+            if node.attributes and node.subgraphs:  # its bodies' weights: read after its inputs, in body order
+                pairs += [(len(reads) + j, on_device[w.key]) for j, w in enumerate(body_weights(node))]
             if pairs:
                 weights.args[node.index] = pairs
         return weights
@@ -197,8 +204,20 @@ class DeviceWeights:
                 t.buffer.allocator.free(t.buffer)
 
 
-def _host_array(graph: Graph, name: str) -> np.ndarray:
-    arr = graph.initializers[name].numpy()
+def graph_body_weights(graph: Graph) -> dict[str, BodyWeight]:
+    """Key -> weight of everything the subgraphs of `graph`'s nodes hold (see ort_graph.body_weights)."""
+    return {w.key: w for node in graph.nodes if node.attributes and node.subgraphs for w in body_weights(node)}
+
+
+def weight_nbytes(graph: Graph, name: str, bodies: Mapping[str, BodyWeight]) -> int:
+    """Bytes of a weight as `weight_names_per_device` names it: an initializer, or a weight inside a body."""
+    t = graph.initializers.get(name)
+    return t.nbytes if t is not None else bodies[name].nbytes
+
+
+def _host_array(graph: Graph, name: str, bodies: Mapping[str, BodyWeight]) -> np.ndarray:
+    t = graph.initializers.get(name)
+    arr = t.numpy() if t is not None else bodies[name].numpy()
     if arr.dtype == object:
         raise ort_abi.TransferError(f"initializer {name!r} holds {arr.dtype} values, which cannot live in device "
                                     "memory; leave the nodes that read it to the CPU EP")

@@ -28,7 +28,7 @@ from ort_graph import Graph, Node
 from ._errors import DeviceMemoryError, InvalidInputError, SessionError
 from ._fast_steps import FastRun, FastSteps
 from ._run_types import FreshArrays, Kernel, Layout, RunStats
-from ._run_values import NodeFacts, RunValues, host_copy, host_readable, raise_failure
+from ._run_values import NodeFacts, RunValues, check_produced, host_copy, host_readable, raise_failure
 from ._strict import Refusals
 from ._traced import traced_peak
 
@@ -68,7 +68,9 @@ class Executor:
             self._reads[node.index] = list(node.inputs) + node.implicit_inputs()
             self._out_types[node.index] = [self.graph.values[o].dtype if o and o in self.graph.values else 0
                                            for o in node.outputs]
-            self._facts[node.index] = NodeFacts(node, self._reads[node.index], self._out_types[node.index])
+        read = {n for names in self._reads.values() for n in names if n} | set(self.graph.outputs)
+        for node in self.order:
+            self._facts[node.index] = NodeFacts(node, self._reads[node.index], self._out_types[node.index], read)
         last_use: dict[str, int] = {}
         for step, node in enumerate(self.order):
             for name in self._reads[node.index]:
@@ -103,7 +105,8 @@ class Executor:
                     self.streamer.begin_run(layout)
                 # weights read when a kernel first asks; streamed ones never (the streamer gives their slots)
                 values: dict[str, Any] = RunValues(self.graph.initializers,
-                                                  self.streamer.where if self.streamer is not None else {})
+                                                  self.streamer.where if self.streamer is not None else {},
+                                                  private=getattr(layout, "guarded", False))
                 self._bound.outputs, self._bound.fresh = dict(device_outputs or {}), []
                 for name, arr in feeds.items():
                     if isinstance(arr, ort_abi.DeviceTensor):
@@ -236,6 +239,9 @@ class Executor:
             for name, arr in zip(node.outputs, ctx.outputs if ctx is not None else ()):
                 if name and arr is not None:
                     values[name] = arr
+        facts = self._facts[node.index]
+        if facts.needed:  # STEP_INCOMPLETE: an output C did not publish is Python's, or was never produced
+            check_produced(node, facts, lambda j, name: name in values)
         stats.nodes_run += 1
         stats.c_steps += 1
         if step in self._release:
@@ -303,7 +309,10 @@ class Executor:
         weights = self.weights
         if weights is not None:
             for position, tensor in weights.args.get(index, ()):
-                args[position] = tensor
+                if position < len(args):
+                    args[position] = tensor
+                else:  # a weight inside the node's subgraphs: read after its inputs (ops_control)
+                    args.append(tensor)
         streamer = self.streamer
         if streamer is not None:
             streamer.before_node(step, node, args)
@@ -317,7 +326,7 @@ class Executor:
                 if isinstance(a, ort_abi.DeviceTensor):
                     args[position] = host_readable(a, node, stats)
         ctx, refusals = self._context(step, node, args, layout, stats, counters, owned, planned, device)
-        layout.before_step(step)
+        layout.before_step(step, node, args)
         scratch_before = counters.scratch_bytes
         try:
             kernel.compute(ctx)
@@ -328,6 +337,8 @@ class Executor:
         finally:
             ctx.close()  # device scratch buffers go back at once
         produced = ctx.outputs
+        if facts.needed:
+            check_produced(node, facts, lambda j, name: j < len(produced) and produced[j] is not None)
         for name, arr in zip(facts.outputs, produced):
             if name:
                 values[name] = arr

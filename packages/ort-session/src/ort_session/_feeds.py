@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import reprlib
 from collections.abc import Mapping
 from typing import Any
@@ -21,10 +22,8 @@ def required_inputs(graph: Graph) -> list[str]:
     return [n for n in graph.inputs if n not in graph.initializers]
 
 
-def validate_feeds(graph: Graph, feeds: Mapping[str, object],
-                   declared: Mapping[str, tuple | None] | None = None) -> tuple[dict[str, Any], dict[str, int]]:
-    """Check names, dtypes, ranks and shapes (against `declared` input shapes when given, e.g. the
-    model's own before max-shape resolution); returns the arrays and the symbolic-dim bindings."""
+def check_feed_names(graph: Graph, feeds: Mapping[str, object]) -> None:
+    """`feeds` is a mapping that names every required input and nothing else (InvalidInputError otherwise)."""
     if not isinstance(feeds, Mapping):
         raise InvalidInputError(f"feeds must be a dict of input name -> numpy array, got {type(feeds).__name__}")
     expected = required_inputs(graph)
@@ -34,6 +33,13 @@ def validate_feeds(graph: Graph, feeds: Mapping[str, object],
     missing = [n for n in expected if n not in feeds]
     if missing:
         raise InvalidInputError(f"missing input(s) {missing!r}; the model needs {expected!r}")
+
+
+def validate_feeds(graph: Graph, feeds: Mapping[str, object],
+                   declared: Mapping[str, tuple | None] | None = None) -> tuple[dict[str, Any], dict[str, int]]:
+    """Check names, dtypes, ranks and shapes (against `declared` input shapes when given, e.g. the
+    model's own before max-shape resolution); returns the arrays and the symbolic-dim bindings."""
+    check_feed_names(graph, feeds)
     arrays: dict[str, Any] = {}
     bindings: dict[str, int] = {}
     for name, raw in feeds.items():
@@ -149,9 +155,39 @@ def symbol_hints(graph: Graph) -> dict[str, int]:
     return hints
 
 
-def generate_inputs(graph: Graph, dims: Mapping[str, int] | None = None, seed: int = 0) -> dict[str, np.ndarray]:
+def host_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return 2**63 - 1
+
+
+def _checked_shape(name: str, shape: tuple[int, ...], dtype: Any, declared: Any, room: int,
+                   room_is_memory: bool) -> int:
+    """The bytes of a generated input, or InvalidInputError naming it when a dim is negative or it cannot fit."""
+    bad = [d for d in shape if not isinstance(d, int) or d < 0]
+    if bad:
+        raise InvalidInputError(f"input {name!r} declares shape {list(declared)} with dimension {bad[0]!r}; a "
+                                "dimension is an integer >= 0 — fix the model's input shape or pass the input "
+                                f"with --input {name}=file.npy")
+    nbytes = int(np.dtype(dtype).itemsize)
+    for d in shape:
+        nbytes *= d
+    if nbytes > room:
+        limit = (f"this machine's {host_memory()} bytes of memory" if room_is_memory
+                 else "the 2**63-1 bytes a memory plan can size")
+        raise InvalidInputError(f"generated input {name!r} of shape {list(shape)} ({np.dtype(dtype).name}) would take "
+                                f"{nbytes} bytes (with the inputs before it), more than {limit}; give smaller "
+                                "--dim values (free_dimension_overrides)")
+    return nbytes
+
+
+def generate_inputs(graph: Graph, dims: Mapping[str, int] | None = None, seed: int = 0,
+                    materialize: bool = True) -> dict[str, np.ndarray]:
     """Inputs for every required graph input: symbolic dims from `dims`, else what the model pins
-    (`symbol_hints`), else `default_dim`."""
+    (`symbol_hints`), else `default_dim`. `materialize=False` gives read-only zero views of the shapes
+    (no memory: enough for planning); either way a negative dim or inputs larger than the host's memory
+    are an InvalidInputError naming the input."""
     dims = {**symbol_hints(graph), **dict(dims or {})}
     rng = np.random.default_rng(seed)
     symbols = {d for n in required_inputs(graph) for d in (graph.values[n].shape or ()) if isinstance(d, str)}
@@ -164,13 +200,17 @@ def generate_inputs(graph: Graph, dims: Mapping[str, int] | None = None, seed: i
     for s in symbols:
         dims.setdefault(s, past + seq)  # total_* dims: past + new tokens
     feeds: dict[str, np.ndarray] = {}
+    room = host_memory() if materialize else 2**63 - 1
     for name in required_inputs(graph):
         v = graph.values[name]
         if v.shape is None:
             raise InvalidInputError(f"input {name!r} has unknown rank; pass it with --input {name}=file.npy")
         shape = tuple(dims[d] if isinstance(d, str) else (1 if d is None else d) for d in v.shape)
         np_dtype = ort_graph.to_numpy_dtype(v.dtype)
-        if "mask" in name.lower():
+        room -= _checked_shape(name, shape, np_dtype, v.shape, room, materialize)
+        if not materialize:
+            feeds[name] = np.broadcast_to(np.zeros((), np_dtype), shape)
+        elif "mask" in name.lower():
             feeds[name] = np.ones(shape, np_dtype)
         elif np.issubdtype(np_dtype, np.integer):
             feeds[name] = rng.integers(0, _token_limit(graph, name), shape).astype(np_dtype)

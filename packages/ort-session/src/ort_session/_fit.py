@@ -93,6 +93,7 @@ def plan_fits(model: Model, providers: Sequence[Any], options: SessionOptions, b
         _progress.tick("auto-fit trials (each plans the memory of a candidate placement)")
         totals = device_totals_for(model, placement, providers, options, cache)
         used = {ep: totals.get(device_of[ep], {}).get("total", 0) for ep in budgets if ep in device_of}
-        return FitCheck(all(used[ep] <= budgets[ep] for ep in used), used)
+        weights = {ep: totals.get(device_of[ep], {}).get("weights", 0) for ep in used}
+        return FitCheck(all(used[ep] <= budgets[ep] for ep in used), used, weights)
 
     return fits

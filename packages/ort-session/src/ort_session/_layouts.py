@@ -91,6 +91,21 @@ def arenas(devices: Sequence[str] | Mapping[str, Any], stages: Mapping[str, Devi
     return {d: stages[d].arena() if d in stages else ort_memplan.HostAllocator() for d in devices}
 
 
+def keep_for_next_run(plan: ort_memplan.MemoryPlan, stages: Mapping[str, DeviceMemoryStage]) -> int:
+    """After a traced run: the host buffer its pattern needs, allocated now and left with the session's
+    retaining host allocator (`enable_cpu_mem_arena`), so that the pattern's first cached run allocates nothing
+    (it is the buffer that run would have allocated, one run earlier). Returns the fresh allocations made."""
+    made = 0
+    for device, nbytes in plan.peak.items():
+        stage = stages.get(device)
+        arena = stage.arena() if stage is not None else None
+        if not isinstance(arena, ort_memplan.RetainingHostAllocator) or nbytes <= 0 or arena.kept_bytes >= nbytes:
+            continue
+        arena.free(arena.allocate(nbytes))
+        made += 1
+    return made
+
+
 def fresh_buffers(bufs: ort_memplan.ExecutionBuffers) -> int:
     """How many of a run's buffers were allocated for it: not the host buffer a previous run left for it
     (`RetainingHostAllocator` hands that out as a view of the kept array)."""
@@ -179,9 +194,32 @@ class PlannedLayout(BlockLayout):
         req = self.gplan.run_requests[key]
         return block_of(*self._live.block(req.id))
 
-    def before_step(self, step: int) -> None:
-        if self._guard is not None:
-            self._guard.before_step(step)
+    @property
+    def guarded(self) -> bool:
+        return self._guard is not None
+
+    def place(self, name: str, arr: Any, *, copy: bool = True) -> Any | None:
+        """Under red zones a feed is always copied (into its guarded block, else a private array): a kernel that
+        writes through its input then changes the run's copy, never the caller's array."""
+        if self._guard is None:
+            return super().place(name, arr, copy=copy)
+        placed = super().place(name, arr, copy=True)
+        return np.array(arr) if placed is None and isinstance(arr, np.ndarray) else placed
+
+    def before_step(self, step: int, node: Node | None = None, args: Sequence[Any] = ()) -> None:
+        if self._guard is None:
+            return
+        reads = {}
+        if node is not None:  # checksummed: what the kernel reads, except blocks its outputs share (in place)
+            outs = {self._where(o) for o in node.outputs if o} - {None}
+            for name, arr in zip(list(node.inputs) + node.implicit_inputs(), args):
+                if name and self._where(name) not in outs:
+                    reads[name] = arr
+        self._guard.before_step(step, reads)
+
+    def _where(self, name: str) -> tuple[str, int] | None:
+        where = self.value_block(name)
+        return None if where is None else where[:2]
 
     def after_step(self, step: int, node: Node) -> None:
         if self._guard is not None:
@@ -223,6 +261,7 @@ class TracingLayout(LayoutBase):
     kernels: Mapping[int, Any]
     on_done: Callable[[TracedPattern], None]
     name: str = "tracing"
+    stages: Mapping[str, DeviceMemoryStage] | None = None  # where the next run's buffers come from
     _open_workspace: list[str] = attrs.field(factory=list, alias="open_workspace")
 
     @contextlib.contextmanager
@@ -231,6 +270,8 @@ class TracingLayout(LayoutBase):
             yield
         self.pattern.requests = self.recorder.requests()
         self.on_done(self.pattern)
+        if self.stages is not None:
+            stats.allocations += keep_for_next_run(self.recorder.finish(), self.stages)
 
     def _record(self, name: str, nbytes: int, device: str) -> None:
         ids = self.pattern.ids

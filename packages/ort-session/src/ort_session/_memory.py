@@ -37,8 +37,10 @@ from ._device_memory import (
     DeviceWeights,
     device_allocators,
     device_memory_error,
+    graph_body_weights,
     memory_types_of,
     weight_names_per_device,
+    weight_nbytes,
 )
 from ._errors import FeedExceedsPlanError, InvalidInputError, InvalidOptionError
 from ._layouts import (
@@ -155,6 +157,7 @@ class SessionMemory:
             out[device] = {"weights": weights.get(device, 0), "peak_activations_and_workspace": peak,
                            "largest_workspace": ws.get(device, 0), "lower_bound": self.gplan.lower_bound.get(device, 0),
                            "streaming_slots": slots.get(device, 0),
+                           "workspace_layout": self.gplan.workspace_layout.get(device, "packed"),
                            "total": weights.get(device, 0) + peak}
         return out
 
@@ -184,7 +187,8 @@ class SessionMemory:
                 f"input {name!r} has shape {got!r}{rank}, larger than the planned maximum {planned!r}; this session "
                 f"{why} and promises that runs fit the memory it planned, which holds only for feeds no larger than "
                 "the planned shapes, so the run is refused before any kernel runs. Plan for the largest shapes you "
-                "run: max_shapes or free_dimension_overrides (ortrun: --dim name=N)",
+                f"run, e.g. max_shapes={{{name!r}: {list(got)!r}}} (ortrun: --max-shape "
+                f"{ort_graph.format_shape(name, got)}) or free_dimension_overrides (ortrun: --dim NAME=N)",
                 input_name=name, shape=got, planned=planned)
 
     def _within_plan(self, shapes: Mapping[str, tuple[int, ...] | None]) -> bool:
@@ -228,15 +232,17 @@ class SessionMemory:
             self._traced[key] = pattern
 
         return TracingLayout(self.cache.trace(key), TracedPattern(), self.device_of_value, self.device_of_node,
-                             self.kernels, done)
+                             self.kernels, done, stages=self.stages)
 
 
 def _weights_per_device(model: Model, device_of_node: Mapping[int, str], memory_types: Any,
                         streamed: set[str] | frozenset[str] = frozenset()) -> dict[str, int]:
     """Bytes of the weights each device holds; streamed weights stay on the host (their slots count apart)."""
-    inits = model.graph.initializers
-    per_device = weight_names_per_device(model.graph, device_of_node, memory_types, HOST)
-    return {d: sum(inits[n].nbytes for n in names if d == HOST or n not in streamed) for d, names in per_device.items()}
+    graph = model.graph
+    per_device = weight_names_per_device(graph, device_of_node, memory_types, HOST)
+    bodies = graph_body_weights(graph) if any(names - graph.initializers.keys() for names in per_device.values()) else {}
+    return {d: sum(weight_nbytes(graph, n, bodies) for n in names if d == HOST or n not in streamed)
+            for d, names in per_device.items()}
 
 
 def streaming_blocks(streaming: Any) -> dict[str, tuple[str, int]]:
@@ -309,7 +315,8 @@ def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any],
                 f"{len(streaming.layers)} decoder layers stream their weights through slots planned with the "
                 f"activations, which needs static shapes, but {len(gplan.activations.unknown_sizes)} value(s) "
                 f"have unknown sizes, e.g. {list(gplan.activations.unknown_sizes)[:5]!r}; set "
-                "free_dimension_overrides or max_shapes (ortrun: --dim name=N), or session.weight_streaming='off'")
+                "free_dimension_overrides or max_shapes (ortrun: --dim NAME=N, --max-shape INPUT=[d0,...]), or "
+                f"session.weight_streaming='off'{_open_dims(graph)}")
     device_weights, buffers = _allocate(graph, order, device_of_node, stages, gplan, static, options,
                                         memory_types, streaming) if allocate else (DeviceWeights(), None)
     return SessionMemory(streaming=streaming, model=model, gplan=gplan, slots=slots, stages=stages, static=static,
@@ -344,11 +351,17 @@ def _allocate(graph: Any, order: Sequence[Node], device_of_node: Mapping[int, st
         undo()
         unknown = list(gplan.activations.unknown_sizes)[:5]
         origin = ort_graph.first_unresolved_node(graph)  # a node whose outputs no inference resolved
+        if origin is not None and not ort_graph.has_shape_rule(origin):  # an op no rule knows: not a --dim matter
+            raise InvalidOptionError(
+                f"{key} needs static shapes, but {len(gplan.activations.unknown_sizes)} value(s) have unknown sizes, "
+                f"e.g. {unknown!r}, because {ort_graph.unresolved_hint(origin)}")
+        dims = ("set free_dimension_overrides for the model's symbolic dimensions (ortrun: --dim NAME=N) or max_shapes "
+                "(ortrun: --max-shape INPUT=[d0,...])" if ort_graph.symbolic_inputs(graph) or origin is None
+                else "every input is sized")
         raise InvalidOptionError(
             f"{key} needs static shapes, but {len(gplan.activations.unknown_sizes)} "
-            f"value(s) have unknown sizes, e.g. {unknown!r}; set free_dimension_overrides for the model's "
-            "symbolic dimensions (ortrun: --dim name=N)"
-            + (f"; {ort_graph.unresolved_hint(origin)}" if origin is not None else ""))
+            f"value(s) have unknown sizes, e.g. {unknown!r}; {dims}"
+            + _open_dims(graph) + (f"; {ort_graph.unresolved_hint(origin)}" if origin is not None else ""))
     budgets = {d: s.activation_budget for d, s in stages.items() if s.activation_budget is not None}
     try:
         return device_weights, gplan.buffers(arenas(gplan.plan.peak, stages), budgets)
@@ -357,3 +370,9 @@ def _allocate(graph: Any, order: Sequence[Node], device_of_node: Mapping[int, st
         if isinstance(e, ort_abi.AllocationError):
             raise device_memory_error("the pre-allocated buffers", stages, e) from e
         raise
+
+
+def _open_dims(graph: Any) -> str:
+    """`; ` and each input's dynamic axes left open with the flag that fixes them, or '' when none is."""
+    hint = ort_graph.dynamic_dims_hint(graph)
+    return f"; {hint}" if hint else ""

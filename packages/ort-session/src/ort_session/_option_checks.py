@@ -54,6 +54,8 @@ def optional_str(option: str, path: bool = False) -> Callable[[Any], str | None]
         if path and isinstance(value, os.PathLike):
             value = os.fspath(value)
         if isinstance(value, str):
+            if path and "\0" in value:
+                raise _fail(option, value, "a path without NUL bytes (no file system accepts one)")
             return value
         raise _fail(option, value, "a str path or None" if path else "a str or None")
     return check
@@ -92,7 +94,7 @@ def max_shapes(value: Any, option: str = "max_shapes") -> dict[str, list[int]] |
         try:
             value = ort_graph.parse_max_shape_override(value)
         except (ort_graph.ShapeResolutionError, ValueError) as e:
-            raise _fail(option, value, "'name:[d0,d1,...];...' or a dict of input name -> list of ints",
+            raise _fail(option, value, "'INPUT=[d0,d1,...];...' or a dict of input name -> list of ints",
                         str(e).splitlines()[0]) from e
     if not isinstance(value, Mapping):
         raise _fail(option, value, "a dict of input name -> list of ints", "e.g. {'input_ids': [8, 4096]}")

@@ -14,7 +14,7 @@ error derives from the one of these that ONNX Runtime would raise in the same si
 | EPFail              | FallbackDisabledError (fallback disabled and a node left its EP)    |
 | Fail                | KernelRunError, RunTerminatedError, SessionBusyError, SessionError |
 | RuntimeException    | DeviceMemoryError, UnplannedAllocationError                        |
-| NoModel, ModelLoaded, EngineError | raised by nothing here; present so that `except` clauses import |
+| NoModel, ModelLoaded, EngineError, ModelLoadCanceled, ModelRequiresCompilation, NotFound, DeviceReset | raised by nothing here; present so that `except` clauses import |
 
 `SessionError`, our base, derives from `Fail` (ONNX Runtime's generic failure), so `except ort.Fail`
 also catches every error of ours; ONNX Runtime's own classes share no base but `Exception`.
@@ -71,8 +71,26 @@ class EPFail(OrtError):
     """ONNX Runtime status EP_FAIL: an execution provider could not take what it was asked to."""
 
 
-ORT_EXCEPTIONS = (Fail, InvalidArgument, NoSuchFile, NoModel, EngineError, RuntimeException, InvalidProtobuf,
-                  ModelLoaded, NotImplemented, InvalidGraph, EPFail)
+class ModelLoadCanceled(OrtError):
+    """ONNX Runtime status MODEL_LOAD_CANCELED (never raised by ort-session: loading is not cancellable)."""
 
-__all__ = ["EPFail", "EngineError", "Fail", "InvalidArgument", "InvalidGraph", "InvalidProtobuf", "ModelLoaded",
-           "NoModel", "NoSuchFile", "NotImplemented", "OrtError", "RuntimeException"]
+
+class ModelRequiresCompilation(OrtError):
+    """ONNX Runtime status MODEL_REQUIRES_COMPILATION (never raised by ort-session: nothing is precompiled)."""
+
+
+class NotFound(OrtError):
+    """ONNX Runtime status NOT_FOUND (never raised by ort-session)."""
+
+
+class DeviceReset(OrtError):
+    """ONNX Runtime's error for a device that was reset under a session (never raised by ort-session)."""
+
+
+ORT_EXCEPTIONS = (Fail, InvalidArgument, NoSuchFile, NoModel, EngineError, RuntimeException, InvalidProtobuf,
+                  ModelLoaded, NotImplemented, InvalidGraph, EPFail, ModelLoadCanceled, ModelRequiresCompilation,
+                  NotFound, DeviceReset)
+
+__all__ = ["DeviceReset", "EPFail", "EngineError", "Fail", "InvalidArgument", "InvalidGraph", "InvalidProtobuf",
+           "ModelLoadCanceled", "ModelLoaded", "ModelRequiresCompilation", "NoModel", "NoSuchFile", "NotFound",
+           "NotImplemented", "OrtError", "RuntimeException"]

@@ -158,7 +158,8 @@ class OrtSessionOptionMethods:
         return self.config[key]
 
     def add_free_dimension_override_by_name(self, dim_name: str, dim_value: int) -> None:
-        """Fix a symbolic dimension (ONNX Runtime's name; same as `free_dimension_overrides[dim_name]`)."""
+        """Fix a symbolic dimension (ONNX Runtime's name; same as `free_dimension_overrides[dim_name]`; an
+        input's axis as `INPUT.AXIS`, e.g. 'x.2', for a -1 or unnamed dim)."""
         self.free_dimension_overrides = {**self.free_dimension_overrides, dim_name: dim_value}
 
     def add_free_dimension_override_by_denotation(self, dim_denotation: str, dim_value: int) -> None:

@@ -3,13 +3,15 @@ model's metadata, providers and their options, the fallback switch, OrtValue run
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ._errors import InvalidInputError, InvalidOptionError
 from ._iobinding import IOBinding
 from ._ort_api import ModelMetadata, NodeArg, check_no_fallback, node_arg
 from ._ortvalue import OrtValue
+
+NO_MODEL_VERSION = 2**63 - 1  # what onnxruntime reports for a model without model_version
 
 
 class OrtSessionApi:
@@ -49,9 +51,12 @@ class OrtSessionApi:
                 for n in graph.inputs if n in graph.initializers]
 
     def get_modelmeta(self) -> ModelMetadata:
+        """The model's metadata; `version` is its model_version, or onnxruntime's value for a model without
+        one (2**63 - 1: an explicit 0 stays 0)."""
         m = self.model
+        version = NO_MODEL_VERSION if m.model_version is None else m.model_version
         return ModelMetadata(producer_name=m.producer_name, graph_name=m.graph.name, domain=m.domain,
-                             description=m.doc_string, graph_description=m.graph.doc_string, version=m.model_version,
+                             description=m.doc_string, graph_description=m.graph.doc_string, version=version,
                              custom_metadata_map=dict(m.metadata))
 
     # -- options and providers --------------------------------------------------------------------
@@ -113,6 +118,34 @@ class OrtSessionApi:
         return [OrtValue(v) for v in self.run(output_names, feeds, run_options)]  # type: ignore[attr-defined]
 
     run_with_ortvalues = run_with_ort_values
+
+    def run_async(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
+                  callback: Callable[[list[Any], Any, str], None], user_data: Any = None,
+                  run_options: Any = None) -> None:
+        """ONNX Runtime's `run_async`: start `run` on a thread of its own and return at once; when it ends,
+        `callback(outputs, user_data, err)` is called on that thread with the outputs and err '' on success, or
+        [] and the error's message. Feed names are checked before it returns (InvalidInputError, a ValueError
+        as onnxruntime raises). A run that cannot start because another is in flight on pre-allocated buffers
+        reports SessionBusyError's message through the callback, as any other run error."""
+        import threading
+
+        from ._feeds import check_feed_names
+
+        check_feed_names(self.model.graph, input_feed)
+        if not callable(callback):
+            raise InvalidInputError(f"run_async: callback must be callable, got {type(callback).__name__}")
+        feeds = dict(input_feed)
+        names = list(output_names) if output_names else None
+
+        def work() -> None:
+            try:
+                outputs = self.run(names, feeds, run_options)  # type: ignore[attr-defined]
+            except Exception as e:  # noqa: BLE001 - every run error goes to the callback, as in onnxruntime
+                callback([], user_data, f"{type(e).__name__}: {e}")
+                return
+            callback(outputs, user_data, "")
+
+        threading.Thread(target=work, name="ort_session.run_async", daemon=True).start()
 
     def ortvalue_on_device(self, arr: Any, device_type: str | None = None) -> Any:
         """A copy of `arr` in this session's device memory (its only device with its own memory, or

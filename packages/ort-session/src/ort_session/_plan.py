@@ -63,7 +63,9 @@ class SessionPlan:
             out[p.device] = {"ep": p.name, "weights": t["weights"],
                              "peak_activations": t["peak_activations_and_workspace"],
                              "workspace": t["largest_workspace"], "lower_bound": t["lower_bound"],
-                             "total": t["total"], "budget": budgets.get(p.name)}
+                             "total": t["total"], "budget": budgets.get(p.name),
+                             # "packed": workspace shares the activations' arena; "separate": its own (smaller here)
+                             "workspace_layout": t["workspace_layout"]}
             if t.get("streaming_slots"):  # weight streaming's slots (the key is absent without streamed layers)
                 out[p.device]["streaming_slots"] = t["streaming_slots"]
         return out
@@ -154,9 +156,12 @@ class SessionPlan:
         head = f"placement ({self.placement.mode}, {unit} granularity)"
         if self.placement.summary:
             head += f": {self.placement.summary}"
-        parts = [head + ":" if not self.placement.summary else head, self.report.table(),
-                 "  (per-layer costs are sums over nodes without liveness reuse, as the budget loop counts them;",
-                 "   the memory plan below is what is allocated)", "", "memory plan:", self.memory_table()]
+        # what is allocated first: the memory plan per device; then the placement with the per-node cost sums
+        # that explain auto-fit's choices (they count no liveness reuse, so they can exceed a budget the plan fits)
+        parts = ["memory plan (what each device allocates; budgets are checked against this total):",
+                 self.memory_table(), "", head + ":" if not self.placement.summary else head,
+                 f"per {unit if unit == 'layer' else 'group'}: nodes and resident weights, then auto-fit's cost sums (per-node sums without liveness "
+                 "reuse: why each part went where it did, not what is allocated)", self.report.table(cost_view=True)]
         c = self.copies()
         if c["count"]:
             moves = [f"{k.replace('_', ' ')}: {v['count']} moving {format_bytes(v['bytes'])}" for k, v in c.items()
@@ -172,14 +177,12 @@ class SessionPlan:
             parts += ["", "Level-2 re-check: every budgeted device fits its budget with the final memory plan"]
         for o in self.recheck.overruns:
             parts.append(f"  note: the per-node cost sum (no liveness reuse) on {o.ep} is {o.total} bytes, "
-                         f"{o.overrun} over; the memory plan above is what is allocated")
+                         f"{o.overrun} over its budget; the memory plan above is what is allocated")
         unknown = self.memory.gplan.activations.unknown_sizes
         if unknown:
-            symbols = sorted({d for shape in ort_graph.symbolic_inputs(self.model.graph).values()
-                              for d in (shape or ()) if isinstance(d, str)})
-            parts += ["", f"note: {len(unknown)} activation(s) have no static size and are not in the plan "
-                          f"(symbolic dims {symbols}); pass --dim name=N (free_dimension_overrides) or max shapes "
-                          "to plan them, otherwise each new input shape is traced on its first run"]
+            hint = ort_graph.dynamic_dims_hint(self.model.graph) or "shape inference could not size them"
+            parts += ["", f"note: {len(unknown)} activation(s) have no static size and are not in the plan ({hint}); "
+                          "otherwise each new input shape is traced on its first run"]
         if self.shape_report.warnings:
             parts += ["", "shape warnings:"] + [f"  {w}" for w in self.shape_report.warnings]
         return "\n".join(parts)

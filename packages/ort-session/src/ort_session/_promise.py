@@ -37,16 +37,17 @@ def check_budgeted_values_planned(graph: Any, unknown_sizes: Sequence[str], devi
         return
     where = "; ".join(f"{d} (budget {budgets[d]} bytes): {len(v)} value(s), e.g. {v[:SHOWN]!r}"
                       for d, v in sorted(unplanned.items()))
-    inputs = [f"{name} (no shape)" if shape is None else f"{name} {list(shape)!r}"
-              for name, shape in ort_graph.symbolic_inputs(graph).items()]
-    why = (f"inputs with symbolic dimensions: {', '.join(inputs[:SHOWN])}" if inputs
-           else "shape inference could not size them (see the shape warnings)")
-    fix = ("give every symbolic dimension a value with free_dimension_overrides (ortrun: --dim name=N) or the "
-           "largest shapes you will run with max_shapes / session.max_shape_override")
-    loops = _unbounded_loops(graph, [n for names in unplanned.values() for n in names])
-    if loops:  # a scan output concatenated per iteration: its length is the trip count, unknown at init
-        why += f"; {loops} concatenate(s) scan outputs over a number of iterations shape inference could not bound"
-        fix += "; give the Loop a constant trip count (input M), or a static bound its body cannot exceed"
+    hint = ort_graph.dynamic_dims_hint(graph)
+    origin = None if hint else ort_graph.first_unresolved_node(graph)  # every input sized: a node is why
+    if hint:
+        why, fix = f"dynamic input dimensions: {hint}", "give those sizes"
+    elif origin is not None:
+        why = f"this node: {ort_graph.unresolved_hint(origin)}"
+        fix = f"make node {origin.name!r} ({origin.qualified_op}) sizable as said above"
+    else:
+        why = "shape inference could not size them (see the shape warnings)"
+        fix = ("give each dynamic dimension a size (free_dimension_overrides, ortrun --dim NAME=N) or the largest "
+               "shapes you will run (max_shapes / session.max_shape_override, ortrun --max-shape INPUT=[d0,...])")
     if allow or not can_run:
         warnings.warn(f"the budget cannot be guaranteed by the plan: values of unknown size are placed on budgeted "
                       f"devices ({where}) because of {why}; runs are held to the budget only by the device allocator "
@@ -57,17 +58,6 @@ def check_budgeted_values_planned(graph: Any, unknown_sizes: Sequence[str], devi
         f"the budget cannot be planned: values of unknown size would live on budgeted devices ({where}) because of "
         f"{why}. To plan them, {fix}; or set {ALLOW_UNPLANNED_SHAPES}=1 to accept runs held to the budget only by "
         "the device allocator at run time (a run that needs more then fails at its node)")
-
-
-def _unbounded_loops(graph: Any, names: Sequence[str]) -> str:
-    """The Loop / Scan nodes among the producers of `names` ('' when none), for the refusal's message."""
-    nodes = {}
-    for name in names:
-        v = graph.values.get(name)
-        producer = v.producer if v is not None else None
-        if producer is not None and producer.op_type in ("Loop", "Scan"):
-            nodes[producer.label] = producer.op_type
-    return ", ".join(f"{op} node {label!r}" for label, op in list(nodes.items())[:SHOWN])
 
 
 def check_plan_within_budgets(stages: Mapping[str, Any], *, can_run: bool) -> None:

@@ -96,7 +96,8 @@ class Layout(Protocol):
         """Planned workspace slots of this node (`args`: its inputs this run): slot id -> uint8 buffer
         (a DeviceBuffer on a device)."""
 
-    def before_step(self, step: int) -> None: ...
+    def before_step(self, step: int, node: Node | None = None, args: Sequence[Any] = ()) -> None:
+        """Before `node`'s kernel runs (`args`: what it reads, in `node.inputs` + implicit order)."""
 
     def after_step(self, step: int, node: Node) -> None: ...
 
@@ -106,6 +107,7 @@ class LayoutBase:
 
     name = "unplanned"
     strict = False
+    guarded = False  # red zones watch every step: feeds and weights are private copies, inputs are checksummed
 
     @contextlib.contextmanager
     def hold(self, stats: RunStats) -> Iterator[None]:
@@ -123,7 +125,7 @@ class LayoutBase:
     def workspace(self, node: Node, args: Sequence[Any] = ()) -> dict[int, Any]:
         return {}
 
-    def before_step(self, step: int) -> None:
+    def before_step(self, step: int, node: Node | None = None, args: Sequence[Any] = ()) -> None:
         return None
 
     def after_step(self, step: int, node: Node) -> None:

@@ -4,7 +4,7 @@ step turns into (the exception to raise, the caller's copies of outputs)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -22,14 +22,29 @@ COPY_OPS = ("MemcpyFromHost", "MemcpyToHost", "MemcpyDeviceToDevice")
 
 class NodeFacts:
     """What `_step` needs of a node that no run changes: the names it reads (inputs + implicit), its
-    outputs and their element types, whether it is a boundary copy (and one to the host)."""
+    outputs and their element types, whether it is a boundary copy (and one to the host), and `needed`:
+    (position, name) of its tensor outputs (a known element type) that a later node or the graph's outputs
+    read (`read`), which its kernel must produce."""
 
-    __slots__ = ("copy", "out_types", "outputs", "reads", "to_host")
+    __slots__ = ("copy", "needed", "out_types", "outputs", "reads", "to_host")
 
-    def __init__(self, node: Node, reads: list[str], out_types: list[int]) -> None:
+    def __init__(self, node: Node, reads: list[str], out_types: list[int], read: set[str] | frozenset[str] = frozenset()) -> None:
         self.reads, self.out_types, self.outputs = reads, out_types, list(node.outputs)
         self.copy = node.op_type in COPY_OPS
         self.to_host = node.op_type == "MemcpyToHost"
+        self.needed = tuple((j, n) for j, (n, t) in enumerate(zip(self.outputs, out_types)) if n and t and n in read)
+
+
+def check_produced(node: Node, facts: NodeFacts, produced: Callable[[int, str], bool]) -> None:
+    """A kernel that returned success without one of its needed outputs: a KernelRunError naming the node and
+    the output (not the KeyError of the next node that reads it)."""
+    for j, name in facts.needed:
+        if not produced(j, name):
+            raise KernelRunError(
+                f"node {node.name!r} ({node.qualified_op}) on {node.ep or 'CPUExecutionProvider'} returned success "
+                f"without producing its output {j} {name!r}, which later nodes or the graph's outputs read; the "
+                "kernel must request every output (KernelContext_GetOutput / ctx.output) and fill it, or return an "
+                "error status")
 
 
 def raise_failure(node: Node, e: Exception, refusals: Refusals | None) -> None:
@@ -71,10 +86,11 @@ class RunValues(dict):
     every weight up front would put misaligned mapped ones into host memory for nothing. A streamed weight
     reads as None here: every read of one is replaced by its slot's device tensor (`WeightStreamer.before_node`)."""
 
-    def __init__(self, initializers: Mapping[str, Any], streamed: Mapping[str, Any]) -> None:
+    def __init__(self, initializers: Mapping[str, Any], streamed: Mapping[str, Any], *, private: bool = False) -> None:
         super().__init__()
         self._initializers = initializers
         self._streamed = streamed
+        self._private = private  # red zones: kernels read this run's copy of a weight, never the session's
         self.fast: FastRun | None = None  # the run's C step runner: values made in C are read from it
 
     def __contains__(self, name: object) -> bool:
@@ -92,5 +108,6 @@ class RunValues(dict):
         tensor = self._initializers.get(name)
         if tensor is None:
             raise KeyError(name)
-        self[name] = array = tensor.numpy()
+        array = tensor.numpy()
+        self[name] = array = np.array(array) if self._private else array
         return array

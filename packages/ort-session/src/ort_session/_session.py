@@ -41,6 +41,7 @@ from ._options import (
     STRICT_WORKSPACE,
     SessionOptions,
 )
+from ._ort_module import known_providers
 from ._ort_options import GraphOptimizationLevel
 from ._ort_session_api import OrtSessionApi
 from ._plan import SessionPlan
@@ -116,11 +117,12 @@ class InferenceSession(OrtSessionApi):
             profiler.phase("shape_resolution")
             fuse = self.options.enable_fusions and \
                 self.options.graph_optimization_level != GraphOptimizationLevel.ORT_DISABLE_ALL
-            self.fusions = ort_graph.apply_l1_fusions(self.model) if fuse else []
+            self.fusions = ort_graph.apply_l1_fusions(self.model, exact_shapes=not max_shapes) if fuse else []
             if self.options.optimized_model_filepath:  # ONNX Runtime's: the model as optimized, before placement
                 ort_graph.save(self.model, self.options.optimized_model_filepath)
             profiler.phase("fusions")
-        names = list(providers or DEFAULT_PROVIDERS)
+        names = known_providers(list(providers or DEFAULT_PROVIDERS), _ort_api.get_all_providers(),
+                                strict=_ort_api.fallback_disabled(self.options))
         if not any(n.lower() in ("cpu", "cpuexecutionprovider") for n in names):
             names.append("CPUExecutionProvider")  # the fallback provider is always last
         self.providers = [make_provider(n, graph, self.model.opset_imports, self.options, self.plugins) for n in names]

@@ -1,8 +1,8 @@
 """`ortrun`: plan, run, generate, kernels and demo.
 
     ortrun plan  [MODEL] [--budget cuda:6GiB] [--layers RULES | --annotations RULES | --gpu-layers N]
-                 [--dim batch=1] [--json] [--plot plan.png] [-c CTX]
-    ortrun run   [MODEL] [--input name=file.npy] [--dim name=N] [--check]
+                 [--dim batch=1] [--max-shape x=[1,3,48,320]] [--json] [--plot plan.png] [-c CTX]
+    ortrun run   [MODEL] [--input name=file.npy] [--dim NAME=N] [--max-shape INPUT=[d0,...]] [--check]
     ortrun generate [MODEL] [-p TEXT | -p - | < prompt.txt] [-n N] [-c CTX] [--top-k K]
     ortrun kernels
     ortrun demo
@@ -10,8 +10,8 @@
 
 Every subcommand takes --kernel-library PATH and --option KEY=VALUE (both repeatable). MODEL is an .onnx file
 or a model folder (genai_config.json); without it, commands use the built-in demo decoder. `run` makes its
-inputs first (`--input` files, else generated: `--dim`, what the model pins, then past*=0, *seq*/*len*=8,
-others 1) and plans exactly their shapes; `generate` plans prefill and every decode step.
+inputs first (`--input` files, else generated: `--max-shape`, `--dim` (NAME or INPUT.AXIS), what the model
+pins, then past*=0, *seq*/*len*=8, others 1) and plans exactly their shapes; `generate` plans prefill and every decode step.
 
 This module and the parser import only the standard library; each command imports what it needs.
 plan, run and generate take `--stream-weights [on|off|auto]` (session.weight_streaming; alone: on).

@@ -27,7 +27,9 @@ def test_plan_json_layout_is_stable(model_path, capsys):
     assert d["placement_mode"] == "auto-fit" and d["granularity"] == "layers"
     assert set(d["nodes"][0]) == {"name", "op", "layer", "ep", "reason"}
     dev = d["devices"]["simgpu"]
-    assert set(dev) == {"ep", "weights", "peak_activations", "workspace", "lower_bound", "total", "budget"}
+    assert set(dev) == {"ep", "weights", "peak_activations", "workspace", "lower_bound", "total", "budget",
+                        "workspace_layout"}
+    assert dev["workspace_layout"] in ("packed", "separate")
     assert 0 < dev["total"] <= dev["budget"] == 300 * 1024
     assert set(d["recheck"]) == {"ok", "planned_overruns", "cost_sum_overruns"}
 

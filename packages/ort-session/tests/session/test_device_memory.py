@@ -95,8 +95,9 @@ def test_per_run_buffers_and_unplanned_values_are_freed_after_each_run(reference
 
 
 def test_a_budget_with_symbolic_dims_left_open_is_refused_at_initialization_naming_them():
-    with pytest.raises(InvalidOptionError, match=r"(?s)budget cannot be planned.*simgpu.*symbolic dimensions: input_ids "
-                                                 r"\['batch', 'sequence'\].*free_dimension_overrides.*allow_unplanned_shapes"):
+    with pytest.raises(InvalidOptionError, match=r"(?s)budget cannot be planned.*simgpu.*dynamic input dimensions: "
+                                                 r"input 'input_ids' \['batch', 'sequence'\].*free_dimension_overrides"
+                                                 r".*allow_unplanned_shapes"):
         _session({"budgets": "gpu:4MiB"}, dims=None)
 
 

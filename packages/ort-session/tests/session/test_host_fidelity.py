@@ -126,7 +126,7 @@ def test_kernels_table_says_which_kernels_copy():
 
 
 def test_quantized_activations_are_computed_in_the_workspace_as_before():
-    """fake_quantize_a in a given buffer equals the plain formula (max |a| / 127 per block, rint)."""
+    """fake_quantize_a in a given buffer equals the plain formula (scale max |a| / 127 per block, a * (127 / max |a|) rounded)."""
     from ort_cpu_ep.ops.ops_extra_quant import fake_quantize_a
 
     a = np.random.default_rng(3).standard_normal((5, 70)).astype(np.float32)
@@ -134,8 +134,9 @@ def test_quantized_activations_are_computed_in_the_workspace_as_before():
     padded = np.zeros((5, 96), np.float32)
     padded[:, :70] = a
     blocks = padded.reshape(5, 3, 32)
-    scale = (np.abs(blocks).max(axis=-1) / np.float32(127)).astype(np.float32)
-    inv = np.where(scale != 0, np.float32(1) / np.where(scale != 0, scale, 1), 0).astype(np.float32)
+    amax = np.abs(blocks).max(axis=-1)
+    scale = (amax / np.float32(127)).astype(np.float32)
+    inv = np.where(amax != 0, np.float32(127) / np.where(amax != 0, amax, 1), 0).astype(np.float32)
     want = (np.rint(blocks * inv[..., None]) * scale[..., None]).reshape(5, 96)[:, :70]
     buf = np.full(5 * 96, np.nan, np.float32)
     got = fake_quantize_a(a, 32, buf)

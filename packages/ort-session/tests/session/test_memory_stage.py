@@ -125,7 +125,7 @@ def test_the_red_zones_environment_variable_turns_guards_on(monkeypatch):
         sess.memory.buffers.buffers[device][offset + nbytes] ^= 0xFF
 
     kernel.compute = overflowing
-    with pytest.raises(ort_memplan.RedZoneViolation, match=r"node 'conv' \(step 0\) wrote past the end of 'Y'"):
+    with pytest.raises(ort_memplan.RedZoneViolation, match=r"node 'conv' \(step 0\) wrote 1 byte past the end of 'Y'"):
         sess.run(None, {"X": _x(2)})
 
 

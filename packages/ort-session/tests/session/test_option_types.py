@@ -26,7 +26,7 @@ BAD = [
     ("kernel_libraries", [1, 2], "a list of str paths"),
     ("kernel_libraries", 7, "a list of shared library paths"),
     ("max_shapes", "input_ids:[8,", "is malformed"),
-    ("max_shapes", "input_ids:[" + "9" * 4400 + "]", "name:\\[d0,d1"),
+    ("max_shapes", "input_ids:[" + "9" * 4400 + "]", "INPUT=\\[d0,d1.*at most 19 digits"),
     ("max_shapes", {"input_ids": "8,128"}, "a list of ints for input 'input_ids'"),
     ("max_shapes", {"input_ids": [8, 1.5]}, "non-negative int"),
     ("max_shapes", [8, 128], "a dict of input name"),

@@ -85,7 +85,16 @@ def test_load_summary_line_on_a_budgeted_device(capsys):
 
 
 def test_one_clear_line_when_the_gpu_took_nothing_and_declines_grouped(capsys):
+    from ort_session._ort_api import cuda_device_count
+
+    if cuda_device_count():
+        pytest.skip("a CUDA device is present: the GPU takes nodes")
+    # nobody asked for a GPU: no word about CUDA on a machine without one
     assert main(["plan"]) == 0
+    captured = capsys.readouterr()
+    assert "CUDA" not in captured.err and "took no node" not in captured.err
+    # a cuda budget asks for it: one line says why it took nothing
+    assert main(["plan", "--budget", "cuda:1GiB"]) == 0
     captured = capsys.readouterr()
     nothing = [s for s in captured.err.splitlines() if "took no node" in s]
     assert len(nothing) == 1 and nothing[0].startswith("… cuda:0 (CUDAExecutionProvider) took no node: ")

@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 import onnx.defs
 
-from ort_abi import check_run
+from ort_abi import check_run, raised_by_run_checks
 from ort_graph import Graph, Node
 
+from ._bodies import SubgraphNodeError, body_weight, describe_body
 from ._errors import CpuOpError
 from ._registry import _OUTPUT, _WORKSPACE, find
 
@@ -82,7 +83,8 @@ def run_graph(graph: Graph, feeds: Mapping[str, Any], outer: Mapping[str, Any] |
     Returns the graph outputs by name. Nodes run in topological order."""
     values: dict[str, Any] = dict(outer or {})
     for name, t in graph.initializers.items():
-        values[name] = t.numpy()
+        given = body_weight(id(t))  # the weight the node's kernel holds (uploaded with it on a device)
+        values[name] = t.numpy() if given is None else given
     for name, v in feeds.items():
         values[name] = v
     missing = [n for n in graph.inputs if n not in values]
@@ -101,7 +103,7 @@ def run_graph(graph: Graph, feeds: Mapping[str, Any], outer: Mapping[str, Any] |
     out_token, ws_token = _OUTPUT.set(None), _WORKSPACE.set(None)
     try:
         with ctx:
-            _run_nodes(order, values, last_use, keep)
+            _run_nodes(order, values, last_use, keep, graph)
     finally:
         _WORKSPACE.reset(ws_token)
         _OUTPUT.reset(out_token)
@@ -113,10 +115,22 @@ def run_graph(graph: Graph, feeds: Mapping[str, Any], outer: Mapping[str, Any] |
     return result
 
 
-def _run_nodes(order: list[Node], values: dict[str, Any], last_use: Mapping[str, int], keep: set[str]) -> None:
+def _run_nodes(order: list[Node], values: dict[str, Any], last_use: Mapping[str, int], keep: set[str],
+               graph: Graph | None = None) -> None:
+    inner = graph is not None and graph.parent_node is not None
     for i, node in enumerate(order):
         check_run(node.label)  # a terminated run stops between two nodes of a (sub)graph too
-        outs = run_node(node, values)
+        given = body_weight(id(node.attr("value"))) if node.op_type == "Constant" and inner else None
+        try:
+            outs = [given] if given is not None else run_node(node, values)
+        except SubgraphNodeError as e:  # from a body nested in this node's: name this node too
+            if not inner:
+                raise
+            raise e.within(describe_body(graph)) from e.cause
+        except Exception as e:
+            if not inner or raised_by_run_checks(e):  # a terminated run is no error of this node
+                raise
+            raise SubgraphNodeError(node, e, [describe_body(graph)]) from e
         for name, val in zip(node.outputs, outs):
             if name:
                 values[name] = val

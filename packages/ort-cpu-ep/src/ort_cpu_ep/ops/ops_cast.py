@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
-import onnx
 from onnx import TensorProto as T
 from onnx import numpy_helper
 
-from ort_graph import dtype_name
+from ort_graph import dtype_name, sparse_to_numpy
 
 from ._registry import Decline, OpImpl, register
 from ._util import ANY, check_dtype, decline_attr, np_dtype
@@ -159,17 +158,6 @@ class CastLike(_CastBase):
         return [cast_array(inputs[0], from_numpy_dtype(inputs[1].dtype), bool(node.attr("saturate", 1)))]
 
 
-def _sparse_to_dense(sp: onnx.SparseTensorProto) -> np.ndarray:
-    values = numpy_helper.to_array(sp.values)
-    idx = numpy_helper.to_array(sp.indices).astype(np.int64)
-    dims = tuple(sp.dims)
-    out = np.zeros(int(np.prod(dims)), dtype=values.dtype)
-    if idx.ndim == 2:
-        idx = np.ravel_multi_index(tuple(idx.T), dims)
-    out[idx.reshape(-1)] = values.reshape(-1)
-    return out.reshape(dims)
-
-
 @register("Constant", since=1)
 class Constant(OpImpl):
     def compute(self, node, inputs):
@@ -178,7 +166,7 @@ class Constant(OpImpl):
             if name == "value":
                 return [numpy_helper.to_array(v)]
             if name == "sparse_value":
-                return [_sparse_to_dense(v)]
+                return [sparse_to_numpy(v, f"the sparse_value of Constant node {node.name!r}")]
             if name == "value_float":
                 return [np.array(v, dtype=np.float32)]
             if name == "value_floats":

@@ -14,12 +14,40 @@ import numpy as np
 from ort_abi import check_growth, check_run
 from ort_graph import Graph, Node, to_numpy_dtype
 
+from ._bodies import body_bytes, body_weight_scope, host_weights, split_inputs
 from ._registry import Decline, OpImpl, register
 from ._util import norm_axis
 
 
-def _outer(node: Node, inputs: list, n_explicit: int) -> dict:
-    return dict(zip(node.implicit_inputs(), inputs[n_explicit:]))
+class _ControlFlow(OpImpl):
+    """The common part of If / Loop / Scan: inputs split into explicit, outer-scope values and the bodies'
+    weights (`_bodies`); the bodies' memory declared as the node's workspace; their weights read once."""
+
+    implicit_inputs = True
+
+    def workspace_bytes(self, node, input_shapes):
+        nbytes = body_bytes(node)
+        return [(0, nbytes)] if nbytes else []
+
+    def bind(self, node, opset):
+        cached: list = []  # decoded at the first run without device copies (a node on the CPU), then kept
+
+        def run(inputs):
+            explicit, outer, weights = split_inputs(node, inputs)
+            if not weights and not cached:
+                cached.append(host_weights(node))
+            with body_weight_scope(node, weights, None if weights else cached[0]):
+                return self.run(node, explicit, outer)
+
+        return run
+
+    def compute(self, node, inputs):
+        explicit, outer, weights = split_inputs(node, inputs)
+        with body_weight_scope(node, weights, None):
+            return self.run(node, explicit, outer)
+
+    def run(self, node: Node, inputs: list, outer: dict) -> list:
+        raise NotImplementedError
 
 
 def _empty_like_output(g: Graph, name: str) -> np.ndarray:
@@ -43,23 +71,18 @@ def _run(g: Graph, feeds: dict, outer: dict) -> list:
 
 
 @register("If", since=1)
-class If(OpImpl):
-    implicit_inputs = True
-
-    def compute(self, node, inputs):
+class If(_ControlFlow):
+    def run(self, node, inputs, outer):
         cond = bool(np.asarray(inputs[0]).reshape(-1)[0])
         g = node.attr("then_branch") if cond else node.attr("else_branch")
-        return _run(g, {}, _outer(node, inputs, len(node.inputs)))
+        return _run(g, {}, outer)
 
 
 @register("Loop", since=1)
-class Loop(OpImpl):
-    implicit_inputs = True
-
-    def compute(self, node, inputs):
+class Loop(_ControlFlow):
+    def run(self, node, inputs, outer):
         body: Graph = node.attr("body")
         ne = len(node.inputs)
-        outer = _outer(node, inputs, ne)
         m = inputs[0]
         trip = None if m is None else int(np.asarray(m).reshape(-1)[0])
         cond = True if inputs[1] is None else bool(np.asarray(inputs[1]).reshape(-1)[0])
@@ -93,19 +116,16 @@ class Loop(OpImpl):
 
 
 @register("Scan", since=9)
-class Scan(OpImpl):
-    implicit_inputs = True
-
+class Scan(_ControlFlow):
     def supports(self, node, inputs, opset):
         if node.attr("body") is None or node.attr("num_scan_inputs") is None:
             return Decline(rejected="Scan without body/num_scan_inputs", accepts="a well-formed Scan",
                            remedy="fix the model")
         return None
 
-    def compute(self, node, inputs):
+    def run(self, node, inputs, outer):
         body: Graph = node.attr("body")
         ne = len(node.inputs)
-        outer = _outer(node, inputs, ne)
         m = node.attr("num_scan_inputs")
         n_state = ne - m
         state = list(inputs[:n_state])
@@ -154,8 +174,12 @@ class Scan8(OpImpl):
 
     def compute(self, node, inputs):
         body: Graph = node.attr("body")
+        _, outer, weights = split_inputs(node, inputs)
+        with body_weight_scope(node, weights, None):
+            return self._run8(node, body, inputs, outer)
+
+    def _run8(self, node, body, inputs, outer):
         ne = len(node.inputs)
-        outer = _outer(node, inputs, ne)
         m = node.attr("num_scan_inputs")
         n_state = ne - 1 - m
         states = list(inputs[1:1 + n_state])

@@ -9,7 +9,7 @@ and Y = A @ W^T (+ bias).
 
 accuracy_level 4 (int8 compute): when B is a constant initializer (ONNX Runtime prepacks it) and the zero
 points are absent or uint8, ONNX Runtime's CPU kernel quantizes A per block of block_size along K to int8
-(symmetric, scale = max|a| / 127, round half to even) and accumulates integer dot products per block. This
+(symmetric, scale = max|a| / 127, values times 127 / max|a| rounded half to even) and accumulates integer dot products per block. This
 kernel reproduces that by multiplying the quantize-dequantized A with the dequantized weight (equal up to
 float32 summation order). Otherwise (accuracy_level 0-3, float zero points, B computed at run time) A is
 used as is.
@@ -108,10 +108,12 @@ def fake_quantize_a(a: np.ndarray, block_size: int, out: np.ndarray | None = Non
     padded[:, :k] = a
     padded[:, k:] = 0
     blocks = padded.reshape(m, kb, block_size)
-    scale = np.maximum(blocks.max(axis=-1), -blocks.min(axis=-1))  # max |a| without an |a| copy
-    scale /= np.float32(127)
-    nz = scale != 0
-    inv = np.where(nz, np.float32(1) / np.where(nz, scale, np.float32(1)), np.float32(0)).astype(np.float32)
+    amax = np.maximum(blocks.max(axis=-1), -blocks.min(axis=-1))  # max |a| without an |a| copy
+    scale = amax / np.float32(127)
+    # the reciprocal as onnxruntime's quantizer computes it, 127 / max|a| in one rounding (not 1 / scale: the
+    # two differ by an ulp, which moves values on a half step to the other integer)
+    nz = amax != 0
+    inv = np.where(nz, np.float32(127) / np.where(nz, amax, np.float32(1)), np.float32(0)).astype(np.float32)
     blocks *= inv[..., None]
     np.rint(blocks, out=blocks)
     blocks *= scale[..., None]
@@ -268,90 +270,4 @@ class MatMulNBits(OpImpl):
         return [y.astype(a.dtype, copy=False)]
 
 
-_GBQ_DATA = frozenset({TensorProto.UINT8, TensorProto.INT4, TensorProto.UINT4, TensorProto.FLOAT8E4M3FN,
-                       TensorProto.FLOAT8E4M3FNUZ, TensorProto.FLOAT8E5M2, TensorProto.FLOAT8E5M2FNUZ,
-                       TensorProto.FLOAT4E2M1})
-_GBQ_FLOAT_CODES = _GBQ_DATA - {TensorProto.UINT8, TensorProto.INT4, TensorProto.UINT4}
-
-
-def _expand_blocks(x: np.ndarray, axis: int, block: int, length: int) -> np.ndarray:
-    """Repeat per-block values `block` times along `axis` and cut to `length` (size-1 axes broadcast later)."""
-    if x.shape[axis] == 1 and block >= length:
-        return x
-    return np.take(np.repeat(x, block, axis=axis), np.arange(length), axis=axis)
-
-
-@register("GatherBlockQuantized", domain=MS)
-class GatherBlockQuantized(OpImpl):
-    """Gather from a block-quantized table and dequantize the gathered slices: (q - zero_point) * scale.
-
-    uint8 data packs 2/4-bit values along the last axis (low bits first; default zero point 2^(bits-1));
-    int4/uint4 data has zero point 0 by default; float8/float4 data is symmetric (value * scale).
-    Out-of-range indices give zeros."""
-
-    def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
-        data = inputs[0]
-        if data.dtype and data.dtype not in _GBQ_DATA:
-            return Decline(rejected=f"data dtype {dtype_name(data.dtype)}",
-                           accepts="uint8 (packed 2/4/8-bit), int4, uint4, float8 variants, float4e2m1")
-        if len(inputs) > 2 and inputs[2].dtype and inputs[2].dtype not in _T1:
-            return Decline(rejected=f"scales dtype {dtype_name(inputs[2].dtype)}", accepts="float32, float16",
-                           remedy="cast the scales to float32 (bfloat16 has no numpy type here)")
-        bits, block = int(node.attr("bits", 4)), int(node.attr("block_size", 128))
-        if data.dtype == TensorProto.UINT8 and bits not in _SUPPORTED_BITS:
-            return Decline(rejected=f"bits={bits!r}", accepts="2, 4 or 8 for uint8 data", remedy="fix bits")
-        if block != 0 and (block < 16 or block & (block - 1)):
-            return Decline(rejected=f"block_size={block!r}", accepts="a power of two >= 16 (0 for float8/4 data)",
-                           remedy="fix block_size")
-        if block == 0 and data.dtype not in _GBQ_FLOAT_CODES:
-            return Decline(rejected="block_size=0 with integer data", accepts="block_size=0 only for float8/4 data",
-                           remedy="set block_size")
-        if data.shape is not None:
-            r = len(data.shape)
-            ga, qa = int(node.attr("gather_axis", 0)), int(node.attr("quantize_axis", 1))
-            if not (-r <= ga < r and -r <= qa < r):
-                return Decline(rejected=f"gather_axis={ga!r}, quantize_axis={qa!r} for rank {r}",
-                               accepts="axes in [-rank, rank)", remedy="fix the axes")
-            if data.dtype == TensorProto.UINT8 and (ga % r != 0 or (bits < 8 and qa % r == 0)):
-                return Decline(rejected=f"uint8 data with gather_axis={ga!r}, quantize_axis={qa!r}",
-                               accepts="gather_axis 0 and (bits < 8) quantize_axis != 0",
-                               remedy="store the table with rows along axis 0")
-        return None
-
-    def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
-        data, idx, scales = inputs[0], np.asarray(inputs[1], np.int64), inputs[2]
-        zp = inputs[3] if len(inputs) > 3 else None
-        bits, block = int(node.attr("bits", 4)), int(node.attr("block_size", 128))
-        packed = data.dtype == np.uint8 and bits < 8
-        r = data.ndim
-        ga, qa = int(node.attr("gather_axis", 0)) % r, int(node.attr("quantize_axis", 1)) % r
-        size = data.shape[ga]
-        valid = (idx >= -size) & (idx < size)
-        take = np.clip(np.where(idx < 0, idx + size, idx), 0, size - 1)
-        rows = np.take(data, take, axis=ga)
-        qa2 = qa + (idx.ndim - 1 if qa > ga else 0)
-        if packed:
-            vals = unpack_bits(rows, bits, rows.shape[-1] * (8 // bits)).astype(np.float32)
-        else:
-            vals = rows.astype(np.float32)
-        length = vals.shape[qa2]
-        block = block or length
-        sc = np.take(scales, take, axis=ga) if scales.shape[ga] > 1 else np.expand_dims(
-            np.take(scales, 0, axis=ga), tuple(range(ga, ga + idx.ndim)))
-        sc = _expand_blocks(sc.astype(np.float32), qa2, block, length)
-        if zp is not None:
-            z = np.take(zp, take, axis=ga)
-            z = unpack_bits(z, bits, scales.shape[-1]) if packed else z
-            z = _expand_blocks(z.astype(np.float32), qa2, block, length)
-        elif data.dtype == np.uint8:
-            z = np.float32(2 ** (bits - 1))
-        else:
-            z = np.float32(0)
-        out = (vals - z) * sc
-        mask = valid.reshape(valid.shape + (1,) * (out.ndim - ga - valid.ndim)) if ga == 0 else np.expand_dims(
-            valid, tuple(range(ga))).reshape((1,) * ga + valid.shape + (1,) * (r - ga - 1))
-        out = np.where(mask, out, np.float32(0))
-        return [out.astype(scales.dtype)]
-
-
-__all__ = ["GatherBlockQuantized", "MatMulNBits", "matmul_nbits_workspace_bytes", "dequantize_weight", "fake_quantize_a", "int8_compute", "unpack_bits"]
+__all__ = ["MatMulNBits", "matmul_nbits_workspace_bytes", "dequantize_weight", "fake_quantize_a", "int8_compute", "unpack_bits"]

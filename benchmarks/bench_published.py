@@ -1,0 +1,172 @@
+"""Published models: real trained models as their authors ship them (`../shared/models/published`: a file-type
+model, three OCR CNNs), ours against onnxruntime's CPU provider on the inputs their own packages feed them.
+
+Per model: median run time of ours at 1 thread and at its default (all cores), onnxruntime at 1 thread and at
+its default, interleaved in rounds in one process (`interleaved_times`, a 50 ms pause before each turn); session
+initialization and the peak RSS of a fresh process that loads the model and runs it once, each runtime in its
+own child process (`python benchmarks/bench_published.py --child RUNTIME MODEL`); and the budget sweep: planned
+for the simulated GPU at 25/50/100/400% of the model's weights, the weight bytes placed there, the plan, and
+the device allocator's measured peak after a run, which must never exceed the plan or the budget (a FAIL line).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import time
+import warnings
+from typing import Any
+
+import numpy as np
+from _models import shared_dir
+from _table import Section, Table, fmt_bytes, fmt_ratio, fmt_seconds, interleaved_times, median
+
+# model file -> (input name, the shape its package feeds, element type, value range)
+MODELS: dict[str, tuple[str, list[int], str, tuple[int, int]]] = {
+    "magika_standard_v3_3.onnx": ("bytes", [1, 2048], "int32", (0, 257)),
+    "ppocr_mobile_v2_cls.onnx": ("x", [1, 3, 48, 192], "float32", (-1, 1)),
+    "ppocrv4_rec.onnx": ("x", [1, 3, 48, 320], "float32", (-1, 1)),
+    "ppocrv4_det.onnx": ("x", [1, 3, 320, 320], "float32", (-1, 1)),
+}
+SHARES = (0.25, 0.5, 1.0, 4.0)
+
+
+def feeds_for(file: str, seed: int = 0) -> dict[str, np.ndarray]:
+    name, shape, dtype, (lo, hi) = MODELS[file]
+    rng = np.random.default_rng(seed)
+    if dtype.startswith("int"):
+        return {name: rng.integers(lo, hi, shape).astype(dtype)}
+    return {name: rng.uniform(lo, hi, shape).astype(dtype)}
+
+
+def _options(file: str, **extra: Any) -> dict[str, Any]:
+    name, shape, _, _ = MODELS[file]
+    return {"max_shapes": {name: list(shape)}, **extra}
+
+
+def _ours(path: str, file: str, providers: list[str] | None = None, **extra: Any):
+    from ort_session import InferenceSession
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return InferenceSession(path, _options(file, **extra), providers=providers or ["CPUExecutionProvider"])
+
+
+def _ort(path: str, threads: int | None):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    if threads is not None:
+        so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+def child(runtime: str, path: str) -> dict[str, Any]:
+    """In a fresh process: initialize, run once; init seconds and peak RSS (bytes)."""
+    file = path.rsplit("/", 1)[-1]
+    feeds = feeds_for(file)
+    t0 = time.perf_counter()
+    sess = _ours(path, file) if runtime == "ours" else _ort(path, None)
+    init = time.perf_counter() - t0
+    sess.run(None, feeds)
+    return {"init_s": init, "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+
+
+def _child(runtime: str, path: str) -> dict[str, Any]:
+    r = subprocess.run([sys.executable, __file__, "--child", runtime, path], capture_output=True, text=True,
+                       timeout=600)
+    if r.returncode != 0:
+        return {"error": (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1][:200]}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _speed(path: str, file: str, repeats: int) -> dict[str, Any]:
+    feeds = feeds_for(file)
+    ours_1t, ours_all = _ours(path, file, intra_op_num_threads=1), _ours(path, file)
+    ort_1t, ort_all = _ort(path, 1), _ort(path, None)
+    got, ref = ours_all.run(None, feeds), ort_1t.run(None, feeds)
+    rec: dict[str, Any] = {"max_abs_diff": max(float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
+                                               for a, b in zip(got, ref, strict=True) if np.asarray(a).size)}
+    samples = interleaved_times({"ours_1t": lambda: ours_1t.run(None, feeds), "ort_1t": lambda: ort_1t.run(None, feeds),
+                                 "ours_all": lambda: ours_all.run(None, feeds),
+                                 "ort_all": lambda: ort_all.run(None, feeds)}, repeats, pause=0.05)
+    rec |= {k: median(v) for k, v in samples.items()}
+    return rec
+
+
+def _budget_rows(path: str, file: str, sec: Section) -> list[dict[str, Any]]:
+    """The simulated GPU at shares of the weights: weight bytes placed, plan, measured peak after a run."""
+    import ort_graph
+
+    try:  # the weights as the runtime counts them (Constant nodes folded into initializers included)
+        weights = _ours(path, file).plan.to_dict()["devices"]["cpu"]["weights"]
+    except Exception:  # a model the CPU plan refuses: the file's initializers
+        weights = sum(t.nbytes for t in ort_graph.load(path).graph.initializers.values())
+    feeds, rows = feeds_for(file), []
+    for share in SHARES:
+        budget = max(4096, int(weights * share))
+        row: dict[str, Any] = {"share": share, "budget": budget, "model_weights": weights}
+        try:
+            sess = _ours(path, file, ["SimulatedGPUExecutionProvider", "CPUExecutionProvider"], budgets=f"gpu:{budget}")
+            dev = sess.plan.to_dict()["devices"].get("simgpu", {})
+            sess.run(None, feeds)
+            used = sess.device_memory().get("simgpu", {})
+            row |= {"weights": dev.get("weights", 0), "total": dev.get("total", 0), "peak": used.get("peak", 0)}
+            if row["peak"] > min(row["total"] or 0, budget) and row["peak"] > 0:
+                sec.failures.append(f"{file} at {share:.0%} of its weights: measured device peak {row['peak']} B "
+                                    f"above the plan {row['total']} B or the budget {budget} B")
+        except Exception as e:  # a refusal is a result: say which
+            row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+        rows.append(row)
+    return rows
+
+
+def run(quick: bool = False) -> Section:
+    sec = Section("published")
+    root = shared_dir() / "published"
+    present = {f: root / f for f in MODELS if (root / f).is_file()}
+    if not present:
+        sec.notes.append(f"no published models under {str(root)!r}: section skipped")
+        return sec
+    if quick:
+        present = dict(list(present.items())[:2])
+    speed = Table("published models, CPU: median run time, ours vs onnxruntime (same inputs, interleaved)",
+                  ["model", "ours 1t", "ORT 1t", "ours/ORT 1t", "ours all", "ORT all", "ours/ORT all", "init ours",
+                   "init ORT", "init ratio", "RSS ours", "RSS ORT", "max |diff|"])
+    fit = Table("published models on the simulated GPU: budget as a share of the weights -> weights placed, plan, "
+                "measured peak", ["model", "share", "budget", "weights on device", "plan total", "measured peak"])
+    for file, path in present.items():
+        rec: dict[str, Any] = {"model": file}
+        try:
+            rec |= _speed(str(path), file, 3 if quick else 10)
+        except Exception as e:
+            rec["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+            sec.notes.append(f"{file}: {rec['error']}")
+        rec["child_ours"], rec["child_ort"] = _child("ours", str(path)), _child("ort", str(path))
+        co, cr = rec["child_ours"], rec["child_ort"]
+        if "error" not in rec:
+            speed.add(file.removesuffix(".onnx"), fmt_seconds(rec["ours_1t"]), fmt_seconds(rec["ort_1t"]),
+                      fmt_ratio(rec["ours_1t"] / rec["ort_1t"], 2), fmt_seconds(rec["ours_all"]),
+                      fmt_seconds(rec["ort_all"]), fmt_ratio(rec["ours_all"] / rec["ort_all"], 2),
+                      fmt_seconds(co.get("init_s")), fmt_seconds(cr.get("init_s")),
+                      fmt_ratio(co["init_s"] / cr["init_s"], 2) if "init_s" in co and "init_s" in cr else "-",
+                      fmt_bytes(co.get("peak_rss")), fmt_bytes(cr.get("peak_rss")), f"{rec['max_abs_diff']:.1e}")
+        rec["budget"] = _budget_rows(str(path), file, sec)
+        for row in rec["budget"]:
+            fit.add(file.removesuffix(".onnx"), f"{row['share']:.0%}", fmt_bytes(row["budget"]),
+                    fmt_bytes(row.get("weights")) if "error" not in row else row["error"][:60],
+                    fmt_bytes(row.get("total")), fmt_bytes(row.get("peak")))
+        sec.records.append(rec)
+    speed.notes.append("1t: intra_op_num_threads=1; all: each runtime's default; init and RSS: a fresh child process "
+                       "per runtime that loads the model and runs it once (peak RSS of that process)")
+    fit.notes.append("measured peak: the simulated device allocator's peak after one run; it never exceeds the plan "
+                     "total or the budget (else a FAIL line)")
+    sec.tables += [speed, fit]
+    return sec
+
+
+if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "--child":
+    print(json.dumps(child(sys.argv[2], sys.argv[3])))
