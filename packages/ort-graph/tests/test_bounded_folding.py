@@ -16,7 +16,8 @@ I64 = TensorProto.INT64
 
 def _evaluate(op, inputs, **attrs):
     g = helper.make_graph([helper.make_node(op, [f"i{k}" for k in range(len(inputs))], ["o"], name=f"/{op}", **attrs)],
-                          "g", [helper.make_tensor_value_info(f"i{k}", TensorProto.UNDEFINED, None) for k in range(len(inputs))],
+                          "g", [helper.make_tensor_value_info(f"i{k}", helper.np_dtype_to_tensor_dtype(np.asarray(x).dtype), None)
+                                for k, x in enumerate(inputs)],
                           [helper.make_tensor_value_info("o", TensorProto.FLOAT, None)])
     node = from_proto(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])).graph.nodes[0]
     tracemalloc.start()
@@ -125,10 +126,10 @@ def test_long_or_unknown_length_vectors_are_found(via_range, n, long):
     import onnx
 
     from ort_graph._data_prop import long_vectors
-    from ort_graph._shapes import _input_shapes, _shape_only_proto
+    from ort_graph._shapes import _shape_only_proto, input_shapes
 
     model = _cast_of_long_input_model(via_range)
-    proto = _shape_only_proto(model, _input_shapes(model.graph, {"past_sequence": n}, {}))
+    proto = _shape_only_proto(model, input_shapes(model.graph, {"past_sequence": n}, {})[0])
     plain = onnx.shape_inference.infer_shapes(proto, data_prop=False)
     assert sorted(long_vectors(plain)) == sorted(long)  # Range's length is unknown without data propagation
 

@@ -104,7 +104,7 @@ def test_terminate_stops_a_huge_loop_run_through_iobinding():
 
 
 def test_a_scan_output_without_static_bound_is_refused_at_initialization_under_a_budget():
-    with pytest.raises(InvalidOptionError, match=r"(?s)'scans'.*Loop node 'loop'.*constant trip count"):
+    with pytest.raises(InvalidOptionError, match=r"(?s)'scans'.*node 'loop' \(Loop\).*constant trip count"):
         _session(control_flow_model("loop", scan=True), budgets="cpu:1GiB")
 
 
