@@ -113,3 +113,11 @@ def test_bad_sampling_flag_is_refused_by_name(folder):
     run = subprocess.run([sys.executable, "-c", ORTRUN, "chat", str(folder), "--top-p", "0"], input="",
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "top_p=0.0 is out of range" in run.stderr, run.stderr
+
+
+def test_the_chat_command_registers_without_numpy():
+    code = ("import sys; from ort_session._cli_args import build_parser; p = build_parser(); "
+            "a = p.parse_args(['chat', 'm', '--stop', 'x', '--top-k', '3']); "
+            "print('numpy' in sys.modules, a.fn.__module__, a.stop, a.top_k)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.stdout.split() == ["False", "ort_serve._chat_cli", "['x']", "3"], run.stderr
