@@ -21,6 +21,7 @@ __version__ = "0.1.0"
 # command registration (`_commands`) and must not import numpy or a model
 _WHERE = {
     "ChatTemplate": "._chat_template", "ChatTemplateError": "._chat_template", "Message": "._chat_template",
+    "Conversation": "._conversation", "ConversationError": "._conversation", "TurnStats": "._conversation",
     "Sampler": "._sampling", "SamplingError": "._sampling", "SamplingParams": "._sampling",
     "StopMatcher": "._sampling", "generation_defaults": "._sampling",
 }
@@ -43,4 +44,5 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from ._chat_template import ChatTemplate, ChatTemplateError, Message  # noqa: F401
+    from ._conversation import Conversation, ConversationError, TurnStats  # noqa: F401
     from ._sampling import Sampler, SamplingError, SamplingParams, StopMatcher, generation_defaults  # noqa: F401
