@@ -22,6 +22,7 @@ from ort_session import InferenceSession
 from ort_session._generate import generate
 from ort_session._model_files import resolve_model
 from ort_session._options import NAME_BASED_ASSIGNMENT
+from ort_session._tokenizer import load_tokenizer
 
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
@@ -85,7 +86,8 @@ def build_engine(folder: pathlib.Path, max_batch: int = 8, max_queue: int = 64, 
     if rules:
         opts.add_session_config_entry(NAME_BASED_ASSIGNMENT, rules)
     providers = SIM if budget else None
-    return Engine.build(model, files, opts, lambda o: InferenceSession(model, o, providers=providers),
+    codec = load_tokenizer(files.tokenizer, VOCAB)
+    return Engine.build(model, files, opts, lambda o: InferenceSession(model, o, providers=providers), codec,
                         max_batch=max_batch, ctx_size=None, prefill_chunk=chunk, max_queue=max_queue)
 
 
@@ -320,6 +322,7 @@ def test_eight_concurrent_clients_equal_alone_within_budget(server):
         async with httpx.AsyncClient(timeout=120) as http:
             return await asyncio.gather(*(one(http, p, n) for p, n in zip(PROMPTS, lengths)))
 
+    before = httpx.get(f"{url}/metrics", timeout=30).text
     got = asyncio.run(main())
     for prompt, n, out in zip(PROMPTS, lengths, got):
         assert out == alone(folder, prompt, n), prompt
@@ -333,9 +336,9 @@ def test_eight_concurrent_clients_equal_alone_within_budget(server):
                  "device_bytes_in_use", "device_budget_bytes"):
         assert f"ort_serve_{name}" in metrics
     assert re_value(metrics, "ort_serve_generated_tokens_total") >= sum(lengths)
-    steps, sequences = re_value(metrics, "ort_serve_decode_steps_total"), \
-        re_value(metrics, "ort_serve_decode_step_sequences_total")
-    assert sequences / steps > 1.5  # the clients' decode steps ran as batches
+    steps, sequences = (re_value(metrics, name) - re_value(before, name)
+                        for name in ("ort_serve_decode_steps_total", "ort_serve_decode_step_sequences_total"))
+    assert sequences / steps > 1.5, (sequences, steps)  # the clients' decode steps ran as batches
 
 
 def test_queue_full_is_429_and_a_gone_client_frees_its_slot(server):

@@ -4,21 +4,18 @@ tokenizer, chat template and generation defaults, and the scheduler over them.""
 
 from __future__ import annotations
 
-import json
 import logging
-import pathlib
 import time
-import warnings
 from typing import Any
 
 import attrs
 
 from ort_session._context_limits import check_ctx_size
 from ort_session._model_files import ModelFiles
-from ort_session._tokenizer import TextCodec, load_tokenizer
+from ort_session._tokenizer import TextCodec
 
 from ._batch_runner import BatchRunner
-from ._chat_template import ChatTemplate, ChatTemplateError
+from ._chat_template import ChatTemplate
 from ._kv_pool import plan_max_shapes
 from ._sampling import SamplingParams, generation_defaults
 from ._scheduler import Scheduler
@@ -27,30 +24,6 @@ from ._serve_errors import ServeError
 log = logging.getLogger("ort_serve")
 
 PRE_ALLOCATE = "session.pre_allocate_execution_buffers"
-
-
-def load_template(files: ModelFiles | None, path: str | None) -> ChatTemplate | None:
-    """--chat-template FILE (a Jinja2 template, with the folder's special tokens), else the folder's; None (with a
-    warning) where neither has one."""
-    if path is not None:
-        try:
-            source = pathlib.Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise ServeError(f"--chat-template {path!r}: cannot read it ({e})") from e
-        config: dict[str, Any] = {}
-        if files is not None and (files.folder / "tokenizer_config.json").is_file():
-            try:
-                config = json.loads((files.folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                config = {}
-        return ChatTemplate.from_config({**(config if isinstance(config, dict) else {}), "chat_template": source})
-    if files is None:
-        return None
-    try:
-        return ChatTemplate.from_folder(files.folder)
-    except ChatTemplateError as e:
-        log.warning("no chat template (%s): chat requests are rendered as 'role: content' lines", e)
-        return None
 
 
 def serving_ctx(model: Any, files: ModelFiles | None, ctx_size: int | None) -> int:
@@ -75,10 +48,11 @@ class Engine:
     created: int = attrs.field(factory=lambda: int(time.time()))
 
     @classmethod
-    def build(cls, model: Any, files: ModelFiles | None, opts: Any, make_session: Any, *, max_batch: int,
-              ctx_size: int | None, prefill_chunk: int = 32, max_queue: int = 64, tokenizer: str | None = None,
-              name: str | None = None, chat_template: str | None = None) -> Engine:
-        """`make_session(opts)` builds the InferenceSession (ortrun's, with its providers and progress lines)."""
+    def build(cls, model: Any, files: ModelFiles | None, opts: Any, make_session: Any, codec: TextCodec, *,
+              max_batch: int, ctx_size: int | None, prefill_chunk: int = 32, max_queue: int = 64,
+              name: str | None = None, template: ChatTemplate | None = None) -> Engine:
+        """`make_session(opts)` builds the InferenceSession (ortrun's, with its providers and progress lines);
+        `codec` is the model's tokenizer, `template` its chat template (None: `role: content` lines)."""
         ctx = serving_ctx(model, files, ctx_size)
         dims = dict(opts.free_dimension_overrides or {})
         opts.max_shapes = {**plan_max_shapes(model, max_batch, ctx, prefill_chunk, dims), **(opts.max_shapes or {})}
@@ -92,15 +66,6 @@ class Engine:
             raise
         log.info("decoding: %s (%s); KV pool %d slots x %d positions (%d bytes, host)", runner.mode, runner.reason,
                  max_batch, ctx, runner.pool.nbytes)
-        logits = model.graph.values.get("logits")
-        vocab = logits.shape[-1] if logits is not None and logits.shape and isinstance(logits.shape[-1], int) else 256
-        tok = tokenizer or (files.tokenizer if files is not None else None)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            codec = load_tokenizer(tok, int(vocab))
-        for w in caught:
-            log.warning("%s", w.message)
-        template = load_template(files, chat_template)
         defaults = generation_defaults(files.folder if files else None, files.config if files else None)
         if files is not None and files.eos_ids and "eos_ids" not in defaults:
             defaults["eos_ids"] = files.eos_ids

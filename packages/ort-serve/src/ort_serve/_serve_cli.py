@@ -46,6 +46,21 @@ def add_parser(sub: argparse._SubParsersAction, model_options: Callable[[argpars
     return ["serve"]
 
 
+def _template_or_none(args: argparse.Namespace, files) -> object:
+    """`--chat-template FILE` (an error when unreadable), else the folder's; None with a warning without one."""
+    from ._chat_cli import _template
+    from ._chat_template import ChatTemplateError
+
+    try:
+        return _template(args, files.folder if files is not None else None)
+    except ChatTemplateError as e:
+        if args.chat_template:
+            raise
+        logging.getLogger("ort_serve").warning("no chat template (%s): chat requests are rendered as 'role: content' "
+                                               "lines", e)
+        return None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
@@ -55,6 +70,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise ServeError("`ortrun serve` needs Starlette and uvicorn: pip install './packages/ort-serve[serve]'") \
             from None
     from ort_session._cli_commands import _load, _options, _say, _session
+    from ort_session._cli_text import text_codec
 
     from ._engine import Engine
     from ._server import build_app
@@ -63,10 +79,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                         stream=sys.stderr)
     model, label, files = _load(args)
     opts = _options(args, dict(args.dim), model)
-    engine = Engine.build(model, files, opts, lambda o: _session(args, model, label, o), max_batch=args.max_batch,
-                          ctx_size=args.ctx_size, prefill_chunk=args.prefill_chunk, max_queue=args.max_queue,
-                          tokenizer=args.tokenizer, name=args.name,
-                          chat_template=args.chat_template)
+    engine = Engine.build(model, files, opts, lambda o: _session(args, model, label, o), text_codec(args, model, files),
+                          max_batch=args.max_batch, ctx_size=args.ctx_size, prefill_chunk=args.prefill_chunk,
+                          max_queue=args.max_queue, name=args.name, template=_template_or_none(args, files))
     runner = engine.runner
     _say(f"serving {engine.name!r}: {runner.mode} decoding ({runner.reason}), {runner.pool.slots} slots x "
          f"{runner.ctx} positions, prefill chunk {runner.chunk}, queue {args.max_queue}")
