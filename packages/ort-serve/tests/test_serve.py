@@ -300,6 +300,11 @@ def test_refusals_name_the_limit(server):
     assert r.status_code == 503 and r.json()["error"]["limit"] == "ctx_size" and "--ctx-size" in r.json()["error"]["message"]
     r = httpx.post(f"{url}/v1/completions", json={"prompt": "t1", "temperature": -1}, timeout=30)
     assert r.status_code == 400 and "temperature" in r.json()["error"]["message"]
+    r = httpx.post(f"{url}/v1/completions", json={"prompt": [3, 999], "max_tokens": 2}, timeout=30)
+    assert r.status_code == 400 and "[999]" in r.json()["error"]["message"]
+    r = httpx.post(f"{url}/v1/completions", json={"prompt": PROMPTS[2], "max_tokens": 5, "temperature": 0,
+                                                  "return_token_ids": True}, timeout=30)
+    assert r.json()["choices"][0]["token_ids"] == alone(server[1], PROMPTS[2], 5)  # a prompt of token ids
     r = httpx.post(f"{url}/v1/completions", json={"prompt": "t1", "logprobs": 2}, timeout=30)
     assert r.status_code == 400 and r.json()["error"]["param"] == "logprobs"
     r = httpx.post(f"{url}/v1/chat/completions", content=b"{not json", timeout=30)

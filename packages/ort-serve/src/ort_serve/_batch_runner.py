@@ -43,6 +43,9 @@ class BatchRunner:
         self.has_positions = "position_ids" in session.input_names
         self.pool = KVPool.allocate(self._kv_dims(), self._kv_dtypes(), max_batch, ctx)
         self.mode, self.reason = "round-robin", "not probed"
+        logits = session.model.graph.values.get("logits")
+        last = logits.shape[-1] if logits is not None and logits.shape else None
+        self.vocab: int | None = last if isinstance(last, int) else None
         self.layout = "append"
 
     def _kv_dims(self) -> dict[str, tuple[int, int]]:
@@ -117,8 +120,7 @@ class BatchRunner:
             self.mode, self.reason = "round-robin", "the model has no attention_mask input (a ragged batch " \
                                                     "cannot mask each sequence's unused positions)"
             return
-        vocab = self.session.model.graph.values["logits"].shape
-        top = int(vocab[-1]) if vocab and isinstance(vocab[-1], int) else 2
+        top = self.vocab or 2
         prompts = [[(7 * i + 1) % top for i in range(min(5, self.ctx - 3))], [3 % top, 11 % top]]
         steps = [[1 % top, 2 % top], [5 % top, 9 % top]]
         try:

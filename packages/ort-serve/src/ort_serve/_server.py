@@ -155,6 +155,17 @@ def chat_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def token_prompt(value: Any, vocab: int | None) -> list[int]:
+    """OpenAI's prompt given as token ids (a list of ints, each in the vocabulary)."""
+    if not isinstance(value, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in value):
+        raise BadRequest(f"prompt={str(value)[:80]!r}: expected a string or a list of token ids (one prompt per "
+                         "request)", "prompt")
+    bad = [t for t in value if t < 0 or (vocab is not None and t >= vocab)]
+    if bad:
+        raise BadRequest(f"prompt token ids {bad[:5]!r} are outside the vocabulary [0, {vocab})", "prompt")
+    return list(value)
+
+
 def sse(data: Any) -> str:
     return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
@@ -164,11 +175,9 @@ async def openai_completion(engine: Engine, body: dict[str, Any], chat: bool) ->
         text = engine.render_chat(chat_messages(body))
     else:
         text = body.get("prompt")
-        if isinstance(text, list) and len(text) == 1:
+        if isinstance(text, list) and len(text) == 1 and isinstance(text[0], str | list):
             text = text[0]
-        if not isinstance(text, str):
-            raise BadRequest(f"prompt={text!r}: expected a string (one prompt per request)", "prompt")
-    prompt = engine.encode(text)
+    prompt = engine.encode(text) if isinstance(text, str) else token_prompt(text, engine.runner.vocab)
     params = openai_params(engine, body, prompt, None if chat else 16)
     req, events = await generate(engine, prompt, params, field(body, "priority", int, 0))
     rid = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex[:24]}"
