@@ -298,6 +298,7 @@ def test_refusals_name_the_limit(server):
     url, _, _ = server
     r = httpx.post(f"{url}/v1/completions", json={"prompt": text_of([5] * CTX), "max_tokens": 2}, timeout=30)
     assert r.status_code == 503 and r.json()["error"]["limit"] == "ctx_size" and "--ctx-size" in r.json()["error"]["message"]
+    assert re_value(httpx.get(f"{url}/metrics", timeout=30).text, 'ort_serve_requests_refused_total{reason="context"}') == 1
     r = httpx.post(f"{url}/v1/completions", json={"prompt": "t1", "temperature": -1}, timeout=30)
     assert r.status_code == 400 and "temperature" in r.json()["error"]["message"]
     r = httpx.post(f"{url}/v1/completions", json={"prompt": [3, 999], "max_tokens": 2}, timeout=30)

@@ -100,6 +100,7 @@ class Scheduler:
             raise AdmissionError("the prompt encodes to no token; give a non-empty prompt", 400, "prompt", 0)
         room = self.ctx - len(prompt)
         if room < 1:
+            self.metrics.refused["context"] = self.metrics.refused.get("context", 0) + 1
             raise AdmissionError(f"the prompt is {len(prompt)} tokens; this server's context (--ctx-size) is "
                                  f"{self.ctx}, which leaves no room for a new token: shorten the prompt",
                                  503, "ctx_size", self.ctx)
