@@ -20,6 +20,7 @@ __version__ = "0.1.0"
 # names -> the private module that defines them, imported on first use: `ortrun --help` loads this package's
 # command registration (`_commands`) and must not import numpy or a model
 _WHERE = {
+    "AdmissionError": "._serve_errors", "ServeError": "._serve_errors",
     "ChatTemplate": "._chat_template", "ChatTemplateError": "._chat_template", "Message": "._chat_template",
     "Conversation": "._conversation", "ConversationError": "._conversation", "TurnStats": "._conversation",
     "Sampler": "._sampling", "SamplingError": "._sampling", "SamplingParams": "._sampling",
@@ -46,3 +47,4 @@ if TYPE_CHECKING:
     from ._chat_template import ChatTemplate, ChatTemplateError, Message  # noqa: F401
     from ._conversation import Conversation, ConversationError, TurnStats  # noqa: F401
     from ._sampling import Sampler, SamplingError, SamplingParams, StopMatcher, generation_defaults  # noqa: F401
+    from ._serve_errors import AdmissionError, ServeError  # noqa: F401
