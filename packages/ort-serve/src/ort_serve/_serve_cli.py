@@ -25,23 +25,27 @@ def add_parser(sub: argparse._SubParsersAction, model_options: Callable[[argpars
                         description="Serve MODEL over HTTP: /v1/chat/completions, /v1/completions, /v1/models, "
                                     "/api/generate, /api/chat, /health, /metrics.")
     model_options(sp)
-    sp.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    sp.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only), e.g. --host 0.0.0.0")
     sp.add_argument("--port", type=_port, default=8080, help="TCP port (default 8080), e.g. --port 11434")
     sp.add_argument("--max-batch", type=positive_int, default=8, metavar="N",
-                    help="sequences decoded together (KV pool slots, planned at initialization; default 8)")
+                    help="sequences decoded together (KV pool slots, planned at initialization; default 8), "
+                         "e.g. --max-batch 4")
     sp.add_argument("-c", "--ctx-size", type=positive_int, metavar="N",
                     help="positions per sequence, prompt included (default: genai_config.json's context_length, "
                          "capped at the model's positions), e.g. -c 2048")
     sp.add_argument("--prefill-chunk", type=positive_int, default=32, metavar="N",
                     help="prompt tokens fed per step (a newcomer's prefill interleaves with the others' decode "
-                         "chunk by chunk; default 32)")
+                         "chunk by chunk; default 32), e.g. --prefill-chunk 64")
     sp.add_argument("--max-queue", type=non_negative_int, default=64, metavar="N",
-                    help="requests that may wait for a slot; more are refused with 429 (default 64)")
-    sp.add_argument("--tokenizer", metavar="PATH", help="a tokenizer.json (default: the model folder's)")
+                    help="requests that may wait for a slot; more are refused with 429 (default 64), "
+                         "e.g. --max-queue 16")
+    sp.add_argument("--tokenizer", metavar="PATH", help="a tokenizer.json (default: the model folder's), e.g. --tokenizer ./tokenizer.json")
     sp.add_argument("--chat-template", metavar="FILE",
-                    help="a Jinja2 chat template (default: the folder's tokenizer_config.json chat_template)")
-    sp.add_argument("--name", metavar="NAME", help="the model's name in the APIs (default: the folder's name)")
-    sp.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+                    help="a Jinja2 chat template (default: the folder's tokenizer_config.json chat_template), "
+                         "e.g. --chat-template chatml.jinja")
+    sp.add_argument("--name", metavar="NAME", help="the model's name in the APIs (default: the folder's name), e.g. --name smollm2")
+    sp.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"),
+                    help="uvicorn's log level (default info), e.g. --log-level warning")
     sp.set_defaults(fn=cmd_serve)
     return ["serve"]
 
