@@ -32,6 +32,8 @@ OrtStatus* ort_cpu_ep_register_softmax(const OrtKernelApi* api, OrtKernelRegistr
 OrtStatus* ort_cpu_ep_register_arithmetic(const OrtKernelApi* api, OrtKernelRegistry* registry);
 /* Reshape, Identity, Flatten, (Un)Squeeze, Transpose, Concat, Slice, Gather (move_*.c, see move.h) */
 OrtStatus* ort_cpu_ep_register_movement(const OrtKernelApi* api, OrtKernelRegistry* registry);
+/* float32 2-D Conv (conv_kernel.c, conv_math.c; see conv.h) */
+OrtStatus* ort_cpu_ep_register_conv(const OrtKernelApi* api, OrtKernelRegistry* registry);
 /* all of the above, in order (the one call the library's entry point makes) */
 OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* registry);
 

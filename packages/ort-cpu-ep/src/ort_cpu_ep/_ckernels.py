@@ -120,7 +120,7 @@ def c_kernel_applies(node: Node) -> bool:
     (Skip)SimplifiedLayerNormalization and GroupQueryAttention: see `_c_norm_applies` / `_c_gqa_applies`;
     QuickGelu: float32 without a bias. MatMul, FusedMatMul: see `_c_matmul_applies`. Softmax: see
     `_c_softmax_applies`. Add, Sub, Mul, Div, Neg: see `_c_arith_applies`. Reshape, Identity, Flatten,
-    (Un)Squeeze, Transpose, Concat, Slice, Gather: see `_c_move_applies`.
+    (Un)Squeeze, Transpose, Concat, Slice, Gather: see `_c_move_applies`. Conv: see `_c_conv_applies`.
     Element types are the registered type constraints' business (float16 goes to numpy)."""
     if node.op_type in _C_NORMS:
         return _c_norm_applies(node)
@@ -136,6 +136,8 @@ def c_kernel_applies(node: Node) -> bool:
         return _c_arith_applies(node)
     if node.op_type in _C_MOVES:
         return _c_move_applies(node)
+    if node.op_type == "Conv" and node.domain in ("", "ai.onnx"):
+        return _c_conv_applies(node)
     if node.op_type != "MatMulNBits":
         return True
     bits, block = int(node.attr("bits", 4)), int(node.attr("block_size", 0))
@@ -232,6 +234,28 @@ def _c_move_applies(node: Node) -> bool:
             return False
     perm = node.attr("perm", None) if node.op_type == "Transpose" else None
     return perm is None or len(perm) > 0
+
+
+_CONV_ATTR_LENGTHS = {"kernel_shape": 2, "strides": 2, "dilations": 2, "pads": 4}
+
+
+def _c_conv_applies(node: Node) -> bool:
+    """A 2-D convolution: X and W known float32 of rank 4, a bias (if any) float32; kernel_shape / strides /
+    dilations / pads absent or of a 2-D convolution's lengths, auto_pad one of ONNX's four. 1-D and 3-D
+    convolutions, float16 and unknown ranks stay with numpy."""
+    graph = node.graph
+    if graph is None or not 2 <= len(node.inputs) <= 3 or not node.inputs[0] or not node.inputs[1]:
+        return False
+    values = [graph.values.get(name) for name in node.inputs if name]
+    if any(v is None or v.dtype != _FLOAT for v in values):
+        return False
+    if any(v.shape is None or len(v.shape) != 4 for v in values[:2]):
+        return False
+    for name, length in _CONV_ATTR_LENGTHS.items():
+        value = node.attr(name, None)
+        if value is not None and len(value) != length:
+            return False
+    return node.attr("auto_pad", "NOTSET") in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
 
 def _c_norm_applies(node: Node) -> bool:

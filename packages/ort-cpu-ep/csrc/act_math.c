@@ -1,0 +1,39 @@
+/* The piecewise-linear activations of the Conv C kernel's fused activation and of the elementwise Relu, Clip,
+ * HardSigmoid, LeakyRelu and HardSwish kernels (act_unary.c), float32, each the numpy kernel's expression in the
+ * same order of IEEE operations: Relu max(x, 0), Clip max then min, HardSigmoid clip(alpha x + beta, 0, 1),
+ * LeakyRelu x >= 0 ? x : alpha x, HardSwish x * clip(x / 6 + 0.5, 0, 1); NaN propagates as in numpy's
+ * maximum / minimum. No multiply-add contraction here (a fused alpha x + beta rounds once, numpy twice), so
+ * the results are numpy's bits. */
+#pragma GCC optimize("fp-contract=off")
+#include "conv.h"
+#include "cpu_kernels.h"
+
+static inline float act_lo(float v, float lo) { return v < lo ? lo : v; } /* numpy maximum: NaN stays */
+static inline float act_hi(float v, float hi) { return v > hi ? hi : v; }
+
+CPU_KERNELS_CLONES
+void conv_act_apply(const float* x, float* y, int64_t n, const ConvAct* act) {
+  const float a = act->a, b = act->b;
+  int64_t i;
+  switch (act->kind) {
+    case CONV_ACT_RELU:
+      for (i = 0; i < n; ++i) y[i] = act_lo(x[i], 0.0f);
+      break;
+    case CONV_ACT_CLIP:
+      for (i = 0; i < n; ++i) y[i] = act_hi(act_lo(x[i], a), b);
+      break;
+    case CONV_ACT_HARD_SIGMOID:
+      for (i = 0; i < n; ++i) y[i] = act_hi(act_lo(a * x[i] + b, 0.0f), 1.0f);
+      break;
+    case CONV_ACT_LEAKY_RELU:
+      for (i = 0; i < n; ++i) y[i] = x[i] >= 0.0f ? x[i] : a * x[i];
+      break;
+    case CONV_ACT_HARD_SWISH:
+      for (i = 0; i < n; ++i) y[i] = x[i] * act_hi(act_lo(x[i] / 6.0f + 0.5f, 0.0f), 1.0f);
+      break;
+    default:
+      if (x != y)
+        for (i = 0; i < n; ++i) y[i] = x[i];
+      break;
+  }
+}

@@ -1,0 +1,183 @@
+/* The math of the float32 Conv C kernel (conv.h): geometry, im2col by chunks of output pixels into the MatMul
+ * kernel's sgemm, the direct depthwise loop, bias and fused activation. */
+#include <stdio.h>
+#include <string.h>
+
+#include "conv.h"
+#include "cpu_kernels.h"
+#include "sgemm.h"
+
+static int64_t conv_attr(const int64_t* v, size_t n, size_t i, int64_t dflt) { return i < n ? v[i] : dflt; }
+
+int conv_geometry(const ConvAttrs* a, const int64_t* x, const int64_t* w, ConvGeom* g, char* err, size_t err_len) {
+  int64_t ekh, ekw, i;
+  memset(g, 0, sizeof *g);
+  g->N = x[0]; g->C = x[1]; g->H = x[2]; g->W = x[3];
+  g->M = w[0]; g->KH = conv_attr(a->kernel, a->n_kernel, 0, w[2]); g->KW = conv_attr(a->kernel, a->n_kernel, 1, w[3]);
+  g->group = a->group;
+  if (g->group < 1 || g->C % g->group || g->M % g->group || w[1] != g->C / g->group) {
+    snprintf(err, err_len, "X has %lld channels and W shape [%lld, %lld, %lld, %lld] with group=%lld: W's dimension 1 must be "
+             "channels / group and both channel counts divisible by group", (long long)g->C, (long long)w[0],
+             (long long)w[1], (long long)w[2], (long long)w[3], (long long)g->group);
+    return 1;
+  }
+  if (g->KH != w[2] || g->KW != w[3]) {
+    snprintf(err, err_len, "kernel_shape [%lld, %lld] differs from W's spatial dimensions [%lld, %lld]", (long long)g->KH,
+             (long long)g->KW, (long long)w[2], (long long)w[3]);
+    return 1;
+  }
+  g->Cg = g->C / g->group; g->Mg = g->M / g->group;
+  g->sh = conv_attr(a->strides, a->n_strides, 0, 1); g->sw = conv_attr(a->strides, a->n_strides, 1, 1);
+  g->dh = conv_attr(a->dil, a->n_dil, 0, 1); g->dw = conv_attr(a->dil, a->n_dil, 1, 1);
+  if (g->sh < 1 || g->sw < 1 || g->dh < 1 || g->dw < 1) {
+    snprintf(err, err_len, "strides [%lld, %lld] and dilations [%lld, %lld] must be >= 1", (long long)g->sh,
+             (long long)g->sw, (long long)g->dh, (long long)g->dw);
+    return 1;
+  }
+  ekh = (g->KH - 1) * g->dh + 1; ekw = (g->KW - 1) * g->dw + 1;
+  if (a->auto_pad == CONV_AUTO_SAME_UPPER || a->auto_pad == CONV_AUTO_SAME_LOWER) {
+    int64_t in[2] = {g->H, g->W}, s[2] = {g->sh, g->sw}, ek[2] = {ekh, ekw}, begin[2], end[2];
+    for (i = 0; i < 2; ++i) {
+      int64_t out = (in[i] + s[i] - 1) / s[i], total = (out - 1) * s[i] + ek[i] - in[i];
+      if (total < 0) total = 0;
+      begin[i] = a->auto_pad == CONV_AUTO_SAME_UPPER ? total / 2 : total - total / 2;
+      end[i] = total - begin[i];
+    }
+    g->pt = begin[0]; g->pl = begin[1]; g->pb = end[0]; g->pr = end[1];
+  } else if (a->auto_pad == CONV_AUTO_NOTSET) {
+    g->pt = conv_attr(a->pads, a->n_pads, 0, 0); g->pl = conv_attr(a->pads, a->n_pads, 1, 0);
+    g->pb = conv_attr(a->pads, a->n_pads, 2, 0); g->pr = conv_attr(a->pads, a->n_pads, 3, 0);
+  }
+  if (g->pt < 0 || g->pl < 0 || g->pb < 0 || g->pr < 0) {
+    snprintf(err, err_len, "pads [%lld, %lld, %lld, %lld] must be >= 0", (long long)g->pt, (long long)g->pl,
+             (long long)g->pb, (long long)g->pr);
+    return 1;
+  }
+  if (g->H + g->pt + g->pb < ekh || g->W + g->pl + g->pr < ekw) { /* onnxruntime refuses it too */
+    snprintf(err, err_len, "the padded input %lld x %lld is smaller than the dilated kernel %lld x %lld; pad it or "
+             "use a smaller kernel", (long long)(g->H + g->pt + g->pb), (long long)(g->W + g->pl + g->pr),
+             (long long)ekh, (long long)ekw);
+    return 1;
+  }
+  g->OH = (g->H + g->pt + g->pb - ekh) / g->sh + 1;
+  g->OW = (g->W + g->pl + g->pr - ekw) / g->sw + 1;
+  g->K = g->Cg * g->KH * g->KW;
+  g->depthwise = g->Cg == 1;
+  if (!g->depthwise && !(g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && !g->pt && !g->pl && !g->pb && !g->pr)) {
+    int64_t n = g->OH * g->OW, chunk = CONV_COLS_FLOATS / (g->K > 0 ? g->K : 1) / 16 * 16;
+    if (chunk < 16) chunk = 16;
+    if (chunk > SG_NC) chunk = SG_NC;
+    g->chunk = chunk < n ? chunk : (n > 0 ? n : 1);
+  }
+  return 0;
+}
+
+static size_t conv_round16(size_t n) { return (n + 15) / 16 * 16; }
+
+size_t conv_thread_floats(const ConvGeom* g) {
+  int64_t n = g->chunk ? g->chunk : (g->OH * g->OW < SG_NC ? g->OH * g->OW : SG_NC);
+  if (g->depthwise) return 0;
+  return conv_round16((size_t)(g->K * g->chunk)) + sgemm_thread_floats(g->Mg, g->K, n > 0 ? n : 1, 0);
+}
+
+void conv_bias_act(float* y, int64_t rows, int64_t n, int64_t ld, const float* bias, const ConvAct* act) {
+  int64_t m, j;
+  for (m = 0; m < rows; ++m) {
+    float* r = y + m * ld;
+    if (bias != NULL) {
+      const float b = bias[m];
+      for (j = 0; j < n; ++j) r[j] += b;
+    }
+    if (act->kind != CONV_ACT_NONE) conv_act_apply(r, r, n, act);
+  }
+}
+
+/* cols[K x (n1 - n0)] of one image's group: row (c, kh, kw), column output pixel j: X[c, ih, iw] or 0 in the pads */
+CPU_KERNELS_CLONES
+static void conv_im2col(const ConvGeom* g, const float* x, int64_t n0, int64_t n1, float* cols) {
+  const int64_t width = n1 - n0;
+  int64_t c, kh, kw;
+  for (c = 0; c < g->Cg; ++c)
+    for (kh = 0; kh < g->KH; ++kh)
+      for (kw = 0; kw < g->KW; ++kw) {
+        float* dst = cols + ((c * g->KH + kh) * g->KW + kw) * width;
+        const float* plane = x + c * g->H * g->W;
+        const int64_t off = kw * g->dw - g->pl; /* iw = ow * sw + off */
+        /* the ow whose iw falls inside [0, W) */
+        const int64_t lo = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
+        const int64_t hi = g->W - off <= 0 ? 0 : (g->W - off - 1) / g->sw + 1;
+        int64_t j = n0;
+        while (j < n1) {
+          const int64_t oh = j / g->OW, ow0 = j % g->OW;
+          const int64_t ow1 = g->OW - ow0 < n1 - j ? g->OW : ow0 + (n1 - j);
+          const int64_t ih = oh * g->sh - g->pt + kh * g->dh;
+          int64_t ow;
+          if (ih < 0 || ih >= g->H) {
+            memset(dst, 0, (size_t)(ow1 - ow0) * sizeof(float));
+          } else {
+            const float* row = plane + ih * g->W + off;
+            const int64_t a = ow0 > lo ? ow0 : lo, b = ow1 < hi ? ow1 : hi;
+            for (ow = ow0; ow < a && ow < ow1; ++ow) dst[ow - ow0] = 0.0f;
+            if (g->sw == 1 && a < b) memcpy(dst + (a - ow0), row + a, (size_t)(b - a) * sizeof(float));
+            else
+              for (ow = a; ow < b; ++ow) dst[ow - ow0] = row[ow * g->sw];
+            for (ow = b > ow0 ? b : ow0; ow < ow1; ++ow) dst[ow - ow0] = 0.0f;
+          }
+          dst += ow1 - ow0;
+          j += ow1 - ow0;
+        }
+      }
+}
+
+void conv_gemm_chunk(const ConvGeom* g, const float* x, const float* w, const float* bias, float* y,
+                     int64_t image, int64_t group, int64_t n0, int64_t n1, const ConvAct* act, float* work) {
+  const int64_t hw = g->OH * g->OW;
+  const float* xg = x + (image * g->C + group * g->Cg) * g->H * g->W;
+  float* yg = y + (image * g->M + group * g->Mg) * hw;
+  SgProblem p;
+  memset(&p, 0, sizeof p);
+  p.a = w + group * g->Mg * g->K;
+  p.M = g->Mg; p.K = g->K; p.lda = g->K; p.alpha = 1.0f;
+  p.ldc = hw;
+  if (g->chunk) { /* B: this chunk's columns of im2col */
+    float* cols = work;
+    conv_im2col(g, xg, n0, n1, cols);
+    p.b = cols; p.ldb = n1 - n0; p.N = n1 - n0; p.c = yg + n0;
+    sgemm_columns(&p, 0, n1 - n0, work + conv_round16((size_t)(g->K * g->chunk)));
+  } else { /* a 1x1 stride-1 unpadded convolution: B is X itself */
+    p.b = xg; p.ldb = hw; p.N = hw; p.c = yg;
+    sgemm_columns(&p, n0, n1, work);
+  }
+  conv_bias_act(yg + n0, g->Mg, n1 - n0, hw, bias != NULL ? bias + group * g->Mg : NULL, act);
+}
+
+CPU_KERNELS_CLONES
+void conv_depthwise_plane(const ConvGeom* g, const float* x, const float* w, const float* bias, float* y,
+                          int64_t image, int64_t m, const ConvAct* act) {
+  const int64_t c = m / g->Mg; /* the group's one input channel */
+  const float* plane = x + (image * g->C + c) * g->H * g->W;
+  const float* wm = w + m * g->KH * g->KW;
+  float* out = y + (image * g->M + m) * g->OH * g->OW;
+  int64_t oh, kh, kw, ow;
+  for (oh = 0; oh < g->OH; ++oh) {
+    float* r = out + oh * g->OW;
+    for (ow = 0; ow < g->OW; ++ow) r[ow] = 0.0f;
+    for (kh = 0; kh < g->KH; ++kh) {
+      const int64_t ih = oh * g->sh - g->pt + kh * g->dh;
+      if (ih < 0 || ih >= g->H) continue;
+      for (kw = 0; kw < g->KW; ++kw) {
+        const float wv = wm[kh * g->KW + kw];
+        const int64_t off = kw * g->dw - g->pl;
+        const int64_t lo = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
+        int64_t hi = g->W - off <= 0 ? 0 : (g->W - off - 1) / g->sw + 1;
+        const float* row = plane + ih * g->W + off;
+        if (hi > g->OW) hi = g->OW;
+        if (g->sw == 1)
+          for (ow = lo; ow < hi; ++ow) r[ow] += wv * row[ow];
+        else
+          for (ow = lo; ow < hi; ++ow) r[ow] += wv * row[ow * g->sw];
+      }
+    }
+  }
+  conv_bias_act(out, 1, g->OH * g->OW, 0, bias != NULL ? bias + m : NULL, act);
+}
