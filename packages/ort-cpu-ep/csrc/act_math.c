@@ -2,14 +2,17 @@
  * HardSigmoid, LeakyRelu and HardSwish kernels (act_unary.c), float32, each the numpy kernel's expression in the
  * same order of IEEE operations: Relu max(x, 0), Clip max then min, HardSigmoid clip(alpha x + beta, 0, 1),
  * LeakyRelu x >= 0 ? x : alpha x, HardSwish x * clip(x / 6 + 0.5, 0, 1); NaN propagates as in numpy's
- * maximum / minimum. No multiply-add contraction here (a fused alpha x + beta rounds once, numpy twice), so
+ * maximum / minimum (equal values: the
+ * second operand, so Relu(-0) is +0). No multiply-add contraction here (a fused alpha x + beta rounds once, numpy twice), so
  * the results are numpy's bits. */
 #pragma GCC optimize("fp-contract=off")
 #include "conv.h"
 #include "cpu_kernels.h"
 
-static inline float act_lo(float v, float lo) { return v < lo ? lo : v; } /* numpy maximum: NaN stays */
-static inline float act_hi(float v, float hi) { return v > hi ? hi : v; }
+/* numpy's maximum(v, lo) / minimum(v, hi): a NaN of either side is the result, and of equal values (0 and -0)
+ * the second */
+static inline float act_lo(float v, float lo) { return v > lo || v != v ? v : lo; }
+static inline float act_hi(float v, float hi) { return v < hi || v != v ? v : hi; }
 
 CPU_KERNELS_CLONES
 void conv_act_apply(const float* x, float* y, int64_t n, const ConvAct* act) {

@@ -34,6 +34,8 @@ OrtStatus* ort_cpu_ep_register_arithmetic(const OrtKernelApi* api, OrtKernelRegi
 OrtStatus* ort_cpu_ep_register_movement(const OrtKernelApi* api, OrtKernelRegistry* registry);
 /* float32 2-D Conv (conv_kernel.c, conv_math.c; see conv.h) */
 OrtStatus* ort_cpu_ep_register_conv(const OrtKernelApi* api, OrtKernelRegistry* registry);
+/* float32 Relu, Clip, HardSigmoid, LeakyRelu, HardSwish (act_unary.c, act_math.c) */
+OrtStatus* ort_cpu_ep_register_unary(const OrtKernelApi* api, OrtKernelRegistry* registry);
 /* all of the above, in order (the one call the library's entry point makes) */
 OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* registry);
 

@@ -121,6 +121,7 @@ def c_kernel_applies(node: Node) -> bool:
     QuickGelu: float32 without a bias. MatMul, FusedMatMul: see `_c_matmul_applies`. Softmax: see
     `_c_softmax_applies`. Add, Sub, Mul, Div, Neg: see `_c_arith_applies`. Reshape, Identity, Flatten,
     (Un)Squeeze, Transpose, Concat, Slice, Gather: see `_c_move_applies`. Conv: see `_c_conv_applies`.
+    Relu, Clip, HardSigmoid, LeakyRelu, HardSwish: see `_c_unary_applies`.
     Element types are the registered type constraints' business (float16 goes to numpy)."""
     if node.op_type in _C_NORMS:
         return _c_norm_applies(node)
@@ -138,6 +139,8 @@ def c_kernel_applies(node: Node) -> bool:
         return _c_move_applies(node)
     if node.op_type == "Conv" and node.domain in ("", "ai.onnx"):
         return _c_conv_applies(node)
+    if node.op_type in _C_UNARY and node.domain in ("", "ai.onnx"):
+        return _c_unary_applies(node)
     if node.op_type != "MatMulNBits":
         return True
     bits, block = int(node.attr("bits", 4)), int(node.attr("block_size", 0))
@@ -234,6 +237,19 @@ def _c_move_applies(node: Node) -> bool:
             return False
     perm = node.attr("perm", None) if node.op_type == "Transpose" else None
     return perm is None or len(perm) > 0
+
+
+_C_UNARY = ("Relu", "Clip", "HardSigmoid", "LeakyRelu", "HardSwish")
+
+
+def _c_unary_applies(node: Node) -> bool:
+    """X and every present input (Clip's min / max) known float32: an input of unknown element type stays with
+    numpy (as for the arithmetic kernels)."""
+    graph = node.graph
+    if graph is None or not node.inputs or not node.inputs[0] or len(node.inputs) > (3 if node.op_type == "Clip" else 1):
+        return False
+    values = [graph.values.get(name) for name in node.inputs if name]
+    return all(v is not None and v.dtype == _FLOAT for v in values)
 
 
 _CONV_ATTR_LENGTHS = {"kernel_shape": 2, "strides": 2, "dilations": 2, "pads": 4}
