@@ -1,7 +1,8 @@
 /* float32 2-D Conv (NCHW) of the ort-cpu-ep C kernels: the geometry and math (conv_math.c) and the ABI kernel
  * (conv_kernel.c). A group's output rows are W_g (Mg x Cg*KH*KW) @ cols (Cg*KH*KW x OH*OW) through the MatMul
  * kernel's sgemm, cols built per chunk of output pixels (never the whole im2col matrix), or X itself for a 1x1
- * stride-1 unpadded convolution; one input channel per group (depthwise) is a direct loop. */
+ * stride-1 unpadded convolution; one input channel per group (depthwise) is a direct loop over the zero-padded
+ * input plane, 32 outputs of a row in registers across every tap. */
 #ifndef ORT_CPU_EP_CONV_H_
 #define ORT_CPU_EP_CONV_H_
 
@@ -40,16 +41,17 @@ typedef struct ConvGeom {
 
 /* the geometry of X (rank 4) convolved with W (rank 4) under `a`; 0 on success, else a message in `err` */
 int conv_geometry(const ConvAttrs* a, const int64_t* x, const int64_t* w, ConvGeom* g, char* err, size_t err_len);
-/* floats of work buffer one thread needs (im2col chunk + sgemm packing), aligned to 16 */
+/* floats of work buffer one thread needs (im2col chunk + sgemm packing; depthwise: the padded plane), aligned to 16 */
 size_t conv_thread_floats(const ConvGeom* g);
 /* rows m of Y (rows of `ld` floats, columns [0, n)): y = act(y + bias[m]) (bias may be NULL) */
 void conv_bias_act(float* y, int64_t rows, int64_t n, int64_t ld, const float* bias, const ConvAct* act);
 /* one (image, group) pair's output pixels [n0, n1) by im2col + sgemm, `work` of conv_thread_floats floats */
 void conv_gemm_chunk(const ConvGeom* g, const float* x, const float* w, const float* bias, float* y,
                      int64_t image, int64_t group, int64_t n0, int64_t n1, const ConvAct* act, float* work);
-/* one (image, output channel) plane of a depthwise convolution, bias and activation applied */
+/* one (image, output channel) plane of a depthwise convolution, bias and activation applied; `pad` (the thread's
+ * conv_thread_floats) takes the zero-padded input plane */
 void conv_depthwise_plane(const ConvGeom* g, const float* x, const float* w, const float* bias, float* y,
-                          int64_t image, int64_t m, const ConvAct* act);
+                          int64_t image, int64_t m, const ConvAct* act, float* pad);
 /* y[i] = act(x[i]) for i in [0, n) (the elementwise kernels: act.kind != NONE) */
 void conv_act_apply(const float* x, float* y, int64_t n, const ConvAct* act);
 

@@ -4,8 +4,8 @@
  *
  * Work items: (image, group, chunk of output pixels) for the GEMM path, (image, output channel) planes for a
  * depthwise one; threads take them one at a time from a shared counter. Workspace: slot 0 holds one buffer per
- * thread (conv_thread_floats: an im2col chunk of at most CONV_COLS_FLOATS floats and one sgemm packing block);
- * none for a depthwise convolution. Compute uses no more threads than the slot holds buffers for; without a
+ * thread (conv_thread_floats: an im2col chunk of at most CONV_COLS_FLOATS floats and one sgemm packing block;
+ * for a depthwise convolution the zero-padded input plane). Compute uses no more threads than the slot holds buffers for; without a
  * declaration (shapes unknown at planning) it takes the host's scratch buffer. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,8 +113,6 @@ static OrtStatus* conv_estimate(const OrtEpApi* api, const OrtNode* node, const 
   ORT_KERNEL_RETURN_IF_ERROR(conv_read_attrs(api, node, NULL, &a));
   if (conv_shaped(x, xr) && conv_shaped(w, wr) && conv_geometry(&a, x, w, &g, err, sizeof err) == 0)
     *out = conv_bytes(&g, mnb_threads());
-  else if (conv_shaped(w, wr) && w[1] > 1) /* unknown X: one buffer per thread at most (the chunk bounds it) */
-    *out = (size_t)mnb_threads() * (CONV_COLS_FLOATS + 16 + (size_t)256 * 512 + 64) * sizeof(float);
   return NULL;
 }
 
@@ -157,7 +155,7 @@ static void conv_job(void* arg, int index, int count) {
     int64_t i = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
     if (i >= job->items) break;
     if (g->depthwise) {
-      conv_depthwise_plane(g, job->x, job->w, job->b, job->y, i / g->M, i % g->M, &job->act);
+      conv_depthwise_plane(g, job->x, job->w, job->b, job->y, i / g->M, i % g->M, &job->act, work);
     } else {
       int64_t c = i % job->chunks, pair = i / job->chunks, n0 = c * job->width, n1 = n0 + job->width;
       if (n1 > g->OH * g->OW) n1 = g->OH * g->OW;

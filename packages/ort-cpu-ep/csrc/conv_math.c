@@ -6,6 +6,9 @@
 #include "conv.h"
 #include "cpu_kernels.h"
 #include "sgemm.h"
+#include "vec_math.h" /* vm_v8 */
+
+#define CONV_DW_BLOCK 32 /* output pixels of a row a depthwise pass keeps in registers (4 x 8 floats) */
 
 static int64_t conv_attr(const int64_t* v, size_t n, size_t i, int64_t dflt) { return i < n ? v[i] : dflt; }
 
@@ -74,9 +77,11 @@ int conv_geometry(const ConvAttrs* a, const int64_t* x, const int64_t* w, ConvGe
 
 static size_t conv_round16(size_t n) { return (n + 15) / 16 * 16; }
 
+static size_t conv_padded_floats(const ConvGeom* g);
+
 size_t conv_thread_floats(const ConvGeom* g) {
   int64_t n = g->chunk ? g->chunk : (g->OH * g->OW < SG_NC ? g->OH * g->OW : SG_NC);
-  if (g->depthwise) return 0;
+  if (g->depthwise) return conv_round16(conv_padded_floats(g));
   return conv_round16((size_t)(g->K * g->chunk)) + sgemm_thread_floats(g->Mg, g->K, n > 0 ? n : 1, 0);
 }
 
@@ -151,33 +156,58 @@ void conv_gemm_chunk(const ConvGeom* g, const float* x, const float* w, const fl
   conv_bias_act(yg + n0, g->Mg, n1 - n0, hw, bias != NULL ? bias + group * g->Mg : NULL, act);
 }
 
+/* the padded input plane of a depthwise convolution: (H + pt + pb) rows of (W + pl + pr) floats, then slack for
+ * the last output block's unused lanes */
+static int64_t conv_padded_width(const ConvGeom* g) { return g->W + g->pl + g->pr; }
+
+static size_t conv_padded_floats(const ConvGeom* g) {
+  return (size_t)((g->H + g->pt + g->pb) * conv_padded_width(g) + CONV_DW_BLOCK * g->sw + 16);
+}
+
 CPU_KERNELS_CLONES
 void conv_depthwise_plane(const ConvGeom* g, const float* x, const float* w, const float* bias, float* y,
-                          int64_t image, int64_t m, const ConvAct* act) {
-  const int64_t c = m / g->Mg; /* the group's one input channel */
+                          int64_t image, int64_t m, const ConvAct* act, float* pad) {
+  const int64_t c = m / g->Mg, pw = conv_padded_width(g); /* the group's one input channel */
   const float* plane = x + (image * g->C + c) * g->H * g->W;
   const float* wm = w + m * g->KH * g->KW;
   float* out = y + (image * g->M + m) * g->OH * g->OW;
-  int64_t oh, kh, kw, ow;
-  for (oh = 0; oh < g->OH; ++oh) {
-    float* r = out + oh * g->OW;
-    for (ow = 0; ow < g->OW; ++ow) r[ow] = 0.0f;
-    for (kh = 0; kh < g->KH; ++kh) {
-      const int64_t ih = oh * g->sh - g->pt + kh * g->dh;
-      if (ih < 0 || ih >= g->H) continue;
-      for (kw = 0; kw < g->KW; ++kw) {
-        const float wv = wm[kh * g->KW + kw];
-        const int64_t off = kw * g->dw - g->pl;
-        const int64_t lo = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
-        int64_t hi = g->W - off <= 0 ? 0 : (g->W - off - 1) / g->sw + 1;
-        const float* row = plane + ih * g->W + off;
-        if (hi > g->OW) hi = g->OW;
-        if (g->sw == 1)
-          for (ow = lo; ow < hi; ++ow) r[ow] += wv * row[ow];
-        else
-          for (ow = lo; ow < hi; ++ow) r[ow] += wv * row[ow * g->sw];
+  int64_t oh, ow0, kh, kw, h, j;
+  memset(pad, 0, conv_padded_floats(g) * sizeof(float));
+  for (h = 0; h < g->H; ++h) memcpy(pad + (h + g->pt) * pw + g->pl, plane + h * g->W, (size_t)g->W * sizeof(float));
+  for (oh = 0; oh < g->OH; ++oh)
+    for (ow0 = 0; ow0 < g->OW; ow0 += CONV_DW_BLOCK) { /* CONV_DW_BLOCK outputs in registers over every tap */
+      const int64_t nb = g->OW - ow0 < CONV_DW_BLOCK ? g->OW - ow0 : CONV_DW_BLOCK;
+      vm_v8 acc[CONV_DW_BLOCK / 8];
+      for (j = 0; j < CONV_DW_BLOCK / 8; ++j) acc[j] = vm_splat8(0.0f);
+      for (kh = 0; kh < g->KH; ++kh) {
+        const float* prow = pad + (oh * g->sh + kh * g->dh) * pw + ow0 * g->sw;
+        const float* wk = wm + kh * g->KW;
+        if (g->sw == 1) {
+          for (kw = 0; kw < g->KW; ++kw) {
+            const float wv = wk[kw]; /* vector * scalar: one broadcast */
+            const float* src = prow + kw * g->dw;
+            for (j = 0; j < CONV_DW_BLOCK / 8; ++j) {
+              vm_v8 v;
+              memcpy(&v, src + 8 * j, sizeof v);
+              acc[j] += wv * v;
+            }
+          }
+        } else {
+          for (kw = 0; kw < g->KW; ++kw) {
+            const float wv = wk[kw]; /* vector * scalar: one broadcast */
+            const float* src = prow + kw * g->dw;
+            for (j = 0; j < CONV_DW_BLOCK / 8; ++j) {
+              float t[8];
+              vm_v8 v;
+              int l;
+              for (l = 0; l < 8; ++l) t[l] = src[(8 * j + l) * g->sw];
+              memcpy(&v, t, sizeof v);
+              acc[j] += wv * v;
+            }
+          }
+        }
       }
+      memcpy(out + oh * g->OW + ow0, acc, (size_t)nb * sizeof(float));
     }
-  }
   conv_bias_act(out, 1, g->OH * g->OW, 0, bias != NULL ? bias + m : NULL, act);
 }

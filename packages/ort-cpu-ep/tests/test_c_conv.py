@@ -114,7 +114,7 @@ def test_conv_special_values_propagate():
 
 
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs", "declared"), [
-    ((1, 8, 9, 14), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]}, False),  # depthwise: none
+    ((1, 8, 9, 14), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]}, True),  # depthwise: the padded plane
     ((1, 16, 7, 9), (24, 16, 1, 1), {}, True),
     ((1, 40, 30, 40), (20, 40, 3, 3), {"pads": [1, 1, 1, 1]}, True),
 ])
