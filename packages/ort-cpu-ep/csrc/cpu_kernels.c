@@ -61,6 +61,7 @@ OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* 
   if (!st) st = ort_cpu_ep_register_movement(api, registry);
   if (!st) st = ort_cpu_ep_register_conv(api, registry);
   if (!st) st = ort_cpu_ep_register_unary(api, registry);
+  if (!st) st = ort_cpu_ep_register_pool(api, registry);
   return st;
 }
 

@@ -121,7 +121,8 @@ def c_kernel_applies(node: Node) -> bool:
     QuickGelu: float32 without a bias. MatMul, FusedMatMul: see `_c_matmul_applies`. Softmax: see
     `_c_softmax_applies`. Add, Sub, Mul, Div, Neg: see `_c_arith_applies`. Reshape, Identity, Flatten,
     (Un)Squeeze, Transpose, Concat, Slice, Gather: see `_c_move_applies`. Conv: see `_c_conv_applies`.
-    Relu, Clip, HardSigmoid, LeakyRelu, HardSwish: see `_c_unary_applies`.
+    Relu, Clip, HardSigmoid, LeakyRelu, HardSwish: see `_c_unary_applies`. MaxPool, AveragePool,
+    GlobalAveragePool, GlobalMaxPool: see `_c_pool_applies`.
     Element types are the registered type constraints' business (float16 goes to numpy)."""
     if node.op_type in _C_NORMS:
         return _c_norm_applies(node)
@@ -141,6 +142,8 @@ def c_kernel_applies(node: Node) -> bool:
         return _c_conv_applies(node)
     if node.op_type in _C_UNARY and node.domain in ("", "ai.onnx"):
         return _c_unary_applies(node)
+    if node.op_type in _C_POOLS and node.domain in ("", "ai.onnx"):
+        return _c_pool_applies(node)
     if node.op_type != "MatMulNBits":
         return True
     bits, block = int(node.attr("bits", 4)), int(node.attr("block_size", 0))
@@ -250,6 +253,31 @@ def _c_unary_applies(node: Node) -> bool:
         return False
     values = [graph.values.get(name) for name in node.inputs if name]
     return all(v is not None and v.dtype == _FLOAT for v in values)
+
+
+_C_POOLS = ("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool")
+
+
+def _c_pool_applies(node: Node) -> bool:
+    """X known float32: of rank 3..16 for the global pools, of rank 4 for MaxPool (output Y only: Indices stay with
+    numpy) and AveragePool, whose kernel_shape / strides / dilations / pads must have a 2-D pooling's lengths;
+    AveragePool's count_include_pad with a SAME auto_pad (where the numpy kernel counts no end pad) stays with numpy."""
+    graph = node.graph
+    value = graph.values.get(node.inputs[0]) if graph is not None and node.inputs and node.inputs[0] else None
+    if value is None or value.dtype != _FLOAT or value.shape is None:
+        return False
+    if node.op_type.startswith("Global"):
+        return 3 <= len(value.shape) <= 16
+    if len(value.shape) != 4 or len(node.inputs) != 1 or any(node.outputs[1:]):
+        return False
+    for name, length in _CONV_ATTR_LENGTHS.items():
+        v = node.attr(name, None)
+        if v is not None and len(v) != length:
+            return False
+    auto = node.attr("auto_pad", "NOTSET")
+    if auto not in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID") or node.attr("kernel_shape", None) is None:
+        return False
+    return not (node.op_type == "AveragePool" and auto.startswith("SAME") and int(node.attr("count_include_pad", 0)))
 
 
 _CONV_ATTR_LENGTHS = {"kernel_shape": 2, "strides": 2, "dilations": 2, "pads": 4}
