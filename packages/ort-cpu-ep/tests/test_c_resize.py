@@ -9,9 +9,10 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import ort_abi
 import ort_graph
 from ort_cpu_ep import CpuExecutionProvider, c_kernels
-from ort_cpu_ep.testing import one_node_model, run_one_node, same_bits_as_numpy
+from ort_cpu_ep.testing import one_node_model, same_bits_as_numpy
 
 F = TensorProto.FLOAT
 
@@ -82,8 +83,6 @@ def test_resize_of_n_or_c_through_the_kernel_is_an_error():
     model = _model((1, 2, 4, 4), scales=[1, 1, 2, 2])
     m = ort_graph.from_proto(model)
     ep = CpuExecutionProvider(m.graph, m.opset_imports)
-    import ort_abi
-
     (node,) = m.graph.nodes
     kernel = ep.entry(node).create_kernel(ort_abi.KernelInfo.from_node(node, ep))
     ctx = ort_abi.KernelContext([np.zeros((1, 2, 4, 4), np.float32), None, np.array([1, 2, 2, 2], np.float32)],
