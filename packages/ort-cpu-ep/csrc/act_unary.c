@@ -1,7 +1,7 @@
 /* The float32 elementwise activations of CNNs as ort-abi kernels: Relu, Clip (opset 6's min / max attributes or
- * opset 11's optional scalar inputs), HardSigmoid (alpha 0.2, beta 0.5), LeakyRelu (alpha 0.01) and HardSwish;
- * the math is act_math.c (numpy's bits). Elementwise at the same index, so the plan may write Y over X. Threads
- * split the elements when there are enough of them. No workspace. */
+ * opset 11's optional scalar inputs), HardSigmoid (alpha 0.2, beta 0.5), LeakyRelu (alpha 0.01), HardSwish and
+ * Sigmoid; the math is act_math.c (numpy's bits; Sigmoid within a few ulp). Elementwise at the same index, so the
+ * plan may write Y over X. Threads split the elements when there are enough of them. No workspace. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -144,18 +144,19 @@ UNARY_CREATE(unary_clip, "Clip", CONV_ACT_CLIP)
 UNARY_CREATE(unary_hard_sigmoid, "HardSigmoid", CONV_ACT_HARD_SIGMOID)
 UNARY_CREATE(unary_leaky_relu, "LeakyRelu", CONV_ACT_LEAKY_RELU)
 UNARY_CREATE(unary_hard_swish, "HardSwish", CONV_ACT_HARD_SWISH)
+UNARY_CREATE(unary_sigmoid, "Sigmoid", CONV_ACT_SIGMOID)
 
 OrtStatus* ort_cpu_ep_register_unary(const OrtKernelApi* api, OrtKernelRegistry* registry) {
   static const struct {
     const char* op;
     int since;
     OrtKernelCreateFunc create;
-  } ops[5] = {{"Relu", 6, unary_relu}, {"Clip", 6, unary_clip}, {"HardSigmoid", 6, unary_hard_sigmoid},
-              {"LeakyRelu", 6, unary_leaky_relu}, {"HardSwish", 14, unary_hard_swish}};
+  } ops[6] = {{"Relu", 6, unary_relu}, {"Clip", 6, unary_clip}, {"HardSigmoid", 6, unary_hard_sigmoid},
+              {"LeakyRelu", 6, unary_leaky_relu}, {"HardSwish", 14, unary_hard_swish}, {"Sigmoid", 6, unary_sigmoid}};
   OrtStatus* st = NULL;
   int i;
   g_api = api;
-  for (i = 0; i < 5 && !st; ++i)
+  for (i = 0; i < 6 && !st; ++i)
     st = cpu_kernels_add_onnx(api, registry, ops[i].op, ops[i].since, "T", ORT_TENSOR_ELEMENT_FLOAT, ops[i].create,
                               cpu_kernels_estimate_none);
   return st;

@@ -13,7 +13,7 @@
 
 /* the activations a Conv applies to its biased sum (FusedConv's `activation`) and the elementwise kernels run */
 enum { CONV_ACT_NONE = 0, CONV_ACT_RELU, CONV_ACT_CLIP, CONV_ACT_HARD_SIGMOID, CONV_ACT_LEAKY_RELU,
-       CONV_ACT_HARD_SWISH };
+       CONV_ACT_HARD_SWISH, CONV_ACT_SIGMOID };
 
 typedef struct ConvAct {
   int kind;

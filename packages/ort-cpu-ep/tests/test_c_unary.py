@@ -1,5 +1,5 @@
 """The C float32 Relu, Clip, HardSigmoid, LeakyRelu and HardSwish (csrc/act_unary.c, act_math.c) against the numpy
-kernel bit for bit and onnxruntime within float32 rounding, one node at a time through the CPU provider: special
+kernel bit for bit (Sigmoid within a few ulp) and onnxruntime within float32 rounding, one node at a time through the CPU provider: special
 values, attributes, Clip's two forms (opset 6 attributes, opset 11+ optional inputs), thread counts, and which nodes
 the C kernels take."""
 
@@ -93,6 +93,19 @@ def test_clip_bound_that_is_not_a_scalar_is_an_error():
     model = _model("Clip", (4, 8), extra_inputs=[("lo", (2,))])
     with pytest.raises(ort_abi.KernelError, match="input min has 2 elements; it must be a scalar"):
         run_one_node(model, {"x": _values((4, 8)), "lo": np.zeros(2, np.float32)}, "C")
+
+
+@pytest.mark.parametrize("shape", [(1,), (7,), (3, 5, 41), (0, 4)])
+def test_sigmoid_within_a_few_ulp_of_numpy_and_onnxruntime(shape):
+    x = _values(shape)
+    x.reshape(-1)[1::9] = np.array([-87.0, 87.5, -100.0, 100.0, 15.0, -15.0], np.float32)[
+        np.arange(x.reshape(-1)[1::9].size) % 6]
+    model = _model("Sigmoid", shape)
+    got = run_one_node(model, {"x": x}, "C")["y"]
+    for want in (run_one_node(model, {"x": x}, "numpy")["y"], _ort(model, {"x": x})):
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        ok = ~np.isnan(want)
+        np.testing.assert_allclose(got[ok], want[ok], rtol=1e-6, atol=1e-37)  # below x = -88: 0 where numpy has 1e-38
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])

@@ -122,7 +122,7 @@ def c_kernel_applies(node: Node) -> bool:
     QuickGelu: float32 without a bias. MatMul, FusedMatMul: see `_c_matmul_applies`. Softmax: see
     `_c_softmax_applies`. Add, Sub, Mul, Div, Neg: see `_c_arith_applies`. Reshape, Identity, Flatten,
     (Un)Squeeze, Transpose, Concat, Slice, Gather: see `_c_move_applies`. Conv: see `_c_conv_applies`.
-    Relu, Clip, HardSigmoid, LeakyRelu, HardSwish: see `_c_unary_applies`. MaxPool, AveragePool,
+    Relu, Clip, HardSigmoid, LeakyRelu, HardSwish, Sigmoid: see `_c_unary_applies`. MaxPool, AveragePool,
     GlobalAveragePool, GlobalMaxPool: see `_c_pool_applies`. Resize: see `_c_resize_applies`.
     Element types are the registered type constraints' business (float16 goes to numpy)."""
     if node.op_type in _C_NORMS:
@@ -245,7 +245,7 @@ def _c_move_applies(node: Node) -> bool:
     return perm is None or len(perm) > 0
 
 
-_C_UNARY = ("Relu", "Clip", "HardSigmoid", "LeakyRelu", "HardSwish")
+_C_UNARY = ("Relu", "Clip", "HardSigmoid", "LeakyRelu", "HardSwish", "Sigmoid")
 
 
 def _c_unary_applies(node: Node) -> bool:
