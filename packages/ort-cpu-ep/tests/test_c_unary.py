@@ -102,10 +102,12 @@ def test_sigmoid_within_a_few_ulp_of_numpy_and_onnxruntime(shape):
         np.arange(x.reshape(-1)[1::9].size) % 6]
     model = _model("Sigmoid", shape)
     got = run_one_node(model, {"x": x}, "C")["y"]
-    for want in (run_one_node(model, {"x": x}, "numpy")["y"], _ort(model, {"x": x})):
+    # numpy: a few ulp (below x = -88 this kernel gives 0 where numpy has ~1e-38); onnxruntime's own logistic
+    # approximation is close in absolute terms only (1e-7 off near 0)
+    for want, rtol, atol in ((run_one_node(model, {"x": x}, "numpy")["y"], 1e-6, 1e-37), (_ort(model, {"x": x}), 1e-6, 1e-7)):
         np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
         ok = ~np.isnan(want)
-        np.testing.assert_allclose(got[ok], want[ok], rtol=1e-6, atol=1e-37)  # below x = -88: 0 where numpy has 1e-38
+        np.testing.assert_allclose(got[ok], want[ok], rtol=rtol, atol=atol)
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
