@@ -9,7 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CONV_COLS_FLOATS (1 << 17) /* floats of one thread's im2col chunk (512 KiB) */
+#define CONV_COLS_FLOATS (1 << 21) /* floats of one thread's im2col chunk at most (8 MiB: 512 pixels up to K = 4096) */
+#define CONV_CHUNK 512             /* output pixels per im2col chunk: the weights are read once per chunk */
 
 /* the activations a Conv applies to its biased sum (FusedConv's `activation`) and the elementwise kernels run */
 enum { CONV_ACT_NONE = 0, CONV_ACT_RELU, CONV_ACT_CLIP, CONV_ACT_HARD_SIGMOID, CONV_ACT_LEAKY_RELU,

@@ -224,12 +224,7 @@ static OrtStatus* conv_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   if (threads < 1) threads = 1;
   job.thread_bytes = conv_thread_floats(&g) * sizeof(float);
   if (job.thread_bytes > 0) {
-    size_t need;
-    if (k->declared >= job.thread_bytes && (size_t)threads * job.thread_bytes > k->declared)
-      threads = (int)(k->declared / job.thread_bytes); /* the declared buffers bound the threads */
-    need = (size_t)threads * job.thread_bytes;
-    if (k->declared >= need) ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetPreallocatedWorkspace(ctx, CONV_SLOT, need, &buffers));
-    if (buffers == NULL) ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetScratchBuffer(ctx, need, &buffers));
+    ORT_KERNEL_RETURN_IF_ERROR(cpu_kernels_thread_buffers(g_api, ctx, CONV_SLOT, k->declared, job.thread_bytes, &threads, &buffers));
     job.buffers = (char*)buffers;
   }
   mnb_parallel(threads, conv_job, &job);

@@ -67,9 +67,9 @@ int conv_geometry(const ConvAttrs* a, const int64_t* x, const int64_t* w, ConvGe
   g->K = g->Cg * g->KH * g->KW;
   g->depthwise = g->Cg == 1;
   if (!g->depthwise && !(g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && !g->pt && !g->pl && !g->pb && !g->pr)) {
-    int64_t n = g->OH * g->OW, chunk = CONV_COLS_FLOATS / (g->K > 0 ? g->K : 1) / 16 * 16;
-    if (chunk < 16) chunk = 16;
-    if (chunk > SG_NC) chunk = SG_NC;
+    int64_t n = g->OH * g->OW, chunk = CONV_COLS_FLOATS / (g->K > 0 ? g->K : 1) / 64 * 64;
+    if (chunk < 64) chunk = 64;
+    if (chunk > CONV_CHUNK) chunk = CONV_CHUNK;
     g->chunk = chunk < n ? chunk : (n > 0 ? n : 1);
   }
   return 0;
@@ -102,6 +102,18 @@ CPU_KERNELS_CLONES
 static void conv_im2col(const ConvGeom* g, const float* x, int64_t n0, int64_t n1, float* cols) {
   const int64_t width = n1 - n0;
   int64_t c, kh, kw;
+  if (g->W == 1 && g->OW == 1) { /* a 1-D convolution along H: each row of cols is a strided run of one column */
+    for (c = 0; c < g->Cg; ++c)
+      for (kh = 0; kh < g->KH; ++kh) {
+        float* dst = cols + (c * g->KH + kh) * width;
+        const int64_t off = kh * g->dh - g->pt; /* ih = oh * sh + off */
+        const int64_t lo = off >= 0 ? 0 : (-off + g->sh - 1) / g->sh, hi = g->H - off <= 0 ? 0 : (g->H - off - 1) / g->sh + 1;
+        const float* src = x + c * g->H + off;
+        int64_t j;
+        for (j = n0; j < n1; ++j) dst[j - n0] = j >= lo && j < hi ? src[j * g->sh] : 0.0f;
+      }
+    return;
+  }
   for (c = 0; c < g->Cg; ++c)
     for (kh = 0; kh < g->KH; ++kh)
       for (kw = 0; kw < g->KW; ++kw) {

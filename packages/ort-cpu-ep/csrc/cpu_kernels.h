@@ -61,6 +61,12 @@ OrtStatus* cpu_kernels_declare_none(OrtKernelImpl* this_ptr, const OrtWorkspaceI
                                     OrtWorkspaceSlot* slots, size_t max_slots, size_t* num_slots);
 OrtStatus* cpu_kernels_estimate_none(const OrtEpApi* api, const OrtNode* node, const OrtEp* ep, size_t* out);
 
+/* one work buffer of `thread_bytes` per thread from workspace slot `slot` (`declared` bytes planned for it): lowers
+ * *threads to what the declaration holds, then takes the preallocated slot, else (nothing declared: shapes unknown
+ * at planning) the host's scratch buffer; *buffers = the threads' buffers back to back */
+OrtStatus* cpu_kernels_thread_buffers(const OrtKernelApi* api, OrtKernelContext* ctx, int32_t slot, size_t declared,
+                                      size_t thread_bytes, int* threads, void** buffers);
+
 /* integer attribute `name` of a kernel's node: *out = its value, or `dflt` when the node has none; *has (may be
  * NULL) says which */
 OrtStatus* cpu_kernels_attr_int(const OrtKernelApi* api, const OrtKernelInfo* info, const char* name, int64_t dflt,

@@ -73,6 +73,9 @@ CASES = [
     ((1, 2, 4, 4), (3, 2, 3, 3), {"pads": [3, 3, 3, 3]}),                         # pads wider than the kernel
     ((1, 40, 30, 40), (20, 40, 3, 3), {"pads": [1, 1, 1, 1]}),                    # several im2col chunks
     ((1, 1, 5, 5), (1, 1, 5, 5), {}),                                             # one output pixel, M = 1
+    ((1, 16, 40, 1), (24, 16, 5, 1), {"pads": [2, 0, 1, 0]}),                      # along H only (magika's)
+    ((1, 8, 41, 1), (6, 8, 3, 1), {"strides": [2, 1], "dilations": [2, 1], "pads": [3, 0, 0, 0]}),
+    ((1, 64, 700, 1), (8, 64, 5, 1), {}),                                          # along H, several chunks
 ]
 
 
