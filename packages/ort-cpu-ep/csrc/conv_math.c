@@ -6,9 +6,11 @@
 #include "conv.h"
 #include "cpu_kernels.h"
 #include "sgemm.h"
-#include "vec_math.h" /* vm_v8 */
 
-#define CONV_DW_BLOCK 32 /* output pixels of a row a depthwise pass keeps in registers (4 x 8 floats) */
+#define CONV_DW_BLOCK 32 /* output pixels of a row a depthwise pass keeps in registers (2 x 16 floats) */
+
+#define CONV_DW_ROWS 4 /* output rows a depthwise pass computes together (8 independent accumulators) */
+typedef float conv_v16 __attribute__((vector_size(64))); /* one zmm on AVX-512, two ymm on AVX2 */
 
 static int64_t conv_attr(const int64_t* v, size_t n, size_t i, int64_t dflt) { return i < n ? v[i] : dflt; }
 
@@ -176,6 +178,60 @@ static size_t conv_padded_floats(const ConvGeom* g) {
   return (size_t)((g->H + g->pt + g->pb) * conv_padded_width(g) + CONV_DW_BLOCK * g->sw + 16);
 }
 
+/* output rows [oh, oh + CONV_DW_ROWS) x pixels [ow0, ow0 + nb) of a stride-1 depthwise plane from the padded
+ * plane: CONV_DW_ROWS x 2 accumulators of 16 floats, independent FMA chains across the taps */
+static inline __attribute__((always_inline)) void conv_dw_rows(const ConvGeom* g, const float* pad, int64_t pw,
+                                                               const float* wm, float* out, int64_t oh, int64_t ow0,
+                                                               int64_t nb) {
+  conv_v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};
+  int64_t kh, kw;
+  for (kh = 0; kh < g->KH; ++kh) {
+    const float* wk = wm + kh * g->KW;
+    const float* s0 = pad + (oh * g->sh + kh * g->dh) * pw + ow0;
+    const float *s1 = s0 + g->sh * pw, *s2 = s1 + g->sh * pw, *s3 = s2 + g->sh * pw;
+    for (kw = 0; kw < g->KW; ++kw) {
+      const float wv = wk[kw]; /* vector * scalar: one broadcast */
+      const int64_t o = kw * g->dw;
+      conv_v16 v;
+#define CONV_DW_TAP(acc, src, at) memcpy(&v, (src) + o + (at), sizeof v); acc += wv * v;
+      CONV_DW_TAP(a0, s0, 0) CONV_DW_TAP(b0, s0, 16) CONV_DW_TAP(a1, s1, 0) CONV_DW_TAP(b1, s1, 16)
+      CONV_DW_TAP(a2, s2, 0) CONV_DW_TAP(b2, s2, 16) CONV_DW_TAP(a3, s3, 0) CONV_DW_TAP(b3, s3, 16)
+#undef CONV_DW_TAP
+    }
+  }
+  {
+    conv_v16 rows[CONV_DW_ROWS][2] = {{a0, b0}, {a1, b1}, {a2, b2}, {a3, b3}};
+    int r;
+    for (r = 0; r < CONV_DW_ROWS; ++r) memcpy(out + (oh + r) * g->OW + ow0, rows[r], (size_t)nb * sizeof(float));
+  }
+}
+
+/* one output row's pixels [ow0, ow0 + nb), any stride */
+static inline __attribute__((always_inline)) void conv_dw_row(const ConvGeom* g, const float* pad, int64_t pw,
+                                                              const float* wm, float* out, int64_t oh, int64_t ow0,
+                                                              int64_t nb) {
+  conv_v16 acc[CONV_DW_BLOCK / 16];
+  int64_t kh, kw, j;
+  for (j = 0; j < CONV_DW_BLOCK / 16; ++j) acc[j] = (conv_v16){0};
+  for (kh = 0; kh < g->KH; ++kh) {
+    const float* prow = pad + (oh * g->sh + kh * g->dh) * pw + ow0 * g->sw;
+    const float* wk = wm + kh * g->KW;
+    for (kw = 0; kw < g->KW; ++kw) {
+      const float wv = wk[kw];
+      const float* src = prow + kw * g->dw;
+      for (j = 0; j < CONV_DW_BLOCK / 16; ++j) {
+        float t[16];
+        conv_v16 v;
+        int l;
+        for (l = 0; l < 16; ++l) t[l] = src[(16 * j + l) * g->sw];
+        memcpy(&v, t, sizeof v);
+        acc[j] += wv * v;
+      }
+    }
+  }
+  memcpy(out + oh * g->OW + ow0, acc, (size_t)nb * sizeof(float));
+}
+
 CPU_KERNELS_CLONES
 void conv_depthwise_plane(const ConvGeom* g, const float* x, const float* w, const float* bias, float* y,
                           int64_t image, int64_t m, const ConvAct* act, float* pad) {
@@ -183,43 +239,22 @@ void conv_depthwise_plane(const ConvGeom* g, const float* x, const float* w, con
   const float* plane = x + (image * g->C + c) * g->H * g->W;
   const float* wm = w + m * g->KH * g->KW;
   float* out = y + (image * g->M + m) * g->OH * g->OW;
-  int64_t oh, ow0, kh, kw, h, j;
-  memset(pad, 0, conv_padded_floats(g) * sizeof(float));
-  for (h = 0; h < g->H; ++h) memcpy(pad + (h + g->pt) * pw + g->pl, plane + h * g->W, (size_t)g->W * sizeof(float));
-  for (oh = 0; oh < g->OH; ++oh)
-    for (ow0 = 0; ow0 < g->OW; ow0 += CONV_DW_BLOCK) { /* CONV_DW_BLOCK outputs in registers over every tap */
-      const int64_t nb = g->OW - ow0 < CONV_DW_BLOCK ? g->OW - ow0 : CONV_DW_BLOCK;
-      vm_v8 acc[CONV_DW_BLOCK / 8];
-      for (j = 0; j < CONV_DW_BLOCK / 8; ++j) acc[j] = vm_splat8(0.0f);
-      for (kh = 0; kh < g->KH; ++kh) {
-        const float* prow = pad + (oh * g->sh + kh * g->dh) * pw + ow0 * g->sw;
-        const float* wk = wm + kh * g->KW;
-        if (g->sw == 1) {
-          for (kw = 0; kw < g->KW; ++kw) {
-            const float wv = wk[kw]; /* vector * scalar: one broadcast */
-            const float* src = prow + kw * g->dw;
-            for (j = 0; j < CONV_DW_BLOCK / 8; ++j) {
-              vm_v8 v;
-              memcpy(&v, src + 8 * j, sizeof v);
-              acc[j] += wv * v;
-            }
-          }
-        } else {
-          for (kw = 0; kw < g->KW; ++kw) {
-            const float wv = wk[kw]; /* vector * scalar: one broadcast */
-            const float* src = prow + kw * g->dw;
-            for (j = 0; j < CONV_DW_BLOCK / 8; ++j) {
-              float t[8];
-              vm_v8 v;
-              int l;
-              for (l = 0; l < 8; ++l) t[l] = src[(8 * j + l) * g->sw];
-              memcpy(&v, t, sizeof v);
-              acc[j] += wv * v;
-            }
-          }
-        }
-      }
-      memcpy(out + oh * g->OW + ow0, acc, (size_t)nb * sizeof(float));
-    }
+  int64_t oh, ow0, h;
+  /* the padded plane: zero only the pads (top rows, each row's sides, bottom rows and the slack) */
+  memset(pad, 0, (size_t)(g->pt * pw) * sizeof(float));
+  for (h = 0; h < g->H; ++h) {
+    float* row = pad + (h + g->pt) * pw;
+    memset(row, 0, (size_t)g->pl * sizeof(float));
+    memcpy(row + g->pl, plane + h * g->W, (size_t)g->W * sizeof(float));
+    memset(row + g->pl + g->W, 0, (size_t)g->pr * sizeof(float));
+  }
+  memset(pad + (g->pt + g->H) * pw, 0, (conv_padded_floats(g) - (size_t)((g->pt + g->H) * pw)) * sizeof(float));
+  for (ow0 = 0; ow0 < g->OW; ow0 += CONV_DW_BLOCK) {
+    const int64_t nb = g->OW - ow0 < CONV_DW_BLOCK ? g->OW - ow0 : CONV_DW_BLOCK;
+    oh = 0;
+    if (g->sw == 1)
+      for (; oh + CONV_DW_ROWS <= g->OH; oh += CONV_DW_ROWS) conv_dw_rows(g, pad, pw, wm, out, oh, ow0, nb);
+    for (; oh < g->OH; ++oh) conv_dw_row(g, pad, pw, wm, out, oh, ow0, nb);
+  }
   conv_bias_act(out, 1, g->OH * g->OW, 0, bias != NULL ? bias + m : NULL, act);
 }
