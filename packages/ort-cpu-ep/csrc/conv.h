@@ -2,7 +2,7 @@
  * (conv_kernel.c). A group's output rows are W_g (Mg x Cg*KH*KW) @ cols (Cg*KH*KW x OH*OW) through the MatMul
  * kernel's sgemm, cols built per chunk of output pixels (never the whole im2col matrix), or X itself for a 1x1
  * stride-1 unpadded convolution; one input channel per group (depthwise) is a direct loop over the zero-padded
- * input plane, 4 rows x 32 outputs in registers across every tap (stride 1; one row at a time otherwise). */
+ * input plane, 4 rows x 32 stride-1 columns in registers across every tap (a column stride keeps 1 in sw). */
 #ifndef ORT_CPU_EP_CONV_H_
 #define ORT_CPU_EP_CONV_H_
 

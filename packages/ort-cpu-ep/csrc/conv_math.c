@@ -175,71 +175,70 @@ void conv_gemm_chunk(const ConvGeom* g, const float* x, const float* w, const fl
 static int64_t conv_padded_width(const ConvGeom* g) { return g->W + g->pl + g->pr; }
 
 static size_t conv_padded_floats(const ConvGeom* g) {
-  return (size_t)((g->H + g->pt + g->pb) * conv_padded_width(g) + CONV_DW_BLOCK * g->sw + 16);
+  return (size_t)((g->H + g->pt + g->pb) * conv_padded_width(g) + CONV_DW_BLOCK + 16);
 }
 
-/* output rows [oh, oh + CONV_DW_ROWS) x pixels [ow0, ow0 + nb) of a stride-1 depthwise plane from the padded
- * plane: CONV_DW_ROWS x 2 accumulators of 16 floats, independent FMA chains across the taps */
-static inline __attribute__((always_inline)) void conv_dw_rows(const ConvGeom* g, const float* pad, int64_t pw,
-                                                               const float* wm, float* out, int64_t oh, int64_t ow0,
-                                                               int64_t nb) {
+/* R (1 or CONV_DW_ROWS) output rows from `oh` x 16 NV (1 or 2) stride-1 columns from v0 of a depthwise plane, from
+ * the padded plane into tmp (rows CONV_DW_BLOCK floats apart): R x NV accumulators of 16 floats, independent FMA
+ * chains across the taps (R and NV are constants where this inlines) */
+static inline __attribute__((always_inline)) void conv_dw_block(const ConvGeom* g, const float* pad, int64_t pw,
+                                                                const float* wm, float* tmp, int64_t oh, int64_t v0,
+                                                                const int R, const int NV) {
   conv_v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};
   int64_t kh, kw;
   for (kh = 0; kh < g->KH; ++kh) {
     const float* wk = wm + kh * g->KW;
-    const float* s0 = pad + (oh * g->sh + kh * g->dh) * pw + ow0;
+    const float* s0 = pad + (oh * g->sh + kh * g->dh) * pw + v0;
     const float *s1 = s0 + g->sh * pw, *s2 = s1 + g->sh * pw, *s3 = s2 + g->sh * pw;
     for (kw = 0; kw < g->KW; ++kw) {
       const float wv = wk[kw]; /* vector * scalar: one broadcast */
       const int64_t o = kw * g->dw;
       conv_v16 v;
-#define CONV_DW_TAP(acc, src, at) memcpy(&v, (src) + o + (at), sizeof v); acc += wv * v;
-      CONV_DW_TAP(a0, s0, 0) CONV_DW_TAP(b0, s0, 16) CONV_DW_TAP(a1, s1, 0) CONV_DW_TAP(b1, s1, 16)
-      CONV_DW_TAP(a2, s2, 0) CONV_DW_TAP(b2, s2, 16) CONV_DW_TAP(a3, s3, 0) CONV_DW_TAP(b3, s3, 16)
+#define CONV_DW_TAP(acc, src, at) { memcpy(&v, (src) + o + (at), sizeof v); acc += wv * v; }
+      CONV_DW_TAP(a0, s0, 0)
+      if (NV == 2) CONV_DW_TAP(b0, s0, 16)
+      if (R == CONV_DW_ROWS) {
+        CONV_DW_TAP(a1, s1, 0) CONV_DW_TAP(a2, s2, 0) CONV_DW_TAP(a3, s3, 0)
+        if (NV == 2) { CONV_DW_TAP(b1, s1, 16) CONV_DW_TAP(b2, s2, 16) CONV_DW_TAP(b3, s3, 16) }
+      }
 #undef CONV_DW_TAP
     }
   }
   {
-    conv_v16 rows[CONV_DW_ROWS][2] = {{a0, b0}, {a1, b1}, {a2, b2}, {a3, b3}};
+    const conv_v16 rows[CONV_DW_ROWS][2] = {{a0, b0}, {a1, b1}, {a2, b2}, {a3, b3}};
     int r;
-    for (r = 0; r < CONV_DW_ROWS; ++r) memcpy(out + (oh + r) * g->OW + ow0, rows[r], (size_t)nb * sizeof(float));
+    for (r = 0; r < R; ++r) memcpy(tmp + r * CONV_DW_BLOCK, rows[r], (size_t)NV * sizeof(conv_v16));
   }
 }
 
-/* one output row's pixels [ow0, ow0 + nb), any stride */
-static inline __attribute__((always_inline)) void conv_dw_row(const ConvGeom* g, const float* pad, int64_t pw,
-                                                              const float* wm, float* out, int64_t oh, int64_t ow0,
-                                                              int64_t nb) {
-  conv_v16 acc[CONV_DW_BLOCK / 16];
-  int64_t kh, kw, j;
-  for (j = 0; j < CONV_DW_BLOCK / 16; ++j) acc[j] = (conv_v16){0};
-  for (kh = 0; kh < g->KH; ++kh) {
-    const float* prow = pad + (oh * g->sh + kh * g->dh) * pw + ow0 * g->sw;
-    const float* wk = wm + kh * g->KW;
-    for (kw = 0; kw < g->KW; ++kw) {
-      const float wv = wk[kw];
-      const float* src = prow + kw * g->dw;
-      for (j = 0; j < CONV_DW_BLOCK / 16; ++j) {
-        float t[16];
-        conv_v16 v;
-        int l;
-        for (l = 0; l < 16; ++l) t[l] = src[(16 * j + l) * g->sw];
-        memcpy(&v, t, sizeof v);
-        acc[j] += wv * v;
-      }
-    }
+/* rows [oh, oh + R) of a depthwise plane at stride-1 columns [v0, v0 + n) into tmp, then the columns the stride
+ * keeps into the output */
+static inline __attribute__((always_inline)) void conv_dw_rows(const ConvGeom* g, const float* pad, int64_t pw,
+                                                               const float* wm, float* out, int64_t oh, int64_t v0,
+                                                               int64_t n, const int R) {
+  float tmp[CONV_DW_ROWS * CONV_DW_BLOCK];
+  int64_t l, first;
+  int r;
+  if (n > 16) conv_dw_block(g, pad, pw, wm, tmp, oh, v0, R, 2);
+  else conv_dw_block(g, pad, pw, wm, tmp, oh, v0, R, 1);
+  first = (v0 + g->sw - 1) / g->sw * g->sw - v0; /* the first column of this block an output falls on */
+  for (r = 0; r < R; ++r) {
+    float* dst = out + (oh + r) * g->OW;
+    if (g->sw == 1) memcpy(dst + v0, tmp + r * CONV_DW_BLOCK, (size_t)n * sizeof(float));
+    else
+      for (l = first; l < n; l += g->sw) dst[(v0 + l) / g->sw] = tmp[r * CONV_DW_BLOCK + l];
   }
-  memcpy(out + oh * g->OW + ow0, acc, (size_t)nb * sizeof(float));
 }
 
 CPU_KERNELS_CLONES
 void conv_depthwise_plane(const ConvGeom* g, const float* x, const float* w, const float* bias, float* y,
                           int64_t image, int64_t m, const ConvAct* act, float* pad) {
   const int64_t c = m / g->Mg, pw = conv_padded_width(g); /* the group's one input channel */
+  const int64_t virt = (g->OW - 1) * g->sw + 1; /* stride-1 columns spanning the output's (a stride keeps 1 in sw) */
   const float* plane = x + (image * g->C + c) * g->H * g->W;
   const float* wm = w + m * g->KH * g->KW;
   float* out = y + (image * g->M + m) * g->OH * g->OW;
-  int64_t oh, ow0, h;
+  int64_t oh, v0, h;
   /* the padded plane: zero only the pads (top rows, each row's sides, bottom rows and the slack) */
   memset(pad, 0, (size_t)(g->pt * pw) * sizeof(float));
   for (h = 0; h < g->H; ++h) {
@@ -249,12 +248,10 @@ void conv_depthwise_plane(const ConvGeom* g, const float* x, const float* w, con
     memset(row + g->pl + g->W, 0, (size_t)g->pr * sizeof(float));
   }
   memset(pad + (g->pt + g->H) * pw, 0, (conv_padded_floats(g) - (size_t)((g->pt + g->H) * pw)) * sizeof(float));
-  for (ow0 = 0; ow0 < g->OW; ow0 += CONV_DW_BLOCK) {
-    const int64_t nb = g->OW - ow0 < CONV_DW_BLOCK ? g->OW - ow0 : CONV_DW_BLOCK;
-    oh = 0;
-    if (g->sw == 1)
-      for (; oh + CONV_DW_ROWS <= g->OH; oh += CONV_DW_ROWS) conv_dw_rows(g, pad, pw, wm, out, oh, ow0, nb);
-    for (; oh < g->OH; ++oh) conv_dw_row(g, pad, pw, wm, out, oh, ow0, nb);
+  for (v0 = 0; v0 < virt; v0 += CONV_DW_BLOCK) {
+    const int64_t n = virt - v0 < CONV_DW_BLOCK ? virt - v0 : CONV_DW_BLOCK;
+    for (oh = 0; oh + CONV_DW_ROWS <= g->OH; oh += CONV_DW_ROWS) conv_dw_rows(g, pad, pw, wm, out, oh, v0, n, CONV_DW_ROWS);
+    for (; oh < g->OH; ++oh) conv_dw_rows(g, pad, pw, wm, out, oh, v0, n, 1);
   }
   conv_bias_act(out, 1, g->OH * g->OW, 0, bias != NULL ? bias + m : NULL, act);
 }
