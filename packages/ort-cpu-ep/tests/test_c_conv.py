@@ -153,3 +153,11 @@ def test_conv_nodes_the_c_kernel_takes():
     assert _language(_conv((1, 3, 8), (4, 3, 3))[0]) == "numpy"                       # 1-D
     assert _language(_conv((1, 3, 4, 8, 8), (4, 3, 1, 3, 3))[0]) == "numpy"           # 3-D
     assert _language(_conv((1, 3, 8, 8), (4, 3, 3, 3), dtype=TensorProto.DOUBLE)[0]) == "numpy"
+
+
+@pytest.mark.parametrize(("w_shape", "attrs"), [((4, 3, 3, 3), {"pads": [1, 1, 1, 1]}), ((3, 1, 3, 3), {"group": 3})])
+def test_conv_of_an_empty_batch(w_shape, attrs):
+    model, feeds = _conv((0, 3, 6, 6), w_shape, bias=True, **attrs)
+    got = run_one_node(model, feeds, "C")["y"]
+    want = run_one_node(model, feeds, "numpy")["y"]
+    assert got.shape == want.shape and got.shape[0] == 0
