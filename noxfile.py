@@ -16,8 +16,12 @@ nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["tests"]
 
 ROOT = pathlib.Path(__file__).parent
-PACKAGES = ["ort-graph", "ort-partition", "ort-memplan", "ort-abi", "ort-cpu-ep", "ort-cuda-ep", "ort-session"]
-TEST_TOOLS = ["pytest>=8", "onnxruntime>=1.20", "hypothesis>=6", "tokenizers>=0.15", "matplotlib>=3.7"]
+PACKAGES = ["ort-graph", "ort-partition", "ort-memplan", "ort-abi", "ort-cpu-ep", "ort-cuda-ep", "ort-session",
+            "ort-serve"]
+TEST_TOOLS = ["pytest>=8", "onnxruntime>=1.20", "hypothesis>=6", "tokenizers>=0.15", "matplotlib>=3.7",
+              "openai>=1.0", "httpx>=0.27", "pexpect>=4.8"]  # openai: ortrun serve tested with the real client; pexpect: chat in a pty
+# sentencepiece: tokenizer.model files; onnxruntime-genai: the reference of chat's greedy tokens on the shared exports
+TEST_TOOLS += ["sentencepiece>=0.2", "onnxruntime-genai>=0.5"]
 
 
 def _local_closure(name: str) -> list[str]:
@@ -37,7 +41,7 @@ def _local_closure(name: str) -> list[str]:
     return seen
 
 
-LOCAL_EXTRAS = {"ort-cuda-ep": "[cuda]"}  # tests compile every CUDA kernel with NVRTC (no GPU needed)
+LOCAL_EXTRAS = {"ort-cuda-ep": "[cuda]", "ort-serve": "[serve]"}  # tests compile every CUDA kernel with NVRTC (no GPU needed)
 
 
 def _spec(name: str) -> str:

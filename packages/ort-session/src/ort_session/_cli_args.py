@@ -234,4 +234,34 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("demo", help="the whole story on the built-in demo decoder")
     _everywhere(sp)
     sp.set_defaults(fn=cmd.cmd_demo)
+    _plugin_commands(sub)
     return p
+
+
+ENGINE_COMMANDS = {"chat": "an interactive chat with a model folder", "serve": "an OpenAI- and ollama-compatible "
+                   "HTTP server with continuous batching"}
+
+
+def _plugin_commands(sub: argparse._SubParsersAction) -> None:
+    """Subcommands of packages above ort-session (the `ortrun.commands` entry point group: ort-serve's chat and
+    serve); each registers with `register(subparsers, model_options)`. The engine's commands that no installed
+    package provides answer with how to install it instead of argparse's 'invalid choice'."""
+    import importlib.metadata
+
+    added: set[str] = set()
+    for entry in importlib.metadata.entry_points(group="ortrun.commands"):
+        added.update(entry.load()(sub, _model_options) or ())
+    for name, what in ENGINE_COMMANDS.items():
+        if name not in added:
+            sp = sub.add_parser(name, help=f"{what} (needs ort-serve)")
+            sp.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+            sp.set_defaults(fn=_needs_engine(name))
+
+
+def _needs_engine(name: str):
+    def fn(args: argparse.Namespace) -> int:
+        from ._errors import SessionError
+
+        raise SessionError(f"`ortrun {name}` is ort-serve's (the generation engine): install it with "
+                           "pip install ./packages/ort-serve (add [serve] for `ortrun serve`)")
+    return fn

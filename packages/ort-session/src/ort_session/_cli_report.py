@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-PACKAGES = ("ort-graph", "ort-partition", "ort-memplan", "ort-abi", "ort-cpu-ep", "ort-cuda-ep", "ort-session")
+PACKAGES = ("ort-graph", "ort-partition", "ort-memplan", "ort-abi", "ort-cpu-ep", "ort-cuda-ep", "ort-session", "ort-serve")
 _KV = re.compile(r"present[._]")
 
 
