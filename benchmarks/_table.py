@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -113,6 +116,18 @@ def interleaved_times(contenders: Mapping[str, Callable[[], Any]], repeats: int,
                 fn()
                 samples[name].append(time.perf_counter() - t0)
     return samples
+
+
+def child_json(script: str, args: Sequence[str], timeout: float = 600) -> dict[str, Any]:
+    """Run `python script *args` in a fresh process; the JSON object its last stdout line prints, or
+    {"error": its last stderr line}."""
+    try:
+        r = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"over {timeout:.0f} s"}
+    if r.returncode != 0:
+        return {"error": (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1][:200]}
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def median(xs: Sequence[float]) -> float:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import resource
-import subprocess
 import sys
 import time
 import warnings
@@ -21,7 +20,7 @@ from typing import Any
 
 import numpy as np
 from _models import shared_dir
-from _table import Section, Table, fmt_bytes, fmt_ratio, fmt_seconds, interleaved_times, median
+from _table import Section, Table, child_json, fmt_bytes, fmt_ratio, fmt_seconds, interleaved_times, median
 
 # model file -> (input name, the shape its package feeds, element type, value range)
 MODELS: dict[str, tuple[str, list[int], str, tuple[int, int]]] = {
@@ -76,11 +75,7 @@ def child(runtime: str, path: str) -> dict[str, Any]:
 
 
 def _child(runtime: str, path: str) -> dict[str, Any]:
-    r = subprocess.run([sys.executable, __file__, "--child", runtime, path], capture_output=True, text=True,
-                       timeout=600)
-    if r.returncode != 0:
-        return {"error": (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1][:200]}
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return child_json(__file__, ["--child", runtime, path])
 
 
 def _speed(path: str, file: str, repeats: int) -> dict[str, Any]:

@@ -1,18 +1,25 @@
 """Planning speed and scaling: load + resolve shapes + place + plan for zoo decoders of ~1k, 3k, 10k
 and 100k nodes (tiny hidden size, many layers, ~60 nodes per layer), each phase timed and divided by the
 node count so growth is visible; then the whole InferenceSession construction (which adds L1
-fusions, kernel creation, declared workspace and the Level-2 re-check). Also the layer-rule name
+fusions, kernel creation, declared workspace and the Level-2 re-check). Then a 200k-node decoder against
+onnxruntime, each runtime in a fresh child process (`python benchmarks/bench_scaling.py --child RUNTIME
+NODES`): session init, one run, and the process's peak RSS. Also the layer-rule name
 matcher's throughput (`ort_partition.bench.matcher_throughput`): the reference loop ONNX Runtime
 uses against the Aho-Corasick automaton.
 """
 
 from __future__ import annotations
 
+import json
+import resource
+import sys
+import tempfile
 import time
 import warnings
+from pathlib import Path
 from typing import Any
 
-from _table import Section, Table, fmt_seconds
+from _table import Section, Table, child_json, fmt_bytes, fmt_ratio, fmt_seconds
 
 import ort_graph
 import ort_memplan
@@ -24,6 +31,7 @@ from ort_session import CpuExecutionProvider, InferenceSession, SimulatedGpuExec
 NODES_PER_LAYER = 62  # zoo decoder with bias=False, rms norm, kv cache (measured: 1261 nodes at 20 layers)
 DIMS = {"batch": 1, "sequence": 8, "past_sequence": 0}
 SESSION_LIMIT, SESSION_LIMIT_QUICK = 300.0, 15.0  # seconds a session init may be predicted to take
+LARGE, LARGE_QUICK = 200_000, 20_000  # nodes of the decoder initialized against onnxruntime in child processes
 
 
 def tiny_decoder(nodes: int) -> zoo.DecoderConfig:
@@ -71,6 +79,52 @@ def pipeline(data: bytes) -> dict[str, Any]:
     return out
 
 
+def child(runtime: str, nodes: int) -> dict[str, Any]:
+    """In a fresh process: write the decoder to a file, initialize a session on it (the model read from the
+    file, as both runtimes do in production), run it once; init and run seconds, peak RSS (bytes)."""
+    cfg = tiny_decoder(nodes)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "decoder.onnx"
+        path.write_bytes(zoo.decoder_proto(cfg).SerializeToString())
+        feeds = zoo.decoder_inputs(cfg, DIMS["batch"], DIMS["sequence"], DIMS["past_sequence"])
+        import onnxruntime as ort  # both runtimes imported before the clock starts
+
+        base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # the model built here, in Python
+        t0 = time.perf_counter()
+        if runtime == "ours":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                sess = InferenceSession(str(path), {"free_dimension_overrides": DIMS})
+            n = len(sess.model.graph.nodes)
+        else:
+            so = ort.SessionOptions()
+            so.log_severity_level = 3
+            sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+            n = None
+        init = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        sess.run(None, feeds)
+        return {"init_s": init, "run_s": time.perf_counter() - t0, "nodes": n, "base_rss": base_rss,
+                "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+
+
+def large_rows(nodes: int) -> tuple[Table, list[dict[str, Any]]]:
+    t = Table(f"a {nodes // 1000}k-node decoder (hidden 8): ours against onnxruntime, each in a fresh process",
+              ["runtime", "nodes", "init", "init ours/ORT", "first run", "peak RSS", "RSS before init"])
+    recs = {rt: child_json(__file__, ["--child", rt, str(nodes)], timeout=1200) for rt in ("ours", "ort")}
+    ort_init = recs["ort"].get("init_s")
+    for rt, r in recs.items():
+        if "error" in r:
+            t.add(rt, nodes, f"error: {r['error']}", "-", "-", "-", "-")
+            continue
+        ratio = r["init_s"] / ort_init if rt == "ours" and ort_init else None
+        t.add(rt, r["nodes"] or "-", fmt_seconds(r["init_s"]), fmt_ratio(ratio, 2), fmt_seconds(r["run_s"]),
+              fmt_bytes(r["peak_rss"]), fmt_bytes(r["base_rss"]))
+    t.notes.append("ours: CPU provider, L1 fusions on (the nodes after them); ORT: its CPU provider, default "
+                   "optimizations; RSS before init: the child after building and writing the model in Python")
+    return t, [{"table": "large", "runtime": rt, "requested_nodes": nodes, **r} for rt, r in recs.items()]
+
+
 def run(quick: bool = False) -> Section:
     sec = Section("planning speed and scaling")
     t = Table("planning time per phase (zoo decoders, hidden 8, batch 1, sequence 8)",
@@ -114,6 +168,9 @@ def run(quick: bool = False) -> Section:
                    "(about half the layers fit: the exact search needs more than one trial)")
     t.notes.append(f"skip: not run when the last measured init scaled by (nodes ratio)^1.2 exceeds {limit:.0f} s")
     sec.tables.append(t)
+    large, recs = large_rows(LARGE_QUICK if quick else LARGE)
+    sec.tables.append(large)
+    sec.records += recs
 
     m = Table("layer-rule name matching (ort_partition.bench.matcher_throughput)",
               ["names", "patterns", "automaton names/s", "loop (ORT) names/s", "automaton/loop", "agree"])
@@ -125,3 +182,7 @@ def run(quick: bool = False) -> Section:
         sec.records.append({"table": "matcher", **r})
     sec.tables.append(m)
     return sec
+
+
+if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "--child":
+    print(json.dumps(child(sys.argv[2], int(sys.argv[3]))))

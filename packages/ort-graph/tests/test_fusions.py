@@ -60,3 +60,44 @@ def test_matmul_add_not_fused_when_output_is_shared():
     m = ort_graph.from_proto(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
     ort_graph.resolve_shapes(m)
     assert ort_graph.apply_l1_fusions(m) == []
+
+
+def _direct_edits(monkeypatch):
+    """Every Rewriter edits the node list directly (find, remove, insert per replacement): the order
+    the fusions produced before the one-pass compaction."""
+    from ort_graph import _rewrite
+
+    init = _rewrite.Rewriter.__init__
+
+    def direct(self, graph):
+        init(self, graph)
+        self._pos = None
+
+    monkeypatch.setattr(_rewrite.Rewriter, "__init__", direct)
+
+
+def _fused(cfg, file_order, exact):
+    m = zoo.decoder(cfg)
+    if file_order == "reversed":  # valid, not topologically sorted: old nodes stand before the first one
+        m.graph.nodes.reverse()
+        m.graph.relink()
+    elif file_order.startswith("shuffled"):  # old nodes on either side of the first, in any mix
+        import random
+
+        random.Random(int(file_order[-1])).shuffle(m.graph.nodes)
+        m.graph.relink()
+    ort_graph.resolve_shapes(m, dims={"batch": 1, "sequence": 6, "past_sequence": 2})
+    records = ort_graph.apply_l1_fusions(m, exact_shapes=exact)
+    records += ort_graph.fuse_silu(m.graph) + ort_graph.fuse_conv_add(m.graph)
+    return records, [(n.name, n.op_type, tuple(n.inputs), tuple(n.outputs), n.index) for n in m.graph.nodes]
+
+
+@pytest.mark.parametrize("cfg", [zoo.DecoderConfig(layers=3, bias=True, norm="layernorm"), zoo.DecoderConfig(layers=3),
+                                 zoo.DecoderConfig(layers=2, bias=True)])
+@pytest.mark.parametrize("file_order", ["sorted", "reversed", "shuffled 0", "shuffled 1"])
+@pytest.mark.parametrize("exact", [True, False])
+def test_fusions_node_order_is_that_of_direct_list_edits(cfg, file_order, exact, monkeypatch):
+    records, nodes = _fused(cfg, file_order, exact)
+    assert records
+    _direct_edits(monkeypatch)
+    assert _fused(cfg, file_order, exact) == (records, nodes)

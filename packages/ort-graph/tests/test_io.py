@@ -147,6 +147,32 @@ def test_generate_node_name_appends_token_only_on_collision():
     assert g.generate_node_name("/lm_head/MatMul") == "/lm_head/MatMul_token_1"
 
 
+def _reference_name(taken: set[str], base: str) -> str:
+    """The first free name: `base`, then `base_token_0`, `base_token_1`, ..."""
+    name, token = base, 0
+    while name in taken:
+        name, token = f"{base}_token_{token}", token + 1
+    return name
+
+
+@pytest.mark.parametrize("unnamed", [1, 5, 300])
+def test_generate_node_name_matches_the_first_free_token_after_removals(unnamed: int):
+    g = ort_graph.Graph(inputs=["x"])
+    made = [g.add_node("Relu", ["x"], [f"y{i}"]) for i in range(unnamed)]
+    assert [n.name for n in made] == ["Relu", *(f"Relu_token_{i}" for i in range(unnamed - 1))]
+    reserved: set[str] = set()  # names generate_node_name handed out (taken though no node has them)
+    for victim in made[1::2]:  # freed names are reused, lowest token first
+        g.remove_node(victim)
+        expected = _reference_name({n.name for n in g.nodes} | reserved, "Relu")
+        assert g.generate_node_name("Relu") == expected
+        reserved.add(expected)
+    for n in g.nodes:  # a file whose nodes are all unnamed: relink names the duplicates
+        n.name = ""
+    g.relink()
+    assert [n.name for n in g.nodes] == ["", *(f"_token_{i}" for i in range(len(g.nodes) - 1))]
+    assert g.generate_node_name("") == _reference_name({n.name for n in g.nodes}, "")
+
+
 def test_real_exports_load(shared_models: pathlib.Path):
     for path in sorted(shared_models.glob("llama_l4/**/*.onnx")):
         m = ort_graph.load(path)

@@ -236,3 +236,43 @@ def test_planning_many_requests_with_long_lifetimes() -> None:
     for alg in ("greedy_by_size", "online", "auto"):
         p = mp.plan(reqs, alg)
         mp.validate(p, reqs)
+
+
+@pytest.mark.parametrize("values", [[], [3], [5, 5], [4, 1, 4, 9, 0, 1], list(range(50, 0, -3)) * 2])
+def test_unique_sorted_is_np_unique(values: list[int]) -> None:
+    from ort_memplan._arrays import unique_sorted
+
+    a = np.asarray(values, np.int64)
+    got = unique_sorted(a)
+    assert got.dtype == np.unique(a).dtype and got.tolist() == np.unique(a).tolist()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_online_planner_array_scan_places_as_the_loop(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many live blocks take the array best-fit scan; it places every block where the loop does."""
+    import random
+
+    from ort_memplan import _online
+
+    rng = random.Random(seed)
+    ops: list[tuple[int, int, int] | int] = []
+    live: list[int] = []
+    for b in range(600):
+        ops.append((b, rng.choice([0, 1, 64, 100, 4096, rng.randint(1, 10**6)]), rng.choice([1, 64, 256])))
+        if rng.random() < 0.3:
+            continue  # alive to the end, as a decoder's KV outputs
+        live.append(b)
+        while live and rng.random() < 0.6:
+            ops.append(live.pop(rng.randrange(len(live))))
+
+    def replay(vector_from: int) -> tuple[list[int], int]:
+        monkeypatch.setattr(_online, "_VECTOR_FROM", vector_from)
+        pl, out = mp.OnlinePlanner(), []
+        for op in ops:
+            if isinstance(op, tuple):
+                out.append(pl.allocate(*op))
+            else:
+                pl.free(op)
+        return out, pl.peak
+
+    assert replay(0) == replay(10**9)

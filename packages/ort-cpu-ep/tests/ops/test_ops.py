@@ -239,3 +239,14 @@ def test_concat_refuses_an_axis_outside_the_inputs_rank(axis):
 def test_concat_takes_every_axis_inside_the_rank(axis):
     x = f32(2, 3)
     np.testing.assert_array_equal(_run_old("Concat", 13, {"a": x, "b": x}, axis=axis), np.concatenate([x, x], axis=axis))
+
+
+@pytest.mark.parametrize("op, domain", [("Relu", ""), ("Gelu", ""), ("Sigmoid", ""), ("NoSuchOp", ""),
+                                        ("Relu", "com.microsoft")])
+def test_first_version_is_the_earliest_schema(op: str, domain: str) -> None:
+    import onnx.defs
+
+    from ort_cpu_ep.ops._util import first_version
+
+    versions = [s.since_version for s in onnx.defs.get_all_schemas_with_history() if s.name == op and s.domain == domain]
+    assert first_version(op, domain) == min(versions, default=1)

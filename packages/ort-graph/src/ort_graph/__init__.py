@@ -4,7 +4,6 @@ Load a model (`load`), resolve its shapes with dimension overrides (`resolve_sha
 topological order, apply L1 fusions that keep derivative node names, and save it back.
 """
 
-from . import zoo
 from ._body_weights import BodyWeight, body_weight_bytes, body_weights
 from ._constprop import constants_to_initializers
 from ._conv_bn_fusion import fuse_conv_batchnorm
@@ -55,3 +54,12 @@ __all__ = [
     "from_numpy_dtype", "from_proto", "is_static", "symbolic_inputs", "itemsize", "load", "save", "sparse_to_numpy", "tensor_nbytes",
     "to_numpy_dtype", "to_proto", "topological_order", "validate", "zoo",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """`ort_graph.zoo` (the synthetic model builders) is imported on first use: sessions never need it."""
+    if name == "zoo":
+        import importlib
+
+        return importlib.import_module(f"{__name__}.zoo")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

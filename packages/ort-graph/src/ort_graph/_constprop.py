@@ -224,11 +224,12 @@ def constants_to_initializers(graph: Graph) -> list[str]:
             if key is None:
                 continue
             tensor = Tensor.from_numpy(out, np.array(node.attr(key), dtype=_CONSTANT_ATTRS[key]))
-        graph.remove_node(node)
+        graph.detach_node(node)  # dropped in one pass below (remove_node scans the list each time)
         graph.initializers[out] = tensor
         v = graph.value(out)
         v.dtype, v.shape = tensor.dtype, tuple(tensor.dims)
         made.append(out)
     if made:
+        graph.compact()
         graph.relink()
     return made

@@ -12,6 +12,7 @@ import numpy as np
 
 from ._fusions import FusionRecord, _only_consumer, _replace
 from ._ir import Graph, Node
+from ._rewrite import Rewriter
 from ._tensor import Tensor
 
 __all__ = ["fuse_conv_batchnorm"]
@@ -47,6 +48,7 @@ def fuse_conv_batchnorm(graph: Graph, nodes: Collection[Node] | None = None) -> 
     are in `nodes` (all when None) are fused."""
     allowed = None if nodes is None else {id(n) for n in nodes}
     records: list[FusionRecord] = []
+    rw = Rewriter(graph)
     for conv in [n for n in graph.nodes if n.op_type == "Conv" and n.domain in ("", "ai.onnx")]:
         if not 2 <= len(conv.inputs) <= 3 or not all(conv.inputs) or any(i not in graph.initializers for i in conv.inputs[1:]):
             continue
@@ -75,7 +77,8 @@ def fuse_conv_batchnorm(graph: Graph, nodes: Collection[Node] | None = None) -> 
         folded_b = ((b - mean) * s + shift).astype(w.dtype)
         w_name = _initializer(graph, conv.name + "/ConvBNFusion/W", folded_w)
         b_name = _initializer(graph, conv.name + "/ConvBNFusion/B", folded_b)
-        fused = _replace(graph, [conv, bn], "Conv", [conv.inputs[0], w_name, b_name], [bn.outputs[0]], "/ConvBNFusion",
+        fused = _replace(rw, [conv, bn], "Conv", [conv.inputs[0], w_name, b_name], [bn.outputs[0]], "/ConvBNFusion",
                          attributes=dict(conv.attributes))
         records.append(FusionRecord("ConvBNFusion", (conv.name, bn.name), (fused.name,)))
+    rw.finish()
     return records

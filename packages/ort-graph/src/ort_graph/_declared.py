@@ -53,6 +53,8 @@ def first_unresolved_node(graph: Graph) -> Node | None:
     """The first node (topological order) whose inputs are resolved but an output is not: where the
     plan's unknown sizes come from. None when every produced value is resolved."""
     values = graph.values
+    if all(_resolved(values[o].shape) for node in graph.nodes for o in node.outputs if o and o in values):
+        return None  # the usual case, told without sorting the graph
     for node in topological_order(graph):
         if not all(_resolved(values[n].shape) for n in node.inputs if n and n in values):
             continue  # an input is unresolved already: its producer (or a graph input) is the origin

@@ -12,6 +12,7 @@ from onnx import AttributeProto
 
 from ._fusions import FusionRecord, _only_consumer, _replace
 from ._ir import Attr, Graph, Node
+from ._rewrite import Rewriter
 from ._tensor import Tensor
 
 __all__ = ["fuse_conv_add", "fuse_matmul_transpose", "fuse_silu"]
@@ -38,6 +39,7 @@ def fuse_conv_add(graph: Graph, nodes: Collection[Node] | None = None) -> list[F
     Conv(X, W, B[M]). Only pairs whose both nodes are in `nodes` (all when None) are fused."""
     allowed = None if nodes is None else {id(n) for n in nodes}
     records: list[FusionRecord] = []
+    rw = Rewriter(graph)
     for conv in [n for n in graph.nodes if n.op_type == "Conv" and n.domain in ("", "ai.onnx")]:
         if len(conv.inputs) != 2 or conv.inputs[1] not in graph.initializers:
             continue
@@ -57,9 +59,10 @@ def fuse_conv_add(graph: Graph, nodes: Collection[Node] | None = None) -> list[F
         name = graph.generate_node_name(conv.name + "/ConvAddFusion/bias")
         graph.initializers[name] = Tensor.from_numpy(name, np.ascontiguousarray(bias.astype(bias.dtype)))
         graph.value(name).dtype, graph.value(name).shape = graph.initializers[name].dtype, (int(w.dims[0]),)
-        fused = _replace(graph, [conv, add], "Conv", [conv.inputs[0], conv.inputs[1], name], [add.outputs[0]],
+        fused = _replace(rw, [conv, add], "Conv", [conv.inputs[0], conv.inputs[1], name], [add.outputs[0]],
                          "/ConvAddFusion", attributes=dict(conv.attributes))
         records.append(FusionRecord("ConvAddFusion", (conv.name, add.name), (fused.name,)))
+    rw.finish()
     return records
 
 
@@ -69,6 +72,7 @@ def fuse_silu(graph: Graph, nodes: Collection[Node] | None = None) -> list[Fusio
     `nodes` (all when None) are fused."""
     allowed = None if nodes is None else {id(n) for n in nodes}
     records: list[FusionRecord] = []
+    rw = Rewriter(graph)
     for sig in [n for n in graph.nodes if n.op_type == "Sigmoid" and n.domain in ("", "ai.onnx")]:
         if len(sig.inputs) != 1 or len(sig.outputs) != 1:
             continue
@@ -81,9 +85,10 @@ def fuse_silu(graph: Graph, nodes: Collection[Node] | None = None) -> list[Fusio
         xv, y = graph.values.get(x), graph.values.get(mul.outputs[0])
         if xv is None or y is None or xv.dtype not in _SILU_DTYPES or y.dtype != xv.dtype or y.shape != xv.shape:
             continue
-        fused = _replace(graph, [mul, sig], "QuickGelu", [x], [mul.outputs[0]], "/SiLUFusion",
+        fused = _replace(rw, [mul, sig], "QuickGelu", [x], [mul.outputs[0]], "/SiLUFusion",
                          attributes={"alpha": Attr("alpha", AttributeProto.FLOAT, 1.0)}, domain="com.microsoft")
         records.append(FusionRecord("SiLUFusion", (sig.name, mul.name), (fused.name,)))
+    rw.finish()
     return records
 
 

@@ -11,6 +11,7 @@ import numpy as np
 from onnx import AttributeProto
 
 from ._ir import Attr, Graph, Model, Node, is_static
+from ._rewrite import Rewriter
 from ._tensor import Tensor
 
 
@@ -23,7 +24,7 @@ class FusionRecord:
 
 def _only_consumer(graph: Graph, value: str) -> Node | None:
     v = graph.values.get(value)
-    if v is None or value in graph.outputs or len(v.consumers) != 1:
+    if v is None or len(v.consumers) != 1 or value in graph.outputs:  # outputs: a list, scanned last
         return None
     return v.consumers[0]
 
@@ -58,21 +59,21 @@ def _last_axis_mean(graph: Graph, node: Node, rank: int) -> bool:
     return axes is not None and len(axes) == 1 and axes[0] % rank == rank - 1
 
 
-def _replace(graph: Graph, old: list[Node], op_type: str, inputs: list[str], outputs: list[str], suffix: str,
+def _replace(rw: Rewriter, old: list[Node], op_type: str, inputs: list[str], outputs: list[str], suffix: str,
              attributes: dict[str, Attr] | None = None, domain: str = "") -> Node:
     first = old[0]
-    position = graph.nodes.index(first)
-    for n in old:
-        graph.remove_node(n)
     meta = {k: v for k, v in first.metadata.items()}
-    return graph.add_node(op_type, inputs, outputs, name=first.name + suffix, domain=domain,
-                          attributes=attributes, metadata=meta, position=position)
+    new, = rw.replace(old, lambda position: [rw.graph.add_node(
+        op_type, inputs, outputs, name=first.name + suffix, domain=domain, attributes=attributes, metadata=meta,
+        position=position)])
+    return new
 
 
 def fuse_matmul_add(graph: Graph, exact_shapes: bool = True) -> list[FusionRecord]:
     """MatMul(A, W[K,N]) + Add(bias[N]) -> Gemm (rank-2 A) or Reshape/Gemm/Reshape (static rank>2 A: its
     leading dims are written into the second Reshape, so only where shapes are exact, not max-shape bounds)."""
     records: list[FusionRecord] = []
+    rw = Rewriter(graph)
     for mm in [n for n in graph.nodes if n.op_type == "MatMul" and n.domain in ("", "ai.onnx")]:
         a, w = mm.inputs
         wt = graph.initializers.get(w)
@@ -88,7 +89,7 @@ def fuse_matmul_add(graph: Graph, exact_shapes: bool = True) -> list[FusionRecor
         if len(shape) > 2 and not exact_shapes:
             continue
         if len(shape) == 2:
-            g = _replace(graph, [mm, add], "Gemm", [a, w, bias], [out], "/MatMulAddFusion")
+            g = _replace(rw, [mm, add], "Gemm", [a, w, bias], [out], "/MatMulAddFusion")
             records.append(FusionRecord("MatMulAddFusion", (mm.name, add.name), (g.name,)))
             continue
         k, n = wt.dims
@@ -102,14 +103,21 @@ def fuse_matmul_add(graph: Graph, exact_shapes: bool = True) -> list[FusionRecor
         rows = int(np.prod(shape[:-1]))
         graph.value(flat).dtype, graph.value(flat).shape = graph.values[a].dtype, (rows, k)
         graph.value(gemm_out).dtype, graph.value(gemm_out).shape = graph.values[a].dtype, (rows, n)
-        pos = graph.nodes.index(mm)
-        for old in (mm, add):
-            graph.remove_node(old)
         meta = dict(mm.metadata)
-        r1 = graph.add_node("Reshape", [a, shape_in], [flat], name=base + "/Reshape", metadata=meta, position=pos)
-        g = graph.add_node("Gemm", [flat, w, bias], [gemm_out], name=base, metadata=meta, position=pos + 1)
-        r2 = graph.add_node("Reshape", [gemm_out, shape_out], [out], name=base + "/Reshape_1", metadata=meta, position=pos + 2)
+
+        def build(pos: int | None, a: str = a, w: str = w, bias: str = bias, out: str = out, base: str = base,
+                  flat: str = flat, gemm_out: str = gemm_out, shapes: tuple[str, str] = (shape_in, shape_out),
+                  meta: dict[str, str] = meta) -> list[Node]:
+            at = (lambda i: None) if pos is None else (lambda i: pos + i)
+            return [graph.add_node("Reshape", [a, shapes[0]], [flat], name=base + "/Reshape", metadata=meta,
+                                   position=at(0)),
+                    graph.add_node("Gemm", [flat, w, bias], [gemm_out], name=base, metadata=meta, position=at(1)),
+                    graph.add_node("Reshape", [gemm_out, shapes[1]], [out], name=base + "/Reshape_1", metadata=meta,
+                                   position=at(2))]
+
+        r1, g, r2 = rw.replace([mm, add], build)
         records.append(FusionRecord("MatMulAddFusion", (mm.name, add.name), (r1.name, g.name, r2.name)))
+    rw.finish()
     return records
 
 
@@ -152,8 +160,9 @@ def _norm_tail(graph: Graph, numerator: str, start: Node, rank: int) -> tuple[li
 def fuse_layer_norm(graph: Graph) -> list[FusionRecord]:
     """Decomposed LayerNormalization (mean, Sub, Pow, mean, Add eps, Sqrt, Div, Mul gamma, Add beta)."""
     records: list[FusionRecord] = []
+    rw = Rewriter(graph)
     for rm in [n for n in graph.nodes if n.op_type == "ReduceMean"]:
-        if rm.graph is not graph or rm not in graph.nodes:
+        if rm.graph is not graph or rw.removed(rm):
             continue
         x = rm.inputs[0]
         shape = graph.values[x].shape
@@ -174,9 +183,10 @@ def fuse_layer_norm(graph: Graph) -> list[FusionRecord]:
         old = [rm, sub, *nodes] + ([beta_add] if beta else [])
         out = old[-1].outputs[0]
         attrs_ = {"axis": Attr("axis", AttributeProto.INT, -1), "epsilon": Attr("epsilon", AttributeProto.FLOAT, eps)}
-        new = _replace(graph, old, "LayerNormalization", [x, gamma] + ([beta] if beta else []), [out],
+        new = _replace(rw, old, "LayerNormalization", [x, gamma] + ([beta] if beta else []), [out],
                        "/LayerNormFusion/", attrs_)
         records.append(FusionRecord("LayerNormFusion", tuple(n.name for n in old), (new.name,)))
+    rw.finish()
     return records
 
 
@@ -184,8 +194,9 @@ def fuse_simplified_layer_norm(graph: Graph) -> list[FusionRecord]:
     """Decomposed RMSNorm (Pow, mean, Add eps, Sqrt, Div or Reciprocal+Mul, Mul gamma) ->
     SimplifiedLayerNormalization (the onnx-domain contrib op that ONNX Runtime and this project run)."""
     records: list[FusionRecord] = []
+    rw = Rewriter(graph)
     for pow_ in [n for n in graph.nodes if n.op_type == "Pow"]:
-        if pow_ not in graph.nodes:
+        if rw.removed(pow_):
             continue
         x = pow_.inputs[0]
         shape = graph.values[x].shape
@@ -197,9 +208,10 @@ def fuse_simplified_layer_norm(graph: Graph) -> list[FusionRecord]:
         nodes, eps, gamma = tail
         attrs_ = {"axis": Attr("axis", AttributeProto.INT, -1), "epsilon": Attr("epsilon", AttributeProto.FLOAT, eps),
                   "stash_type": Attr("stash_type", AttributeProto.INT, 1)}
-        new = _replace(graph, nodes, "SimplifiedLayerNormalization", [x, gamma], [nodes[-1].outputs[0]],
+        new = _replace(rw, nodes, "SimplifiedLayerNormalization", [x, gamma], [nodes[-1].outputs[0]],
                        "/SimplifiedLayerNormFusion/", attrs_)
         records.append(FusionRecord("SimplifiedLayerNormFusion", tuple(n.name for n in nodes), (new.name,)))
+    rw.finish()
     return records
 
 

@@ -143,6 +143,8 @@ class Graph:
     _node_names: set[str] = attrs.field(factory=set, repr=False, alias="node_names")
     _next_index: int = attrs.field(default=0, repr=False, alias="next_index")
     _detached: set[int] = attrs.field(factory=set, repr=False, init=False)  # ids `compact` drops from `nodes`
+    # base -> the token `generate_node_name` tries first: every lower one is taken (cleared when a name is freed)
+    _name_tokens: dict[str, int] = attrs.field(factory=dict, repr=False, init=False, eq=False)
 
     # -- construction -------------------------------------------------------------------------
     def value(self, name: str) -> Value:
@@ -194,6 +196,7 @@ class Graph:
 
     def _unlink(self, node: Node) -> None:
         self._node_names.discard(node.name)
+        self._name_tokens.clear()
         for name in node.inputs:
             if name and name in self.values and node in self.values[name].consumers:
                 self.values[name].consumers.remove(node)
@@ -203,13 +206,18 @@ class Graph:
 
     def generate_node_name(self, base: str) -> str:
         """`base` itself when unused in this graph, else `base_token_N` for the first free N."""
-        if not self._node_names:
-            self._node_names = {n.name for n in self.nodes}
-        name, token = base, 0
-        while name in self._node_names:
-            name = f"{base}_token_{token}"
+        names = self._node_names
+        if not names:
+            names = self._node_names = {n.name for n in self.nodes if id(n) not in self._detached}
+            self._name_tokens.clear()
+        if base not in names:
+            names.add(base)
+            return base
+        token = self._name_tokens.get(base, 0)  # not from 0: many unnamed nodes made this quadratic
+        while (name := f"{base}_token_{token}") in names:
             token += 1
-        self._node_names.add(name)
+        self._name_tokens[base] = token + 1
+        names.add(name)
         return name
 
     def _link_node(self, node: Node) -> None:
@@ -244,6 +252,7 @@ class Graph:
         for name in list(self.inputs) + list(self.initializers):
             self.value(name)
         self._node_names = set()
+        self._name_tokens.clear()
         for i, node in enumerate(self.nodes):
             node.index = i
             if node.name in self._node_names:

@@ -237,8 +237,9 @@ def resolve_shapes(model: Model, dims: Mapping[str, int] | None = None,
     max_shapes = dict(max_shapes or {})
     graph = model.graph
     inputs, dims = input_shapes(graph, dims, max_shapes)
+    graph_inputs = set(graph.inputs)
     for v in graph.values.values():  # forget previous resolution; inputs restart from their declaration
-        if v.name not in graph.initializers and v.name not in graph.inputs:
+        if v.name not in graph.initializers and v.name not in graph_inputs:
             v.shape, v.dtype = None, 0
     for name, shape in inputs.items():
         graph.values[name].shape = shape

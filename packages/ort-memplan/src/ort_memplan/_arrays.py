@@ -61,11 +61,23 @@ def by_device(requests: Sequence[AllocationRequest]) -> dict[str, list[Allocatio
     return groups
 
 
+def unique_sorted(values: np.ndarray) -> np.ndarray:
+    """`np.unique(values)` (sorted distinct values, 1-D), without np.unique's first-call import of numpy.ma
+    (tens of milliseconds of session initialization)."""
+    s = np.sort(np.asarray(values).ravel())
+    if s.size < 2:
+        return s
+    keep = np.empty(s.shape, bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
+
+
 def live_profile(cols: Columns) -> tuple[np.ndarray, np.ndarray]:
     """(steps, live bytes) at every step where some block starts; the maximum lies among them."""
     if cols.n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    steps = np.unique(cols.first)
+    steps = unique_sorted(cols.first)
     start = np.searchsorted(steps, cols.first)                 # index of each block's first step
     stop = np.searchsorted(steps, cols.last, side="right")     # one past the last start step it covers
     delta = np.zeros(steps.shape[0] + 1, np.int64)

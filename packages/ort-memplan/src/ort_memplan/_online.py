@@ -17,12 +17,15 @@ from ._arrays import Columns
 from ._errors import InvalidRequestError, TraceError
 from ._types import DEFAULT_ALIGNMENT, align_up
 
+_VECTOR_FROM = 48  # live blocks from which the best-fit scan runs on arrays (the loop is faster below)
+
 
 class OnlinePlanner:
     """Trace-driven best-fit planner for one device (ORT's `MemPatternPlanner::TraceAllocation`)."""
 
     def __init__(self) -> None:
         self._live: list[tuple[int, int, int]] = []   # (offset, end, id) sorted by offset
+        self._bounds = np.zeros((2, 64), np.int64)       # the offsets and ends of `_live` (columns), for the scan
         self._where: dict[int, tuple[int, int, int]] = {}
         self._freed: set[int] = set()
         self.offsets: dict[int, int] = {}
@@ -36,6 +39,24 @@ class OnlinePlanner:
             raise InvalidRequestError(f"block {block_id!r}: nbytes={nbytes!r}, alignment={alignment!r}; "
                                       "need nbytes >= 0 and a power-of-two alignment")
         size = align_up(nbytes, alignment)
+        best = self._best_fit(size, alignment) if len(self._live) < _VECTOR_FROM else self._best_fit_np(size, alignment)
+        self.offsets[block_id] = best
+        self.peak = max(self.peak, best + size)
+        if size:
+            item = (best, best + size, block_id)
+            i = bisect.bisect_left(self._live, item)
+            self._live.insert(i, item)
+            n = len(self._live)
+            if n > self._bounds.shape[1]:
+                self._bounds = np.concatenate([self._bounds, np.zeros_like(self._bounds)], axis=1)
+            b = self._bounds
+            b[:, i + 1:n] = b[:, i:n - 1].copy()
+            b[0, i], b[1, i] = best, best + size
+            self._where[block_id] = item
+        return best
+
+    def _best_fit(self, size: int, alignment: int) -> int:
+        """The lowest gap that wastes the fewest bytes; after the highest live block when none fits."""
         mask = ~(alignment - 1)
         current = 0
         best = -1
@@ -47,15 +68,20 @@ class OnlinePlanner:
                 best, best_waste = start, gap - size
             if end > current:
                 current = end
-        if best < 0:
-            best = (current + alignment - 1) & mask
-        self.offsets[block_id] = best
-        self.peak = max(self.peak, best + size)
-        if size:
-            item = (best, best + size, block_id)
-            bisect.insort(self._live, item)
-            self._where[block_id] = item
-        return best
+        return best if best >= 0 else (current + alignment - 1) & mask
+
+    def _best_fit_np(self, size: int, alignment: int) -> int:
+        """`_best_fit` over arrays: many live blocks (a decoder's KV outputs, alive to the end) made the
+        loop quadratic in the node count."""
+        offs, ends = self._bounds[0, :len(self._live)], self._bounds[1, :len(self._live)]
+        current = np.zeros(offs.shape[0] + 1, np.int64)  # the highest end before each block (0 before the first)
+        np.maximum.accumulate(np.maximum(ends, 0), out=current[1:])
+        starts = (current[:-1] + alignment - 1) & ~(alignment - 1)
+        waste = offs - starts - size
+        fits = np.flatnonzero(waste >= 0)
+        if fits.size:
+            return int(starts[fits[np.argmin(waste[fits])]])  # argmin: the first (lowest) on a tie
+        return (int(current[-1]) + alignment - 1) & ~(alignment - 1)
 
     def free(self, block_id: int) -> None:
         """End a block's life; its bytes become a gap for later allocations."""
@@ -69,6 +95,8 @@ class OnlinePlanner:
             return
         i = bisect.bisect_left(self._live, item)
         del self._live[i]
+        b = self._bounds
+        b[:, i:len(self._live)] = b[:, i + 1:len(self._live) + 1].copy()
         self._freed.add(block_id)
 
 

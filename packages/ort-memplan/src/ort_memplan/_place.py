@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._arrays import Columns
+from ._arrays import Columns, unique_sorted
 
 _LONG_BUCKETS = 8      # a block touching more buckets than this goes one level up
 _FANOUT = 16           # each level's buckets are this many times wider than the one below
@@ -28,7 +28,7 @@ def place_in_order(cols: Columns, order: np.ndarray) -> tuple[np.ndarray, int]:
     offsets = np.zeros(n, np.int64)
     if n == 0:
         return offsets, 0
-    coords = np.unique(np.concatenate([cols.first, cols.last]))
+    coords = unique_sorted(np.concatenate([cols.first, cols.last]))
     f_all = np.searchsorted(coords, cols.first)
     l_all = np.searchsorted(coords, cols.last)
     # Bucket levels: widths w, 16w, 256w, ... A block is filed at the lowest level where it

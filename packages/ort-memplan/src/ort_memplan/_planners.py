@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from ._arrays import Columns, by_device, columns, live_profile
+from ._arrays import Columns, by_device, columns, live_profile, unique_sorted
 from ._errors import InvalidRequestError
 from ._online import online_offsets
 from ._place import place_in_order
@@ -63,7 +63,7 @@ def _order_breadth(c: Columns) -> np.ndarray:
     length = hi - lo + 1
     level = np.floor(np.log2(length)).astype(np.int64)
     key = np.zeros(c.n, np.int64)
-    for lv in np.unique(level).tolist():
+    for lv in unique_sorted(level).tolist():
         m = level == lv
         t = table[lv]
         key[m] = np.maximum(t[lo[m]], t[hi[m] - (1 << lv) + 1])

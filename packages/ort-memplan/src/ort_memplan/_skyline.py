@@ -18,7 +18,7 @@ import heapq
 
 import numpy as np
 
-from ._arrays import Columns
+from ._arrays import Columns, unique_sorted
 
 _NUMPY_FROM = 32
 _BIG = np.iinfo(np.int64).max
@@ -31,7 +31,7 @@ def skyline_offsets(cols: Columns, prefer: str = "duration") -> tuple[np.ndarray
     live = np.flatnonzero(cols.size > 0)
     if live.shape[0] == 0:
         return offsets, 0
-    coords = np.unique(np.concatenate([cols.first[live], cols.last[live] + 1]))
+    coords = unique_sorted(np.concatenate([cols.first[live], cols.last[live] + 1]))
     f = np.searchsorted(coords, cols.first[live])
     e = np.searchsorted(coords, cols.last[live] + 1)          # exclusive end
     size = cols.size[live]

@@ -29,14 +29,22 @@ ANY = ALL_PLAIN | {T.STRING, T.COMPLEX64, T.COMPLEX128} | frozenset(
 SEQ = -1  # marker: a sequence-typed value (dtype 0 with no shape in the IR)
 
 
-@functools.cache
 def first_version(op_type: str, domain: str = "") -> int:
     """The opset that introduced `op_type` (1 when onnx does not know it)."""
+    return _since_versions().get((op_type, domain), 1)
+
+
+@functools.cache
+def _since_versions() -> dict[tuple[str, str], int]:
+    """(op type, domain) -> the earliest since_version onnx has a schema for; one pass over the schemas
+    (op modules ask for dozens of ops at import time, and each pass costs milliseconds)."""
     import onnx.defs
 
-    versions = [sch.since_version for sch in onnx.defs.get_all_schemas_with_history()
-                if sch.name == op_type and sch.domain == domain]
-    return min(versions, default=1)
+    out: dict[tuple[str, str], int] = {}
+    for sch in onnx.defs.get_all_schemas_with_history():
+        key = (sch.name, sch.domain)
+        out[key] = min(out.get(key, sch.since_version), sch.since_version)
+    return out
 
 
 def names(types: Iterable[int]) -> str:
