@@ -121,9 +121,28 @@ class Executor:
                     capture = self.capture if layout.strict else None  # fixed addresses: pre-allocated buffers
                     fast_steps = fast.fast.steps if fast is not None else ()
                     compute = fast.run.compute if fast is not None else None
+                    # consecutive C steps in one call into C, unless something must see every step (progress,
+                    # RunOptions.terminate: between every two nodes)
+                    ends = fast.fast.table.ends if fast is not None and progress is None else None
                     release = self._release
-                    for step, node in enumerate(self.order):
-                        if step in fast_steps:
+                    order, step = self.order, 0
+                    while step < total:
+                        node = order[step]
+                        if ends is not None and step in ends:
+                            end = ends[step]
+                            done = fast.run.compute_range(step, end - step)
+                            stats.nodes_run += done
+                            stats.c_steps += done
+                            for s in range(step, step + done):
+                                if s in release:
+                                    self._release_dead(s, values, layout, owned)
+                            step += done
+                            if step == end:
+                                continue
+                            node = order[step]  # computed, and ended otherwise: finished as below
+                            self._fast_step(fast, step, node, values, layout, stats, counters, owned,
+                                            planned[node.index])
+                        elif step in fast_steps:
                             if compute(step) == ort_abi.STEP_DONE and fast.pending is None:  # all answered in C
                                 stats.nodes_run += 1
                                 stats.c_steps += 1
@@ -143,6 +162,7 @@ class Executor:
                             traced.node_done(node.name or f"{node.op_type}#{node.index}")
                         if progress is not None:
                             progress(step + 1, total)
+                        step += 1
                 if traced is not None:
                     stats.traced_bytes, stats.traced_by, stats.traced_nodes = traced.bytes, traced.by, traced.nodes
                     stats.traced_python_bytes = traced.python_bytes

@@ -151,3 +151,37 @@ def test_feeds_read_in_place_are_left_as_the_caller_gave_them(monkeypatch, mode)
         np.testing.assert_array_equal(arr, before[name])
     for g, r in zip(sess.run(None, feeds), first):
         np.testing.assert_array_equal(g, r)
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_consecutive_c_steps_run_in_one_call_and_count_as_step_by_step(monkeypatch, mode):
+    """Without a progress callback a run of consecutive C steps is one call into C (`compute_range`); with one
+    (RunOptions.terminate rides on it) every step returns to Python: the same outputs and counts either way."""
+    import ort_abi
+
+    ranges = []
+    real = ort_abi.StepRun.compute_range
+
+    def spy(self, step, count):
+        done = real(self, step, count)
+        ranges.append((count, done))
+        return done
+
+    monkeypatch.setattr(ort_abi.StepRun, "compute_range", spy)
+    monkeypatch.delenv(NO_C_STEPS_ENV, raising=False)
+    model = zoo.decoder_proto(CFG).SerializeToString()
+    feeds = zoo.decoder_inputs(CFG, 1, 5, 3)
+    sess = _session(model, MODES[mode])
+    for _ in range(2):
+        sess.run(None, feeds)
+    ranges.clear()
+    got, stats = sess.run(None, feeds), sess.last_run_stats
+    seen = []
+    ref, ref_stats = sess.run(None, feeds, progress=lambda done, total: seen.append(done)), sess.last_run_stats
+    assert ranges and sum(done for _, done in ranges) == stats.c_steps  # every C step inside a range
+    assert len(ranges) < stats.c_steps and max(count for count, _ in ranges) > 1
+    assert seen == list(range(1, stats.nodes_run + 1))  # step by step with progress
+    for g, r in zip(got, ref):
+        np.testing.assert_array_equal(g, r)
+    assert stats.c_steps == ref_stats.c_steps > 0
+    assert {k: getattr(stats, k) for k in COUNTED} == {k: getattr(ref_stats, k) for k in COUNTED}
