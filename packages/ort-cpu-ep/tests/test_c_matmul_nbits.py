@@ -280,6 +280,39 @@ def test_threads_follow_the_intra_op_scope_and_give_the_same_result(entry):
     np.testing.assert_array_equal(results[0], results[1])  # columns split across threads: same arithmetic
 
 
+def test_jobs_from_several_callers_at_once_each_give_the_one_thread_result(entry):
+    """The thread pool (mnb_parallel.c) serves one caller at a time; a job that finds it busy runs alone in its
+    caller, and a worker index no worker took is run by the caller: every caller gets the 1-thread result."""
+    import threading
+
+    rng = np.random.default_rng(4)
+    K, N = 576, 1536
+    b, scales, zp = _weights(rng, K, N, 4, 32, "packed")
+    a = rng.standard_normal((1, K)).astype(np.float32)
+
+    def run(threads):
+        with intra_op_thread_scope(threads):
+            return _run_c(entry, a, b, scales, zp, None, K=K, N=N, bits=4, block_size=32, accuracy_level=4)
+
+    want = run(1)
+    got, errors = [], []
+
+    def caller():
+        try:
+            got.extend(run(3) for _ in range(20))
+        except Exception as e:  # surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=caller) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(got) == 60
+    for g in got:
+        np.testing.assert_array_equal(g, want)
+
+
 def test_provider_falls_back_without_the_library(monkeypatch, entry):
     monkeypatch.setenv(c_kernels.DISABLE_ENV, "1")
     c_kernels._load.cache_clear()
