@@ -248,4 +248,8 @@ class FastRun:
         return pending if pending is not None else (None, None)
 
     def close(self) -> None:
+        """Give the held context back, and drop this run's buffers and context maker: the run's values reach
+        this object (and it the StepRun, which calls back into it), so holding them here would keep the OUTPUTS
+        buffer referenced until a garbage collection, and every run would take a new one."""
         self.run.close()
+        self._buffers, self._outputs, self._make_context = [], None, None
