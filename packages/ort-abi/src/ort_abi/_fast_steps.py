@@ -91,6 +91,7 @@ class StepTable:
         self._steps = ffi.new("ort_abi_fast_step[]", max(len(specs), 1))
         self.pointers: dict[int, Any] = {}
         self.kernels = {index: spec.kernel for index, spec in specs.items()}
+        self._finalizers = tuple(k._finalizer for k in self.kernels.values())  # `released`, asked every run
         for k, (index, spec) in enumerate(sorted(specs.items())):
             _fill_step(self._steps[k], spec)
             self.pointers[index] = ffi.addressof(self._steps[k])
@@ -109,7 +110,7 @@ class StepTable:
 
     def released(self) -> bool:
         """Whether a step's kernel was released (the session closed): its runs take the Python path."""
-        return any(k.released for k in self.kernels.values())
+        return not all(f.alive for f in self._finalizers)
 
 
 def _fill_step(s: Any, spec: StepSpec) -> None:

@@ -237,11 +237,8 @@ class FastRun:
 
     def owns(self, arr: Any) -> bool:
         """Whether `arr` lies in this run's OUTPUTS buffer: the caller's own memory (no later run writes it)."""
-        out = self._outputs
-        if out is None or type(arr) is not np.ndarray or not arr.nbytes:
-            return False
-        start, at = out.__array_interface__["data"][0], arr.__array_interface__["data"][0]
-        return start <= at and at + arr.nbytes <= start + out.nbytes
+        out = self._outputs  # a view of a view keeps the array owning the memory as its base
+        return out is not None and type(arr) is np.ndarray and arr.base is out
 
     def take_pending(self) -> tuple[Any, Any] | tuple[None, None]:
         pending, self.pending = self.pending, None
