@@ -87,6 +87,18 @@ static void* mnb_worker(void* arg) {
   return NULL;
 }
 
+/* a forked child has none of the parent's workers: it starts its own, with a fresh lock */
+static void mnb_after_fork_child(void) {
+  MnbPool* p = &g_pool;
+  pthread_mutex_init(&p->lock, NULL);
+  pthread_cond_init(&p->wake, NULL);
+  p->sleepers = p->busy = p->workers = 0;
+  p->finished = 0;
+}
+
+static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
+static void mnb_register_fork(void) { pthread_atfork(NULL, NULL, mnb_after_fork_child); }
+
 static void mnb_serial(int count, MnbTask fn, void* ctx) {
   int i;
   for (i = 0; i < count; ++i) fn(ctx, i, count);
@@ -105,6 +117,7 @@ void mnb_parallel(int count, MnbTask fn, void* ctx) {
     mnb_serial(count, fn, ctx);
     return;
   }
+  pthread_once(&g_fork_once, mnb_register_fork);
   while (p->workers < count - 1) {
     pthread_t id;
     if (pthread_create(&id, NULL, mnb_worker, p) != 0) break; /* fewer workers: the caller runs the rest */
