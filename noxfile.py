@@ -20,6 +20,8 @@ PACKAGES = ["ort-graph", "ort-partition", "ort-memplan", "ort-abi", "ort-cpu-ep"
             "ort-serve"]
 TEST_TOOLS = ["pytest>=8", "onnxruntime>=1.20", "hypothesis>=6", "tokenizers>=0.15", "matplotlib>=3.7",
               "openai>=1.0", "httpx>=0.27", "pexpect>=4.8"]  # openai: ortrun serve tested with the real client; pexpect: chat in a pty
+# sentencepiece: tokenizer.model files; onnxruntime-genai: the reference of chat's greedy tokens on the shared exports
+TEST_TOOLS += ["sentencepiece>=0.2", "onnxruntime-genai>=0.5"]
 
 
 def _local_closure(name: str) -> list[str]:

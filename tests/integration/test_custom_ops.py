@@ -80,14 +80,16 @@ def test_callback_sees_symbolic_extents_as_unknown(custom_ops_lib):
 
 
 def test_unresolvable_custom_output_is_reported_naming_the_node_and_the_fixes(custom_ops_lib):
-    with pytest.warns(ort_graph.ShapeResolutionWarning, match=r"node 'tile' \(com.example::TileRowsNoShape\).*value_info"
-                      r".*free_dimension_overrides.*output-shape callback"):
+    with pytest.warns(ort_graph.ShapeResolutionWarning, match=r"node 'tile' \(com.example::TileRowsNoShape\) has no "
+                      r"output-shape rule.*--dim cannot fix that.*value_info.*output-shape callback.*open an issue"):
         sess = session(tile_model("TileRowsNoShape"), custom_ops_lib)
     assert sess.shape_report.unresolved_node == "tile"
     assert any("'tile'" in w for w in sess.plan.to_dict()["shapes"]["warnings"])
     with pytest.warns(ort_graph.ShapeResolutionWarning), \
-            pytest.raises(InvalidOptionError, match=r"pre_allocate.*node 'tile' \(com.example::TileRowsNoShape\)"):
+            pytest.raises(InvalidOptionError, match=r"pre_allocate.*because node 'tile' \(com.example::TileRowsNoShape\) "
+                                                    r"has no output-shape rule") as info:
         session(tile_model("TileRowsNoShape"), custom_ops_lib, **{PRE_ALLOCATE: "1"})
+    assert "set free_dimension_overrides" not in str(info.value)  # one cause, not the generic --dim advice
 
 
 # ---- part 5: the host checks what kernels do ----------------------------------------------------------

@@ -63,14 +63,21 @@ def test_editable_install_builds_and_uses_the_c_kernels(tmp_path):
     for name in PACKAGES:
         shutil.copytree(ROOT / "packages" / name, src / "packages" / name, ignore=ignore)
     venv = tmp_path / "venv"
-    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
-    subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True, env=env, timeout=300)
-    env["VIRTUAL_ENV"] = str(venv)
+    # nothing of the environment running the tests may steer uv into it (nox sets UV_* and VIRTUAL_ENV): the
+    # fresh venv is named explicitly, and its interpreter is the base one, not this venv's
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("VIRTUAL_ENV", "PYTHONPATH", "CONDA_PREFIX") and not k.startswith("UV_")}
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([uv, "venv", "-q", "--python", base, str(venv)], check=True, env=env, timeout=300)
+    py = venv / "bin" / "python"
+    prefix = subprocess.run([str(py), "-c", "import sys; print(sys.prefix)"], env=env, capture_output=True,
+                            text=True, timeout=60).stdout.strip()
+    assert pathlib.Path(prefix).resolve() == venv.resolve(), prefix  # isolated before anything is installed
     args = [a for name in PACKAGES for a in ("-e", str(src / "packages" / name))]
-    r = subprocess.run([uv, "pip", "install", "-q", *args], env=env, capture_output=True, text=True, timeout=900)
+    r = subprocess.run([uv, "pip", "install", "-q", "--python", str(py), *args], env=env, capture_output=True,
+                       text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     assert (src / "packages" / "ort-cpu-ep" / "src" / "ort_cpu_ep" / "libort_cpu_ep_kernels.so").is_file()
-    py = venv / "bin" / "python"
     run = subprocess.run([str(py), "-c", SNIPPET], env=env, capture_output=True, text=True, timeout=300,
                          cwd=tmp_path)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]

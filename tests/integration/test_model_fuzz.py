@@ -24,6 +24,7 @@ import collections
 import os
 import pathlib
 import tempfile
+import threading
 import traceback
 import warnings
 
@@ -40,6 +41,8 @@ import ort_graph
 import ort_memplan
 import ort_partition
 import ort_session
+from ort_cpu_ep._control_models import KINDS
+from ort_cpu_ep.testing import control_flow_model
 
 TYPED_ERRORS = (ort_graph.GraphError, ort_session.SessionError, ort_partition.PartitionError,
                 ort_memplan.MemPlanError, ort_abi.AbiError)
@@ -324,3 +327,123 @@ def test_mutated_external_sparse_and_attribute_tensors(target, edits, data_flip,
             with pytest.raises(ort_graph.ExternalDataError, match="location"):
                 ort_graph.load(directory / "m.onnx")
         _check(directory / "m.onnx", area, describe)
+
+
+# -- control flow with huge trip counts under RunOptions.terminate ---------------------------------
+# Each case sets terminate from another thread while a Loop of up to 2**63-1 iterations (or a long Scan) runs:
+# the run must end in RunTerminatedError within STOP_S of it, and the next run must match onnxruntime.
+STOP_S = 5.0
+
+
+def _terminated_run(sess, feeds, delay):
+    ro = ort_session.RunOptions()
+    box: dict = {}
+
+    def run():
+        try:
+            box["out"] = sess.run(None, feeds, ro)
+        except BaseException as e:  # noqa: BLE001 - judged below
+            box["error"] = e
+
+    worker = threading.Thread(target=run, daemon=True)
+    timer = threading.Timer(delay, lambda: setattr(ro, "terminate", True))
+    worker.start()
+    timer.start()
+    worker.join(delay + STOP_S)
+    timer.join()
+    assert not worker.is_alive(), f"terminate did not stop the run within {STOP_S} s"
+    return box, ro
+
+
+@settings(FUZZ, max_examples=12, deadline=None)
+@given(kind=st.sampled_from(KINDS), scan=st.booleans(), trip=st.sampled_from([2**31, 2**40, 2**62, 2**63 - 1]),
+       delay=st.sampled_from([0.0, 0.005, 0.02]))
+def test_control_flow_with_huge_trip_counts_stops_under_terminate(kind, scan, trip, delay, counts, fuzz_cases):
+    c = counts.setdefault("control flow under terminate", collections.Counter())
+    fuzz_cases.add("control flow under terminate")
+    scan = scan and kind != "empty_body"
+    model = control_flow_model(kind, scan=scan)
+    x = np.arange(4, dtype=np.float32)
+    if kind == "scan":  # a Scan's length is its input's: long, not huge
+        long, small = {"x": x, "seq": np.ones((400_000, 4), np.float32)}, {"x": x, "seq": np.ones((3, 4), np.float32)}
+    else:
+        long, small = {"x": x, "M": np.array(trip, np.int64)}, {"x": x, "M": np.array(3, np.int64)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sess = ort_session.InferenceSession(model.SerializeToString())
+    box, ro = _terminated_run(sess, long, delay)
+    error = box.get("error")
+    assert isinstance(error, ort_session.RunTerminatedError), f"{kind} trip={trip}: {box!r}"
+    c["terminated (RunTerminatedError)"] += 1
+    ro.terminate = False
+    theirs = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, small)
+    for a, b in zip(sess.run(None, small, ro), theirs, strict=True):
+        np.testing.assert_array_equal(a, b)
+    c["then ran, matches onnxruntime"] += 1
+
+
+# -- huge folded constants and dimensions ---------------------------------------------------------
+# A 1-D length n made by ConstantOfShape / Range / Expand, from a constant or from a dimension override of the
+# input: initialization never materialises it (folding is bounded), so every case ends in a typed error of the
+# project's hierarchy or a session; a session with a small n runs and matches onnxruntime.
+RUN_AT_MOST = 4097  # elements: larger sessions are not run (the user asked for that memory; CI has not got it)
+
+
+def _length_model(op: str, source: str, n: int) -> onnx.ModelProto:
+    i64, f = TensorProto.INT64, TensorProto.FLOAT
+    inits = [helper.make_tensor("zero", i64, [], [0]), helper.make_tensor("one", i64, [], [1])]
+    if source == "constant":
+        inits.append(helper.make_tensor("n", i64, [], [n]))
+        nodes, x = [], helper.make_tensor_value_info("x", f, [1])
+    else:
+        nodes = [helper.make_node("Shape", ["x"], ["xs"], name="/Shape"),
+                 helper.make_node("Squeeze", ["xs"], ["n"], name="/Squeeze")]
+        x = helper.make_tensor_value_info("x", f, ["n_dim"])
+    nodes.append(helper.make_node("Unsqueeze", ["n", "zero1"], ["n1"], name="/Unsqueeze"))
+    inits.append(helper.make_tensor("zero1", i64, [1], [0]))
+    if op == "ConstantOfShape":
+        nodes.append(helper.make_node("ConstantOfShape", ["n1"], ["c"], name="/ConstantOfShape",
+                                      value=helper.make_tensor("v", f, [1], [2.0])))
+    elif op == "Range":
+        nodes += [helper.make_node("Range", ["zero", "n", "one"], ["r"], name="/Range"),
+                  helper.make_node("Cast", ["r"], ["c"], name="/Cast", to=f)]
+    else:
+        nodes.append(helper.make_node("Expand", ["x", "n1"], ["c"], name="/Expand"))
+    nodes.append(helper.make_node("Add", ["c", "x"], ["y"], name="/Add"))
+    g = helper.make_graph(nodes, "lengths", [x], [helper.make_tensor_value_info("y", f, None)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@settings(FUZZ, max_examples=60, deadline=None)
+@given(op=st.sampled_from(["ConstantOfShape", "Range", "Expand"]), source=st.sampled_from(["constant", "dim"]),
+       n=st.sampled_from([0, 1, 7, 4096, 4097, 2**20 + 3, 2**31, 2**40, 2**62, 2**63 - 1, -1, -(2**40)]),
+       budget=st.sampled_from([None, "cpu:1GiB"]))
+def test_huge_folded_constants_and_dims_end_typed_or_match_onnxruntime(op, source, n, budget, counts, fuzz_cases):
+    c = counts.setdefault("huge folded constants and dims", collections.Counter())
+    fuzz_cases.add("huge folded constants and dims")
+    model = _length_model(op, source, n)
+    kwargs: dict = {"budgets": budget} if budget else {}
+    if source == "dim":
+        kwargs["free_dimension_overrides"] = {"n_dim": n}
+    describe = f"{op} of length {n} from a {source} (budget {budget})"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sess = ort_session.InferenceSession(model.SerializeToString(), **kwargs)
+    except TYPED_ERRORS:
+        c["typed error at init"] += 1
+        return
+    except Exception as e:  # noqa: BLE001 - the failure message shows the case
+        pytest.fail(f"{describe}: untyped {type(e).__name__} escaped at init: {e}\n{traceback.format_exc()}")
+    if not 0 <= n <= RUN_AT_MOST:
+        c["initialized, not run (too large to run here)" if n > 0 else "initialized, not run"] += 1
+        return
+    feeds = {"x": np.linspace(-1, 1, 1 if source == "constant" else n, dtype=np.float32)}
+    try:
+        ours = sess.run(None, feeds)
+    except TYPED_ERRORS:
+        c["typed error at run"] += 1
+        return
+    theirs = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-6, err_msg=describe)
+    c["ran, matches onnxruntime"] += 1

@@ -59,6 +59,10 @@ OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* 
   if (!st) st = ort_cpu_ep_register_softmax(api, registry);
   if (!st) st = ort_cpu_ep_register_arithmetic(api, registry);
   if (!st) st = ort_cpu_ep_register_movement(api, registry);
+  if (!st) st = ort_cpu_ep_register_conv(api, registry);
+  if (!st) st = ort_cpu_ep_register_unary(api, registry);
+  if (!st) st = ort_cpu_ep_register_pool(api, registry);
+  if (!st) st = ort_cpu_ep_register_resize(api, registry);
   return st;
 }
 
@@ -83,6 +87,18 @@ OrtStatus* cpu_kernels_attr_int(const OrtKernelApi* api, const OrtKernelInfo* in
   ORT_KERNEL_RETURN_IF_ERROR(api->KernelInfo_HasAttribute(info, name, &found));
   if (has != NULL) *has = found;
   return found ? api->KernelInfo_GetAttributeInt(info, name, out) : NULL;
+}
+
+OrtStatus* cpu_kernels_thread_buffers(const OrtKernelApi* api, OrtKernelContext* ctx, int32_t slot, size_t declared,
+                                      size_t thread_bytes, int* threads, void** buffers) {
+  size_t need;
+  *buffers = NULL;
+  if (declared >= thread_bytes && (size_t)*threads * thread_bytes > declared)
+    *threads = (int)(declared / thread_bytes); /* the declared buffers bound the threads */
+  need = (size_t)*threads * thread_bytes;
+  if (declared >= need) ORT_KERNEL_RETURN_IF_ERROR(api->KernelContext_GetPreallocatedWorkspace(ctx, slot, need, buffers));
+  if (*buffers == NULL) ORT_KERNEL_RETURN_IF_ERROR(api->KernelContext_GetScratchBuffer(ctx, need, buffers));
+  return NULL;
 }
 
 static void cpu_kernels_free(OrtKernelImpl* this_ptr) { free(this_ptr); }

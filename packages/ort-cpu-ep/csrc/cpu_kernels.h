@@ -32,6 +32,14 @@ OrtStatus* ort_cpu_ep_register_softmax(const OrtKernelApi* api, OrtKernelRegistr
 OrtStatus* ort_cpu_ep_register_arithmetic(const OrtKernelApi* api, OrtKernelRegistry* registry);
 /* Reshape, Identity, Flatten, (Un)Squeeze, Transpose, Concat, Slice, Gather (move_*.c, see move.h) */
 OrtStatus* ort_cpu_ep_register_movement(const OrtKernelApi* api, OrtKernelRegistry* registry);
+/* float32 2-D Conv (conv_kernel.c, conv_math.c; see conv.h) */
+OrtStatus* ort_cpu_ep_register_conv(const OrtKernelApi* api, OrtKernelRegistry* registry);
+/* float32 Relu, Clip, HardSigmoid, LeakyRelu, HardSwish (act_unary.c, act_math.c) */
+OrtStatus* ort_cpu_ep_register_unary(const OrtKernelApi* api, OrtKernelRegistry* registry);
+/* float32 MaxPool, AveragePool (2-D), GlobalAveragePool, GlobalMaxPool (pool_kernel.c) */
+OrtStatus* ort_cpu_ep_register_pool(const OrtKernelApi* api, OrtKernelRegistry* registry);
+/* float32 nearest Resize of H and W (resize_kernel.c) */
+OrtStatus* ort_cpu_ep_register_resize(const OrtKernelApi* api, OrtKernelRegistry* registry);
 /* all of the above, in order (the one call the library's entry point makes) */
 OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* registry);
 
@@ -52,6 +60,12 @@ void* cpu_kernels_new(size_t size, CpuKernelCompute compute, CpuKernelDeclare de
 OrtStatus* cpu_kernels_declare_none(OrtKernelImpl* this_ptr, const OrtWorkspaceInputShape* shapes, size_t num_inputs,
                                     OrtWorkspaceSlot* slots, size_t max_slots, size_t* num_slots);
 OrtStatus* cpu_kernels_estimate_none(const OrtEpApi* api, const OrtNode* node, const OrtEp* ep, size_t* out);
+
+/* one work buffer of `thread_bytes` per thread from workspace slot `slot` (`declared` bytes planned for it): lowers
+ * *threads to what the declaration holds, then takes the preallocated slot, else (nothing declared: shapes unknown
+ * at planning) the host's scratch buffer; *buffers = the threads' buffers back to back */
+OrtStatus* cpu_kernels_thread_buffers(const OrtKernelApi* api, OrtKernelContext* ctx, int32_t slot, size_t declared,
+                                      size_t thread_bytes, int* threads, void** buffers);
 
 /* integer attribute `name` of a kernel's node: *out = its value, or `dflt` when the node has none; *has (may be
  * NULL) says which */

@@ -215,7 +215,7 @@ static OrtStatus* sg_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   const OrtValue *av = NULL, *bv = NULL;
   OrtValue* yv = NULL;
   const int64_t *a_dims = NULL, *b_dims = NULL;
-  size_t a_rank = 0, b_rank = 0, need;
+  size_t a_rank = 0, b_rank = 0;
   double work;
   const void *a = NULL, *b = NULL;
   void *y = NULL, *buffers = NULL;
@@ -258,11 +258,8 @@ static OrtStatus* sg_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   if (job.min_chunk < 1) job.min_chunk = 1;
   if (!sgemm_streams(&job.base) && shape.K > 0) { /* the packed path: a B block per thread */
     job.thread_bytes = sgemm_thread_floats(shape.M, shape.K, shape.N, k->b_trans) * sizeof(float);
-    if (k->declared >= job.thread_bytes && (size_t)threads * job.thread_bytes > k->declared)
-      threads = (int)(k->declared / job.thread_bytes); /* the declared buffers bound the threads */
-    need = (size_t)threads * job.thread_bytes;
-    if (k->declared >= need) ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetPreallocatedWorkspace(ctx, SG_SLOT_PACKING, need, &buffers));
-    if (buffers == NULL) ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetScratchBuffer(ctx, need, &buffers));
+    ORT_KERNEL_RETURN_IF_ERROR(cpu_kernels_thread_buffers(g_api, ctx, SG_SLOT_PACKING, k->declared, job.thread_bytes,
+                                                          &threads, &buffers));
   }
   job.buffers = (char*)buffers;
   mnb_parallel(threads, sg_job, &job);

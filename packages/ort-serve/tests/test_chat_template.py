@@ -74,3 +74,10 @@ def test_refusals_and_bad_templates_are_chat_template_errors(tmp_path):
     # the sandbox: no attribute access to Python internals
     with pytest.raises(ChatTemplateError):
         ChatTemplate.from_config({"chat_template": "{{ ''.__class__.__mro__[1].__subclasses__() }}"}).render(MSGS)
+
+
+def test_a_given_template_replaces_the_folders_and_keeps_its_special_tokens(tmp_path):
+    given = "{{ bos_token }}{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    assert ChatTemplate.from_folder(tmp_path, source=given).render(MSGS[:1]) == "Hi"  # no config: no tokens
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"bos_token": "<s>", "chat_template": "{{ 1 }}"}))
+    assert ChatTemplate.from_folder(tmp_path, source=given).render(MSGS[:1]) == "<s>Hi"

@@ -75,6 +75,9 @@ def test_defaults_from_the_model_folder(tmp_path):
         {"do_sample": True, "temperature": 0.6, "top_p": 0.9, "eos_token_id": [2, 7]}))
     d = generation_defaults(tmp_path, {"search": {"top_k": 40, "temperature": 1.0}})
     assert d == {"top_k": 40, "temperature": 0.6, "top_p": 0.9, "eos_ids": (2, 7)}
+    # no do_sample anywhere: greedy, as transformers and onnxruntime-genai decode by default
+    assert generation_defaults(None, {"search": {"top_k": 40, "temperature": 0.7}})["temperature"] == 0.0
+    assert generation_defaults(None)["temperature"] == 0.0
     (tmp_path / "generation_config.json").write_text(json.dumps({"do_sample": False, "temperature": 0.6}))
     assert generation_defaults(tmp_path)["temperature"] == 0.0
     assert SamplingParams(**generation_defaults(tmp_path)).greedy

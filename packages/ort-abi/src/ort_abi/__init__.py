@@ -84,6 +84,7 @@ from ._hostapi import HOST_API, HostApi
 from ._kerneldef import KernelDef, KernelDefBuilder
 from ._library import KernelLibrary, load_kernel_library
 from ._registry import KernelEntry, KernelRegistry, declare_workspace, estimate_workspace, release_kernel
+from ._run_checks import RunChecks, check_growth, check_run, raised_by_run_checks, run_checks_scope
 from ._shapefunc import (
     MAX_OUTPUT_RANK,
     InputTypeError,
@@ -137,11 +138,12 @@ __all__ = [
     "KernelDef", "KernelDefBuilder", "KernelDefError", "KernelEntry", "KernelError", "KernelInfo",
     "KernelLibrary", "KernelLibraryError", "KernelRegistry", "LeakError", "LibraryNotFoundError", "MissingSymbolError",
     "NullDeviceAllocator", "OutputAllocator", "OwnershipError", "RegistrationError", "RegistrationFailedError",
-    "RunScopedProvider", "STEP_DONE", "STEP_FAILED", "STEP_INCOMPLETE", "STEP_NOT_STARTED", "PlannedOutput", "StepRun", "StepSpec",
+    "RunChecks", "RunScopedProvider", "STEP_DONE", "STEP_FAILED", "STEP_INCOMPLETE", "STEP_NOT_STARTED", "PlannedOutput", "StepRun", "StepSpec",
     "StepTable", "c_step_kernel", "check_compute", "step_limits",
     "Supported", "TransferError", "UseAfterFreeError", "WorkspaceDeclarationError", "WorkspaceInputShape",
     "WorkspaceSlot", "__version__", "c_available", "check", "close_provider", "copy_device_to_device", "copy_device_to_host",
     "copy_host_to_device", "declare_workspace", "empty_tensor", "estimate_workspace", "get_include", "live_handles",
     "live_status_count", "load_kernel_library", "numpy_output_allocator", "provider_run_scope", "release_kernel", "status_misuse",
+    "check_growth", "check_run", "raised_by_run_checks", "run_checks_scope",
     "tensor_from_host", "tensor_to_host", "workspace_input_shapes",
 ]

@@ -19,6 +19,7 @@ import pathlib
 from typing import Any
 
 import attrs
+import numpy as np
 
 import ort_abi
 from ort_graph import Node
@@ -113,7 +114,9 @@ def c_kernel_applies(node: Node) -> bool:
     (Skip)SimplifiedLayerNormalization and GroupQueryAttention: see `_c_norm_applies` / `_c_gqa_applies`;
     QuickGelu: float32 without a bias. MatMul, FusedMatMul: see `_c_matmul_applies`. Softmax: see
     `_c_softmax_applies`. Add, Sub, Mul, Div, Neg: see `_c_arith_applies`. Reshape, Identity, Flatten,
-    (Un)Squeeze, Transpose, Concat, Slice, Gather: see `_c_move_applies`.
+    (Un)Squeeze, Transpose, Concat, Slice, Gather: see `_c_move_applies`. Conv: see `_c_conv_applies`.
+    Relu, Clip, HardSigmoid, LeakyRelu, HardSwish, Sigmoid: see `_c_unary_applies`. MaxPool, AveragePool,
+    GlobalAveragePool, GlobalMaxPool: see `_c_pool_applies`. Resize: see `_c_resize_applies`.
     Element types are the registered type constraints' business (float16 goes to numpy)."""
     if node.op_type in _C_NORMS:
         return _c_norm_applies(node)
@@ -129,6 +132,14 @@ def c_kernel_applies(node: Node) -> bool:
         return _c_arith_applies(node)
     if node.op_type in _C_MOVES:
         return _c_move_applies(node)
+    if node.op_type == "Conv" and node.domain in ("", "ai.onnx"):
+        return _c_conv_applies(node)
+    if node.op_type in _C_UNARY and node.domain in ("", "ai.onnx"):
+        return _c_unary_applies(node)
+    if node.op_type in _C_POOLS and node.domain in ("", "ai.onnx"):
+        return _c_pool_applies(node)
+    if node.op_type == "Resize" and node.domain in ("", "ai.onnx"):
+        return _c_resize_applies(node)
     if node.op_type != "MatMulNBits":
         return True
     bits, block = int(node.attr("bits", 4)), int(node.attr("block_size", 0))
@@ -225,6 +236,98 @@ def _c_move_applies(node: Node) -> bool:
             return False
     perm = node.attr("perm", None) if node.op_type == "Transpose" else None
     return perm is None or len(perm) > 0
+
+
+_C_UNARY = ("Relu", "Clip", "HardSigmoid", "LeakyRelu", "HardSwish", "Sigmoid")
+
+
+def _c_unary_applies(node: Node) -> bool:
+    """X and every present input (Clip's min / max) known float32: an input of unknown element type stays with
+    numpy (as for the arithmetic kernels)."""
+    graph = node.graph
+    if graph is None or not node.inputs or not node.inputs[0] or len(node.inputs) > (3 if node.op_type == "Clip" else 1):
+        return False
+    values = [graph.values.get(name) for name in node.inputs if name]
+    return all(v is not None and v.dtype == _FLOAT for v in values)
+
+
+_C_POOLS = ("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool")
+
+
+def _c_pool_applies(node: Node) -> bool:
+    """X known float32: of rank 3..16 for the global pools, of rank 4 for MaxPool (output Y only: Indices stay with
+    numpy) and AveragePool, whose kernel_shape / strides / dilations / pads must have a 2-D pooling's lengths;
+    AveragePool's count_include_pad with a SAME auto_pad (where the numpy kernel counts no end pad) stays with numpy."""
+    graph = node.graph
+    value = graph.values.get(node.inputs[0]) if graph is not None and node.inputs and node.inputs[0] else None
+    if value is None or value.dtype != _FLOAT or value.shape is None:
+        return False
+    if node.op_type.startswith("Global"):
+        return 3 <= len(value.shape) <= 16
+    if len(value.shape) != 4 or len(node.inputs) != 1 or any(node.outputs[1:]):
+        return False
+    for name, length in _CONV_ATTR_LENGTHS.items():
+        v = node.attr(name, None)
+        if v is not None and len(v) != length:
+            return False
+    auto = node.attr("auto_pad", "NOTSET")
+    if auto not in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID") or node.attr("kernel_shape", None) is None:
+        return False
+    return not (node.op_type == "AveragePool" and auto.startswith("SAME") and int(node.attr("count_include_pad", 0)))
+
+
+_C_RESIZE_ATTRS = {"mode": ("nearest",), "keep_aspect_ratio_policy": ("stretch",), "antialias": (0,),
+                   "coordinate_transformation_mode": ("asymmetric", "half_pixel", "pytorch_half_pixel", "align_corners"),
+                   "nearest_mode": ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")}
+_C_RESIZE_DEFAULTS = {"mode": "nearest", "keep_aspect_ratio_policy": "stretch", "antialias": 0,
+                      "coordinate_transformation_mode": "half_pixel", "nearest_mode": "round_prefer_floor"}
+
+
+def _c_resize_applies(node: Node) -> bool:
+    """Nearest Resize of a known float32 rank-4 X on its H and W only: constant scales (float32) or sizes (int64) of
+    4 values leaving N and C as they are, no axes attribute, the attribute values of `_C_RESIZE_ATTRS`. Linear and
+    cubic modes, tf_crop_and_resize, scales computed at run time and other ranks stay with numpy."""
+    graph = node.graph
+    value = graph.values.get(node.inputs[0]) if graph is not None and node.inputs and node.inputs[0] else None
+    if value is None or value.dtype != _FLOAT or value.shape is None or len(value.shape) != 4:
+        return False
+    if node.attr("axes", None) is not None:
+        return False
+    for name, accepted in _C_RESIZE_ATTRS.items():
+        if node.attr(name, _C_RESIZE_DEFAULTS[name]) not in accepted:
+            return False
+    consts = [graph.initializers.get(n) if n else None for n in (list(node.inputs) + ["", "", ""])[2:4]]
+    arrays = [np.asarray(t.numpy()).reshape(-1) if t is not None else None for t in consts]
+    scales, sizes = (a if a is not None and a.size else None for a in arrays)
+    if sizes is not None:
+        n, c = value.shape[:2]
+        return sizes.dtype == np.int64 and sizes.size == 4 and isinstance(n, int) and isinstance(c, int) \
+            and list(sizes[:2]) == [n, c]
+    named_sizes = len(node.inputs) > 3 and bool(node.inputs[3]) and consts[1] is None
+    return (not named_sizes and scales is not None and scales.dtype == np.float32 and scales.size == 4
+            and list(scales[:2]) == [1.0, 1.0])
+
+
+_CONV_ATTR_LENGTHS = {"kernel_shape": 2, "strides": 2, "dilations": 2, "pads": 4}
+
+
+def _c_conv_applies(node: Node) -> bool:
+    """A 2-D convolution: X and W known float32 of rank 4, a bias (if any) float32; kernel_shape / strides /
+    dilations / pads absent or of a 2-D convolution's lengths, auto_pad one of ONNX's four. 1-D and 3-D
+    convolutions, float16 and unknown ranks stay with numpy."""
+    graph = node.graph
+    if graph is None or not 2 <= len(node.inputs) <= 3 or not node.inputs[0] or not node.inputs[1]:
+        return False
+    values = [graph.values.get(name) for name in node.inputs if name]
+    if any(v is None or v.dtype != _FLOAT for v in values):
+        return False
+    if any(v.shape is None or len(v.shape) != 4 for v in values[:2]):
+        return False
+    for name, length in _CONV_ATTR_LENGTHS.items():
+        value = node.attr(name, None)
+        if value is not None and len(value) != length:
+            return False
+    return node.attr("auto_pad", "NOTSET") in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
 
 def _c_norm_applies(node: Node) -> bool:

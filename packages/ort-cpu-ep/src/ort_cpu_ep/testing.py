@@ -7,6 +7,7 @@ third-party kernel library can test its kernels the same way).
     outputs = run_one_node(model, feeds, "C", threads=3)  # the kernel on exactly 3 intra-op threads
     outputs = same_bits_as_numpy(model, feeds)      # the C kernel's outputs, asserted bitwise equal to numpy's
     x = random_bits((2, 3), np.float16)             # any bit pattern of the type (NaN payloads too)
+    model = control_flow_model("loop_in_loop")      # Loop / If / Scan models with a trip count input M
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import ort_graph
 
 from . import _cbuild
 from . import _ckernels as c_kernels
+from ._control_models import control_flow_model
 from ._provider import CpuExecutionProvider, builtin_registry
 from ._threads import intra_op_thread_scope
 
@@ -145,4 +147,4 @@ def compute_over_input(model: ModelProto, feeds: Mapping[str, np.ndarray], out_i
 
 
 __all__ = ["CLibraryUnavailable", "c_kernel_workspace", "compute_over_input", "one_node_model", "random_bits", "require_c_library",
-           "run_one_node", "same_bits_as_numpy"]
+           "run_one_node", "same_bits_as_numpy", "control_flow_model"]

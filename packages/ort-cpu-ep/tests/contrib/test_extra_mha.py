@@ -153,3 +153,17 @@ def test_embed_layer_norm_matches_onnxruntime(kit, rng, with_segment, with_mask,
     for r, o in zip(ref, got):
         assert o.shape == r.shape and o.dtype == r.dtype
         np.testing.assert_allclose(o, r, rtol=1e-5, atol=1e-5)
+
+
+def test_qattention_declines_float_input_and_per_row_input_scale(kit):
+    from onnx import TensorProto as TP
+
+    from ort_cpu_ep.ops import InputInfo as II
+
+    U8, F = TP.UINT8, TP.FLOAT
+    base = [II(U8, (2, 3, 16)), II(U8, (16, 48)), II(F, (48,)), II(F, ()), II(F, ())]
+    d = kit.decline_of("QAttention", [II(F, (2, 3, 16))] + base[1:], num_heads=2)
+    assert d is not None and "input dtype FLOAT" in d.rejected
+    d = kit.decline_of("QAttention", base[:3] + [II(F, (6,)), II(F, ())], num_heads=2)
+    assert d is not None and "input_scale" in d.rejected
+    assert kit.decline_of("QAttention", base, num_heads=2) is None

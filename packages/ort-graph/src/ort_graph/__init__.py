@@ -7,7 +7,9 @@ topological order, apply L1 fusions that keep derivative node names, and save it
 from . import zoo
 from ._body_weights import BodyWeight, body_weight_bytes, body_weights
 from ._constprop import constants_to_initializers
+from ._conv_bn_fusion import fuse_conv_batchnorm
 from ._copy import copy_model
+from ._declared import has_shape_rule
 from ._dimspec import DimSpecError, axis_name, format_shape, parse_dims, parse_shapes
 from ._dtypes import dtype_name, from_numpy_dtype, itemsize, tensor_nbytes, to_numpy_dtype
 from ._ep_fusions import fuse_conv_add, fuse_matmul_transpose, fuse_silu
@@ -44,11 +46,11 @@ __version__ = "0.2.0"
 
 __all__ = [
     "BodyWeight", "body_weight_bytes", "body_weights",
-    "FUSIONS", "FusionRecord", "fuse_conv_add", "fuse_matmul_transpose", "fuse_repeat_kv", "fuse_silu", "LAYER_ANN_KEY", "ShapeReport", "apply_l1_fusions", "constants_to_initializers",
+    "FUSIONS", "FusionRecord", "fuse_conv_add", "fuse_conv_batchnorm", "fuse_matmul_transpose", "fuse_repeat_kv", "fuse_silu", "LAYER_ANN_KEY", "ShapeReport", "apply_l1_fusions", "constants_to_initializers",
     "copy_model", "parse_max_shape_override", "DimSpecError", "axis_name", "dynamic_axes", "format_shape",
     "dynamic_dims_hint", "named_inputs", "parse_dims", "parse_shapes", "sizes_by_symbol",
     "remove_unused_initializers", "resolve_shapes", "Attr", "Dim", "DuplicateNameError", "ExternalDataError", "MalformedNodeError", "ExternalLocation", "Graph", "GraphError",
-    "GraphStructureError", "Model", "ModelLoadError", "Node", "Shape", "ShapeAnnotationWarning", "ShapeResolutionWarning", "first_unresolved_node", "unresolved_hint",
+    "GraphStructureError", "Model", "ModelLoadError", "Node", "Shape", "ShapeAnnotationWarning", "ShapeResolutionWarning", "first_unresolved_node", "has_shape_rule", "unresolved_hint",
     "ShapeResolutionError", "Tensor", "TensorDataError", "UnsupportedModelError", "Value", "__version__", "dtype_name",
     "from_numpy_dtype", "from_proto", "is_static", "symbolic_inputs", "itemsize", "load", "save", "sparse_to_numpy", "tensor_nbytes",
     "to_numpy_dtype", "to_proto", "topological_order", "validate", "zoo",

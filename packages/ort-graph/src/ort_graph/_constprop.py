@@ -1,12 +1,17 @@
 """Values of small integer tensors computed from shapes (Shape -> Gather -> Concat -> Reshape...).
 
 Only what shape resolution needs: cheap ops on small tensors, evaluated with numpy. A node whose
-inputs are not all known, or whose result would be large, yields nothing.
+inputs are not all known, or whose result would be large, yields nothing: the value stays a node, computed
+at run time and planned like any other. The size of a result is known before it is made (`_out_elements`),
+so a folded `ConstantOfShape([2**20, 2**20])`, `Range(0, 2**40, 1)` or a broadcast of three large inputs is
+never materialised: folding never holds more than MAX_ELEMENTS elements (32 KiB of int64) per value.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -98,6 +103,46 @@ _OPS: dict[str, Fn] = {
 }
 
 
+def _elements(shape: Any) -> int | None:
+    dims = [int(d) for d in shape]
+    return None if any(d < 0 for d in dims) else math.prod(dims)
+
+
+def _range_elements(xs: list[np.ndarray]) -> int | None:
+    start, limit, delta = (x.reshape(-1)[0].item() if x.size else 0 for x in xs[:3])
+    if delta == 0 or not all(math.isfinite(float(v)) for v in (start, limit, delta)):
+        return None
+    return max(math.ceil((limit - start) / delta), 0)
+
+
+def _broadcast_elements(*shapes: Any) -> int | None:
+    try:
+        return _elements(np.broadcast_shapes(*(tuple(int(d) for d in s) for s in shapes)))
+    except ValueError:
+        return None
+
+
+def _out_elements(node: Node, xs: list[np.ndarray]) -> int | None:
+    """How many elements the node's result has, computed from its inputs' shapes and values without making
+    it (Python ints: no overflow); None when that is not computable (the node is then not folded)."""
+    op, present = node.op_type, [x for x in xs if x is not None]
+    if op == "ConstantOfShape":
+        return _elements(present[0].reshape(-1))
+    if op == "Range":
+        return _range_elements(present) if len(present) == 3 else None
+    if op == "Expand":
+        return _broadcast_elements(present[0].shape, present[1].reshape(-1)) if len(present) == 2 else None
+    if op in _BROADCAST:
+        return _broadcast_elements(*(x.shape for x in present))
+    if op == "Gather" and len(present) == 2 and present[0].ndim:
+        axis = int(node.attr("axis", 0)) % present[0].ndim
+        return present[0].size // max(present[0].shape[axis], 1) * present[1].size
+    return sum(x.size for x in present)  # the rest make no more elements than they read
+
+
+_BROADCAST = frozenset({"Add", "Sub", "Mul", "Div", "Max", "Min", "Equal", "Less", "Greater", "Where"})
+
+
 def _fill_value(node: Node) -> np.ndarray:
     from onnx import numpy_helper
 
@@ -132,9 +177,12 @@ def evaluate(node: Node, inputs: list[np.ndarray | None]) -> np.ndarray | None:
     if fn is None or any(x is None for x in present) or any(x.size > MAX_ELEMENTS for x in present):
         return None
     try:
+        size = _out_elements(node, present)
+        if size is None or size > MAX_ELEMENTS:
+            return None  # too large to fold (or not sized): computed at run time, planned like any value
         with np.errstate(all="ignore"):
             out = np.asarray(fn(node, [x if name else None for x, name in zip(inputs, node.inputs)]))
-    except (ValueError, IndexError, TypeError, ZeroDivisionError, OverflowError, AttributeError):
+    except (ValueError, IndexError, TypeError, ZeroDivisionError, OverflowError, AttributeError, MemoryError):
         return None
     return out if out.size <= MAX_ELEMENTS else None
 

@@ -88,16 +88,27 @@ def broadcast(a: Shape, b: Shape) -> Shape:
     return tuple(reversed(out))
 
 
+def matmul_shape(a: Shape | None, b: Shape | None) -> Shape | None:
+    """numpy.matmul's output shape for operands of rank >= 2 (None where it cannot tell)."""
+    if a is None or b is None or len(a) < 2 or len(b) < 2:
+        return None
+    return broadcast(tuple(a[:-2]), tuple(b[:-2])) + (a[-2], b[-1])
+
+
 @_handles(("com.microsoft", "FusedMatMul"))
 def _fused_matmul(node: Node, ins: list[Type], _c: dict) -> list[Type]:
     (dt, a), (_, b) = ins[0], ins[1]
-    if a is None or b is None or len(a) < 2 or len(b) < 2:
-        return [(dt, None)]
-    if node.attr("transA", 0):
+    if a is not None and len(a) >= 2 and node.attr("transA", 0):
         a = tuple(a[:-2]) + (a[-1], a[-2])
-    if node.attr("transB", 0):
+    if b is not None and len(b) >= 2 and node.attr("transB", 0):
         b = tuple(b[:-2]) + (b[-1], b[-2])
-    return [(dt, broadcast(tuple(a[:-2]), tuple(b[:-2])) + (a[-2], b[-1]))]
+    return [(dt, matmul_shape(a, b))]
+
+
+@_handles(("com.microsoft", "GemmFastGelu"))
+def _gemm_fast_gelu(node: Node, ins: list[Type], _c: dict) -> list[Type]:
+    (dt, x), (_, w) = ins[0], ins[1]
+    return [(dt, matmul_shape(x, w))]
 
 
 @_handles(("com.microsoft", "GroupQueryAttention"))
@@ -135,3 +146,7 @@ def _dropout(node: Node, ins: list[Type], _c: dict) -> list[Type]:
     """ONNX's inference leaves Dropout-7..11's optional mask untyped; it is a bool tensor of the input's shape."""
     dtype, shape = ins[0]
     return [(dtype, shape), (TensorProto.BOOL, shape)][: len(node.outputs)]
+
+
+from . import _attention_shapes as _attention_shapes  # noqa: E402,F401  (registers Attention, MHA, ...)
+from . import _quant_shapes as _quant_shapes  # noqa: E402,F401  (registers the quantized ops)

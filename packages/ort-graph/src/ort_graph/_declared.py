@@ -61,6 +61,16 @@ def first_unresolved_node(graph: Graph) -> Node | None:
     return None
 
 
+def has_shape_rule(node: Node) -> bool:
+    """Whether ort-graph can compute the node's output shapes at all: an ONNX schema or a contrib handler."""
+    import onnx
+
+    from ._contrib_shapes import handler_for
+
+    domain = "" if node.domain == "ai.onnx" else node.domain
+    return handler_for(domain, node.op_type) is not None or onnx.defs.has(node.op_type, domain)
+
+
 def unresolved_hint(node: Node) -> str:
     """What to do about a node whose outputs could not be resolved (used in warnings and errors)."""
     dims = [d for o in node.outputs if o and node.graph is not None and o in node.graph.values
@@ -75,7 +85,15 @@ def unresolved_hint(node: Node) -> str:
                 "branches, or its carried values from one iteration to the next, give different shapes: "
                 f"{dims[:3]!r}), so they cannot be sized before a run; make the shapes agree, or accept run-time "
                 "planning with session.allow_unplanned_shapes=1")
-    return (f"node {node.name!r} ({node.qualified_op}) is the first whose output shapes could not be resolved; "
+    op = node.qualified_op
+    if not has_shape_rule(node):
+        return (f"node {node.name!r} ({op}) has no output-shape rule: neither ONNX nor ort-graph knows {op} and no "
+                "registered kernel gave its output shapes, so every value after it has unknown sizes (dimension "
+                "overrides such as --dim cannot fix that); declare the node's outputs in the model's value_info "
+                "(onnxruntime's symbolic_shape_infer.py writes them), register an output-shape callback with the "
+                "op's kernel (KernelRegistry_AddKernelV3 / add_kernel_v2(shape_func=...)), or open an issue asking "
+                f"ort-lowmem to support {op}")
+    return (f"node {node.name!r} ({op}) is the first whose output shapes could not be resolved; "
             "declare them in the model's value_info (or graph outputs), give free_dimension_overrides for the "
             "symbolic dimensions they depend on, or register an output-shape callback with the op's kernel "
             "(KernelRegistry_AddKernelV3 / add_kernel_v2(shape_func=...))")

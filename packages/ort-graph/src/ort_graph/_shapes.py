@@ -25,6 +25,7 @@ from ._constprop import evaluate, shape_value
 from ._contrib_shapes import handler_for
 from ._control_shapes import infer_control_flow, is_control_flow
 from ._convert import _shape_of, graph_to_proto
+from ._data_prop import infer_shapes_bounded
 from ._declared import (
     _apply_declared,
     _has_anonymous,
@@ -242,10 +243,8 @@ def resolve_shapes(model: Model, dims: Mapping[str, int] | None = None,
     for name, shape in inputs.items():
         graph.values[name].shape = shape
     table: dict[int, dict] = {}
-    try:
-        inferred = onnx.shape_inference.infer_shapes(_shape_only_proto(model, inputs), check_type=False,
-                                                     strict_mode=False, data_prop=True)
-        _read_back(inferred.graph, graph, table)
+    try:  # bounded: ONNX's data propagation would materialise a long 1-D value (see _data_prop)
+        _read_back(infer_shapes_bounded(_shape_only_proto(model, inputs)).graph, graph, table)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError, ValueError):
         pass  # the per-node pass below does the work
     _apply(graph, table.get(id(graph), {}))

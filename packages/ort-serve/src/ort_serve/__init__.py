@@ -12,10 +12,39 @@ inside the device budget, `ortrun chat` and `ortrun serve` live here, never in a
 
 from __future__ import annotations
 
-from ._chat_template import ChatTemplate, ChatTemplateError, Message
-from ._sampling import Sampler, SamplingError, SamplingParams, StopMatcher, generation_defaults
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["ChatTemplate", "ChatTemplateError", "Message", "Sampler", "SamplingError", "SamplingParams", "StopMatcher",
-           "__version__", "generation_defaults"]
+# names -> the private module that defines them, imported on first use: `ortrun --help` loads this package's
+# command registration (`_commands`) and must not import numpy or a model
+_WHERE = {
+    "AdmissionError": "._serve_errors", "ServeError": "._serve_errors",
+    "ChatTemplate": "._chat_template", "ChatTemplateError": "._chat_template", "Message": "._chat_template",
+    "Conversation": "._conversation", "ConversationError": "._conversation", "TurnStats": "._conversation",
+    "Sampler": "._sampling", "SamplingError": "._sampling", "SamplingParams": "._sampling",
+    "StopMatcher": "._sampling", "generation_defaults": "._sampling",
+}
+
+__all__ = sorted([*_WHERE, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ort_serve' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WHERE})
+
+
+if TYPE_CHECKING:
+    from ._chat_template import ChatTemplate, ChatTemplateError, Message  # noqa: F401
+    from ._conversation import Conversation, ConversationError, TurnStats  # noqa: F401
+    from ._sampling import Sampler, SamplingError, SamplingParams, StopMatcher, generation_defaults  # noqa: F401
+    from ._serve_errors import AdmissionError, ServeError  # noqa: F401

@@ -61,16 +61,21 @@ class ChatTemplate:
         return cls(template, tokens, compiled=_compile(template))
 
     @classmethod
-    def from_folder(cls, folder: str | pathlib.Path, name: str | None = None) -> ChatTemplate:
+    def from_folder(cls, folder: str | pathlib.Path, name: str | None = None, source: str | None = None) -> ChatTemplate:
+        """The folder's template; `source` (a template's text) replaces it, the folder's special tokens kept."""
         path = pathlib.Path(folder) / "tokenizer_config.json"
         try:
             config = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError as e:
+            if source is not None:
+                return cls.from_config({"chat_template": source})
             raise ChatTemplateError(f"{str(path)!r} does not exist: the chat template lives there") from e
         except (OSError, ValueError, UnicodeDecodeError) as e:
             raise ChatTemplateError(f"{str(path)!r} is not readable JSON: {e}") from e
         if not isinstance(config, Mapping):
             raise ChatTemplateError(f"{str(path)!r} holds {type(config).__name__}, not a JSON object")
+        if source is not None:
+            config = {**config, "chat_template": source}
         jinja = pathlib.Path(folder) / "chat_template.jinja"  # newer transformers save the template beside it
         if "chat_template" not in config and jinja.is_file():
             config = {**config, "chat_template": jinja.read_text(encoding="utf-8")}

@@ -82,7 +82,9 @@ class SamplingParams:
 def generation_defaults(folder: str | pathlib.Path | None, genai_config: Mapping[str, Any] | None = None
                         ) -> dict[str, Any]:
     """SamplingParams fields a model folder sets: `generation_config.json` (transformers'), else genai_config.json's
-    `search`. `do_sample` false means greedy (temperature 0)."""
+    `search`. As in transformers and onnxruntime-genai, decoding samples only where `do_sample` is true: a folder
+    that does not say so (or says false) decodes greedily (temperature 0), its other sampling fields kept for a
+    caller that asks for sampling with a temperature of its own."""
     out: dict[str, Any] = {}
     sources: list[Mapping[str, Any]] = []
     if genai_config:
@@ -94,18 +96,21 @@ def generation_defaults(folder: str | pathlib.Path | None, genai_config: Mapping
                 sources.append(json.loads(path.read_text(encoding="utf-8")))
             except (OSError, ValueError, UnicodeDecodeError):
                 pass  # an unreadable file sets nothing: the defaults stand
+    do_sample = False  # transformers' and genai's default
     for src in sources:  # later wins: generation_config.json over genai's search
         for key in ("temperature", "top_k", "top_p", "min_p", "repetition_penalty"):
             value = src.get(key)
             if isinstance(value, int | float) and not isinstance(value, bool):
                 out[key] = type(getattr(SamplingParams(), key))(value)
-        if src.get("do_sample") is False:
-            out["temperature"] = 0.0
+        if isinstance(src.get("do_sample"), bool):
+            do_sample = src["do_sample"]
         eos = src.get("eos_token_id")
         if isinstance(eos, int) and not isinstance(eos, bool):
             out["eos_ids"] = (eos,)
         elif isinstance(eos, list) and all(isinstance(e, int) for e in eos):
             out["eos_ids"] = tuple(eos)
+    if not do_sample:
+        out["temperature"] = 0.0
     return out
 
 

@@ -152,6 +152,7 @@ def _run_feeds(args: argparse.Namespace, model: Any, dims: dict[str, int],
     if assumed:
         _say(f"planning for the dims `ortrun run` feeds by default: {assumed!r}; give --dim NAME=N (a name or "
              "INPUT.AXIS) or --max-shape INPUT=[d0,d1,...] to plan others")
+    args.assumed_dims = assumed  # a kernel that fails on them is told apart from one that fails on real sizes
     return feeds, planned
 
 
@@ -240,6 +241,21 @@ def _check(sess: Any, model: Any, feeds: dict, outs: list, tolerance: float | No
     return judge_outputs(sess.output_names, outs, ref, model.graph, tolerance, print)
 
 
+def _run_generated(sess: Any, feeds: dict, bar: Any, assumed: dict[str, int] | None) -> list:
+    """`sess.run`, where a kernel failing on inputs made with assumed dims says so and how to give real ones (a
+    CNN fed a 1 x 1 image fails in its first pooling layer: the dims, not the model, are wrong)."""
+    from ._errors import KernelRunError
+
+    try:
+        return sess.run(None, feeds, progress=bar)
+    except KernelRunError as e:
+        if not assumed:
+            raise
+        raise KernelRunError(f"{e}. The inputs were generated with assumed dims {assumed!r}, which the model may "
+                             "not accept: give its real sizes with --max-shape INPUT=[d0,d1,...] or --dim NAME=N, "
+                             "or feed real inputs with --input NAME=FILE.npy") from e
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -259,7 +275,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for i in range(args.repeat):
         bar = (lambda done, total, i=i: progress.step(f"run {i + 1}/{args.repeat}", done, total, "nodes")) if progress else None
         t = time.perf_counter()
-        outs = sess.run(None, feeds, progress=bar)
+        outs = _run_generated(sess, feeds, bar, getattr(args, "assumed_dims", None))
         times.append(time.perf_counter() - t)
     stats = sess.last_run_stats
     for name, arr in zip(sess.output_names, outs):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import TextIO
+from typing import Any, TextIO
 
 import attrs
 
@@ -55,17 +55,34 @@ def read_prompt(prompt: str | None, stdin: TextIO | None = None) -> str:
     return prompt
 
 
+def text_codec(args: argparse.Namespace, model: Any, files: Any) -> Any:
+    """The model's tokenizer: `--tokenizer`, else the folder's; bytes modulo the logits' vocabulary without one."""
+    from ._tokenizer import load_tokenizer
+
+    logits = model.graph.values.get("logits")
+    vocab = logits.shape[-1] if logits is not None and logits.shape and isinstance(logits.shape[-1], int) else 256
+    return load_tokenizer(args.tokenizer or (files.tokenizer if files is not None else None), int(vocab))
+
+
+def plan_once(opts: Any, maxes: dict[str, list[int]] | None) -> None:
+    """One plan for the prefill and every decode step (each step's inputs are no larger than `maxes`): zero
+    allocations per token; without `maxes`, say that each new shape is planned on its first step."""
+    if maxes is not None:
+        opts.max_shapes = maxes
+        opts.add_session_config_entry("session.pre_allocate_execution_buffers", "1")
+    else:
+        _say("note: cannot tell every input dimension of the decode steps ahead; each new shape is planned on "
+             "its first step, outside the initial plan — pass --dim NAME=N for the model's symbolic dims")
+
+
 def generate_text(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from ._generate import generate, generation_max_shapes
-    from ._tokenizer import StreamDecoder, load_tokenizer
+    from ._tokenizer import StreamDecoder
 
     out = out if out is not None else sys.stdout
     prompt = read_prompt(args.prompt)
     model, label, files = _load(args)
-    logits = model.graph.values.get("logits")
-    vocab = logits.shape[-1] if logits is not None and logits.shape and isinstance(logits.shape[-1], int) else 256
-    tok_path = args.tokenizer or (files.tokenizer if files is not None else None)
-    codec = load_tokenizer(tok_path, int(vocab))
+    codec = text_codec(args, model, files)
     ids = codec.encode(prompt)
     if not ids:
         raise SystemExit("ortrun generate: error: the prompt encodes to no token; give a longer prompt")
@@ -89,13 +106,7 @@ def generate_text(args: argparse.Namespace, out: TextIO | None = None) -> int:
             raise InvalidOptionError(f"-n {args.max_new_tokens}: a context of {max_total} tokens needs "
                                      f"{need} bytes of inputs (the KV cache) at its last step, more than this machine's "
                                      f"memory and the device budgets hold ({room} bytes); lower -n or give -c/--ctx-size")
-    if maxes is not None:
-        # one plan for prefill and every decode step (each step's inputs are no larger): zero allocations per token
-        opts.max_shapes = maxes
-        opts.add_session_config_entry("session.pre_allocate_execution_buffers", "1")
-    else:
-        _say("note: cannot tell every input dimension of the decode steps ahead; each new shape is planned on "
-             "its first step, outside the initial plan — pass --dim NAME=N for the model's symbolic dims")
+    plan_once(opts, maxes)
     sess = _session(args, model, label, opts)
     eos = files.eos_ids if files is not None else ()
     _say(f"prompt: {len(ids)} tokens ({codec.kind}); up to {new_tokens} new, planned context {max_total}"

@@ -112,7 +112,7 @@ class FallbackDisabledError(SessionError, EPFail):
 
 
 class RunTerminatedError(SessionError):
-    """`RunOptions.terminate` was set: the run stopped between nodes; its outputs are discarded."""
+    """`RunOptions.terminate` was set: the run stopped between nodes (or Loop / Scan iterations); its outputs are discarded."""
 
 
 class PlanOverBudgetError(SessionError):

@@ -96,39 +96,77 @@ def _empty_past(session: InferenceSession, name: str, present: str, batch: int, 
     return np.zeros(dims, ort_graph.to_numpy_dtype(session.model.graph.values[name].dtype))
 
 
+class DecodeState:
+    """A KV-cache decoder's state between steps: the past keys and values of the tokens fed so far (on the host,
+    or bound on `kv_device`'s device). `step(ids)` feeds tokens after those (a prefill chunk or one decode
+    step) and returns the last position's logits; the cache is replaced only once the run returned, so an
+    interrupted step (Ctrl-C) leaves the state of the previous one. `truncate(n)` keeps the first n tokens."""
+
+    def __init__(self, session: InferenceSession, max_total: int | None = None,
+                 head_dim_hint: int | None = None) -> None:
+        if not is_kv_decoder(session):
+            raise InvalidInputError(
+                f"model inputs {session.input_names!r} do not look like a KV-cache decoder; generate needs input_ids "
+                "and past_key_values.N.key/value inputs with matching present.N.key/value outputs")
+        self.session, self.head_dim_hint = session, head_dim_hint
+        self.pairs = _kv_pairs(session)
+        self.device = kv_device(session, max_total)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every token (empty pasts)."""
+        self._state: tuple[dict[str, Any], int] = (
+            {p: _empty_past(self.session, p, pres, 1, self.head_dim_hint) for pres, p in self.pairs.items()}, 0)
+
+    @property
+    def length(self) -> int:
+        """Tokens in the cache."""
+        return self._state[1]
+
+    def step(self, ids: list[int]) -> np.ndarray:
+        pasts, done = self._state
+        total = done + len(ids)
+        feeds: dict[str, Any] = {**pasts, "input_ids": np.array([ids], dtype=np.int64)}
+        if "attention_mask" in self.session.input_names:
+            feeds["attention_mask"] = np.ones((1, total), np.int64)
+        if "position_ids" in self.session.input_names:
+            feeds["position_ids"] = np.arange(done, total, dtype=np.int64)[None, :]
+        names = ["logits", *self.pairs]
+        outs = dict(zip(names, self.session.run(names, feeds) if self.device is None
+                        else _bound_run(self.session, names, feeds, self.device)))
+        self._state = ({past: outs[present] for present, past in self.pairs.items()}, total)
+        return outs["logits"][0, -1].astype(np.float64)
+
+    def truncate(self, n: int) -> bool:
+        """Keep the first `n` tokens' keys and values (host caches only); False where it cannot (device caches:
+        then `reset` and feed again)."""
+        pasts, done = self._state
+        if n >= done:
+            return True
+        if any(not isinstance(v, np.ndarray) for v in pasts.values()):
+            return False
+        self._state = ({k: np.ascontiguousarray(v[:, :, :n]) for k, v in pasts.items()}, n)
+        return True
+
+
 def generate(session: InferenceSession, prompt_ids: list[int], max_new_tokens: int = 16, top_k: int = 1,
              temperature: float = 1.0, seed: int = 0, eos_id: int | Iterable[int] | None = None,
-             head_dim_hint: int | None = None) -> Iterator[int]:
+             head_dim_hint: int | None = None, pick: Callable[[np.ndarray], int] | None = None) -> Iterator[int]:
     """Yield new token ids one at a time (streaming). top_k=1 is greedy. Stops after an EOS id (one id or
-    several, as genai_config.json's eos_token_id may list), which is yielded last."""
+    several, as genai_config.json's eos_token_id may list), which is yielded last. `pick(logits) -> id` chooses
+    each token instead of the built-in greedy / top-k (ort-serve passes its Sampler's)."""
     eos = {eos_id} if isinstance(eos_id, int) else set(eos_id or ())
-    if not is_kv_decoder(session):
-        raise InvalidInputError(
-            f"model inputs {session.input_names!r} do not look like a KV-cache decoder; generate needs input_ids "
-            "and past_key_values.N.key/value inputs with matching present.N.key/value outputs")
-    pairs = _kv_pairs(session)
-    rng = np.random.default_rng(seed)
-    ids = np.array([prompt_ids], dtype=np.int64)
-    feeds: dict[str, Any] = {p: _empty_past(session, p, pres, 1, head_dim_hint) for pres, p in pairs.items()}
-    device = kv_device(session, len(prompt_ids) + max_new_tokens)
-    total = 0
+    state = DecodeState(session, len(prompt_ids) + max_new_tokens, head_dim_hint)
+    if pick is None:
+        rng = np.random.default_rng(seed)
+        pick = lambda logits: _pick(logits, top_k, temperature, rng)  # noqa: E731
+    ids = list(prompt_ids)
     for _ in range(max_new_tokens):
-        total += ids.shape[1]
-        feeds["input_ids"] = ids
-        if "attention_mask" in session.input_names:
-            feeds["attention_mask"] = np.ones((1, total), np.int64)
-        if "position_ids" in session.input_names:
-            feeds["position_ids"] = np.arange(total - ids.shape[1], total, dtype=np.int64)[None, :]
-        names = ["logits", *pairs]
-        outs = dict(zip(names, session.run(names, feeds) if device is None else _bound_run(session, names, feeds, device)))
-        logits = outs["logits"][0, -1].astype(np.float64)
-        token = _pick(logits, top_k, temperature, rng)
+        token = int(pick(state.step(ids)))
         yield token
         if token in eos:
             return
-        for present, past in pairs.items():
-            feeds[past] = outs[present]
-        ids = np.array([[token]], dtype=np.int64)
+        ids = [token]
 
 
 def kv_device(session: InferenceSession, max_total: int | None = None) -> str | None:

@@ -359,6 +359,10 @@ def _allocate(graph: Any, order: Sequence[Node], device_of_node: Mapping[int, st
         undo()
         unknown = list(gplan.activations.unknown_sizes)[:5]
         origin = ort_graph.first_unresolved_node(graph)  # a node whose outputs no inference resolved
+        if origin is not None and not ort_graph.has_shape_rule(origin):  # an op no rule knows: not a --dim matter
+            raise InvalidOptionError(
+                f"{key} needs static shapes, but {len(gplan.activations.unknown_sizes)} value(s) have unknown sizes, "
+                f"e.g. {unknown!r}, because {ort_graph.unresolved_hint(origin)}")
         dims = ("set free_dimension_overrides for the model's symbolic dimensions (ortrun: --dim NAME=N) or max_shapes "
                 "(ortrun: --max-shape INPUT=[d0,...])" if ort_graph.symbolic_inputs(graph) or origin is None
                 else "every input is sized")

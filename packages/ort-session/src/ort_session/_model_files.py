@@ -1,5 +1,6 @@
 """A model given as a file or a folder, and what its `genai_config.json` (onnxruntime-genai's layout) says:
-the model file name, EOS ids, BOS id, context length, and the `tokenizer.json` beside it."""
+the model file name, EOS ids, BOS id, context length, and the tokenizer file beside it (`tokenizer.json`, else
+SentencePiece's `tokenizer.model`, else a WordPiece `vocab.txt`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ._errors import InvalidInputError
 
 GENAI_CONFIG = "genai_config.json"
 TOKENIZER = "tokenizer.json"
+TOKENIZER_FILES = (TOKENIZER, "tokenizer.model", "vocab.txt")  # Hugging Face's, SentencePiece's, WordPiece's
 
 
 @attrs.frozen
@@ -73,7 +75,7 @@ def resolve_model(arg: str | pathlib.Path) -> ModelFiles:
         raise InvalidInputError(f"model {str(path)!r} does not exist (neither a file nor a folder)")
     m = config.get("model") or {}
     context = m.get("context_length") or (config.get("search") or {}).get("max_length")
-    tok = folder / TOKENIZER
+    tok = next((folder / n for n in TOKENIZER_FILES if (folder / n).is_file()), folder / TOKENIZER)
     return ModelFiles(model=model, folder=folder, tokenizer=tok if tok.is_file() else None,
                       eos_ids=_ids(m.get("eos_token_id")), bos_id=(_ids(m.get("bos_token_id")) or (None,))[0],
                       context_length=context if isinstance(context, int) and context > 0 else None, config=config)

@@ -192,7 +192,8 @@ class OrtSessionOptionMethods:
 
 @attrs.define
 class RunOptions:
-    """ONNX Runtime's RunOptions. `terminate = True` (from any thread) stops a run between two nodes with
+    """ONNX Runtime's RunOptions. `terminate = True` (from any thread) stops a run between two nodes (or two
+    iterations of a Loop / Scan, nested bodies included) with
     `RunTerminatedError`; the log levels and tag are kept (and shown in profiles) but change no output."""
 
     log_severity_level: int = attrs.field(default=2, converter=count_option("log_severity_level", 2, 4))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ._errors import InvalidInputError, InvalidOptionError, RunTerminatedError
+from ._errors import InvalidInputError, InvalidOptionError
 from ._iobinding import IOBinding
 from ._ort_api import ModelMetadata, NodeArg, check_no_fallback, node_arg
 from ._ortvalue import OrtValue
@@ -174,25 +174,4 @@ class OrtSessionApi:
         return self._profiler.start_time_ns
 
 
-def terminating(run_options: Any, progress: Callable[[int, int], None] | None,
-                nodes: int) -> Callable[[int, int], None] | None:
-    """The run's progress callback, checking `run_options.terminate` before the first node and after each."""
-    if run_options is None:
-        return progress
-    if not hasattr(run_options, "terminate"):
-        raise InvalidOptionError(f"run_options must be a RunOptions, got {type(run_options).__name__}; the third "
-                                 "argument of run() is run_options (pass progress= by keyword)")
-
-    def check(done: int, total: int) -> None:
-        if progress is not None and done:
-            progress(done, total)
-        if run_options.terminate:
-            raise RunTerminatedError(f"the run was terminated (RunOptions.terminate) after {done} of {total} nodes; "
-                                     "its outputs are discarded — set terminate = False to run again")
-
-    if run_options.terminate:  # set before the run: no node runs
-        check(0, nodes)
-    return check
-
-
-__all__ = ["OrtSessionApi", "terminating"]
+__all__ = ["OrtSessionApi"]

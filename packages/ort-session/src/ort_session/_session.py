@@ -32,6 +32,7 @@ from ._errors import (
 from ._executor import Executor
 from ._feeds import required_inputs, validate_feeds
 from ._kernels import kernel_output_shapes
+from ._large_dims import naming_large_dims
 from ._loading import load_model as _load
 from ._options import (
     EXTERNAL_DATA_FOLDER,
@@ -42,9 +43,10 @@ from ._options import (
 )
 from ._ort_module import known_providers
 from ._ort_options import GraphOptimizationLevel
-from ._ort_session_api import OrtSessionApi, terminating
+from ._ort_session_api import OrtSessionApi
 from ._plan import SessionPlan
 from ._profiling import Profiler
+from ._run_guard import RunGuard, terminating
 from ._run_types import RunStats
 
 DEFAULT_PROVIDERS = ("CPUExecutionProvider",)
@@ -126,7 +128,8 @@ class InferenceSession(OrtSessionApi):
             names.append("CPUExecutionProvider")  # the fallback provider is always last
         self.providers = [make_provider(n, graph, self.model.opset_imports, self.options, self.plugins) for n in names]
         self.order = ort_graph.topological_order(graph)
-        with _progress.phase(f"placing {len(graph.nodes)} nodes"):
+        sized = naming_large_dims(self.options.free_dimension_overrides, max_shapes)
+        with _progress.phase(f"placing {len(graph.nodes)} nodes"), sized:
             self.placement = _placement.place(self.model, self.order, self.providers, self.options)
         if _ort_api.fallback_disabled(self.options):
             _ort_api.check_no_fallback(self.placement, self.providers, graph)
@@ -149,7 +152,7 @@ class InferenceSession(OrtSessionApi):
         # device graph capture: refused here (before anything is allocated) when it cannot hold
         self._capture = plan_capture(self.order, self.providers, self.options.pre_allocate) \
             if self.options.flag(GRAPH_CAPTURE) else None
-        with _progress.phase("planning memory"):
+        with _progress.phase("planning memory"), naming_large_dims(self.options.free_dimension_overrides, max_shapes):
             self.memory = _memory.plan_memory(self.model, self.order, self.kernels, self.placement, self.providers,
                                               self.options, streaming=self.placement.streaming)
         self.recheck = _placement.level2_recheck(self.model, self.placement, self.memory.slots, self.providers)
@@ -222,11 +225,12 @@ class InferenceSession(OrtSessionApi):
     def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
             run_options: Any = None, progress: Callable[[int, int], None] | None = None) -> list[Any]:
         """Run the model; `progress(done_nodes, total_nodes)` is called after every node when given.
-        `run_options` (a RunOptions): `terminate = True`, from any thread, stops the run between two nodes
-        with RunTerminatedError."""
-        progress = terminating(run_options, progress, len(self.order))
-        progress, finished = self._profiler.run_hook(self.order, getattr(run_options, "logid", ""), progress)
-        with self._run_slot():
+        `run_options` (a RunOptions): `terminate = True`, from any thread, stops the run between two nodes,
+        or between two iterations of a Loop / Scan body, with RunTerminatedError."""
+        guard = terminating(run_options, progress, len(self.order), self._host_bound())
+        progress, finished = self._profiler.run_hook(self.order, getattr(run_options, "logid", ""),
+                                                     guard.callback if isinstance(guard, RunGuard) else guard)
+        with self._run_slot(), ort_abi.run_checks_scope(guard if isinstance(guard, RunGuard) else None):
             result = self._run(output_names, input_feed, progress)
         finished()
         return result
@@ -235,12 +239,25 @@ class InferenceSession(OrtSessionApi):
                   run_options: Any = None) -> list[Any]:
         """`run` for IOBinding: feeds may be `ort_abi.DeviceTensor`s (read on the device, no host copy) and
         `device_outputs` (output name -> a DeviceTensor, or the Allocator of a new one) stay on the device."""
-        progress = terminating(run_options, None, len(self.order))
-        progress, finished = self._profiler.run_hook(self.order, getattr(run_options, "logid", ""), progress)
-        with self._run_slot():
+        guard = terminating(run_options, None, len(self.order), self._host_bound())
+        progress, finished = self._profiler.run_hook(self.order, getattr(run_options, "logid", ""),
+                                                     guard.callback if isinstance(guard, RunGuard) else guard)
+        with self._run_slot(), ort_abi.run_checks_scope(guard if isinstance(guard, RunGuard) else None):
             result = self._run(output_names, input_feed, progress, device_outputs)
         finished()
         return result
+
+    def _host_bound(self) -> tuple[int, str] | None:
+        """What one node may accumulate on the host (a Loop's scan outputs) while the session holds its memory
+        promise: the host budget for activations, else the pre-allocated host buffers' planned peak."""
+        stage = self.memory.stages.get("cpu")
+        if stage is None or not self.memory.holds_promise:
+            return None
+        if stage.activation_budget is not None:
+            return stage.activation_budget, "the cpu budget for activations"
+        if self.memory.buffers is not None:
+            return stage.peak, "the pre-allocated host buffers"
+        return None
 
     @contextlib.contextmanager
     def _run_slot(self) -> Iterator[None]:

@@ -1,8 +1,10 @@
-"""Text in, text out for `ortrun generate`.
+"""Text in, text out for `ortrun generate` and `ortrun chat`.
 
-`load_tokenizer(path, vocab_size)` uses Hugging Face `tokenizers` when it is installed (`pip install
-'ort-session[text]'`); otherwise the built-in reader of `tokenizer.json` below (WordLevel, and BPE with its
-merges: ByteLevel, Metaspace or Whitespace pre-tokenization, byte fallback), and without any tokenizer file
+`load_tokenizer(path, vocab_size)` reads a `tokenizer.json` with Hugging Face `tokenizers` when it is installed
+(`pip install 'ort-session[text]'`); otherwise the built-in reader of `tokenizer.json` below (WordLevel, and BPE
+with its merges: ByteLevel, Metaspace or Whitespace pre-tokenization, byte fallback). A SentencePiece
+`tokenizer.model` is read by `sentencepiece` (`ort-session[sentencepiece]`), a WordPiece `vocab.txt` by the
+built-in reader (`_tokenizer_formats`); without any tokenizer file
 text maps to bytes (with a warning: the model then reads byte values, not its own tokens).
 `StreamDecoder` turns ids into text as they are made, holding back incomplete UTF-8."""
 
@@ -25,7 +27,7 @@ class TextFallbackWarning(UserWarning):
 class TextCodec(Protocol):
     kind: str
 
-    def encode(self, text: str) -> list[int]: ...
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]: ...
 
     def decode(self, ids: list[int]) -> str: ...
 
@@ -38,8 +40,8 @@ class HuggingFaceTokenizer:
 
         self.inner = tokenizers.Tokenizer.from_file(str(path))
 
-    def encode(self, text: str) -> list[int]:
-        return list(self.inner.encode(text).ids)
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return list(self.inner.encode(text, add_special_tokens=add_special_tokens).ids)
 
     def decode(self, ids: list[int]) -> str:
         return self.inner.decode(ids, skip_special_tokens=True)
@@ -53,7 +55,7 @@ class BytesCodec:
     def __init__(self, vocab_size: int) -> None:
         self.vocab_size = max(1, vocab_size)
 
-    def encode(self, text: str) -> list[int]:
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:  # noqa: ARG002 - bytes have none
         return [b % self.vocab_size for b in text.encode("utf-8")] or [0]
 
     def decode(self, ids: list[int]) -> str:
@@ -79,6 +81,26 @@ _GPT2_SPLIT = re.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?[^\W\d_]+| ?\d+| ?[^\s\w]
 _BYTE_TOKEN = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
 
+def template_ids(post: dict[str, Any] | None, ids_of: dict[str, int]) -> tuple[list[int], list[int]]:
+    """The special tokens a post-processor puts before and after a single sequence: TemplateProcessing's ($A)
+    and BertProcessing's ([CLS] $A [SEP])."""
+    if post and post.get("type") == "BertProcessing":
+        return [int(post["cls"][1])], [int(post["sep"][1])]
+    if not post or post.get("type") != "TemplateProcessing":
+        return [], []
+    before: list[int] = []
+    after: list[int] = []
+    seen_a = False
+    for piece in post.get("single", []):
+        if "Sequence" in piece:
+            seen_a = True
+        elif "SpecialToken" in piece:
+            token = piece["SpecialToken"]["id"]
+            ids = post.get("special_tokens", {}).get(token, {}).get("ids") or [ids_of.get(token)]
+            (after if seen_a else before).extend(i for i in ids if i is not None)
+    return before, after
+
+
 class BuiltinTokenizer:
     """The fallback reader of a `tokenizer.json`: WordLevel and BPE (merges applied by rank, as `tokenizers`
     does). Pre-tokenizers: ByteLevel, Metaspace, Whitespace, WhitespaceSplit and Sequences of them; anything
@@ -89,7 +111,7 @@ class BuiltinTokenizer:
         self.model_type = model.get("type")
         vocab = model.get("vocab")
         if self.model_type not in ("BPE", "WordLevel") or not isinstance(vocab, dict) or not vocab:
-            raise InvalidInputError(f"{source!r}: the built-in tokenizer reads BPE and WordLevel models, got "
+            raise InvalidInputError(f"{source!r}: the built-in tokenizer reads BPE, WordLevel and WordPiece models, got "
                                     f"{self.model_type!r}; install Hugging Face tokenizers: pip install 'ort-session[text]'")
         self.kind = f"builtin {self.model_type}"
         self.vocab: dict[str, int] = vocab
@@ -105,7 +127,7 @@ class BuiltinTokenizer:
             self.inverse.setdefault(i, content)
         self.pre = self._steps(data.get("pre_tokenizer"), source)
         self.normalizer = data.get("normalizer")
-        self.prefix, self.suffix = self._template(data.get("post_processor"))
+        self.prefix, self.suffix = template_ids(data.get("post_processor"), {**self.vocab, **self.added})
         self.byte_level = any(s["type"] == "ByteLevel" for s in self.pre)
         self.metaspace = next((s for s in self.pre if s["type"] == "Metaspace"), None)
         self.has_decoder = data.get("decoder") is not None
@@ -120,22 +142,6 @@ class BuiltinTokenizer:
             raise InvalidInputError(f"{source!r}: the built-in tokenizer does not know pre-tokenizer "
                                     f"{pre.get('type')!r}; install Hugging Face tokenizers: pip install 'ort-session[text]'")
         return [pre]
-
-    def _template(self, post: dict[str, Any] | None) -> tuple[list[int], list[int]]:
-        """The special tokens TemplateProcessing puts around a single sequence ($A)."""
-        if not post or post.get("type") != "TemplateProcessing":
-            return [], []
-        before: list[int] = []
-        after: list[int] = []
-        seen_a = False
-        for piece in post.get("single", []):
-            if "Sequence" in piece:
-                seen_a = True
-            elif "SpecialToken" in piece:
-                token = piece["SpecialToken"]["id"]
-                ids = post.get("special_tokens", {}).get(token, {}).get("ids") or [self.added.get(token, self.vocab.get(token))]
-                (after if seen_a else before).extend(i for i in ids if i is not None)
-        return before, after
 
     # -- encoding ---------------------------------------------------------------------------------
     def _normalize(self, text: str) -> str:
@@ -216,7 +222,7 @@ class BuiltinTokenizer:
                     ids += self._ids_of(piece)
         return ids
 
-    def encode(self, text: str) -> list[int]:
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         ids: list[int] = []
         if self.added:  # added tokens are matched before anything else, longest first
             pattern = "(" + "|".join(re.escape(t) for t in sorted(self.added, key=len, reverse=True)) + ")"
@@ -227,7 +233,7 @@ class BuiltinTokenizer:
                     ids += self._encode_plain(chunk)
         else:
             ids = self._encode_plain(text)
-        return self.prefix + ids + self.suffix
+        return self.prefix + ids + self.suffix if add_special_tokens else ids
 
     # -- decoding ---------------------------------------------------------------------------------
     def decode(self, ids: list[int]) -> str:
@@ -258,6 +264,16 @@ def load_tokenizer(path: str | pathlib.Path | None, vocab_size: int) -> TextCode
                       stacklevel=2)
         return BytesCodec(vocab_size)
     path = pathlib.Path(path)
+    if path.suffix == ".model":
+        from ._tokenizer_formats import SentencePieceTokenizer
+        try:
+            return SentencePieceTokenizer(path)
+        except ImportError as e:
+            raise InvalidInputError(f"{str(path)!r} is a SentencePiece model, which the built-in tokenizer cannot "
+                                    "read; pip install 'ort-session[sentencepiece]'") from e
+    if path.suffix == ".txt":
+        from ._tokenizer_formats import WordPieceTokenizer
+        return WordPieceTokenizer.from_file(path)
     try:
         return HuggingFaceTokenizer(path)
     except ImportError:
@@ -268,7 +284,11 @@ def load_tokenizer(path: str | pathlib.Path | None, vocab_size: int) -> TextCode
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise InvalidInputError(f"cannot read tokenizer {str(path)!r}: {e}") from e
-    tok = BuiltinTokenizer(data, str(path))
+    if isinstance(data, dict) and (data.get("model") or {}).get("type") == "WordPiece":
+        from ._tokenizer_formats import WordPieceTokenizer
+        tok: TextCodec = WordPieceTokenizer.from_tokenizer_json(data, str(path))
+    else:
+        tok = BuiltinTokenizer(data, str(path))
     warnings.warn(f"Hugging Face tokenizers is not installed: {str(path)!r} is read by the built-in fallback "
                   f"({tok.kind}); for exact tokenization pip install 'ort-session[text]'", TextFallbackWarning,
                   stacklevel=2)

@@ -89,7 +89,7 @@ def test_unknown_tokenizer_parts_are_refused_by_name():
     data = {"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "pre_tokenizer": {"type": "Digits"}}
     with pytest.raises(InvalidInputError, match="pre-tokenizer 'Digits'.*ort-session\\[text\\]"):
         BuiltinTokenizer(data)
-    with pytest.raises(InvalidInputError, match="reads BPE and WordLevel models, got 'Unigram'"):
+    with pytest.raises(InvalidInputError, match="reads BPE, WordLevel and WordPiece models, got 'Unigram'"):
         BuiltinTokenizer({"model": {"type": "Unigram", "vocab": [["a", 0.0]]}})
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import onnx.defs
 
+from ort_abi import check_run, raised_by_run_checks
 from ort_graph import Graph, Node
 
 from ._bodies import SubgraphNodeError, body_weight, describe_body
@@ -118,6 +119,7 @@ def _run_nodes(order: list[Node], values: dict[str, Any], last_use: Mapping[str,
                graph: Graph | None = None) -> None:
     inner = graph is not None and graph.parent_node is not None
     for i, node in enumerate(order):
+        check_run(node.label)  # a terminated run stops between two nodes of a (sub)graph too
         given = body_weight(id(node.attr("value"))) if node.op_type == "Constant" and inner else None
         try:
             outs = [given] if given is not None else run_node(node, values)
@@ -126,7 +128,7 @@ def _run_nodes(order: list[Node], values: dict[str, Any], last_use: Mapping[str,
                 raise
             raise e.within(describe_body(graph)) from e.cause
         except Exception as e:
-            if not inner:
+            if not inner or raised_by_run_checks(e):  # a terminated run is no error of this node
                 raise
             raise SubgraphNodeError(node, e, [describe_body(graph)]) from e
         for name, val in zip(node.outputs, outs):

@@ -7,16 +7,15 @@ Semantics follow ONNX Runtime's CPU kernels:
   `var = E[x^2] - E[x]^2` as ORT computes it, `inv_std_var` output in float32.
 - com.microsoft `SkipLayerNormalization` / `SkipSimplifiedLayerNormalization`: `s = input + skip (+ bias)`
   normalized over the last axis; outputs (y, mean, inv_std_var, s); the simplified op's mean is zeros.
-- com.microsoft `Gelu`, `FastGelu`, `QuickGelu`, `BiasGelu`, `FusedMatMul`.
+- com.microsoft `QuickGelu`, `FusedMatMul` (`Gelu`, `FastGelu`, `BiasGelu`: ops_extra_gelu).
 
 Importing this module also registers the other com.microsoft kernels (`ops_extra_attention`, `ops_extra_mha`,
-`ops_extra_moe`, `ops_extra_qmoe`, `ops_extra_qlinear`, `ops_extra_qmatmul`, `ops_extra_quant`, `ops_extra_sparse`); `load_all_ops()` imports every
+`ops_extra_moe`, `ops_extra_qmoe`, `ops_extra_qlinear`, `ops_extra_qops`, `ops_extra_qmatmul`, `ops_extra_quant`, `ops_extra_sparse`); `load_all_ops()` imports every
 `ops_extra_*` module anyway.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -280,40 +279,6 @@ class _Elementwise(OpImpl):
         raise NotImplementedError
 
 
-def _erf(x: np.ndarray) -> np.ndarray:
-    """Vectorized erf: exact (math.erf) for float64, else a rational erfc fit with relative error < 1.2e-7."""
-    if x.dtype == np.float64:
-        return np.frompyfunc(math.erf, 1, 1)(x).astype(np.float64)
-    z = np.abs(x.astype(np.float64))
-    t = 1.0 / (1.0 + 0.5 * z)
-    poly = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
-        -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))
-    erfc = t * np.exp(poly)
-    return np.where(x >= 0, 1.0 - erfc, erfc - 1.0).astype(x.dtype)
-
-
-@register("Gelu", domain=MS)
-class GeluContrib(_Elementwise):
-    """y = 0.5 x (1 + erf(x / sqrt(2)))."""
-
-    def fn(self, node: Node, x: np.ndarray) -> np.ndarray:
-        return 0.5 * x * (1 + _erf(x * x.dtype.type(1 / math.sqrt(2))))
-
-
-@register("BiasGelu", domain=MS)
-class BiasGelu(GeluContrib):
-    """Gelu(A + B) with B a 1-D bias over the last axis."""
-
-
-@register("FastGelu", domain=MS)
-class FastGelu(_Elementwise):
-    """y = 0.5 x (1 + tanh(0.7978845608 (x + 0.044715 x^3))), with an optional bias added first."""
-
-    def fn(self, node: Node, x: np.ndarray) -> np.ndarray:
-        t = x.dtype.type
-        return t(0.5) * x * (t(1) + np.tanh(t(0.7978845608028654) * (x + t(0.044715) * x * x * x)))
-
-
 QUICK_GELU_CHUNK = 16384  # elements per pass of the one-pass QuickGelu (its declared workspace, 64 KiB in float32)
 
 
@@ -424,16 +389,22 @@ class FusedMatMul(OpImpl):
 
 
 from . import ops_extra_attention as _attention  # noqa: E402,F401  (GroupQueryAttention, RotaryEmbedding)
-from . import ops_extra_mha as _mha  # noqa: E402,F401  (MultiHeadAttention, Attention, EmbedLayerNormalization)
+from . import ops_extra_bias as _bias  # noqa: E402,F401  (BiasAdd)
+from . import ops_extra_embed as _embed  # noqa: E402,F401  (EmbedLayerNormalization)
+from . import ops_extra_gather_quant as _gather_quant  # noqa: E402,F401  (GatherBlockQuantized)
+from . import ops_extra_gelu as _gelu  # noqa: E402,F401  (Gelu, BiasGelu, FastGelu)
+from . import ops_extra_mha as _mha  # noqa: E402,F401  (MultiHeadAttention, Attention)
 from . import ops_extra_moe as _moe  # noqa: E402,F401  (MoE)
-from . import ops_extra_qlinear as _qlinear  # noqa: E402,F401  (com.microsoft Q/DQ, QLinear*, QGemm, ...)
+from . import ops_extra_qlinear as _qlinear  # noqa: E402,F401  (com.microsoft Q/DQ, GemmFastGelu, ...)
 from . import ops_extra_qmatmul as _qmatmul  # noqa: E402,F401  (DynamicQuantizeMatMul, MatMulIntegerToFloat)
 from . import ops_extra_qmoe as _qmoe  # noqa: E402,F401  (QMoE)
-from . import ops_extra_quant as _quant  # noqa: E402,F401  (MatMulNBits, GatherBlockQuantized)
+from . import ops_extra_qops as _qops  # noqa: E402,F401  (QLinear*, QGemm)
+from . import ops_extra_qreduce as _qreduce  # noqa: E402,F401  (QLinearSoftmax, QLinear(Global)AveragePool)
+from . import ops_extra_quant as _quant  # noqa: E402,F401  (MatMulNBits)
 from . import ops_extra_sparse as _sparse  # noqa: E402,F401  (SparseAttention)
 
 __all__ = [
-    "BiasGelu", "FastGelu", "FusedMatMul", "GeluContrib", "LayerNormalizationContrib", "QuickGelu",
+    "FusedMatMul", "LayerNormalizationContrib", "QuickGelu",
     "SimplifiedLayerNormalization", "SkipLayerNormalization", "SkipSimplifiedLayerNormalization", "check_dtypes",
     "requested",
 ]

@@ -1,10 +1,17 @@
 """Control flow: If, Loop, Scan. Subgraphs run with the sequential interpreter; the kernels receive
-the node's implicit (outer-scope) inputs after the explicit ones."""
+the node's implicit (outer-scope) inputs after the explicit ones.
+
+Every iteration asks the run's checks first (`ort_abi.check_run`: a terminated run stops here, inside a Loop
+of 2**40 iterations or a nested body, not after it), and Loop and Scan report the bytes their scan outputs
+have accumulated (`ort_abi.check_growth`) so that a run's memory bound refuses an output that grows without a
+static bound before it is exceeded. One body node's numpy call is not interruptible: the checks run between
+nodes and iterations."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from ort_abi import check_growth, check_run
 from ort_graph import Graph, Node, to_numpy_dtype
 
 from ._bodies import body_bytes, body_weight_scope, host_weights, split_inputs
@@ -50,6 +57,12 @@ def _empty_like_output(g: Graph, name: str) -> np.ndarray:
     return np.zeros((0, *shape), dtype=dt)
 
 
+def _nbytes(x: object) -> int:
+    if isinstance(x, list):
+        return sum(_nbytes(e) for e in x)
+    return int(getattr(x, "nbytes", 0))
+
+
 def _run(g: Graph, feeds: dict, outer: dict) -> list:
     from ._interp import run_graph
 
@@ -77,8 +90,9 @@ class Loop(_ControlFlow):
         n_carried = len(carried)
         n_scan = len(body.outputs) - 1 - n_carried
         scans: list[list] = [[] for _ in range(n_scan)]
-        i = 0
+        i = held = 0
         while (trip is None or i < trip) and cond:
+            check_run(node.label)
             feeds = {body.inputs[0]: np.array(i, dtype=np.int64), body.inputs[1]: np.array(cond)}
             feeds.update(zip(body.inputs[2:], carried))
             outs = _run(body, feeds, outer)
@@ -86,6 +100,9 @@ class Loop(_ControlFlow):
             carried = outs[1:1 + n_carried]
             for k in range(n_scan):
                 scans[k].append(outs[1 + n_carried + k])
+                held += _nbytes(outs[1 + n_carried + k])
+            if n_scan:
+                check_growth(node.label, held)
             i += 1
         scan_out = []
         for k in range(n_scan):
@@ -120,13 +137,18 @@ class Scan(_ControlFlow):
         steps = xs[0].shape[0] if xs else 0
         n_out = len(body.outputs) - n_state
         ys: list[list] = [[] for _ in range(n_out)]
+        held = 0
         for t in range(steps):
+            check_run(node.label)
             feeds = dict(zip(body.inputs[:n_state], state))
             feeds.update(zip(body.inputs[n_state:], (x[t] for x in xs)))
             outs = _run(body, feeds, outer)
             state = outs[:n_state]
             for k in range(n_out):
                 ys[k].append(outs[n_state + k])
+                held += _nbytes(outs[n_state + k])
+            if n_out:
+                check_growth(node.label, held)
         out_axes = node.attr("scan_output_axes") or [0] * n_out
         out_dirs = node.attr("scan_output_directions") or [0] * n_out
         results = []
@@ -172,6 +194,7 @@ class Scan8(OpImpl):
             seqs = [x[b][::-1] if d else x[b] for x, d in zip(xs, dirs)]
             ys: list[list] = [[] for _ in range(n_out)]
             for t in range(seqs[0].shape[0] if seqs else 0):
+                check_run(node.label)
                 feeds = dict(zip(body.inputs[:n_state], st))
                 feeds.update(zip(body.inputs[n_state:], (s[t] for s in seqs)))
                 outs = _run(body, feeds, outer)

@@ -30,10 +30,13 @@ def im2col_bytes(xshape, wshape, node, dt: np.dtype) -> int:
     return int(xshape[0] * xshape[1] * int(np.prod(outs)) * int(np.prod(kernel))) * _compute_dtype(dt).itemsize
 
 
-def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, node, scratch=None) -> np.ndarray:
+def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, node, scratch=None, rows_scratch=None,
+         out: np.ndarray | None = None) -> np.ndarray:
     """N-D grouped convolution: im2col into (N, *out, C, *k) rows, one GEMM per group.
 
-    `scratch(nbytes)` may supply the im2col buffer (the declared workspace); else it is allocated."""
+    `scratch(nbytes)` may supply the im2col buffer (the declared workspace); else it is allocated.
+    `rows_scratch(shape, dtype)` may supply the GEMM's (rows, M) result, and `out` (N, M, *out) of the compute
+    type the final array (else a fresh one in x's dtype)."""
     n = x.ndim - 2
     kernel, strides, dil, pads, outs = _geometry(node, x.shape, w.shape)
     group = node.attr("group", 1)
@@ -50,13 +53,16 @@ def conv(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, node, scratch=None)
     per_group = x.shape[1] // group * int(np.prod(kernel))  # explicit sizes: zero-size batches reshape too
     cols2 = cols.reshape(rows, group, per_group)
     wf = w.astype(ct, copy=False).reshape(group, w.shape[0] // group, per_group)
-    y = np.empty((rows, w.shape[0]), dtype=ct)
+    y = rows_scratch((rows, w.shape[0]), ct) if rows_scratch is not None else np.empty((rows, w.shape[0]), dtype=ct)
     mg = w.shape[0] // group
     for g in range(group):
         np.matmul(cols2[:, g, :], wf[g].T, out=y[:, g * mg:(g + 1) * mg])
     if b is not None:
         y += b.astype(ct)
     y = np.moveaxis(y.reshape(x.shape[0], *outs, w.shape[0]), -1, 1)
+    if out is not None:
+        np.copyto(out, y)
+        return out
     return np.ascontiguousarray(y, dtype=x.dtype)
 
 

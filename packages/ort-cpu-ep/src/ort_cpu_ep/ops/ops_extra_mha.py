@@ -246,12 +246,18 @@ class Attention(OpImpl):
         f32 = np.float32
         x, w = inputs[0], inputs[1]
         bias, mask, past, attn_bias = _opt(inputs, 2), _opt(inputs, 3), _opt(inputs, 4), _opt(inputs, 5)
-        n = int(a["num_heads"])
-        b, s, _ = x.shape
-        sizes = [int(v) for v in (a.get("qkv_hidden_sizes") or [w.shape[1] // 3] * 3)]
         proj = x.astype(f32) @ w.astype(f32)
         if bias is not None:
             proj = proj + bias.astype(f32)
+        return self.attend_projection(node, a, proj, w.shape[1], mask, past, attn_bias, x.dtype)
+
+    def attend_projection(self, node: Node, a: dict, proj: np.ndarray, width: int, mask: np.ndarray | None,
+                          past: np.ndarray | None, attn_bias: np.ndarray | None, dtype: np.dtype) -> list[np.ndarray]:
+        """The attention over a (B, S, q + k + v) float32 projection (QAttention computes it from integers)."""
+        f32 = np.float32
+        n = int(a["num_heads"])
+        b, s, _ = proj.shape
+        sizes = [int(v) for v in (a.get("qkv_hidden_sizes") or [width // 3] * 3)]
         dq, dk, dv = sizes
         q = proj[..., :dq].reshape(b, s, n, dq // n).transpose(0, 2, 1, 3)
         k = proj[..., dq:dq + dk].reshape(b, s, n, dk // n).transpose(0, 2, 1, 3)
@@ -261,46 +267,11 @@ class Attention(OpImpl):
             past_len = past.shape[3]
             k = np.concatenate([past[0].astype(f32), k], axis=2)
             v = np.concatenate([past[1].astype(f32), v], axis=2)
-        out = attend(q, k, v, past_len, mask, attn_bias, a, self._scores_buffer).astype(x.dtype)
+        out = attend(q, k, v, past_len, mask, attn_bias, a, self._scores_buffer).astype(dtype)
         if len(node.outputs) > 1 and node.outputs[1]:
-            return [out, np.stack([k, v]).astype(x.dtype)]
+            return [out, np.stack([k, v]).astype(dtype)]
         return [out]
 
 
-__all__ = ["Attention", "EmbedLayerNormalization", "MultiHeadAttention", "attend", "attention_workspace_bytes", "mha_workspace_bytes",
+__all__ = ["Attention", "MultiHeadAttention", "attend", "attention_workspace_bytes", "mha_workspace_bytes",
            "padding_keep"]
-
-
-@register("EmbedLayerNormalization", domain=MS)
-class EmbedLayerNormalization(OpImpl):
-    """BERT embeddings: LayerNorm(word[ids] + position[pos] (+ segment[seg])) * gamma + beta; mask_index = the
-    number of ones in each mask row (0 without a mask); embedding_sum is the pre-norm sum."""
-
-    def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
-        for i in (0, 1, 7, 8):
-            if i < len(inputs) and inputs[i].present and inputs[i].dtype and inputs[i].dtype != TensorProto.INT32:
-                return Decline(rejected=f"input {i} dtype {dtype_name(inputs[i].dtype)}", accepts="int32 ids and mask",
-                               remedy="cast ids and mask to int32")
-        for i in (2, 3, 4, 5, 6):
-            if i < len(inputs) and inputs[i].present and inputs[i].dtype and inputs[i].dtype not in _T:
-                return Decline(rejected=f"input {i} dtype {dtype_name(inputs[i].dtype)}", accepts="float32, float16")
-        return None
-
-    def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
-        f32 = np.float32
-        ids, seg, word, pos_emb = inputs[0], _opt(inputs, 1), inputs[2], inputs[3]
-        seg_emb, gamma, beta = _opt(inputs, 4), inputs[5], inputs[6]
-        mask, pos_ids = _opt(inputs, 7), _opt(inputs, 8)
-        b, s = ids.shape
-        pos = np.broadcast_to(np.arange(s), (b, s)) if pos_ids is None else np.broadcast_to(pos_ids, (b, s))
-        emb = word.astype(f32)[ids] + pos_emb.astype(f32)[pos]
-        if seg is not None and seg_emb is not None:
-            emb = emb + seg_emb.astype(f32)[seg]
-        eps = f32(node.attr("epsilon", 1e-12))
-        mean = emb.mean(axis=-1, keepdims=True)
-        var = (emb * emb).mean(axis=-1, keepdims=True) - mean * mean
-        y = (emb - mean) / np.sqrt(var + eps) * gamma.astype(f32) + beta.astype(f32)
-        mask_index = (np.asarray(mask) != 0).sum(axis=1).astype(np.int32) if mask is not None else \
-            np.zeros(b, np.int32)
-        outs = [y.astype(word.dtype), mask_index, emb.astype(word.dtype)]
-        return requested(node, outs)

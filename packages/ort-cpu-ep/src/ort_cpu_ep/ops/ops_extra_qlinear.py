@@ -3,10 +3,8 @@
 Quantized tensors are (q, scale, zero_point) with real = (q - zero_point) * scale; results are requantized
 as saturate(round_half_even(real / scale) + zero_point), the rounding ONNX Runtime uses. QuantizeLinear /
 DequantizeLinear (com.microsoft) take per-tensor or per-axis (`axis`, default 1) parameters and 8/16-bit and
-4-bit types. Element-wise ops (QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu) compute in float32
-on the dequantized values; QLinearGlobalAveragePool averages the spatial axes (NCHW or channels_last);
-QLinearConcat requantizes each input to the output parameters; QGemm accumulates integers (plus int32 C)
-and scales by alpha * a_scale * b_scale, requantizing when y_scale is given. GemmFastGelu is FastGelu(X W + b);
+4-bit types. The QOperator ops (QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu,
+QLinearGlobalAveragePool, QLinearConcat, QGemm) are in ops_extra_qops. GemmFastGelu is FastGelu(X W + b);
 Inverse and Trilu as their names say.
 """
 
@@ -19,7 +17,8 @@ from onnx import TensorProto
 
 from ort_graph import Node, dtype_name
 
-from ._registry import Decline, InputInfo, OpImpl, attrs_of, register
+from ._qdq_into import dequantize_fast, dequantize_into, quantize_into, quantize_slots
+from ._registry import Decline, InputInfo, OpImpl, register
 
 MS = "com.microsoft"
 _Q8 = frozenset({TensorProto.INT8, TensorProto.UINT8})
@@ -82,6 +81,7 @@ _FH = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16})
 
 @register("DequantizeLinear", domain=MS)
 class DequantizeLinearContrib(OpImpl):
+    writes_output = True  # 8/16-bit to float32
     def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
         return _check(inputs, {0: _QTYPES, 1: _FH, 2: _QTYPES})
 
@@ -89,12 +89,19 @@ class DequantizeLinearContrib(OpImpl):
         x, scale = inputs[0], inputs[1]
         zp = inputs[2] if len(inputs) > 2 else None
         axis = int(node.attr("axis", 1))
-        y = dequant(x, _per_axis(scale, x.ndim, axis), _per_axis(zp, x.ndim, axis))
-        return [y.astype(scale.dtype)]
+        s, z = _per_axis(scale, x.ndim, axis), _per_axis(zp, x.ndim, axis)
+        into = dequantize_into(self, x, s, z)
+        return [into if into is not None else dequant(x, s, z).astype(scale.dtype)]
+
+    def workspace_bytes(self, node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
+        """None in the common case (into the block); else the float32 temporaries of x's size."""
+        x = input_shapes[0] if input_shapes else None
+        return [] if x is None or dequantize_fast(node) else [(0, 8 * int(np.prod(x, dtype=np.int64)))]
 
 
 @register("QuantizeLinear", domain=MS)
 class QuantizeLinearContrib(OpImpl):
+    writes_output = True  # float32 to 8/16-bit
     def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
         return _check(inputs, {0: _FH, 1: _FH, 2: _QTYPES - {TensorProto.INT32}})
 
@@ -103,128 +110,12 @@ class QuantizeLinearContrib(OpImpl):
         zp = inputs[2] if len(inputs) > 2 else None
         axis = int(node.attr("axis", 1))
         dtype = zp.dtype if zp is not None else np.dtype(np.uint8)
-        return [quant(x, _per_axis(scale, x.ndim, axis), _per_axis(zp, x.ndim, axis), dtype)]
+        s, z = _per_axis(scale, x.ndim, axis), _per_axis(zp, x.ndim, axis)
+        into = quantize_into(self, x, np.asarray(s), z, dtype)
+        return [into if into is not None else quant(x, s, z, dtype)]
 
-
-class _QBinary(OpImpl):
-    def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
-        return _check(inputs, {0: _Q8, 3: _Q8, 1: _F, 4: _F, 6: _F}) or _scalars(inputs, (1, 2, 4, 5, 6, 7))
-
-    def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
-        a, sa, za, b, sb, zb, sc = inputs[:7]
-        zc = inputs[7] if len(inputs) > 7 else None
-        f = np.float32
-        va = a.astype(f) - (f(0) if za is None else np.asarray(za).astype(f))
-        vb = b.astype(f) - (f(0) if zb is None else np.asarray(zb).astype(f))
-        r = self.fn(va, vb, f(np.asarray(sa).reshape(())), f(np.asarray(sb).reshape(())), f(np.asarray(sc).reshape(())))
-        lo, hi = _limits(a.dtype)
-        z = f(0) if zc is None else np.asarray(zc).astype(f)
-        return [np.clip(np.rint(r) + z, lo, hi).astype(a.dtype)]
-
-    def fn(self, va: np.ndarray, vb: np.ndarray, sa: np.float32, sb: np.float32, sc: np.float32) -> np.ndarray:
-        """The result in output-scale units (before the output zero point), as MLAS orders the arithmetic."""
-        raise NotImplementedError
-
-
-@register("QLinearAdd", domain=MS)
-class QLinearAdd(_QBinary):
-    def fn(self, va, vb, sa, sb, sc):
-        return va * (sa / sc) + vb * (sb / sc)
-
-
-@register("QLinearMul", domain=MS)
-class QLinearMul(_QBinary):
-    def fn(self, va, vb, sa, sb, sc):
-        return va * vb * (sa * sb / sc)
-
-
-class _QUnary(OpImpl):
-    def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
-        return _check(inputs, {0: _Q8, 1: _F, 3: _F}) or _scalars(inputs, (1, 2, 3, 4))
-
-    def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
-        x, sx = inputs[0], inputs[1]
-        zx = inputs[2] if len(inputs) > 2 else None
-        sy = inputs[3]
-        zy = inputs[4] if len(inputs) > 4 else None
-        # through a 256-entry table, as ORT: every input code maps to one output code
-        info = np.iinfo(x.dtype)
-        codes = np.arange(info.min, info.max + 1).astype(x.dtype)
-        table = quant(self.fn(node, dequant(codes, sx, zx)), sy, zy, x.dtype)
-        return [table[x.astype(np.int64) - info.min]]
-
-    def fn(self, node: Node, x: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
-
-
-@register("QLinearSigmoid", domain=MS)
-class QLinearSigmoid(_QUnary):
-    def fn(self, node, x):
-        return 1 / (1 + np.exp(-x))
-
-
-@register("QLinearLeakyRelu", domain=MS)
-class QLinearLeakyRelu(_QUnary):
-    def fn(self, node, x):
-        return np.where(x >= 0, x, np.float32(node.attr("alpha", 0.01)) * x)
-
-
-@register("QLinearGlobalAveragePool", domain=MS)
-class QLinearGlobalAveragePool(OpImpl):
-    def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
-        d = _check(inputs, {0: _Q8, 2: _Q8, 4: _Q8}) or _scalars(inputs, (1, 2, 3, 4))
-        if d is None and inputs[0].shape is not None and len(inputs[0].shape) < 3:
-            return Decline(rejected=f"X rank {len(inputs[0].shape)}", accepts="rank >= 3", remedy="reshape X")
-        return d
-
-    def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
-        x, sx, zx, sy, zy = inputs[:5]
-        last = int(node.attr("channels_last", 0))
-        axes = tuple(range(1, x.ndim - 1)) if last else tuple(range(2, x.ndim))
-        mean = dequant(x, sx, zx).mean(axis=axes, keepdims=True)
-        return [quant(mean, sy, zy, x.dtype)]
-
-
-@register("QLinearConcat", domain=MS)
-class QLinearConcat(OpImpl):
-    def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
-        if (len(inputs) - 2) % 3:
-            return Decline(rejected=f"{len(inputs)} inputs", accepts="Y_scale, Y_zero_point, then (X, scale, zp) triples",
-                           remedy="fix the node inputs")
-        return _check(inputs, {1: _Q8} | {i: _Q8 for i in range(2, len(inputs), 3)}) or _scalars(
-            inputs, [0, 1] + [i for k in range(2, len(inputs), 3) for i in (k + 1, k + 2)])
-
-    def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
-        sy, zy = inputs[0], inputs[1]
-        parts = [dequant(inputs[i], inputs[i + 1], inputs[i + 2]) for i in range(2, len(inputs), 3)]
-        return [quant(np.concatenate(parts, axis=int(node.attr("axis", 0))), sy, zy, zy.dtype)]
-
-
-@register("QGemm", domain=MS)
-class QGemm(OpImpl):
-    def supports(self, node: Node, inputs: Sequence[InputInfo], opset: int) -> Decline | None:
-        return _check(inputs, {0: _Q8, 3: _Q8, 1: _F, 4: _F, 6: frozenset({TensorProto.INT32}), 7: _F}) or _scalars(
-            inputs, (1, 2, 7, 8))
-
-    def compute(self, node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray | None]:
-        a = attrs_of(node)
-        qa, sa, za, qb, sb, zb = inputs[:6]
-        c = inputs[6] if len(inputs) > 6 else None
-        sy = inputs[7] if len(inputs) > 7 else None
-        zy = inputs[8] if len(inputs) > 8 else None
-        A = qa.astype(np.float64) - np.float64(np.asarray(za).reshape(()))
-        B = qb.astype(np.float64) - _per_axis(zb, 2, 0 if int(a.get("transB", 0)) else 1).astype(np.float64)
-        A = A.T if int(a.get("transA", 0)) else A
-        B = B.T if int(a.get("transB", 0)) else B
-        acc = A @ B
-        if c is not None:
-            acc = acc + c.astype(np.float64)
-        sbv = np.asarray(sb, np.float32).reshape(-1)
-        mult = np.float32(a.get("alpha", 1.0)) * np.float32(np.asarray(sa).reshape(())) * sbv
-        y = acc.astype(np.float32) * mult
-        if sy is None:
-            return [y]
-        return [quant(y, sy, zy, zy.dtype if zy is not None else np.dtype(np.uint8))]
+    def workspace_bytes(self, node: Node, input_shapes: Sequence[tuple[int, ...] | None]) -> list[tuple[int, int]]:
+        return quantize_slots(input_shapes[0] if input_shapes else None)
 
 
 @register("GemmFastGelu", domain=MS)
@@ -261,6 +152,5 @@ class TriluContrib(OpImpl):
         return [np.where(keep, x, np.zeros((), x.dtype))]
 
 
-__all__ = ["DequantizeLinearContrib", "GemmFastGelu", "Inverse", "QGemm", "QLinearAdd", "QLinearConcat",
-           "QLinearGlobalAveragePool", "QLinearLeakyRelu", "QLinearMul", "QLinearSigmoid", "QuantizeLinearContrib",
-           "TriluContrib", "dequant", "quant"]
+__all__ = ["DequantizeLinearContrib", "GemmFastGelu", "Inverse", "QuantizeLinearContrib", "TriluContrib", "dequant",
+           "quant"]

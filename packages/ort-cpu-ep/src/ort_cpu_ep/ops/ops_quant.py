@@ -1,5 +1,5 @@
 """Quantization: QuantizeLinear, DequantizeLinear (per-tensor, per-axis, blocked; int8/16/4/2, float8/4),
-DynamicQuantizeLinear, QLinearMatMul, MatMulInteger, ConvInteger, QLinearConv."""
+ConvInteger, QLinearConv (DynamicQuantizeLinear, MatMulInteger, QLinearMatMul: ops_quant_matmul)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from onnx import TensorProto as T
 
 from ort_graph import dtype_name, from_numpy_dtype
 
-from ._registry import Decline, OpImpl, register
+from ._qdq_into import dequantize_fast, dequantize_into, quantize_into, quantize_slots
+from ._registry import Decline, OpImpl, register, workspace_nbytes
 from ._util import check_dtype, norm_axis, np_dtype
 
 _INT_RANGES = {T.UINT8: (0, 255), T.INT8: (-128, 127), T.UINT16: (0, 65535), T.INT16: (-32768, 32767),
@@ -47,6 +48,7 @@ def _qtype(node, inputs_dtype_zp: int) -> int:
 
 @register("QuantizeLinear", since=10)
 class QuantizeLinear(OpImpl):
+    writes_output = True  # float32 to 8/16-bit
     def supports(self, node, inputs, opset):
         d = check_dtype(inputs, 0, {T.FLOAT, T.FLOAT16, T.BFLOAT16, T.INT32}) or check_dtype(inputs, 1, _SCALE_TYPES)
         if d:
@@ -60,6 +62,9 @@ class QuantizeLinear(OpImpl):
             return Decline(rejected=f"precision {dtype_name(p)}", accepts="FLOAT, FLOAT16, BFLOAT16, DOUBLE")
         return None
 
+    def workspace_bytes(self, node, input_shapes):
+        return quantize_slots(input_shapes[0] if input_shapes else None)
+
     def compute(self, node, inputs):
         x, scale = inputs[0], inputs[1]
         zp = inputs[2] if len(inputs) > 2 else None
@@ -67,6 +72,10 @@ class QuantizeLinear(OpImpl):
         qt = _qtype(node, from_numpy_dtype(zp.dtype) if zp is not None else 0)
         s = _along(_plain(scale), x.shape, axis, block)
         prec = node.attr("precision", 0)
+        if not prec and qt in _INT_RANGES:
+            into = quantize_into(self, x, s, None if zp is None else _along(zp, x.shape, axis, block), np_dtype(qt))
+            if into is not None:
+                return [into]
         xv = _plain(x)
         if prec:
             pd = np_dtype(prec)
@@ -93,6 +102,7 @@ class QuantizeLinear(OpImpl):
 
 @register("DequantizeLinear", since=10)
 class DequantizeLinear(OpImpl):
+    writes_output = True  # 8/16-bit to float32
     def supports(self, node, inputs, opset):
         d = check_dtype(inputs, 0, _QTYPES | {T.INT32}) or check_dtype(inputs, 1, _SCALE_TYPES - {T.INT32})
         if d:
@@ -102,11 +112,24 @@ class DequantizeLinear(OpImpl):
             return Decline(rejected=f"output_dtype {dtype_name(od)}", accepts="FLOAT, FLOAT16, BFLOAT16")
         return None
 
+    def workspace_bytes(self, node, input_shapes):
+        """None in the common case (into the block); else the general path's temporaries (an int64 difference
+        and a float32 product of x's size), reserved so the estimate covers them."""
+        x = input_shapes[0] if input_shapes else None
+        if x is None or dequantize_fast(node):
+            return []
+        return [(0, 12 * int(np.prod(x, dtype=np.int64)))]
+
     def compute(self, node, inputs):
         x, scale = inputs[0], inputs[1]
         zp = inputs[2] if len(inputs) > 2 else None
         axis, block = node.attr("axis", 1), node.attr("block_size", 0)
         od = node.attr("output_dtype", 0)
+        if od in (0, T.FLOAT):
+            into = dequantize_into(self, x, _along(scale, x.shape, axis, block),
+                                   None if zp is None else _along(zp, x.shape, axis, block))
+            if into is not None:
+                return [into]
         out_dt = np_dtype(od) if od else (scale.dtype if scale.dtype.name != "float8_e8m0fnu" else np.dtype(np.float32))
         xv = _plain(x)
         if zp is not None:
@@ -115,21 +138,6 @@ class DequantizeLinear(OpImpl):
         s = _along(_plain(scale), x.shape, axis, block)
         y = xv.astype(np.float32) * s.astype(np.float32)
         return [np.asarray(y).astype(out_dt)]
-
-
-@register("DynamicQuantizeLinear", since=11)
-class DynamicQuantizeLinear(OpImpl):
-    dtypes = frozenset({T.FLOAT})
-
-    def compute(self, node, inputs):
-        x = inputs[0]
-        lo, hi = min(0.0, float(x.min()) if x.size else 0.0), max(0.0, float(x.max()) if x.size else 0.0)
-        scale = np.float32((hi - lo) / 255.0)
-        if scale == 0:
-            return [np.zeros(x.shape, np.uint8), np.array(scale, np.float32), np.array(0, np.uint8)]
-        zp = np.uint8(np.clip(np.rint(0 - np.float32(lo) / scale), 0, 255))
-        y = np.clip(np.rint(x / scale) + zp, 0, 255).astype(np.uint8)
-        return [y, np.array(scale, np.float32), np.array(zp, np.uint8)]
 
 
 def _sub_zp(a: np.ndarray, zp: np.ndarray | None, axis_for_vector: int) -> np.ndarray:
@@ -142,19 +150,6 @@ def _sub_zp(a: np.ndarray, zp: np.ndarray | None, axis_for_vector: int) -> np.nd
         shape[axis_for_vector] = -1
         z = z.reshape(shape)
     return av - z
-
-
-@register("MatMulInteger", since=10)
-class MatMulInteger(OpImpl):
-    def supports(self, node, inputs, opset):
-        return check_dtype(inputs, 0, {T.INT8, T.UINT8}) or check_dtype(inputs, 1, {T.INT8, T.UINT8})
-
-    def compute(self, node, inputs):
-        a, b = inputs[0], inputs[1]
-        get = lambda i: inputs[i] if len(inputs) > i else None  # noqa: E731
-        av = _sub_zp(a, get(2), a.ndim - 2 if a.ndim >= 2 else 0)
-        bv = _sub_zp(b, get(3), b.ndim - 1)
-        return [np.matmul(av, bv).astype(np.int32)]
 
 
 def _requant(acc: np.ndarray, mult: np.ndarray, yzp: np.ndarray | None, ydt: np.dtype) -> np.ndarray:
@@ -172,57 +167,96 @@ def _requant(acc: np.ndarray, mult: np.ndarray, yzp: np.ndarray | None, ydt: np.
     return np.clip(v, -m, m).astype(np.float32).astype(ydt)
 
 
-@register("QLinearMatMul", since=10)
-class QLinearMatMul(OpImpl):
-    def supports(self, node, inputs, opset):
-        ok = {T.INT8, T.UINT8} | (_F8 if opset >= 21 else set())
-        return check_dtype(inputs, 0, ok) or check_dtype(inputs, 3, ok)
-
-    def compute(self, node, inputs):
-        a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = inputs
-        av = _sub_zp(a, a_zp, a.ndim - 2 if a.ndim >= 2 else 0)
-        bv = _sub_zp(b, b_zp, b.ndim - 1)
-        acc = np.matmul(av, bv)
-        ascale = _plain(a_s).astype(np.float64)
-        bscale = _plain(b_s).astype(np.float64)
-        if ascale.ndim == 1 and ascale.size > 1:
-            ascale = ascale.reshape(-1, 1)
-        mult = ascale * bscale / _plain(y_s).astype(np.float64)
-        ydt = y_zp.dtype if y_zp is not None else a.dtype
-        return [_requant(acc, mult, y_zp, ydt)]
+_XV, _WV, _COLS, _ROWS, _ACC = range(5)  # the integer convolutions' float64 slots
 
 
-def _int_conv(x: np.ndarray, w: np.ndarray, xzp, wzp, node) -> np.ndarray:
-    from .ops_conv import conv
+def _zp_along(zp, ndim: int, axis: int) -> np.ndarray:
+    """A zero point as float64, per tensor or per channel along `axis`."""
+    if zp is None:
+        return np.zeros((), np.float64)
+    z = _plain(np.asarray(zp)).astype(np.float64)
+    if z.size == 1:
+        return z.reshape(())
+    return z.reshape([-1 if i == axis else 1 for i in range(ndim)])
 
-    xv = _sub_zp(x, xzp, 1).astype(np.float64)
-    wv = _sub_zp(w, wzp, 0).astype(np.float64)
-    return np.rint(conv(xv, wv, None, node)).astype(np.int64)
+
+def _int_conv(impl: OpImpl, x: np.ndarray, w: np.ndarray, xzp, wzp, node) -> np.ndarray:
+    """(x - x_zp) * (w - w_zp) convolved exactly in float64, rounded, in the declared slots 0-4: the two
+    differences, the im2col rows, the GEMM result and the (N, M, *out) accumulator returned."""
+    from .ops_conv import _geometry, conv
+
+    xv = impl.workspace(_XV, x.shape, np.float64)
+    np.subtract(x, _zp_along(xzp, x.ndim, 1), out=xv)
+    wv = impl.workspace(_WV, w.shape, np.float64)
+    np.subtract(w, _zp_along(wzp, w.ndim, 0), out=wv)
+    outs = _geometry(node, x.shape, w.shape)[4]
+    acc = impl.workspace(_ACC, (x.shape[0], w.shape[0], *outs), np.float64)
+    conv(xv, wv, None, node, scratch=lambda nbytes: impl.scratch(_COLS, nbytes),
+         rows_scratch=lambda shape, dt: impl.workspace(_ROWS, shape, dt), out=acc)
+    return np.rint(acc, out=acc)
+
+
+def _int_conv_slots(node, input_shapes) -> list[tuple[int, int]]:
+    from .ops_conv import _geometry, im2col_bytes
+
+    xs = input_shapes[0] if input_shapes else None
+    ws = input_shapes[1] if len(input_shapes) > 1 else None
+    if node.op_type == "QLinearConv":
+        ws = input_shapes[3] if len(input_shapes) > 3 else None
+    if not xs or not ws or any(not isinstance(d, int) for d in list(xs) + list(ws)) or len(xs) < 3:
+        return []
+    outs = _geometry(node, xs, ws)[4]
+    n = xs[0] * int(np.prod(outs, dtype=np.int64))
+    return [(_XV, workspace_nbytes(xs, np.float64)), (_WV, workspace_nbytes(ws, np.float64)),
+            (_COLS, im2col_bytes(xs, ws, node, np.dtype(np.float64))), (_ROWS, workspace_nbytes((n, ws[0]), np.float64)),
+            (_ACC, workspace_nbytes((xs[0], ws[0], *outs), np.float64))]
 
 
 @register("ConvInteger", since=10)
 class ConvInteger(OpImpl):
+    writes_output = True
+
     def supports(self, node, inputs, opset):
         return check_dtype(inputs, 0, {T.INT8, T.UINT8}) or check_dtype(inputs, 1, {T.INT8, T.UINT8})
 
+    def workspace_bytes(self, node, input_shapes):
+        return _int_conv_slots(node, input_shapes)
+
     def compute(self, node, inputs):
         get = lambda i: inputs[i] if len(inputs) > i else None  # noqa: E731
-        return [_int_conv(inputs[0], inputs[1], get(2), get(3), node).astype(np.int32)]
+        acc = _int_conv(self, inputs[0], inputs[1], get(2), get(3), node)
+        out = self.output(0, acc.shape, np.int32)
+        np.copyto(out, acc, casting="unsafe")
+        return [out]
 
 
 @register("QLinearConv", since=10)
 class QLinearConv(OpImpl):
+    writes_output = True
+
     def supports(self, node, inputs, opset):
         return check_dtype(inputs, 0, {T.INT8, T.UINT8}) or check_dtype(inputs, 3, {T.INT8, T.UINT8})
+
+    def workspace_bytes(self, node, input_shapes):
+        return _int_conv_slots(node, input_shapes)
 
     def compute(self, node, inputs):
         x, xs, xzp, w, ws, wzp, ys, yzp = inputs[:8]
         bias = inputs[8] if len(inputs) > 8 else None
-        acc = _int_conv(x, w, xzp, wzp, node)
+        acc = _int_conv(self, x, w, xzp, wzp, node)
+        per_channel = (1, -1) + (1,) * (x.ndim - 2)
         if bias is not None:
-            acc = acc + bias.astype(np.int64).reshape((1, -1) + (1,) * (x.ndim - 2))
+            acc += bias.astype(np.float64).reshape(per_channel)  # int32: exact in float64
         wsc = _plain(ws).astype(np.float64)
         if wsc.ndim == 1 and wsc.size > 1:
-            wsc = wsc.reshape((1, -1) + (1,) * (x.ndim - 2))
-        mult = _plain(xs).astype(np.float64) * wsc / _plain(ys).astype(np.float64)
-        return [_requant(acc, mult, yzp, yzp.dtype if yzp is not None else x.dtype)]
+            wsc = wsc.reshape(per_channel)
+        acc *= _plain(xs).astype(np.float64) * wsc / _plain(ys).astype(np.float64)
+        ydt = yzp.dtype if yzp is not None else x.dtype
+        lo, hi = _INT_RANGES[from_numpy_dtype(ydt)]
+        np.rint(acc, out=acc)
+        if yzp is not None:
+            acc += _plain(yzp).astype(np.float64)
+        np.clip(acc, lo, hi, out=acc)
+        out = self.output(0, acc.shape, ydt)
+        np.copyto(out, acc, casting="unsafe")
+        return [out]

@@ -1,0 +1,59 @@
+/* float32 2-D Conv (NCHW) of the ort-cpu-ep C kernels: the geometry and math (conv_math.c) and the ABI kernel
+ * (conv_kernel.c). A group's output rows are W_g (Mg x Cg*KH*KW) @ cols (Cg*KH*KW x OH*OW) through the MatMul
+ * kernel's sgemm, cols built per chunk of output pixels (never the whole im2col matrix), or X itself for a 1x1
+ * stride-1 unpadded convolution; one input channel per group (depthwise) is a direct loop over the zero-padded
+ * input plane, 4 rows x 32 stride-1 columns in registers across every tap (a column stride keeps 1 in sw). */
+#ifndef ORT_CPU_EP_CONV_H_
+#define ORT_CPU_EP_CONV_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONV_COLS_FLOATS (1 << 21) /* floats of one thread's im2col chunk at most (8 MiB: 512 pixels up to K = 4096) */
+#define CONV_CHUNK 512             /* output pixels per im2col chunk: the weights are read once per chunk */
+
+/* the activations a Conv applies to its biased sum (FusedConv's `activation`) and the elementwise kernels run */
+enum { CONV_ACT_NONE = 0, CONV_ACT_RELU, CONV_ACT_CLIP, CONV_ACT_HARD_SIGMOID, CONV_ACT_LEAKY_RELU,
+       CONV_ACT_HARD_SWISH, CONV_ACT_SIGMOID };
+
+typedef struct ConvAct {
+  int kind;
+  float a, b; /* Clip min / max; HardSigmoid alpha / beta; LeakyRelu alpha */
+} ConvAct;
+
+enum { CONV_AUTO_NOTSET = 0, CONV_AUTO_SAME_UPPER, CONV_AUTO_SAME_LOWER, CONV_AUTO_VALID };
+
+/* the node's attributes as given (0 counts: absent) */
+typedef struct ConvAttrs {
+  int64_t group;
+  int auto_pad;
+  size_t n_kernel, n_strides, n_dil, n_pads;
+  int64_t kernel[2], strides[2], dil[2], pads[4];
+} ConvAttrs;
+
+/* one problem, every extent known */
+typedef struct ConvGeom {
+  int64_t N, C, H, W, M, KH, KW, OH, OW, group, Cg, Mg;
+  int64_t sh, sw, dh, dw, pt, pl, pb, pr;
+  int64_t K;     /* Cg * KH * KW: a group's GEMM depth */
+  int64_t chunk; /* output pixels per im2col chunk (0: no im2col, B is X) */
+  int depthwise; /* Cg == 1: the direct loop */
+} ConvGeom;
+
+/* the geometry of X (rank 4) convolved with W (rank 4) under `a`; 0 on success, else a message in `err` */
+int conv_geometry(const ConvAttrs* a, const int64_t* x, const int64_t* w, ConvGeom* g, char* err, size_t err_len);
+/* floats of work buffer one thread needs (im2col chunk + sgemm packing; depthwise: the padded plane), aligned to 16 */
+size_t conv_thread_floats(const ConvGeom* g);
+/* rows m of Y (rows of `ld` floats, columns [0, n)): y = act(y + bias[m]) (bias may be NULL) */
+void conv_bias_act(float* y, int64_t rows, int64_t n, int64_t ld, const float* bias, const ConvAct* act);
+/* one (image, group) pair's output pixels [n0, n1) by im2col + sgemm, `work` of conv_thread_floats floats */
+void conv_gemm_chunk(const ConvGeom* g, const float* x, const float* w, const float* bias, float* y,
+                     int64_t image, int64_t group, int64_t n0, int64_t n1, const ConvAct* act, float* work);
+/* one (image, output channel) plane of a depthwise convolution, bias and activation applied; `pad` (the thread's
+ * conv_thread_floats) takes the zero-padded input plane */
+void conv_depthwise_plane(const ConvGeom* g, const float* x, const float* w, const float* bias, float* y,
+                          int64_t image, int64_t m, const ConvAct* act, float* pad);
+/* y[i] = act(x[i]) for i in [0, n) (the elementwise kernels: act.kind != NONE) */
+void conv_act_apply(const float* x, float* y, int64_t n, const ConvAct* act);
+
+#endif

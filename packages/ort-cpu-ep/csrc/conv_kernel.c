@@ -1,0 +1,249 @@
+/* ONNX Conv (float32, 2-D: X of rank 4, NCHW) as an ort-abi kernel; the math is conv_math.c (see conv.h).
+ * Attributes: group (any divisor of both channel counts), kernel_shape, strides, dilations, pads, auto_pad
+ * (NOTSET / SAME_UPPER / SAME_LOWER / VALID, resolved like the numpy kernel's conv_pads); optional bias B.
+ *
+ * Work items: (image, group, chunk of output pixels) for the GEMM path, (image, output channel) planes for a
+ * depthwise one; threads take them one at a time from a shared counter. Workspace: slot 0 holds one buffer per
+ * thread (conv_thread_floats: an im2col chunk of at most CONV_COLS_FLOATS floats and one sgemm packing block;
+ * for a depthwise convolution the zero-padded input plane). Compute uses no more threads than the slot holds buffers for; without a
+ * declaration (shapes unknown at planning) it takes the host's scratch buffer. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conv.h"
+#include "cpu_kernels.h"
+#include "mnb.h" /* mnb_parallel, mnb_threads */
+
+#define CONV_SLOT 0
+#define CONV_MIN_WORK_PER_THREAD (1 << 18) /* multiply-adds below which an extra thread does not pay */
+
+static const OrtKernelApi* g_api = NULL;
+
+typedef struct ConvKernel {
+  OrtKernelImpl base; /* first: the host sees an OrtKernelImpl* */
+  ConvAttrs attrs;
+  size_t declared; /* bytes of slot 0 the plan holds */
+} ConvKernel;
+
+static OrtStatus* conv_fail(const char* what) {
+  char msg[640];
+  snprintf(msg, sizeof msg, "Conv: %s", what);
+  return g_api->CreateStatus(ORT_INVALID_ARGUMENT, msg);
+}
+
+static OrtStatus* conv_ints(const int64_t* v, size_t n, const char* name, size_t want, int64_t* dst, size_t* count) {
+  char msg[160];
+  if (v == NULL) return NULL;
+  if (n != want) {
+    snprintf(msg, sizeof msg, "attribute %s has %zu values; this C kernel takes %zu (a 2-D convolution)", name, n, want);
+    return conv_fail(msg);
+  }
+  memcpy(dst, v, n * sizeof *v);
+  *count = n;
+  return NULL;
+}
+
+static OrtStatus* conv_auto_pad(const char* s, int* out) {
+  static const char* names[4] = {"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"};
+  int i;
+  char msg[200];
+  *out = CONV_AUTO_NOTSET;
+  if (s == NULL) return NULL;
+  for (i = 0; i < 4; ++i)
+    if (strcmp(s, names[i]) == 0) {
+      *out = i;
+      return NULL;
+    }
+  snprintf(msg, sizeof msg, "auto_pad '%.64s' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID", s);
+  return conv_fail(msg);
+}
+
+/* the attributes from the kernel info (create) or the node (Level-1 estimate): exactly one is non-NULL */
+static OrtStatus* conv_read_attrs(const OrtEpApi* eapi, const OrtNode* node, const OrtKernelInfo* info, ConvAttrs* a) {
+  static const char* names[4] = {"kernel_shape", "strides", "dilations", "pads"};
+  int64_t* dst[4];
+  size_t* counts[4];
+  size_t want[4] = {2, 2, 2, 4}, n = 0;
+  const int64_t* v = NULL;
+  const char* pad = NULL;
+  int has = 0, i;
+  memset(a, 0, sizeof *a);
+  dst[0] = a->kernel; dst[1] = a->strides; dst[2] = a->dil; dst[3] = a->pads;
+  counts[0] = &a->n_kernel; counts[1] = &a->n_strides; counts[2] = &a->n_dil; counts[3] = &a->n_pads;
+  a->group = 1;
+  if (info != NULL) {
+    ORT_KERNEL_RETURN_IF_ERROR(cpu_kernels_attr_int(g_api, info, "group", 1, &a->group, NULL));
+    ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetAttributeString(info, "auto_pad", &pad));
+  } else {
+    ORT_KERNEL_RETURN_IF_ERROR(eapi->Node_HasAttribute(node, "group", &has));
+    if (has) ORT_KERNEL_RETURN_IF_ERROR(eapi->Node_GetAttributeInt(node, "group", &a->group));
+    ORT_KERNEL_RETURN_IF_ERROR(eapi->Node_GetAttributeString(node, "auto_pad", &pad));
+  }
+  ORT_KERNEL_RETURN_IF_ERROR(conv_auto_pad(pad, &a->auto_pad));
+  for (i = 0; i < 4; ++i) {
+    v = NULL; n = 0;
+    if (info != NULL) ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetAttributeInts(info, names[i], &v, &n));
+    else ORT_KERNEL_RETURN_IF_ERROR(eapi->Node_GetAttributeInts(node, names[i], &v, &n));
+    ORT_KERNEL_RETURN_IF_ERROR(conv_ints(v, n, names[i], want[i], dst[i], counts[i]));
+  }
+  return NULL;
+}
+
+static size_t conv_bytes(const ConvGeom* g, int threads) { return (size_t)threads * conv_thread_floats(g) * sizeof(float); }
+
+static int conv_shaped(const int64_t* d, size_t rank) {
+  size_t i;
+  if (d == NULL || rank != 4) return 0;
+  for (i = 0; i < 4; ++i)
+    if (d[i] < 0) return 0;
+  return 1;
+}
+
+static OrtStatus* conv_estimate(const OrtEpApi* api, const OrtNode* node, const OrtEp* ep, size_t* out) {
+  const int64_t *x = NULL, *w = NULL;
+  size_t xr = 0, wr = 0;
+  ConvAttrs a;
+  ConvGeom g;
+  char err[512];
+  (void)ep;
+  *out = 0;
+  ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetInputShape(node, 0, &x, &xr));
+  ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetInputShape(node, 1, &w, &wr));
+  ORT_KERNEL_RETURN_IF_ERROR(conv_read_attrs(api, node, NULL, &a));
+  if (conv_shaped(x, xr) && conv_shaped(w, wr) && conv_geometry(&a, x, w, &g, err, sizeof err) == 0)
+    *out = conv_bytes(&g, mnb_threads());
+  return NULL;
+}
+
+static OrtStatus* conv_declare(OrtKernelImpl* this_ptr, const OrtWorkspaceInputShape* shapes, size_t num_inputs,
+                               OrtWorkspaceSlot* slots, size_t max_slots, size_t* num_slots) {
+  ConvKernel* k = (ConvKernel*)this_ptr;
+  ConvGeom g;
+  char err[512];
+  *num_slots = 0;
+  k->declared = 0;
+  if (num_inputs < 2 || shapes[0].state != ORT_WORKSPACE_INPUT_SHAPED || shapes[1].state != ORT_WORKSPACE_INPUT_SHAPED)
+    return NULL;
+  if (!conv_shaped(shapes[0].dims, shapes[0].rank) || !conv_shaped(shapes[1].dims, shapes[1].rank)) return NULL;
+  if (conv_geometry(&k->attrs, shapes[0].dims, shapes[1].dims, &g, err, sizeof err)) return conv_fail(err);
+  if (conv_bytes(&g, 1) == 0) return NULL;
+  if (max_slots < 1) return conv_fail("declaration: no workspace slot offered, 1 needed");
+  slots[0].slot_id = CONV_SLOT;
+  slots[0].size_bytes = k->declared = conv_bytes(&g, mnb_threads());
+  *num_slots = 1;
+  return NULL;
+}
+
+typedef struct ConvJob {
+  const ConvGeom* g;
+  const float *x, *w, *b;
+  float* y;
+  char* buffers;
+  size_t thread_bytes;
+  int64_t items, chunks, width; /* chunks of `width` output pixels per (image, group) */
+  int64_t next;                 /* the first item no thread has taken (atomic) */
+  ConvAct act;
+} ConvJob;
+
+static void conv_job(void* arg, int index, int count) {
+  ConvJob* job = (ConvJob*)arg;
+  const ConvGeom* g = job->g;
+  float* work = job->buffers ? (float*)(job->buffers + (size_t)index * job->thread_bytes) : NULL;
+  (void)count;
+  for (;;) {
+    int64_t i = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
+    if (i >= job->items) break;
+    if (g->depthwise) {
+      conv_depthwise_plane(g, job->x, job->w, job->b, job->y, i / g->M, i % g->M, &job->act, work);
+    } else {
+      int64_t c = i % job->chunks, pair = i / job->chunks, n0 = c * job->width, n1 = n0 + job->width;
+      if (n1 > g->OH * g->OW) n1 = g->OH * g->OW;
+      conv_gemm_chunk(g, job->x, job->w, job->b, job->y, pair / g->group, pair % g->group, n0, n1, &job->act, work);
+    }
+  }
+}
+
+static OrtStatus* conv_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
+  ConvKernel* k = (ConvKernel*)this_ptr;
+  const OrtValue *xv = NULL, *wv = NULL, *bv = NULL;
+  OrtValue* yv = NULL;
+  const int64_t *xd = NULL, *wd = NULL, *bd = NULL;
+  size_t xr = 0, wr = 0, br = 0, n_in = 0;
+  const void *x = NULL, *w = NULL, *b = NULL;
+  void *y = NULL, *buffers = NULL;
+  int64_t ydims[4], hw;
+  double work;
+  ConvGeom g;
+  ConvJob job;
+  char err[512];
+  int threads;
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInputCount(ctx, &n_in));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 0, &xv));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 1, &wv));
+  if (n_in > 2) ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 2, &bv));
+  if (xv == NULL || wv == NULL) return conv_fail("input X or W is missing");
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetShape(xv, &xd, &xr));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetShape(wv, &wd, &wr));
+  if (xr != 4 || wr != 4) {
+    snprintf(err, sizeof err, "X has rank %zu and W rank %zu; this C kernel takes rank 4 (a 2-D convolution)", xr, wr);
+    return conv_fail(err);
+  }
+  if (conv_geometry(&k->attrs, xd, wd, &g, err, sizeof err)) return conv_fail(err);
+  if (bv != NULL) {
+    ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetShape(bv, &bd, &br));
+    if (br != 1 || bd[0] != g.M) {
+      snprintf(err, sizeof err, "bias B must have shape [%lld] (one value per output channel); got rank %zu%s",
+               (long long)g.M, br, br == 1 ? " of another length" : "");
+      return conv_fail(err);
+    }
+    ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(bv, &b));
+  }
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(xv, &x));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(wv, &w));
+  ydims[0] = g.N; ydims[1] = g.M; ydims[2] = g.OH; ydims[3] = g.OW;
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetOutput(ctx, 0, ydims, 4, &yv));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorMutableData(yv, &y));
+  hw = g.OH * g.OW;
+  if (g.N == 0 || g.M == 0 || hw == 0) return NULL;
+  memset(&job, 0, sizeof job);
+  job.g = &g;
+  job.x = (const float*)x; job.w = (const float*)w; job.b = (const float*)b; job.y = (float*)y;
+  job.act.kind = CONV_ACT_NONE;
+  if (g.depthwise) {
+    job.items = g.N * g.M;
+  } else {
+    job.width = g.chunk ? g.chunk : (hw < 512 ? hw : 512);
+    job.chunks = (hw + job.width - 1) / job.width;
+    job.items = g.N * g.group * job.chunks;
+  }
+  work = (double)g.N * (double)g.M * (double)hw * (double)(g.K > 0 ? g.K : 1);
+  threads = mnb_threads();
+  if (threads > job.items) threads = (int)job.items;
+  if ((double)threads > work / CONV_MIN_WORK_PER_THREAD) threads = (int)(work / CONV_MIN_WORK_PER_THREAD);
+  if (threads < 1) threads = 1;
+  job.thread_bytes = conv_thread_floats(&g) * sizeof(float);
+  if (job.thread_bytes > 0) {
+    ORT_KERNEL_RETURN_IF_ERROR(cpu_kernels_thread_buffers(g_api, ctx, CONV_SLOT, k->declared, job.thread_bytes, &threads, &buffers));
+    job.buffers = (char*)buffers;
+  }
+  mnb_parallel(threads, conv_job, &job);
+  return NULL;
+}
+
+static OrtStatus* conv_create(void* state, const OrtKernelInfo* info, OrtKernelImpl** out) {
+  ConvKernel* k;
+  ConvAttrs a;
+  (void)state;
+  ORT_KERNEL_RETURN_IF_ERROR(conv_read_attrs(NULL, NULL, info, &a));
+  k = (ConvKernel*)cpu_kernels_new(sizeof *k, conv_compute, conv_declare);
+  if (k == NULL) return g_api->CreateStatus(ORT_FAIL, "Conv: out of memory creating the kernel");
+  k->attrs = a;
+  *out = &k->base;
+  return NULL;
+}
+
+OrtStatus* ort_cpu_ep_register_conv(const OrtKernelApi* api, OrtKernelRegistry* registry) {
+  g_api = api;
+  return cpu_kernels_add_onnx(api, registry, "Conv", 1, "T", ORT_TENSOR_ELEMENT_FLOAT, conv_create, conv_estimate);
+}

@@ -1,0 +1,227 @@
+/* ONNX Resize (opset >= 11), float32, mode nearest, X of rank 4 (NCHW) resized on H and W by scales or sizes, as
+ * an ort-abi kernel. Source coordinates in float32 exactly as the numpy kernel's _source_coords (asymmetric,
+ * half_pixel, pytorch_half_pixel, align_corners), then nearest_mode (floor, ceil, round_prefer_floor /
+ * round_prefer_ceil: a tie goes to the lower / upper pixel), clamped into the input; an axis whose scale is 1
+ * with an unchanged length is copied as it is (the numpy kernel skips it). Output sizes: sizes, else
+ * int(scale * length) in double. Bytes move from input to output: the result is the numpy kernel's bits. One
+ * (image, channel) plane per work item; the column table lives on the stack (up to RESIZE_TABLE columns, else
+ * each row recomputes it). No workspace. */
+#pragma GCC optimize("fp-contract=off") /* each float32 operation rounds as numpy's does */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "mnb.h" /* mnb_parallel, mnb_threads */
+
+#define RESIZE_TABLE 4096
+#define RESIZE_MIN_PER_THREAD (1 << 16) /* output elements below which an extra thread does not pay */
+
+static const OrtKernelApi* g_api = NULL;
+
+enum { RS_ASYMMETRIC = 0, RS_HALF_PIXEL, RS_PYTORCH_HALF_PIXEL, RS_ALIGN_CORNERS };
+enum { RS_ROUND_PREFER_FLOOR = 0, RS_ROUND_PREFER_CEIL, RS_FLOOR, RS_CEIL };
+
+typedef struct ResizeKernel {
+  OrtKernelImpl base; /* first: the host sees an OrtKernelImpl* */
+  int coords, nearest;
+} ResizeKernel;
+
+typedef struct ResizeAxis {
+  int64_t in, out;
+  float scale;
+  int identity;
+} ResizeAxis;
+
+typedef struct ResizeJob {
+  const ResizeKernel* k;
+  const float* x;
+  float* y;
+  ResizeAxis h, w;
+  int64_t planes, next; /* next: the first plane no thread has taken (atomic) */
+} ResizeJob;
+
+static OrtStatus* resize_fail(const char* what) {
+  char msg[400];
+  snprintf(msg, sizeof msg, "Resize: %s", what);
+  return g_api->CreateStatus(ORT_INVALID_ARGUMENT, msg);
+}
+
+/* the input index output position o reads along axis a */
+static int64_t resize_source(const ResizeKernel* k, const ResizeAxis* a, int64_t o) {
+  const float x = (float)o, sc = a->scale;
+  float xs, base;
+  double ratio;
+  int64_t idx;
+  if (a->identity) return o;
+  switch (k->coords) {
+    case RS_ASYMMETRIC: xs = x / sc; break;
+    case RS_PYTORCH_HALF_PIXEL: xs = a->out == 1 ? 0.0f : (x + 0.5f) / sc - 0.5f; break;
+    case RS_ALIGN_CORNERS: {
+      const float out_w = sc * (float)a->in;
+      xs = out_w == 1.0f ? 0.0f : x * (float)(a->in - 1) / (out_w - 1.0f);
+      break;
+    }
+    default: xs = (x + 0.5f) / sc - 0.5f; break;
+  }
+  base = ceilf(xs) - 1.0f; /* ratio in (0, 1]: the pixel on the left first, as the numpy kernel */
+  ratio = (double)xs - (double)base; /* in double, as the numpy kernel compares it */
+  switch (k->nearest) {
+    case RS_ROUND_PREFER_FLOOR: idx = (int64_t)base + (ratio > 0.5); break;
+    case RS_ROUND_PREFER_CEIL: idx = (int64_t)base + (ratio >= 0.5); break;
+    case RS_FLOOR: idx = (int64_t)base + (ratio == 1.0); break;
+    default: idx = (int64_t)base + 1; break;
+  }
+  return idx < 0 ? 0 : (idx > a->in - 1 ? a->in - 1 : idx);
+}
+
+static void resize_job(void* arg, int index, int count) {
+  ResizeJob* job = (ResizeJob*)arg;
+  int32_t table[RESIZE_TABLE];
+  const int tabled = job->w.out <= RESIZE_TABLE;
+  int64_t ow, oh;
+  (void)index; (void)count;
+  for (ow = 0; tabled && ow < job->w.out; ++ow) table[ow] = (int32_t)resize_source(job->k, &job->w, ow);
+  for (;;) {
+    int64_t p = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
+    const float* plane;
+    float* out;
+    if (p >= job->planes) break;
+    plane = job->x + p * job->h.in * job->w.in;
+    out = job->y + p * job->h.out * job->w.out;
+    for (oh = 0; oh < job->h.out; ++oh) {
+      const float* row = plane + resize_source(job->k, &job->h, oh) * job->w.in;
+      float* dst = out + oh * job->w.out;
+      if (job->w.identity) memcpy(dst, row, (size_t)job->w.in * sizeof(float));
+      else if (tabled)
+        for (ow = 0; ow < job->w.out; ++ow) dst[ow] = row[table[ow]];
+      else
+        for (ow = 0; ow < job->w.out; ++ow) dst[ow] = row[resize_source(job->k, &job->w, ow)];
+    }
+  }
+}
+
+/* input `index` as a host tensor of `want` elements (NULL: absent or empty) */
+static OrtStatus* resize_input(OrtKernelContext* ctx, size_t n_in, size_t index, const void** data, int64_t* count) {
+  const OrtValue* v = NULL;
+  const int64_t* dims = NULL;
+  size_t rank = 0, i;
+  *data = NULL;
+  *count = 0;
+  if (index >= n_in) return NULL;
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, index, &v));
+  if (v == NULL) return NULL;
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetShape(v, &dims, &rank));
+  for (*count = 1, i = 0; i < rank; ++i) *count *= dims[i];
+  if (*count == 0) return NULL;
+  return g_api->Value_GetTensorData(v, data);
+}
+
+static OrtStatus* resize_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
+  ResizeKernel* k = (ResizeKernel*)this_ptr;
+  const OrtValue* xv = NULL;
+  OrtValue* yv = NULL;
+  const int64_t* dims = NULL;
+  size_t rank = 0, n_in = 0;
+  const void *x = NULL, *scales = NULL, *sizes = NULL;
+  void* y = NULL;
+  int64_t n_scales = 0, n_sizes = 0, ydims[4], i;
+  ResizeJob job;
+  char msg[300];
+  int threads;
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInputCount(ctx, &n_in));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 0, &xv));
+  if (xv == NULL) return resize_fail("input X is missing");
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetShape(xv, &dims, &rank));
+  if (rank != 4) {
+    snprintf(msg, sizeof msg, "X has rank %zu; this C kernel takes rank 4 (N, C, H, W)", rank);
+    return resize_fail(msg);
+  }
+  ORT_KERNEL_RETURN_IF_ERROR(resize_input(ctx, n_in, 2, &scales, &n_scales));
+  ORT_KERNEL_RETURN_IF_ERROR(resize_input(ctx, n_in, 3, &sizes, &n_sizes));
+  if ((sizes != NULL && n_sizes != 4) || (sizes == NULL && n_scales != 4)) {
+    snprintf(msg, sizeof msg, "%s has %lld values; give 4 (one per axis of X) as scales or sizes",
+             sizes != NULL ? "sizes" : "scales", (long long)(sizes != NULL ? n_sizes : n_scales));
+    return resize_fail(msg);
+  }
+  memset(&job, 0, sizeof job);
+  for (i = 0; i < 4; ++i) {
+    double scale;
+    if (sizes != NULL) {
+      ydims[i] = ((const int64_t*)sizes)[i];
+      scale = dims[i] > 0 ? (double)ydims[i] / (double)dims[i] : 1.0;
+    } else {
+      scale = (double)((const float*)scales)[i];
+      ydims[i] = (int64_t)(scale * (double)dims[i]);
+    }
+    if (ydims[i] < 0 || !(scale > 0.0)) {
+      snprintf(msg, sizeof msg, "axis %lld: scale %g / size %lld; scales must be > 0 and sizes >= 0", (long long)i,
+               scale, (long long)ydims[i]);
+      return resize_fail(msg);
+    }
+    if (i < 2 && ydims[i] != dims[i]) {
+      snprintf(msg, sizeof msg, "axis %lld (N or C) resized from %lld to %lld; this C kernel resizes H and W only",
+               (long long)i, (long long)dims[i], (long long)ydims[i]);
+      return resize_fail(msg);
+    }
+    if (i >= 2) {
+      ResizeAxis* a = i == 2 ? &job.h : &job.w;
+      a->in = dims[i]; a->out = ydims[i]; a->scale = (float)scale;
+      a->identity = fabs(scale - 1.0) <= 1e-9 && a->out == a->in; /* the numpy kernel's math.isclose */
+    }
+  }
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(xv, &x));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetOutput(ctx, 0, ydims, 4, &yv));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorMutableData(yv, &y));
+  job.planes = dims[0] * dims[1];
+  if (job.planes == 0 || job.h.out == 0 || job.w.out == 0) return NULL;
+  if (job.h.in == 0 || job.w.in == 0) return resize_fail("X has an empty spatial axis and the output does not");
+  job.k = k; job.x = (const float*)x; job.y = (float*)y;
+  threads = mnb_threads();
+  if ((double)threads > (double)job.planes * (double)(job.h.out * job.w.out) / RESIZE_MIN_PER_THREAD)
+    threads = (int)((double)job.planes * (double)(job.h.out * job.w.out) / RESIZE_MIN_PER_THREAD);
+  if (threads > job.planes) threads = (int)job.planes;
+  if (threads < 1) threads = 1;
+  mnb_parallel(threads, resize_job, &job);
+  return NULL;
+}
+
+static OrtStatus* resize_choice(const OrtKernelInfo* info, const char* name, const char* dflt, const char* const* names,
+                                int count, int* out) {
+  const char* s = NULL;
+  char msg[300];
+  int i;
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetAttributeString(info, name, &s));
+  if (s == NULL) s = dflt;
+  for (i = 0; i < count; ++i)
+    if (strcmp(s, names[i]) == 0) {
+      *out = i;
+      return NULL;
+    }
+  snprintf(msg, sizeof msg, "attribute %s='%.64s' is not taken by this C kernel", name, s);
+  return resize_fail(msg);
+}
+
+static OrtStatus* resize_create(void* state, const OrtKernelInfo* info, OrtKernelImpl** out) {
+  static const char* coords[4] = {"asymmetric", "half_pixel", "pytorch_half_pixel", "align_corners"};
+  static const char* nearest[4] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+  static const char* modes[1] = {"nearest"};
+  ResizeKernel* k;
+  int c = 0, n = 0, m = 0;
+  (void)state;
+  ORT_KERNEL_RETURN_IF_ERROR(resize_choice(info, "mode", "nearest", modes, 1, &m));
+  ORT_KERNEL_RETURN_IF_ERROR(resize_choice(info, "coordinate_transformation_mode", "half_pixel", coords, 4, &c));
+  ORT_KERNEL_RETURN_IF_ERROR(resize_choice(info, "nearest_mode", "round_prefer_floor", nearest, 4, &n));
+  k = (ResizeKernel*)cpu_kernels_new(sizeof *k, resize_compute, cpu_kernels_declare_none);
+  if (k == NULL) return g_api->CreateStatus(ORT_FAIL, "Resize: out of memory creating the kernel");
+  k->coords = c;
+  k->nearest = n;
+  *out = &k->base;
+  return NULL;
+}
+
+OrtStatus* ort_cpu_ep_register_resize(const OrtKernelApi* api, OrtKernelRegistry* registry) {
+  static const int32_t f[1] = {ORT_TENSOR_ELEMENT_FLOAT};
+  g_api = api;
+  return cpu_kernels_add_onnx_types(api, registry, "Resize", 11, "T1", f, 1, resize_create, cpu_kernels_estimate_none);
+}

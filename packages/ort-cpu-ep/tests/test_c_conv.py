@@ -1,0 +1,163 @@
+"""The C float32 2-D Conv (csrc/conv_kernel.c, conv_math.c) against the numpy kernel and onnxruntime, one node at a
+time through the CPU provider: groups (1, grouped, depthwise with multipliers), 1x1 (X as the GEMM's B), pads,
+strides, dilations, auto_pad, bias, several im2col chunks, thread counts, the workspace it declares, and which nodes
+the C kernel takes."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import ort_abi
+import ort_graph
+from ort_cpu_ep import CpuExecutionProvider, c_kernels
+from ort_cpu_ep.testing import c_kernel_workspace, one_node_model, run_one_node
+
+F = TensorProto.FLOAT
+
+
+def _conv(x_shape, w_shape, *, bias=False, const_w=True, seed=0, dtype=F, **attrs):
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal(w_shape) / np.sqrt(np.prod(w_shape[1:]))).astype(np.float32)
+    b = rng.standard_normal(w_shape[0]).astype(np.float32)
+    inputs = ["x", "w"] + (["b"] if bias else [])
+    inits = [numpy_helper.from_array(w, "w")] if const_w else []
+    if bias:
+        inits.append(numpy_helper.from_array(b, "b"))
+    vis = [helper.make_tensor_value_info("x", dtype, list(x_shape))]
+    if not const_w:
+        vis.append(helper.make_tensor_value_info("w", dtype, list(w_shape)))
+    model = one_node_model(helper.make_node("Conv", inputs, ["y"], **attrs), vis,
+                           [helper.make_tensor_value_info("y", dtype, None)], inits)
+    feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
+    if not const_w:
+        feeds["w"] = w
+    return model, feeds
+
+
+def _ort(model, feeds):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)[0]
+
+
+def _check(model, feeds, threads=None):
+    got = run_one_node(model, feeds, "C", threads=threads)["y"]
+    want = run_one_node(model, feeds, "numpy")["y"]
+    assert got.shape == want.shape and got.dtype == np.float32
+    scale = max(float(np.abs(want).max()), 1.0) if want.size else 1.0
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-6 * scale)
+    np.testing.assert_allclose(got, _ort(model, feeds), rtol=0, atol=2e-6 * scale)
+    return got
+
+
+CASES = [
+    # (x shape, w shape, attributes)
+    ((1, 3, 12, 17), (8, 3, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 5, 11, 9), (7, 5, 3, 2), {"strides": [2, 1], "pads": [0, 1, 2, 0]}),
+    ((1, 4, 15, 13), (6, 4, 3, 3), {"dilations": [2, 3], "pads": [2, 1, 0, 3]}),
+    ((1, 6, 10, 10), (8, 3, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),
+    ((1, 8, 9, 14), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]}),           # depthwise
+    ((2, 4, 13, 11), (8, 1, 5, 5), {"group": 4, "strides": [2, 2], "pads": [2, 2, 2, 2]}),  # multiplier 2
+    ((1, 8, 10, 12), (8, 1, 3, 3), {"group": 8, "dilations": [2, 2], "strides": [1, 2]}),
+    ((1, 6, 13, 37), (6, 1, 3, 3), {"group": 6, "dilations": [2, 2], "strides": [2, 1], "pads": [2, 2, 2, 2]}),
+    ((2, 3, 11, 70), (6, 1, 5, 5), {"group": 3, "pads": [2, 2, 2, 2]}),  # 4-row blocks, a row tail, 3 column blocks
+    ((1, 16, 7, 9), (24, 16, 1, 1), {}),                                          # 1x1: X is B
+    ((2, 16, 7, 9), (12, 8, 1, 1), {"group": 2}),
+    ((1, 16, 7, 9), (4, 16, 1, 1), {"strides": [2, 2]}),                         # 1x1 strided: im2col
+    ((1, 3, 10, 11), (5, 3, 3, 3), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+    ((1, 3, 10, 11), (5, 3, 4, 4), {"auto_pad": "SAME_LOWER"}),
+    ((1, 3, 10, 11), (5, 3, 3, 3), {"auto_pad": "VALID", "kernel_shape": [3, 3]}),
+    ((1, 2, 4, 4), (3, 2, 3, 3), {"pads": [3, 3, 3, 3]}),                         # pads wider than the kernel
+    ((1, 40, 30, 40), (20, 40, 3, 3), {"pads": [1, 1, 1, 1]}),                    # several im2col chunks
+    ((1, 1, 5, 5), (1, 1, 5, 5), {}),                                             # one output pixel, M = 1
+    ((1, 16, 40, 1), (24, 16, 5, 1), {"pads": [2, 0, 1, 0]}),                      # along H only (magika's)
+    ((1, 8, 41, 1), (6, 8, 3, 1), {"strides": [2, 1], "dilations": [2, 1], "pads": [3, 0, 0, 0]}),
+    ((1, 64, 700, 1), (8, 64, 5, 1), {}),                                          # along H, several chunks
+]
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES)
+def test_conv_matches_numpy_and_onnxruntime(x_shape, w_shape, attrs, bias):
+    model, feeds = _conv(x_shape, w_shape, bias=bias, **attrs)
+    _check(model, feeds)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), [CASES[0], CASES[4], CASES[7], CASES[14]])
+def test_conv_same_result_at_every_thread_count(x_shape, w_shape, attrs, threads):
+    model, feeds = _conv(x_shape, w_shape, bias=True, **attrs)
+    one = run_one_node(model, feeds, "C", threads=1)["y"]
+    np.testing.assert_array_equal(_check(model, feeds, threads=threads), one)
+
+
+def test_conv_weights_computed_at_run_time():
+    model, feeds = _conv((1, 4, 9, 9), (6, 4, 3, 3), bias=True, const_w=False, pads=[1, 1, 1, 1])
+    _check(model, feeds)
+
+
+def test_conv_input_smaller_than_the_kernel_is_an_error():
+    model, feeds = _conv((1, 3, 2, 2), (2, 3, 3, 3))
+    with pytest.raises(ort_abi.KernelError, match="padded input 2 x 2 is smaller than the dilated kernel 3 x 3"):
+        run_one_node(model, feeds, "C")
+
+
+def test_conv_special_values_propagate():
+    model, feeds = _conv((1, 2, 6, 6), (3, 2, 3, 3), pads=[1, 1, 1, 1])
+    feeds["x"][0, 0, 2, 3] = np.nan
+    feeds["x"][0, 1, 4, 4] = np.inf
+    got = run_one_node(model, feeds, "C")["y"]
+    want = run_one_node(model, feeds, "numpy")["y"]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], atol=1e-5)
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs", "declared"), [
+    ((1, 8, 9, 14), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]}, True),  # depthwise: the padded plane
+    ((1, 16, 7, 9), (24, 16, 1, 1), {}, True),
+    ((1, 40, 30, 40), (20, 40, 3, 3), {"pads": [1, 1, 1, 1]}, True),
+])
+def test_conv_declares_its_buffers(x_shape, w_shape, attrs, declared):
+    model, _ = _conv(x_shape, w_shape, **attrs)
+    estimate, slots = c_kernel_workspace(model, [x_shape, w_shape])
+    if not declared:
+        assert slots == [] and estimate == 0
+        return
+    (slot,) = slots
+    assert slot.slot_id == 0 and slot.size_bytes > 0
+    assert estimate == slot.size_bytes  # shapes known at claim: the Level-1 estimate is the declaration
+    k = w_shape[1] * w_shape[2] * w_shape[3]
+    assert slot.size_bytes < (k * 512 + 256 * 512 + 64) * 4 * c_kernels_threads()  # chunks, never the whole im2col
+
+
+def c_kernels_threads() -> int:
+    from ort_cpu_ep import _threads
+
+    return max(_threads.physical_cores(), 1)
+
+
+def _language(model) -> str:
+    m = ort_graph.from_proto(model)
+    ep = CpuExecutionProvider(m.graph, m.opset_imports)
+    return c_kernels.kernel_language(ep.entry(m.graph.nodes[0]))
+
+
+def test_conv_nodes_the_c_kernel_takes():
+    assert _language(_conv((1, 3, 8, 8), (4, 3, 3, 3))[0]) == "C"
+    assert _language(_conv((1, 3, 8), (4, 3, 3))[0]) == "numpy"                       # 1-D
+    assert _language(_conv((1, 3, 4, 8, 8), (4, 3, 1, 3, 3))[0]) == "numpy"           # 3-D
+    assert _language(_conv((1, 3, 8, 8), (4, 3, 3, 3), dtype=TensorProto.DOUBLE)[0]) == "numpy"
+
+
+@pytest.mark.parametrize(("w_shape", "attrs"), [((4, 3, 3, 3), {"pads": [1, 1, 1, 1]}), ((3, 1, 3, 3), {"group": 3})])
+def test_conv_of_an_empty_batch(w_shape, attrs):
+    model, feeds = _conv((0, 3, 6, 6), w_shape, bias=True, **attrs)
+    got = run_one_node(model, feeds, "C")["y"]
+    want = run_one_node(model, feeds, "numpy")["y"]
+    assert got.shape == want.shape and got.shape[0] == 0

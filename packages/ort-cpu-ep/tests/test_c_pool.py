@@ -1,0 +1,112 @@
+"""The C float32 MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool (csrc/pool_kernel.c) against the numpy
+kernels and onnxruntime, one node at a time through the CPU provider: kernel sizes, strides, dilations, pads,
+auto_pad, ceil_mode, count_include_pad, NaN, thread counts, and which nodes the C kernels take."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+import ort_graph
+from ort_cpu_ep import CpuExecutionProvider, c_kernels
+from ort_cpu_ep.testing import one_node_model, run_one_node
+
+F = TensorProto.FLOAT
+
+
+def _model(op, shape, *, outputs=("y",), opset=22, **attrs):
+    return one_node_model(helper.make_node(op, ["x"], list(outputs), **attrs),
+                          [helper.make_tensor_value_info("x", F, list(shape))],
+                          [helper.make_tensor_value_info(o, F if i == 0 else TensorProto.INT64, None)
+                           for i, o in enumerate(outputs)])
+
+
+def _ort(model, feeds):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+
+
+def _check(model, x, *, exact, threads=None):
+    got = run_one_node(model, {"x": x}, "C", threads=threads)["y"]
+    want = run_one_node(model, {"x": x}, "numpy")["y"]
+    assert got.shape == want.shape and got.dtype == np.float32
+    if exact:
+        assert got.tobytes() == want.tobytes()
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got, _ort(model, {"x": x}), rtol=1e-6, atol=1e-6)
+    return got
+
+
+WINDOWS = [
+    {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
+    {"kernel_shape": [2, 2], "strides": [2, 2]},
+    {"kernel_shape": [3, 2], "strides": [1, 2], "pads": [1, 0, 2, 1]},
+    {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1},
+    {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1},
+    {"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER", "strides": [2, 2]},
+    {"kernel_shape": [4, 4], "auto_pad": "SAME_LOWER"},
+    {"kernel_shape": [2, 3], "auto_pad": "VALID", "strides": [2, 1]},
+    {"kernel_shape": [2, 2], "strides": [1, 1], "dilations": [2, 2], "pads": [1, 1, 1, 1]},
+    {"kernel_shape": [5, 5], "pads": [2, 2, 2, 2]},
+]
+
+
+@pytest.mark.parametrize("attrs", WINDOWS)
+@pytest.mark.parametrize("shape", [(1, 3, 11, 13), (2, 4, 8, 8)])
+def test_max_pool_matches_numpy_bits_and_onnxruntime(shape, attrs):
+    _check(_model("MaxPool", shape, **attrs), np.random.default_rng(0).standard_normal(shape).astype(np.float32), exact=True)
+
+
+# count_include_pad with a SAME auto_pad goes to the numpy kernel (see test_pool_nodes_the_c_kernels_take)
+@pytest.mark.parametrize(("attrs", "count_include_pad"), [(a, c) for a in WINDOWS for c in (0, 1)
+                                                          if not (c and a.get("auto_pad", "").startswith("SAME"))])
+def test_average_pool_matches_numpy_and_onnxruntime(attrs, count_include_pad):
+    shape = (2, 3, 11, 13)
+    _check(_model("AveragePool", shape, count_include_pad=count_include_pad, **attrs),
+           np.random.default_rng(1).standard_normal(shape).astype(np.float32), exact=False)
+
+
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
+@pytest.mark.parametrize("shape", [(1, 5, 7, 9), (2, 3, 17), (1, 2, 3, 4, 5), (1, 64, 1, 1)])
+def test_global_pools_match_numpy_and_onnxruntime(op, shape):
+    _check(_model(op, shape), (np.random.default_rng(2).standard_normal(shape) + 3).astype(np.float32),
+           exact=op == "GlobalMaxPool")
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "GlobalMaxPool", "AveragePool", "GlobalAveragePool"])
+def test_nan_propagates_as_in_numpy(op):
+    x = np.random.default_rng(3).standard_normal((1, 2, 6, 6)).astype(np.float32)
+    x[0, 0, 1, 1] = np.nan
+    attrs = {} if op.startswith("Global") else {"kernel_shape": [2, 2], "strides": [2, 2]}
+    model = _model(op, x.shape, **attrs)
+    got = run_one_node(model, {"x": x}, "C")["y"]
+    want = run_one_node(model, {"x": x}, "numpy")["y"]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    assert np.isnan(got).any()
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_pool_thread_counts(threads):
+    shape = (2, 40, 33, 35)
+    x = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
+    _check(_model("MaxPool", shape, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]), x, exact=True, threads=threads)
+    _check(_model("GlobalAveragePool", shape), x, exact=False, threads=threads)
+
+
+def _language(model) -> str:
+    m = ort_graph.from_proto(model)
+    ep = CpuExecutionProvider(m.graph, m.opset_imports)
+    return c_kernels.kernel_language(ep.entry(m.graph.nodes[0]))
+
+
+def test_pool_nodes_the_c_kernels_take():
+    assert _language(_model("MaxPool", (1, 2, 8, 8), kernel_shape=[2, 2])) == "C"
+    assert _language(_model("MaxPool", (1, 2, 8, 8), outputs=("y", "i"), kernel_shape=[2, 2])) == "numpy"  # Indices
+    assert _language(_model("MaxPool", (1, 2, 8), kernel_shape=[2])) == "numpy"                            # 1-D
+    assert _language(_model("AveragePool", (1, 2, 8, 8), kernel_shape=[3, 3], auto_pad="SAME_UPPER",
+                            count_include_pad=1)) == "numpy"
+    assert _language(_model("GlobalAveragePool", (1, 2, 8))) == "C"
