@@ -36,11 +36,12 @@ import bench_runtime  # noqa: E402
 import bench_scaling  # noqa: E402
 import bench_serving  # noqa: E402
 import bench_streaming  # noqa: E402
+import bench_thin  # noqa: E402
 from _table import Section  # noqa: E402
 
 SECTIONS = {"memory": bench_memory.run, "budget": bench_budget.run, "scaling": bench_scaling.run,
             "runtime": bench_runtime.run, "streaming": bench_streaming.run, "llm": bench_llm.run,
-            "published": bench_published.run, "serving": bench_serving.run}
+            "thin": bench_thin.run, "published": bench_published.run, "serving": bench_serving.run}
 PACKAGES = ("ort-graph", "ort-partition", "ort-memplan", "ort-abi", "ort-cuda-ep", "ort-session", "ort-serve", "onnx", "onnxruntime",
             "numpy")
 

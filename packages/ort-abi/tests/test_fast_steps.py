@@ -193,3 +193,51 @@ def test_a_held_context_goes_back_to_the_pool(example):
     run.close()
     run.close()  # twice is harmless
     assert len(pool._free) == free
+
+
+def chain(kernel, capacities=(60, 60, 60)):
+    """Three Adds in a row, each reading the one before: entries 0, 1 -> 2 -> 3 -> 4 at offsets 64, 128, 192."""
+    reads = ((0, 1), (2, 1), (3, 0))
+    specs = {k: StepSpec(kernel, reads[k], (F, F), (PlannedOutput(2 + k, 0, F, 4, 64 * (k + 1), cap, (3, 5)),))
+             for k, cap in enumerate(capacities)}
+    return StepTable(specs, 5, {})
+
+
+def test_consecutive_steps_compute_in_one_call(example):
+    buffer = np.zeros(512, np.uint8)
+    python = Python()
+    table = chain(example("Add"))
+    assert table.ends == {0: 3, 1: 3, 2: 3}
+    with StepRun(table, [buffer], True, python) as run:
+        run.describe(0, A)
+        run.describe(1, B)
+        assert run.compute_range(0, 3) == 3 and run.last == STEP_DONE and python.calls == []
+        np.testing.assert_array_equal(block(buffer, 192, (3, 5)), A + B + B + A)
+        assert run.planned_values == 3
+
+
+def test_a_range_stops_after_the_step_python_finishes(example):
+    """Step 1 outgrows its block: its Python context is built (for step 1, found from the step C computes),
+    the range stops there with step 0 done, and the host finishes step 1 before step 2 runs."""
+    buffer = np.zeros(512, np.uint8)
+    python = Python(lambda: KernelContext([A + B, B], output_types=[F]))
+    with StepRun(chain(example("Add"), (60, 40, 60)), [buffer], True, python) as run:
+        run.describe(0, A)
+        run.describe(1, B)
+        assert run.compute_range(0, 3) == 1
+        assert run.last == STEP_DONE and python.calls == [1] and run.python_view is not None
+        np.testing.assert_array_equal(python.made[0].outputs[0], A + B + B)
+        assert not buffer[128:192].any()  # step 1 wrote nothing into its too-small block, and step 2 has not run
+        assert not buffer[192:256].any()
+        run.python_view.close()
+        assert run.compute_range(2, 1) == 1 and python.calls == [1]
+        np.testing.assert_array_equal(block(buffer, 192, (3, 5)), A + B + B + A)
+
+
+def test_a_range_stops_at_a_step_that_does_not_start(example):
+    buffer = np.zeros(512, np.uint8)
+    python = Python()
+    with StepRun(chain(example("Add")), [buffer], True, python) as run:
+        run.describe(0, A)  # entry 1 (B) undescribed: step 0 does not start
+        assert run.compute_range(0, 3) == 0 and run.last == STEP_NOT_STARTED and python.calls == []
+        assert not buffer.any()

@@ -18,7 +18,7 @@
 
 #define SG_SLOT_PACKING 0
 #define SG_MAX_RANK 16
-#define SG_MIN_WORK_PER_THREAD (1 << 18) /* multiply-adds below which an extra thread does not pay */
+#define SG_MIN_WORK_PER_THREAD (1 << 17) /* multiply-adds below which an extra thread does not pay (as MNB) */
 
 static const OrtKernelApi* g_api = NULL;
 

@@ -280,6 +280,61 @@ def test_threads_follow_the_intra_op_scope_and_give_the_same_result(entry):
     np.testing.assert_array_equal(results[0], results[1])  # columns split across threads: same arithmetic
 
 
+def test_jobs_from_several_callers_at_once_each_give_the_one_thread_result(entry):
+    """The thread pool (mnb_parallel.c) serves one caller at a time; a job that finds it busy runs alone in its
+    caller, and a worker index no worker took is run by the caller: every caller gets the 1-thread result."""
+    import threading
+
+    rng = np.random.default_rng(4)
+    K, N = 576, 1536
+    b, scales, zp = _weights(rng, K, N, 4, 32, "packed")
+    a = rng.standard_normal((1, K)).astype(np.float32)
+
+    def run(threads):
+        with intra_op_thread_scope(threads):
+            return _run_c(entry, a, b, scales, zp, None, K=K, N=N, bits=4, block_size=32, accuracy_level=4)
+
+    want = run(1)
+    got, errors = [], []
+
+    def caller():
+        try:
+            got.extend(run(3) for _ in range(20))
+        except Exception as e:  # surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=caller) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(got) == 60
+    for g in got:
+        np.testing.assert_array_equal(g, want)
+
+
+def test_a_forked_child_runs_threaded_jobs_with_its_own_workers(entry):
+    """After fork the child has none of the pool's workers: it starts its own (no lock or count of the parent's)."""
+    import os
+
+    rng = np.random.default_rng(6)
+    K, N = 576, 1536
+    b, scales, zp = _weights(rng, K, N, 4, 32, "packed")
+    a = rng.standard_normal((1, K)).astype(np.float32)
+
+    def run():
+        with intra_op_thread_scope(3):
+            return _run_c(entry, a, b, scales, zp, None, K=K, N=N, bits=4, block_size=32, accuracy_level=4)
+
+    want = run()  # the parent's workers exist now
+    pid = os.fork()
+    if pid == 0:  # the child: exit status 0 only when its threaded jobs match the parent's result
+        ok = all(np.array_equal(run(), want) for _ in range(5))
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
 def test_provider_falls_back_without_the_library(monkeypatch, entry):
     monkeypatch.setenv(c_kernels.DISABLE_ENV, "1")
     c_kernels._load.cache_clear()

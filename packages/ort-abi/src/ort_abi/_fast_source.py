@@ -81,11 +81,14 @@ typedef struct {{
   const ort_abi_fast_step* step;       /* the step computing, NULL between steps */
   int64_t planned_values;              /* outputs answered in C from their planned block */
   int64_t workspace_from_plan;         /* workspace slots answered in C */
+  int64_t deferred;                    /* set by the host when a step's Python context was built */
 }} ort_abi_fast_run;
 ort_abi_fast_context* ort_abi_fast_slot(int index);
 int ort_abi_fast_pool_size(void);
 int ort_abi_fast_inputs(void);
 int ort_abi_fast_step_run(ort_abi_fast_run* run, const ort_abi_fast_step* step, OrtStatus** status);
+int ort_abi_fast_steps_run(ort_abi_fast_run* run, const ort_abi_fast_step* first, int32_t count, int32_t* done,
+                           OrtStatus** status);
 """
 FAST_SOURCE = f"""
 #include <stddef.h>
@@ -189,6 +192,24 @@ int ort_abi_fast_step_run(ort_abi_fast_run* run, const ort_abi_fast_step* s, Ort
   }}
   for (i = 0; i < s->input_count; ++i) c->values[i].state = 0;
   return *status != NULL ? 2 : unpublished ? 3 : 0;
+}}
+
+/* steps first[0..count) in order, in one call: stops after the first step that does not return 0 or whose
+ * Python context the host built (run->deferred); *done: the steps before it, each computed and published
+ * in C alone. Returns that step's code (0 when all `count` were done). */
+int ort_abi_fast_steps_run(ort_abi_fast_run* run, const ort_abi_fast_step* first, int32_t count, int32_t* done,
+                           OrtStatus** status) {{
+  int32_t k;
+  int rc = 0;
+  *done = 0;
+  *status = NULL;
+  run->deferred = 0;
+  for (k = 0; k < count; ++k) {{
+    rc = ort_abi_fast_step_run(run, first + k, status);
+    if (rc != 0 || run->deferred) return rc;
+    *done = k + 1;
+  }}
+  return 0;
 }}
 
 static OrtStatus* {FAST_PREFIX}KernelContext_GetInputCount(const OrtKernelContext* context, size_t* out) {{

@@ -91,6 +91,7 @@ class StepTable:
         self._steps = ffi.new("ort_abi_fast_step[]", max(len(specs), 1))
         self.pointers: dict[int, Any] = {}
         self.kernels = {index: spec.kernel for index, spec in specs.items()}
+        self._finalizers = tuple(k._finalizer for k in self.kernels.values())  # `released`, asked every run
         for k, (index, spec) in enumerate(sorted(specs.items())):
             _fill_step(self._steps[k], spec)
             self.pointers[index] = ffi.addressof(self._steps[k])
@@ -101,10 +102,15 @@ class StepTable:
             if data is not None:
                 self._keep.append((arr, data))
         self._bytes = ffi.sizeof("ort_abi_fast_value") * max(value_count, 1)
+        self.index_of = {int(ffi.cast("uintptr_t", p)): index for index, p in self.pointers.items()}
+        # step -> the end (exclusive) of the run of consecutive table steps it starts: one C call computes them
+        self.ends: dict[int, int] = {}
+        for index in sorted(self.pointers, reverse=True):
+            self.ends[index] = self.ends.get(index + 1, index + 1)
 
     def released(self) -> bool:
         """Whether a step's kernel was released (the session closed): its runs take the Python path."""
-        return any(k.released for k in self.kernels.values())
+        return not all(f.alive for f in self._finalizers)
 
 
 def _fill_step(s: Any, spec: StepSpec) -> None:
@@ -165,6 +171,7 @@ class StepRun:
             self._run.context = self._pool.context(self.slot)
         self._status = ffi.new("OrtStatus**")
         self._step_run, self._pointers, self.last = lib.ort_abi_fast_step_run, table.pointers, STEP_DONE
+        self._steps_run, self._done = lib.ort_abi_fast_steps_run, ffi.new("int32_t*")
         self.step: int | None = None
         self.python_view: Any = None  # the Python context of the step computing, once C deferred to Python
 
@@ -186,6 +193,14 @@ class StepRun:
         self.step = None
         return rc
 
+    def compute_range(self, step: int, count: int) -> int:
+        """Compute the `count` consecutive table steps from `step` in one call into C; returns how many were
+        done (STEP_DONE, no Python context built). When fewer than `count`, the next step was computed too
+        and ended otherwise: `last`, `status` and `python_view` are its, as after `compute` of it."""
+        self.step, self.python_view = None, None
+        self.last = self._steps_run(self._run, self._pointers[step], count, self._done, self._status)
+        return int(self._done[0])
+
     @property
     def status(self) -> Any:
         """The OrtStatus* the last computed step's kernel returned (NULL on success)."""
@@ -195,11 +210,15 @@ class StepRun:
         """The computing step's Python context (built on first use): what the host functions see when C
         defers to Python. Outputs C already answered are in it."""
         if self.python_view is None:
-            if self.step is None:
+            step = self.step
+            if step is None and self._run.step != self._ffi.NULL:  # a step of `compute_range`
+                step = self.table.index_of.get(int(self._ffi.cast("uintptr_t", self._run.step)))
+            if step is None:
                 return None
-            view = ContextView(self._on_python(self.step))
+            view = ContextView(self._on_python(step))
             view.fast = self.slot
             self.python_view = view
+            self._run.deferred = 1  # `compute_range` stops after this step: the host finishes it
         return self.python_view
 
     def base_address(self, buffer: int) -> int:

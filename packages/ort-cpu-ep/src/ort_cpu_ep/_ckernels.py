@@ -29,7 +29,6 @@ from ._cbuild import LIBRARY_NAME
 
 _log = logging.getLogger("ort_cpu_ep")
 EP_NAME = "CPUExecutionProvider"
-SPIN_COUNT = "100000"  # libgomp's spin iterations before a worker sleeps (its own default: 300000)
 DISABLE_ENV = "ORT_CPU_EP_NO_C_KERNELS"  # set to 1: use the numpy kernels even where the C library is built
 _C_BITS = (2, 4, 8)
 _FLOAT = 1  # TensorProto.FLOAT
@@ -58,12 +57,6 @@ def _load() -> tuple[ort_abi.KernelRegistry | None, CKernelStatus]:
     if not path.is_file():
         return None, CKernelStatus(False, path, "not built (no C compiler at install?); build it with "
                                    "`python packages/ort-cpu-ep/src/ort_cpu_ep/_cbuild.py` or reinstall ort-cpu-ep")
-    # OpenMP workers spin a bounded while after each kernel, then sleep: waking a sleeping worker costs more
-    # than a decode step's matmul gains (PASSIVE: hidden-2048 int4 decode at 2 threads 8.2 ms, 100k spins
-    # 6.5 ms), and spinning forever (ACTIVE) steals the core from BLAS (fp32 prefill 128 at 2 threads 125
-    # -> 345 ms). The user's OMP_WAIT_POLICY / GOMP_SPINCOUNT win. libgomp reads them when it loads.
-    if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
-        os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
     registry = ort_abi.KernelRegistry()
     try:
         ort_abi.load_kernel_library(path, registry)

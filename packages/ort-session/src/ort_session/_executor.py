@@ -58,6 +58,7 @@ class Executor:
     _bound: threading.local = attrs.field(factory=threading.local, init=False)
     # the C step runner's steps per plan (`Layout.plan_key`): id -> (key, its steps or None)
     _fast_cache: dict[int, tuple[Any, FastSteps | None]] = attrs.field(factory=dict, init=False)
+    _exact: dict[tuple, bool] = attrs.field(factory=dict, init=False)  # feed shapes -> the planned input shapes
     _fast_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -94,9 +95,7 @@ class Executor:
         stats = RunStats(layout=layout.name)
         counters = ort_abi.ContextCounters()
         owned: dict[str, ort_abi.DeviceBuffer] = {}  # unplanned device outputs, freed when their value dies
-        planned = self._planned[all(  # the run has the planned input shapes: the plan's shapes are exact
-            np.ndim(a) == len(s) and all(not isinstance(d, int) or d == x for d, x in zip(s, np.shape(a)))
-            for n, a in feeds.items() if isinstance(a, np.ndarray) and (s := self.graph.values[n].shape) is not None)]
+        planned = self._planned[self._exact_shapes(feeds)]
         streaming = self.streamer.hold() if self.streamer is not None else contextlib.nullcontext()
         fast = None
         with streaming, layout.hold(stats):
@@ -121,9 +120,26 @@ class Executor:
                     capture = self.capture if layout.strict else None  # fixed addresses: pre-allocated buffers
                     fast_steps = fast.fast.steps if fast is not None else ()
                     compute = fast.run.compute if fast is not None else None
+                    # consecutive C steps in one call into C, unless something must see every step (progress,
+                    # RunOptions.terminate: between every two nodes)
+                    ends = fast.fast.table.ends if fast is not None and progress is None else None
                     release = self._release
-                    for step, node in enumerate(self.order):
-                        if step in fast_steps:
+                    order, step = self.order, 0
+                    while step < total:
+                        node = order[step]
+                        if ends is not None and step in ends:
+                            end = ends[step]
+                            done = fast.run.compute_range(step, end - step)
+                            stats.nodes_run += done
+                            stats.c_steps += done
+                            self._release_dead(step, values, layout, owned, stop=step + done)
+                            step += done
+                            if step == end:
+                                continue
+                            node = order[step]  # computed, and ended otherwise: finished as below
+                            self._fast_step(fast, step, node, values, layout, stats, counters, owned,
+                                            planned[node.index])
+                        elif step in fast_steps:
                             if compute(step) == ort_abi.STEP_DONE and fast.pending is None:  # all answered in C
                                 stats.nodes_run += 1
                                 stats.c_steps += 1
@@ -143,6 +159,7 @@ class Executor:
                             traced.node_done(node.name or f"{node.op_type}#{node.index}")
                         if progress is not None:
                             progress(step + 1, total)
+                        step += 1
                 if traced is not None:
                     stats.traced_bytes, stats.traced_by, stats.traced_nodes = traced.bytes, traced.by, traced.nodes
                     stats.traced_python_bytes = traced.python_bytes
@@ -152,7 +169,12 @@ class Executor:
                                        f"{self.graph.outputs!r}")
                 # planned blocks are reused by the next run: hand the caller its own copies
                 bound = self._bound.outputs
-                result = [values[o] if o in bound else host_copy(values[o], stats) for o in outputs]
+                result, given = [], set()
+                for o in outputs:  # C made a graph output in this run's own buffer: the caller's as it is
+                    v = values[o]
+                    own = o not in given and fast is not None and fast.owns(v)
+                    result.append(v if o in bound or own else host_copy(v, stats))
+                    given.add(o)
             except BaseException:
                 fresh = self._bound.fresh
                 for tensor in fresh:  # device outputs this run allocated are the caller's only on success
@@ -178,6 +200,19 @@ class Executor:
         stats.copied_outputs, stats.copied_bytes = counters.copied_outputs, counters.copied_output_bytes
         self.last_stats = stats
         return result
+
+    def _exact_shapes(self, feeds: Mapping[str, Any]) -> bool:
+        """Whether the run has the planned input shapes (the plan's shapes are then exact), once per feed shapes."""
+        key = tuple((n, a.shape if isinstance(a, np.ndarray) else None) for n, a in feeds.items())
+        exact = self._exact.get(key)
+        if exact is None:
+            exact = all(np.ndim(a) == len(s) and all(not isinstance(d, int) or d == x for d, x in zip(s, np.shape(a)))
+                        for n, a in feeds.items()
+                        if isinstance(a, np.ndarray) and (s := self.graph.values[n].shape) is not None)
+            if len(self._exact) >= 16:  # a few shape keys; runs may share the dict
+                self._exact.pop(next(iter(self._exact), None), None)
+            self._exact[key] = exact
+        return exact
 
     def _open_fast(self, layout: Layout, planned: Mapping[int, list[Any]], values: RunValues, stats: RunStats,
                    counters: ort_abi.ContextCounters, owned: dict[str, ort_abi.DeviceBuffer]) -> FastRun | None:
@@ -278,14 +313,17 @@ class Executor:
             stats.graph = "captured"
 
     def _release_dead(self, step: int, values: dict[str, Any], layout: Layout,
-                      owned: dict[str, ort_abi.DeviceBuffer]) -> None:
-        """Values whose last reader was this step: released (their planned block, or their own buffer)."""
-        for name in self._release.get(step, ()):
-            if values.pop(name, None) is not None:
-                layout.release(step, name)
-                buf = owned.pop(name, None)
-                if buf is not None:
-                    buf.allocator.free(buf)
+                      owned: dict[str, ort_abi.DeviceBuffer], stop: int | None = None) -> None:
+        """Values whose last reader was this step (each of steps [step, stop)): released (their planned block,
+        or their own buffer)."""
+        release = self._release
+        for s in range(step, step + 1 if stop is None else stop):
+            for name in release.get(s, ()):
+                if values.pop(name, None) is not None:
+                    layout.release(s, name)
+                    buf = owned.pop(name, None)
+                    if buf is not None:
+                        buf.allocator.free(buf)
 
     def _record(self, node: Node, args: list[Any], outputs: list[Any], temp: int) -> None:
         from ort_partition import NodeAllocationStats

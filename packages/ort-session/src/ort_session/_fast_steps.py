@@ -17,6 +17,8 @@ entirely in Python.
 from __future__ import annotations
 
 import math
+import sys
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -28,6 +30,7 @@ from ort_graph import Node, to_numpy_dtype
 from ._errors import SessionError
 
 STRING = 8  # ONNX element type of strings: never described in C
+OUTPUTS = "#outputs"  # the run buffer of the graph outputs C makes: the caller's own memory, never copied
 
 
 class FastSteps:
@@ -44,6 +47,22 @@ class FastSteps:
         self.describe_after = describe_after
         self.steps = frozenset(table.pointers)
         self.outputs: dict[int, list[str]] = {}  # step -> its node's output names
+        self.output_bytes = 0  # of the OUTPUTS buffer
+        self._free: list[np.ndarray] = []  # OUTPUTS buffers of earlier runs, reused once nothing views them
+        self._lock = threading.Lock()
+
+    def output_buffer(self) -> np.ndarray:
+        """A run's OUTPUTS buffer: one an earlier run had whose outputs nobody holds any more (no array views
+        it: its only references are this list's and the check's), else a new one. A decode loop feeding the
+        presents back alternates between two."""
+        with self._lock:
+            for buf in self._free:
+                if sys.getrefcount(buf) <= 3:  # the list, the loop variable, getrefcount's argument
+                    return buf
+            buf = np.empty(self.output_bytes, np.uint8)
+            if len(self._free) < 3:
+                self._free.append(buf)
+            return buf
 
     @classmethod
     def build(cls, executor: Any, layout: Any) -> FastSteps | None:
@@ -55,8 +74,10 @@ class FastSteps:
         devices: list[str] = []
         specs: dict[int, ort_abi.StepSpec] = {}
         blocks: dict[str, tuple[int, int, int]] = {}
+        graph_outs = {n: None for n in executor.graph.outputs if n not in executor.graph.initializers
+                and n not in executor.graph.inputs}  # graph output -> (offset, bytes) in OUTPUTS, once placed
         for step, node in enumerate(executor.order):
-            spec = _spec(executor, layout, node, ids, devices, blocks, limits)
+            spec = _spec(executor, layout, node, ids, devices, blocks, limits, graph_outs)
             if spec is not None:
                 specs[step] = spec
         if not specs:
@@ -70,11 +91,13 @@ class FastSteps:
                 describe_after[step] = outs
         fast = cls(layout.plan_key(), ort_abi.StepTable(specs, len(ids), constants), ids, blocks, devices, describe_after)
         fast.outputs = {step: list(executor.order[step].outputs) for step in specs}
+        fast.output_bytes = max((o + n for o, n in filter(None, graph_outs.values())), default=0)
         return fast
 
 
 def _spec(executor: Any, layout: Any, node: Node, ids: dict[str, int], devices: list[str],
-          blocks: dict[str, tuple[int, int, int]], limits: Mapping[str, int]) -> ort_abi.StepSpec | None:
+          blocks: dict[str, tuple[int, int, int]], limits: Mapping[str, int],
+          outs: dict[str, tuple[int, int] | None]) -> ort_abi.StepSpec | None:
     """The runner's description of `node`, or None when it runs in Python: a device node, a copy, an
     unknown element type, an output without a planned block, more inputs/outputs/slots than the runner
     holds, or a kernel that is not a C kernel."""
@@ -109,6 +132,11 @@ def _spec(executor: Any, layout: Any, node: Node, ids: dict[str, int], devices: 
                 or (shape is not None and len(shape) > limits["rank"])):
             return None
         device, offset, nbytes = where
+        if name in outs and device == "cpu":  # a graph output: made where the caller gets it (no copy at the end)
+            if outs[name] is None:
+                end = max((o + n for o, n in filter(None, outs.values())), default=0)
+                outs[name] = (-(-end // 64) * 64, nbytes)
+            device, offset = OUTPUTS, outs[name][0]
         buffer = _buffer(devices, device, limits)
         if buffer is None:
             return None
@@ -149,7 +177,8 @@ class FastRun:
     def __init__(self, fast: FastSteps, buffers: Mapping[str, Any], exact: bool,
                  make_context: Callable[[int], tuple[Any, Any]]) -> None:
         self.fast = fast
-        self._buffers = [buffers[d] for d in fast.devices]
+        self._buffers = [buffers[d] if d != OUTPUTS else fast.output_buffer() for d in fast.devices]
+        self._outputs = self._buffers[fast.devices.index(OUTPUTS)] if OUTPUTS in fast.devices else None
         self._make_context = make_context
         self.pending: tuple[Any, Any] | None = None  # (KernelContext, Refusals | None) of the deferred step
         self.run = ort_abi.StepRun(fast.table, self._buffers, exact, self._python_context)
@@ -160,7 +189,8 @@ class FastRun:
         """The run's FastRun, or None when this run cannot use the runner (a host buffer is not a numpy
         array, a kernel was released, or every pool context is held by other runs)."""
         buffers = layout.run_buffers() or {}
-        if any(type(buffers.get(d)) is not np.ndarray for d in fast.devices) or fast.table.released():
+        if (any(d != OUTPUTS and type(buffers.get(d)) is not np.ndarray for d in fast.devices)
+                or fast.table.released()):
             return None
         run = cls(fast, buffers, exact, make_context)
         if not run.run.usable:
@@ -205,9 +235,18 @@ class FastRun:
         end = offset + math.prod(shape) * dtype.itemsize
         return self._buffers[buffer][offset:end].view(dtype).reshape(shape)
 
+    def owns(self, arr: Any) -> bool:
+        """Whether `arr` lies in this run's OUTPUTS buffer: the caller's own memory (no later run writes it)."""
+        out = self._outputs  # a view of a view keeps the array owning the memory as its base
+        return out is not None and type(arr) is np.ndarray and arr.base is out
+
     def take_pending(self) -> tuple[Any, Any] | tuple[None, None]:
         pending, self.pending = self.pending, None
         return pending if pending is not None else (None, None)
 
     def close(self) -> None:
+        """Give the held context back, and drop this run's buffers and context maker: the run's values reach
+        this object (and it the StepRun, which calls back into it), so holding them here would keep the OUTPUTS
+        buffer referenced until a garbage collection, and every run would take a new one."""
         self.run.close()
+        self._buffers, self._outputs, self._make_context = [], None, None

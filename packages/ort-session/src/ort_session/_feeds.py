@@ -35,10 +35,40 @@ def check_feed_names(graph: Graph, feeds: Mapping[str, object]) -> None:
         raise InvalidInputError(f"missing input(s) {missing!r}; the model needs {expected!r}")
 
 
+def feed_key(feeds: Mapping[str, object]) -> tuple | None:
+    """What the checks of `validate_feeds` depend on when every feed is a numpy array: the names in order,
+    each dtype and shape (None when a feed is anything else, or `feeds` is not a dict)."""
+    if type(feeds) is not dict:
+        return None
+    key = []
+    for name, arr in feeds.items():
+        if type(arr) is not np.ndarray:
+            return None
+        key.append((name, arr.dtype, arr.shape))
+    return tuple(key)
+
+
 def validate_feeds(graph: Graph, feeds: Mapping[str, object],
-                   declared: Mapping[str, tuple | None] | None = None) -> tuple[dict[str, Any], dict[str, int]]:
+                   declared: Mapping[str, tuple | None] | None = None,
+                   passed: dict[tuple, dict[str, int]] | None = None) -> tuple[dict[str, Any], dict[str, int]]:
     """Check names, dtypes, ranks and shapes (against `declared` input shapes when given, e.g. the
-    model's own before max-shape resolution); returns the arrays and the symbolic-dim bindings."""
+    model's own before max-shape resolution); returns the arrays and the symbolic-dim bindings.
+    `passed` (the caller's, for one graph and `declared`): feed keys (`feed_key`) that passed, with their
+    bindings; feeds of such a key pass at once (numpy arrays are used as given), others are checked and added."""
+    key = feed_key(feeds) if passed is not None else None
+    hit = passed.get(key) if key is not None else None
+    if hit is not None:
+        return dict(feeds), dict(hit)
+    arrays, bindings = _validate(graph, feeds, declared)
+    if key is not None:
+        if len(passed) >= 16:  # a few shape keys (a decode loop has one per length); runs may share the dict
+            passed.pop(next(iter(passed), None), None)
+        passed[key] = dict(bindings)
+    return arrays, bindings
+
+
+def _validate(graph: Graph, feeds: Mapping[str, object],
+              declared: Mapping[str, tuple | None] | None) -> tuple[dict[str, Any], dict[str, int]]:
     check_feed_names(graph, feeds)
     arrays: dict[str, Any] = {}
     bindings: dict[str, int] = {}

@@ -97,6 +97,6 @@ def c_kernels_line() -> str:
     """Whether ort-cpu-ep's C kernels are in use (kind C) or its numpy kernels stand in for them."""
     st = c_kernels.status()
     if st.loaded:
-        return (f"ort-cpu-ep C kernels: loaded from {st.path} ({'OpenMP' if st.openmp else 'pthreads'} threads); "
+        return (f"ort-cpu-ep C kernels: loaded from {st.path} (threads: its pthread pool); "
                 "the numpy kernel of the same op runs the nodes they do not take")
     return f"ort-cpu-ep C kernels: NOT in use ({st.reason}); the numpy kernels (kind numpy) run every op"

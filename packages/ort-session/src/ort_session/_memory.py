@@ -100,6 +100,7 @@ class SessionMemory:
     _slot_ids: dict[int, list[int]] = attrs.field(factory=dict, alias="slot_ids")
     _value_blocks: dict[str, tuple[str, int, int]] | None = attrs.field(default=None, alias="value_blocks")
     _traced: dict[Any, TracedPattern] = attrs.field(factory=dict, alias="traced")
+    _within: dict[tuple, bool] = attrs.field(factory=dict, alias="within")  # feed shapes -> promise kept, `_within_plan`
 
     def __attrs_post_init__(self) -> None:
         for node_index, slot_id in self.gplan.slot_requests:
@@ -204,10 +205,17 @@ class SessionMemory:
 
     def layout_for(self, feeds: Mapping[str, np.ndarray]) -> Any:
         shapes = {n: tuple(np.shape(a)) if isinstance(a, np.ndarray | np.generic) else None for n, a in feeds.items()}
-        if self.holds_promise:
-            self._check_promise(shapes)
+        key = tuple(shapes.items())
+        within = self._within.get(key)  # shapes seen before: the promise held for them, and they fit or not
+        if within is None:
+            if self.holds_promise:
+                self._check_promise(shapes)
+            within = self._within_plan(shapes)
+            if len(self._within) >= 16:  # a few shape keys; runs may share the dict
+                self._within.pop(next(iter(self._within), None), None)
+            self._within[key] = within
         strict_buffers = self.options.pre_allocate  # static workspace pre-allocation keeps a counted fallback:
-        if self.static and self._within_plan(shapes):  # other shapes are traced and cached, like without it
+        if self.static and within:  # other shapes are traced and cached, like without it
             strict = strict_buffers
             name = "pre-allocated" if strict else "static workspace" if self.buffers is not None else "static plan"
             if self._value_blocks is None:

@@ -108,6 +108,7 @@ class InferenceSession(OrtSessionApi):
         profiler.phase("model_loading")
         self.constants = ort_graph.constants_to_initializers(graph)  # as ONNX Runtime does at load
         self._declared_inputs = {n: graph.values[n].shape for n in required_inputs(graph)}
+        self._passed_feeds: dict[tuple, dict[str, int]] = {}  # feed keys validate_feeds passed (`feed_key`)
         self._declared_outputs = {n: graph.values[n].shape if n in graph.values else None for n in graph.outputs}
         max_shapes: Any = self.options.max_shapes or self.options.get(MAX_SHAPE_OVERRIDE)
         self.plugins = load_plugins(self.options.kernel_libraries)  # first: their output-shape callbacks
@@ -286,7 +287,7 @@ class InferenceSession(OrtSessionApi):
                      if isinstance(feeds, Mapping) else {})
         if on_device:  # checked as shape-only stand-ins (no bytes), then fed as they are
             feeds = {**feeds, **{n: np.broadcast_to(np.zeros((), v.dtype), v.shape) for n, v in on_device.items()}}
-        arrays, _bindings = validate_feeds(self.model.graph, feeds, self._declared_inputs)
+        arrays, _bindings = validate_feeds(self.model.graph, feeds, self._declared_inputs, self._passed_feeds)
         outputs = list(output_names or self.output_names)
         unknown = [o for o in outputs if o not in self.model.graph.outputs]
         if unknown:

@@ -151,3 +151,85 @@ def test_feeds_read_in_place_are_left_as_the_caller_gave_them(monkeypatch, mode)
         np.testing.assert_array_equal(arr, before[name])
     for g, r in zip(sess.run(None, feeds), first):
         np.testing.assert_array_equal(g, r)
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_consecutive_c_steps_run_in_one_call_and_count_as_step_by_step(monkeypatch, mode):
+    """Without a progress callback a run of consecutive C steps is one call into C (`compute_range`); with one
+    (RunOptions.terminate rides on it) every step returns to Python: the same outputs and counts either way."""
+    import ort_abi
+
+    ranges = []
+    real = ort_abi.StepRun.compute_range
+
+    def spy(self, step, count):
+        done = real(self, step, count)
+        ranges.append((count, done))
+        return done
+
+    monkeypatch.setattr(ort_abi.StepRun, "compute_range", spy)
+    monkeypatch.delenv(NO_C_STEPS_ENV, raising=False)
+    model = zoo.decoder_proto(CFG).SerializeToString()
+    feeds = zoo.decoder_inputs(CFG, 1, 5, 3)
+    sess = _session(model, MODES[mode])
+    for _ in range(2):
+        sess.run(None, feeds)
+    ranges.clear()
+    got, stats = sess.run(None, feeds), sess.last_run_stats
+    seen = []
+    ref, ref_stats = sess.run(None, feeds, progress=lambda done, total: seen.append(done)), sess.last_run_stats
+    assert ranges and sum(done for _, done in ranges) == stats.c_steps  # every C step inside a range
+    assert len(ranges) < stats.c_steps and max(count for count, _ in ranges) > 1
+    assert seen == list(range(1, stats.nodes_run + 1))  # step by step with progress
+    for g, r in zip(got, ref):
+        np.testing.assert_array_equal(g, r)
+    assert stats.c_steps == ref_stats.c_steps > 0
+    assert {k: getattr(stats, k) for k in COUNTED} == {k: getattr(ref_stats, k) for k in COUNTED}
+
+
+@pytest.mark.parametrize("mode", ["static plan", "pre-allocated"])
+def test_graph_outputs_made_in_c_are_the_callers_own_and_later_runs_never_write_them(monkeypatch, mode):
+    """Graph outputs C makes land in a buffer of the run's own (no copy at the end): the arrays a caller holds
+    keep their values through later runs; a buffer nobody views any more is reused (at most a few kept)."""
+    monkeypatch.delenv(NO_C_STEPS_ENV, raising=False)
+    model = zoo.decoder_proto(CFG).SerializeToString()
+    sess = _session(model, MODES[mode])
+    rng = np.random.default_rng(5)
+
+    def feeds():
+        f = zoo.decoder_inputs(CFG, 1, 5, 3)
+        return {n: (rng.standard_normal(a.shape).astype(a.dtype) if a.dtype == np.float32 else a) for n, a in f.items()}
+
+    held = []
+    for _ in range(4):
+        f = feeds()
+        out = sess.run(None, f)
+        held.append((f, out, [o.copy() for o in out]))
+    for _, out, copies in held:  # every earlier run's outputs unchanged by the runs after it
+        for o, c in zip(out, copies):
+            np.testing.assert_array_equal(o, c)
+    f, out, _ = held[-1]
+    ref = _runs(model, MODES[mode], f, monkeypatch, runner=False)[0][-1]
+    for o, r in zip(out, ref):
+        np.testing.assert_array_equal(o, r)
+    monkeypatch.delenv(NO_C_STEPS_ENV, raising=False)
+    assert sum(o.base is not None and o.base is out[0].base for o in out) > 1  # one buffer of the run, not copies
+    (_, fast), = sess._executor._fast_cache.values()
+    del held, out, f
+    made = []
+    real = np.empty
+
+    def counting(shape, dtype=float, *args, **kwargs):
+        if shape == fast.output_bytes and np.dtype(dtype) == np.uint8:
+            made.append(shape)
+        return real(shape, dtype, *args, **kwargs)
+
+    monkeypatch.setattr(np, "empty", counting)
+    for _ in range(6):  # outputs dropped at once: one buffer serves every run
+        sess.run(None, feeds())
+    previous = sess.run(None, feeds())
+    for _ in range(6):  # each run's outputs held through the next one (presents fed back): two alternate
+        previous = sess.run(None, feeds())
+    monkeypatch.setattr(np, "empty", real)
+    assert len(made) <= 2 and 1 <= len(fast._free) <= 3
+    assert fast._free and previous[0].base is not None

@@ -73,3 +73,31 @@ def test_wrong_dtype_rank_names_are_clear(feeds, fragment):
 def test_feeds_must_be_a_mapping():
     with pytest.raises(InvalidInputError, match="must be a dict"):
         InferenceSession(_model()).run(None, [("x", np.zeros((1, 3), np.float32))])
+
+
+def _two_inputs() -> onnx.ModelProto:
+    g = helper.make_graph([helper.make_node("Add", ["a", "b"], ["y"], name="add")], "g",
+                          [helper.make_tensor_value_info("a", T.FLOAT, ["n", 3]),
+                           helper.make_tensor_value_info("b", T.FLOAT, ["n", 3])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, ["n", 3])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 9
+    return m
+
+
+@pytest.mark.parametrize(("bad", "fragment"), [
+    ({"a": np.zeros((2, 3), np.float32), "b": np.zeros((4, 3), np.float32)}, "symbolic dimension 'n' is 2"),
+    ({"a": np.zeros((2, 3), np.float64), "b": np.zeros((2, 3), np.float32)}, "dtype float64"),
+    ({"a": np.zeros((2, 4), np.float32), "b": np.zeros((2, 4), np.float32)}, "dimension 1 is 4"),
+    ({"a": np.zeros((2, 3), np.float32)}, "missing input"),
+])
+def test_feed_shapes_that_passed_pass_again_and_others_are_still_checked(bad, fragment):
+    """A session remembers the feed keys (names, dtypes, shapes) its checks passed: the same key runs without
+    the per-dimension checks; a refused key is never remembered, so it is refused every time."""
+    sess = InferenceSession(_two_inputs())
+    good = {"a": np.ones((2, 3), np.float32), "b": np.full((2, 3), 2, np.float32)}
+    for _ in range(3):
+        with pytest.raises(InvalidInputError, match=fragment):
+            sess.run(None, bad)
+        np.testing.assert_array_equal(sess.run(None, good)[0], np.full((2, 3), 3, np.float32))
+    assert len(sess._passed_feeds) == 1

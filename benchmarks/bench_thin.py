@@ -1,0 +1,98 @@
+"""Thin decoders: many thin layers, many small ops, where the host cost per node decides. The `ort_graph.zoo`
+genai-layout decoder (`zoo.genai_decoder_proto`) shaped like a real 135M-parameter LLM (30 layers, hidden 576,
+9 heads / 3 KV heads of 64, intermediate 1536, vocab 49152), its MatMuls packed to int4 (block 32, zero points,
+accuracy_level 4, as the onnxruntime-genai builder's CPU int4 exports carry) and in fp32; prefill of 128 tokens
+and one decode step with 512 past tokens; this project's session against onnxruntime's InferenceSession (the same
+model, same inputs, same process; onnxruntime-genai's generator is not driven here), at 1 and 2 intra-op threads,
+interleaved (see `_table.interleaved_times`). Tokens/s: prefill tokens / s, or decode steps / s.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import warnings
+from typing import Any
+
+import attrs
+import numpy as np
+import onnxruntime as ort
+from _int4 import quantize_int4
+from _table import Section, Table, fmt_ratio, fmt_seconds, interleaved_times, median
+from bench_llm import PRE_ALLOCATE, ort_session
+
+from ort_graph import zoo
+from ort_session import InferenceSession
+
+THIN = zoo.DecoderConfig(layers=30, hidden=576, heads=9, kv_heads=3, intermediate=1536, vocab=49152,
+                         max_positions=1024)
+PHASES = (("prefill 128", 128, 0), ("decode p512", 1, 512))
+KINDS = (("int4 acc4", 4), ("fp32", None))  # (label, accuracy_level or None for fp32 weights)
+TARGETS = {"decode": 1.0, "prefill": 0.9}  # issue 26: tokens/s ours / peer
+
+
+def _genai_note() -> str:
+    installed = importlib.util.find_spec("onnxruntime_genai") is not None
+    return ("onnxruntime-genai is installed, but this section does not drive its generator yet (it needs a model "
+            "folder with genai_config.json): the peer is onnxruntime's InferenceSession on the same model" if installed
+            else "onnxruntime-genai is not installed: the peer is onnxruntime's InferenceSession on the same model")
+
+
+def ours_session(model: bytes, threads: int, total: int) -> Any:
+    """Ours on a planned, pre-allocated step: the genai layout's one dynamic dim (total_sequence_length) fixed."""
+    options = {"intra_op_num_threads": threads, PRE_ALLOCATE: "1", "free_dimension_overrides": {
+        "total_sequence_length": total}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
+def _repeats(quick: bool, seq: int) -> int:
+    return (2 if quick else 4) if seq > 1 else (10 if quick else 30)
+
+
+def _case(label: str, level: int | None, phase: str, seq: int, past: int, quick: bool) -> list[dict[str, Any]]:
+    static = attrs.evolve(THIN, batch=1, sequence=seq, past_sequence=past)
+    proto = zoo.genai_decoder_proto(static)
+    model = (proto if level is None else quantize_int4(proto, 32, level)).SerializeToString()
+    feeds = zoo.genai_decoder_inputs(static, 1, seq, past)
+    out = []
+    for threads in (1, 2):
+        ours, theirs = ours_session(model, threads, seq + past), ort_session(model, threads)
+        decode = seq == 1
+        samples = interleaved_times({"ours": lambda s=ours: s.run(None, feeds),
+                                     "ort": lambda s=theirs: s.run(None, feeds)}, _repeats(quick, seq),
+                                    settle=3 if decode else 1, block=5 if decode else 1, pause=0.05)
+        got, ref = ours.run(None, feeds)[0], theirs.run(None, feeds)[0]
+        t_ours, t_ort = median(samples["ours"]), median(samples["ort"])
+        out.append({"case": f"thin {label} {phase}", "phase": phase.split()[0], "threads": threads, "ours": t_ours,
+                    "ort": t_ort, "ours_tok_s": seq / t_ours, "ort_tok_s": seq / t_ort,
+                    "max_rel_diff": float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))})
+        del ours, theirs
+    return out
+
+
+def run(quick: bool = False) -> Section:
+    sec = Section("thin")
+    peer = "onnxruntime"
+    t = Table(f"thin decoder (135M shape: 30 layers, hidden 576) vs {peer}, same threads, tokens/s",
+              ["case", "threads", "ours", "ours tok/s", peer, "peer tok/s", "tok/s ratio", "target", "max rel diff"])
+    for label, level in KINDS:
+        for phase, seq, past in PHASES:
+            for r in _case(label, level, phase, seq, past, quick):
+                ratio = r["ours_tok_s"] / r["ort_tok_s"]
+                target = TARGETS[r["phase"]]
+                t.add(r["case"], r["threads"], fmt_seconds(r["ours"]), f"{r['ours_tok_s']:.1f}", fmt_seconds(r["ort"]),
+                      f"{r['ort_tok_s']:.1f}", fmt_ratio(ratio, 2), f">= {target}{'' if ratio >= target else ' (miss)'}",
+                      f"{r['max_rel_diff']:.1e}")
+                sec.records.append({**r, "ratio": ratio, "target": target, "peer": peer})
+    t.notes.append(_genai_note())
+    t.notes.append("genai layout (zoo.genai_decoder_proto): SkipSimplifiedLayerNormalization, packed qkv, "
+                   "GroupQueryAttention with rotary caches, SiLU, the attention-mask subgraph; 9/3 heads of 64, "
+                   "intermediate 1536, vocab 49152")
+    t.notes.append("ours with session.pre_allocate_execution_buffers=1 (a planned, pre-allocated step, as the genai "
+                   "generator's static buffers); ratio = ours tokens/s / peer tokens/s (issue 26 targets: decode >= 1.0, "
+                   "prefill >= 0.9)")
+    t.notes.append(f"onnxruntime {ort.__version__}; int4 weights packed by its quantize_matmul_4bits (block 32, "
+                   "zero points), accuracy_level 4; thread rows on a shared machine are noisy")
+    sec.tables.append(t)
+    return sec
