@@ -181,6 +181,10 @@ static OrtStatus* pool_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   } else {
     pool_axis(k, 0, dims[2], &job.h);
     pool_axis(k, 1, dims[3], &job.w);
+    /* a window larger than the padded input has no output position: onnxruntime refuses it, never an empty Y */
+    if ((dims[2] > 0 && job.h.out < 1) || (dims[3] > 0 && job.w.out < 1))
+      return pool_fail(k->op, "the pooling window is larger than the padded input (no output position); give an "
+                              "input at least as large as the kernel, or pads");
     ydims[2] = job.h.out; ydims[3] = job.w.out;
     job.plane = dims[2] * dims[3];
   }

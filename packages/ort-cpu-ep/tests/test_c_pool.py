@@ -110,3 +110,17 @@ def test_pool_nodes_the_c_kernels_take():
     assert _language(_model("AveragePool", (1, 2, 8, 8), kernel_shape=[3, 3], auto_pad="SAME_UPPER",
                             count_include_pad=1)) == "numpy"
     assert _language(_model("GlobalAveragePool", (1, 2, 8))) == "C"
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_a_window_larger_than_the_input_is_refused_as_onnxruntime_does(op):
+    """No output position: onnxruntime fails the node; the C kernel too (it returned an empty Y), with a typed
+    status naming the op, and so does the numpy kernel."""
+    model = _model(op, [1, 2, 1, 1], kernel_shape=[3, 3])
+    x = np.ones((1, 2, 1, 1), np.float32)
+    with pytest.raises(Exception, match="Non-zero status|MaxPool|AveragePool|Pool"):
+        _ort(model, {"x": x})
+    with pytest.raises(Exception, match=f"{op}: the pooling window is larger than the padded input"):
+        run_one_node(model, {"x": x}, "C")
+    with pytest.raises(Exception, match="window shape cannot be larger|larger than"):
+        run_one_node(model, {"x": x}, "numpy")
