@@ -2,6 +2,7 @@
  * opset 11's optional scalar inputs), HardSigmoid (alpha 0.2, beta 0.5), LeakyRelu (alpha 0.01), HardSwish and
  * Sigmoid; the math is act_math.c (numpy's bits; Sigmoid within a few ulp). Elementwise at the same index, so the
  * plan may write Y over X. Threads split the elements when there are enough of them. No workspace. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -112,7 +113,7 @@ static OrtStatus* unary_new(const OrtKernelInfo* info, const char* op, int kind,
   act.kind = kind;
   act.a = act.b = 0.0f;
   if (kind == CONV_ACT_CLIP) {
-    act.a = -INFINITY; act.b = INFINITY;
+    act.a = -FLT_MAX; act.b = FLT_MAX; /* onnxruntime's absent bounds: the lowest and largest float */
     ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_HasAttribute(info, "min", &has_min));
     ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_HasAttribute(info, "max", &has_max));
     ORT_KERNEL_RETURN_IF_ERROR(unary_float_attr(info, "min", &act.a));

@@ -130,3 +130,27 @@ def test_unary_nodes_the_c_kernels_take():
     double.graph.output[0].type.tensor_type.elem_type = TensorProto.DOUBLE
     assert _language(double) == "numpy"
     assert _language(_model("HardSwish", (2, 3))) == "C"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("bounds", [("", ""), ("mn", ""), ("", "mx"), None])
+@pytest.mark.parametrize("kernel", ["C", "numpy"])
+def test_clip_with_an_absent_bound_clamps_infinities_as_onnxruntime(dtype, bounds, kernel):
+    """onnxruntime takes an absent Clip bound as the type's lowest / largest finite value, so +-inf come out
+    finite; NaN stays NaN. Opset 13 inputs (`bounds`) and opset 6 attributes (None: no attribute at all)."""
+    if kernel == "C" and dtype != np.float32:
+        pytest.skip("the C Clip is float32's")
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    x = np.array([np.inf, -np.inf, np.nan, 0.5, -3.0], dtype)
+    if bounds is None:
+        node, inits, opset = helper.make_node("Clip", ["x"], ["y"]), [], 6
+    else:
+        names = ["x", *bounds]
+        inits = [helper.make_tensor(n, elem, [], [v]) for n, v in (("mn", -1.0), ("mx", 1.0)) if n in bounds]
+        node, opset = helper.make_node("Clip", names, ["y"]), 13
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", elem, [5])],
+                          [helper.make_tensor_value_info("y", elem, [5])], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = run_one_node(model, {"x": x}, kernel)["y"]
+    np.testing.assert_array_equal(got, want)

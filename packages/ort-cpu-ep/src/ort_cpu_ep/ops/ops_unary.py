@@ -199,11 +199,22 @@ class Clip(OpImpl):
 
     def compute(self, node, inputs):
         x = inputs[0]
-        if len(inputs) == 1 and ("min" in node.attributes or "max" in node.attributes):
-            lo, hi = node.attr("min", -np.inf), node.attr("max", np.inf)
+        attributes = len(inputs) == 1  # opset 6's min / max attributes (inputs since 11)
+        if attributes:
+            lo, hi = node.attr("min", None), node.attr("max", None)
         else:
             lo = inputs[1] if len(inputs) > 1 and inputs[1] is not None else None
             hi = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
+        floating = x.dtype.kind == "f" or x.dtype.name == "bfloat16"
+        if floating and not (attributes and x.dtype != np.float32):
+            # an absent bound is the type's lowest / largest finite value, as onnxruntime takes it: infinities
+            # come out finite (numeric_limits<T>::lowest() / max()); opset 6's attribute form does that for
+            # float32 only (onnxruntime 1.32 leaves float16's infinities there)
+            import ml_dtypes
+
+            info = ml_dtypes.finfo(x.dtype)
+            lo = info.min if lo is None else lo
+            hi = info.max if hi is None else hi
         y = upcast(x)
         if lo is not None:
             y = np.maximum(y, np.asarray(lo).astype(y.dtype))
