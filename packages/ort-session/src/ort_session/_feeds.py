@@ -153,6 +153,24 @@ def _as_array(name: str, raw: Any, want: int, shape: Any) -> np.ndarray:
                             "pass a numpy array (np.asarray(...))")
 
 
+IMAGE_DEFAULT = 224  # an image's height and width when nothing says otherwise (a multiple of 32: CNN strides)
+
+
+def image_axes(graph: Graph) -> set[str]:
+    """The symbolic height and width of image inputs: axes 2 and 3 of a rank-4 float input whose axis 1 is a
+    static 1, 3 or 4 channels (NCHW). A CNN fed a 1 x 1 image fails in its first pooling layer."""
+    out: set[str] = set()
+    for name in required_inputs(graph):
+        v = graph.values[name]
+        shape = v.shape
+        if shape is None or len(shape) != 4 or shape[1] not in (1, 3, 4):
+            continue
+        if not np.issubdtype(ort_graph.to_numpy_dtype(v.dtype), np.floating):
+            continue
+        out.update(d for d in shape[2:] if isinstance(d, str) and "seq" not in d.lower() and "len" not in d.lower())
+    return out
+
+
 def default_dim(symbol: str) -> int:
     """The documented default for a symbolic dimension with no `--dim`: past*->0, *seq*->8, else 1."""
     s = symbol.lower()
@@ -221,6 +239,8 @@ def generate_inputs(graph: Graph, dims: Mapping[str, int] | None = None, seed: i
     dims = {**symbol_hints(graph), **dict(dims or {})}
     rng = np.random.default_rng(seed)
     symbols = {d for n in required_inputs(graph) for d in (graph.values[n].shape or ()) if isinstance(d, str)}
+    for s in sorted(image_axes(graph) - set(dims)):
+        dims[s] = IMAGE_DEFAULT
     for s in sorted(symbols):
         if s not in dims and "total" not in s.lower():
             dims[s] = default_dim(s)
