@@ -95,8 +95,10 @@ def _run(op, inputs, attrs, n_out):
                               ir_version=10)
     try:
         sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    except Exception as e:  # noqa: BLE001 - an op onnxruntime's CPU build lacks
-        pytest.skip(f"onnxruntime's CPU provider does not run {op}: {e}")
+    except Exception as e:  # noqa: BLE001 - onnxruntime's error types share no base
+        if "Could not find an implementation" not in str(e):
+            raise  # a malformed test model is a failure, never a skip
+        pytest.skip(f"onnxruntime's CPU provider has no kernel for {op}: {str(e)[:200]}")
     return model, sess.run(None, feeds)
 
 
