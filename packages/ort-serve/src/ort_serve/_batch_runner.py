@@ -21,7 +21,7 @@ import numpy as np
 import ort_graph
 from ort_session._generate import _kv_pairs
 
-from ._kv_pool import KVPool
+from ._kv_pool import DEFAULT_BLOCK, KVPool
 from ._serve_errors import ServeError
 
 log = logging.getLogger("ort_serve")
@@ -32,7 +32,8 @@ LAYOUTS = ("seqlens", "append")
 class BatchRunner:
     """The session's steps over a `KVPool`: `prefill(slot, ids)` and `decode(slots, tokens)` return logits."""
 
-    def __init__(self, session, max_batch: int, ctx: int, prefill_chunk: int) -> None:
+    def __init__(self, session, max_batch: int, ctx: int, prefill_chunk: int, kv_block: int = DEFAULT_BLOCK,
+                 kv_blocks: int | None = None) -> None:
         self.session = session
         self.pairs = _kv_pairs(session)  # present -> past
         if "input_ids" not in session.input_names or not self.pairs:
@@ -41,7 +42,7 @@ class BatchRunner:
         self.ctx, self.chunk = ctx, max(1, prefill_chunk)
         self.has_mask = "attention_mask" in session.input_names
         self.has_positions = "position_ids" in session.input_names
-        self.pool = KVPool.allocate(self._kv_dims(), self._kv_dtypes(), max_batch, ctx)
+        self.pool = KVPool.allocate(self._kv_dims(), self._kv_dtypes(), max_batch, ctx, kv_block, kv_blocks)
         self.mode, self.reason = "round-robin", "not probed"
         logits = session.model.graph.values.get("logits")
         last = logits.shape[-1] if logits is not None and logits.shape else None
@@ -71,6 +72,7 @@ class BatchRunner:
         """Feed `ids` (one chunk, at most `chunk` tokens) after what `slot` holds; the last position's logits."""
         pool = self.pool
         start, n = pool.lengths[slot], len(ids)
+        self._grow(slot, start + n)
         feeds = {"input_ids": np.asarray([ids], np.int64), **pool.past([slot], start)}
         if self.has_mask:
             feeds["attention_mask"] = np.ones((1, start + n), np.int64)
@@ -81,6 +83,13 @@ class BatchRunner:
             pool.write(past, slot, start, outs[present][0, :, start:start + n])
         pool.lengths[slot] = start + n
         return outs["logits"][0, -1]
+
+    def _grow(self, slot: int, positions: int) -> None:
+        if not self.pool.grow(slot, positions):
+            pool = self.pool
+            raise ServeError(f"the KV pool has {len(pool.free_blocks)} of its {pool.blocks} blocks free, too few for "
+                             f"{positions} positions of one sequence (--kv-block {pool.block}); give a larger "
+                             "--kv-blocks")
 
     def decode(self, slots: Sequence[int], tokens: Sequence[int]) -> list[np.ndarray]:
         """One step for `slots` (each fed its token); each slot's logits. Round-robin: one run per slot."""
@@ -100,11 +109,14 @@ class BatchRunner:
         feeds["attention_mask"] = mask
         if self.has_positions:
             feeds["position_ids"] = np.asarray(lens, np.int64)[:, None]
+        for s, n in zip(slots, lens):
+            self._grow(s, n + 1)
+        rows = np.concatenate([pool.rows(s, n, n + 1) for s, n in zip(slots, lens)])
         outs = self._run(feeds)
+        batch = np.arange(len(slots))
+        src = np.asarray(lens) if layout == "seqlens" else np.full(len(slots), longest)
         for present, past in self.pairs.items():
-            out = outs[present]
-            for i, (s, n) in enumerate(zip(slots, lens)):
-                pool.write(past, s, n, out[i, :, (n if layout == "seqlens" else longest):][:, :1])
+            pool.write_rows(past, rows, outs[present][batch, :, src])
         for s, n in zip(slots, lens):
             pool.lengths[s] = n + 1
         logits = outs["logits"]

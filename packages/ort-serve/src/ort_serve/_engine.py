@@ -16,7 +16,7 @@ from ort_session._tokenizer import TextCodec
 
 from ._batch_runner import BatchRunner
 from ._chat_template import ChatTemplate
-from ._kv_pool import plan_max_shapes
+from ._kv_pool import DEFAULT_BLOCK, plan_max_shapes
 from ._sampling import SamplingParams, generation_defaults
 from ._scheduler import Scheduler
 from ._serve_errors import ServeError
@@ -50,22 +50,25 @@ class Engine:
     @classmethod
     def build(cls, model: Any, files: ModelFiles | None, opts: Any, make_session: Any, codec: TextCodec, *,
               max_batch: int, ctx_size: int | None, prefill_chunk: int = 32, max_queue: int = 64,
-              name: str | None = None, template: ChatTemplate | None = None) -> Engine:
+              name: str | None = None, template: ChatTemplate | None = None, kv_block: int = DEFAULT_BLOCK,
+              kv_blocks: int | None = None) -> Engine:
         """`make_session(opts)` builds the InferenceSession (ortrun's, with its providers and progress lines);
-        `codec` is the model's tokenizer, `template` its chat template (None: `role: content` lines)."""
+        `codec` is the model's tokenizer, `template` its chat template (None: `role: content` lines); the KV pool
+        holds `kv_blocks` blocks of `kv_block` positions (default: `max_batch` sequences of the context)."""
         ctx = serving_ctx(model, files, ctx_size)
         dims = dict(opts.free_dimension_overrides or {})
         opts.max_shapes = {**plan_max_shapes(model, max_batch, ctx, prefill_chunk, dims), **(opts.max_shapes or {})}
         opts.add_session_config_entry(PRE_ALLOCATE, "1")
         session = make_session(opts)
         try:
-            runner = BatchRunner(session, max_batch, ctx, prefill_chunk)
+            runner = BatchRunner(session, max_batch, ctx, prefill_chunk, kv_block, kv_blocks)
             runner.probe()
         except Exception:
             session.close()
             raise
-        log.info("decoding: %s (%s); KV pool %d slots x %d positions (%d bytes, host)", runner.mode, runner.reason,
-                 max_batch, ctx, runner.pool.nbytes)
+        pool = runner.pool
+        log.info("decoding: %s (%s); batch %d x %d positions; KV pool %d blocks x %d positions (%d bytes, host)",
+                 runner.mode, runner.reason, max_batch, ctx, pool.blocks, pool.block, pool.nbytes)
         defaults = generation_defaults(files.folder if files else None, files.config if files else None)
         if files is not None and files.eos_ids and "eos_ids" not in defaults:
             defaults["eos_ids"] = files.eos_ids
