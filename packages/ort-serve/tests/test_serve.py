@@ -77,7 +77,7 @@ def alone(folder: pathlib.Path, prompt: list[int], n: int) -> list[int]:
 
 
 def build_engine(folder: pathlib.Path, max_batch: int = 8, max_queue: int = 64, chunk: int = 8,
-                 budget: str | None = None, rules: str | None = None) -> Engine:
+                 budget: str | None = None, rules: str | None = None, **pool) -> Engine:
     from ort_session import SessionOptions
 
     files = resolve_model(folder)
@@ -88,7 +88,7 @@ def build_engine(folder: pathlib.Path, max_batch: int = 8, max_queue: int = 64, 
     providers = SIM if budget else None
     codec = load_tokenizer(files.tokenizer, VOCAB)
     return Engine.build(model, files, opts, lambda o: InferenceSession(model, o, providers=providers), codec,
-                        max_batch=max_batch, ctx_size=None, prefill_chunk=chunk, max_queue=max_queue)
+                        max_batch=max_batch, ctx_size=None, prefill_chunk=chunk, max_queue=max_queue, **pool)
 
 
 def run_all(engine: Engine, prompts: list[list[int]], n: list[int], **sampling) -> list[list[int]]:
@@ -136,6 +136,80 @@ def test_split_placement_and_seeded_sampling_under_batching():
         assert 0 < after["weights"] and after["peak"] == before["peak"] <= after["capacity"], (before, after)
     assert answers[0] == answers[1]
     assert len({tuple(a) for a in answers[0]}) > 1
+
+
+def submit_greedy(engine: Engine, prompts: list[list[int]], n: list[int], priorities=None) -> list[Request]:
+    """Requests queued (the engine thread not started): `drain` runs the engine loop by hand, deterministically."""
+    reqs = []
+    for i, (prompt, k) in enumerate(zip(prompts, n)):
+        params = engine.params(temperature=0.0, max_new_tokens=engine.scheduler.check(prompt, k))
+        reqs.append(Request(prompt, params, lambda piece, finish, r=reqs: None, priority=(priorities or [0] * 8)[i]))
+        engine.scheduler.submit(reqs[-1])
+    return reqs
+
+
+def drain(engine: Engine) -> int:
+    """The engine loop by hand until every request ended; the most sequences active at once."""
+    s, most = engine.scheduler, 0
+    while s.waiting or s.active:
+        s._admit()
+        most = max(most, len(s.active))
+        s.step()
+    return most
+
+
+def metric(engine: Engine, name: str) -> float:
+    from ort_serve._server_status import metrics_text
+
+    return re_value(metrics_text(engine), f"ort_serve_{name}")
+
+
+def test_a_pool_too_small_for_all_preempts_and_every_answer_equals_alone(folder):
+    """8 greedy requests over a pool of 20 blocks of 4 positions (finishing at once they would need 43):
+    admission takes only the prompts' blocks, so 7 start together; running out, the latest admitted are preempted
+    and resume by recompute; every answer equals the request served alone, and the simulated GPU's measured peak
+    stays the initial plan's, within the budget."""
+    lengths = [16, 10, 20, 12, 16, 12, 9, 5]
+    engine = build_engine(folder, budget="gpu:4MiB", kv_block=4, kv_blocks=20)
+    try:
+        (before,) = engine.session.device_memory().values()
+        reqs = submit_greedy(engine, PROMPTS, lengths)
+        most = drain(engine)
+        (after,) = engine.session.device_memory().values()
+        preemptions = metric(engine, "preemptions_total")
+        assert metric(engine, "kv_blocks_total") == 20 and metric(engine, "kv_blocks_in_use") == 0
+        assert metric(engine, "recomputed_tokens_total") > 0
+    finally:
+        engine.close()
+    # blocks_for(prompt) + 1 free for each in arrival order: 2 1 1 3 1 1 1 reserved, the 40-token prompt waits
+    assert most == 7 and preemptions >= 1 and sum(r.preempted for r in reqs) == preemptions
+    for req, n in zip(reqs, lengths):
+        assert req.output == alone(folder, req.prompt, n), req.prompt
+    assert after["peak"] == before["peak"] <= after["capacity"], (before, after)
+
+
+def test_preemption_takes_the_least_urgent_then_the_latest_admitted(folder):
+    engine = build_engine(folder, max_batch=3, kv_block=2, kv_blocks=12)
+    try:
+        # arrival order b, a, c: the queue admits a (priority 0) first, then b and c (priority 1, b arrived first)
+        b, a, c = submit_greedy(engine, [[5, 6], [7, 8], [9, 10]], [20, 20, 20], priorities=[1, 0, 1])
+        drain(engine)
+    finally:
+        engine.close()
+    assert a.preempted == 0 and c.preempted > b.preempted
+    for req in (a, b, c):
+        assert req.output == alone(folder, req.prompt, 20)
+
+
+def test_a_prompt_beyond_the_pool_is_refused_naming_kv_blocks(folder):
+    engine = build_engine(folder, max_batch=2, kv_block=4, kv_blocks=3)
+    try:
+        assert engine.scheduler.check([1] * 5, 100) == 12 - 5  # max_tokens capped at what the pool holds
+        with pytest.raises(AdmissionError, match="--kv-blocks 3 x --kv-block 4") as e:
+            engine.scheduler.check([1] * 12, 4)
+        assert (e.value.status, e.value.limit, e.value.value) == (503, "kv_blocks", 3)
+    finally:
+        engine.close()
 
 
 def test_not_a_kv_decoder_is_refused(tmp_path):
@@ -202,6 +276,7 @@ def server(tmp_path_factory):
     log = (folder.parent / "serve.log").open("w")
     proc = subprocess.Popen([sys.executable, "-m", "ort_session.cli", "serve", str(folder), "--host", "127.0.0.1",
                              "--port", str(port), "--max-batch", "8", "--max-queue", "4", "--prefill-chunk", "8",
+                             "--kv-block", "8", "--kv-blocks", "48",
                              "--providers", ",".join(SIM), "--budget", BUDGET, "--chat-template", str(template),
                              "--log-level", "warning"],
                             stdout=log, stderr=subprocess.STDOUT)
@@ -342,6 +417,8 @@ def test_eight_concurrent_clients_equal_alone_within_budget(server):
                  "device_bytes_in_use", "device_budget_bytes"):
         assert f"ort_serve_{name}" in metrics
     assert re_value(metrics, "ort_serve_generated_tokens_total") >= sum(lengths)
+    assert re_value(metrics, "ort_serve_kv_blocks_total") == 48 and re_value(metrics, "ort_serve_kv_blocks_in_use") == 0
+    assert (health["kv_block"], health["kv_blocks"]) == (8, 48)
     steps, sequences = (re_value(metrics, name) - re_value(before, name)
                         for name in ("ort_serve_decode_steps_total", "ort_serve_decode_step_sequences_total"))
     assert sequences / steps > 1.5, (sequences, steps)  # the clients' decode steps ran as batches
