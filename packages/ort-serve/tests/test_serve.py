@@ -37,11 +37,11 @@ PROMPTS = [[1, 5, 9, 33, 100], [7], [3, 4], [200, 17, 18, 19, 20, 21, 22, 23, 24
 SIM = ["SimulatedGPUExecutionProvider", "CPUExecutionProvider"]
 
 
-def write_folder(folder: pathlib.Path, kind: str) -> pathlib.Path:
+def write_folder(folder: pathlib.Path, kind: str, cfg: zoo.DecoderConfig | None = None) -> pathlib.Path:
     """A model folder: a zoo decoder (genai-style GroupQueryAttention with attention_mask, or the plain one with
     positions from the past's length), genai_config.json, and a word-level tokenizer.json (t0 .. t255)."""
     folder.mkdir(parents=True, exist_ok=True)
-    cfg = zoo.DecoderConfig(layers=2, hidden=64, heads=4, kv_heads=2, vocab=VOCAB, max_positions=CTX)
+    cfg = cfg or zoo.DecoderConfig(layers=2, hidden=64, heads=4, kv_heads=2, vocab=VOCAB, max_positions=CTX)
     if kind == "genai":
         proto = zoo.genai_decoder_proto(cfg)
         ort_graph.save(ort_graph.from_proto(proto), str(folder / "model.onnx"))
@@ -77,7 +77,8 @@ def alone(folder: pathlib.Path, prompt: list[int], n: int) -> list[int]:
 
 
 def build_engine(folder: pathlib.Path, max_batch: int = 8, max_queue: int = 64, chunk: int = 8,
-                 budget: str | None = None, rules: str | None = None, **pool) -> Engine:
+                 budget: str | None = None, rules: str | None = None, config: dict[str, str] | None = None,
+                 **pool) -> Engine:
     from ort_session import SessionOptions
 
     files = resolve_model(folder)
@@ -85,6 +86,8 @@ def build_engine(folder: pathlib.Path, max_batch: int = 8, max_queue: int = 64, 
     opts = SessionOptions(budgets=budget)
     if rules:
         opts.add_session_config_entry(NAME_BASED_ASSIGNMENT, rules)
+    for key, value in (config or {}).items():
+        opts.add_session_config_entry(key, value)
     providers = SIM if budget else None
     codec = load_tokenizer(files.tokenizer, VOCAB)
     return Engine.build(model, files, opts, lambda o: InferenceSession(model, o, providers=providers), codec,
@@ -210,6 +213,34 @@ def test_a_prompt_beyond_the_pool_is_refused_naming_kv_blocks(folder):
         assert (e.value.status, e.value.limit, e.value.value) == (503, "kv_blocks", 3)
     finally:
         engine.close()
+
+
+@pytest.mark.parametrize(("budget", "streaming"), [("gpu:560KiB", None), ("gpu:920KiB", "on")])
+def test_a_budget_splitting_the_layers_or_streaming_them_serves_4_requests_as_alone(tmp_path, budget, streaming):
+    """A 4-layer genai decoder under a budget that keeps one layer on the simulated GPU and the rest on the CPU, or
+    (weight streaming on) streams its layers through the device's two slots: 4 concurrent greedy requests, batched,
+    answer what each answers alone on the CPU, and the device's measured peak stays the plan's, within the budget."""
+    cfg = zoo.DecoderConfig(layers=4, hidden=64, heads=4, kv_heads=2, vocab=VOCAB, max_positions=CTX)
+    folder = write_folder(tmp_path / "four", "genai", cfg)
+    config = {"session.weight_streaming": streaming} if streaming else None
+    engine = build_engine(folder, max_batch=4, budget=budget, config=config, kv_block=8)
+    placement = engine.session.placement
+    if streaming:
+        assert placement.streaming is not None and len(placement.streaming.layers) >= 2, placement.summary
+    else:
+        assert placement.streaming is None and placement.summary.startswith("1/4 decoder layers"), placement.summary
+    (before,) = engine.session.device_memory().values()
+    prompts, lengths = PROMPTS[:3] + PROMPTS[-1:], [12, 20, 7, 16]
+    engine.scheduler.start()
+    try:
+        got = run_all(engine, prompts, lengths)
+    finally:
+        (after,) = engine.session.device_memory().values()
+        engine.close()
+    assert engine.runner.mode == "batched" and engine.scheduler.metrics.decoded_tokens > engine.scheduler.metrics.decode_steps
+    for prompt, n, out in zip(prompts, lengths, got):
+        assert out == alone(folder, prompt, n), prompt
+    assert after["peak"] == before["peak"] <= after["capacity"], (before, after)
 
 
 def test_not_a_kv_decoder_is_refused(tmp_path):
