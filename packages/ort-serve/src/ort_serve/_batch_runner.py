@@ -14,6 +14,7 @@ between steps)."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -48,6 +49,7 @@ class BatchRunner:
         last = logits.shape[-1] if logits is not None and logits.shape else None
         self.vocab: int | None = last if isinstance(last, int) else None
         self.layout = "append"
+        self.run_s = self.copy_s = 0.0  # seconds in the session's runs; gathering pasts and scattering new positions
 
     def _kv_dims(self) -> dict[str, tuple[int, int]]:
         graph, plan = self.session.model.graph, self.session.options.max_shapes or {}
@@ -66,21 +68,32 @@ class BatchRunner:
 
     def _run(self, feeds: dict) -> dict[str, np.ndarray]:
         names = ["logits", *self.pairs]
-        return dict(zip(names, self.session.run(names, feeds)))
+        t = time.perf_counter()
+        outs = dict(zip(names, self.session.run(names, feeds)))
+        self.run_s += time.perf_counter() - t
+        return outs
+
+    def _past(self, slots: Sequence[int], length: int) -> dict[str, np.ndarray]:
+        t = time.perf_counter()
+        past = self.pool.past(slots, length)
+        self.copy_s += time.perf_counter() - t
+        return past
 
     def prefill(self, slot: int, ids: Sequence[int]) -> np.ndarray:
         """Feed `ids` (one chunk, at most `chunk` tokens) after what `slot` holds; the last position's logits."""
         pool = self.pool
         start, n = pool.lengths[slot], len(ids)
         self._grow(slot, start + n)
-        feeds = {"input_ids": np.asarray([ids], np.int64), **pool.past([slot], start)}
+        feeds = {"input_ids": np.asarray([ids], np.int64), **self._past([slot], start)}
         if self.has_mask:
             feeds["attention_mask"] = np.ones((1, start + n), np.int64)
         if self.has_positions:
             feeds["position_ids"] = np.arange(start, start + n, dtype=np.int64)[None, :]
         outs = self._run(feeds)
+        t = time.perf_counter()
         for present, past in self.pairs.items():
             pool.write(past, slot, start, outs[present][0, :, start:start + n])
+        self.copy_s += time.perf_counter() - t
         pool.lengths[slot] = start + n
         return outs["logits"][0, -1]
 
@@ -101,7 +114,7 @@ class BatchRunner:
         pool = self.pool
         lens = [pool.lengths[s] for s in slots]
         longest = max(lens)
-        feeds = {"input_ids": np.asarray(tokens, np.int64)[:, None], **pool.past(slots, longest)}
+        feeds = {"input_ids": np.asarray(tokens, np.int64)[:, None], **self._past(slots, longest)}
         mask = np.zeros((len(slots), longest + 1), np.int64)
         for i, n in enumerate(lens):
             mask[i, :n] = 1
@@ -113,10 +126,12 @@ class BatchRunner:
             self._grow(s, n + 1)
         rows = np.concatenate([pool.rows(s, n, n + 1) for s, n in zip(slots, lens)])
         outs = self._run(feeds)
+        t = time.perf_counter()
         batch = np.arange(len(slots))
         src = np.asarray(lens) if layout == "seqlens" else np.full(len(slots), longest)
         for present, past in self.pairs.items():
             pool.write_rows(past, rows, outs[present][batch, :, src])
+        self.copy_s += time.perf_counter() - t
         for s, n in zip(slots, lens):
             pool.lengths[s] = n + 1
         logits = outs["logits"]

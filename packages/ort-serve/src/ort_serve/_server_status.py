@@ -58,6 +58,11 @@ def metrics_text(engine: Engine) -> str:
     _metric(lines, "kv_positions_in_use", "gauge", "KV positions filled across the sequences", [("", sum(pool.lengths))])
     _metric(lines, "preemptions_total", "counter", "running sequences preempted for a KV block (resumed by "
             "recompute)", [("", m.preemptions)])
+    runner = engine.runner
+    _metric(lines, "model_run_seconds_total", "counter", "seconds in the session's runs (prefill chunks and decode "
+            "steps)", [("", runner.run_s)])
+    _metric(lines, "kv_copy_seconds_total", "counter", "seconds gathering the steps' pasts from the KV blocks and "
+            "scattering their new positions back", [("", runner.copy_s)])
     _metric(lines, "recomputed_tokens_total", "counter", "tokens prefilled again after a preemption",
             [("", m.recomputed_tokens)])
     devices = engine.session.device_memory()
