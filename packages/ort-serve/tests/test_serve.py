@@ -243,6 +243,63 @@ def test_a_budget_splitting_the_layers_or_streaming_them_serves_4_requests_as_al
     assert after["peak"] == before["peak"] <= after["capacity"], (before, after)
 
 
+@pytest.mark.parametrize("pool", [{}, {"kv_block": 4, "kv_blocks": 20}], ids=["default-pool", "preempting"])
+def test_the_batched_past_kept_on_the_device_answers_as_the_host_pool(tmp_path, monkeypatch, pool):
+    """--kv-on-device: while the batch is unchanged a decode step feeds the last step's presents, left on the
+    simulated GPU, as its past (only the logits and the small inputs cross); joins, leaves and preemptions copy
+    the device positions back into the pool. 8 greedy requests (over a pool small enough to preempt, too): every
+    answer equals the request served alone, and the device's peak stays within the budget."""
+    from ort_serve import _batch_runner
+
+    folder = write_folder(tmp_path / "genai", "genai")
+    lengths = [16, 10, 20, 12, 16, 12, 9, 5]
+    engine = build_engine(folder, budget="gpu:4MiB", kv_on_device=True, **pool)
+    bound, real = [], _batch_runner._bound_run
+
+    def watched(session, names, feeds, device):  # each bound step: its host inputs' bytes and the run's traffic
+        out = real(session, names, feeds, device)
+        past_on_device = not any(isinstance(feeds[p], np.ndarray) for p in engine.runner.pairs.values())
+        host = sum(v.nbytes for v in feeds.values() if isinstance(v, np.ndarray))
+        n, width = feeds["attention_mask"].shape
+        kv = n * (width - 1) * 2 * 16 * 4 * 4  # the past's bytes: 2 KV heads x 16, float32, 2 layers x key, value
+        bound.append((past_on_device, host, n, kv, session.last_run_stats))
+        return out
+
+    monkeypatch.setattr(_batch_runner, "_bound_run", watched)
+    try:
+        assert engine.runner.resident is not None and engine.runner.resident.device == "simgpu"
+        reqs = submit_greedy(engine, PROMPTS, lengths)
+        drain(engine)
+        (after,) = engine.session.device_memory().values()
+        steps, syncs = metric(engine, "kv_device_steps_total"), metric(engine, "kv_device_syncs_total")
+        batched = metric(engine, "decode_steps_total")  # with 1 sequence a decode step is not batched (host path)
+        preemptions = metric(engine, "preemptions_total")
+    finally:
+        engine.close()
+    for req, n in zip(reqs, lengths):
+        assert req.output == alone(folder, req.prompt, n), req.prompt
+    assert syncs >= 1 and after["peak"] <= after["capacity"]
+    assert steps == sum(on for on, *_ in bound) >= 1 and (preemptions >= 1) == bool(pool)
+    assert steps < batched  # every join and leave regathers
+    for on, host, n, kv, stats in bound:
+        if on:  # no KV byte crossed: the ids, the mask (and values the CPU's nodes make) went in, the logits out
+            assert stats.host_to_device_bytes < kv / 4 and stats.device_to_host_bytes == n * VOCAB * 4, stats
+        else:  # a regathered past went in
+            assert stats.host_to_device_bytes >= kv and host > kv
+
+
+def test_kv_on_device_is_refused_where_it_cannot_fit_and_ignored_for_round_robin(tmp_path):
+    from ort_serve import ServeError
+
+    with pytest.raises(ServeError, match="--kv-on-device: the batched KV cache of 8 sequences x 64 positions"):
+        build_engine(write_folder(tmp_path / "genai", "genai"), budget="gpu:1100KiB", kv_on_device=True)
+    engine = build_engine(write_folder(tmp_path / "plain", "plain"), budget="gpu:4MiB", kv_on_device=True)
+    try:
+        assert engine.runner.mode == "round-robin" and engine.runner.resident is None
+    finally:
+        engine.close()
+
+
 def test_not_a_kv_decoder_is_refused(tmp_path):
     from ort_serve import ServeError
 

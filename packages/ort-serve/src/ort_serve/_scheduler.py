@@ -260,7 +260,7 @@ class Scheduler:
     def _preempt(self, req: Request) -> None:
         """`req` gives its slot and blocks back and waits at the front of its priority, to resume by recompute."""
         self.active.remove(req)
-        self.runner.pool.release(req.slot)
+        self.runner.release(req.slot)
         req.slot, req.prefilled = None, 0
         req.preempted += 1
         self.metrics.preemptions += 1
@@ -288,6 +288,6 @@ class Scheduler:
 
     def _finish(self, req: Request, reason: str, piece: str = "") -> None:
         self.active.remove(req)
-        self.runner.pool.release(req.slot)
+        self.runner.release(req.slot)
         self.metrics.finished[reason] = self.metrics.finished.get(reason, 0) + 1
         req.emit(piece, reason)

@@ -63,6 +63,11 @@ def metrics_text(engine: Engine) -> str:
             "steps)", [("", runner.run_s)])
     _metric(lines, "kv_copy_seconds_total", "counter", "seconds gathering the steps' pasts from the KV blocks and "
             "scattering their new positions back", [("", runner.copy_s)])
+    if runner.resident is not None:
+        _metric(lines, "kv_device_steps_total", "counter", "decode steps fed the last step's past on the device "
+                "(--kv-on-device)", [("", runner.resident.steps)])
+        _metric(lines, "kv_device_syncs_total", "counter", "device pasts copied back into the host pool when the "
+                "batch changed", [("", runner.resident.syncs)])
     _metric(lines, "recomputed_tokens_total", "counter", "tokens prefilled again after a preemption",
             [("", m.recomputed_tokens)])
     devices = engine.session.device_memory()
