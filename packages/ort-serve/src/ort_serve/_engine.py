@@ -49,8 +49,8 @@ def _keep_on_device(runner: BatchRunner, max_batch: int, ctx: int) -> None:
     if device is None:
         raise ServeError(f"--kv-on-device: the batched KV cache of {max_batch} sequences x {ctx} positions does not "
                          "fit twice (past and present) beside the plan within the device budget, or its layers are "
-                         "not on one device; drop --kv-on-device, give a larger --budget, or a smaller --max-batch "
-                         "/ --ctx-size")
+                         "not on one device (a CPU-only session has none to keep it on); drop --kv-on-device, give a "
+                         "larger --budget, or a smaller --max-batch / --ctx-size")
     runner.keep_on_device(device)
 
 
