@@ -1,0 +1,252 @@
+/* The recurrence of the RNN / GRU / LSTM C kernel (see rnn.h): one direction of one call, on the calling thread.
+ *
+ * Workspace blocks (floats, each aligned to SG_ALIGN_FLOATS): xw (rows x G*H: X @ W^T plus the biases, X's row
+ * order), rt (H x G*H: R^T), hr (batch x G*H: H_{t-1} @ R^T, then the gates in place), h and c (batch x H: the
+ * state), rh (batch x H: GRU's r * H_{t-1} without linear_before_reset) and the sgemm packing buffer (the larger
+ * of the projection's and a step's need). Sigmoid and Tanh are 8-float vector loops over vm_exp8 (vec_math.h);
+ * tanh(x) = sign(x) (1 - e) / (1 + e), e = exp(-2|x|), within a few 1e-7 of tanhf. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu_kernels.h" /* CPU_KERNELS_CLONES */
+#include "rnn.h"
+#include "sgemm.h"
+#include "vec_math.h"
+
+static int64_t rnn_up(int64_t n) { return (n + SG_ALIGN_FLOATS - 1) / SG_ALIGN_FLOATS * SG_ALIGN_FLOATS; }
+
+static size_t rnn_pack_floats(const RnnDims* d) {
+  size_t proj = sgemm_thread_floats(d->seq * d->batch, d->input, d->gh, 1);
+  size_t step = sgemm_thread_floats(d->batch, d->hidden, d->gh, 0);
+  return proj > step ? proj : step;
+}
+
+size_t rnn_work_floats(const RnnAttrs* a, const RnnDims* d) {
+  int64_t n = rnn_up(d->seq * d->batch * d->gh) + rnn_up(d->hidden * d->gh) + rnn_up(d->batch * d->gh);
+  n += 2 * rnn_up(d->batch * d->hidden);
+  if (a->kind == RNN_KIND_GRU && !a->lbr) n += rnn_up(d->batch * d->hidden);
+  return (size_t)n + rnn_pack_floats(d) + SG_ALIGN_FLOATS;
+}
+
+static void rnn_load8(const float* v, int64_t n, vm_v8* out) {
+  float t[8] = {0};
+  memcpy(t, v, (size_t)n * sizeof(float));
+  memcpy(out, t, sizeof t);
+}
+
+static void rnn_store8(float* v, int64_t n, vm_v8 x) {
+  float t[8];
+  memcpy(t, &x, sizeof t);
+  memcpy(v, t, (size_t)n * sizeof(float));
+}
+
+CPU_KERNELS_CLONES static void rnn_sigmoid(float* v, int64_t n) {
+  int64_t i;
+  for (i = 0; i < n; i += 8) {
+    int64_t m = n - i < 8 ? n - i : 8;
+    vm_v8 x;
+    rnn_load8(v + i, m, &x);
+    rnn_store8(v + i, m, vm_splat8(1.0f) / (vm_splat8(1.0f) + vm_exp8(-x)));
+  }
+}
+
+CPU_KERNELS_CLONES static void rnn_tanh(float* v, int64_t n) {
+  int64_t i;
+  for (i = 0; i < n; i += 8) {
+    int64_t m = n - i < 8 ? n - i : 8;
+    vm_v8 x, ax, e, t;
+    vm_i8 neg;
+    rnn_load8(v + i, m, &x);
+    neg = x < vm_splat8(0.0f);
+    ax = (vm_v8)((vm_i8)x & ~(vm_i8)vm_splat8(-0.0f)); /* |x| */
+    e = vm_exp8(vm_splat8(-2.0f) * ax);
+    t = (vm_splat8(1.0f) - e) / (vm_splat8(1.0f) + e);
+    rnn_store8(v + i, m, (vm_v8)(((vm_i8)-t & neg) | ((vm_i8)t & ~neg)));
+  }
+}
+
+/* v[k] = clip(v[k] + add[k]) (add may be NULL) */
+static void rnn_add_clip(float* v, const float* add, int64_t n, const RnnAttrs* a) {
+  int64_t k;
+  if (add != NULL)
+    for (k = 0; k < n; ++k) v[k] += add[k];
+  if (a->has_clip)
+    for (k = 0; k < n; ++k) v[k] = v[k] < -a->clip ? -a->clip : (v[k] > a->clip ? a->clip : v[k]);
+}
+
+/* X rows [t][b] (layout 0) or [b][t] (layout 1): the row of step t, entry b */
+static int64_t rnn_xrow(const RnnAttrs* a, const RnnDims* d, int64_t t, int64_t b) {
+  return a->layout ? b * d->seq + t : t * d->batch + b;
+}
+
+/* Y_h / Y_c / initial_h / initial_c: [dir][b] (layout 0) or [b][dir] (layout 1), rows of H */
+static int64_t rnn_srow(const RnnAttrs* a, const RnnDims* d, int64_t dir, int64_t b) {
+  return a->layout ? b * d->dirs + dir : dir * d->batch + b;
+}
+
+/* Y: [t][dir][b] (layout 0) or [b][t][dir] (layout 1), rows of H */
+static int64_t rnn_yrow(const RnnAttrs* a, const RnnDims* d, int64_t t, int64_t dir, int64_t b) {
+  return a->layout ? (b * d->seq + t) * d->dirs + dir : (t * d->dirs + dir) * d->batch + b;
+}
+
+/* xw = X @ W[dir]^T + Wb (+ Rb but for GRU's h gate, which stays apart), every step at once */
+static void rnn_project(const RnnAttrs* a, const RnnDims* d, const RnnIo* io, int64_t dir, float* xw, float* pack) {
+  int64_t rows = d->seq * d->batch, gh = d->gh, i, j, h = d->hidden;
+  const float* wb = io->b ? io->b + dir * 2 * gh : NULL;
+  SgProblem p;
+  if (d->input == 0) {
+    memset(xw, 0, (size_t)(rows * gh) * sizeof(float));
+  } else {
+    memset(&p, 0, sizeof p);
+    p.a = io->x; p.b = io->w + dir * gh * d->input; p.c = xw;
+    p.M = rows; p.N = gh; p.K = d->input; p.lda = d->input; p.ldb = d->input; p.ldc = gh;
+    p.b_trans = 1; p.alpha = 1.0f;
+    sgemm_columns(&p, 0, gh, pack);
+  }
+  if (wb == NULL) return;
+  for (i = 0; i < rows; ++i) {
+    float* row = xw + i * gh;
+    for (j = 0; j < gh; ++j) row[j] += wb[j];
+    for (j = 0; j < (a->kind == RNN_KIND_GRU ? 2 * h : gh); ++j) row[j] += wb[gh + j];
+  }
+}
+
+/* hr[:, n0:n1] = s @ rt[:, n0:n1] for the batch rows of s (H floats each) */
+static void rnn_recur(const RnnDims* d, const float* s, const float* rt, float* hr, int64_t n0, int64_t n1, float* pack) {
+  SgProblem p;
+  memset(&p, 0, sizeof p);
+  p.a = s; p.b = rt + n0; p.c = hr + n0;
+  p.M = d->batch; p.N = n1 - n0; p.K = d->hidden; p.lda = d->hidden; p.ldb = d->gh; p.ldc = d->gh;
+  p.alpha = 1.0f;
+  if (d->hidden == 0) {
+    int64_t b;
+    for (b = 0; b < d->batch; ++b) memset(hr + b * d->gh + n0, 0, (size_t)(n1 - n0) * sizeof(float));
+    return;
+  }
+  sgemm_columns(&p, 0, n1 - n0, pack);
+}
+
+/* LSTM gates of one row in place (g: i, o, f, c pre-activations from R, xr: from X), state h and c updated */
+static void rnn_lstm_row(const RnnAttrs* a, int64_t hs, float* g, const float* xr, const float* p, float* h, float* c) {
+  float *gi = g, *go = g + hs, *gf = g + 2 * hs, *gc = g + 3 * hs;
+  int64_t k;
+  for (k = 0; k < 4 * hs; ++k) g[k] += xr[k];
+  if (p != NULL)
+    for (k = 0; k < hs; ++k) {
+      gi[k] += p[k] * c[k];
+      gf[k] += p[2 * hs + k] * c[k];
+    }
+  rnn_add_clip(gi, NULL, hs, a);
+  rnn_sigmoid(gi, hs);
+  if (a->input_forget) {
+    for (k = 0; k < hs; ++k) gf[k] = 1.0f - gi[k];
+  } else {
+    rnn_add_clip(gf, NULL, hs, a);
+    rnn_sigmoid(gf, hs);
+  }
+  rnn_add_clip(gc, NULL, hs, a);
+  rnn_tanh(gc, hs);
+  for (k = 0; k < hs; ++k) c[k] = gf[k] * c[k] + gi[k] * gc[k];
+  if (p != NULL)
+    for (k = 0; k < hs; ++k) go[k] += p[hs + k] * c[k];
+  rnn_add_clip(go, NULL, hs, a);
+  rnn_sigmoid(go, hs);
+  memcpy(gc, c, (size_t)hs * sizeof(float));
+  rnn_tanh(gc, hs);
+  for (k = 0; k < hs; ++k) h[k] = go[k] * gc[k];
+}
+
+/* GRU z and r of one row in place (g[0:2H] += xr, clip, Sigmoid) */
+static void rnn_gru_zr(const RnnAttrs* a, int64_t hs, float* g, const float* xr) {
+  rnn_add_clip(g, xr, 2 * hs, a);
+  rnn_sigmoid(g, 2 * hs);
+}
+
+/* GRU's new state of one row from z (g[0:H]) and the h gate's pre-activation in g[2H:3H] */
+static void rnn_gru_state(const RnnAttrs* a, int64_t hs, float* g, float* h) {
+  float *z = g, *hh = g + 2 * hs;
+  int64_t k;
+  rnn_add_clip(hh, NULL, hs, a);
+  rnn_tanh(hh, hs);
+  for (k = 0; k < hs; ++k) h[k] = (1.0f - z[k]) * hh[k] + z[k] * h[k];
+}
+
+static int rnn_active(const RnnIo* io, int64_t t, int64_t b) { return io->lens == NULL || t < (int64_t)io->lens[b]; }
+
+/* one step t: hr from the state, then each active row's gates and state; Y's rows (zeros where inactive) */
+static void rnn_step(const RnnAttrs* a, const RnnDims* d, const RnnIo* io, int64_t dir, int64_t t, float** blk) {
+  float *xw = blk[0], *rt = blk[1], *hr = blk[2], *h = blk[3], *c = blk[4], *rh = blk[5], *pack = blk[6];
+  int64_t hs = d->hidden, gh = d->gh, b, k;
+  const float* rb_h = io->b ? io->b + dir * 2 * gh + gh + 2 * hs : NULL; /* GRU: Rb of the h gate */
+  const float* p = io->p ? io->p + dir * 3 * hs : NULL;
+  int gru_split = a->kind == RNN_KIND_GRU && !a->lbr;
+  rnn_recur(d, h, rt, hr, 0, gru_split ? 2 * hs : gh, pack);
+  if (gru_split) { /* z, r first; then (r * h) @ Rh^T */
+    for (b = 0; b < d->batch; ++b) {
+      float* g = hr + b * gh;
+      rnn_gru_zr(a, hs, g, xw + rnn_xrow(a, d, t, b) * gh);
+      for (k = 0; k < hs; ++k) rh[b * hs + k] = g[hs + k] * h[b * hs + k];
+    }
+    rnn_recur(d, rh, rt, hr, 2 * hs, gh, pack);
+  }
+  for (b = 0; b < d->batch; ++b) {
+    float *g = hr + b * gh, *hb = h + b * hs, *cb = c + b * hs;
+    const float* xr = xw + rnn_xrow(a, d, t, b) * gh;
+    if (rnn_active(io, t, b)) {
+      if (a->kind == RNN_KIND_LSTM) {
+        rnn_lstm_row(a, hs, g, xr, p, hb, cb);
+      } else if (a->kind == RNN_KIND_RNN) {
+        rnn_add_clip(g, xr, hs, a);
+        rnn_tanh(g, hs);
+        memcpy(hb, g, (size_t)hs * sizeof(float));
+      } else {
+        float* hh = g + 2 * hs;
+        if (!gru_split) rnn_gru_zr(a, hs, g, xr);
+        for (k = 0; k < hs; ++k) {
+          float rec = hh[k] + (rb_h ? rb_h[k] : 0.0f);
+          hh[k] = xr[2 * hs + k] + (gru_split ? rec : g[hs + k] * rec);
+        }
+        rnn_gru_state(a, hs, g, hb);
+      }
+    }
+    if (io->y != NULL) {
+      float* yr = io->y + rnn_yrow(a, d, t, dir, b) * hs;
+      if (rnn_active(io, t, b)) memcpy(yr, hb, (size_t)hs * sizeof(float));
+      else memset(yr, 0, (size_t)hs * sizeof(float));
+    }
+  }
+}
+
+void rnn_direction(const RnnAttrs* a, const RnnDims* d, const RnnIo* io, int64_t dir, float* work) {
+  int64_t hs = d->hidden, gh = d->gh, b, k, t;
+  int reverse = a->direction == RNN_REVERSE || dir == 1;
+  float* blk[7];
+  const float* r = io->r + dir * gh * hs;
+  float* at = (float*)(((uintptr_t)work + 63) & ~(uintptr_t)63);
+  blk[0] = at; at += rnn_up(d->seq * d->batch * gh);
+  blk[1] = at; at += rnn_up(hs * gh);
+  blk[2] = at; at += rnn_up(d->batch * gh);
+  blk[3] = at; at += rnn_up(d->batch * hs);
+  blk[4] = at; at += rnn_up(d->batch * hs);
+  blk[5] = at; at += a->kind == RNN_KIND_GRU && !a->lbr ? rnn_up(d->batch * hs) : 0;
+  blk[6] = at;
+  if (d->seq * d->batch > 0) rnn_project(a, d, io, dir, blk[0], blk[6]);
+  for (k = 0; k < hs; ++k) /* R^T: rt[k][n] = R[n][k] */
+    for (t = 0; t < gh; ++t) blk[1][k * gh + t] = r[t * hs + k];
+  for (b = 0; b < d->batch; ++b) {
+    int64_t s = rnn_srow(a, d, dir, b) * hs;
+    if (io->h0) memcpy(blk[3] + b * hs, io->h0 + s, (size_t)hs * sizeof(float));
+    else memset(blk[3] + b * hs, 0, (size_t)hs * sizeof(float));
+    if (io->c0) memcpy(blk[4] + b * hs, io->c0 + s, (size_t)hs * sizeof(float));
+    else memset(blk[4] + b * hs, 0, (size_t)hs * sizeof(float));
+  }
+  for (k = 0; k < d->seq; ++k) rnn_step(a, d, io, dir, reverse ? d->seq - 1 - k : k, blk);
+  for (b = 0; b < d->batch; ++b) { /* an entry of sequence length 0 ends in zeros, as onnxruntime's */
+    int64_t s = rnn_srow(a, d, dir, b) * hs;
+    int empty = io->lens != NULL && io->lens[b] == 0;
+    if (empty) memset(blk[3] + b * hs, 0, (size_t)hs * sizeof(float));
+    if (empty) memset(blk[4] + b * hs, 0, (size_t)hs * sizeof(float));
+    if (io->yh) memcpy(io->yh + s, blk[3] + b * hs, (size_t)hs * sizeof(float));
+    if (io->yc) memcpy(io->yc + s, blk[4] + b * hs, (size_t)hs * sizeof(float));
+  }
+}
