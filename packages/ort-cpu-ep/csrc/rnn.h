@@ -1,7 +1,7 @@
 /* float32 ONNX RNN, GRU and LSTM of the ort-cpu-ep C kernels: the math (rnn_math.c) and the ABI kernel
  * (rnn_kernel.c). Per direction, X @ W^T for every step is one sgemm call (W packed as a transposed B) into a
- * workspace block, the biases added row by row; R is transposed once per call into R^T (H x G*H) so each step's
- * H_{t-1} @ R^T is the MatMul kernel's streamed GEMV for a few batch rows (packed above SG_SKINNY_ROWS). The gate
+ * workspace block, the biases added row by row; each step's H_{t-1} @ R^T is a GEMV over R's rows as stored
+ * (rnn_math.c's rnn_dots: sgemm streams only an untransposed B, and R is N x K). The gate
  * math runs row by row in place; a batch entry at t >= sequence_lens[b] keeps its state and writes zeros to Y.
  * Default activations only (f = Sigmoid, g = h = Tanh): the ABI has no string-list attribute getter, so the
  * kernel refuses an `activations` attribute and the numpy kernel runs such nodes (c_kernel_applies says so). */

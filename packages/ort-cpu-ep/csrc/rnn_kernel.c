@@ -4,7 +4,7 @@
  * [0, seq]), initial_h, LSTM initial_c and peepholes P. An `activations` attribute is refused (the numpy kernel
  * runs those nodes: c_kernel_applies declines them), activation_alpha / activation_beta are unused by the defaults.
  *
- * Workspace: slot 0, one block of rnn_work_floats (one direction's projections, R^T, gates, state, sgemm packing),
+ * Workspace: slot 0, one block of rnn_work_floats (one direction's projections, gates, state, sgemm packing),
  * reused by the directions in turn; declared from X's static shape and hidden_size (or R's shape), else the host's
  * scratch buffer. One thread: a step is a few GEMV rows, the projection one sgemm call. */
 #include <stdio.h>

@@ -1,9 +1,10 @@
 /* The recurrence of the RNN / GRU / LSTM C kernel (see rnn.h): one direction of one call, on the calling thread.
  *
  * Workspace blocks (floats, each aligned to SG_ALIGN_FLOATS): xw (rows x G*H: X @ W^T plus the biases, X's row
- * order), rt (H x G*H: R^T), hr (batch x G*H: H_{t-1} @ R^T, then the gates in place), h and c (batch x H: the
- * state), rh (batch x H: GRU's r * H_{t-1} without linear_before_reset) and the sgemm packing buffer (the larger
- * of the projection's and a step's need). Sigmoid and Tanh are 8-float vector loops over vm_exp8 (vec_math.h);
+ * order), hr (batch x G*H: H_{t-1} @ R^T, then the gates in place), h and c (batch x H: the
+ * state), rh (batch x H: GRU's r * H_{t-1} without linear_before_reset) and the projection's sgemm packing buffer
+ * (none for up to RNN_DOT_ROWS rows of X: those are dot products over W's rows, as the steps are over R's).
+ * A step's H_{t-1} @ R^T is rnn_dots: R read once per 2 batch rows in its stored layout (no transposed copy). Sigmoid and Tanh are 8-float vector loops over vm_exp8 (vec_math.h);
  * tanh(x) = sign(x) (1 - e) / (1 + e), e = exp(-2|x|), within a few 1e-7 of tanhf. */
 #include <math.h>
 #include <string.h>
@@ -13,29 +14,35 @@
 #include "sgemm.h"
 #include "vec_math.h"
 
+#define RNN_DOT_ROWS 8 /* X rows up to which the projection is dot products over W's rows instead of an sgemm */
+
 static int64_t rnn_up(int64_t n) { return (n + SG_ALIGN_FLOATS - 1) / SG_ALIGN_FLOATS * SG_ALIGN_FLOATS; }
 
-static size_t rnn_pack_floats(const RnnDims* d) {
-  size_t proj = sgemm_thread_floats(d->seq * d->batch, d->input, d->gh, 1);
-  size_t step = sgemm_thread_floats(d->batch, d->hidden, d->gh, 0);
-  return proj > step ? proj : step;
-}
 
 size_t rnn_work_floats(const RnnAttrs* a, const RnnDims* d) {
-  int64_t n = rnn_up(d->seq * d->batch * d->gh) + rnn_up(d->hidden * d->gh) + rnn_up(d->batch * d->gh);
+  int64_t n = rnn_up(d->seq * d->batch * d->gh) + rnn_up(d->batch * d->gh);
   n += 2 * rnn_up(d->batch * d->hidden);
   if (a->kind == RNN_KIND_GRU && !a->lbr) n += rnn_up(d->batch * d->hidden);
-  return (size_t)n + rnn_pack_floats(d) + SG_ALIGN_FLOATS;
+  if (d->seq * d->batch > RNN_DOT_ROWS) n += (int64_t)sgemm_thread_floats(d->seq * d->batch, d->input, d->gh, 1);
+  return (size_t)n + SG_ALIGN_FLOATS;
 }
 
-static void rnn_load8(const float* v, int64_t n, vm_v8* out) {
+static inline __attribute__((always_inline)) void rnn_load8(const float* v, int64_t n, vm_v8* out) {
   float t[8] = {0};
+  if (n == 8) { /* a constant-size copy: one vector load */
+    memcpy(out, v, sizeof *out);
+    return;
+  }
   memcpy(t, v, (size_t)n * sizeof(float));
   memcpy(out, t, sizeof t);
 }
 
-static void rnn_store8(float* v, int64_t n, vm_v8 x) {
+static inline __attribute__((always_inline)) void rnn_store8(float* v, int64_t n, vm_v8 x) {
   float t[8];
+  if (n == 8) {
+    memcpy(v, &x, sizeof x);
+    return;
+  }
   memcpy(t, &x, sizeof t);
   memcpy(v, t, (size_t)n * sizeof(float));
 }
@@ -89,6 +96,70 @@ static int64_t rnn_yrow(const RnnAttrs* a, const RnnDims* d, int64_t t, int64_t 
   return a->layout ? (b * d->seq + t) * d->dirs + dir : (t * d->dirs + dir) * d->batch + b;
 }
 
+typedef float rnn_v4 __attribute__((vector_size(16)));
+
+/* out[j] = the sum of a_j's 8 lanes, j < 4: two rounds of pairwise shuffles and adds, then the halves */
+static inline __attribute__((always_inline)) void rnn_hsum4(vm_v8 a0, vm_v8 a1, vm_v8 a2, vm_v8 a3, float* out) {
+  vm_v8 u = __builtin_shufflevector(a0, a1, 0, 8, 2, 10, 4, 12, 6, 14) + __builtin_shufflevector(a0, a1, 1, 9, 3, 11, 5, 13, 7, 15);
+  vm_v8 v = __builtin_shufflevector(a2, a3, 0, 8, 2, 10, 4, 12, 6, 14) + __builtin_shufflevector(a2, a3, 1, 9, 3, 11, 5, 13, 7, 15);
+  vm_v8 w = __builtin_shufflevector(u, v, 0, 1, 8, 9, 4, 5, 12, 13) + __builtin_shufflevector(u, v, 2, 3, 10, 11, 6, 7, 14, 15);
+  rnn_v4 r = __builtin_shufflevector(w, w, 0, 1, 2, 3) + __builtin_shufflevector(w, w, 4, 5, 6, 7);
+  memcpy(out, &r, sizeof r);
+}
+
+static inline __attribute__((always_inline)) vm_v8 rnn_ld(const float* p) {
+  vm_v8 v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+
+/* one row of R against one or two state rows, every k (the tail of 4-row blocks) */
+static float rnn_dot(const float* x, const float* w, int64_t hs) {
+  float acc = 0.0f;
+  int64_t k;
+  for (k = 0; k < hs; ++k) acc += x[k] * w[k];
+  return acc;
+}
+
+/* hr[b][n] = s[b] . r[n] for batch rows b in [0, m), m 1 or 2, and R's rows [n0, n1): four rows of R at a time
+ * into 4 x m named 8-float accumulators (registers: independent multiply-add chains), the state rows in L1 */
+CPU_KERNELS_CLONES static void rnn_dots(const float* s, const float* r, float* hr, int64_t hs, int64_t ld,
+                                        int64_t m, int64_t n0, int64_t n1) {
+  int64_t n = n0, k, j, full = hs / 8 * 8;
+  const float* s1 = s + (m > 1 ? hs : 0);
+  for (; n + 4 <= n1; n += 4) {
+    const float *w0 = r + n * hs, *w1 = w0 + hs, *w2 = w1 + hs, *w3 = w2 + hs;
+    vm_v8 a0 = vm_splat8(0.0f), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    float out[2][4];
+    for (k = 0; k < full; k += 8) {
+      vm_v8 x = rnn_ld(s + k), y = rnn_ld(s1 + k), v0 = rnn_ld(w0 + k), v1 = rnn_ld(w1 + k);
+      vm_v8 v2 = rnn_ld(w2 + k), v3 = rnn_ld(w3 + k);
+      a0 += v0 * x; a1 += v1 * x; a2 += v2 * x; a3 += v3 * x;
+      if (m > 1) { b0 += v0 * y; b1 += v1 * y; b2 += v2 * y; b3 += v3 * y; }
+    }
+    rnn_hsum4(a0, a1, a2, a3, out[0]);
+    rnn_hsum4(b0, b1, b2, b3, out[1]);
+    for (j = 0; j < 4; ++j) {
+      const float* w = r + (n + j) * hs + full;
+      hr[n + j] = full < hs ? out[0][j] + rnn_dot(s + full, w, hs - full) : out[0][j];
+      if (m > 1) hr[ld + n + j] = full < hs ? out[1][j] + rnn_dot(s1 + full, w, hs - full) : out[1][j];
+    }
+  }
+  for (; n < n1; ++n) {
+    hr[n] = rnn_dot(s, r + n * hs, hs);
+    if (m > 1) hr[ld + n] = rnn_dot(s1, r + n * hs, hs);
+  }
+}
+
+/* hr[:, n0:n1] = s @ R[n0:n1]^T for every batch row of s (H floats each): a GEMV over R's rows as stored (R is
+ * N x K; sgemm streams only a K x N B, and transposing R on each call costs a step of a short sequence), up to 2
+ * state rows per pass over R */
+static void rnn_recur(const RnnDims* d, const float* s, const float* r, float* hr, int64_t n0, int64_t n1) {
+  int64_t b;
+  for (b = 0; b < d->batch; b += 2)
+    rnn_dots(s + b * d->hidden, r, hr + b * d->gh, d->hidden, d->gh, d->batch - b < 2 ? d->batch - b : 2, n0, n1);
+}
+
 /* xw = X @ W[dir]^T + Wb (+ Rb but for GRU's h gate, which stays apart), every step at once */
 static void rnn_project(const RnnAttrs* a, const RnnDims* d, const RnnIo* io, int64_t dir, float* xw, float* pack) {
   int64_t rows = d->seq * d->batch, gh = d->gh, i, j, h = d->hidden;
@@ -96,6 +167,9 @@ static void rnn_project(const RnnAttrs* a, const RnnDims* d, const RnnIo* io, in
   SgProblem p;
   if (d->input == 0) {
     memset(xw, 0, (size_t)(rows * gh) * sizeof(float));
+  } else if (rows <= RNN_DOT_ROWS) { /* packing W (a transposed B) would cost more than the product */
+    for (i = 0; i < rows; i += 2)
+      rnn_dots(io->x + i * d->input, io->w + dir * gh * d->input, xw + i * gh, d->input, gh, rows - i < 2 ? rows - i : 2, 0, gh);
   } else {
     memset(&p, 0, sizeof p);
     p.a = io->x; p.b = io->w + dir * gh * d->input; p.c = xw;
@@ -109,21 +183,6 @@ static void rnn_project(const RnnAttrs* a, const RnnDims* d, const RnnIo* io, in
     for (j = 0; j < gh; ++j) row[j] += wb[j];
     for (j = 0; j < (a->kind == RNN_KIND_GRU ? 2 * h : gh); ++j) row[j] += wb[gh + j];
   }
-}
-
-/* hr[:, n0:n1] = s @ rt[:, n0:n1] for the batch rows of s (H floats each) */
-static void rnn_recur(const RnnDims* d, const float* s, const float* rt, float* hr, int64_t n0, int64_t n1, float* pack) {
-  SgProblem p;
-  memset(&p, 0, sizeof p);
-  p.a = s; p.b = rt + n0; p.c = hr + n0;
-  p.M = d->batch; p.N = n1 - n0; p.K = d->hidden; p.lda = d->hidden; p.ldb = d->gh; p.ldc = d->gh;
-  p.alpha = 1.0f;
-  if (d->hidden == 0) {
-    int64_t b;
-    for (b = 0; b < d->batch; ++b) memset(hr + b * d->gh + n0, 0, (size_t)(n1 - n0) * sizeof(float));
-    return;
-  }
-  sgemm_columns(&p, 0, n1 - n0, pack);
 }
 
 /* LSTM gates of one row in place (g: i, o, f, c pre-activations from R, xr: from X), state h and c updated */
@@ -175,19 +234,20 @@ static int rnn_active(const RnnIo* io, int64_t t, int64_t b) { return io->lens =
 
 /* one step t: hr from the state, then each active row's gates and state; Y's rows (zeros where inactive) */
 static void rnn_step(const RnnAttrs* a, const RnnDims* d, const RnnIo* io, int64_t dir, int64_t t, float** blk) {
-  float *xw = blk[0], *rt = blk[1], *hr = blk[2], *h = blk[3], *c = blk[4], *rh = blk[5], *pack = blk[6];
+  float *xw = blk[0], *hr = blk[2], *h = blk[3], *c = blk[4], *rh = blk[5];
   int64_t hs = d->hidden, gh = d->gh, b, k;
+  const float* r = io->r + dir * gh * hs;
   const float* rb_h = io->b ? io->b + dir * 2 * gh + gh + 2 * hs : NULL; /* GRU: Rb of the h gate */
   const float* p = io->p ? io->p + dir * 3 * hs : NULL;
   int gru_split = a->kind == RNN_KIND_GRU && !a->lbr;
-  rnn_recur(d, h, rt, hr, 0, gru_split ? 2 * hs : gh, pack);
+  rnn_recur(d, h, r, hr, 0, gru_split ? 2 * hs : gh);
   if (gru_split) { /* z, r first; then (r * h) @ Rh^T */
     for (b = 0; b < d->batch; ++b) {
       float* g = hr + b * gh;
       rnn_gru_zr(a, hs, g, xw + rnn_xrow(a, d, t, b) * gh);
       for (k = 0; k < hs; ++k) rh[b * hs + k] = g[hs + k] * h[b * hs + k];
     }
-    rnn_recur(d, rh, rt, hr, 2 * hs, gh, pack);
+    rnn_recur(d, rh, r, hr, 2 * hs, gh);
   }
   for (b = 0; b < d->batch; ++b) {
     float *g = hr + b * gh, *hb = h + b * hs, *cb = c + b * hs;
@@ -218,21 +278,18 @@ static void rnn_step(const RnnAttrs* a, const RnnDims* d, const RnnIo* io, int64
 }
 
 void rnn_direction(const RnnAttrs* a, const RnnDims* d, const RnnIo* io, int64_t dir, float* work) {
-  int64_t hs = d->hidden, gh = d->gh, b, k, t;
+  int64_t hs = d->hidden, gh = d->gh, b, k;
   int reverse = a->direction == RNN_REVERSE || dir == 1;
   float* blk[7];
-  const float* r = io->r + dir * gh * hs;
   float* at = (float*)(((uintptr_t)work + 63) & ~(uintptr_t)63);
   blk[0] = at; at += rnn_up(d->seq * d->batch * gh);
-  blk[1] = at; at += rnn_up(hs * gh);
+  blk[1] = NULL;
   blk[2] = at; at += rnn_up(d->batch * gh);
   blk[3] = at; at += rnn_up(d->batch * hs);
   blk[4] = at; at += rnn_up(d->batch * hs);
   blk[5] = at; at += a->kind == RNN_KIND_GRU && !a->lbr ? rnn_up(d->batch * hs) : 0;
   blk[6] = at;
   if (d->seq * d->batch > 0) rnn_project(a, d, io, dir, blk[0], blk[6]);
-  for (k = 0; k < hs; ++k) /* R^T: rt[k][n] = R[n][k] */
-    for (t = 0; t < gh; ++t) blk[1][k * gh + t] = r[t * hs + k];
   for (b = 0; b < d->batch; ++b) {
     int64_t s = rnn_srow(a, d, dir, b) * hs;
     if (io->h0) memcpy(blk[3] + b * hs, io->h0 + s, (size_t)hs * sizeof(float));
