@@ -4,7 +4,7 @@
  * order), hr (batch x G*H: H_{t-1} @ R^T, then the gates in place), h and c (batch x H: the
  * state), rh (batch x H: GRU's r * H_{t-1} without linear_before_reset) and the projection's sgemm packing buffer
  * (none for up to RNN_DOT_ROWS rows of X: those are dot products over W's rows, as the steps are over R's).
- * A step's H_{t-1} @ R^T is rnn_dots: R read once per 2 batch rows in its stored layout (no transposed copy). Sigmoid and Tanh are 8-float vector loops over vm_exp8 (vec_math.h);
+ * A step's H_{t-1} @ R^T is rnn_dots(4): R read once per 4 batch rows in its stored layout (no transposed copy). Sigmoid and Tanh are 8-float vector loops over vm_exp8 (vec_math.h);
  * tanh(x) = sign(x) (1 - e) / (1 + e), e = exp(-2|x|), within a few 1e-7 of tanhf. */
 #include <math.h>
 #include <string.h>
@@ -151,12 +151,39 @@ CPU_KERNELS_CLONES static void rnn_dots(const float* s, const float* r, float* h
   }
 }
 
+/* the same for m = 4 state rows (a batch above 2): two rows of R at a time into 2 x 4 accumulators, so R is read once
+ * per 4 state rows (at hidden 256 R is 1 MiB a direction: its passes over L2, not the multiply-adds, bound a step) */
+CPU_KERNELS_CLONES static void rnn_dots4(const float* s, const float* r, float* hr, int64_t hs, int64_t ld,
+                                         int64_t n0, int64_t n1) {
+  int64_t n = n0, k, j, b, full = hs / 8 * 8;
+  const float *s0 = s, *s1 = s + hs, *s2 = s + 2 * hs, *s3 = s + 3 * hs;
+  for (; n + 2 <= n1; n += 2) {
+    const float *w0 = r + n * hs, *w1 = w0 + hs;
+    vm_v8 a0 = vm_splat8(0.0f), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    float out[2][4];
+    for (k = 0; k < full; k += 8) {
+      vm_v8 v0 = rnn_ld(w0 + k), v1 = rnn_ld(w1 + k), x0 = rnn_ld(s0 + k), x1 = rnn_ld(s1 + k);
+      vm_v8 x2 = rnn_ld(s2 + k), x3 = rnn_ld(s3 + k);
+      a0 += v0 * x0; a1 += v0 * x1; a2 += v0 * x2; a3 += v0 * x3;
+      b0 += v1 * x0; b1 += v1 * x1; b2 += v1 * x2; b3 += v1 * x3;
+    }
+    rnn_hsum4(a0, a1, a2, a3, out[0]);
+    rnn_hsum4(b0, b1, b2, b3, out[1]);
+    for (j = 0; j < 2; ++j)
+      for (b = 0; b < 4; ++b)
+        hr[b * ld + n + j] = out[j][b] + (full < hs ? rnn_dot(s + b * hs + full, r + (n + j) * hs + full, hs - full) : 0.0f);
+  }
+  for (; n < n1; ++n)
+    for (b = 0; b < 4; ++b) hr[b * ld + n] = rnn_dot(s + b * hs, r + n * hs, hs);
+}
+
 /* hr[:, n0:n1] = s @ R[n0:n1]^T for every batch row of s (H floats each): a GEMV over R's rows as stored (R is
- * N x K; sgemm streams only a K x N B, and transposing R on each call costs a step of a short sequence), up to 2
- * state rows per pass over R */
+ * N x K; sgemm streams only a K x N B, and transposing R on each call costs a step of a short sequence), 4 state
+ * rows per pass over R, then the last 1-3 by 2 */
 static void rnn_recur(const RnnDims* d, const float* s, const float* r, float* hr, int64_t n0, int64_t n1) {
   int64_t b;
-  for (b = 0; b < d->batch; b += 2)
+  for (b = 0; b + 4 <= d->batch; b += 4) rnn_dots4(s + b * d->hidden, r, hr + b * d->gh, d->hidden, d->gh, n0, n1);
+  for (; b < d->batch; b += 2)
     rnn_dots(s + b * d->hidden, r, hr + b * d->gh, d->hidden, d->gh, d->batch - b < 2 ? d->batch - b : 2, n0, n1);
 }
 
