@@ -98,13 +98,24 @@ static int64_t rnn_yrow(const RnnAttrs* a, const RnnDims* d, int64_t t, int64_t 
 
 typedef float rnn_v4 __attribute__((vector_size(16)));
 
+/* lanes of a and b picked by 8 indices (b's lanes from 8): clang and GCC >= 12 spell it shufflevector, older GCC
+ * __builtin_shuffle with a mask vector */
+#if defined(__clang__) || !defined(__GNUC__) || __GNUC__ >= 12
+#define RNN_SHUF(a, b, i0, i1, i2, i3, i4, i5, i6, i7) __builtin_shufflevector(a, b, i0, i1, i2, i3, i4, i5, i6, i7)
+#else
+#define RNN_SHUF(a, b, i0, i1, i2, i3, i4, i5, i6, i7) __builtin_shuffle(a, b, (vm_i8){i0, i1, i2, i3, i4, i5, i6, i7})
+#endif
+
 /* out[j] = the sum of a_j's 8 lanes, j < 4: two rounds of pairwise shuffles and adds, then the halves */
 static inline __attribute__((always_inline)) void rnn_hsum4(vm_v8 a0, vm_v8 a1, vm_v8 a2, vm_v8 a3, float* out) {
-  vm_v8 u = __builtin_shufflevector(a0, a1, 0, 8, 2, 10, 4, 12, 6, 14) + __builtin_shufflevector(a0, a1, 1, 9, 3, 11, 5, 13, 7, 15);
-  vm_v8 v = __builtin_shufflevector(a2, a3, 0, 8, 2, 10, 4, 12, 6, 14) + __builtin_shufflevector(a2, a3, 1, 9, 3, 11, 5, 13, 7, 15);
-  vm_v8 w = __builtin_shufflevector(u, v, 0, 1, 8, 9, 4, 5, 12, 13) + __builtin_shufflevector(u, v, 2, 3, 10, 11, 6, 7, 14, 15);
-  rnn_v4 r = __builtin_shufflevector(w, w, 0, 1, 2, 3) + __builtin_shufflevector(w, w, 4, 5, 6, 7);
-  memcpy(out, &r, sizeof r);
+  vm_v8 u = RNN_SHUF(a0, a1, 0, 8, 2, 10, 4, 12, 6, 14) + RNN_SHUF(a0, a1, 1, 9, 3, 11, 5, 13, 7, 15);
+  vm_v8 v = RNN_SHUF(a2, a3, 0, 8, 2, 10, 4, 12, 6, 14) + RNN_SHUF(a2, a3, 1, 9, 3, 11, 5, 13, 7, 15);
+  vm_v8 w = RNN_SHUF(u, v, 0, 1, 8, 9, 4, 5, 12, 13) + RNN_SHUF(u, v, 2, 3, 10, 11, 6, 7, 14, 15);
+  rnn_v4 lo, hi;
+  memcpy(&lo, &w, sizeof lo);
+  memcpy(&hi, (const char*)&w + sizeof lo, sizeof hi);
+  lo += hi;
+  memcpy(out, &lo, sizeof lo);
 }
 
 static inline __attribute__((always_inline)) vm_v8 rnn_ld(const float* p) {
