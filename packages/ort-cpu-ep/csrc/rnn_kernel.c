@@ -4,14 +4,16 @@
  * [0, seq]), initial_h, LSTM initial_c and peepholes P. An `activations` attribute is refused (the numpy kernel
  * runs those nodes: c_kernel_applies declines them), activation_alpha / activation_beta are unused by the defaults.
  *
- * Workspace: slot 0, one block of rnn_work_floats (one direction's projections, gates, state, sgemm packing),
- * reused by the directions in turn; declared from X's static shape and hidden_size (or R's shape), else the host's
- * scratch buffer. One thread: a step is a few GEMV rows, the projection one sgemm call. */
+ * Workspace: slot 0, one block of rnn_work_floats (one direction's projections, gates, state, sgemm packing) per
+ * thread; declared from X's static shape and hidden_size (or R's shape), else the host's scratch buffer. A
+ * bidirectional node with 2 or more intra-op threads runs its directions on 2 threads (2 blocks), else the
+ * directions take one block in turn; a direction's steps are a chain, each a few GEMV rows. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "mnb.h" /* mnb_parallel, mnb_threads */
 #include "rnn.h"
 
 #define RNN_SLOT 0
@@ -106,6 +108,12 @@ static int rnn_dims(const RnnAttrs* a, const int64_t* x, size_t xr, const int64_
   return 1;
 }
 
+/* threads (and workspace blocks) for a node: one per direction, up to the intra-op thread count */
+static int rnn_threads(const RnnDims* d) {
+  int t = mnb_threads();
+  return d->dirs < t ? (int)d->dirs : (t < 1 ? 1 : t);
+}
+
 static OrtStatus* rnn_estimate_kind(const OrtEpApi* api, const OrtNode* node, int kind, size_t* out) {
   const int64_t *x = NULL, *r = NULL;
   size_t xr = 0, rr = 0;
@@ -115,7 +123,7 @@ static OrtStatus* rnn_estimate_kind(const OrtEpApi* api, const OrtNode* node, in
   ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetInputShape(node, 0, &x, &xr));
   ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetInputShape(node, 2, &r, &rr));
   ORT_KERNEL_RETURN_IF_ERROR(rnn_read_attrs(api, node, NULL, kind, &a));
-  if (rnn_dims(&a, x, xr, r, rr, &d)) *out = rnn_work_floats(&a, &d) * sizeof(float);
+  if (rnn_dims(&a, x, xr, r, rr, &d)) *out = (size_t)rnn_threads(&d) * rnn_work_floats(&a, &d) * sizeof(float);
   return NULL;
 }
 
@@ -147,7 +155,7 @@ static OrtStatus* rnn_declare(OrtKernelImpl* this_ptr, const OrtWorkspaceInputSh
     return NULL;
   if (max_slots < 1) return rnn_fail(&k->attrs, "declaration: no workspace slot offered, 1 needed");
   slots[0].slot_id = RNN_SLOT;
-  slots[0].size_bytes = k->declared = rnn_work_floats(&k->attrs, &d) * sizeof(float);
+  slots[0].size_bytes = k->declared = (size_t)rnn_threads(&d) * rnn_work_floats(&k->attrs, &d) * sizeof(float);
   *num_slots = 1;
   return NULL;
 }
@@ -190,6 +198,22 @@ static OrtStatus* rnn_output(OrtKernelContext* ctx, size_t n_out, size_t index, 
   return NULL;
 }
 
+typedef struct RnnJob {
+  const RnnAttrs* a;
+  const RnnDims* d;
+  const RnnIo* io;
+  char* work;
+  size_t block; /* bytes of one thread's block */
+} RnnJob;
+
+/* thread `index` of `count` runs directions index, index + count, ... in its own block */
+static void rnn_job(void* arg, int index, int count) {
+  RnnJob* job = (RnnJob*)arg;
+  int64_t dir;
+  for (dir = index; dir < job->d->dirs; dir += count)
+    rnn_direction(job->a, job->d, job->io, dir, (float*)(job->work + (size_t)index * job->block));
+}
+
 static OrtStatus* rnn_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   RnnKernel* k = (RnnKernel*)this_ptr;
   const RnnAttrs* a = &k->attrs;
@@ -203,6 +227,7 @@ static OrtStatus* rnn_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   char msg[320];
   RnnDims d;
   RnnIo io;
+  RnnJob job;
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInputCount(ctx, &n_in));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetOutputCount(ctx, &n_out));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 0, &xv));
@@ -248,9 +273,13 @@ static OrtStatus* rnn_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   io.x = (const float*)x; io.w = (const float*)w; io.r = (const float*)r; io.b = (const float*)b;
   io.h0 = (const float*)h0; io.c0 = (const float*)c0; io.p = (const float*)p; io.lens = (const int32_t*)lens;
   if (d.batch == 0 || d.hidden == 0) return NULL;
-  ORT_KERNEL_RETURN_IF_ERROR(cpu_kernels_thread_buffers(g_api, ctx, RNN_SLOT, k->declared,
-                                                        rnn_work_floats(a, &d) * sizeof(float), &threads, &work));
-  for (i = 0; i < d.dirs; ++i) rnn_direction(a, &d, &io, i, (float*)work);
+  job.a = a; job.d = &d; job.io = &io;
+  job.block = rnn_work_floats(a, &d) * sizeof(float);
+  threads = rnn_threads(&d);
+  ORT_KERNEL_RETURN_IF_ERROR(cpu_kernels_thread_buffers(g_api, ctx, RNN_SLOT, k->declared, job.block, &threads, &work));
+  job.work = (char*)work;
+  if (threads > 1) mnb_parallel(threads, rnn_job, &job);
+  else rnn_job(&job, 0, 1);
   return NULL;
 }
 

@@ -170,7 +170,7 @@ def test_c_recurrent_declares_its_workspace():
     model, feeds = _model("LSTM", seq=5, batch=3, inp=4, hidden=6, direction="bidirectional")
     estimate, slots = c_kernel_workspace(model, [(5, 3, 4), (2, 24, 4), (2, 24, 6)])
     assert len(slots) == 1 and slots[0].slot_id == 0
-    # one direction's projections (5 x 3 x 24), gates (3 x 24), h and c (3 x 6 each), aligned
+    # per thread block: one direction's projections (5 x 3 x 24), gates (3 x 24), h and c (3 x 6 each), aligned
     assert slots[0].size_bytes >= 4 * (5 * 3 * 24 + 3 * 24 + 2 * 3 * 6)
     assert estimate == slots[0].size_bytes
 
@@ -186,3 +186,15 @@ def test_c_recurrent_wrong_initial_h_shape_names_the_input():
     feeds["h0"] = np.zeros((1, 2, 6), np.float32)
     with pytest.raises(Exception, match=r"input initial_h must have shape \[1, 3, 6\].*got rank 3 \[1, 2, 6\]"):
         run_one_node(model, feeds, "C")
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("op", ["GRU", "LSTM"])
+def test_c_recurrent_bidirectional_on_threads(op, threads):
+    """2+ intra-op threads run the two directions at once, each in its own workspace block: the same numbers."""
+    model, feeds = _model(op, direction="bidirectional", lens=[5, 2, 4], init=True, hidden=20, inp=9)
+    want = run_one_node(model, feeds, "numpy")
+    got = run_one_node(model, feeds, "C", threads=threads)
+    for name, ref in want.items():
+        np.testing.assert_allclose(got[name], ref, rtol=0, atol=2e-5, err_msg=name)
+    assert got["y"].tobytes() == run_one_node(model, feeds, "C", threads=1)["y"].tobytes()
