@@ -61,3 +61,18 @@ def test_c_recurrent_cell_runs_preallocated_with_no_allocation(op, y_named):
         assert stats.allocations == 0 and stats.scratch_fallbacks == 0 and stats.workspace_from_plan == (2 if y_named else 1)
         names = [o.name for o in ref.get_outputs()]
         states = {n[:-4]: v for n, v in zip(names, got) if n.endswith("_out")}
+
+
+def test_default_activations_spelled_out_still_get_the_c_kernel():
+    """tf2onnx writes activations=[Sigmoid, Tanh, Tanh]: the CPU provider's pass drops them, the C kernel runs."""
+    model = _model("LSTM", True)
+    for node in model.graph.node:
+        if node.op_type == "LSTM":
+            node.attribute.append(helper.make_attribute("activations", ["Sigmoid", "Tanh", "Tanh"]))
+    sess = InferenceSession(model, {"session.pre_allocate_execution_buffers": "1"})
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    feeds = {i.name: rng.standard_normal(i.shape).astype(np.float32) for i in ref.get_inputs()}
+    for got, want in zip(sess.run(None, feeds), ref.run(None, feeds)):
+        np.testing.assert_allclose(got, want, rtol=0, atol=2e-5)
+    assert sess.last_run_stats.workspace_from_plan == 2  # both LSTMs in C (the numpy kernel declares none)

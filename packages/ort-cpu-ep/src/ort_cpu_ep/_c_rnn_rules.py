@@ -11,8 +11,8 @@ _FLOAT, _INT32 = 1, 6  # TensorProto.FLOAT, INT32
 def c_rnn_applies(node: Node) -> bool:
     """X, W, R and every present float input (B, initial_h, initial_c, P) known float32, sequence_lens int32, and no
     `activations` attribute: the C kernel computes the default activations (f = Sigmoid, g = h = Tanh) only, the
-    ABI having no string-list attribute getter, so listed activations (even the defaults spelled out) stay with
-    the numpy kernel. Every output it lists named (a C kernel of this ABI cannot tell an omitted output from a
+    ABI having no string-list attribute getter, so listed activations stay with the numpy kernel (the provider's
+    RecurrentDefaultActivations pass first drops a list that spells out the defaults). Every output it lists named (a C kernel of this ABI cannot tell an omitted output from a
     named one, so it would ask for the omitted Y, which a pre-allocated plan has no block for; trailing omitted
     outputs are not listed and cost nothing). Any direction, layout, clip, linear_before_reset, input_forget,
     peepholes."""
