@@ -7,7 +7,6 @@ topological order, apply L1 fusions that keep derivative node names, and save it
 from ._body_weights import BodyWeight, body_weight_bytes, body_weights
 from ._constprop import constants_to_initializers
 from ._conv1d_as_2d import conv1d_as_conv2d
-from ._rnn_defaults import drop_default_rnn_activations
 from ._conv_bn_fusion import fuse_conv_batchnorm
 from ._copy import copy_model
 from ._declared import has_shape_rule
@@ -32,6 +31,7 @@ from ._input_dims import dynamic_axes, dynamic_dims_hint, named_inputs, sizes_by
 from ._io import from_proto, load, save, to_proto
 from ._ir import LAYER_ANN_KEY, Attr, Dim, Graph, Model, Node, Shape, Value, is_static, symbolic_inputs
 from ._repeat_kv_fusion import fuse_repeat_kv
+from ._rnn_defaults import drop_default_rnn_activations
 from ._shapes import (
     ShapeReport,
     first_unresolved_node,
