@@ -16,11 +16,6 @@
 #define CPU_KERNELS_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define CPU_KERNELS_CLONES
-/* the same, the constraint bound to each of types[0..count) */
-OrtStatus* cpu_kernels_add_onnx_types(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, int since,
-                                      const char* constraint, const int32_t* types, int count,
-                                      OrtKernelCreateFunc create, OrtKernelWorkspaceEstimateFunc estimate);
-
 #endif
 
 OrtStatus* ort_cpu_ep_register_norm(const OrtKernelApi* api, OrtKernelRegistry* registry);
