@@ -31,6 +31,7 @@ from ._errors import (
 )
 from ._executor import Executor
 from ._feeds import required_inputs, validate_feeds
+from ._heap import release_free_heap
 from ._kernels import kernel_output_shapes
 from ._large_dims import naming_large_dims
 from ._loading import load_model as _load
@@ -115,6 +116,7 @@ class InferenceSession(OrtSessionApi):
         with _progress.phase("resolving shapes and fusing"):
             self.shape_report = ort_graph.resolve_shapes(self.model, self.options.free_dimension_overrides, max_shapes,
                                                          output_shapes=kernel_output_shapes(self.plugins, self.model))
+            release_free_heap()  # onnx's inference copies of the model, freed: not resident under later stages
             profiler.phase("shape_resolution")
             fuse = self.options.enable_fusions and \
                 self.options.graph_optimization_level != GraphOptimizationLevel.ORT_DISABLE_ALL
