@@ -65,21 +65,44 @@ def _is_repeated(fd: FieldDescriptor) -> bool:
     return bool(repeated) if repeated is not None else fd.label == FieldDescriptor.LABEL_REPEATED
 
 
+_SKIP, _TEXT, _TEXTS, _MESSAGE, _MESSAGES = range(5)
+_KINDS: dict[FieldDescriptor, int] = {}  # what `_check_text` does with a field, decided once per field
+
+
+def _kind(fd: FieldDescriptor) -> int:
+    kind = _KINDS.get(fd)
+    if kind is None:
+        many = _is_repeated(fd)
+        kind = _KINDS[fd] = (_TEXTS if many else _TEXT) if fd.type == FieldDescriptor.TYPE_STRING else \
+            (_MESSAGES if many else _MESSAGE) if fd.type == FieldDescriptor.TYPE_MESSAGE else _SKIP
+    return kind
+
+
 def _check_text(msg: Message, path: str) -> None:
-    for fd, value in msg.ListFields():
-        if fd.type == FieldDescriptor.TYPE_STRING:
-            for i, text in enumerate(value if _is_repeated(fd) else [value]):
+    for fd, value in msg.ListFields():  # every message of the file: kept lean
+        kind = _KINDS.get(fd)
+        if kind is None:
+            kind = _kind(fd)
+        if kind == _SKIP:
+            continue
+        if kind == _TEXT:
+            if not isinstance(value, str):
+                _not_text(f"{path}.{fd.name}", value)
+        elif kind == _TEXTS:
+            for i, text in enumerate(value):
                 if not isinstance(text, str):
-                    where = f"{path}.{fd.name}" + (f"[{i}]" if _is_repeated(fd) else "")
-                    raise ModelLoadError(
-                        f"text field {where} of the model is not valid UTF-8 ({bytes(text)[:80]!r}); ONNX stores "
-                        "names and strings as UTF-8 — the file is corrupt or was written by a broken exporter")
-        elif fd.type == FieldDescriptor.TYPE_MESSAGE:
-            if _is_repeated(fd):
-                for i, sub in enumerate(value):
-                    _check_text(sub, f"{path}.{fd.name}[{i}]")
-            else:
-                _check_text(value, f"{path}.{fd.name}")
+                    _not_text(f"{path}.{fd.name}[{i}]", text)
+        elif kind == _MESSAGE:
+            _check_text(value, f"{path}.{fd.name}")
+        else:
+            for i, sub in enumerate(value):
+                _check_text(sub, f"{path}.{fd.name}[{i}]")
+
+
+def _not_text(where: str, text: object) -> None:
+    raise ModelLoadError(
+        f"text field {where} of the model is not valid UTF-8 ({bytes(text)[:80]!r}); ONNX stores "
+        "names and strings as UTF-8 — the file is corrupt or was written by a broken exporter")
 
 
 # -- names --------------------------------------------------------------------------------------------
