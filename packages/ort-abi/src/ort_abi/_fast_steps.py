@@ -18,7 +18,9 @@ import attrs
 import numpy as np
 
 from ._ckernel import CKernel
+from ._errors import KernelDefError
 from ._fast_context import _elem_type, fast_contexts
+from ._fast_source import FAST_INPUTS, FAST_OUTPUTS, FAST_WORKSPACE
 from ._ffi import require_c
 from ._shapefunc import TypeCheckedKernel
 from ._views import ContextView
@@ -32,9 +34,9 @@ STEP_DONE, STEP_NOT_STARTED, STEP_FAILED, STEP_INCOMPLETE = 0, 1, 2, 3
 def step_limits() -> dict[str, int]:
     """The runner's capacities: inputs, outputs, rank, workspace slots and buffers a step may have."""
     ffi, _ = require_c("planned C steps")
-    step, run = ffi.new("ort_abi_fast_step*"), ffi.new("ort_abi_fast_run*")
-    return {"inputs": len(step.inputs), "outputs": len(step.outputs), "rank": len(step.outputs[0].dims),
-            "workspace": len(step.workspace), "buffers": len(run.bases)}
+    output, run = ffi.new("ort_abi_fast_output*"), ffi.new("ort_abi_fast_run*")
+    return {"inputs": FAST_INPUTS, "outputs": FAST_OUTPUTS, "rank": len(output.dims), "workspace": FAST_WORKSPACE,
+            "buffers": len(run.bases)}
 
 
 def c_step_kernel(kernel: Any, input_types: Sequence[int]) -> CKernel | None:
@@ -89,11 +91,24 @@ class StepTable:
         self._ffi = ffi
         self.value_count = value_count
         self._steps = ffi.new("ort_abi_fast_step[]", max(len(specs), 1))
+        limits = step_limits()
+        for index, spec in specs.items():
+            _check_limits(index, spec, limits)
+        # every step's inputs, outputs and workspace slots, packed: each step points at its own run of them
+        n_in, n_out, n_ws = (sum(len(getattr(s, f)) for s in specs.values()) for f in ("inputs", "outputs", "workspace"))
+        self._arrays = arrays = (ffi.new("int32_t[]", max(n_in, 1)), ffi.new("int32_t[]", max(n_in, 1)),
+                                 ffi.new("ort_abi_fast_output[]", max(n_out, 1)),
+                                 ffi.new("ort_abi_fast_workspace[]", max(n_ws, 1)))  # the steps point into them
         self.pointers: dict[int, Any] = {}
         self.kernels = {index: spec.kernel for index, spec in specs.items()}
         self._finalizers = tuple(k._finalizer for k in self.kernels.values())  # `released`, asked every run
+        at_in = at_out = at_ws = 0
         for k, (index, spec) in enumerate(sorted(specs.items())):
-            _fill_step(self._steps[k], spec)
+            s = self._steps[k]
+            s.inputs, s.input_types, s.outputs, s.workspace = (arrays[0] + at_in, arrays[1] + at_in,
+                                                                arrays[2] + at_out, arrays[3] + at_ws)
+            at_in, at_out, at_ws = at_in + len(spec.inputs), at_out + len(spec.outputs), at_ws + len(spec.workspace)
+            _fill_step(s, spec)
             self.pointers[index] = ffi.addressof(self._steps[k])
         self.constants = ffi.new("ort_abi_fast_value[]", max(value_count, 1))
         self._keep = []
@@ -111,6 +126,20 @@ class StepTable:
     def released(self) -> bool:
         """Whether a step's kernel was released (the session closed): its runs take the Python path."""
         return not all(f.alive for f in self._finalizers)
+
+
+def _check_limits(index: int, spec: StepSpec, limits: Mapping[str, int]) -> None:
+    """A step within the runner's capacities (`step_limits`): its arrays are sized to it, C reads no further."""
+    counts = {"inputs": len(spec.inputs), "outputs": len(spec.outputs), "workspace": len(spec.workspace)}
+    if len(spec.input_types) != len(spec.inputs):
+        raise KernelDefError(f"step {index}: {len(spec.inputs)} inputs but {len(spec.input_types)} input types; "
+                             "give one element type per input")
+    over = {k: n for k, n in counts.items() if n > limits[k]}
+    over |= {f"rank of output {j}": len(o.shape) for j, o in enumerate(spec.outputs)
+             if o.shape is not None and len(o.shape) > limits["rank"]}
+    if over:
+        raise KernelDefError(f"step {index} has {over!r}, over the C step runner's capacities {limits!r}; run "
+                             "that node in Python (leave it out of the table)")
 
 
 def _fill_step(s: Any, spec: StepSpec) -> None:

@@ -19,7 +19,6 @@ from ort_graph import Model
 
 from . import _memory, _ort_api, _placement, _progress
 from ._boundaries import insert_copies
-from ._capture import plan_capture
 from ._device_memory import memory_types_of
 from ._ep_passes import run_ep_passes
 from ._errors import (
@@ -31,6 +30,7 @@ from ._errors import (
 )
 from ._executor import Executor
 from ._feeds import required_inputs, validate_feeds
+from ._heap import release_free_heap
 from ._kernels import kernel_output_shapes
 from ._large_dims import naming_large_dims
 from ._loading import load_model as _load
@@ -115,6 +115,7 @@ class InferenceSession(OrtSessionApi):
         with _progress.phase("resolving shapes and fusing"):
             self.shape_report = ort_graph.resolve_shapes(self.model, self.options.free_dimension_overrides, max_shapes,
                                                          output_shapes=kernel_output_shapes(self.plugins, self.model))
+            release_free_heap()  # onnx's inference copies of the model, freed: not resident under later stages
             profiler.phase("shape_resolution")
             fuse = self.options.enable_fusions and \
                 self.options.graph_optimization_level != GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -150,8 +151,11 @@ class InferenceSession(OrtSessionApi):
         self.kernels = {n.index: self._provider(n.ep).create_kernel(n) for n in graph.nodes}
         profiler.phase("kernel_creation")
         # device graph capture: refused here (before anything is allocated) when it cannot hold
-        self._capture = plan_capture(self.order, self.providers, self.options.pre_allocate) \
-            if self.options.flag(GRAPH_CAPTURE) else None
+        self._capture = None
+        if self.options.flag(GRAPH_CAPTURE):
+            from ._capture import plan_capture
+
+            self._capture = plan_capture(self.order, self.providers, self.options.pre_allocate)
         with _progress.phase("planning memory"), naming_large_dims(self.options.free_dimension_overrides, max_shapes):
             self.memory = _memory.plan_memory(self.model, self.order, self.kernels, self.placement, self.providers,
                                               self.options, streaming=self.placement.streaming)
