@@ -77,8 +77,8 @@ void mnb_quantize_a(const float* a, int64_t M, int64_t K, int64_t block, int64_t
 /* AVX-512 VNNI (AVX-512 F, BW, VL and VNNI, checked at run time; isa cap 3): the int8 path for 4-bit weights with
  * integer zero points, on the even/odd A layout; whole 64-byte weight chunks per dpbusd pair */
 int mnb_avx512vnni_applies(const MnbProblem* p);
-/* y columns [n0, n1) for every row of A */
-void mnb_avx512vnni_columns(const MnbProblem* p, int64_t n0, int64_t n1);
+/* y columns [n0, n1) for every row of A, with a thread buffer of MNB_THREAD_BYTES (64-byte aligned) */
+void mnb_avx512vnni_columns(const MnbProblem* p, int64_t n0, int64_t n1, void* buf);
 /* AVX-512 F, BW and VL (isa cap 3): the fp32 GEMV (M <= MNB_GEMV_MAX_M) for 4-bit weights, block_size a multiple
  * of 32, integer zero points; y columns [n0, n1) */
 int mnb_avx512_f32_applies(const MnbProblem* p);

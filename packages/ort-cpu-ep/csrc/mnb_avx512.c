@@ -121,12 +121,151 @@ MNB_V512_TILE(3, 1)
 MNB_V512_TILE(4, 2)
 MNB_V512_TILE(4, 1)
 
+/* ---- the int8 GEMM (more than MNB_GEMV_MAX_M rows) ----
+ * Columns in panels of up to MNB_PANEL whose zero-point terms zp x s_w (one float per column and block) are
+ * computed once into the thread buffer, then row groups of 6 pass over the panel two columns at a time (the
+ * panel's weights stay in L1, one row group's A too). The zero-point correction sum_blk zp s_w (sum(a) s_a) is
+ * folded into each output's accumulator as 16-block vectors, and the 12 accumulators of a tile are reduced
+ * together (three lane-halving steps over pairs, one shuffle and one add each) instead of one by one. */
+#define MNB_GEMM_MR 6
+
+/* zs[j * kb + blk] = zp x s_w of column n0 + j, block blk, for j < width */
+MNB_V512 static void mnb_v512_zero_terms(const MnbProblem* p, int64_t n0, int64_t width, float* zs) {
+  const int64_t kb = p->k_blocks;
+  int64_t j, blk;
+  for (j = 0; j < width; ++j) {
+    for (blk = 0; blk < kb; blk += 16) {
+      int cnt = kb - blk < 16 ? (int)(kb - blk) : 16;
+      __mmask16 m = (__mmask16)((1u << cnt) - 1);
+      __m512 zs16 = _mm512_mul_ps(mnb_zero_points16(p, n0 + j, blk, cnt), _mm512_maskz_loadu_ps(m, p->scales + (n0 + j) * kb + blk));
+      _mm512_mask_storeu_ps(zs + j * kb + blk, m, zs16);
+    }
+  }
+}
+
+/* lane sums of v[0..n) (n a multiple of 4, at most 16): out[i] = sum of v[i]'s 16 lanes */
+MNB_V512_INLINE void mnb_v512_sums(__m512* v, int n, float* out) {
+  int i;
+  _Pragma("GCC unroll 16") for (i = 0; i < n; i += 2) { /* 512 -> 256 bits: v[i] low half | v[i + 1] low half */
+    __m512 a = _mm512_shuffle_f32x4(v[i], v[i + 1], 0x44), b = _mm512_shuffle_f32x4(v[i], v[i + 1], 0xEE);
+    v[i / 2] = _mm512_add_ps(a, b);
+  }
+  _Pragma("GCC unroll 8") for (i = 0; i < n / 2; i += 2) { /* 256 -> 128 bits: one 128-bit lane per input */
+    __m512 a = _mm512_shuffle_f32x4(v[i], v[i + 1], 0x88), b = _mm512_shuffle_f32x4(v[i], v[i + 1], 0xDD);
+    v[i / 2] = _mm512_add_ps(a, b);
+  }
+  _Pragma("GCC unroll 4") for (i = 0; i < n / 4; ++i) { /* 128 -> 32 bits within each lane */
+    __m512 x = _mm512_add_ps(v[i], _mm512_permute_ps(v[i], 0x4E));
+    x = _mm512_add_ps(x, _mm512_permute_ps(x, 0xB1));
+    _mm512_mask_compressstoreu_ps(out + 4 * i, (__mmask16)0x1111, x);
+  }
+}
+
+MNB_V512_INLINE void mnb_v512_gemm_tile(const MnbProblem* p, int64_t m0, int64_t n0, const float* zs, const int MR,
+                                        const int NC) {
+  const int64_t kb = p->k_blocks, bytes = kb * p->blob, chunks = p->qa_stride / MNB_QA_CHUNK;
+  const int64_t per_chunk = p->block <= MNB_QA_CHUNK ? MNB_QA_CHUNK / p->block : 1;
+  const int shift = __builtin_ctzll((unsigned long long)p->block);
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i idx = p->block <= MNB_QA_CHUNK ? _mm512_srlv_epi32(_mm512_slli_epi32(lane, 3), _mm512_set1_epi32(shift))
+                                               : _mm512_setzero_si512();
+  const __m512i nib = _mm512_set1_epi8(15);
+  __m512 acc[16];
+  float sums[16];
+  int64_t c, blk;
+  int r, j;
+  _Pragma("GCC unroll 16") for (r = 0; r < 16; ++r) acc[r] = _mm512_setzero_ps();
+  for (c = 0; c < chunks; ++c) {
+    int64_t b0 = (c * MNB_QA_CHUNK) >> shift, left = bytes - c * 64;
+    int64_t nb = kb - b0 < per_chunk ? kb - b0 : per_chunk;
+    __mmask16 smask = (__mmask16)((1u << nb) - 1);
+    __mmask64 bmask = left >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << left) - 1);
+    __m512i lo[2], hi[2];
+    __m512 ws[2];
+    _Pragma("GCC unroll 2") for (j = 0; j < NC; ++j) {
+      __m512i v = _mm512_maskz_loadu_epi8(bmask, p->b + (n0 + j) * bytes + c * 64);
+      lo[j] = _mm512_and_si512(v, nib);
+      hi[j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+      ws[j] = _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, p->scales + (n0 + j) * kb + b0));
+    }
+    _Pragma("GCC unroll 6") for (r = 0; r < MR; ++r) {
+      const int8_t* qa = p->qa + (m0 + r) * p->qa_stride + c * MNB_QA_CHUNK;
+      __m512i ae = _mm512_loadu_si512((const void*)qa), ao = _mm512_loadu_si512((const void*)(qa + 64));
+      __m512 as = _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, p->qa_scale + (m0 + r) * kb + b0));
+      _Pragma("GCC unroll 2") for (j = 0; j < NC; ++j) {
+        __m512i t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[j], ae);
+        t = _mm512_dpbusd_epi32(t, hi[j], ao);
+        acc[r * 2 + j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(ws[j], as), acc[r * 2 + j]);
+      }
+    }
+  }
+  for (blk = 0; blk < kb; blk += 16) { /* minus sum_blk zp s_w (sum(a) s_a), lane by block */
+    __mmask16 m = (__mmask16)(kb - blk < 16 ? (1u << (kb - blk)) - 1 : 0xFFFFu);
+    __m512 z[2];
+    _Pragma("GCC unroll 2") for (j = 0; j < NC; ++j) z[j] = _mm512_maskz_loadu_ps(m, zs + j * kb + blk);
+    _Pragma("GCC unroll 6") for (r = 0; r < MR; ++r) {
+      __m512 sa = _mm512_maskz_loadu_ps(m, p->qa_sum_scaled + (m0 + r) * kb + blk);
+      _Pragma("GCC unroll 2") for (j = 0; j < NC; ++j) acc[r * 2 + j] = _mm512_fnmadd_ps(z[j], sa, acc[r * 2 + j]);
+    }
+  }
+  mnb_v512_sums(acc, (2 * MR + 3) / 4 * 4, sums);
+  for (r = 0; r < MR; ++r)
+    for (j = 0; j < NC; ++j) p->y[(m0 + r) * p->N + n0 + j] = sums[r * 2 + j] + (p->bias ? p->bias[n0 + j] : 0.0f);
+}
+
+#define MNB_V512_GEMM_TILE(mr, nc)                                                                              \
+  MNB_V512 static void mnb_v512_gemm_##mr##x##nc(const MnbProblem* p, int64_t m0, int64_t n0, const float* zs) { \
+    mnb_v512_gemm_tile(p, m0, n0, zs, mr, nc);                                                                 \
+  }
+MNB_V512_GEMM_TILE(1, 1)
+MNB_V512_GEMM_TILE(1, 2)
+MNB_V512_GEMM_TILE(2, 1)
+MNB_V512_GEMM_TILE(2, 2)
+MNB_V512_GEMM_TILE(3, 1)
+MNB_V512_GEMM_TILE(3, 2)
+MNB_V512_GEMM_TILE(4, 1)
+MNB_V512_GEMM_TILE(4, 2)
+MNB_V512_GEMM_TILE(5, 1)
+MNB_V512_GEMM_TILE(5, 2)
+MNB_V512_GEMM_TILE(6, 1)
+MNB_V512_GEMM_TILE(6, 2)
+
+typedef void (*MnbGemmTileFn)(const MnbProblem*, int64_t, int64_t, const float*);
+
+/* columns per zero-term panel the thread buffer holds (even, at most MNB_PANEL), 0 when not even two fit */
+static int64_t mnb_v512_gemm_panel(const MnbProblem* p) {
+  int64_t cols = (int64_t)((MNB_THREAD_BYTES - 64) / sizeof(float)) / p->k_blocks;
+  cols = cols > MNB_PANEL ? MNB_PANEL : cols & ~(int64_t)1;
+  return cols;
+}
+
+static int mnb_v512_gemm(const MnbProblem* p, int64_t n0, int64_t n1, void* buf) {
+  static const MnbGemmTileFn two[MNB_GEMM_MR + 1] = {NULL, mnb_v512_gemm_1x2, mnb_v512_gemm_2x2, mnb_v512_gemm_3x2,
+                                                     mnb_v512_gemm_4x2, mnb_v512_gemm_5x2, mnb_v512_gemm_6x2};
+  static const MnbGemmTileFn one[MNB_GEMM_MR + 1] = {NULL, mnb_v512_gemm_1x1, mnb_v512_gemm_2x1, mnb_v512_gemm_3x1,
+                                                     mnb_v512_gemm_4x1, mnb_v512_gemm_5x1, mnb_v512_gemm_6x1};
+  float* zs = (float*)buf;
+  int64_t panel = mnb_v512_gemm_panel(p), nc, m0, n;
+  if (p->M <= MNB_GEMV_MAX_M || panel < 2) return 0;
+  for (nc = n0; nc < n1; nc += panel) {
+    int64_t end = n1 - nc < panel ? n1 : nc + panel;
+    mnb_v512_zero_terms(p, nc, end - nc, zs);
+    for (m0 = 0; m0 < p->M; m0 += MNB_GEMM_MR) {
+      int rows = p->M - m0 < MNB_GEMM_MR ? (int)(p->M - m0) : MNB_GEMM_MR;
+      for (n = nc; n + 2 <= end; n += 2) two[rows](p, m0, n, zs + (n - nc) * p->k_blocks);
+      if (n < end) one[rows](p, m0, n, zs + (n - nc) * p->k_blocks);
+    }
+  }
+  return 1;
+}
+
 typedef void (*MnbTileFn)(const MnbProblem*, int64_t, int64_t);
 
-void mnb_avx512vnni_columns(const MnbProblem* p, int64_t n0, int64_t n1) {
+void mnb_avx512vnni_columns(const MnbProblem* p, int64_t n0, int64_t n1, void* buf) {
   static const MnbTileFn wide[5] = {NULL, mnb_v512_tile_1x4, mnb_v512_tile_2x2, mnb_v512_tile_3x2, mnb_v512_tile_4x2};
   static const MnbTileFn narrow[5] = {NULL, mnb_v512_tile_1x1, mnb_v512_tile_2x1, mnb_v512_tile_3x1, mnb_v512_tile_4x1};
   int64_t m0, n;
+  if (mnb_v512_gemm(p, n0, n1, buf)) return;
   for (m0 = 0; m0 < p->M; m0 += 4) {
     int rows = p->M - m0 < 4 ? (int)(p->M - m0) : 4;
     int nc = rows == 1 ? 4 : 2;
@@ -297,7 +436,9 @@ int mnb_avx512vnni_applies(const MnbProblem* p) {
   (void)p;
   return 0;
 }
-void mnb_avx512vnni_columns(const MnbProblem* p, int64_t n0, int64_t n1) { (void)p; (void)n0; (void)n1; }
+void mnb_avx512vnni_columns(const MnbProblem* p, int64_t n0, int64_t n1, void* buf) {
+  (void)p; (void)n0; (void)n1; (void)buf;
+}
 int mnb_avx512_f32_applies(const MnbProblem* p) {
   (void)p;
   return 0;

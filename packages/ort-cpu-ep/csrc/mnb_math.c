@@ -244,7 +244,7 @@ void mnb_compute_panels(const MnbProblem* p, int64_t p0, int64_t p1, void* threa
   int64_t n;
   if (n0 >= n1) return;
   if (p->int8 && mnb_avx512vnni_applies(p)) {
-    mnb_avx512vnni_columns(p, n0, n1);
+    mnb_avx512vnni_columns(p, n0, n1, buf);
     return;
   }
   if (mnb_avx512_f32_applies(p)) {
