@@ -62,30 +62,30 @@
     }                                                                                                              \
   }                                                                                                                \
                                                                                                                    \
-  /* the MR x NR tile at c (rows [0, mr), columns [0, cols)) = or += ap x bp over kc */                            \
-  __attribute__((target(TARGET))) static void sg_tile_##S(const float* a, int64_t lda, const float* bp,          \
-                                                          int64_t kc, float* c, int64_t ldc, int64_t mr,           \
-                                                          int64_t cols, int add, float alpha) {                    \
+  /* the RT x NR tile at c (RT <= MR rows, a constant once inlined; columns [0, cols)) = or += ap x bp over kc */  \
+  __attribute__((target(TARGET), always_inline)) static inline void sg_rows_##S(                                  \
+      const float* a, int64_t lda, const float* bp, int64_t kc, float* c, int64_t ldc, const int64_t RT,           \
+      int64_t cols, int add, float alpha) {                                                                        \
     VT acc[MR][NR / VL];                                                                                           \
     const float* row[MR];                                                                                          \
     int64_t i, j, k;                                                                                               \
     memset(acc, 0, sizeof acc);                                                                                    \
-    for (i = 0; i < MR; ++i) row[i] = a + (i < mr ? i : mr - 1) * lda; /* rows past M repeat the last (unstored) */\
+    for (i = 0; i < RT; ++i) row[i] = a + i * lda;                                                                 \
     for (k = 0; k < kc; ++k) {                                                                                     \
       VT bv[NR / VL];                                                                                              \
       _Pragma("GCC unroll 8") for (j = 0; j < NR / VL; ++j) memcpy(&bv[j], bp + k * NR + j * VL, sizeof(VT));     \
-      _Pragma("GCC unroll 16") for (i = 0; i < MR; ++i) {                                                          \
+      _Pragma("GCC unroll 16") for (i = 0; i < RT; ++i) {                                                          \
         const float av = row[i][k]; /* a scalar operand: broadcast from memory (AVX-512: into the FMA) */         \
         _Pragma("GCC unroll 8") for (j = 0; j < NR / VL; ++j) acc[i][j] += bv[j] * av;                            \
       }                                                                                                            \
     }                                                                                                              \
     if (alpha != 1.0f) { /* alpha (A @ B) block by block: the blocks' sum is scaled once in total */              \
-      _Pragma("GCC unroll 16") for (i = 0; i < MR; ++i) {                                                          \
+      _Pragma("GCC unroll 16") for (i = 0; i < RT; ++i) {                                                          \
         _Pragma("GCC unroll 8") for (j = 0; j < NR / VL; ++j) acc[i][j] *= alpha;                                  \
       }                                                                                                            \
     }                                                                                                              \
-    if (mr == MR && cols == NR) {                                                                                  \
-      _Pragma("GCC unroll 16") for (i = 0; i < MR; ++i) {                                                          \
+    if (cols == NR) {                                                                                              \
+      _Pragma("GCC unroll 16") for (i = 0; i < RT; ++i) {                                                          \
         _Pragma("GCC unroll 8") for (j = 0; j < NR / VL; ++j) {                                                    \
           VT old;                                                                                                  \
           if (add) {                                                                                               \
@@ -97,10 +97,10 @@
       }                                                                                                            \
     } else { /* through a tile in memory, written with constant indices so acc stays in registers above */     \
       float tile[MR * NR];                                                                                         \
-      _Pragma("GCC unroll 16") for (i = 0; i < MR; ++i) {                                                          \
+      _Pragma("GCC unroll 16") for (i = 0; i < RT; ++i) {                                                          \
         _Pragma("GCC unroll 8") for (j = 0; j < NR / VL; ++j) memcpy(tile + i * NR + j * VL, &acc[i][j], sizeof(VT)); \
       }                                                                                                            \
-      for (i = 0; i < mr; ++i) {                                                                                   \
+      for (i = 0; i < RT; ++i) {                                                                                   \
         float* out = c + i * ldc;                                                                                  \
         if (add) {                                                                                                 \
           for (j = 0; j < cols; ++j) out[j] += tile[i * NR + j];                                                   \
@@ -108,6 +108,20 @@
           memcpy(out, tile + i * NR, (size_t)cols * sizeof(float));                                                \
         }                                                                                                          \
       }                                                                                                            \
+    }                                                                                                              \
+  }                                                                                                                \
+                                                                                                                   \
+  /* the MR x NR tile at c, rows [0, mr) (a last, shorter row tile computes only its rows) */                        \
+  __attribute__((target(TARGET))) static void sg_tile_##S(const float* a, int64_t lda, const float* bp,          \
+                                                          int64_t kc, float* c, int64_t ldc, int64_t mr,           \
+                                                          int64_t cols, int add, float alpha) {                    \
+    switch (mr < MR ? mr : MR) {                                                                                   \
+      case 1: sg_rows_##S(a, lda, bp, kc, c, ldc, 1, cols, add, alpha); return;                                    \
+      case 2: sg_rows_##S(a, lda, bp, kc, c, ldc, 2 < MR ? 2 : MR, cols, add, alpha); return;                      \
+      case 3: sg_rows_##S(a, lda, bp, kc, c, ldc, 3 < MR ? 3 : MR, cols, add, alpha); return;                      \
+      case 4: sg_rows_##S(a, lda, bp, kc, c, ldc, 4 < MR ? 4 : MR, cols, add, alpha); return;                      \
+      case 5: sg_rows_##S(a, lda, bp, kc, c, ldc, 5 < MR ? 5 : MR, cols, add, alpha); return;                      \
+      default: sg_rows_##S(a, lda, bp, kc, c, ldc, MR, cols, add, alpha); return;                                  \
     }                                                                                                              \
   }                                                                                                                \
                                                                                                                    \
