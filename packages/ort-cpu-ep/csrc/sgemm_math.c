@@ -71,7 +71,7 @@
     int64_t i, j, k;                                                                                               \
     memset(acc, 0, sizeof acc);                                                                                    \
     for (i = 0; i < RT; ++i) row[i] = a + i * lda;                                                                 \
-    for (k = 0; k < kc; ++k) {                                                                                     \
+    _Pragma("GCC unroll 2") for (k = 0; k < kc; ++k) {                                                                \
       VT bv[NR / VL];                                                                                              \
       _Pragma("GCC unroll 8") for (j = 0; j < NR / VL; ++j) memcpy(&bv[j], bp + k * NR + j * VL, sizeof(VT));     \
       _Pragma("GCC unroll 16") for (i = 0; i < RT; ++i) {                                                          \
