@@ -19,7 +19,8 @@
 #define SG_SLOT_PACKING 0
 #define SG_MAX_RANK 16
 #define SG_MIN_WORK_PER_THREAD (1 << 17) /* multiply-adds below which an extra thread does not pay (as MNB) */
-#define SG_PANELS_PER_THREAD 8  /* column panels per thread below which the packed path splits the rows too */
+#define SG_ITEM_COLUMNS 16      /* columns of one work item */
+#define SG_PANELS_PER_THREAD 4  /* items per thread below which the packed path splits the rows too */
 #define SG_MIN_BLOCK_ROWS 24    /* rows of such a block: whole micro-tiles (6 rows on AVX-512 and AVX2, 4 else) */
 
 static const OrtKernelApi* g_api = NULL;
@@ -199,11 +200,11 @@ static void sg_items(const SgJob* job, int64_t i0, int64_t i1, float* buffer) {
   }
 }
 
-/* How the threads share the work. Packed path: column panels, whole B blocks per chunk where the panels allow
- * it; where they are too few for every thread to get SG_PANELS_PER_THREAD (a thin layer's prefill: N = 576 is 9
- * panels of 64), the rows are split into one block per thread too (each packs the B it reads: K x N copies
- * against M / threads x K x N multiply-adds). The smallest chunk is set so that the chunks come out even (24
- * panels on 2 threads: 2 x 12, not 8 + 8 + 8 of which one thread runs two). */
+/* How the threads share the work. Packed path: column items, whole B blocks per chunk where the items allow
+ * it; where they are too few for every thread to get SG_PANELS_PER_THREAD (N < 64 x threads), the rows are split
+ * into one block per thread too (each packs the B it reads: K x N copies against M / threads x K x N
+ * multiply-adds). The smallest chunk is set so that the chunks come out even (1536 columns on 2 threads: 2 x 768,
+ * not 512 + 512 + 512 of which one thread runs two). */
 static void sg_split(SgJob* job, const SgShape* shape, int threads) {
   int64_t rounds, share;
   job->row_blocks = 1;
@@ -277,8 +278,9 @@ static OrtStatus* sg_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   job.base.b_trans = k->b_trans;
   job.base.alpha = k->alpha;
 
-  /* streamed: 16-column items, so that a few threads split N evenly (576 = 36 x 16, not 9 x 64) */
-  job.width = sgemm_streams(&job.base) ? 16 : sgemm_panel_width();
+  /* 16-column items, so that a few threads split N evenly (576 = 2 x 18 x 16; in 64-column panels 5 + 4): a
+   * share that ends inside a micro-kernel panel computes only the vectors it needs there (sgemm_math.c) */
+  job.width = SG_ITEM_COLUMNS;
   job.panels = (shape.N + job.width - 1) / job.width;
   work = (double)shape.batches * (double)shape.M * (double)shape.N * (double)(shape.K > 0 ? shape.K : 1); /* no overflow */
   threads = mnb_threads();

@@ -62,29 +62,30 @@
     }                                                                                                              \
   }                                                                                                                \
                                                                                                                    \
-  /* the RT x NR tile at c (RT <= MR rows, a constant once inlined; columns [0, cols)) = or += ap x bp over kc */  \
+  /* the RT x (NV x VL) tile at c (RT <= MR rows, NV <= NR / VL vectors: constants once inlined) = or += ap x bp \
+   * over kc, of which rows [0, mr) and columns [0, cols) are stored (rows past mr repeat the last) */            \
   __attribute__((target(TARGET), always_inline)) static inline void sg_rows_##S(                                  \
       const float* a, int64_t lda, const float* bp, int64_t kc, float* c, int64_t ldc, const int64_t RT,           \
-      int64_t cols, int add, float alpha) {                                                                        \
+      const int64_t NV, int64_t mr, int64_t cols, int add, float alpha) {                                          \
     VT acc[MR][NR / VL];                                                                                           \
     const float* row[MR];                                                                                          \
     int64_t i, j, k;                                                                                               \
     memset(acc, 0, sizeof acc);                                                                                    \
-    for (i = 0; i < RT; ++i) row[i] = a + i * lda;                                                                 \
+    for (i = 0; i < RT; ++i) row[i] = a + (i < mr ? i : mr - 1) * lda;                                             \
     _Pragma("GCC unroll 2") for (k = 0; k < kc; ++k) {                                                                \
       VT bv[NR / VL];                                                                                              \
-      _Pragma("GCC unroll 8") for (j = 0; j < NR / VL; ++j) memcpy(&bv[j], bp + k * NR + j * VL, sizeof(VT));     \
+      _Pragma("GCC unroll 8") for (j = 0; j < NV; ++j) memcpy(&bv[j], bp + k * NR + j * VL, sizeof(VT));          \
       _Pragma("GCC unroll 16") for (i = 0; i < RT; ++i) {                                                          \
         const float av = row[i][k]; /* a scalar operand: broadcast from memory (AVX-512: into the FMA) */         \
-        _Pragma("GCC unroll 8") for (j = 0; j < NR / VL; ++j) acc[i][j] += bv[j] * av;                            \
+        _Pragma("GCC unroll 8") for (j = 0; j < NV; ++j) acc[i][j] += bv[j] * av;                                 \
       }                                                                                                            \
     }                                                                                                              \
     if (alpha != 1.0f) { /* alpha (A @ B) block by block: the blocks' sum is scaled once in total */              \
       _Pragma("GCC unroll 16") for (i = 0; i < RT; ++i) {                                                          \
-        _Pragma("GCC unroll 8") for (j = 0; j < NR / VL; ++j) acc[i][j] *= alpha;                                  \
+        _Pragma("GCC unroll 8") for (j = 0; j < NV; ++j) acc[i][j] *= alpha;                                       \
       }                                                                                                            \
     }                                                                                                              \
-    if (cols == NR) {                                                                                              \
+    if (cols == NR && mr == RT) {                                                                                  \
       _Pragma("GCC unroll 16") for (i = 0; i < RT; ++i) {                                                          \
         _Pragma("GCC unroll 8") for (j = 0; j < NR / VL; ++j) {                                                    \
           VT old;                                                                                                  \
@@ -98,9 +99,9 @@
     } else { /* through a tile in memory, written with constant indices so acc stays in registers above */     \
       float tile[MR * NR];                                                                                         \
       _Pragma("GCC unroll 16") for (i = 0; i < RT; ++i) {                                                          \
-        _Pragma("GCC unroll 8") for (j = 0; j < NR / VL; ++j) memcpy(tile + i * NR + j * VL, &acc[i][j], sizeof(VT)); \
+        _Pragma("GCC unroll 8") for (j = 0; j < NV; ++j) memcpy(tile + i * NR + j * VL, &acc[i][j], sizeof(VT));      \
       }                                                                                                            \
-      for (i = 0; i < RT; ++i) {                                                                                   \
+      for (i = 0; i < mr; ++i) {                                                                                   \
         float* out = c + i * ldc;                                                                                  \
         if (add) {                                                                                                 \
           for (j = 0; j < cols; ++j) out[j] += tile[i * NR + j];                                                   \
@@ -111,17 +112,26 @@
     }                                                                                                              \
   }                                                                                                                \
                                                                                                                    \
-  /* the MR x NR tile at c, rows [0, mr) (a last, shorter row tile computes only its rows) */                        \
+  /* the MR x NR tile at c, rows [0, mr) and columns [0, cols): a last, shorter row tile computes only its rows, \
+   * a ragged last panel only the vectors its columns need (a thread's share of N ends on any 16 columns) */     \
   __attribute__((target(TARGET))) static void sg_tile_##S(const float* a, int64_t lda, const float* bp,          \
                                                           int64_t kc, float* c, int64_t ldc, int64_t mr,           \
                                                           int64_t cols, int add, float alpha) {                    \
-    switch (mr < MR ? mr : MR) {                                                                                   \
-      case 1: sg_rows_##S(a, lda, bp, kc, c, ldc, 1, cols, add, alpha); return;                                    \
-      case 2: sg_rows_##S(a, lda, bp, kc, c, ldc, 2 < MR ? 2 : MR, cols, add, alpha); return;                      \
-      case 3: sg_rows_##S(a, lda, bp, kc, c, ldc, 3 < MR ? 3 : MR, cols, add, alpha); return;                      \
-      case 4: sg_rows_##S(a, lda, bp, kc, c, ldc, 4 < MR ? 4 : MR, cols, add, alpha); return;                      \
-      case 5: sg_rows_##S(a, lda, bp, kc, c, ldc, 5 < MR ? 5 : MR, cols, add, alpha); return;                      \
-      default: sg_rows_##S(a, lda, bp, kc, c, ldc, MR, cols, add, alpha); return;                                  \
+    const int64_t W = NR / VL;                                                                                     \
+    if (mr > MR) mr = MR;                                                                                          \
+    switch (cols < NR ? (cols + VL - 1) / VL : W) {                                                                \
+      case 1: if (W > 1) { sg_rows_##S(a, lda, bp, kc, c, ldc, MR, 1, mr, cols, add, alpha); return; } break;      \
+      case 2: if (W > 2) { sg_rows_##S(a, lda, bp, kc, c, ldc, MR, 2, mr, cols, add, alpha); return; } break;      \
+      case 3: if (W > 3) { sg_rows_##S(a, lda, bp, kc, c, ldc, MR, 3, mr, cols, add, alpha); return; } break;      \
+      default: break;                                                                                              \
+    }                                                                                                              \
+    switch (mr) {                                                                                                  \
+      case 1: sg_rows_##S(a, lda, bp, kc, c, ldc, 1, W, 1, cols, add, alpha); return;                              \
+      case 2: sg_rows_##S(a, lda, bp, kc, c, ldc, 2 < MR ? 2 : MR, W, 2, cols, add, alpha); return;                \
+      case 3: sg_rows_##S(a, lda, bp, kc, c, ldc, 3 < MR ? 3 : MR, W, 3, cols, add, alpha); return;                \
+      case 4: sg_rows_##S(a, lda, bp, kc, c, ldc, 4 < MR ? 4 : MR, W, 4, cols, add, alpha); return;                \
+      case 5: sg_rows_##S(a, lda, bp, kc, c, ldc, 5 < MR ? 5 : MR, W, 5, cols, add, alpha); return;                \
+      default: sg_rows_##S(a, lda, bp, kc, c, ldc, MR, W, mr, cols, add, alpha); return;                           \
     }                                                                                                              \
   }                                                                                                                \
                                                                                                                    \

@@ -101,8 +101,9 @@ def test_prefill_and_decode_rows_match_the_reference_and_onnxruntime(library, M,
 
 @pytest.mark.parametrize("a_shape,b_shape", [((2, 512), (512, 1000)), ((50, 512), (512, 1000)),
                                              ((3, 40, 64), (3, 64, 300)),
-                                             ((128, 576), (576, 576)),   # 9 panels for 3 threads: rows split too
-                                             ((160, 64), (64, 1536))])   # 24 panels: even chunks of 8
+                                             ((128, 576), (576, 576)),   # shares end inside 64-column panels
+                                             ((96, 100), (100, 40)),     # 3 items for 3 threads: rows split too
+                                             ((160, 64), (64, 1536))])   # 96 items: even chunks of 32
 def test_threads_give_the_same_bits(library, a_shape, b_shape):
     """Threads split Y's (batch, row block, column) items; each element's sums run in the same order whatever
     thread computes it."""
