@@ -143,8 +143,10 @@ MNB_V512 static void mnb_v512_zero_terms(const MnbProblem* p, int64_t n0, int64_
   }
 }
 
-/* lane sums of v[0..n) (n a multiple of 4, at most 16): out[i] = sum of v[i]'s 16 lanes */
-MNB_V512_INLINE void mnb_v512_sums(__m512* v, int n, float* out) {
+/* lane sums of v[0..n) (n a multiple of 4, at most 16), four at a time: lanes 0-3 of out[i] are the sums of
+ * v[4i], v[4i + 1], v[4i + 2], v[4i + 3] */
+MNB_V512_INLINE void mnb_v512_sums(__m512* v, int n, __m128* out) {
+  const __m512i first = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
   int i;
   _Pragma("GCC unroll 16") for (i = 0; i < n; i += 2) { /* 512 -> 256 bits: v[i] low half | v[i + 1] low half */
     __m512 a = _mm512_shuffle_f32x4(v[i], v[i + 1], 0x44), b = _mm512_shuffle_f32x4(v[i], v[i + 1], 0xEE);
@@ -157,7 +159,7 @@ MNB_V512_INLINE void mnb_v512_sums(__m512* v, int n, float* out) {
   _Pragma("GCC unroll 4") for (i = 0; i < n / 4; ++i) { /* 128 -> 32 bits within each lane */
     __m512 x = _mm512_add_ps(v[i], _mm512_permute_ps(v[i], 0x4E));
     x = _mm512_add_ps(x, _mm512_permute_ps(x, 0xB1));
-    _mm512_mask_compressstoreu_ps(out + 4 * i, (__mmask16)0x1111, x);
+    out[i] = _mm512_castps512_ps128(_mm512_permutexvar_ps(first, x));
   }
 }
 
@@ -170,8 +172,11 @@ MNB_V512_INLINE void mnb_v512_gemm_tile(const MnbProblem* p, int64_t m0, int64_t
   const __m512i idx = p->block <= MNB_QA_CHUNK ? _mm512_srlv_epi32(_mm512_slli_epi32(lane, 3), _mm512_set1_epi32(shift))
                                                : _mm512_setzero_si512();
   const __m512i nib = _mm512_set1_epi8(15);
+  const int64_t qs = p->qa_stride;
+  const int8_t* qa0 = p->qa + m0 * qs;
+  const float* as0 = p->qa_scale + m0 * kb;
   __m512 acc[16];
-  float sums[16];
+  __m128 sums[4];
   int64_t c, blk;
   int r, j;
   _Pragma("GCC unroll 16") for (r = 0; r < 16; ++r) acc[r] = _mm512_setzero_ps();
@@ -189,9 +194,9 @@ MNB_V512_INLINE void mnb_v512_gemm_tile(const MnbProblem* p, int64_t m0, int64_t
       ws[j] = _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, p->scales + (n0 + j) * kb + b0));
     }
     _Pragma("GCC unroll 6") for (r = 0; r < MR; ++r) {
-      const int8_t* qa = p->qa + (m0 + r) * p->qa_stride + c * MNB_QA_CHUNK;
+      const int8_t* qa = qa0 + r * qs + c * MNB_QA_CHUNK;
       __m512i ae = _mm512_loadu_si512((const void*)qa), ao = _mm512_loadu_si512((const void*)(qa + 64));
-      __m512 as = _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, p->qa_scale + (m0 + r) * kb + b0));
+      __m512 as = _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, as0 + r * kb + b0));
       _Pragma("GCC unroll 2") for (j = 0; j < NC; ++j) {
         __m512i t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[j], ae);
         t = _mm512_dpbusd_epi32(t, hi[j], ao);
@@ -209,8 +214,18 @@ MNB_V512_INLINE void mnb_v512_gemm_tile(const MnbProblem* p, int64_t m0, int64_t
     }
   }
   mnb_v512_sums(acc, (2 * MR + 3) / 4 * 4, sums);
-  for (r = 0; r < MR; ++r)
-    for (j = 0; j < NC; ++j) p->y[(m0 + r) * p->N + n0 + j] = sums[r * 2 + j] + (p->bias ? p->bias[n0 + j] : 0.0f);
+  if (p->bias) { /* (row r, column j) is lane 2 (r % 2) + j of sums[r / 2] */
+    __m128 b = NC == 2 ? _mm_castpd_ps(_mm_loaddup_pd((const double*)(p->bias + n0))) : _mm_set1_ps(p->bias[n0]);
+    _Pragma("GCC unroll 3") for (r = 0; r < (MR + 1) / 2; ++r) sums[r] = _mm_add_ps(sums[r], b);
+  }
+  _Pragma("GCC unroll 6") for (r = 0; r < MR; ++r) {
+    float* y = p->y + (m0 + r) * p->N + n0;
+    __m128 x = r % 2 ? _mm_movehl_ps(sums[r / 2], sums[r / 2]) : sums[r / 2];
+    if (NC == 2)
+      _mm_storel_pi((__m64*)y, x);
+    else
+      _mm_store_ss(y, x);
+  }
 }
 
 #define MNB_V512_GEMM_TILE(mr, nc)                                                                              \
