@@ -47,16 +47,77 @@ MNB_V512_INLINE __m512 mnb_zero_points16(const MnbProblem* p, int64_t n, int64_t
   return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(x));
 }
 
-MNB_V512_INLINE void mnb_v512_tile(const MnbProblem* p, int64_t m0, int64_t n0, const int MR, const int NC) {
-  const int64_t kb = p->k_blocks, bytes = kb * p->blob, chunks = p->qa_stride / MNB_QA_CHUNK;
-  const int64_t per_chunk = p->block <= MNB_QA_CHUNK ? MNB_QA_CHUNK / p->block : 1;
-  const int shift = __builtin_ctzll((unsigned long long)p->block); /* block_size is a power of two */
+/* zp x s_w of those 16 blocks (0 beyond cnt) */
+MNB_V512_INLINE __m512 mnb_zero_terms16(const MnbProblem* p, int64_t n, int64_t blk, int cnt) {
+  __mmask16 m = (__mmask16)((1u << cnt) - 1);
+  return _mm512_mul_ps(mnb_zero_points16(p, n, blk, cnt), _mm512_maskz_loadu_ps(m, p->scales + n * p->k_blocks + blk));
+}
+
+/* a weight row's 64-byte chunks (the A chunks of MNB_QA_CHUNK values they pair with) */
+typedef struct MnbV512Chunks {
+  int64_t kb, bytes, chunks, per_chunk; /* blocks a row; bytes a row; chunks; blocks a chunk (at least 1) */
+  int shift;                            /* log2 block_size (a power of two) */
+  __m512i idx;                          /* lane l (values 8l..8l+7 of a chunk): its block from the chunk's first */
+  __m512i nib;
+} MnbV512Chunks;
+
+/* chunk c: its first block, the mask of its blocks' scales and of its weight bytes */
+typedef struct MnbV512Chunk {
+  int64_t b0;
+  __mmask16 smask;
+  __mmask64 bmask;
+} MnbV512Chunk;
+
+MNB_V512_INLINE MnbV512Chunks mnb_v512_chunks(const MnbProblem* p) {
+  MnbV512Chunks g;
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  /* lane l covers values 8l..8l+7 of the chunk: block (8l) / block of the chunk's first */
-  const __m512i idx = p->block <= MNB_QA_CHUNK ? _mm512_srlv_epi32(_mm512_slli_epi32(lane, 3),
-                                                                  _mm512_set1_epi32(shift))
-                                               : _mm512_setzero_si512();
-  const __m512i nib = _mm512_set1_epi8(15);
+  g.kb = p->k_blocks;
+  g.bytes = g.kb * p->blob;
+  g.chunks = p->qa_stride / MNB_QA_CHUNK;
+  g.per_chunk = p->block <= MNB_QA_CHUNK ? MNB_QA_CHUNK / p->block : 1;
+  g.shift = __builtin_ctzll((unsigned long long)p->block);
+  g.idx = p->block <= MNB_QA_CHUNK ? _mm512_srlv_epi32(_mm512_slli_epi32(lane, 3), _mm512_set1_epi32(g.shift))
+                                   : _mm512_setzero_si512();
+  g.nib = _mm512_set1_epi8(15);
+  return g;
+}
+
+MNB_V512_INLINE MnbV512Chunk mnb_v512_chunk(const MnbV512Chunks* g, int64_t c) {
+  MnbV512Chunk k;
+  int64_t left = g->bytes - c * 64, nb;
+  k.b0 = (c * MNB_QA_CHUNK) >> g->shift;
+  nb = g->kb - k.b0 < g->per_chunk ? g->kb - k.b0 : g->per_chunk;
+  k.smask = (__mmask16)((1u << nb) - 1);
+  k.bmask = left >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << left) - 1);
+  return k;
+}
+
+/* column n's chunk: low and high nibbles (the chunk's even and odd values) and each lane's weight scale */
+MNB_V512_INLINE void mnb_v512_weights(const MnbProblem* p, const MnbV512Chunks* g, const MnbV512Chunk* k, int64_t n,
+                                      int64_t c, __m512i* lo, __m512i* hi, __m512* ws) {
+  __m512i v = _mm512_maskz_loadu_epi8(k->bmask, p->b + n * g->bytes + c * 64);
+  *lo = _mm512_and_si512(v, g->nib);
+  *hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), g->nib);
+  *ws = _mm512_permutexvar_ps(g->idx, _mm512_maskz_loadu_ps(k->smask, p->scales + n * g->kb + k->b0));
+}
+
+/* one row's chunk (qa: its even/odd values; its activation scales from as_row) into acc[0..NC) */
+MNB_V512_INLINE void mnb_v512_row(const MnbV512Chunks* g, const MnbV512Chunk* k, const int8_t* qa,
+                                  const float* as_row, const __m512i* lo, const __m512i* hi, const __m512* ws,
+                                  __m512* acc, const int NC) {
+  __m512i ae = _mm512_loadu_si512((const void*)qa), ao = _mm512_loadu_si512((const void*)(qa + 64));
+  __m512 as = _mm512_permutexvar_ps(g->idx, _mm512_maskz_loadu_ps(k->smask, as_row + k->b0));
+  int j;
+  _Pragma("GCC unroll 4") for (j = 0; j < NC; ++j) {
+    __m512i t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[j], ae);
+    t = _mm512_dpbusd_epi32(t, hi[j], ao);
+    acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(ws[j], as), acc[j]);
+  }
+}
+
+MNB_V512_INLINE void mnb_v512_tile(const MnbProblem* p, int64_t m0, int64_t n0, const int MR, const int NC) {
+  const MnbV512Chunks g = mnb_v512_chunks(p);
+  const int64_t kb = g.kb, bytes = g.bytes;
   /* few rows: the weights stream from memory once (prefetched ahead, never past the last column) */
   const int stream = p->M <= 4 && n0 + NC + MNB_PREFETCH <= p->N;
   __m512 acc[4][4];
@@ -64,33 +125,20 @@ MNB_V512_INLINE void mnb_v512_tile(const MnbProblem* p, int64_t m0, int64_t n0, 
   int r, j;
   for (r = 0; r < MR; ++r)
     for (j = 0; j < NC; ++j) acc[r][j] = _mm512_setzero_ps();
-  for (c = 0; c < chunks; ++c) {
-    int64_t b0 = (c * MNB_QA_CHUNK) >> shift, left = bytes - c * 64;
-    int64_t nb = kb - b0 < per_chunk ? kb - b0 : per_chunk;
-    __mmask16 smask = (__mmask16)((1u << nb) - 1);
-    __mmask64 bmask = left >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << left) - 1);
+  for (c = 0; c < g.chunks; ++c) {
+    const MnbV512Chunk k = mnb_v512_chunk(&g, c);
     __m512i lo[4], hi[4];
     __m512 ws[4];
     for (j = 0; j < NC; ++j) {
-      __m512i v = _mm512_maskz_loadu_epi8(bmask, p->b + (n0 + j) * bytes + c * 64);
       if (stream) { /* the same chunk MNB_PREFETCH columns ahead: the hardware prefetcher alone falls behind */
         _mm_prefetch((const char*)(p->b + (n0 + j + MNB_PREFETCH) * bytes + c * 64), _MM_HINT_T1);
-        _mm_prefetch((const char*)(p->scales + (n0 + j + MNB_PREFETCH) * kb + b0), _MM_HINT_T1);
+        _mm_prefetch((const char*)(p->scales + (n0 + j + MNB_PREFETCH) * kb + k.b0), _MM_HINT_T1);
       }
-      lo[j] = _mm512_and_si512(v, nib);
-      hi[j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
-      ws[j] = _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, p->scales + (n0 + j) * kb + b0));
+      mnb_v512_weights(p, &g, &k, n0 + j, c, &lo[j], &hi[j], &ws[j]);
     }
-    for (r = 0; r < MR; ++r) {
-      const int8_t* qa = p->qa + (m0 + r) * p->qa_stride + c * MNB_QA_CHUNK;
-      __m512i ae = _mm512_loadu_si512((const void*)qa), ao = _mm512_loadu_si512((const void*)(qa + 64));
-      __m512 as = _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, p->qa_scale + (m0 + r) * kb + b0));
-      for (j = 0; j < NC; ++j) {
-        __m512i t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[j], ae);
-        t = _mm512_dpbusd_epi32(t, hi[j], ao);
-        acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(ws[j], as), acc[r][j]);
-      }
-    }
+    for (r = 0; r < MR; ++r)
+      mnb_v512_row(&g, &k, p->qa + (m0 + r) * p->qa_stride + c * MNB_QA_CHUNK, p->qa_scale + (m0 + r) * kb, lo, hi,
+                   ws, acc[r], NC);
   }
   for (j = 0; j < NC; ++j) {
     int64_t n = n0 + j, blk;
@@ -100,7 +148,7 @@ MNB_V512_INLINE void mnb_v512_tile(const MnbProblem* p, int64_t m0, int64_t n0, 
     for (blk = 0; blk < kb; blk += 16) {
       int cnt = kb - blk < 16 ? (int)(kb - blk) : 16;
       __mmask16 m = (__mmask16)((1u << cnt) - 1);
-      __m512 zs = _mm512_mul_ps(mnb_zero_points16(p, n, blk, cnt), _mm512_maskz_loadu_ps(m, p->scales + n * kb + blk));
+      __m512 zs = mnb_zero_terms16(p, n, blk, cnt);
       for (r = 0; r < MR; ++r)
         corr[r] = _mm512_fmadd_ps(zs, _mm512_maskz_loadu_ps(m, p->qa_sum_scaled + (m0 + r) * kb + blk), corr[r]);
     }
@@ -136,9 +184,7 @@ MNB_V512 static void mnb_v512_zero_terms(const MnbProblem* p, int64_t n0, int64_
   for (j = 0; j < width; ++j) {
     for (blk = 0; blk < kb; blk += 16) {
       int cnt = kb - blk < 16 ? (int)(kb - blk) : 16;
-      __mmask16 m = (__mmask16)((1u << cnt) - 1);
-      __m512 zs16 = _mm512_mul_ps(mnb_zero_points16(p, n0 + j, blk, cnt), _mm512_maskz_loadu_ps(m, p->scales + (n0 + j) * kb + blk));
-      _mm512_mask_storeu_ps(zs + j * kb + blk, m, zs16);
+      _mm512_mask_storeu_ps(zs + j * kb + blk, (__mmask16)((1u << cnt) - 1), mnb_zero_terms16(p, n0 + j, blk, cnt));
     }
   }
 }
@@ -165,14 +211,8 @@ MNB_V512_INLINE void mnb_v512_sums(__m512* v, int n, __m128* out) {
 
 MNB_V512_INLINE void mnb_v512_gemm_tile(const MnbProblem* p, int64_t m0, int64_t n0, const float* zs, const int MR,
                                         const int NC) {
-  const int64_t kb = p->k_blocks, bytes = kb * p->blob, chunks = p->qa_stride / MNB_QA_CHUNK;
-  const int64_t per_chunk = p->block <= MNB_QA_CHUNK ? MNB_QA_CHUNK / p->block : 1;
-  const int shift = __builtin_ctzll((unsigned long long)p->block);
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i idx = p->block <= MNB_QA_CHUNK ? _mm512_srlv_epi32(_mm512_slli_epi32(lane, 3), _mm512_set1_epi32(shift))
-                                               : _mm512_setzero_si512();
-  const __m512i nib = _mm512_set1_epi8(15);
-  const int64_t qs = p->qa_stride;
+  const MnbV512Chunks g = mnb_v512_chunks(p);
+  const int64_t kb = g.kb, qs = p->qa_stride;
   const int8_t* qa0 = p->qa + m0 * qs;
   const float* as0 = p->qa_scale + m0 * kb;
   __m512 acc[16];
@@ -180,29 +220,13 @@ MNB_V512_INLINE void mnb_v512_gemm_tile(const MnbProblem* p, int64_t m0, int64_t
   int64_t c, blk;
   int r, j;
   _Pragma("GCC unroll 16") for (r = 0; r < 16; ++r) acc[r] = _mm512_setzero_ps();
-  for (c = 0; c < chunks; ++c) {
-    int64_t b0 = (c * MNB_QA_CHUNK) >> shift, left = bytes - c * 64;
-    int64_t nb = kb - b0 < per_chunk ? kb - b0 : per_chunk;
-    __mmask16 smask = (__mmask16)((1u << nb) - 1);
-    __mmask64 bmask = left >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << left) - 1);
+  for (c = 0; c < g.chunks; ++c) {
+    const MnbV512Chunk k = mnb_v512_chunk(&g, c);
     __m512i lo[2], hi[2];
     __m512 ws[2];
-    _Pragma("GCC unroll 2") for (j = 0; j < NC; ++j) {
-      __m512i v = _mm512_maskz_loadu_epi8(bmask, p->b + (n0 + j) * bytes + c * 64);
-      lo[j] = _mm512_and_si512(v, nib);
-      hi[j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
-      ws[j] = _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, p->scales + (n0 + j) * kb + b0));
-    }
-    _Pragma("GCC unroll 6") for (r = 0; r < MR; ++r) {
-      const int8_t* qa = qa0 + r * qs + c * MNB_QA_CHUNK;
-      __m512i ae = _mm512_loadu_si512((const void*)qa), ao = _mm512_loadu_si512((const void*)(qa + 64));
-      __m512 as = _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, as0 + r * kb + b0));
-      _Pragma("GCC unroll 2") for (j = 0; j < NC; ++j) {
-        __m512i t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[j], ae);
-        t = _mm512_dpbusd_epi32(t, hi[j], ao);
-        acc[r * 2 + j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(ws[j], as), acc[r * 2 + j]);
-      }
-    }
+    _Pragma("GCC unroll 2") for (j = 0; j < NC; ++j) mnb_v512_weights(p, &g, &k, n0 + j, c, &lo[j], &hi[j], &ws[j]);
+    _Pragma("GCC unroll 6") for (r = 0; r < MR; ++r)
+      mnb_v512_row(&g, &k, qa0 + r * qs + c * MNB_QA_CHUNK, as0 + r * kb, lo, hi, ws, acc + r * 2, NC);
   }
   for (blk = 0; blk < kb; blk += 16) { /* minus sum_blk zp s_w (sum(a) s_a), lane by block */
     __mmask16 m = (__mmask16)(kb - blk < 16 ? (1u << (kb - blk)) - 1 : 0xFFFFu);
