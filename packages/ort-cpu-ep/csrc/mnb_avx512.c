@@ -1,7 +1,7 @@
 /* AVX-512 VNNI int8 kernel (accuracy_level 4) for 4-bit MatMulNBits with integer (or absent) zero points.
  *
  * 64 packed weight bytes are 128 values along K; their low nibbles are the even-indexed values and their high
- * nibbles the odd-indexed ones, so with A quantized into the even/odd chunk layout (mnb_quantize_a) one `and`
+ * nibbles the odd-indexed ones, so with A quantized into the even/odd chunk layout (mnb_avx512_quantize_a) one `and`
  * and one shift+`and` give two 64-byte unsigned operands for two dpbusd: 128 multiply-adds, no shuffles.
  * Each int32 lane then holds 8 products of one block; it becomes float once per chunk, times the lane's block
  * scale (weight scale x activation scale, both broadcast to their lanes by one permute). The zero point is
@@ -11,6 +11,8 @@
  * Register blocking: MR rows of A x NC output columns per pass (4 x 2, or 1 x 4 for a single row), so a
  * weight chunk is unpacked once for MR rows and an A chunk loaded once for NC columns. Columns come in the
  * work item's panel of MNB_PANEL, whose weights stay in cache while the row groups pass over them. */
+#include <string.h>
+
 #include "mnb.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -168,6 +170,55 @@ MNB_V512_TILE(3, 2)
 MNB_V512_TILE(3, 1)
 MNB_V512_TILE(4, 2)
 MNB_V512_TILE(4, 1)
+
+/* ---- A quantized for the VNNI kernels (mnb_quantize_a's arithmetic, 16 values a vector): max |a| per block
+ * (NaN left out, as fmaxf does), a * (127 / max|a|) rounded half to even by the conversion (the default mode),
+ * clamped to +-127; then each MNB_QA_CHUNK's even and odd values split apart with two byte narrowings ---- */
+MNB_V512 void mnb_avx512_quantize_a(const float* a, int64_t M, int64_t K, int64_t block, int64_t stride, int8_t* qa,
+                                    float* qa_scale, int32_t* qa_sum, float* qa_sum_scaled) {
+  const int64_t kb = (K + block - 1) / block;
+  int64_t m, blk, i, c;
+  for (m = 0; m < M; ++m) {
+    const float* row = a + m * K;
+    int8_t* q = qa + m * stride;
+    for (blk = 0; blk < kb; ++blk) {
+      int64_t k0 = blk * block, len = K - k0 < block ? K - k0 : block;
+      __m512 amax = _mm512_setzero_ps(), inv;
+      __m512i sum = _mm512_setzero_si512();
+      float mx, scale;
+      int32_t total;
+      for (i = 0; i < len; i += 16) {
+        __mmask16 mk = len - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (len - i)) - 1);
+        amax = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(mk, row + k0 + i)), amax); /* NaN: amax */
+      }
+      mx = _mm512_reduce_max_ps(amax);
+      scale = mx / 127.0f;
+      inv = _mm512_set1_ps(mx != 0.0f ? 127.0f / mx : 0.0f); /* onnxruntime's reciprocal (see mnb_quantize_a) */
+      for (i = 0; i < block; i += 16) {
+        __mmask16 mk = len - i >= 16 ? (__mmask16)0xFFFF : len - i <= 0 ? 0 : (__mmask16)((1u << (len - i)) - 1);
+        __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(mk, row + k0 + i), inv));
+        v = _mm512_min_epi32(_mm512_max_epi32(v, _mm512_set1_epi32(-127)), _mm512_set1_epi32(127));
+        sum = _mm512_add_epi32(sum, v);
+        _mm_storeu_si128((__m128i*)(q + k0 + i), _mm512_cvtepi32_epi8(v));
+      }
+      total = _mm512_reduce_add_epi32(sum);
+      qa_sum[m * kb + blk] = total;
+      qa_sum_scaled[m * kb + blk] = (float)total * scale;
+      qa_scale[m * kb + blk] = scale;
+    }
+    memset(q + kb * block, 0, (size_t)(stride - kb * block));
+    for (c = 0; c < stride; c += MNB_QA_CHUNK) { /* even values of the chunk, then odd ones */
+      const __m512i lo8 = _mm512_set1_epi16(0xFF);
+      __m512i v0 = _mm512_loadu_si512((const void*)(q + c)), v1 = _mm512_loadu_si512((const void*)(q + c + 64));
+      __m256i e0 = _mm512_cvtepi16_epi8(_mm512_and_si512(v0, lo8));
+      __m256i e1 = _mm512_cvtepi16_epi8(_mm512_and_si512(v1, lo8));
+      __m256i o0 = _mm512_cvtepi16_epi8(_mm512_srli_epi16(v0, 8));
+      __m256i o1 = _mm512_cvtepi16_epi8(_mm512_srli_epi16(v1, 8));
+      _mm512_storeu_si512((void*)(q + c), _mm512_inserti64x4(_mm512_castsi256_si512(e0), e1, 1));
+      _mm512_storeu_si512((void*)(q + c + 64), _mm512_inserti64x4(_mm512_castsi256_si512(o0), o1, 1));
+    }
+  }
+}
 
 /* ---- the int8 GEMM (more than MNB_GEMV_MAX_M rows) ----
  * Columns in panels of up to MNB_PANEL whose zero-point terms zp x s_w (one float per column and block) are
@@ -477,6 +528,10 @@ int mnb_avx512vnni_applies(const MnbProblem* p) {
 }
 void mnb_avx512vnni_columns(const MnbProblem* p, int64_t n0, int64_t n1, void* buf) {
   (void)p; (void)n0; (void)n1; (void)buf;
+}
+void mnb_avx512_quantize_a(const float* a, int64_t M, int64_t K, int64_t block, int64_t stride, int8_t* qa,
+                           float* qa_scale, int32_t* qa_sum, float* qa_sum_scaled) {
+  (void)a; (void)M; (void)K; (void)block; (void)stride; (void)qa; (void)qa_scale; (void)qa_sum; (void)qa_sum_scaled;
 }
 int mnb_avx512_f32_applies(const MnbProblem* p) {
   (void)p;

@@ -291,8 +291,10 @@ static OrtStatus* mnb_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
     qa_sum = (int32_t*)(qa_scale + blocks);
     qa_sum_scaled = (float*)(qa_sum + blocks);
     p.qa_stride = mnb_quantized_a_stride(t->K, t->block);
-    mnb_quantize_a(p.a, p.M, t->K, t->block, p.qa_stride, mnb_avx512vnni_applies(&p), (int8_t*)qa, qa_scale, qa_sum,
-                   qa_sum_scaled);
+    if (mnb_avx512vnni_applies(&p))
+      mnb_avx512_quantize_a(p.a, p.M, t->K, t->block, p.qa_stride, (int8_t*)qa, qa_scale, qa_sum, qa_sum_scaled);
+    else
+      mnb_quantize_a(p.a, p.M, t->K, t->block, p.qa_stride, (int8_t*)qa, qa_scale, qa_sum, qa_sum_scaled);
     p.qa = (const int8_t*)qa;
     p.qa_scale = qa_scale;
     p.qa_sum = qa_sum;

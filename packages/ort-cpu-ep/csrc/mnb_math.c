@@ -28,19 +28,6 @@ size_t mnb_quantized_a_bytes(int64_t M, int64_t K, int64_t block) {
   return values + (size_t)M * (size_t)kb * (2 * sizeof(float) + sizeof(int32_t));
 }
 
-/* each MNB_QA_CHUNK of a row: its even-indexed values, then its odd-indexed ones */
-static void mnb_even_odd(int8_t* row, int64_t stride) {
-  int8_t tmp[MNB_QA_CHUNK];
-  int64_t c, i;
-  for (c = 0; c < stride; c += MNB_QA_CHUNK) {
-    for (i = 0; i < MNB_QA_CHUNK / 2; ++i) {
-      tmp[i] = row[c + 2 * i];
-      tmp[MNB_QA_CHUNK / 2 + i] = row[c + 2 * i + 1];
-    }
-    memcpy(row + c, tmp, sizeof tmp);
-  }
-}
-
 /* max |v| over v[0..len): the float bits as unsigned integers (the order of non-negative floats), NaN left out
  * as fmaxf leaves it; an integer max the compiler vectorizes (a float one it may not reorder) */
 typedef uint32_t mnb_bits32 __attribute__((may_alias));
@@ -58,8 +45,8 @@ MNB_INLINE float mnb_abs_max(const float* v, int64_t len) {
   return out;
 }
 
-MNB_CLONES void mnb_quantize_a(const float* a, int64_t M, int64_t K, int64_t block, int64_t stride, int even_odd,
-                               int8_t* qa, float* qa_scale, int32_t* qa_sum, float* qa_sum_scaled) {
+MNB_CLONES void mnb_quantize_a(const float* a, int64_t M, int64_t K, int64_t block, int64_t stride, int8_t* qa,
+                               float* qa_scale, int32_t* qa_sum, float* qa_sum_scaled) {
   int64_t kb = (K + block - 1) / block, m, blk, i;
   for (m = 0; m < M; ++m) {
     const float* row = a + m * K;
@@ -84,7 +71,6 @@ MNB_CLONES void mnb_quantize_a(const float* a, int64_t M, int64_t K, int64_t blo
       qa_scale[m * kb + blk] = scale;
     }
     memset(q + kb * block, 0, (size_t)(stride - kb * block));
-    if (even_odd) mnb_even_odd(q, stride);
   }
 }
 
