@@ -81,6 +81,9 @@ int mnb_avx512vnni_applies(const MnbProblem* p);
 /* mnb_quantize_a into the even/odd layout, where mnb_avx512vnni_applies (the same values) */
 void mnb_avx512_quantize_a(const float* a, int64_t M, int64_t K, int64_t block, int64_t stride, int8_t* qa,
                            float* qa_scale, int32_t* qa_sum, float* qa_sum_scaled);
+/* the GEMM (mnb_vnni_gemm.c) of y columns [n0, n1) for more than MNB_GEMV_MAX_M rows where its zero-point panel
+ * fits the thread buffer (64-byte aligned, MNB_THREAD_BYTES); 0: not taken (the caller's row-group kernel runs) */
+int mnb_avx512vnni_gemm(const MnbProblem* p, int64_t n0, int64_t n1, void* buf);
 /* y columns [n0, n1) for every row of A, with a thread buffer of MNB_THREAD_BYTES (64-byte aligned) */
 void mnb_avx512vnni_columns(const MnbProblem* p, int64_t n0, int64_t n1, void* buf);
 /* AVX-512 F, BW and VL (isa cap 3): the fp32 GEMV (M <= MNB_GEMV_MAX_M) for 4-bit weights, block_size a multiple
