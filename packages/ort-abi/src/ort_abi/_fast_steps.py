@@ -184,6 +184,48 @@ class StepRun:
         if data is not None:
             self._keep.append(data)
 
+    def restart(self, bases: Sequence[np.ndarray], template: Any = None) -> bool:
+        """Ready this run, closed, for another pass over its table: a pool context held again (False when none
+        is free: the run stays closed), the value table from `template` (a `freeze()` copy, else the table's
+        constants), `bases` as the run buffers (as many as given first), the counters at 0. A replayed run
+        (the session's `_quick_run`) reuses one StepRun instead of building one per run."""
+        if self.slot is None:
+            self.slot = self._pool.hold(self) if self._pool is not None else None
+            if self.slot is None:
+                return False
+            self._run.context = self._pool.context(self.slot)
+        ffi = self._ffi
+        ffi.memmove(self.values, template if template is not None else self.table.constants, self.table._bytes)
+        keep, addresses, run = self._keep, self._addresses, self._run
+        keep.clear()
+        for k, buf in enumerate(bases):
+            data = ffi.from_buffer(buf, require_writable=True)
+            keep.append(data)
+            run.bases[k] = data
+            address = int(ffi.cast("uintptr_t", data))
+            if k < len(addresses):
+                addresses[k] = address
+            else:
+                addresses.append(address)
+        run.planned_values = run.workspace_from_plan = run.deferred = 0
+        run.step = ffi.NULL
+        self.step, self.python_view, self.last = None, None, STEP_DONE
+        return True
+
+    def freeze(self) -> Any:
+        """A copy of the value table as described now: a `restart` template (the entries described since the
+        table's constants, e.g. the feeds, start described; `set_data` points them at each run's arrays)."""
+        template = self._ffi.new("ort_abi_fast_value[]", max(self.table.value_count, 1))
+        self._ffi.memmove(template, self.values, self.table._bytes)
+        return template
+
+    def set_data(self, entry: int, arr: np.ndarray) -> None:
+        """Point described entry `entry` at `arr`'s data; `arr` is a C-contiguous host array of the element type and
+        shape the entry was described with (the caller checked: nothing is checked here)."""
+        data = self._ffi.from_buffer(arr) if arr.nbytes else self._ffi.NULL
+        self._keep.append(data)
+        self.values[entry].data = data
+
     def compute(self, step: int) -> int:
         """Compute planned step `step`: STEP_DONE, STEP_NOT_STARTED, STEP_FAILED or STEP_INCOMPLETE (also `last`; the kernel's
         status is `status`). After it, `python_view` is the step's Python context when C deferred to Python
