@@ -33,15 +33,16 @@ class QuickRun:
     """The replay of one session's all-C, pre-allocated run (see the module docstring)."""
 
     def __init__(self, fast: FastSteps, buffers: Any, feeds: list[tuple[str, np.dtype, tuple[int, ...], int]],
-                 outputs: dict[str, tuple[int, int, np.dtype, int]], layout_name: str,
+                 outputs: dict[str, tuple[int, int, np.dtype, int, tuple[int, ...] | None]], layout_name: str,
                  scopes: Sequence[Callable[[], Any]] = ()) -> None:
         self.fast, self.buffers, self.layout_name = fast, buffers, layout_name
         self._scopes = list(scopes)  # per provider: what to hold around a replay (its threads for C kernels)
         self.feeds = feeds  # (name, dtype, shape, value table entry)
-        self.outputs = outputs  # graph output -> (value table entry, offset in OUTPUTS, dtype, element type)
+        # graph output -> (value table entry, offset in OUTPUTS, dtype, element type, its static shape or None)
+        self.outputs = outputs
         self.steps = len(fast.table.pointers)
         self._base = fast.devices.index(OUTPUTS)
-        self._names: dict[tuple[str, ...] | None, list[tuple[str, int, int, np.dtype, int]]] = {}
+        self._names: dict[tuple[str, ...] | None, list[tuple[str, int, int, np.dtype, int, Any]]] = {}
         self._run: ort_abi.StepRun | None = None
         self._template: Any = None
         self.usable = True  # False once a step deferred to Python: the session stops replaying
@@ -80,8 +81,11 @@ class QuickRun:
             entry, where = fast.ids.get(name), fast.blocks.get(name)
             if entry is None or where is None or where[0] != base or name in arrays:
                 return None
-            elem = int(ex.graph.values[name].dtype or 0)
-            outputs[name] = (entry, where[1], to_numpy_dtype(elem), elem)
+            value = ex.graph.values[name]
+            elem = int(value.dtype or 0)
+            # a static shape is the one C made (on a run with the planned shapes C answers no other request)
+            static = tuple(value.shape) if value.shape is not None and all(type(d) is int for d in value.shape) else None
+            outputs[name] = (entry, where[1], to_numpy_dtype(elem), elem, static)
         # a provider's C-only scope where it has one (an all-C run needs no BLAS limit), else its run scope
         scopes = [getattr(p, "c_run_scope", None) or (lambda p=p: ort_abi.provider_run_scope(p))
                   for p in session.providers]
@@ -143,12 +147,14 @@ class QuickRun:
                     return None
                 result = []
                 address = run.base_address(self._base)
-                for _name, entry, offset, dtype, elem in wanted:
-                    found = run.entry(entry)
-                    if found is None or found[0] != elem or found[2] != address + offset:
-                        return None
-                    shape = found[1]
-                    result.append(out[offset:offset + dtype.itemsize * _count(shape)].view(dtype).reshape(shape))
+                for _name, entry, offset, dtype, elem, static in wanted:
+                    shape = static
+                    if shape is None:  # symbolic in the model: the shape C described
+                        found = run.entry(entry)
+                        if found is None or found[0] != elem or found[2] != address + offset:
+                            return None
+                        shape = found[1]
+                    result.append(np.ndarray(shape, dtype, out, offset))  # a view of OUTPUTS (its base)
                 planned, workspace = run.planned_values, run.workspace_from_plan
             finally:
                 run.close()
@@ -156,7 +162,7 @@ class QuickRun:
                                                 planned_values=planned, workspace_from_plan=workspace)
         return result
 
-    def _wanted(self, output_names: Sequence[str] | None) -> list[tuple[str, int, int, np.dtype, int]] | None:
+    def _wanted(self, output_names: Sequence[str] | None) -> list[tuple[str, int, int, np.dtype, int, Any]] | None:
         key = None if output_names is None else tuple(output_names)
         wanted = self._names.get(key)
         if wanted is None:
@@ -172,13 +178,6 @@ class QuickRun:
         if self._run is not None:
             self._run.close()
             self._run = None
-
-
-def _count(shape: tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 __all__ = ["QuickRun"]
