@@ -160,10 +160,11 @@ class StepRun:
         ffi.memmove(self.values, table.constants, table._bytes)
         self._run = ffi.new("ort_abi_fast_run*")
         self._keep: list[Any] = []
+        self._bases: list[Any] = []  # the run buffers' cffi buffers (kept until `close`, or replaced by `restart`)
         self._addresses = []
         for k, buf in enumerate(bases):
             data = ffi.from_buffer(buf, require_writable=True)
-            self._keep.append(data)
+            self._bases.append(data)
             self._run.bases[k] = ffi.cast("char*", data)
             self._addresses.append(int(ffi.cast("uintptr_t", data)))
         self._run.values, self._run.exact = self.values, int(exact)
@@ -184,11 +185,12 @@ class StepRun:
         if data is not None:
             self._keep.append(data)
 
-    def restart(self, bases: Sequence[np.ndarray], template: Any = None) -> bool:
+    def restart(self, bases: Sequence[np.ndarray | None], template: Any = None) -> bool:
         """Ready this run, closed, for another pass over its table: a pool context held again (False when none
         is free: the run stays closed), the value table from `template` (a `freeze()` copy, else the table's
-        constants), `bases` as the run buffers (as many as given first), the counters at 0. A replayed run
-        (the session's `_quick_run`) reuses one StepRun instead of building one per run."""
+        constants), the counters at 0; `bases[k]` becomes run buffer k (None: the buffer of the previous pass
+        stays, still referenced here). A replayed run (the session's `_quick_run`) reuses one StepRun instead of
+        building one per run."""
         if self.slot is None:
             self.slot = self._pool.hold(self) if self._pool is not None else None
             if self.slot is None:
@@ -196,17 +198,21 @@ class StepRun:
             self._run.context = self._pool.context(self.slot)
         ffi = self._ffi
         ffi.memmove(self.values, template if template is not None else self.table.constants, self.table._bytes)
-        keep, addresses, run = self._keep, self._addresses, self._run
-        keep.clear()
+        self._keep.clear()
+        bases_kept, addresses, run = self._bases, self._addresses, self._run
         for k, buf in enumerate(bases):
+            if buf is None:
+                if k >= len(bases_kept) or bases_kept[k] is None:
+                    raise ValueError(f"run buffer {k} was not kept by the last close(); give it again")
+                continue
             data = ffi.from_buffer(buf, require_writable=True)
-            keep.append(data)
             run.bases[k] = data
             address = int(ffi.cast("uintptr_t", data))
             if k < len(addresses):
-                addresses[k] = address
+                addresses[k], bases_kept[k] = address, data
             else:
                 addresses.append(address)
+                bases_kept.append(data)
         run.planned_values = run.workspace_from_plan = run.deferred = 0
         run.step = ffi.NULL
         self.step, self.python_view, self.last = None, None, STEP_DONE
@@ -287,11 +293,17 @@ class StepRun:
     def workspace_from_plan(self) -> int:
         return int(self._run.workspace_from_plan)
 
-    def close(self) -> None:
+    def close(self, keep_bases: Sequence[int] = ()) -> None:
+        """Give the pool context back and drop what this run referenced: the described arrays and the run
+        buffers, except those of `keep_bases` (kept for the next `restart` to leave in place)."""
         if self.slot is not None:
             self._pool.release(self.slot)
             self.slot = None
         self._keep.clear()
+        for k in range(len(self._bases)):
+            if k not in keep_bases:
+                self._bases[k] = None
+                self._run.bases[k] = self._ffi.NULL
 
     def __enter__(self) -> StepRun:
         return self

@@ -46,6 +46,9 @@ class QuickRun:
         self._run: ort_abi.StepRun | None = None
         self._template: Any = None
         self.usable = True  # False once a step deferred to Python: the session stops replaying
+        self._bases: list[Any] = [None] * len(fast.devices)  # after the first replay: None, restart keeps them
+        self._keep = [k for k, d in enumerate(fast.devices) if d != OUTPUTS]
+        self._stats: RunStats | None = None
 
     @classmethod
     def build(cls, session: Any, arrays: Mapping[str, Any]) -> QuickRun | None:
@@ -132,8 +135,7 @@ class QuickRun:
             return None
         fast = self.fast
         with self.buffers.run():
-            host = self.buffers.buffers
-            bases = [host[d] if d != OUTPUTS else None for d in fast.devices]
+            bases: list[Any] = self._bases if self._run is not None else [self.buffers.buffers.get(d) for d in fast.devices]
             out = bases[self._base] = fast.output_buffer()
             if not self._start(feeds, bases):
                 return None
@@ -157,9 +159,13 @@ class QuickRun:
                     result.append(np.ndarray(shape, dtype, out, offset))  # a view of OUTPUTS (its base)
                 planned, workspace = run.planned_values, run.workspace_from_plan
             finally:
-                run.close()
-        session._executor.last_stats = RunStats(layout=self.layout_name, nodes_run=self.steps, c_steps=self.steps,
-                                                planned_values=planned, workspace_from_plan=workspace)
+                bases[self._base] = None
+                run.close(self._keep)  # the host buffers stay bound for the next replay, OUTPUTS does not
+        stats = self._stats
+        if stats is None or stats.planned_values != planned or stats.workspace_from_plan != workspace:
+            stats = self._stats = RunStats(layout=self.layout_name, nodes_run=self.steps, c_steps=self.steps,
+                                           planned_values=planned, workspace_from_plan=workspace)
+        session._executor.last_stats = stats  # the same counts as the last replay: the same object
         return result
 
     def _wanted(self, output_names: Sequence[str] | None) -> list[tuple[str, int, int, np.dtype, int, Any]] | None:
