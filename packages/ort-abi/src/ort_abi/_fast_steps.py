@@ -185,10 +185,10 @@ class StepRun:
         if data is not None:
             self._keep.append(data)
 
-    def restart(self, bases: Sequence[np.ndarray | None], template: Any = None) -> bool:
+    def restart(self, bases: Sequence[np.ndarray | None], template: Any = None, exact: bool = True) -> bool:
         """Ready this run, closed, for another pass over its table: a pool context held again (False when none
         is free: the run stays closed), the value table from `template` (a `freeze()` copy, else the table's
-        constants), the counters at 0; `bases[k]` becomes run buffer k (None: the buffer of the previous pass
+        constants), the counters at 0, `exact` as in the constructor; `bases[k]` becomes run buffer k (None: the buffer of the previous pass
         stays, still referenced here). A replayed run (the session's `_quick_run`) reuses one StepRun instead of
         building one per run."""
         if self.slot is None:
@@ -214,6 +214,7 @@ class StepRun:
                 addresses.append(address)
                 bases_kept.append(data)
         run.planned_values = run.workspace_from_plan = run.deferred = 0
+        run.exact = int(exact)
         run.step = ffi.NULL
         self.step, self.python_view, self.last = None, None, STEP_DONE
         return True

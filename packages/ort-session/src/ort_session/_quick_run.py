@@ -1,14 +1,16 @@
 """A pre-allocated run every step of which is a C step, replayed with no Python between the feeds and the outputs.
 
-After a run on the static plan's pre-allocated buffers with the planned input shapes, where the C step runner
-(`_fast_steps`) computed every node in one call and made every graph output in the run's OUTPUTS buffer, the
-session keeps a `QuickRun`: the feeds' names, element types and shapes, one `ort_abi.StepRun` whose value table
-starts from a template (the weights and the feeds described once) and each output's place in OUTPUTS. A later run
-with feeds of exactly those names, dtypes and shapes (C-contiguous numpy arrays, no RunOptions, no progress
-callback, profiling off) then costs: the feed check, one data pointer per feed, one call into C for all the steps,
-and one view per output. Anything else, or a step C does not finish alone (it deferred to Python or failed),
-takes the executor's path: a failed quick run is run again there from the start, so its error is the one that
-path gives, and nothing the run wrote is kept. The promise is unchanged: the steps answer exactly the requests the
+After a run on the static plan's pre-allocated buffers, where the C step runner (`_fast_steps`) computed every
+node in one call and made every graph output in the run's OUTPUTS buffer, the session keeps a `QuickRun`: the
+feeds' names and element types, one `ort_abi.StepRun` whose value table starts from a template (the weights and
+the first replay's feeds described once) and each output's place in OUTPUTS. A later run with feeds of those names
+and dtypes (C-contiguous numpy arrays, no RunOptions, no progress callback, profiling off) is replayed: feed
+shapes seen before cost a tuple lookup (a new shape key is checked once, by `validate_feeds` and the memory
+layout, exactly as the executor's path checks it: the same errors; shapes outside the static plan go there), the
+template's shapes cost one data pointer per feed (others a description per feed), then one call into C for all
+the steps and one view per output. Anything else, or a step C does not finish alone (it deferred to Python or
+failed), takes the executor's path: a failed replay is run again there from the start, so its error is the one
+that path gives, and nothing the run wrote is kept. The promise is unchanged: the steps answer exactly the requests the
 plan holds, as in the executor's runs.
 """
 
@@ -26,18 +28,24 @@ from ort_graph import to_numpy_dtype
 
 from ._executor import NO_C_STEPS_ENV
 from ._fast_steps import OUTPUTS, FastSteps
+from ._feeds import validate_feeds
 from ._run_types import RunStats
+
+_UNSEEN = object()  # a shape key not checked yet
 
 
 class QuickRun:
     """The replay of one session's all-C, pre-allocated run (see the module docstring)."""
 
-    def __init__(self, fast: FastSteps, buffers: Any, feeds: list[tuple[str, np.dtype, tuple[int, ...], int]],
+    def __init__(self, fast: FastSteps, buffers: Any, feeds: list[tuple[str, np.dtype, int]],
                  outputs: dict[str, tuple[int, int, np.dtype, int, tuple[int, ...] | None]], layout_name: str,
                  scopes: Sequence[Callable[[], Any]] = ()) -> None:
         self.fast, self.buffers, self.layout_name = fast, buffers, layout_name
         self._scopes = list(scopes)  # per provider: what to hold around a replay (its threads for C kernels)
-        self.feeds = feeds  # (name, dtype, shape, value table entry)
+        self.feeds = feeds  # (name, dtype, value table entry)
+        self.key: Any = None  # the static plan (`PlannedLayout.plan_key`) the shapes must be planned by
+        self._shapes: dict[tuple, bool | None] = {}  # feed shapes checked -> exact (the planned ones), None: not replayed
+        self._template_shapes: tuple | None = None  # the feed shapes the template describes
         # graph output -> (value table entry, offset in OUTPUTS, dtype, element type, its static shape or None)
         self.outputs = outputs
         self.steps = len(fast.table.pointers)
@@ -45,7 +53,8 @@ class QuickRun:
         self._names: dict[tuple[str, ...] | None, list[tuple[str, int, int, np.dtype, int, Any]]] = {}
         self._run: ort_abi.StepRun | None = None
         self._template: Any = None
-        self.usable = True  # False once a step deferred to Python: the session stops replaying
+        self.usable = True  # False once a step of the planned shapes deferred to Python: the session stops replaying
+        self._deferred = False
         self._bases: list[Any] = [None] * len(fast.devices)  # after the first replay: None, restart keeps them
         self._keep = [k for k, d in enumerate(fast.devices) if d != OUTPUTS]
         self._stats: RunStats | None = None
@@ -59,7 +68,7 @@ class QuickRun:
         if (memory.buffers is None or not session.options.pre_allocate or not memory.static
                 or session.options.measure_host_allocations or session._profiler.enabled
                 or any(w is not None for w in (ex.recorder, ex.streamer, ex.capture, ex.declared_workspace))
-                or ex.allocators or os.environ.get(NO_C_STEPS_ENV) == "1" or not ex._exact_shapes(arrays)):
+                or ex.allocators or os.environ.get(NO_C_STEPS_ENV) == "1"):
             return None
         layout = memory.layout_for(arrays)
         key = getattr(layout, "plan_key", None)
@@ -77,7 +86,7 @@ class QuickRun:
                     or arr.dtype == object):
                 return None
             entry = fast.ids.get(name, -1)  # -1: no step reads it
-            feeds.append((name, arr.dtype, arr.shape, entry))
+            feeds.append((name, arr.dtype, entry))
         base = fast.devices.index(OUTPUTS)
         outputs = {}
         for name in ex.graph.outputs:
@@ -92,7 +101,23 @@ class QuickRun:
         # a provider's C-only scope where it has one (an all-C run needs no BLAS limit), else its run scope
         scopes = [getattr(p, "c_run_scope", None) or (lambda p=p: ort_abi.provider_run_scope(p))
                   for p in session.providers]
-        return cls(fast, memory.buffers, feeds, outputs, layout.name, scopes)
+        quick = cls(fast, memory.buffers, feeds, outputs, layout.name, scopes)
+        quick.key = key()
+        quick._shapes[tuple(a.shape for a in arrays.values())] = ex._exact_shapes(arrays)
+        return quick
+
+    def _check(self, session: Any, feeds: dict[str, np.ndarray], shapes: tuple) -> bool | None:
+        """A new shape key: the executor path's checks (its errors raised as they are), then whether the static
+        plan holds these shapes (None: another layout, the executor's path runs them) and are the planned ones."""
+        arrays, _ = validate_feeds(session.model.graph, feeds, session._declared_inputs, session._passed_feeds)
+        layout = session.memory.layout_for(arrays)
+        plan_key = getattr(layout, "plan_key", None)
+        exact = (session._executor._exact_shapes(arrays) if plan_key is not None and plan_key() is self.key
+                 and getattr(layout, "strict", False) else None)
+        if len(self._shapes) >= 16:  # a few shape keys (a decode loop has one per length)
+            self._shapes.pop(next(iter(self._shapes)), None)
+        self._shapes[shapes] = exact
+        return exact
 
     def scope(self) -> Any:
         """The context to hold around a replay: each provider's (one provider: its own, no stack)."""
@@ -103,55 +128,73 @@ class QuickRun:
             stack.enter_context(make())
         return stack
 
-    def _start(self, feeds: Mapping[str, np.ndarray], bases: list[np.ndarray]) -> bool:
-        """Hold the StepRun for this run, its value table from the template (made by the first run)."""
+    def _start(self, feeds: Mapping[str, np.ndarray], bases: list[np.ndarray], shapes: tuple, exact: bool) -> bool:
+        """Hold the StepRun for this run, its value table from the template (made by the first replay) with the
+        feeds described in it: their data pointers alone where the template has their shapes."""
         run = self._run
         if run is None:
             def deferred(step: int) -> Any:  # a request C does not answer: this replay fails, the executor runs it
-                self.usable = False
+                self._deferred = True
                 raise ort_abi.KernelError(f"step {step} asked the host for something the plan does not hold")
 
-            run = ort_abi.StepRun(self.fast.table, bases, True, deferred)
+            run = ort_abi.StepRun(self.fast.table, bases, exact, deferred)
             if not run.usable:
                 run.close()
                 return False
-            for name, _dtype, _shape, entry in self.feeds:
+            for name, _dtype, entry in self.feeds:
                 if entry >= 0:
                     run.describe(entry, feeds[name])
-            self._template, self._run = run.freeze(), run
+            self._template, self._template_shapes, self._run = run.freeze(), shapes, run
             return True
-        return run.restart(bases, self._template)
+        if not run.restart(bases, self._template, exact):
+            return False
+        if shapes == self._template_shapes:
+            for name, _dtype, entry in self.feeds:
+                if entry >= 0:
+                    run.set_data(entry, feeds[name])
+        else:
+            for name, _dtype, entry in self.feeds:
+                if entry >= 0:
+                    run.describe(entry, feeds[name])
+        return True
 
     def run(self, session: Any, output_names: Sequence[str] | None, feeds: Any) -> list[np.ndarray] | None:
         """The outputs, or None when this run is not a replay of the kept one (the caller runs it the usual way)."""
         if type(feeds) is not dict or len(feeds) != len(self.feeds) or session._profiler.enabled:
             return None
-        for name, dtype, shape, _entry in self.feeds:
+        shapes = []
+        for name, dtype, _entry in self.feeds:
             arr = feeds.get(name)
-            if type(arr) is not np.ndarray or arr.shape != shape or arr.dtype != dtype or not arr.flags.c_contiguous:
+            if type(arr) is not np.ndarray or arr.dtype != dtype or not arr.flags.c_contiguous:
                 return None
+            shapes.append(arr.shape)
+        key = tuple(shapes)
+        exact = self._shapes.get(key, _UNSEEN)
+        if exact is _UNSEEN:
+            exact = self._check(session, feeds, key)
         wanted = self._wanted(output_names)
-        if wanted is None:
+        if exact is None or wanted is None:
             return None
         fast = self.fast
         with self.buffers.run():
             bases: list[Any] = self._bases if self._run is not None else [self.buffers.buffers.get(d) for d in fast.devices]
             out = bases[self._base] = fast.output_buffer()
-            if not self._start(feeds, bases):
+            self._deferred = False
+            if not self._start(feeds, bases, key, exact):
                 return None
             run = self._run
             try:
-                for name, _dtype, _shape, entry in self.feeds:
-                    if entry >= 0:
-                        run.set_data(entry, feeds[name])
                 done = run.compute_range(0, self.steps)
                 if done != self.steps:  # deferred to Python, or failed: the executor's path says how
+                    if self._deferred:  # these shapes need a Python context: never replayed again
+                        self._shapes[key] = None
+                        self.usable = self.usable and not exact
                     return None
                 result = []
                 address = run.base_address(self._base)
                 for _name, entry, offset, dtype, elem, static in wanted:
-                    shape = static
-                    if shape is None:  # symbolic in the model: the shape C described
+                    shape = static if exact else None
+                    if shape is None:  # symbolic in the model, or not the planned shapes: the shape C described
                         found = run.entry(entry)
                         if found is None or found[0] != elem or found[2] != address + offset:
                             return None

@@ -220,3 +220,35 @@ def test_the_genai_decoder_step_is_replayed_all_in_c_and_matches_onnxruntime(no_
     assert sess.last_run_stats.nodes_run == sess.last_run_stats.c_steps == len(sess.order)
     for g, r in zip(got, _ort(model, feeds), strict=True):
         np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-5)
+
+
+def test_a_generation_loop_within_the_plan_is_replayed_step_by_step_and_matches_onnxruntime(no_executor):
+    """Planned once for the largest step (`generation_max_shapes`), pre-allocated: the prefill and every step of a
+    growing past (a new shape key each step, checked as the executor's path checks it) are replayed in C."""
+    import onnx
+
+    import ort_graph
+    from ort_session._generate import generation_max_shapes
+
+    cfg = zoo.DecoderConfig(layers=2, hidden=64, heads=4, kv_heads=2, intermediate=128, vocab=96, max_positions=64)
+    proto = zoo.genai_decoder_proto(cfg)
+    model = proto.SerializeToString()
+    max_shapes = generation_max_shapes(ort_graph.from_proto(onnx.load_from_string(model)), 6, 12)
+    sess = _session(model, max_shapes=max_shapes)
+    ref = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    feeds = zoo.genai_decoder_inputs(cfg, 1, 6, 0)
+    sess.run(None, feeds)
+    assert isinstance(sess._quick, QuickRun)
+    no_executor()
+    for step in range(5):
+        got, want = sess.run(None, feeds), ref.run(None, feeds)
+        for g, r in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-5)
+        token = int(np.argmax(got[0][0, -1]))
+        total = feeds["attention_mask"].shape[1] + 1
+        feeds = {"input_ids": np.array([[token]], np.int64), "attention_mask": np.ones((1, total), np.int64),
+                 **{"past_key_values." + n[len("present."):]: v for n, v in zip(sess.output_names[1:], got[1:])}}
+        assert step == 0 or sess.last_run_stats.c_steps == len(sess.order)
+    too_long = {**feeds, "attention_mask": np.ones((1, 40), np.int64)}
+    with pytest.raises(InvalidInputError, match="pre-allocated"):  # outside the plan: the executor path's error
+        sess.run(None, too_long)
