@@ -16,6 +16,7 @@ import pathlib
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -113,27 +114,29 @@ def ours_generation_session(model: bytes, threads: int, prompt_len: int, steps: 
         return InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
-def ours_times(session: InferenceSession, cfg: Any, prompt: np.ndarray, steps: int) -> tuple[float, float, list[int]]:
-    """(prefill seconds, median seconds per decode step, the tokens generated): the same work as `genai_times`."""
-    names = session.output_names
+def loop_times(run: Callable[[dict[str, np.ndarray]], list[np.ndarray]], output_names: list[str], cfg: Any,
+               prompt: np.ndarray, steps: int) -> tuple[float, float, list[int]]:
+    """(prefill seconds, median seconds per decode step, the tokens generated) of `run` (a session's
+    `run(None, feeds)`) doing `GenaiPeer.generation`'s work: the prefill from an empty past, then `steps` steps of
+    one token, each step's presents fed back as its pasts and its logits reduced to the next token by argmax."""
     empty = np.zeros((1, cfg.kv_heads, 0, cfg.head_dim), np.float32)
     feeds: dict[str, np.ndarray] = {"input_ids": prompt.reshape(1, -1).astype(np.int64),
                                     "attention_mask": np.ones((1, prompt.size), np.int64)}
     for kind in ("key", "value"):
         for i in range(cfg.layers):
             feeds[f"past_key_values.{i}.{kind}"] = empty
+    pasts = ["past_key_values." + name[len("present."):] for name in output_names[1:]]
     t0 = time.perf_counter()
-    out = session.run(None, feeds)
+    out = run(feeds)
     prefill = time.perf_counter() - t0
     token = int(np.argmax(out[0][0, -1]))
     tokens, per_step, total = [token], [], prompt.size
     for _ in range(steps):
         t0 = time.perf_counter()
         total += 1
-        feeds = {"input_ids": np.array([[token]], np.int64), "attention_mask": np.ones((1, total), np.int64)}
-        for name, value in zip(names[1:], out[1:], strict=True):  # present.N.kind -> past_key_values.N.kind
-            feeds["past_key_values." + name[len("present."):]] = value
-        out = session.run(None, feeds)
+        feeds = {"input_ids": np.array([[token]], np.int64), "attention_mask": np.ones((1, total), np.int64),
+                 **dict(zip(pasts, out[1:], strict=True))}  # present.N.kind -> past_key_values.N.kind
+        out = run(feeds)
         token = int(np.argmax(out[0][0, -1]))
         per_step.append(time.perf_counter() - t0)
         tokens.append(token)
