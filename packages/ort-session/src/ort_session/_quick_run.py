@@ -1,16 +1,16 @@
 """A pre-allocated run every step of which is a C step, replayed with no Python between the feeds and the outputs.
 
-After a run on the static plan's pre-allocated buffers, where the C step runner (`_fast_steps`) computed every
-node in one call and made every graph output in the run's OUTPUTS buffer, the session keeps a `QuickRun`: the
+After a run on the static plan (`PlannedLayout`: pre-allocated buffers, or the plan's buffers made per run from
+the retained host arena), where the C step runner (`_fast_steps`) computed every node in one call and made every graph output in the run's OUTPUTS buffer, the session keeps a `QuickRun`: the
 feeds' names and element types, one `ort_abi.StepRun` whose value table starts from a template (the weights and
 the first replay's feeds described once) and each output's place in OUTPUTS. A later run with feeds of those names
 and dtypes (C-contiguous numpy arrays, no RunOptions, no progress callback, profiling off) is replayed: feed
 shapes seen before cost a tuple lookup (a new shape key is checked once, by `validate_feeds` and the memory
 layout, exactly as the executor's path checks it: the same errors; shapes outside the static plan go there), the
 template's shapes cost one data pointer per feed (others a description per feed), then one call into C for all
-the steps and one view per output. Anything else, or a step C does not finish alone (it deferred to Python or
-failed), takes the executor's path: a failed replay is run again there from the start, so its error is the one
-that path gives, and nothing the run wrote is kept. The promise is unchanged: the steps answer exactly the requests the
+the steps and one view per output. A kernel that fails (or returns success without a needed output) raises what
+the executor raises for it. Anything else, or a step C does not finish alone (it deferred to Python), takes the
+executor's path, which runs the run again from the start; nothing the replay wrote is kept. The promise is unchanged: the steps answer exactly the requests the
 plan holds, as in the executor's runs.
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -29,7 +30,9 @@ from ort_graph import to_numpy_dtype
 from ._executor import NO_C_STEPS_ENV
 from ._fast_steps import OUTPUTS, FastSteps
 from ._feeds import validate_feeds
+from ._layouts import PlannedLayout
 from ._run_types import RunStats
+from ._run_values import check_produced, raise_failure
 
 _UNSEEN = object()  # a shape key not checked yet
 
@@ -37,10 +40,12 @@ _UNSEEN = object()  # a shape key not checked yet
 class QuickRun:
     """The replay of one session's all-C, pre-allocated run (see the module docstring)."""
 
-    def __init__(self, fast: FastSteps, buffers: Any, feeds: list[tuple[str, np.dtype, int]],
-                 outputs: dict[str, tuple[int, int, np.dtype, int, tuple[int, ...] | None]], layout_name: str,
+    def __init__(self, fast: FastSteps, layout: PlannedLayout, feeds: list[tuple[str, np.dtype, int]],
+                 outputs: dict[str, tuple[int, int, np.dtype, int, tuple[int, ...] | None]],
                  scopes: Sequence[Callable[[], Any]] = ()) -> None:
-        self.fast, self.buffers, self.layout_name = fast, buffers, layout_name
+        self.fast, self.layout = fast, layout  # one layout object, held by one replay at a time (`_lock`)
+        self._lock = threading.Lock()  # a second concurrent run takes the executor's path
+        self._fixed = layout.buffers is not None  # the same host buffers every run: they stay bound
         self._scopes = list(scopes)  # per provider: what to hold around a replay (its threads for C kernels)
         self.feeds = feeds  # (name, dtype, value table entry)
         self.key: Any = None  # the static plan (`PlannedLayout.plan_key`) the shapes must be planned by
@@ -57,7 +62,6 @@ class QuickRun:
         self._deferred = False
         self._bases: list[Any] = [None] * len(fast.devices)  # after the first replay: None, restart keeps them
         self._keep = [k for k, d in enumerate(fast.devices) if d != OUTPUTS]
-        self._stats: RunStats | None = None
 
     @classmethod
     def build(cls, session: Any, arrays: Mapping[str, Any]) -> QuickRun | None:
@@ -65,17 +69,16 @@ class QuickRun:
         pre-allocated, not the planned input shapes, a step or an output the C step runner does not make, or
         anything that watches every run or step (profiling, red zones, capture, a recorder, weight streaming)."""
         ex, memory = session._executor, session.memory
-        if (memory.buffers is None or not session.options.pre_allocate or not memory.static
-                or session.options.measure_host_allocations or session._profiler.enabled
+        if (not memory.static or session.options.measure_host_allocations or session._profiler.enabled
                 or any(w is not None for w in (ex.recorder, ex.streamer, ex.capture, ex.declared_workspace))
                 or ex.allocators or os.environ.get(NO_C_STEPS_ENV) == "1"):
             return None
         layout = memory.layout_for(arrays)
-        key = getattr(layout, "plan_key", None)
-        if not getattr(layout, "strict", False) or key is None or layout.red_zone_names is not None:
+        if type(layout) is not PlannedLayout or layout.red_zone_names is not None:
             return None
-        cached = ex._fast_cache.get(id(key()))
-        fast = cached[1] if cached is not None and cached[0] is key() else None
+        key = layout.plan_key()
+        cached = ex._fast_cache.get(id(key))
+        fast = cached[1] if cached is not None and cached[0] is key else None
         total = len(ex.order)
         if fast is None or OUTPUTS not in fast.devices or fast.table.ends.get(0) != total or len(fast.steps) != total:
             return None
@@ -101,8 +104,8 @@ class QuickRun:
         # a provider's C-only scope where it has one (an all-C run needs no BLAS limit), else its run scope
         scopes = [getattr(p, "c_run_scope", None) or (lambda p=p: ort_abi.provider_run_scope(p))
                   for p in session.providers]
-        quick = cls(fast, memory.buffers, feeds, outputs, layout.name, scopes)
-        quick.key = key()
+        quick = cls(fast, layout, feeds, outputs, scopes)
+        quick.key = key
         quick._shapes[tuple(a.shape for a in arrays.values())] = ex._exact_shapes(arrays)
         return quick
 
@@ -111,9 +114,9 @@ class QuickRun:
         plan holds these shapes (None: another layout, the executor's path runs them) and are the planned ones."""
         arrays, _ = validate_feeds(session.model.graph, feeds, session._declared_inputs, session._passed_feeds)
         layout = session.memory.layout_for(arrays)
-        plan_key = getattr(layout, "plan_key", None)
-        exact = (session._executor._exact_shapes(arrays) if plan_key is not None and plan_key() is self.key
-                 and getattr(layout, "strict", False) else None)
+        same = (type(layout) is PlannedLayout and layout.plan_key() is self.key and layout.name == self.layout.name
+                and layout.red_zone_names is None)
+        exact = session._executor._exact_shapes(arrays) if same else None
         if len(self._shapes) >= 16:  # a few shape keys (a decode loop has one per length)
             self._shapes.pop(next(iter(self._shapes)), None)
         self._shapes[shapes] = exact
@@ -175,20 +178,31 @@ class QuickRun:
         wanted = self._wanted(output_names)
         if exact is None or wanted is None:
             return None
-        fast = self.fast
-        with self.buffers.run():
-            bases: list[Any] = self._bases if self._run is not None else [self.buffers.buffers.get(d) for d in fast.devices]
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            return self._replay(session, feeds, key, exact, wanted)
+        finally:
+            self._lock.release()
+
+    def _replay(self, session: Any, feeds: dict[str, np.ndarray], key: tuple, exact: bool,
+                wanted: list[tuple[str, int, int, np.dtype, int, Any]]) -> list[np.ndarray] | None:
+        fast, layout = self.fast, self.layout
+        stats = RunStats(layout=layout.name)
+        with layout.hold(stats):  # pre-allocated: the buffers' one-run lock; else this run's buffers
+            host = layout.run_buffers()
+            if host is None:
+                return None
+            bases: list[Any] = (self._bases if self._fixed and self._run is not None
+                                else [host.get(d) for d in fast.devices])
             out = bases[self._base] = fast.output_buffer()
             self._deferred = False
-            if not self._start(feeds, bases, key, exact):
+            if not self._start(feeds, bases, key, exact):  # no free pool context
+                bases[self._base] = None
                 return None
             run = self._run
             try:
-                done = run.compute_range(0, self.steps)
-                if done != self.steps:  # deferred to Python, or failed: the executor's path says how
-                    if self._deferred:  # these shapes need a Python context: never replayed again
-                        self._shapes[key] = None
-                        self.usable = self.usable and not exact
+                if not self._compute(session._executor, run, key, exact):
                     return None
                 result = []
                 address = run.base_address(self._base)
@@ -200,16 +214,45 @@ class QuickRun:
                             return None
                         shape = found[1]
                     result.append(np.ndarray(shape, dtype, out, offset))  # a view of OUTPUTS (its base)
-                planned, workspace = run.planned_values, run.workspace_from_plan
+                stats.planned_values, stats.workspace_from_plan = run.planned_values, run.workspace_from_plan
             finally:
                 bases[self._base] = None
-                run.close(self._keep)  # the host buffers stay bound for the next replay, OUTPUTS does not
-        stats = self._stats
-        if stats is None or stats.planned_values != planned or stats.workspace_from_plan != workspace:
-            stats = self._stats = RunStats(layout=self.layout_name, nodes_run=self.steps, c_steps=self.steps,
-                                           planned_values=planned, workspace_from_plan=workspace)
-        session._executor.last_stats = stats  # the same counts as the last replay: the same object
+                run.close(self._keep if self._fixed else ())  # pre-allocated host buffers stay bound
+        stats.nodes_run = stats.c_steps = self.steps
+        session._executor.last_stats = stats
         return result
+
+    def _compute(self, executor: Any, run: ort_abi.StepRun, key: tuple, exact: bool) -> bool:
+        """Every step, in as few calls into C as the steps allow. A failed kernel or one that returned success
+        without a needed output raises what the executor raises for it (the run is not made twice: a kernel is
+        called once per run); False when a step needs the executor (C deferred to Python, an input C cannot
+        describe), which then runs the whole run."""
+        step, total, ids = 0, self.steps, self.fast.ids
+
+        def produced(j: int, name: str) -> bool:
+            return name in ids and run.entry(ids[name]) is not None
+
+        while step < total:
+            step += run.compute_range(step, total - step)
+            if step == total:
+                return True
+            rc = run.last
+            if self._deferred or rc == ort_abi.STEP_NOT_STARTED:
+                if self._deferred:  # these shapes need a Python context: never replayed again
+                    self._shapes[key] = None
+                    self.usable = self.usable and not exact
+                return False
+            node = executor.order[step]
+            if rc == ort_abi.STEP_FAILED:
+                try:
+                    ort_abi.check_compute(run.status, None, node=node.name, library=self.fast.table.kernels[step].library)
+                except Exception as e:
+                    raise_failure(node, e, None)
+            facts = executor._facts[node.index]
+            if facts.needed:  # STEP_INCOMPLETE: an output C did not publish was never produced
+                check_produced(node, facts, produced)
+            step += 1
+        return True
 
     def _wanted(self, output_names: Sequence[str] | None) -> list[tuple[str, int, int, np.dtype, int, Any]] | None:
         key = None if output_names is None else tuple(output_names)

@@ -178,7 +178,7 @@ def test_run_options_and_progress_take_the_executors_path():
         sess.run(None, feeds, opts)
 
 
-@pytest.mark.parametrize("why", ["not pre-allocated", "no C steps", "a Python step"])
+@pytest.mark.parametrize("why", ["no C steps", "a Python step", "dynamic shapes"])
 def test_runs_that_cannot_be_replayed_are_never_kept(monkeypatch, why):
     model = _chain()
     if why == "no C steps":
@@ -191,10 +191,71 @@ def test_runs_that_cannot_be_replayed_are_never_kept(monkeypatch, why):
         proto.ir_version = 8
         sess = _session(proto.SerializeToString())
         sess.run(None, {"x": np.ones((2, 3))})
+    elif why == "dynamic shapes":  # no static plan: traced patterns, not replayed
+        graph = helper.make_graph([helper.make_node("Add", ["x", "x"], ["y"])], "dyn",
+                                  [helper.make_tensor_value_info("x", T.FLOAT, ["n"])],
+                                  [helper.make_tensor_value_info("y", T.FLOAT, ["n"])])
+        proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        proto.ir_version = 8
+        sess = _session(proto.SerializeToString(), pre_allocate=False)
+        sess.run(None, {"x": np.ones(3, np.float32)})
     else:
-        sess = _session(model, pre_allocate=why != "not pre-allocated")
+        sess = _session(model)
         sess.run(None, _feeds(0))
     assert sess._quick is False
+
+
+def test_a_static_plan_without_preallocation_is_replayed_with_no_allocation(no_executor):
+    """The plan's buffers made per run from the retained host arena: a replay allocates nothing either."""
+    model = _chain()
+    sess = _session(model, pre_allocate=False)
+    sess.run(None, _feeds(0))
+    assert isinstance(sess._quick, QuickRun)
+    no_executor()
+    for seed in range(3):
+        feeds = _feeds(seed)
+        for g, r in zip(sess.run(None, feeds), _ort(model, feeds), strict=True):
+            np.testing.assert_allclose(g, r, rtol=1e-6)
+        stats = sess.last_run_stats
+        assert stats.allocations == 0 and stats.c_steps == 4 and stats.layout == "static plan"
+
+
+@pytest.mark.parametrize("pre_allocate", [False, True])
+def test_concurrent_runs_are_each_right(pre_allocate):
+    """One replay at a time: a run that finds it busy takes the executor's path (pre-allocated: refused there
+    with ConcurrentRunError, as without the replay)."""
+    import threading
+
+    from ort_memplan import ConcurrentRunError
+
+    model = _chain()
+    sess = _session(model, pre_allocate=pre_allocate)
+    sess.run(None, _feeds(0))
+    want = {seed: _ort(model, _feeds(seed)) for seed in range(4)}
+    errors: list[BaseException] = []
+
+    def worker(seed):
+        feeds = _feeds(seed)
+        for _ in range(200):
+            try:
+                got = sess.run(None, feeds)
+            except ConcurrentRunError:
+                assert pre_allocate
+                continue
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+                return
+            for g, r in zip(got, want[seed], strict=True):
+                if not np.allclose(g, r, rtol=1e-6):
+                    errors.append(AssertionError(f"seed {seed}: wrong output"))
+                    return
+
+    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors[0]
 
 
 def test_a_closed_session_refuses_a_replay():
