@@ -11,6 +11,7 @@ check, refusal and error is the one the Python path gives."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -24,6 +25,8 @@ from ._shapefunc import TypeCheckedKernel
 from ._views import ContextView
 
 __all__ = ["STEP_DONE", "STEP_FAILED", "STEP_INCOMPLETE", "STEP_NOT_STARTED", "PlannedOutput", "StepRun", "StepSpec", "StepTable", "c_step_kernel", "step_limits"]
+
+_ALIVE = operator.attrgetter("alive")  # of a kernel's finalizer
 
 # STEP_INCOMPLETE: success, but a named output is not in the table (answered in Python, or never asked for)
 STEP_DONE, STEP_NOT_STARTED, STEP_FAILED, STEP_INCOMPLETE = 0, 1, 2, 3
@@ -92,6 +95,7 @@ class StepTable:
         self.pointers: dict[int, Any] = {}
         self.kernels = {index: spec.kernel for index, spec in specs.items()}
         self._finalizers = tuple(k._finalizer for k in self.kernels.values())  # `released`, asked every run
+        self._released = False
         for k, (index, spec) in enumerate(sorted(specs.items())):
             _fill_step(self._steps[k], spec)
             self.pointers[index] = ffi.addressof(self._steps[k])
@@ -110,7 +114,10 @@ class StepTable:
 
     def released(self) -> bool:
         """Whether a step's kernel was released (the session closed): its runs take the Python path."""
-        return not all(f.alive for f in self._finalizers)
+        if self._released:
+            return True
+        self._released = not all(map(_ALIVE, self._finalizers))  # once released, always
+        return self._released
 
 
 def _fill_step(s: Any, spec: StepSpec) -> None:
