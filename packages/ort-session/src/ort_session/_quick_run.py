@@ -62,6 +62,7 @@ class QuickRun:
         self._deferred = False
         self._bases: list[Any] = [None] * len(fast.devices)  # after the first replay: None, restart keeps them
         self._keep = [k for k, d in enumerate(fast.devices) if d != OUTPUTS]
+        self._last_stats: RunStats | None = None
 
     @classmethod
     def build(cls, session: Any, arrays: Mapping[str, Any]) -> QuickRun | None:
@@ -189,8 +190,9 @@ class QuickRun:
                 wanted: list[tuple[str, int, int, np.dtype, int, Any]]) -> list[np.ndarray] | None:
         fast, layout = self.fast, self.layout
         stats = RunStats(layout=layout.name)
-        with layout.hold(stats):  # pre-allocated: the buffers' one-run lock; else this run's buffers
-            host = layout.run_buffers()
+        # pre-allocated: the buffers' one-run lock (what `hold` takes, with no guard to set up); else this run's buffers
+        with layout.buffers.run() if self._fixed else layout.hold(stats):
+            host = layout.buffers.buffers if self._fixed else layout.run_buffers()
             if host is None:
                 return None
             bases: list[Any] = (self._bases if self._fixed and self._run is not None
@@ -219,7 +221,11 @@ class QuickRun:
                 bases[self._base] = None
                 run.close(self._keep if self._fixed else ())  # pre-allocated host buffers stay bound
         stats.nodes_run = stats.c_steps = self.steps
-        session._executor.last_stats = stats
+        last = self._last_stats  # the same counts as the last replay: its RunStats again (one object less a run)
+        if last is not None and (last.planned_values, last.workspace_from_plan, last.allocations) == (
+                stats.planned_values, stats.workspace_from_plan, stats.allocations):
+            stats = last
+        session._executor.last_stats = self._last_stats = stats
         return result
 
     def _compute(self, executor: Any, run: ort_abi.StepRun, key: tuple, exact: bool) -> bool:
