@@ -1,17 +1,18 @@
-"""A pre-allocated run every step of which is a C step, replayed with no Python between the feeds and the outputs.
+"""A run on the static plan every step of which is a C step, replayed with no Python between feeds and outputs.
 
 After a run on the static plan (`PlannedLayout`: pre-allocated buffers, or the plan's buffers made per run from
-the retained host arena), where the C step runner (`_fast_steps`) computed every node in one call and made every graph output in the run's OUTPUTS buffer, the session keeps a `QuickRun`: the
-feeds' names and element types, one `ort_abi.StepRun` whose value table starts from a template (the weights and
-the first replay's feeds described once) and each output's place in OUTPUTS. A later run with feeds of those names
-and dtypes (C-contiguous numpy arrays, no RunOptions, no progress callback, profiling off) is replayed: feed
-shapes seen before cost a tuple lookup (a new shape key is checked once, by `validate_feeds` and the memory
-layout, exactly as the executor's path checks it: the same errors; shapes outside the static plan go there), the
-template's shapes cost one data pointer per feed (others a description per feed), then one call into C for all
-the steps and one view per output. A kernel that fails (or returns success without a needed output) raises what
-the executor raises for it. Anything else, or a step C does not finish alone (it deferred to Python), takes the
-executor's path, which runs the run again from the start; nothing the replay wrote is kept. The promise is unchanged: the steps answer exactly the requests the
-plan holds, as in the executor's runs.
+the retained host arena) where the C step runner (`_fast_steps`) computed every node in one call and made every
+graph output in the run's OUTPUTS buffer, the session keeps a `QuickRun`: the feeds' names and element types, one
+`ort_abi.StepRun` whose value table starts from a template (the weights and the first replay's feeds described
+once) and each output's place in OUTPUTS. A later run with feeds of those names and dtypes (C-contiguous numpy
+arrays, no RunOptions, no progress callback, profiling off) is replayed: feed shapes seen before cost a tuple
+lookup (a new shape key is checked once, by `validate_feeds` and the memory layout, as the executor's path checks
+it: the same errors; shapes outside the static plan go there), the template's shapes one data pointer per feed
+(others a description per feed), then one call into C for all the steps and one view per output. A kernel that
+fails (or returns success without a needed output) raises what the executor raises for it. A step C does not
+finish alone (it deferred to Python) sends the run to the executor's path, which runs it again from the start;
+nothing the replay wrote is kept. The promise is unchanged: the steps answer exactly the requests the plan
+holds, as in the executor's runs.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ _UNSEEN = object()  # a shape key not checked yet
 
 
 class QuickRun:
-    """The replay of one session's all-C, pre-allocated run (see the module docstring)."""
+    """The replay of one session's all-C runs on its static plan (see the module docstring)."""
 
     def __init__(self, fast: FastSteps, layout: PlannedLayout, feeds: list[tuple[str, np.dtype, int]],
                  outputs: dict[str, tuple[int, int, np.dtype, int, tuple[int, ...] | None]],
@@ -66,9 +67,9 @@ class QuickRun:
 
     @classmethod
     def build(cls, session: Any, arrays: Mapping[str, Any]) -> QuickRun | None:
-        """The replay of the run just made with `arrays`, or None when such runs cannot be replayed: not
-        pre-allocated, not the planned input shapes, a step or an output the C step runner does not make, or
-        anything that watches every run or step (profiling, red zones, capture, a recorder, weight streaming)."""
+        """The replay of the run just made with `arrays`, or None when such runs cannot be replayed: not on the
+        static plan, a step or an output the C step runner does not make, or anything that watches every run or
+        step (profiling, red zones, capture, a recorder, weight streaming, host allocation measuring)."""
         ex, memory = session._executor, session.memory
         if (not memory.static or session.options.measure_host_allocations or session._profiler.enabled
                 or any(w is not None for w in (ex.recorder, ex.streamer, ex.capture, ex.declared_workspace))
