@@ -31,7 +31,7 @@ from ort_graph import to_numpy_dtype
 from ._executor import NO_C_STEPS_ENV
 from ._fast_steps import OUTPUTS, FastSteps
 from ._feeds import validate_feeds
-from ._layouts import PlannedLayout
+from ._layouts import PlannedLayout, arenas, fresh_buffers
 from ._run_types import RunStats
 from ._run_values import check_produced, raise_failure
 
@@ -47,6 +47,7 @@ class QuickRun:
         self.fast, self.layout = fast, layout  # one layout object, held by one replay at a time (`_lock`)
         self._lock = threading.Lock()  # a second concurrent run takes the executor's path
         self._fixed = layout.buffers is not None  # the same host buffers every run: they stay bound
+        self._budgets = {d: st.activation_budget for d, st in layout.stages.items() if st.activation_budget is not None}
         self._scopes = list(scopes)  # per provider: what to hold around a replay (its threads for C kernels)
         self.feeds = feeds  # (name, dtype, value table entry)
         self.key: Any = None  # the static plan (`PlannedLayout.plan_key`) the shapes must be planned by
@@ -189,13 +190,24 @@ class QuickRun:
 
     def _replay(self, session: Any, feeds: dict[str, np.ndarray], key: tuple, exact: bool,
                 wanted: list[tuple[str, int, int, np.dtype, int, Any]]) -> list[np.ndarray] | None:
-        fast, layout = self.fast, self.layout
+        layout = self.layout
         stats = RunStats(layout=layout.name)
-        # pre-allocated: the buffers' one-run lock (what `hold` takes, with no guard to set up); else this run's buffers
-        with layout.buffers.run() if self._fixed else layout.hold(stats):
-            host = layout.buffers.buffers if self._fixed else layout.run_buffers()
-            if host is None:
-                return None
+        if self._fixed:
+            return self._on(session, layout.buffers, feeds, key, exact, wanted, stats)
+        # this run's buffers of the plan from the arenas (the retained host buffer: no allocation), as
+        # `PlannedLayout.hold` makes them, given back at the end
+        bufs = layout.gplan.buffers(arenas(layout.gplan.plan.peak, layout.stages), self._budgets)
+        stats.allocations += fresh_buffers(bufs)
+        try:
+            return self._on(session, bufs, feeds, key, exact, wanted, stats)
+        finally:
+            bufs.close()
+
+    def _on(self, session: Any, bufs: Any, feeds: dict[str, np.ndarray], key: tuple, exact: bool,
+            wanted: list[tuple[str, int, int, np.dtype, int, Any]], stats: RunStats) -> list[np.ndarray] | None:
+        fast = self.fast
+        with bufs.run():  # the buffers' one-run lock (pre-allocated: what `hold` takes; no red-zone guard here)
+            host = bufs.buffers
             bases: list[Any] = (self._bases if self._fixed and self._run is not None
                                 else [host.get(d) for d in fast.devices])
             out = bases[self._base] = fast.output_buffer()
