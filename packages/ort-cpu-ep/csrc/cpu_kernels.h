@@ -16,11 +16,6 @@
 #define CPU_KERNELS_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define CPU_KERNELS_CLONES
-/* the same, the constraint bound to each of types[0..count) */
-OrtStatus* cpu_kernels_add_onnx_types(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, int since,
-                                      const char* constraint, const int32_t* types, int count,
-                                      OrtKernelCreateFunc create, OrtKernelWorkspaceEstimateFunc estimate);
-
 #endif
 
 OrtStatus* ort_cpu_ep_register_norm(const OrtKernelApi* api, OrtKernelRegistry* registry);
@@ -42,6 +37,8 @@ OrtStatus* ort_cpu_ep_register_unary(const OrtKernelApi* api, OrtKernelRegistry*
 OrtStatus* ort_cpu_ep_register_pool(const OrtKernelApi* api, OrtKernelRegistry* registry);
 /* float32 nearest Resize of H and W (resize_kernel.c) */
 OrtStatus* ort_cpu_ep_register_resize(const OrtKernelApi* api, OrtKernelRegistry* registry);
+/* float32 RNN, GRU, LSTM with the default activations (rnn_kernel.c, rnn_math.c; see rnn.h) */
+OrtStatus* ort_cpu_ep_register_rnn(const OrtKernelApi* api, OrtKernelRegistry* registry);
 /* all of the above, in order (the one call the library's entry point makes) */
 OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* registry);
 

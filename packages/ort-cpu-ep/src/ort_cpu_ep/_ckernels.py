@@ -25,6 +25,7 @@ import ort_abi
 from ort_graph import Node
 
 from . import _threads
+from ._c_rnn_rules import c_rnn_applies
 from ._cbuild import LIBRARY_NAME
 
 _log = logging.getLogger("ort_cpu_ep")
@@ -117,7 +118,8 @@ def c_kernel_applies(node: Node) -> bool:
     (Un)Squeeze, Transpose, Concat, Slice, Gather, Shape: see `_c_move_applies`. Cast, ReduceSum: see
     `_c_int_applies`. Conv: see `_c_conv_applies`.
     Relu, Clip, HardSigmoid, LeakyRelu, HardSwish, Sigmoid: see `_c_unary_applies`. MaxPool, AveragePool,
-    GlobalAveragePool, GlobalMaxPool: see `_c_pool_applies`. Resize: see `_c_resize_applies`.
+    GlobalAveragePool, GlobalMaxPool: see `_c_pool_applies`. Resize: see `_c_resize_applies`. RNN, GRU, LSTM:
+    see `_c_rnn_rules.c_rnn_applies`.
     Element types are the registered type constraints' business (float16 goes to numpy)."""
     if node.op_type in _C_NORMS:
         return _c_norm_applies(node)
@@ -143,6 +145,8 @@ def c_kernel_applies(node: Node) -> bool:
         return _c_pool_applies(node)
     if node.op_type == "Resize" and node.domain in ("", "ai.onnx"):
         return _c_resize_applies(node)
+    if node.op_type in ("RNN", "GRU", "LSTM") and node.domain in ("", "ai.onnx"):
+        return c_rnn_applies(node)
     if node.op_type != "MatMulNBits":
         return True
     bits, block = int(node.attr("bits", 4)), int(node.attr("block_size", 0))

@@ -1,6 +1,8 @@
 """The CPU providers' own graph passes (003's Optimization surface), on the nodes each claimed (the session
 runs providers' passes after placement): the CPU provider folds an inference BatchNormalization into the
-Conv before it (constant per-channel inputs: new weights and bias, ONNX Runtime's ConvBNFusion), fuses SiLU, Mul(x, Sigmoid(x)), into com.microsoft
+Conv before it (constant per-channel inputs: new weights and bias, ONNX Runtime's ConvBNFusion), runs a 1-D Conv
+as a 2-D one with H = 1 between two Reshapes (the C Conv kernel takes rank 4), drops an RNN / GRU / LSTM
+`activations` attribute that spells out the defaults (the C recurrent kernels compute those only), fuses SiLU, Mul(x, Sigmoid(x)), into com.microsoft
 QuickGelu(alpha=1) with a one-pass kernel, and a MatMul reading a last-two-axes Transpose into FusedMatMul
 (the attention's K^T: BLAS multiplies the transposed view, no transposed copy), and grouped-query attention's
 materialized KV repeat (Unsqueeze/Expand/Reshape read by that matmul) into the group folded into the query rows
@@ -24,6 +26,8 @@ class SiLUFusionSurface:
 
     def graph_passes(self) -> list[ort_abi.EpGraphPass]:
         return [ort_abi.EpGraphPass("ConvBNFusion", ort_graph.fuse_conv_batchnorm),
+                ort_abi.EpGraphPass("Conv1dAs2d", ort_graph.conv1d_as_conv2d),
+                ort_abi.EpGraphPass("RecurrentDefaultActivations", ort_graph.drop_default_rnn_activations),
                 ort_abi.EpGraphPass("SiLUFusion", ort_graph.fuse_silu),
                 ort_abi.EpGraphPass("MatMulTransposeFusion", ort_graph.fuse_matmul_transpose),
                 ort_abi.EpGraphPass("RepeatKVFusion", ort_graph.fuse_repeat_kv)]
