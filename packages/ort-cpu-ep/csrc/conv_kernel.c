@@ -1,4 +1,7 @@
-/* ONNX Conv (float32, 2-D: X of rank 4, NCHW) as an ort-abi kernel; the math is conv_math.c (see conv.h).
+/* ONNX Conv and com.microsoft FusedConv (float32, 2-D: X of rank 4, NCHW) as ort-abi kernels; the math is
+ * conv_math.c (see conv.h). FusedConv's `activation` (Relu, Sigmoid, HardSwish: the ones without
+ * activation_params, which this ABI has no float-list getter for) is applied to each output block after its bias,
+ * while the block is in cache; no Z input.
  * Attributes: group (any divisor of both channel counts), kernel_shape, strides, dilations, pads, auto_pad
  * (NOTSET / SAME_UPPER / SAME_LOWER / VALID, resolved like the numpy kernel's conv_pads); optional bias B.
  *
@@ -23,6 +26,7 @@ static const OrtKernelApi* g_api = NULL;
 typedef struct ConvKernel {
   OrtKernelImpl base; /* first: the host sees an OrtKernelImpl* */
   ConvAttrs attrs;
+  ConvAct act;     /* FusedConv's activation (CONV_ACT_NONE for Conv) */
   size_t declared; /* bytes of slot 0 the plan holds */
 } ConvKernel;
 
@@ -209,7 +213,7 @@ static OrtStatus* conv_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   memset(&job, 0, sizeof job);
   job.g = &g;
   job.x = (const float*)x; job.w = (const float*)w; job.b = (const float*)b; job.y = (float*)y;
-  job.act.kind = CONV_ACT_NONE;
+  job.act = k->act;
   if (g.depthwise) {
     job.items = g.N * g.M;
   } else {
@@ -231,19 +235,50 @@ static OrtStatus* conv_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   return NULL;
 }
 
-static OrtStatus* conv_create(void* state, const OrtKernelInfo* info, OrtKernelImpl** out) {
+static OrtStatus* conv_make(const OrtKernelInfo* info, const ConvAct* act, OrtKernelImpl** out) {
   ConvKernel* k;
   ConvAttrs a;
-  (void)state;
   ORT_KERNEL_RETURN_IF_ERROR(conv_read_attrs(NULL, NULL, info, &a));
   k = (ConvKernel*)cpu_kernels_new(sizeof *k, conv_compute, conv_declare);
   if (k == NULL) return g_api->CreateStatus(ORT_FAIL, "Conv: out of memory creating the kernel");
   k->attrs = a;
+  k->act = *act;
   *out = &k->base;
   return NULL;
 }
 
+static OrtStatus* conv_create(void* state, const OrtKernelInfo* info, OrtKernelImpl** out) {
+  ConvAct act = {CONV_ACT_NONE, 0.0f, 0.0f};
+  (void)state;
+  return conv_make(info, &act, out);
+}
+
+/* FusedConv: the activation by name; one that takes activation_params is refused (the provider routes those to
+ * the numpy kernel) */
+static OrtStatus* fused_conv_create(void* state, const OrtKernelInfo* info, OrtKernelImpl** out) {
+  static const char* names[3] = {"Relu", "Sigmoid", "HardSwish"};
+  static const int kinds[3] = {CONV_ACT_RELU, CONV_ACT_SIGMOID, CONV_ACT_HARD_SWISH};
+  ConvAct act = {CONV_ACT_NONE, 0.0f, 0.0f};
+  const char* name = NULL;
+  char msg[240];
+  int i;
+  (void)state;
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetAttributeString(info, "activation", &name));
+  for (i = 0; name != NULL && i < 3; ++i)
+    if (strcmp(name, names[i]) == 0) act.kind = kinds[i];
+  if (act.kind == CONV_ACT_NONE) {
+    snprintf(msg, sizeof msg, "FusedConv: activation '%.64s' is not one this C kernel applies (Relu, Sigmoid, "
+             "HardSwish); run the node with the numpy FusedConv kernel", name != NULL ? name : "(absent)");
+    return g_api->CreateStatus(ORT_INVALID_ARGUMENT, msg);
+  }
+  return conv_make(info, &act, out);
+}
+
 OrtStatus* ort_cpu_ep_register_conv(const OrtKernelApi* api, OrtKernelRegistry* registry) {
+  static const int32_t f[1] = {ORT_TENSOR_ELEMENT_FLOAT};
+  OrtStatus* st;
   g_api = api;
-  return cpu_kernels_add_onnx(api, registry, "Conv", 1, "T", ORT_TENSOR_ELEMENT_FLOAT, conv_create, conv_estimate);
+  st = cpu_kernels_add_onnx(api, registry, "Conv", 1, "T", ORT_TENSOR_ELEMENT_FLOAT, conv_create, conv_estimate);
+  if (!st) st = cpu_kernels_add(api, registry, "FusedConv", "com.microsoft", 1, f, 1, fused_conv_create, conv_estimate);
+  return st;
 }

@@ -114,7 +114,8 @@ def c_kernel_applies(node: Node) -> bool:
     (Skip)SimplifiedLayerNormalization and GroupQueryAttention: see `_c_norm_applies` / `_c_gqa_applies`;
     QuickGelu: float32 without a bias. MatMul, FusedMatMul: see `_c_matmul_applies`. Softmax: see
     `_c_softmax_applies`. Add, Sub, Mul, Div, Neg: see `_c_arith_applies`. Reshape, Identity, Flatten,
-    (Un)Squeeze, Transpose, Concat, Slice, Gather: see `_c_move_applies`. Conv: see `_c_conv_applies`.
+    (Un)Squeeze, Transpose, Concat, Slice, Gather: see `_c_move_applies`. Conv: see `_c_conv_applies`;
+    FusedConv: that, no Z, and an activation the C kernel reads (`C_CONV_ACTIVATIONS`).
     Relu, Clip, HardSigmoid, LeakyRelu, HardSwish, Sigmoid: see `_c_unary_applies`. MaxPool, AveragePool,
     GlobalAveragePool, GlobalMaxPool: see `_c_pool_applies`. Resize: see `_c_resize_applies`.
     Element types are the registered type constraints' business (float16 goes to numpy)."""
@@ -134,6 +135,9 @@ def c_kernel_applies(node: Node) -> bool:
         return _c_move_applies(node)
     if node.op_type == "Conv" and node.domain in ("", "ai.onnx"):
         return _c_conv_applies(node)
+    if node.op_type == "FusedConv":  # the activations the C kernel reads (no activation_params), no Z
+        return (len(node.inputs) <= 3 and node.attr("activation", "") in C_CONV_ACTIVATIONS
+                and not node.attr("activation_params") and _c_conv_applies(node))
     if node.op_type in _C_UNARY and node.domain in ("", "ai.onnx"):
         return _c_unary_applies(node)
     if node.op_type in _C_POOLS and node.domain in ("", "ai.onnx"):
@@ -153,6 +157,8 @@ def c_kernel_applies(node: Node) -> bool:
     return True
 
 
+# the activations the C Conv kernel applies in its epilogue as FusedConv (conv_kernel.c: those without parameters)
+C_CONV_ACTIVATIONS = frozenset({"Relu", "Sigmoid", "HardSwish"})
 _C_NORMS = ("SimplifiedLayerNormalization", "SkipSimplifiedLayerNormalization")
 # GroupQueryAttention attributes the C kernel takes only at these values (the genai builder's)
 _C_GQA_ATTRS = {"local_window_size": -1, "softcap": 0.0, "causal": 1, "qk_output": 0, "smooth_softmax": 0,

@@ -1,5 +1,6 @@
 """An execution provider's own graph passes (003's Optimization surface): the simulated GPU fuses Conv + a
-per-channel Add it claimed into Conv with a bias, after placement; the Level-2 re-check and the memory
+per-channel Add it claimed into Conv with a bias (the CPU provider too, and the Relu after it into FusedConv),
+after placement; the Level-2 re-check and the memory
 plan see the fused node and its declared workspace; nodes the provider did not claim are left alone."""
 
 import numpy as np
@@ -40,9 +41,11 @@ def test_the_simulated_gpu_fuses_its_conv_add_and_the_recheck_counts_the_fused_w
     fused = [f for f in sess.fusions if f.fusion == "ConvAddFusion"]
     assert [(f.replaced, f.created) for f in fused] == [(("features.0/conv", "features.0/add"),
                                                          ("features.0/conv/ConvAddFusion",))]
-    node = sess.model.graph.node_by_name("features.0/conv/ConvAddFusion")
+    # then the Relu after it: the provider's CPU passes (ConvActivationFusion) make it a FusedConv
+    node = sess.model.graph.node_by_name("features.0/conv/ConvAddFusion/ConvActivationFusion")
     assert node.ep == "SimulatedGPUExecutionProvider" and len(node.inputs) == 3
-    assert not any(n.op_type == "Add" for n in sess.model.graph.nodes)
+    assert (node.op_type, node.attr("activation")) == ("FusedConv", "Relu")
+    assert not any(n.op_type in ("Add", "Relu") for n in sess.model.graph.nodes)
     assert sess.memory.slots == {(node.index, 0): IM2COL}  # the fused kernel's Level-2 declaration
     cost = sess.recheck.costs[node]
     assert (cost.workspace, cost.workspace_source) == (IM2COL, "estimate")
@@ -59,9 +62,13 @@ def test_a_pair_split_across_providers_is_not_fused():
     assert sess.model.graph.node_by_name("features.0/add").ep == "CPUExecutionProvider"
 
 
-def test_the_cpu_provider_contributes_no_pass():
+def test_the_cpu_provider_folds_the_add_and_the_relu_into_the_conv():
     sess = InferenceSession(conv_add(), providers=["CPUExecutionProvider"])
-    assert not [f for f in sess.fusions if f.fusion == "ConvAddFusion"]
+    assert [f.fusion for f in sess.fusions] == ["ConvAddFusion", "ConvActivationFusion"]
+    (node,) = sess.model.graph.nodes
+    assert (node.op_type, node.attr("activation"), len(node.inputs)) == ("FusedConv", "Relu", 3)
+    unfused = InferenceSession(conv_add(), {"enable_fusions": False}, providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(sess.run(None, {"X": X})[0], unfused.run(None, {"X": X})[0], rtol=1e-5, atol=1e-5)
 
 
 def test_a_bias_that_is_not_per_channel_is_not_fused():
