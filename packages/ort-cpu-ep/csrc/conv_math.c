@@ -81,9 +81,15 @@ static size_t conv_round16(size_t n) { return (n + 15) / 16 * 16; }
 
 static size_t conv_padded_floats(const ConvGeom* g);
 
+/* whether an im2col chunk goes straight into the sgemm's packed panels (not for a few output channels: the
+ * sgemm streams their B, row by row, from the whole chunk's im2col) */
+static int conv_packs(const ConvGeom* g) { return g->Mg > SG_SKINNY_ROWS; }
+
 size_t conv_thread_floats(const ConvGeom* g) {
   int64_t n = g->chunk ? g->chunk : (g->OH * g->OW < SG_NC ? g->OH * g->OW : SG_NC);
   if (g->depthwise) return conv_round16(conv_padded_floats(g));
+  if (g->chunk && conv_packs(g)) /* one im2col row of the chunk, one packed block */
+    return conv_round16((size_t)g->chunk) + sgemm_thread_floats(g->Mg, g->K, n, 0);
   return conv_round16((size_t)(g->K * g->chunk)) + sgemm_thread_floats(g->Mg, g->K, n > 0 ? n : 1, 0);
 }
 
@@ -99,53 +105,72 @@ void conv_bias_act(float* y, int64_t rows, int64_t n, int64_t ld, const float* b
   }
 }
 
-/* cols[K x (n1 - n0)] of one image's group: row (c, kh, kw), column output pixel j: X[c, ih, iw] or 0 in the pads */
-CPU_KERNELS_CLONES
-static void conv_im2col(const ConvGeom* g, const float* x, int64_t n0, int64_t n1, float* cols) {
-  const int64_t width = n1 - n0;
-  int64_t c, kh, kw;
-  if (g->W == 1 && g->OW == 1) { /* a 1-D convolution along H: each row of cols is a strided run of one column */
-    for (c = 0; c < g->Cg; ++c)
-      for (kh = 0; kh < g->KH; ++kh) {
-        float* dst = cols + (c * g->KH + kh) * width;
-        const int64_t off = kh * g->dh - g->pt; /* ih = oh * sh + off */
-        const int64_t lo = off >= 0 ? 0 : (-off + g->sh - 1) / g->sh, hi = g->H - off <= 0 ? 0 : (g->H - off - 1) / g->sh + 1;
-        const float* src = x + c * g->H + off;
-        int64_t j;
-        for (j = n0; j < n1; ++j) dst[j - n0] = j >= lo && j < hi ? src[j * g->sh] : 0.0f;
-      }
+/* row k = (c, kh, kw) of one image's group's im2col, output pixels [n0, n1) into dst: X[c, ih, iw] or 0 in the pads */
+static inline __attribute__((always_inline)) void conv_im2col_row(const ConvGeom* g, const float* x, int64_t k,
+                                                                  int64_t n0, int64_t n1, float* dst) {
+  const int64_t c = k / (g->KH * g->KW), kh = k / g->KW % g->KH, kw = k % g->KW;
+  const float* plane = x + c * g->H * g->W;
+  const int64_t off = kw * g->dw - g->pl; /* iw = ow * sw + off */
+  /* the ow whose iw falls inside [0, W) */
+  const int64_t lo = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
+  const int64_t hi = g->W - off <= 0 ? 0 : (g->W - off - 1) / g->sw + 1;
+  int64_t j = n0;
+  if (g->W == 1 && g->OW == 1 && g->KW == 1) { /* a 1-D convolution along H: a strided run of one column */
+    const int64_t offh = kh * g->dh - g->pt; /* ih = oh * sh + offh */
+    const int64_t a = offh >= 0 ? 0 : (-offh + g->sh - 1) / g->sh, b = g->H - offh <= 0 ? 0 : (g->H - offh - 1) / g->sh + 1;
+    for (; j < n1; ++j) dst[j - n0] = j >= a && j < b ? plane[j * g->sh + offh] : 0.0f;
     return;
   }
-  for (c = 0; c < g->Cg; ++c)
-    for (kh = 0; kh < g->KH; ++kh)
-      for (kw = 0; kw < g->KW; ++kw) {
-        float* dst = cols + ((c * g->KH + kh) * g->KW + kw) * width;
-        const float* plane = x + c * g->H * g->W;
-        const int64_t off = kw * g->dw - g->pl; /* iw = ow * sw + off */
-        /* the ow whose iw falls inside [0, W) */
-        const int64_t lo = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
-        const int64_t hi = g->W - off <= 0 ? 0 : (g->W - off - 1) / g->sw + 1;
-        int64_t j = n0;
-        while (j < n1) {
-          const int64_t oh = j / g->OW, ow0 = j % g->OW;
-          const int64_t ow1 = g->OW - ow0 < n1 - j ? g->OW : ow0 + (n1 - j);
-          const int64_t ih = oh * g->sh - g->pt + kh * g->dh;
-          int64_t ow;
-          if (ih < 0 || ih >= g->H) {
-            memset(dst, 0, (size_t)(ow1 - ow0) * sizeof(float));
-          } else {
-            const float* row = plane + ih * g->W + off;
-            const int64_t a = ow0 > lo ? ow0 : lo, b = ow1 < hi ? ow1 : hi;
-            for (ow = ow0; ow < a && ow < ow1; ++ow) dst[ow - ow0] = 0.0f;
-            if (g->sw == 1 && a < b) memcpy(dst + (a - ow0), row + a, (size_t)(b - a) * sizeof(float));
-            else
-              for (ow = a; ow < b; ++ow) dst[ow - ow0] = row[ow * g->sw];
-            for (ow = b > ow0 ? b : ow0; ow < ow1; ++ow) dst[ow - ow0] = 0.0f;
-          }
-          dst += ow1 - ow0;
-          j += ow1 - ow0;
-        }
-      }
+  while (j < n1) {
+    const int64_t oh = j / g->OW, ow0 = j % g->OW;
+    const int64_t ow1 = g->OW - ow0 < n1 - j ? g->OW : ow0 + (n1 - j);
+    const int64_t ih = oh * g->sh - g->pt + kh * g->dh;
+    int64_t ow;
+    if (ih < 0 || ih >= g->H) {
+      memset(dst, 0, (size_t)(ow1 - ow0) * sizeof(float));
+    } else {
+      const float* row = plane + ih * g->W + off;
+      const int64_t a = ow0 > lo ? ow0 : lo, b = ow1 < hi ? ow1 : hi;
+      for (ow = ow0; ow < a && ow < ow1; ++ow) dst[ow - ow0] = 0.0f;
+      if (g->sw == 1 && a < b) memcpy(dst + (a - ow0), row + a, (size_t)(b - a) * sizeof(float));
+      else
+        for (ow = a; ow < b; ++ow) dst[ow - ow0] = row[ow * g->sw];
+      for (ow = b > ow0 ? b : ow0; ow < ow1; ++ow) dst[ow - ow0] = 0.0f;
+    }
+    dst += ow1 - ow0;
+    j += ow1 - ow0;
+  }
+}
+
+/* cols[K x (n1 - n0)] of one image's group (the streamed sgemm's B: a few output channels) */
+CPU_KERNELS_CLONES
+static void conv_im2col(const ConvGeom* g, const float* x, int64_t n0, int64_t n1, float* cols) {
+  int64_t k;
+  for (k = 0; k < g->K; ++k) conv_im2col_row(g, x, k, n0, n1, cols + k * (n1 - n0));
+}
+
+/* the sgemm's B packer for one image's group: im2col rows [k0, k0 + kc) of output pixels [n0, n0 + cols)
+ * straight into the micro-kernel's panels (sgemm.h SgPackFn), each row built in `row` (L1) and cut into panels */
+typedef struct ConvPack {
+  const ConvGeom* g;
+  const float* x;
+  float* row; /* `chunk` floats */
+  int64_t n0; /* the chunk's first output pixel: the sgemm's column 0 */
+} ConvPack;
+
+CPU_KERNELS_CLONES
+static void conv_pack_cols(void* ctx, int64_t k0, int64_t kc, int64_t n0, int64_t cols, int64_t nr, float* bp) {
+  const ConvPack* cp = (const ConvPack*)ctx;
+  int64_t k, q;
+  for (k = 0; k < kc; ++k) {
+    conv_im2col_row(cp->g, cp->x, k0 + k, cp->n0 + n0, cp->n0 + n0 + cols, cp->row);
+    for (q = 0; q * nr < cols; ++q) {
+      float* dst = bp + q * kc * nr + k * nr;
+      const int64_t w = cols - q * nr < nr ? cols - q * nr : nr;
+      memcpy(dst, cp->row + q * nr, (size_t)w * sizeof(float));
+      if (w < nr) memset(dst + w, 0, (size_t)(nr - w) * sizeof(float));
+    }
+  }
 }
 
 void conv_gemm_chunk(const ConvGeom* g, const float* x, const float* w, const float* bias, float* y,
@@ -158,7 +183,12 @@ void conv_gemm_chunk(const ConvGeom* g, const float* x, const float* w, const fl
   p.a = w + group * g->Mg * g->K;
   p.M = g->Mg; p.K = g->K; p.lda = g->K; p.alpha = 1.0f;
   p.ldc = hw;
-  if (g->chunk) { /* B: this chunk's columns of im2col */
+  if (g->chunk && conv_packs(g)) { /* B: this chunk's im2col, packed as the sgemm reads it */
+    ConvPack cp;
+    cp.g = g; cp.x = xg; cp.row = work; cp.n0 = n0;
+    p.N = n1 - n0; p.c = yg + n0;
+    sgemm_columns_packed(&p, 0, n1 - n0, conv_pack_cols, &cp, work + conv_round16((size_t)g->chunk));
+  } else if (g->chunk) { /* B: this chunk's columns of im2col */
     float* cols = work;
     conv_im2col(g, xg, n0, n1, cols);
     p.b = cols; p.ldb = n1 - n0; p.N = n1 - n0; p.c = yg + n0;
