@@ -154,12 +154,14 @@ static void conv_job(void* arg, int index, int count) {
   ConvJob* job = (ConvJob*)arg;
   const ConvGeom* g = job->g;
   float* work = job->buffers ? (float*)(job->buffers + (size_t)index * job->thread_bytes) : NULL;
+  int64_t tap[g->depthwise ? g->KH * g->KW : 1]; /* the depthwise taps' offsets, once per thread */
   (void)count;
+  if (g->depthwise) conv_depthwise_taps(g, tap);
   for (;;) {
     int64_t i = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
     if (i >= job->items) break;
     if (g->depthwise) {
-      conv_depthwise_plane(g, job->x, job->w, job->b, job->y, i / g->M, i % g->M, &job->act, work);
+      conv_depthwise_plane(g, tap, job->x, job->w, job->b, job->y, i / g->M, i % g->M, &job->act, work);
     } else {
       int64_t c = i % job->chunks, pair = i / job->chunks, n0 = c * job->width, n1 = n0 + job->width;
       if (n1 > g->OH * g->OW) n1 = g->OH * g->OW;

@@ -183,6 +183,12 @@ PACKED_CASES = [  # im2col straight into the sgemm's panels: K over one block (2
     ((1, 6, 40, 30), (64, 3, 3, 3), {"group": 2, "dilations": [2, 1], "pads": [2, 1, 2, 1]}),
     ((1, 3, 5, 1), (8, 3, 3, 3), {"pads": [1, 1, 1, 1]}),                          # W = 1, a 3-wide kernel
     ((1, 16, 37, 1), (12, 16, 5, 1), {"pads": [2, 0, 2, 0], "strides": [2, 1]}),   # along H only
+    # depthwise: column phases (strides 2, 3), 4 / 2 / 1-row blocks, one-block rows' spare lanes, 2-block rows
+    ((2, 5, 21, 23), (5, 1, 5, 5), {"group": 5, "strides": [2, 2], "pads": [2, 2, 2, 2]}),
+    ((1, 4, 11, 10), (8, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}),
+    ((1, 3, 17, 70), (3, 1, 3, 3), {"group": 3, "strides": [3, 3], "pads": [1, 0, 2, 1], "dilations": [1, 2]}),
+    ((1, 2, 6, 37), (2, 1, 3, 5), {"group": 2, "strides": [1, 2], "pads": [0, 2, 1, 2]}),
+    ((1, 3, 9, 5), (3, 1, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}),
 ]
 
 
