@@ -173,6 +173,36 @@ static void conv_pack_cols(void* ctx, int64_t k0, int64_t kc, int64_t n0, int64_
   }
 }
 
+/* y[m * ldy] = W[m, :] . x for m in [0, M) (W rows K floats apart): a 1x1 convolution of a one-pixel image (the
+ * squeeze-and-excite blocks after a global pool), where the sgemm's 64-column panels would hold one column; four
+ * rows at a time, 16-float partial sums */
+CPU_KERNELS_CLONES
+static void conv_gemv(const float* w, const float* x, int64_t M, int64_t K, float* y, int64_t ldy) {
+  int64_t m = 0, k, r;
+  for (; m < M; m += 4) {
+    const int rows = M - m < 4 ? (int)(M - m) : 4;
+    conv_v16 acc[4] = {{0}, {0}, {0}, {0}};
+    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (k = 0; k + 16 <= K; k += 16) {
+      conv_v16 xv;
+      memcpy(&xv, x + k, sizeof xv);
+      for (r = 0; r < rows; ++r) {
+        conv_v16 wv;
+        memcpy(&wv, w + (m + r) * K + k, sizeof wv);
+        acc[r] += wv * xv;
+      }
+    }
+    for (r = 0; r < rows; ++r) {
+      float lanes[16];
+      int l;
+      memcpy(lanes, &acc[r], sizeof lanes);
+      for (l = 0; l < 16; ++l) sum[r] += lanes[l];
+      for (int64_t j = k; j < K; ++j) sum[r] += w[(m + r) * K + j] * x[j];
+      y[(m + r) * ldy] = sum[r];
+    }
+  }
+}
+
 void conv_gemm_chunk(const ConvGeom* g, const float* x, const float* w, const float* bias, float* y,
                      int64_t image, int64_t group, int64_t n0, int64_t n1, const ConvAct* act, float* work) {
   const int64_t hw = g->OH * g->OW;
@@ -193,6 +223,8 @@ void conv_gemm_chunk(const ConvGeom* g, const float* x, const float* w, const fl
     conv_im2col(g, xg, n0, n1, cols);
     p.b = cols; p.ldb = n1 - n0; p.N = n1 - n0; p.c = yg + n0;
     sgemm_columns(&p, 0, n1 - n0, work + conv_round16((size_t)(g->K * g->chunk)));
+  } else if (hw == 1 && !sgemm_streams(&p)) { /* a 1x1 convolution of one pixel: a matrix-vector product */
+    conv_gemv(p.a, xg, g->Mg, g->K, yg, hw);
   } else { /* a 1x1 stride-1 unpadded convolution: B is X itself */
     p.b = xg; p.ldb = hw; p.N = hw; p.c = yg;
     sgemm_columns(&p, n0, n1, work);

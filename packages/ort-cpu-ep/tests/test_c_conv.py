@@ -177,7 +177,7 @@ def isa_cap(request):
     lib.ort_cpu_ep_set_isa_cap(before)
 
 
-PACKED_CASES = [  # im2col straight into the sgemm's panels: K over one block (256), chunks, panel tails, strides
+PACKED_CASES = [  # im2col straight into the sgemm's panels: K over one block (256), chunks, panel tails, strides;
     ((1, 40, 23, 29), (7, 40, 3, 3), {"pads": [1, 1, 1, 1]}),                     # K = 360: two K blocks
     ((2, 9, 33, 21), (29, 9, 3, 3), {"strides": [2, 2], "pads": [1, 0, 1, 2]}),
     ((1, 6, 40, 30), (64, 3, 3, 3), {"group": 2, "dilations": [2, 1], "pads": [2, 1, 2, 1]}),
@@ -189,6 +189,10 @@ PACKED_CASES = [  # im2col straight into the sgemm's panels: K over one block (2
     ((1, 3, 17, 70), (3, 1, 3, 3), {"group": 3, "strides": [3, 3], "pads": [1, 0, 2, 1], "dilations": [1, 2]}),
     ((1, 2, 6, 37), (2, 1, 3, 5), {"group": 2, "strides": [1, 2], "pads": [0, 2, 1, 2]}),
     ((1, 3, 9, 5), (3, 1, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}),
+    # a 1x1 convolution of one pixel (squeeze-and-excite): a matrix-vector product, row and K tails, groups
+    ((2, 200, 1, 1), (50, 200, 1, 1), {}),
+    ((1, 74, 1, 1), (26, 37, 1, 1), {"group": 2}),
+    ((1, 5, 1, 1), (9, 5, 1, 1), {}),
 ]
 
 
