@@ -1,7 +1,7 @@
 /* ONNX Conv and com.microsoft FusedConv (float32, 2-D: X of rank 4, NCHW) as ort-abi kernels; the math is
- * conv_math.c (see conv.h). FusedConv's `activation` (Relu, Sigmoid, HardSwish: the ones without
- * activation_params, which this ABI has no float-list getter for) is applied to each output block after its bias,
- * while the block is in cache; no Z input.
+ * conv_math.c (see conv.h). FusedConv's `activation` (Relu, Sigmoid, HardSwish, LeakyRelu, HardSigmoid, Clip;
+ * activation_params through the ABI's float-list getter) is applied to each output block after its bias, while
+ * the block is in cache; no Z input.
  * Attributes: group (any divisor of both channel counts), kernel_shape, strides, dilations, pads, auto_pad
  * (NOTSET / SAME_UPPER / SAME_LOWER / VALID, resolved like the numpy kernel's conv_pads); optional bias B.
  *
@@ -255,24 +255,47 @@ static OrtStatus* conv_create(void* state, const OrtKernelInfo* info, OrtKernelI
   return conv_make(info, &act, out);
 }
 
-/* FusedConv: the activation by name; one that takes activation_params is refused (the provider routes those to
- * the numpy kernel) */
+/* FusedConv: the activation by name, its activation_params (LeakyRelu: alpha; HardSigmoid: alpha, beta; Clip: min,
+ * max) through the version-4 float-list getter */
 static OrtStatus* fused_conv_create(void* state, const OrtKernelInfo* info, OrtKernelImpl** out) {
-  static const char* names[3] = {"Relu", "Sigmoid", "HardSwish"};
-  static const int kinds[3] = {CONV_ACT_RELU, CONV_ACT_SIGMOID, CONV_ACT_HARD_SWISH};
+  static const char* names[6] = {"Relu", "Sigmoid", "HardSwish", "LeakyRelu", "HardSigmoid", "Clip"};
+  static const int kinds[6] = {CONV_ACT_RELU, CONV_ACT_SIGMOID, CONV_ACT_HARD_SWISH, CONV_ACT_LEAKY_RELU,
+                               CONV_ACT_HARD_SIGMOID, CONV_ACT_CLIP};
+  static const size_t wants[6] = {0, 0, 0, 1, 2, 2};
   ConvAct act = {CONV_ACT_NONE, 0.0f, 0.0f};
   const char* name = NULL;
-  char msg[240];
+  const float* params = NULL;
+  size_t count = 0, want = 0;
+  char msg[320];
   int i;
   (void)state;
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetAttributeString(info, "activation", &name));
-  for (i = 0; name != NULL && i < 3; ++i)
-    if (strcmp(name, names[i]) == 0) act.kind = kinds[i];
+  for (i = 0; name != NULL && i < 6; ++i)
+    if (strcmp(name, names[i]) == 0) {
+      act.kind = kinds[i];
+      want = wants[i];
+    }
   if (act.kind == CONV_ACT_NONE) {
     snprintf(msg, sizeof msg, "FusedConv: activation '%.64s' is not one this C kernel applies (Relu, Sigmoid, "
-             "HardSwish); run the node with the numpy FusedConv kernel", name != NULL ? name : "(absent)");
+             "HardSwish, LeakyRelu, HardSigmoid, Clip); run the node with the numpy FusedConv kernel",
+             name != NULL ? name : "(absent)");
     return g_api->CreateStatus(ORT_INVALID_ARGUMENT, msg);
   }
+  if (g_api->version >= ORT_KERNEL_ABI_VERSION_FLOAT_LISTS)
+    ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetAttributeFloats(info, "activation_params", &params, &count));
+  else if (want > 0) {
+    snprintf(msg, sizeof msg, "FusedConv: activation '%s' needs activation_params, which a host of ABI version %u "
+             "cannot give (version %d can); run the node with the numpy FusedConv kernel", name,
+             (unsigned)g_api->version, ORT_KERNEL_ABI_VERSION_FLOAT_LISTS);
+    return g_api->CreateStatus(ORT_INVALID_ARGUMENT, msg);
+  }
+  if (count != want) {
+    snprintf(msg, sizeof msg, "FusedConv: activation '%s' takes %zu activation_params, the node has %zu; give "
+             "LeakyRelu alpha, HardSigmoid alpha and beta, Clip min and max", name, want, count);
+    return g_api->CreateStatus(ORT_INVALID_ARGUMENT, msg);
+  }
+  if (want > 0) act.a = params[0];
+  if (want > 1) act.b = params[1];
   return conv_make(info, &act, out);
 }
 

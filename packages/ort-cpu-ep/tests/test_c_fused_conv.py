@@ -1,7 +1,8 @@
-"""com.microsoft FusedConv (the ConvActivationFusion's node): the C kernel (Relu, Sigmoid, HardSwish applied in the
-Conv's epilogue) against the numpy kernel and onnxruntime, on random shapes through every Conv path (im2col
+"""com.microsoft FusedConv (the ConvActivationFusion's node): the C kernel (Relu, Sigmoid, HardSwish, LeakyRelu,
+HardSigmoid, Clip applied in the Conv's epilogue, activation_params through the ABI's float-list getter) against
+the numpy kernel and onnxruntime, on random shapes through every Conv path (im2col
 chunks, 1x1 as a GEMM, depthwise, grouped, strided, dilated, padded, batch > 1, threads); the numpy kernel for
-the activations with parameters, Z and onnxruntime's FusedConv; which nodes the C kernel takes, and the
+Tanh, Z and onnxruntime's FusedConv; which nodes the C kernel takes, and the
 declines."""
 
 from __future__ import annotations
@@ -44,8 +45,9 @@ def _fused(x_shape, w_shape, activation, *, bias=True, z=False, seed=0, **attrs)
     return model, feeds
 
 
-def _unfused_reference(model, feeds, activation):
-    """onnxruntime on Conv followed by the activation node (HardSwish included: onnxruntime's FusedConv has none)."""
+def _unfused_reference(model, feeds, activation, with_conv=False):
+    """onnxruntime on Conv followed by the activation node (HardSwish included: onnxruntime's FusedConv has none);
+    with_conv: also the Conv's output (the tolerances' scale: a bounded activation hides the sums' size)."""
     node = model.graph.node[0]
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute
              if a.name not in ("activation", "activation_params")}
@@ -65,12 +67,14 @@ def _unfused_reference(model, feeds, activation):
     else:
         extra = {k: v for k, v in ORT_ACTIVATIONS.get(activation, {}).items()}
         nodes.append(helper.make_node(activation, [last], ["y"], **extra))
-    graph = helper.make_graph(nodes, "ref", list(model.graph.input), [helper.make_tensor_value_info("y", F, None)], inits)
+    outputs = [helper.make_tensor_value_info(n, F, None) for n in ("y", "c")]
+    graph = helper.make_graph(nodes, "ref", list(model.graph.input), outputs, inits)
     ref = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(ref.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    y, c = ort.InferenceSession(ref.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)
+    return (y, c) if with_conv else y
 
 
 CASES = [
@@ -92,8 +96,8 @@ def test_c_fused_conv_matches_numpy_and_the_unfused_pair_in_onnxruntime(x_shape,
     model, feeds = _fused(x_shape, w_shape, activation, **attrs)
     got = run_one_node(model, feeds, "C")["y"]
     want = run_one_node(model, feeds, "numpy")["y"]
-    ref = _unfused_reference(model, feeds, activation)
-    scale = max(float(np.abs(ref).max()), 1.0)
+    ref, conv = _unfused_reference(model, feeds, activation, with_conv=True)
+    scale = max(float(np.abs(conv).max()), 1.0)
     assert got.shape == ref.shape and got.dtype == np.float32
     np.testing.assert_allclose(got, want, rtol=0, atol=3e-6 * scale)
     np.testing.assert_allclose(got, ref, rtol=0, atol=3e-6 * scale)
@@ -126,8 +130,9 @@ def _claims_c(model) -> bool:
 
 
 @pytest.mark.parametrize(("activation", "z", "c"), [("Relu", False, True), ("HardSwish", False, True),
-                                                    ("Sigmoid", False, True), ("LeakyRelu", False, False),
-                                                    ("Clip", False, False), ("Relu", True, False)])
+                                                    ("Sigmoid", False, True), ("LeakyRelu", False, True),
+                                                    ("Clip", False, True), ("HardSigmoid", False, True),
+                                                    ("Tanh", False, False), ("Relu", True, False)])
 def test_the_c_kernel_takes_the_activations_it_reads_and_numpy_the_rest(activation, z, c):
     model, _ = _fused((1, 4, 6, 6), (4, 4, 3, 3), activation, z=z)
     assert _claims_c(model) is c
@@ -154,3 +159,18 @@ def test_fused_conv_activations_it_cannot_apply_are_declined(attrs, match):
     claim = CpuExecutionProvider(m.graph, m.opset_imports).claim(m.graph.nodes[0])
     assert not claim.supported
     assert __import__("re").search(match, str(claim))
+
+
+def test_c_fused_conv_refuses_a_wrong_parameter_count():
+    import ort_abi
+
+    model, _ = _fused((1, 4, 6, 6), (4, 4, 3, 3), "Clip")
+    model.graph.node[0].attribute.pop()  # activation_params
+    model.graph.node[0].attribute.append(helper.make_attribute("activation_params", [0.5]))
+    m = ort_graph.from_proto(model)
+    ort_graph.resolve_shapes(m, {})
+    node = m.graph.nodes[0]
+    assert not c_kernels.c_kernel_applies(node)  # the provider gives it numpy, which declines it
+    entry = c_kernels.c_registry().find("FusedConv", "com.microsoft", 1, "CPUExecutionProvider")
+    with pytest.raises(ort_abi.KernelError, match=r"'Clip' takes 2 activation_params, the node has 1"):
+        entry.create_kernel(ort_abi.KernelInfo.from_node(node, CpuExecutionProvider(m.graph, m.opset_imports)))

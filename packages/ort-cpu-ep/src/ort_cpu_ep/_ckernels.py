@@ -135,9 +135,10 @@ def c_kernel_applies(node: Node) -> bool:
         return _c_move_applies(node)
     if node.op_type == "Conv" and node.domain in ("", "ai.onnx"):
         return _c_conv_applies(node)
-    if node.op_type == "FusedConv":  # the activations the C kernel reads (no activation_params), no Z
-        return (len(node.inputs) <= 3 and node.attr("activation", "") in C_CONV_ACTIVATIONS
-                and not node.attr("activation_params") and _c_conv_applies(node))
+    if node.op_type == "FusedConv":  # an activation the C kernel applies, with its parameters; no Z
+        act = node.attr("activation", "")
+        return (len(node.inputs) <= 3 and act in C_CONV_ACTIVATIONS
+                and len(node.attr("activation_params") or []) == C_CONV_ACTIVATIONS[act] and _c_conv_applies(node))
     if node.op_type in _C_UNARY and node.domain in ("", "ai.onnx"):
         return _c_unary_applies(node)
     if node.op_type in _C_POOLS and node.domain in ("", "ai.onnx"):
@@ -157,8 +158,8 @@ def c_kernel_applies(node: Node) -> bool:
     return True
 
 
-# the activations the C Conv kernel applies in its epilogue as FusedConv (conv_kernel.c: those without parameters)
-C_CONV_ACTIVATIONS = frozenset({"Relu", "Sigmoid", "HardSwish"})
+# the activations the C Conv kernel applies in its epilogue as FusedConv (conv_kernel.c) -> their activation_params
+C_CONV_ACTIVATIONS = {"Relu": 0, "Sigmoid": 0, "HardSwish": 0, "LeakyRelu": 1, "HardSigmoid": 2, "Clip": 2}
 _C_NORMS = ("SimplifiedLayerNormalization", "SkipSimplifiedLayerNormalization")
 # GroupQueryAttention attributes the C kernel takes only at these values (the genai builder's)
 _C_GQA_ATTRS = {"local_window_size": -1, "softcap": 0.0, "causal": 1, "qk_output": 0, "smooth_softmax": 0,

@@ -3,7 +3,7 @@ runs providers' passes after placement): the CPU provider folds an inference Bat
 Conv before it (constant per-channel inputs: new weights and bias, ONNX Runtime's ConvBNFusion), and so a constant
 per-channel or scalar Mul and Add after a Conv (ConvMulFusion, ConvAddFusion), then the activation after a Conv
 into com.microsoft FusedConv (ConvActivationFusion: the ones the C Conv kernel applies in its epilogue where the C
-kernels are loaded, every FusedConv activation otherwise), fuses SiLU, Mul(x, Sigmoid(x)), into com.microsoft
+kernels are loaded, every FusedConv activation otherwise; Tanh has no C epilogue), fuses SiLU, Mul(x, Sigmoid(x)), into com.microsoft
 QuickGelu(alpha=1) with a one-pass kernel, and a MatMul reading a last-two-axes Transpose into FusedMatMul
 (the attention's K^T: BLAS multiplies the transposed view, no transposed copy), and grouped-query attention's
 materialized KV repeat (Unsqueeze/Expand/Reshape read by that matmul) into the group folded into the query rows
