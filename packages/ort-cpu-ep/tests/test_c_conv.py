@@ -1,7 +1,7 @@
-"""The C float32 2-D Conv (csrc/conv_kernel.c, conv_math.c) against the numpy kernel and onnxruntime, one node at a
-time through the CPU provider: groups (1, grouped, depthwise with multipliers), 1x1 (X as the GEMM's B), pads,
-strides, dilations, auto_pad, bias, several im2col chunks, thread counts, the workspace it declares, and which nodes
-the C kernel takes."""
+"""The C float32 2-D Conv (csrc/conv_kernel.c, conv_math.c, conv_depthwise.c) against the numpy kernel and
+onnxruntime, one node at a time through the CPU provider: groups (1, grouped, depthwise with multipliers), 1x1
+(X as the GEMM's B), pads, strides, dilations, auto_pad, bias, several im2col chunks, thread counts, the
+workspace it declares, and which nodes the C kernel takes."""
 
 from __future__ import annotations
 
