@@ -88,3 +88,24 @@ def test_a_pass_that_creates_a_node_its_provider_does_not_claim_is_an_error(monk
                         lambda self: [ort_abi.EpGraphPass("Bogus", bogus)])
     with pytest.raises(PlacementError, match=r"graph pass 'Bogus' created node 'bogus'.*does not claim"):
         session()
+
+
+def test_a_fused_conv_plans_no_block_for_the_conv_output():
+    """Conv (1x1, 4 -> 32 channels) + Relu: unfused, the Relu's step holds the Conv's output and its own (2 x 32 KiB);
+    fused, one FusedConv step holds the input, the output (4 + 32 KiB) and its workspace: the plan shrinks by the
+    intermediate, less the input and workspace the fused step holds."""
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((32, 4, 1, 1)).astype(np.float32), "W")
+    nodes = [helper.make_node("Conv", ["X", "W"], ["C"], name="pw/conv"), helper.make_node("Relu", ["C"], ["Y"], name="pw/relu")]
+    graph = helper.make_graph(nodes, "pw", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 4, 16, 16])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 32, 16, 16])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    fused = InferenceSession(model, providers=["CPUExecutionProvider"])
+    unfused = InferenceSession(model, {"enable_fusions": False}, providers=["CPUExecutionProvider"])
+    assert [n.op_type for n in fused.model.graph.nodes] == ["FusedConv"]
+    peak = {name: s.plan.to_dict()["devices"]["cpu"]["peak_activations"] for name, s in (("fused", fused), ("unfused", unfused))}
+    workspace = sum(fused.memory.slots.values())  # the FusedConv's declared buffers, live in its step
+    assert peak["unfused"] == 2 * 32 * 256 * 4
+    assert (4 + 32) * 256 * 4 + workspace <= peak["fused"] <= (4 + 32) * 256 * 4 + workspace + 256  # block alignment
+    assert peak["fused"] < peak["unfused"]
+    x = np.random.default_rng(2).standard_normal((1, 4, 16, 16)).astype(np.float32)
+    np.testing.assert_allclose(fused.run(None, {"X": x})[0], unfused.run(None, {"X": x})[0], rtol=1e-6, atol=1e-6)
