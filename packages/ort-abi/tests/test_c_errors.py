@@ -231,9 +231,9 @@ def test_input_shapes_cross_the_abi_in_all_three_states(reg, fresh_statuses):
 # ---- Level 1 ---------------------------------------------------------------------------------------------------
 def test_estimate_reads_every_attribute_kind(reg, node_factory, fresh_statuses):
     node = node_factory("Echo", [("x", (1,), F)], domain="com.test",
-                        attributes={"i": 5, "ints": [1, 2, 3], "f": 2.75, "s": "abcd"})
+                        attributes={"i": 5, "ints": [1, 2, 3], "f": 2.75, "s": "abcd", "fs": [1.5, 2.25, 7.5]})
     entry = reg.find("Echo", "com.test", 1, "TestEP")
-    assert estimate_workspace(entry, node, EpIdentity("TestEP")) == 5 + 6 + 2 + 4
+    assert estimate_workspace(entry, node, EpIdentity("TestEP")) == 5 + 6 + 2 + 4 + 11
 
 
 def test_absent_pointer_attributes_read_as_ok_and_null(reg, node_factory, fresh_statuses):
@@ -267,7 +267,8 @@ def test_absent_scalar_attribute_is_still_an_error(reg, node_factory, fresh_stat
 
 @pytest.mark.parametrize("attrs", [{"ints": [1], "f": 1.0, "s": "x"},           # "i" absent (a scalar)
                                    {"i": 1.5, "ints": [1], "f": 1.0, "s": "x"},  # "i" of the wrong kind
-                                   {"i": 5, "ints": "no", "f": 1.0, "s": "x"}])
+                                   {"i": 5, "ints": "no", "f": 1.0, "s": "x"},
+                                   {"i": 5, "ints": [1], "f": 1.0, "s": "x", "fs": [1.0, "no"]}])  # floats
 def test_estimate_attribute_errors_mean_no_estimate(reg, node_factory, attrs, fresh_statuses):
     node = node_factory("Echo", [("x", (1,), F)], domain="com.test", attributes=attrs)
     assert estimate_workspace(reg.find("Echo", "com.test", 1, "TestEP"), node, EpIdentity("TestEP")) is None
@@ -295,14 +296,14 @@ def test_failing_estimate_means_no_estimate(reg, node_factory, fresh_statuses):
 
 def test_kernel_info_queries_from_c(reg, fresh_statuses):
     entry = reg.find("InfoProbe", "com.test", 1, "TestEP")
-    info = KernelInfo("/m/probe", "InfoProbe", attributes={"i": 7, "ints": [4, 9], "f": 2.5, "s": "abc"},
+    info = KernelInfo("/m/probe", "InfoProbe", attributes={"i": 7, "ints": [4, 9], "f": 2.5, "s": "abc", "fs": [0.5, 1.25]},
                       input_count=2, output_count=3, ep=EpIdentity("TestEP"))
     with pytest.raises(KernelError) as err:
         entry.create_kernel(info)
-    assert err.value.message == "name=/m/probe op=InfoProbe in=2 out=3 i=7 ints=2:9 f=2.50 s=abc ep=TestEP"
+    assert err.value.message == "name=/m/probe op=InfoProbe in=2 out=3 i=7 ints=2:9 f=2.50 s=abc fs=2:1.25 ep=TestEP"
     with pytest.raises(KernelError) as err:
         entry.create_kernel(KernelInfo("/m/bare", "InfoProbe"))
-    assert err.value.message == "name=/m/bare op=InfoProbe in=0 out=1 i=0 ints=0:-1 f=0.00 s=- ep=-"
+    assert err.value.message == "name=/m/bare op=InfoProbe in=0 out=1 i=0 ints=0:-1 f=0.00 s=- fs=0:-1.00 ep=-"
 
 
 def test_node_queries_from_c(reg, node_factory, fresh_statuses):

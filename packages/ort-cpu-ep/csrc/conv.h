@@ -1,8 +1,9 @@
-/* float32 2-D Conv (NCHW) of the ort-cpu-ep C kernels: the geometry and math (conv_math.c) and the ABI kernel
- * (conv_kernel.c). A group's output rows are W_g (Mg x Cg*KH*KW) @ cols (Cg*KH*KW x OH*OW) through the MatMul
+/* float32 2-D Conv (NCHW) of the ort-cpu-ep C kernels: the geometry and math (conv_math.c, conv_depthwise.c) and
+ * the ABI kernel (conv_kernel.c). A group's output rows are W_g (Mg x Cg*KH*KW) @ cols (Cg*KH*KW x OH*OW) through the MatMul
  * kernel's sgemm, cols built per chunk of output pixels (never the whole im2col matrix), or X itself for a 1x1
  * stride-1 unpadded convolution; one input channel per group (depthwise) is a direct loop over the zero-padded
- * input plane, 4 rows x 32 stride-1 columns in registers across every tap (a column stride keeps 1 in sw). */
+ * input plane split by column phase (a column stride of s: s planes, so that each tap reads consecutive floats
+ * for consecutive output columns), 4 rows x 32 output columns in registers across every tap. */
 #ifndef ORT_CPU_EP_CONV_H_
 #define ORT_CPU_EP_CONV_H_
 
@@ -11,6 +12,8 @@
 
 #define CONV_COLS_FLOATS (1 << 21) /* floats of one thread's im2col chunk at most (8 MiB: 512 pixels up to K = 4096) */
 #define CONV_CHUNK 512             /* output pixels per im2col chunk: the weights are read once per chunk */
+
+typedef float conv_v16 __attribute__((vector_size(64))); /* one zmm on AVX-512, two ymm on AVX2 */
 
 /* the activations a Conv applies to its biased sum (FusedConv's `activation`) and the elementwise kernels run */
 enum { CONV_ACT_NONE = 0, CONV_ACT_RELU, CONV_ACT_CLIP, CONV_ACT_HARD_SIGMOID, CONV_ACT_LEAKY_RELU,
@@ -44,15 +47,22 @@ typedef struct ConvGeom {
 int conv_geometry(const ConvAttrs* a, const int64_t* x, const int64_t* w, ConvGeom* g, char* err, size_t err_len);
 /* floats of work buffer one thread needs (im2col chunk + sgemm packing; depthwise: the padded plane), aligned to 16 */
 size_t conv_thread_floats(const ConvGeom* g);
+/* floats of a depthwise plane's padded, phase-split input (conv_depthwise.c) */
+size_t conv_padded_floats(const ConvGeom* g);
+/* n rounded up to a multiple of 16 */
+size_t conv_round16(size_t n);
 /* rows m of Y (rows of `ld` floats, columns [0, n)): y = act(y + bias[m]) (bias may be NULL) */
 void conv_bias_act(float* y, int64_t rows, int64_t n, int64_t ld, const float* bias, const ConvAct* act);
 /* one (image, group) pair's output pixels [n0, n1) by im2col + sgemm, `work` of conv_thread_floats floats */
 void conv_gemm_chunk(const ConvGeom* g, const float* x, const float* w, const float* bias, float* y,
                      int64_t image, int64_t group, int64_t n0, int64_t n1, const ConvAct* act, float* work);
+/* each tap's offset in a depthwise plane's padded input (conv_depthwise_plane's `tap`: KH * KW values, the same for
+ * every plane) */
+void conv_depthwise_taps(const ConvGeom* g, int64_t* tap);
 /* one (image, output channel) plane of a depthwise convolution, bias and activation applied; `pad` (the thread's
- * conv_thread_floats) takes the zero-padded input plane */
-void conv_depthwise_plane(const ConvGeom* g, const float* x, const float* w, const float* bias, float* y,
-                          int64_t image, int64_t m, const ConvAct* act, float* pad);
+ * conv_thread_floats) takes the zero-padded input plane, split by column phase for a column stride */
+void conv_depthwise_plane(const ConvGeom* g, const int64_t* tap, const float* x, const float* w, const float* bias,
+                          float* y, int64_t image, int64_t m, const ConvAct* act, float* pad);
 /* y[i] = act(x[i]) for i in [0, n) (the elementwise kernels: act.kind != NONE) */
 void conv_act_apply(const float* x, float* y, int64_t n, const ConvAct* act);
 

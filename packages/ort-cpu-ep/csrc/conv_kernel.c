@@ -1,4 +1,7 @@
-/* ONNX Conv (float32, 2-D: X of rank 4, NCHW) as an ort-abi kernel; the math is conv_math.c (see conv.h).
+/* ONNX Conv and com.microsoft FusedConv (float32, 2-D: X of rank 4, NCHW) as ort-abi kernels; the math is
+ * conv_math.c (see conv.h). FusedConv's `activation` (Relu, Sigmoid, HardSwish, LeakyRelu, HardSigmoid, Clip;
+ * activation_params through the ABI's float-list getter) is applied to each output block after its bias, while
+ * the block is in cache; no Z input.
  * Attributes: group (any divisor of both channel counts), kernel_shape, strides, dilations, pads, auto_pad
  * (NOTSET / SAME_UPPER / SAME_LOWER / VALID, resolved like the numpy kernel's conv_pads); optional bias B.
  *
@@ -23,6 +26,7 @@ static const OrtKernelApi* g_api = NULL;
 typedef struct ConvKernel {
   OrtKernelImpl base; /* first: the host sees an OrtKernelImpl* */
   ConvAttrs attrs;
+  ConvAct act;     /* FusedConv's activation (CONV_ACT_NONE for Conv) */
   size_t declared; /* bytes of slot 0 the plan holds */
 } ConvKernel;
 
@@ -150,12 +154,14 @@ static void conv_job(void* arg, int index, int count) {
   ConvJob* job = (ConvJob*)arg;
   const ConvGeom* g = job->g;
   float* work = job->buffers ? (float*)(job->buffers + (size_t)index * job->thread_bytes) : NULL;
+  int64_t tap[g->depthwise ? g->KH * g->KW : 1]; /* the depthwise taps' offsets, once per thread */
   (void)count;
+  if (g->depthwise) conv_depthwise_taps(g, tap);
   for (;;) {
     int64_t i = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
     if (i >= job->items) break;
     if (g->depthwise) {
-      conv_depthwise_plane(g, job->x, job->w, job->b, job->y, i / g->M, i % g->M, &job->act, work);
+      conv_depthwise_plane(g, tap, job->x, job->w, job->b, job->y, i / g->M, i % g->M, &job->act, work);
     } else {
       int64_t c = i % job->chunks, pair = i / job->chunks, n0 = c * job->width, n1 = n0 + job->width;
       if (n1 > g->OH * g->OW) n1 = g->OH * g->OW;
@@ -209,7 +215,7 @@ static OrtStatus* conv_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   memset(&job, 0, sizeof job);
   job.g = &g;
   job.x = (const float*)x; job.w = (const float*)w; job.b = (const float*)b; job.y = (float*)y;
-  job.act.kind = CONV_ACT_NONE;
+  job.act = k->act;
   if (g.depthwise) {
     job.items = g.N * g.M;
   } else {
@@ -231,19 +237,73 @@ static OrtStatus* conv_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   return NULL;
 }
 
-static OrtStatus* conv_create(void* state, const OrtKernelInfo* info, OrtKernelImpl** out) {
+static OrtStatus* conv_make(const OrtKernelInfo* info, const ConvAct* act, OrtKernelImpl** out) {
   ConvKernel* k;
   ConvAttrs a;
-  (void)state;
   ORT_KERNEL_RETURN_IF_ERROR(conv_read_attrs(NULL, NULL, info, &a));
   k = (ConvKernel*)cpu_kernels_new(sizeof *k, conv_compute, conv_declare);
   if (k == NULL) return g_api->CreateStatus(ORT_FAIL, "Conv: out of memory creating the kernel");
   k->attrs = a;
+  k->act = *act;
   *out = &k->base;
   return NULL;
 }
 
+static OrtStatus* conv_create(void* state, const OrtKernelInfo* info, OrtKernelImpl** out) {
+  ConvAct act = {CONV_ACT_NONE, 0.0f, 0.0f};
+  (void)state;
+  return conv_make(info, &act, out);
+}
+
+/* FusedConv: the activation by name, its activation_params (LeakyRelu: alpha; HardSigmoid: alpha, beta; Clip: min,
+ * max) through the version-4 float-list getter */
+static OrtStatus* fused_conv_create(void* state, const OrtKernelInfo* info, OrtKernelImpl** out) {
+  static const char* names[6] = {"Relu", "Sigmoid", "HardSwish", "LeakyRelu", "HardSigmoid", "Clip"};
+  static const int kinds[6] = {CONV_ACT_RELU, CONV_ACT_SIGMOID, CONV_ACT_HARD_SWISH, CONV_ACT_LEAKY_RELU,
+                               CONV_ACT_HARD_SIGMOID, CONV_ACT_CLIP};
+  static const size_t wants[6] = {0, 0, 0, 1, 2, 2};
+  ConvAct act = {CONV_ACT_NONE, 0.0f, 0.0f};
+  const char* name = NULL;
+  const float* params = NULL;
+  size_t count = 0, want = 0;
+  char msg[320];
+  int i;
+  (void)state;
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetAttributeString(info, "activation", &name));
+  for (i = 0; name != NULL && i < 6; ++i)
+    if (strcmp(name, names[i]) == 0) {
+      act.kind = kinds[i];
+      want = wants[i];
+    }
+  if (act.kind == CONV_ACT_NONE) {
+    snprintf(msg, sizeof msg, "FusedConv: activation '%.64s' is not one this C kernel applies (Relu, Sigmoid, "
+             "HardSwish, LeakyRelu, HardSigmoid, Clip); run the node with the numpy FusedConv kernel",
+             name != NULL ? name : "(absent)");
+    return g_api->CreateStatus(ORT_INVALID_ARGUMENT, msg);
+  }
+  if (g_api->version >= ORT_KERNEL_ABI_VERSION_FLOAT_LISTS)
+    ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetAttributeFloats(info, "activation_params", &params, &count));
+  else if (want > 0) {
+    snprintf(msg, sizeof msg, "FusedConv: activation '%s' needs activation_params, which a host of ABI version %u "
+             "cannot give (version %d can); run the node with the numpy FusedConv kernel", name,
+             (unsigned)g_api->version, ORT_KERNEL_ABI_VERSION_FLOAT_LISTS);
+    return g_api->CreateStatus(ORT_INVALID_ARGUMENT, msg);
+  }
+  if (count != want) {
+    snprintf(msg, sizeof msg, "FusedConv: activation '%s' takes %zu activation_params, the node has %zu; give "
+             "LeakyRelu alpha, HardSigmoid alpha and beta, Clip min and max", name, want, count);
+    return g_api->CreateStatus(ORT_INVALID_ARGUMENT, msg);
+  }
+  if (want > 0) act.a = params[0];
+  if (want > 1) act.b = params[1];
+  return conv_make(info, &act, out);
+}
+
 OrtStatus* ort_cpu_ep_register_conv(const OrtKernelApi* api, OrtKernelRegistry* registry) {
+  static const int32_t f[1] = {ORT_TENSOR_ELEMENT_FLOAT};
+  OrtStatus* st;
   g_api = api;
-  return cpu_kernels_add_onnx(api, registry, "Conv", 1, "T", ORT_TENSOR_ELEMENT_FLOAT, conv_create, conv_estimate);
+  st = cpu_kernels_add_onnx(api, registry, "Conv", 1, "T", ORT_TENSOR_ELEMENT_FLOAT, conv_create, conv_estimate);
+  if (!st) st = cpu_kernels_add(api, registry, "FusedConv", "com.microsoft", 1, f, 1, fused_conv_create, conv_estimate);
+  return st;
 }

@@ -1,5 +1,6 @@
 /* The math of the float32 Conv C kernel (conv.h): geometry, im2col by chunks of output pixels into the MatMul
- * kernel's sgemm, the direct depthwise loop, bias and fused activation. */
+ * kernel's sgemm, the one-pixel matrix-vector product, bias and fused activation (the depthwise loop:
+ * conv_depthwise.c). */
 #include <stdio.h>
 #include <string.h>
 
@@ -7,10 +8,6 @@
 #include "cpu_kernels.h"
 #include "sgemm.h"
 
-#define CONV_DW_BLOCK 32 /* output pixels of a row a depthwise pass keeps in registers (2 x 16 floats) */
-
-#define CONV_DW_ROWS 4 /* output rows a depthwise pass computes together (8 independent accumulators) */
-typedef float conv_v16 __attribute__((vector_size(64))); /* one zmm on AVX-512, two ymm on AVX2 */
 
 static int64_t conv_attr(const int64_t* v, size_t n, size_t i, int64_t dflt) { return i < n ? v[i] : dflt; }
 
@@ -77,13 +74,17 @@ int conv_geometry(const ConvAttrs* a, const int64_t* x, const int64_t* w, ConvGe
   return 0;
 }
 
-static size_t conv_round16(size_t n) { return (n + 15) / 16 * 16; }
+size_t conv_round16(size_t n) { return (n + 15) / 16 * 16; }
 
-static size_t conv_padded_floats(const ConvGeom* g);
+/* whether an im2col chunk goes straight into the sgemm's packed panels (not for a few output channels: the
+ * sgemm streams their B, row by row, from the whole chunk's im2col) */
+static int conv_packs(const ConvGeom* g) { return g->Mg > SG_SKINNY_ROWS; }
 
 size_t conv_thread_floats(const ConvGeom* g) {
   int64_t n = g->chunk ? g->chunk : (g->OH * g->OW < SG_NC ? g->OH * g->OW : SG_NC);
   if (g->depthwise) return conv_round16(conv_padded_floats(g));
+  if (g->chunk && conv_packs(g)) /* one im2col row of the chunk, one packed block */
+    return conv_round16((size_t)g->chunk) + sgemm_thread_floats(g->Mg, g->K, n, 0);
   return conv_round16((size_t)(g->K * g->chunk)) + sgemm_thread_floats(g->Mg, g->K, n > 0 ? n : 1, 0);
 }
 
@@ -99,53 +100,102 @@ void conv_bias_act(float* y, int64_t rows, int64_t n, int64_t ld, const float* b
   }
 }
 
-/* cols[K x (n1 - n0)] of one image's group: row (c, kh, kw), column output pixel j: X[c, ih, iw] or 0 in the pads */
-CPU_KERNELS_CLONES
-static void conv_im2col(const ConvGeom* g, const float* x, int64_t n0, int64_t n1, float* cols) {
-  const int64_t width = n1 - n0;
-  int64_t c, kh, kw;
-  if (g->W == 1 && g->OW == 1) { /* a 1-D convolution along H: each row of cols is a strided run of one column */
-    for (c = 0; c < g->Cg; ++c)
-      for (kh = 0; kh < g->KH; ++kh) {
-        float* dst = cols + (c * g->KH + kh) * width;
-        const int64_t off = kh * g->dh - g->pt; /* ih = oh * sh + off */
-        const int64_t lo = off >= 0 ? 0 : (-off + g->sh - 1) / g->sh, hi = g->H - off <= 0 ? 0 : (g->H - off - 1) / g->sh + 1;
-        const float* src = x + c * g->H + off;
-        int64_t j;
-        for (j = n0; j < n1; ++j) dst[j - n0] = j >= lo && j < hi ? src[j * g->sh] : 0.0f;
-      }
+/* row k = (c, kh, kw) of one image's group's im2col, output pixels [n0, n1) into dst: X[c, ih, iw] or 0 in the pads */
+static inline __attribute__((always_inline)) void conv_im2col_row(const ConvGeom* g, const float* x, int64_t k,
+                                                                  int64_t n0, int64_t n1, float* dst) {
+  const int64_t c = k / (g->KH * g->KW), kh = k / g->KW % g->KH, kw = k % g->KW;
+  const float* plane = x + c * g->H * g->W;
+  const int64_t off = kw * g->dw - g->pl; /* iw = ow * sw + off */
+  /* the ow whose iw falls inside [0, W) */
+  const int64_t lo = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
+  const int64_t hi = g->W - off <= 0 ? 0 : (g->W - off - 1) / g->sw + 1;
+  int64_t j = n0;
+  if (g->W == 1 && g->OW == 1 && g->KW == 1) { /* a 1-D convolution along H: a strided run of one column */
+    const int64_t offh = kh * g->dh - g->pt; /* ih = oh * sh + offh */
+    const int64_t a = offh >= 0 ? 0 : (-offh + g->sh - 1) / g->sh, b = g->H - offh <= 0 ? 0 : (g->H - offh - 1) / g->sh + 1;
+    for (; j < n1; ++j) dst[j - n0] = j >= a && j < b ? plane[j * g->sh + offh] : 0.0f;
     return;
   }
-  for (c = 0; c < g->Cg; ++c)
-    for (kh = 0; kh < g->KH; ++kh)
-      for (kw = 0; kw < g->KW; ++kw) {
-        float* dst = cols + ((c * g->KH + kh) * g->KW + kw) * width;
-        const float* plane = x + c * g->H * g->W;
-        const int64_t off = kw * g->dw - g->pl; /* iw = ow * sw + off */
-        /* the ow whose iw falls inside [0, W) */
-        const int64_t lo = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
-        const int64_t hi = g->W - off <= 0 ? 0 : (g->W - off - 1) / g->sw + 1;
-        int64_t j = n0;
-        while (j < n1) {
-          const int64_t oh = j / g->OW, ow0 = j % g->OW;
-          const int64_t ow1 = g->OW - ow0 < n1 - j ? g->OW : ow0 + (n1 - j);
-          const int64_t ih = oh * g->sh - g->pt + kh * g->dh;
-          int64_t ow;
-          if (ih < 0 || ih >= g->H) {
-            memset(dst, 0, (size_t)(ow1 - ow0) * sizeof(float));
-          } else {
-            const float* row = plane + ih * g->W + off;
-            const int64_t a = ow0 > lo ? ow0 : lo, b = ow1 < hi ? ow1 : hi;
-            for (ow = ow0; ow < a && ow < ow1; ++ow) dst[ow - ow0] = 0.0f;
-            if (g->sw == 1 && a < b) memcpy(dst + (a - ow0), row + a, (size_t)(b - a) * sizeof(float));
-            else
-              for (ow = a; ow < b; ++ow) dst[ow - ow0] = row[ow * g->sw];
-            for (ow = b > ow0 ? b : ow0; ow < ow1; ++ow) dst[ow - ow0] = 0.0f;
-          }
-          dst += ow1 - ow0;
-          j += ow1 - ow0;
-        }
+  while (j < n1) {
+    const int64_t oh = j / g->OW, ow0 = j % g->OW;
+    const int64_t ow1 = g->OW - ow0 < n1 - j ? g->OW : ow0 + (n1 - j);
+    const int64_t ih = oh * g->sh - g->pt + kh * g->dh;
+    int64_t ow;
+    if (ih < 0 || ih >= g->H) {
+      memset(dst, 0, (size_t)(ow1 - ow0) * sizeof(float));
+    } else {
+      const float* row = plane + ih * g->W + off;
+      const int64_t a = ow0 > lo ? ow0 : lo, b = ow1 < hi ? ow1 : hi;
+      for (ow = ow0; ow < a && ow < ow1; ++ow) dst[ow - ow0] = 0.0f;
+      if (g->sw == 1 && a < b) memcpy(dst + (a - ow0), row + a, (size_t)(b - a) * sizeof(float));
+      else
+        for (ow = a; ow < b; ++ow) dst[ow - ow0] = row[ow * g->sw];
+      for (ow = b > ow0 ? b : ow0; ow < ow1; ++ow) dst[ow - ow0] = 0.0f;
+    }
+    dst += ow1 - ow0;
+    j += ow1 - ow0;
+  }
+}
+
+/* cols[K x (n1 - n0)] of one image's group (the streamed sgemm's B: a few output channels) */
+CPU_KERNELS_CLONES
+static void conv_im2col(const ConvGeom* g, const float* x, int64_t n0, int64_t n1, float* cols) {
+  int64_t k;
+  for (k = 0; k < g->K; ++k) conv_im2col_row(g, x, k, n0, n1, cols + k * (n1 - n0));
+}
+
+/* the sgemm's B packer for one image's group: im2col rows [k0, k0 + kc) of output pixels [n0, n0 + cols)
+ * straight into the micro-kernel's panels (sgemm.h SgPackFn), each row built in `row` (L1) and cut into panels */
+typedef struct ConvPack {
+  const ConvGeom* g;
+  const float* x;
+  float* row; /* `chunk` floats */
+  int64_t n0; /* the chunk's first output pixel: the sgemm's column 0 */
+} ConvPack;
+
+CPU_KERNELS_CLONES
+static void conv_pack_cols(void* ctx, int64_t k0, int64_t kc, int64_t n0, int64_t cols, int64_t nr, float* bp) {
+  const ConvPack* cp = (const ConvPack*)ctx;
+  int64_t k, q;
+  for (k = 0; k < kc; ++k) {
+    conv_im2col_row(cp->g, cp->x, k0 + k, cp->n0 + n0, cp->n0 + n0 + cols, cp->row);
+    for (q = 0; q * nr < cols; ++q) {
+      float* dst = bp + q * kc * nr + k * nr;
+      const int64_t w = cols - q * nr < nr ? cols - q * nr : nr;
+      memcpy(dst, cp->row + q * nr, (size_t)w * sizeof(float));
+      if (w < nr) memset(dst + w, 0, (size_t)(nr - w) * sizeof(float));
+    }
+  }
+}
+
+/* y[m * ldy] = W[m, :] . x for m in [0, M) (W rows K floats apart): a 1x1 convolution of a one-pixel image (the
+ * squeeze-and-excite blocks after a global pool), where the sgemm's 64-column panels would hold one column; four
+ * rows at a time, 16-float partial sums */
+CPU_KERNELS_CLONES
+static void conv_gemv(const float* w, const float* x, int64_t M, int64_t K, float* y, int64_t ldy) {
+  int64_t m = 0, k, r;
+  for (; m < M; m += 4) {
+    const int rows = M - m < 4 ? (int)(M - m) : 4;
+    conv_v16 acc[4] = {{0}, {0}, {0}, {0}};
+    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (k = 0; k + 16 <= K; k += 16) {
+      conv_v16 xv;
+      memcpy(&xv, x + k, sizeof xv);
+      for (r = 0; r < rows; ++r) {
+        conv_v16 wv;
+        memcpy(&wv, w + (m + r) * K + k, sizeof wv);
+        acc[r] += wv * xv;
       }
+    }
+    for (r = 0; r < rows; ++r) {
+      float lanes[16];
+      int l;
+      memcpy(lanes, &acc[r], sizeof lanes);
+      for (l = 0; l < 16; ++l) sum[r] += lanes[l];
+      for (int64_t j = k; j < K; ++j) sum[r] += w[(m + r) * K + j] * x[j];
+      y[(m + r) * ldy] = sum[r];
+    }
+  }
 }
 
 void conv_gemm_chunk(const ConvGeom* g, const float* x, const float* w, const float* bias, float* y,
@@ -158,100 +208,21 @@ void conv_gemm_chunk(const ConvGeom* g, const float* x, const float* w, const fl
   p.a = w + group * g->Mg * g->K;
   p.M = g->Mg; p.K = g->K; p.lda = g->K; p.alpha = 1.0f;
   p.ldc = hw;
-  if (g->chunk) { /* B: this chunk's columns of im2col */
+  if (g->chunk && conv_packs(g)) { /* B: this chunk's im2col, packed as the sgemm reads it */
+    ConvPack cp;
+    cp.g = g; cp.x = xg; cp.row = work; cp.n0 = n0;
+    p.N = n1 - n0; p.c = yg + n0;
+    sgemm_columns_packed(&p, 0, n1 - n0, conv_pack_cols, &cp, work + conv_round16((size_t)g->chunk));
+  } else if (g->chunk) { /* B: this chunk's columns of im2col */
     float* cols = work;
     conv_im2col(g, xg, n0, n1, cols);
     p.b = cols; p.ldb = n1 - n0; p.N = n1 - n0; p.c = yg + n0;
     sgemm_columns(&p, 0, n1 - n0, work + conv_round16((size_t)(g->K * g->chunk)));
+  } else if (hw == 1 && !sgemm_streams(&p)) { /* a 1x1 convolution of one pixel: a matrix-vector product */
+    conv_gemv(p.a, xg, g->Mg, g->K, yg, hw);
   } else { /* a 1x1 stride-1 unpadded convolution: B is X itself */
     p.b = xg; p.ldb = hw; p.N = hw; p.c = yg;
     sgemm_columns(&p, n0, n1, work);
   }
   conv_bias_act(yg + n0, g->Mg, n1 - n0, hw, bias != NULL ? bias + group * g->Mg : NULL, act);
-}
-
-/* the padded input plane of a depthwise convolution: (H + pt + pb) rows of (W + pl + pr) floats, then slack for
- * the last output block's unused lanes */
-static int64_t conv_padded_width(const ConvGeom* g) { return g->W + g->pl + g->pr; }
-
-static size_t conv_padded_floats(const ConvGeom* g) {
-  return (size_t)((g->H + g->pt + g->pb) * conv_padded_width(g) + CONV_DW_BLOCK + 16);
-}
-
-/* R (1 or CONV_DW_ROWS) output rows from `oh` x 16 NV (1 or 2) stride-1 columns from v0 of a depthwise plane, from
- * the padded plane into tmp (rows CONV_DW_BLOCK floats apart): R x NV accumulators of 16 floats, independent FMA
- * chains across the taps (R and NV are constants where this inlines) */
-static inline __attribute__((always_inline)) void conv_dw_block(const ConvGeom* g, const float* pad, int64_t pw,
-                                                                const float* wm, float* tmp, int64_t oh, int64_t v0,
-                                                                const int R, const int NV) {
-  conv_v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};
-  int64_t kh, kw;
-  for (kh = 0; kh < g->KH; ++kh) {
-    const float* wk = wm + kh * g->KW;
-    const float* s0 = pad + (oh * g->sh + kh * g->dh) * pw + v0;
-    const float *s1 = s0 + g->sh * pw, *s2 = s1 + g->sh * pw, *s3 = s2 + g->sh * pw;
-    for (kw = 0; kw < g->KW; ++kw) {
-      const float wv = wk[kw]; /* vector * scalar: one broadcast */
-      const int64_t o = kw * g->dw;
-      conv_v16 v;
-#define CONV_DW_TAP(acc, src, at) { memcpy(&v, (src) + o + (at), sizeof v); acc += wv * v; }
-      CONV_DW_TAP(a0, s0, 0)
-      if (NV == 2) CONV_DW_TAP(b0, s0, 16)
-      if (R == CONV_DW_ROWS) {
-        CONV_DW_TAP(a1, s1, 0) CONV_DW_TAP(a2, s2, 0) CONV_DW_TAP(a3, s3, 0)
-        if (NV == 2) { CONV_DW_TAP(b1, s1, 16) CONV_DW_TAP(b2, s2, 16) CONV_DW_TAP(b3, s3, 16) }
-      }
-#undef CONV_DW_TAP
-    }
-  }
-  {
-    const conv_v16 rows[CONV_DW_ROWS][2] = {{a0, b0}, {a1, b1}, {a2, b2}, {a3, b3}};
-    int r;
-    for (r = 0; r < R; ++r) memcpy(tmp + r * CONV_DW_BLOCK, rows[r], (size_t)NV * sizeof(conv_v16));
-  }
-}
-
-/* rows [oh, oh + R) of a depthwise plane at stride-1 columns [v0, v0 + n) into tmp, then the columns the stride
- * keeps into the output */
-static inline __attribute__((always_inline)) void conv_dw_rows(const ConvGeom* g, const float* pad, int64_t pw,
-                                                               const float* wm, float* out, int64_t oh, int64_t v0,
-                                                               int64_t n, const int R) {
-  float tmp[CONV_DW_ROWS * CONV_DW_BLOCK];
-  int64_t l, first;
-  int r;
-  if (n > 16) conv_dw_block(g, pad, pw, wm, tmp, oh, v0, R, 2);
-  else conv_dw_block(g, pad, pw, wm, tmp, oh, v0, R, 1);
-  first = (v0 + g->sw - 1) / g->sw * g->sw - v0; /* the first column of this block an output falls on */
-  for (r = 0; r < R; ++r) {
-    float* dst = out + (oh + r) * g->OW;
-    if (g->sw == 1) memcpy(dst + v0, tmp + r * CONV_DW_BLOCK, (size_t)n * sizeof(float));
-    else
-      for (l = first; l < n; l += g->sw) dst[(v0 + l) / g->sw] = tmp[r * CONV_DW_BLOCK + l];
-  }
-}
-
-CPU_KERNELS_CLONES
-void conv_depthwise_plane(const ConvGeom* g, const float* x, const float* w, const float* bias, float* y,
-                          int64_t image, int64_t m, const ConvAct* act, float* pad) {
-  const int64_t c = m / g->Mg, pw = conv_padded_width(g); /* the group's one input channel */
-  const int64_t virt = (g->OW - 1) * g->sw + 1; /* stride-1 columns spanning the output's (a stride keeps 1 in sw) */
-  const float* plane = x + (image * g->C + c) * g->H * g->W;
-  const float* wm = w + m * g->KH * g->KW;
-  float* out = y + (image * g->M + m) * g->OH * g->OW;
-  int64_t oh, v0, h;
-  /* the padded plane: zero only the pads (top rows, each row's sides, bottom rows and the slack) */
-  memset(pad, 0, (size_t)(g->pt * pw) * sizeof(float));
-  for (h = 0; h < g->H; ++h) {
-    float* row = pad + (h + g->pt) * pw;
-    memset(row, 0, (size_t)g->pl * sizeof(float));
-    memcpy(row + g->pl, plane + h * g->W, (size_t)g->W * sizeof(float));
-    memset(row + g->pl + g->W, 0, (size_t)g->pr * sizeof(float));
-  }
-  memset(pad + (g->pt + g->H) * pw, 0, (conv_padded_floats(g) - (size_t)((g->pt + g->H) * pw)) * sizeof(float));
-  for (v0 = 0; v0 < virt; v0 += CONV_DW_BLOCK) {
-    const int64_t n = virt - v0 < CONV_DW_BLOCK ? virt - v0 : CONV_DW_BLOCK;
-    for (oh = 0; oh + CONV_DW_ROWS <= g->OH; oh += CONV_DW_ROWS) conv_dw_rows(g, pad, pw, wm, out, oh, v0, n, CONV_DW_ROWS);
-    for (; oh < g->OH; ++oh) conv_dw_rows(g, pad, pw, wm, out, oh, v0, n, 1);
-  }
-  conv_bias_act(out, 1, g->OH * g->OW, 0, bias != NULL ? bias + m : NULL, act);
 }

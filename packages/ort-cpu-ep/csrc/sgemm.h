@@ -29,5 +29,11 @@ size_t sgemm_thread_floats(int64_t M, int64_t K, int64_t N, int b_trans);
 int sgemm_streams(const SgProblem* p);
 /* C[:, n0:n1] = A @ B[:, n0:n1] on the calling thread, with `work` of sgemm_thread_floats(M) floats */
 void sgemm_columns(const SgProblem* p, int64_t n0, int64_t n1, float* work);
+/* writes B's rows [k0, k0 + kc), columns [n0, n0 + cols) as the micro-kernel's panels of nr columns:
+ * bp[q * kc * nr + k * nr + j] = B[k0 + k, n0 + q * nr + j], zeros past cols */
+typedef void (*SgPackFn)(void* ctx, int64_t k0, int64_t kc, int64_t n0, int64_t cols, int64_t nr, float* bp);
+/* sgemm_columns with B's blocks written by `pack` (a Conv's im2col) instead of read from p->b: never streamed,
+ * K > 0; `work` of sgemm_thread_floats(SG_SKINNY_ROWS + 1, K, N, 0) floats */
+void sgemm_columns_packed(const SgProblem* p, int64_t n0, int64_t n1, SgPackFn pack, void* ctx, float* work);
 
 #endif

@@ -192,15 +192,18 @@
   }                                                                                                                \
                                                                                                                    \
   __attribute__((target(TARGET))) static void sg_columns_##S(const SgProblem* p, int64_t n0, int64_t n1,          \
-                                                             float* bp) {                                          \
+                                                             float* bp, SgPackFn pack, void* ctx) {                \
     int64_t k0, nb, n, i;                                                                                          \
     for (k0 = 0; k0 < p->K; k0 += SG_KC) {                                                                         \
       int64_t kc = p->K - k0 < SG_KC ? p->K - k0 : SG_KC;                                                          \
       for (nb = n0; nb < n1; nb += SG_NC) {                                                                        \
         int64_t nbw = n1 - nb < SG_NC ? n1 - nb : SG_NC;                                                           \
-        /* plain B with full row tiles: full panels packed by their first tile, the ragged rest here */          \
-        int64_t fused = !p->b_trans && p->M >= MR ? nbw / NR * NR : 0;                                             \
-        if (p->b_trans)                                                                                            \
+        /* plain B with full row tiles: full panels packed by their first tile, the ragged rest here; a            \
+         * caller's packer (the Conv's im2col) writes every panel itself */                                        \
+        int64_t fused = pack == NULL && !p->b_trans && p->M >= MR ? nbw / NR * NR : 0;                             \
+        if (pack != NULL)                                                                                          \
+          pack(ctx, k0, kc, nb, nbw, NR, bp);                                                                      \
+        else if (p->b_trans)                                                                                       \
           sg_pack_bt_##S(p->b + nb * p->ldb + k0, p->ldb, kc, nbw, bp);                                            \
         else if (fused < nbw)                                                                                      \
           sg_pack_b_##S(p->b + k0 * p->ldb + nb + fused, p->ldb, kc, nbw - fused, bp + fused * kc);               \
@@ -271,9 +274,21 @@ void sgemm_columns(const SgProblem* p, int64_t n0, int64_t n1, float* work) {
   }
   switch (sg_level()) {
 #ifdef SG_X86
-    case 2: sgemm_streams(p) ? sg_skinny_avx512(p, n0, n1) : sg_columns_avx512(p, n0, n1, work); return;
-    case 1: sgemm_streams(p) ? sg_skinny_avx2(p, n0, n1) : sg_columns_avx2(p, n0, n1, work); return;
+    case 2: sgemm_streams(p) ? sg_skinny_avx512(p, n0, n1) : sg_columns_avx512(p, n0, n1, work, NULL, NULL); return;
+    case 1: sgemm_streams(p) ? sg_skinny_avx2(p, n0, n1) : sg_columns_avx2(p, n0, n1, work, NULL, NULL); return;
 #endif
-    default: sgemm_streams(p) ? sg_skinny_base(p, n0, n1) : sg_columns_base(p, n0, n1, work); return;
+    default: sgemm_streams(p) ? sg_skinny_base(p, n0, n1) : sg_columns_base(p, n0, n1, work, NULL, NULL); return;
+  }
+}
+
+void sgemm_columns_packed(const SgProblem* p, int64_t n0, int64_t n1, SgPackFn pack, void* ctx, float* work) {
+  work = (float*)(((uintptr_t)work + SG_ALIGN_FLOATS * sizeof(float) - 1) & ~(uintptr_t)(SG_ALIGN_FLOATS * sizeof(float) - 1));
+  if (n0 >= n1 || p->M <= 0 || p->K <= 0) return;
+  switch (sg_level()) {
+#ifdef SG_X86
+    case 2: sg_columns_avx512(p, n0, n1, work, pack, ctx); return;
+    case 1: sg_columns_avx2(p, n0, n1, work, pack, ctx); return;
+#endif
+    default: sg_columns_base(p, n0, n1, work, pack, ctx); return;
   }
 }

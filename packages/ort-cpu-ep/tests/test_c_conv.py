@@ -1,7 +1,7 @@
-"""The C float32 2-D Conv (csrc/conv_kernel.c, conv_math.c) against the numpy kernel and onnxruntime, one node at a
-time through the CPU provider: groups (1, grouped, depthwise with multipliers), 1x1 (X as the GEMM's B), pads,
-strides, dilations, auto_pad, bias, several im2col chunks, thread counts, the workspace it declares, and which nodes
-the C kernel takes."""
+"""The C float32 2-D Conv (csrc/conv_kernel.c, conv_math.c, conv_depthwise.c) against the numpy kernel and
+onnxruntime, one node at a time through the CPU provider: groups (1, grouped, depthwise with multipliers), 1x1
+(X as the GEMM's B), pads, strides, dilations, auto_pad, bias, several im2col chunks, thread counts, the
+workspace it declares, and which nodes the C kernel takes."""
 
 from __future__ import annotations
 
@@ -161,3 +161,42 @@ def test_conv_of_an_empty_batch(w_shape, attrs):
     got = run_one_node(model, feeds, "C")["y"]
     want = run_one_node(model, feeds, "numpy")["y"]
     assert got.shape == want.shape and got.shape[0] == 0
+
+
+@pytest.fixture(params=[0, 1, 2], ids=["portable", "avx2", "avx512"])
+def isa_cap(request):
+    """Each instruction-set path (those this CPU lacks fall back to the next narrower one)."""
+    import ctypes
+
+    if c_kernels.c_registry() is None:
+        pytest.skip(f"the C kernels are not loaded: {c_kernels.status().reason}")
+    lib = ctypes.CDLL(str(c_kernels.library_path()))
+    before = lib.ort_cpu_ep_isa_cap()
+    lib.ort_cpu_ep_set_isa_cap(request.param)
+    yield request.param
+    lib.ort_cpu_ep_set_isa_cap(before)
+
+
+PACKED_CASES = [  # im2col straight into the sgemm's panels: K over one block (256), chunks, panel tails, strides;
+    ((1, 40, 23, 29), (7, 40, 3, 3), {"pads": [1, 1, 1, 1]}),                     # K = 360: two K blocks
+    ((2, 9, 33, 21), (29, 9, 3, 3), {"strides": [2, 2], "pads": [1, 0, 1, 2]}),
+    ((1, 6, 40, 30), (64, 3, 3, 3), {"group": 2, "dilations": [2, 1], "pads": [2, 1, 2, 1]}),
+    ((1, 3, 5, 1), (8, 3, 3, 3), {"pads": [1, 1, 1, 1]}),                          # W = 1, a 3-wide kernel
+    ((1, 16, 37, 1), (12, 16, 5, 1), {"pads": [2, 0, 2, 0], "strides": [2, 1]}),   # along H only
+    # depthwise: column phases (strides 2, 3), 4 / 2 / 1-row blocks, one-block rows' spare lanes, 2-block rows
+    ((2, 5, 21, 23), (5, 1, 5, 5), {"group": 5, "strides": [2, 2], "pads": [2, 2, 2, 2]}),
+    ((1, 4, 11, 10), (8, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}),
+    ((1, 3, 17, 70), (3, 1, 3, 3), {"group": 3, "strides": [3, 3], "pads": [1, 0, 2, 1], "dilations": [1, 2]}),
+    ((1, 2, 6, 37), (2, 1, 3, 5), {"group": 2, "strides": [1, 2], "pads": [0, 2, 1, 2]}),
+    ((1, 3, 9, 5), (3, 1, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}),
+    # a 1x1 convolution of one pixel (squeeze-and-excite): a matrix-vector product, row and K tails, groups
+    ((2, 200, 1, 1), (50, 200, 1, 1), {}),
+    ((1, 74, 1, 1), (26, 37, 1, 1), {"group": 2}),
+    ((1, 5, 1, 1), (9, 5, 1, 1), {}),
+]
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), PACKED_CASES)
+def test_conv_every_instruction_set_path(isa_cap, x_shape, w_shape, attrs):
+    model, feeds = _conv(x_shape, w_shape, bias=True, **attrs)
+    _check(model, feeds)

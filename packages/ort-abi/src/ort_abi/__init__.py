@@ -17,10 +17,11 @@ from ort_graph._lazy import lazy_exports
 
 __version__ = "0.2.0"
 
-ABI_VERSION = 3  # == ORT_KERNEL_ABI_VERSION in the header (a test checks they agree)
+ABI_VERSION = 4  # == ORT_KERNEL_ABI_VERSION in the header (a test checks they agree)
 ABI_MIN_VERSION = 1
 ABI_VERSION_WORKSPACE = 2
 ABI_VERSION_OUTPUT_SHAPES = 3
+ABI_VERSION_FLOAT_LISTS = 4
 HEADER_NAME = "ort_kernel_abi.h"
 
 
@@ -156,7 +157,7 @@ __all__ = [
     "Event", "OrderGuard", "Stream", "StreamOrderError", "copy_host_to_device_async",
     "DeviceTransfers", "HazardTracker", "ImmediateTransfers", "Mark", "SimulatedTransfers", "Timeline",
     "TransferStreamProvider", "buffer_range", "transfers_for",
-    "ABI_MIN_VERSION", "ABI_VERSION", "ABI_VERSION_OUTPUT_SHAPES", "ABI_VERSION_WORKSPACE", "HEADER_NAME", "HOST_API",
+    "ABI_MIN_VERSION", "ABI_VERSION", "ABI_VERSION_FLOAT_LISTS", "ABI_VERSION_OUTPUT_SHAPES", "ABI_VERSION_WORKSPACE", "HEADER_NAME", "HOST_API",
     "MAX_OUTPUT_RANK", "MAX_SLOTS", "InputTypeError", "OutputMismatchError", "OutputShape", "check_input_types",
     "has_onnx_schema", "infer_output_shapes", "output_shapes_hook", "planned_outputs",
     "AbiError", "AbiVersionMismatchError", "AllocationError", "Allocator", "BorrowedFreeError",

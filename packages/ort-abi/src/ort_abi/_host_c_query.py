@@ -79,7 +79,7 @@ def _attrs_of_info(v: Any) -> tuple[dict[str, Any], str]:
 # absent attribute with OK and a NULL result (count 0), as the seeds' Conv estimate reads its optional
 # pads/strides/dilations; a scalar getter has no null to give and returns ORT_INVALID_ARGUMENT (ask
 # `*_HasAttribute` first). An attribute of another kind is an error for every getter.
-NULLABLE_KINDS = ("ints", "string")
+NULLABLE_KINDS = ("ints", "floats", "string")
 
 
 def _get_attr(v: Any, source: Callable[[Any], tuple[dict[str, Any], str]], name: Any, kind: str, out: Any,
@@ -94,6 +94,8 @@ def _get_attr(v: Any, source: Callable[[Any], tuple[dict[str, Any], str]], name:
     value = typed_attribute(attributes, key, kind, owner)
     if kind == "ints":
         out[0], count[0] = v.int64s(("attr", key), value), len(value)
+    elif kind == "floats":
+        out[0], count[0] = v.float32s(("attr", key), value), len(value)
     elif kind == "string":
         out[0] = v.cstr(("attr", key), value)
     else:
@@ -118,6 +120,11 @@ def Node_GetAttributeInts(node: Any, name: Any, values: Any, count: Any) -> None
 @_status_api
 def Node_GetAttributeFloat(node: Any, name: Any, out: Any) -> None:
     _get_attr(_node(node), _attrs_of_node, name, "float", out)
+
+
+@_status_api
+def Node_GetAttributeFloats(node: Any, name: Any, values: Any, count: Any) -> None:
+    _get_attr(_node(node), _attrs_of_node, name, "floats", values, count)
 
 
 @_status_api
@@ -193,6 +200,11 @@ def KernelInfo_GetAttributeInts(info: Any, name: Any, values: Any, count: Any) -
 @_status_api
 def KernelInfo_GetAttributeFloat(info: Any, name: Any, out: Any) -> None:
     _get_attr(_info(info), _attrs_of_info, name, "float", out)
+
+
+@_status_api
+def KernelInfo_GetAttributeFloats(info: Any, name: Any, values: Any, count: Any) -> None:
+    _get_attr(_info(info), _attrs_of_info, name, "floats", values, count)
 
 
 @_status_api

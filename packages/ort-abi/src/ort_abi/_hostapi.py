@@ -17,7 +17,7 @@ class AttributeError_(LookupError):
 
 
 def typed_attribute(attributes: Mapping[str, Any], name: str, kind: str, owner: str) -> Any:
-    """The attribute as `kind` ('int', 'ints', 'float', 'string'), or AttributeError_ saying why not."""
+    """The attribute as `kind` ('int', 'ints', 'float', 'floats', 'string'), or AttributeError_ saying why not."""
     if name not in attributes:
         raise AttributeError_(f"{owner} has no attribute {name!r} (it has {sorted(attributes)!r}); "
                               "check HasAttribute first and use your default")
@@ -26,11 +26,15 @@ def typed_attribute(attributes: Mapping[str, Any], name: str, kind: str, owner: 
         "int": isinstance(value, int) and not isinstance(value, bool),
         "ints": isinstance(value, (list, tuple)) and all(isinstance(v, int) for v in value),
         "float": isinstance(value, (float, int)) and not isinstance(value, bool),
+        "floats": isinstance(value, (list, tuple)) and all(isinstance(v, (float, int)) and not isinstance(v, bool)
+                                                           for v in value),
         "string": isinstance(value, str),
     }[kind]
     if not ok:
         raise AttributeError_(f"{owner} attribute {name!r} is {value!r}, not of kind {kind!r}; "
                               "call the getter for its kind")
+    if kind == "floats":
+        return [float(v) for v in value]
     return float(value) if kind == "float" else value
 
 
@@ -41,7 +45,7 @@ def node_attributes(node: Any) -> dict[str, Any]:
 class HostApi:
     """Node, attribute and EP queries for estimate functions (Python twin of the C table)."""
 
-    version = 3
+    version = 4
 
     # -- nodes ------------------------------------------------------------------------------------
     @staticmethod
@@ -91,7 +95,7 @@ class HostApi:
     @staticmethod
     def node_attribute(node: Any, name: str, kind: str, default: Any = _MISSING) -> Any:
         """The attribute as `kind`; absent: `default` when given, else None for the pointer kinds ('ints',
-        'string': the C getters' OK + NULL) and an error for the scalar ones (as in C)."""
+        'floats', 'string': the C getters' OK + NULL) and an error for the scalar ones (as in C)."""
         try:
             return typed_attribute(node_attributes(node), name, kind, f"node {node.name!r}")
         except AttributeError_:
@@ -99,7 +103,7 @@ class HostApi:
                 raise
             if default is not _MISSING:
                 return default
-            if kind in ("ints", "string"):
+            if kind in ("ints", "floats", "string"):
                 return None
             raise
 

@@ -33,6 +33,12 @@ class _View:
             arr[i] = v
         return arr
 
+    def float32s(self, key: Any, values: Any) -> Any:
+        """A float array for `key`, made once (as `int64s`)."""
+        if key not in self.keep:
+            self.keep[key] = _ffi.new("float[]", [float(v) for v in values] or [0.0])
+        return self.keep[key]
+
     def child(self, kind: str, obj: Any) -> Any:
         ptr = HANDLES.new(kind, obj)
         self.children.append((kind, ptr))

@@ -197,18 +197,23 @@ static OrtStatus* est_reads_ep(const OrtEpApi* api, const OrtNode* n, const OrtE
   *out = (size_t)(sms * 1024 + id);
   return NULL;
 }
-/* reads attributes of every kind: ints sum + int + (int)float + strlen(string) */
+/* reads attributes of every kind: ints sum + int + (int)float + strlen(string) + (int) sum of floats "fs" */
 static OrtStatus* est_attrs(const OrtEpApi* api, const OrtNode* n, const OrtEp* ep, size_t* out) {
   int64_t i;
   const int64_t* ints;
-  size_t count, k, total = 0;
-  float f;
+  const float* fs;
+  size_t count, nfs, k, total = 0;
+  float f, fsum = 0.0f;
   const char* s;
   (void)ep;
   ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetAttributeInt(n, "i", &i));
   ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetAttributeInts(n, "ints", &ints, &count));
   ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetAttributeFloat(n, "f", &f));
   ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetAttributeString(n, "s", &s));
+  ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetAttributeFloats(n, "fs", &fs, &nfs));
+  if (fs == NULL && nfs) return api->CreateStatus(ORT_FAIL, "Echo: a NULL float list came with a nonzero count");
+  for (k = 0; k < nfs; ++k) fsum += fs[k];
+  total += (size_t)fsum;
   for (k = 0; k < count; ++k) total += (size_t)ints[k];
   *out = total + (size_t)i + (size_t)f + (s ? strlen(s) : 0); /* an absent string reads as NULL (OK) */
   return NULL;
@@ -250,6 +255,8 @@ static OrtStatus* cr_info_probe(void* st, const OrtKernelInfo* info, OrtKernelIm
   int has;
   int64_t i = 0;
   const int64_t* ints = NULL;
+  const float* fs = NULL;
+  size_t nfs = 0;
   float f = 0;
   const OrtEp* ep = NULL;
   char msg[512];
@@ -266,10 +273,12 @@ static OrtStatus* cr_info_probe(void* st, const OrtKernelInfo* info, OrtKernelIm
   if (has) ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetAttributeFloat(info, "f", &f));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_HasAttribute(info, "s", &has));
   if (has) ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetAttributeString(info, "s", &s));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetAttributeFloats(info, "fs", &fs, &nfs)); /* absent: OK, NULL */
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelInfo_GetEp(info, &ep));
   if (ep) ORT_KERNEL_RETURN_IF_ERROR(g_api->Ep_GetName(ep, &ep_name));
-  snprintf(msg, sizeof msg, "name=%s op=%s in=%d out=%d i=%lld ints=%d:%lld f=%.2f s=%s ep=%s", name, op, (int)nin,
-           (int)nout, (long long)i, (int)count, count ? (long long)ints[count - 1] : -1LL, f, s, ep_name);
+  snprintf(msg, sizeof msg, "name=%s op=%s in=%d out=%d i=%lld ints=%d:%lld f=%.2f s=%s fs=%d:%.2f ep=%s", name, op,
+           (int)nin, (int)nout, (long long)i, (int)count, count ? (long long)ints[count - 1] : -1LL, f, s, (int)nfs,
+           fs != NULL && nfs ? fs[nfs - 1] : -1.0f, ep_name);
   return g_api->CreateStatus(ORT_FAIL, msg);
 }
 static OrtStatus* est_node_probe(const OrtEpApi* api, const OrtNode* n, const OrtEp* ep, size_t* out) {

@@ -116,7 +116,8 @@ def c_kernel_applies(node: Node) -> bool:
     QuickGelu: float32 without a bias. MatMul, FusedMatMul: see `_c_matmul_applies`. Softmax: see
     `_c_softmax_applies`. Add, Sub, Mul, Div, Neg: see `_c_arith_applies`. Reshape, Identity, Flatten,
     (Un)Squeeze, Transpose, Concat, Slice, Gather, Shape: see `_c_move_applies`. Cast, ReduceSum: see
-    `_c_int_applies`. Conv: see `_c_conv_applies`.
+    `_c_int_applies`. Conv: see `_c_conv_applies`; FusedConv: that, no Z, and an activation the C kernel reads
+    (`C_CONV_ACTIVATIONS`).
     Relu, Clip, HardSigmoid, LeakyRelu, HardSwish, Sigmoid: see `_c_unary_applies`. MaxPool, AveragePool,
     GlobalAveragePool, GlobalMaxPool: see `_c_pool_applies`. Resize: see `_c_resize_applies`. RNN, GRU, LSTM:
     see `_c_rnn_rules.c_rnn_applies`.
@@ -139,6 +140,10 @@ def c_kernel_applies(node: Node) -> bool:
         return _c_int_applies(node)
     if node.op_type == "Conv" and node.domain in ("", "ai.onnx"):
         return _c_conv_applies(node)
+    if node.op_type == "FusedConv":  # an activation the C kernel applies, with its parameters; no Z
+        act = node.attr("activation", "")
+        return (len(node.inputs) <= 3 and act in C_CONV_ACTIVATIONS
+                and len(node.attr("activation_params") or []) == C_CONV_ACTIVATIONS[act] and _c_conv_applies(node))
     if node.op_type in _C_UNARY and node.domain in ("", "ai.onnx"):
         return _c_unary_applies(node)
     if node.op_type in _C_POOLS and node.domain in ("", "ai.onnx"):
@@ -160,6 +165,8 @@ def c_kernel_applies(node: Node) -> bool:
     return True
 
 
+# the activations the C Conv kernel applies in its epilogue as FusedConv (conv_kernel.c) -> their activation_params
+C_CONV_ACTIVATIONS = {"Relu": 0, "Sigmoid": 0, "HardSwish": 0, "LeakyRelu": 1, "HardSigmoid": 2, "Clip": 2}
 _C_NORMS = ("SimplifiedLayerNormalization", "SkipSimplifiedLayerNormalization")
 # GroupQueryAttention attributes the C kernel takes only at these values (the genai builder's)
 _C_GQA_ATTRS = {"local_window_size": -1, "softcap": 0.0, "causal": 1, "qk_output": 0, "smooth_softmax": 0,

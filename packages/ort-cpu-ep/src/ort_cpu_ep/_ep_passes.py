@@ -1,25 +1,38 @@
 """The CPU providers' own graph passes (003's Optimization surface), on the nodes each claimed (the session
 runs providers' passes after placement): the CPU provider folds an inference BatchNormalization into the
-Conv before it (constant per-channel inputs: new weights and bias, ONNX Runtime's ConvBNFusion), runs a 1-D Conv
-as a 2-D one with H = 1 between two Reshapes (the C Conv kernel takes rank 4), drops an RNN / GRU / LSTM
+Conv before it (constant per-channel inputs: new weights and bias, ONNX Runtime's ConvBNFusion), and so a constant
+per-channel or scalar Mul and Add after a Conv (ConvMulFusion, ConvAddFusion), then the activation after a Conv
+into com.microsoft FusedConv (ConvActivationFusion: the ones the C Conv kernel applies in its epilogue where the C
+kernels are loaded, every FusedConv activation otherwise; Tanh has no C epilogue), runs a 1-D Conv as a 2-D one with
+H = 1 between two Reshapes before those fusions (the C Conv kernel takes rank 4), drops an RNN / GRU / LSTM
 `activations` attribute that spells out the defaults (the C recurrent kernels compute those only), fuses SiLU, Mul(x, Sigmoid(x)), into com.microsoft
 QuickGelu(alpha=1) with a one-pass kernel, and a MatMul reading a last-two-axes Transpose into FusedMatMul
 (the attention's K^T: BLAS multiplies the transposed view, no transposed copy), and grouped-query attention's
 materialized KV repeat (Unsqueeze/Expand/Reshape read by that matmul) into the group folded into the query rows
-(no g-times-the-cache expanded block); the simulated GPU adds Conv + per-channel Add fused into Conv with
-a bias. A Level-1 SiLU fusion would move the pair off CUDA (no CUDA kernel for QuickGelu): as an EP pass it
-only fuses what the CPU provider already runs."""
+(no g-times-the-cache expanded block); the simulated GPU (a CPU provider) runs the same passes. A Level-1 SiLU
+fusion would move the pair off CUDA (no CUDA kernel for QuickGelu): as an EP pass it only fuses what the CPU
+provider already runs."""
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 import ort_abi
 import ort_graph
 
-__all__ = ["ConvAddFusionSurface", "SiLUFusionSurface"]
+from . import _ckernels
+
+__all__ = ["SiLUFusionSurface"]
+
+
+def _conv_activation_fusion(graph: ort_graph.Graph, nodes: Collection[ort_graph.Node]) -> list[ort_graph.FusionRecord]:
+    c_loaded = _ckernels.c_registry() is not None
+    return ort_graph.fuse_conv_activation(graph, nodes, accepts=lambda kind, params: not c_loaded or kind in _ckernels.C_CONV_ACTIVATIONS)
 
 
 class SiLUFusionSurface:
-    """A provider mixin: BatchNormalization folded into the Conv before it (ConvBNFusion), Mul(x, Sigmoid(x))
+    """A provider mixin: BatchNormalization, then a constant Mul and Add, folded into the Conv before them
+    (ConvBNFusion, ConvMulFusion, ConvAddFusion), the Conv's activation into FusedConv, Mul(x, Sigmoid(x))
     fused into QuickGelu(x, alpha=1), and MatMul(., Transpose(.)) into
     FusedMatMul, and the repeated KV heads a matmul reads into rows of the query (RepeatKVFusion), on the provider's
     own nodes."""
@@ -28,16 +41,10 @@ class SiLUFusionSurface:
         return [ort_abi.EpGraphPass("ConvBNFusion", ort_graph.fuse_conv_batchnorm),
                 ort_abi.EpGraphPass("Conv1dAs2d", ort_graph.conv1d_as_conv2d),
                 ort_abi.EpGraphPass("RecurrentDefaultActivations", ort_graph.drop_default_rnn_activations),
+                ort_abi.EpGraphPass("ConvMulFusion", ort_graph.fuse_conv_mul),
+                ort_abi.EpGraphPass("ConvAddFusion", ort_graph.fuse_conv_add),
+                ort_abi.EpGraphPass("ConvActivationFusion", _conv_activation_fusion),
                 ort_abi.EpGraphPass("SiLUFusion", ort_graph.fuse_silu),
                 ort_abi.EpGraphPass("MatMulTransposeFusion", ort_graph.fuse_matmul_transpose),
                 ort_abi.EpGraphPass("RepeatKVFusion", ort_graph.fuse_repeat_kv)]
 
-
-class ConvAddFusionSurface:
-    """A provider mixin: Conv + per-channel Add fused into Conv with a bias on the provider's own nodes,
-    after the passes of the classes it is mixed before (cooperative `super().graph_passes()`)."""
-
-    def graph_passes(self) -> list[ort_abi.EpGraphPass]:
-        inherited = getattr(super(), "graph_passes", None)
-        return [*(inherited() if inherited is not None else []),
-                ort_abi.EpGraphPass("ConvAddFusion", ort_graph.fuse_conv_add)]

@@ -28,7 +28,7 @@ from ort_partition import Declined, Supported
 
 from . import _ckernels
 from ._device_kernels import SimulatedCaptureSurface, StagedKernel
-from ._ep_passes import ConvAddFusionSurface, SiLUFusionSurface
+from ._ep_passes import SiLUFusionSurface
 from ._threads import check_thread_count, intra_op_thread_scope, native_thread_scope, resolve_threads
 from .ops import InputInfo, OpImpl, all_ops
 from .ops._interp import _LATEST, _OPSETS, node_opset
@@ -373,7 +373,7 @@ class CpuExecutionProvider(SiLUFusionSurface):
 _C_WEIGHT_MATMULS = {"MatMulNBits", "MatMul"}  # C kernels that, where they run, take the threads from BLAS
 
 
-class SimulatedGpuExecutionProvider(SimulatedCaptureSurface, ConvAddFusionSurface, CpuExecutionProvider):
+class SimulatedGpuExecutionProvider(SimulatedCaptureSurface, CpuExecutionProvider):
     """A device with its own memory, standing in for a GPU: the CPU kernels, staged through copies."""
 
     name = "SimulatedGPUExecutionProvider"

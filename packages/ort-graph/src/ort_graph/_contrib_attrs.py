@@ -25,5 +25,8 @@ CONTRIB_ATTRIBUTE_TYPES: dict[tuple[str, str], dict[str, int]] = {
     ("com.microsoft", "SkipLayerNormalization"): {"epsilon": _F},
     ("com.microsoft", "FusedMatMul"): {"alpha": _F, "transA": _I, "transB": _I, "transBatchA": _I, "transBatchB": _I},
     ("com.microsoft", "QuickGelu"): {"alpha": _F},
+    ("com.microsoft", "FusedConv"): {"auto_pad": _S, "kernel_shape": AttributeProto.INTS, "dilations": AttributeProto.INTS,
+                                     "strides": AttributeProto.INTS, "pads": AttributeProto.INTS, "group": _I,
+                                     "activation": _S, "activation_params": AttributeProto.FLOATS},
     ("", "SimplifiedLayerNormalization"): {"axis": _I, "epsilon": _F, "stash_type": _I},
 }

@@ -105,6 +105,29 @@ def _fused_matmul(node: Node, ins: list[Type], _c: dict) -> list[Type]:
     return [(dt, matmul_shape(a, b))]
 
 
+@_handles(("com.microsoft", "FusedConv"))
+def _fused_conv(node: Node, ins: list[Type], _c: dict) -> list[Type]:
+    """Conv's output shape (N, M, spatial...): pads explicit, or from auto_pad (SAME_*: ceil(in / stride); VALID)."""
+    (dt, x), (_, w) = ins[0], ins[1]
+    if x is None or w is None or len(x) < 3 or len(w) != len(x):
+        return [(dt, None)]
+    n = len(x) - 2
+    kernel = list(node.attr("kernel_shape") or w[2:])
+    strides, dil = list(node.attr("strides") or [1] * n), list(node.attr("dilations") or [1] * n)
+    pads, auto = list(node.attr("pads") or [0] * 2 * n), node.attr("auto_pad", "NOTSET")
+    spatial: list[Dim] = []
+    for i in range(n):
+        size, k = x[2 + i], kernel[i]
+        if not isinstance(size, int) or not isinstance(k, int):
+            spatial.append(None)
+        elif auto in ("SAME_UPPER", "SAME_LOWER"):
+            spatial.append(-(-size // strides[i]))
+        else:
+            total = 0 if auto == "VALID" else pads[i] + pads[n + i]
+            spatial.append((size + total - (k - 1) * dil[i] - 1) // strides[i] + 1)
+    return [(dt, (x[0], w[0], *spatial))]
+
+
 @_handles(("com.microsoft", "GemmFastGelu"))
 def _gemm_fast_gelu(node: Node, ins: list[Type], _c: dict) -> list[Type]:
     (dt, x), (_, w) = ins[0], ins[1]

@@ -10,58 +10,81 @@ from collections.abc import Collection
 import numpy as np
 from onnx import AttributeProto
 
+from ._conv_bn_fusion import _initializer
 from ._fusions import FusionRecord, _only_consumer, _replace
 from ._ir import Attr, Graph, Node
 from ._rewrite import Rewriter
-from ._tensor import Tensor
 
-__all__ = ["fuse_conv_add", "fuse_matmul_transpose", "fuse_silu"]
+__all__ = ["fuse_conv_add", "fuse_conv_mul", "fuse_matmul_transpose", "fuse_silu"]
 
 _SILU_DTYPES = frozenset({1, 10, 11})  # float32, float16, float64
 _FUSED_MATMUL_DTYPES = _SILU_DTYPES
 
 
 def _channel_bias(graph: Graph, name: str, channels: int, rank: int) -> np.ndarray | None:
-    """The initializer `name` as a per-output-channel bias [M] when it broadcasts as [1, M, 1, ...] (or
-    [M, 1, ...]) against a rank-`rank` Conv output; None otherwise."""
+    """The initializer `name` as a per-output-channel vector [M] when it broadcasts as [1, M, 1, ...] (or
+    [M, 1, ...]) against a rank-`rank` Conv output, or is one value of rank at most `rank` (a scalar: repeated);
+    None otherwise."""
     t = graph.initializers.get(name)
     if t is None:
         return None
     dims = tuple(t.dims)
     spatial = rank - 2
+    if len(dims) <= rank and all(d == 1 for d in dims):
+        return np.full(channels, np.asarray(t.numpy()).reshape(-1)[0], dtype=t.numpy().dtype)
     if dims not in ((1, channels, *[1] * spatial), (channels, *[1] * spatial)):
         return None
     return np.asarray(t.numpy()).reshape(channels)
 
 
 def fuse_conv_add(graph: Graph, nodes: Collection[Node] | None = None) -> list[FusionRecord]:
-    """Conv(X, W) without a bias, whose only consumer is Add(., B) with B a per-channel constant ->
-    Conv(X, W, B[M]). Only pairs whose both nodes are in `nodes` (all when None) are fused."""
+    """Conv(X, W[, b]) with constant weights (and bias), whose only consumer is Add(., B) with B a per-channel or
+    scalar constant -> Conv(X, W, b + B[M]) (ONNX Runtime's ConvAddFusion). Only pairs whose both nodes are in
+    `nodes` (all when None) are fused."""
+    return _fuse_conv_constant(graph, nodes, "Add", "ConvAddFusion")
+
+
+def fuse_conv_mul(graph: Graph, nodes: Collection[Node] | None = None) -> list[FusionRecord]:
+    """Conv(X, W[, b]) with constant weights (and bias), whose only consumer is Mul(., S) with S a per-channel or
+    scalar constant -> Conv(X, W * S[m], b * S) per output channel m (ONNX Runtime's ConvMulFusion). Only pairs
+    whose both nodes are in `nodes` (all when None) are fused."""
+    return _fuse_conv_constant(graph, nodes, "Mul", "ConvMulFusion")
+
+
+def _fuse_conv_constant(graph: Graph, nodes: Collection[Node] | None, op: str, fusion: str) -> list[FusionRecord]:
     allowed = None if nodes is None else {id(n) for n in nodes}
     records: list[FusionRecord] = []
     rw = Rewriter(graph)
     for conv in [n for n in graph.nodes if n.op_type == "Conv" and n.domain in ("", "ai.onnx")]:
-        if len(conv.inputs) != 2 or conv.inputs[1] not in graph.initializers:
+        if not 2 <= len(conv.inputs) <= 3 or not all(conv.inputs) or any(i not in graph.initializers for i in conv.inputs[1:]):
             continue
-        add = _only_consumer(graph, conv.outputs[0])
-        if add is None or add.op_type != "Add" or add.domain not in ("", "ai.onnx"):
+        other_node = _only_consumer(graph, conv.outputs[0])
+        if other_node is None or other_node.op_type != op or other_node.domain not in ("", "ai.onnx"):
             continue
-        if allowed is not None and (id(conv) not in allowed or id(add) not in allowed):
+        if allowed is not None and (id(conv) not in allowed or id(other_node) not in allowed):
             continue
-        other = add.inputs[1] if add.inputs[0] == conv.outputs[0] else add.inputs[0]
+        other = other_node.inputs[1] if other_node.inputs[0] == conv.outputs[0] else other_node.inputs[0]
         w = graph.initializers[conv.inputs[1]]
         out = graph.values.get(conv.outputs[0])
         rank = len(out.shape) if out is not None and out.shape is not None else len(w.dims)
-        bias = _channel_bias(graph, other, int(w.dims[0]), rank)
-        y = graph.values.get(add.outputs[0])
-        if bias is None or y is None or out is None or y.dtype != out.dtype or y.shape != out.shape:
+        channels = int(w.dims[0])
+        vec = _channel_bias(graph, other, channels, rank)
+        y = graph.values.get(other_node.outputs[0])
+        if (vec is None or y is None or out is None or y.dtype != out.dtype or y.shape != out.shape or other == conv.outputs[0]
+                or graph.initializers[other].dtype != w.dtype):
             continue
-        name = graph.generate_node_name(conv.name + "/ConvAddFusion/bias")
-        graph.initializers[name] = Tensor.from_numpy(name, np.ascontiguousarray(bias.astype(bias.dtype)))
-        graph.value(name).dtype, graph.value(name).shape = graph.initializers[name].dtype, (int(w.dims[0]),)
-        fused = _replace(rw, [conv, add], "Conv", [conv.inputs[0], conv.inputs[1], name], [add.outputs[0]],
-                         "/ConvAddFusion", attributes=dict(conv.attributes))
-        records.append(FusionRecord("ConvAddFusion", (conv.name, add.name), (fused.name,)))
+        bias = np.asarray(graph.initializers[conv.inputs[2]].numpy()).reshape(channels) if len(conv.inputs) == 3 else None
+        inputs = [conv.inputs[0], conv.inputs[1]]
+        if op == "Mul":
+            wa = np.asarray(w.numpy())
+            inputs[1] = _initializer(graph, conv.name + f"/{fusion}/W", wa * vec.reshape(-1, *[1] * (wa.ndim - 1)))
+            if bias is not None:
+                inputs.append(_initializer(graph, conv.name + f"/{fusion}/bias", bias * vec))
+        else:
+            inputs.append(_initializer(graph, conv.name + f"/{fusion}/bias", vec if bias is None else bias + vec))
+        fused = _replace(rw, [conv, other_node], "Conv", inputs, [other_node.outputs[0]], f"/{fusion}",
+                         attributes=dict(conv.attributes))
+        records.append(FusionRecord(fusion, (conv.name, other_node.name), (fused.name,)))
     rw.finish()
     return records
 

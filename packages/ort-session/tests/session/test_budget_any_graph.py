@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 import pytest
 
-from ort_session import InferenceSession
+from ort_session import CpuExecutionProvider, InferenceSession
 
 SIM = ["SimulatedGPUExecutionProvider", "CPUExecutionProvider"]
 GPU = "SimulatedGPUExecutionProvider"
@@ -67,8 +67,9 @@ def test_something_is_placed_once_the_budget_holds_the_smallest_node(case):
         cpu = InferenceSession(proto, {"free_dimension_overrides": dims})
     # the nodes placement sees: after the L1 fusions, before the providers' own passes (a rule naming a node an
     # EP pass made matches nothing at placement; the nodes it replaced are placed node by node, less those an earlier
-    # pass made: RepeatKVFusion may replace MatMulTransposeFusion's FusedMatMul)
-    ep_passes = [f for f in cpu.fusions if f.fusion in ("SiLUFusion", "MatMulTransposeFusion", "RepeatKVFusion")]
+    # pass made: RepeatKVFusion may replace MatMulTransposeFusion's FusedMatMul, ConvActivationFusion ConvAddFusion's Conv)
+    pass_names = {p.name for p in CpuExecutionProvider.graph_passes(object.__new__(CpuExecutionProvider))}
+    ep_passes = [f for f in cpu.fusions if f.fusion in pass_names]
     made = {c for f in ep_passes for c in f.created}
     names = [n.name for n in cpu.model.graph.nodes if n.name not in made] + [
         r for f in ep_passes for r in f.replaced if r not in made]

@@ -1,5 +1,6 @@
 """An execution provider's own graph passes (003's Optimization surface): the simulated GPU fuses Conv + a
-per-channel Add it claimed into Conv with a bias, after placement; the Level-2 re-check and the memory
+per-channel Add it claimed into Conv with a bias (the CPU provider too, and the Relu after it into FusedConv),
+after placement; the Level-2 re-check and the memory
 plan see the fused node and its declared workspace; nodes the provider did not claim are left alone."""
 
 import numpy as np
@@ -40,9 +41,11 @@ def test_the_simulated_gpu_fuses_its_conv_add_and_the_recheck_counts_the_fused_w
     fused = [f for f in sess.fusions if f.fusion == "ConvAddFusion"]
     assert [(f.replaced, f.created) for f in fused] == [(("features.0/conv", "features.0/add"),
                                                          ("features.0/conv/ConvAddFusion",))]
-    node = sess.model.graph.node_by_name("features.0/conv/ConvAddFusion")
+    # then the Relu after it: the provider's CPU passes (ConvActivationFusion) make it a FusedConv
+    node = sess.model.graph.node_by_name("features.0/conv/ConvAddFusion/ConvActivationFusion")
     assert node.ep == "SimulatedGPUExecutionProvider" and len(node.inputs) == 3
-    assert not any(n.op_type == "Add" for n in sess.model.graph.nodes)
+    assert (node.op_type, node.attr("activation")) == ("FusedConv", "Relu")
+    assert not any(n.op_type in ("Add", "Relu") for n in sess.model.graph.nodes)
     assert sess.memory.slots == {(node.index, 0): IM2COL}  # the fused kernel's Level-2 declaration
     cost = sess.recheck.costs[node]
     assert (cost.workspace, cost.workspace_source) == (IM2COL, "estimate")
@@ -59,9 +62,13 @@ def test_a_pair_split_across_providers_is_not_fused():
     assert sess.model.graph.node_by_name("features.0/add").ep == "CPUExecutionProvider"
 
 
-def test_the_cpu_provider_contributes_no_pass():
+def test_the_cpu_provider_folds_the_add_and_the_relu_into_the_conv():
     sess = InferenceSession(conv_add(), providers=["CPUExecutionProvider"])
-    assert not [f for f in sess.fusions if f.fusion == "ConvAddFusion"]
+    assert [f.fusion for f in sess.fusions] == ["ConvAddFusion", "ConvActivationFusion"]
+    (node,) = sess.model.graph.nodes
+    assert (node.op_type, node.attr("activation"), len(node.inputs)) == ("FusedConv", "Relu", 3)
+    unfused = InferenceSession(conv_add(), {"enable_fusions": False}, providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(sess.run(None, {"X": X})[0], unfused.run(None, {"X": X})[0], rtol=1e-5, atol=1e-5)
 
 
 def test_a_bias_that_is_not_per_channel_is_not_fused():
@@ -81,3 +88,24 @@ def test_a_pass_that_creates_a_node_its_provider_does_not_claim_is_an_error(monk
                         lambda self: [ort_abi.EpGraphPass("Bogus", bogus)])
     with pytest.raises(PlacementError, match=r"graph pass 'Bogus' created node 'bogus'.*does not claim"):
         session()
+
+
+def test_a_fused_conv_plans_no_block_for_the_conv_output():
+    """Conv (1x1, 4 -> 32 channels) + Relu: unfused, the Relu's step holds the Conv's output and its own (2 x 32 KiB);
+    fused, one FusedConv step holds the input, the output (4 + 32 KiB) and its workspace: the plan shrinks by the
+    intermediate, less the input and workspace the fused step holds."""
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((32, 4, 1, 1)).astype(np.float32), "W")
+    nodes = [helper.make_node("Conv", ["X", "W"], ["C"], name="pw/conv"), helper.make_node("Relu", ["C"], ["Y"], name="pw/relu")]
+    graph = helper.make_graph(nodes, "pw", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 4, 16, 16])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 32, 16, 16])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    fused = InferenceSession(model, providers=["CPUExecutionProvider"])
+    unfused = InferenceSession(model, {"enable_fusions": False}, providers=["CPUExecutionProvider"])
+    assert [n.op_type for n in fused.model.graph.nodes] == ["FusedConv"]
+    peak = {name: s.plan.to_dict()["devices"]["cpu"]["peak_activations"] for name, s in (("fused", fused), ("unfused", unfused))}
+    workspace = sum(fused.memory.slots.values())  # the FusedConv's declared buffers, live in its step
+    assert peak["unfused"] == 2 * 32 * 256 * 4
+    assert (4 + 32) * 256 * 4 + workspace <= peak["fused"] <= (4 + 32) * 256 * 4 + workspace + 256  # block alignment
+    assert peak["fused"] < peak["unfused"]
+    x = np.random.default_rng(2).standard_normal((1, 4, 16, 16)).astype(np.float32)
+    np.testing.assert_allclose(fused.run(None, {"X": x})[0], unfused.run(None, {"X": x})[0], rtol=1e-6, atol=1e-6)

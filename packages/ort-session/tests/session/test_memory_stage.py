@@ -16,10 +16,11 @@ SIM = ["SimulatedGPUExecutionProvider", "CPUExecutionProvider"]
 
 
 def conv_model():
-    """A symbolic-batch Conv (im2col workspace declared per shape) followed by a Relu."""
+    """A symbolic-batch Conv (im2col workspace declared per shape) followed by an Abs (an activation no pass fuses
+    into the Conv: its output Y stays a block of its own)."""
     w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype(np.float32), "W")
     nodes = [helper.make_node("Conv", ["X", "W"], ["Y"], name="conv", pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["Y"], ["Z"], name="relu")]
+             helper.make_node("Abs", ["Y"], ["Z"], name="relu")]
     graph = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", 3, 8, 8])],
                               [helper.make_tensor_value_info("Z", TensorProto.FLOAT, ["N", 4, 8, 8])], [w])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

@@ -55,9 +55,10 @@ extern "C" {
 
 /* The ABI version this header describes. Version 2 added KernelRegistry_AddKernelV2,
  * OrtKernelImpl::DeclareWorkspaceRequirements and KernelContext_GetPreallocatedWorkspace; version 3
- * added KernelRegistry_AddKernelV3 (an output-shape callback). Libraries built against 1 or 2 load
- * unchanged; a library that calls KernelRegistry_AddKernelV3 needs a host with api->version >= 3. */
-#define ORT_KERNEL_ABI_VERSION 3
+ * added KernelRegistry_AddKernelV3 (an output-shape callback); version 4 added Node_GetAttributeFloats and
+ * KernelInfo_GetAttributeFloats (FLOATS attributes, e.g. FusedConv's activation_params). Libraries built against
+ * 1, 2 or 3 load unchanged; a library that calls a field added in version v needs a host with api->version >= v. */
+#define ORT_KERNEL_ABI_VERSION 4
 /* The oldest library / kernel version a host of this version still accepts. */
 #define ORT_KERNEL_ABI_MIN_VERSION 1
 /* The first version whose OrtKernelImpl has the DeclareWorkspaceRequirements field. */
@@ -66,6 +67,8 @@ extern "C" {
 #define ORT_WORKSPACE_MAX_SLOTS 8
 /* The first version whose host table has KernelRegistry_AddKernelV3. */
 #define ORT_KERNEL_ABI_VERSION_OUTPUT_SHAPES 3
+/* The first version whose host table has Node_GetAttributeFloats and KernelInfo_GetAttributeFloats. */
+#define ORT_KERNEL_ABI_VERSION_FLOAT_LISTS 4
 /* The largest output rank an OrtKernelOutputShapeFunc can report. */
 #define ORT_OUTPUT_SHAPE_MAX_RANK 16
 
@@ -315,6 +318,14 @@ struct OrtKernelApi {
                                            OrtKernelCreateFunc create_func, void* create_func_state,
                                            OrtKernelWorkspaceEstimateFunc estimate_func,
                                            OrtKernelOutputShapeFunc shape_func);
+
+  /* ---- since version 4 ---- */
+  /* a FLOATS attribute, as the Ints getters: absent is OK with *values = NULL and *count = 0; the values stay
+   * valid while the node (estimate) or the kernel info (create call) does */
+  OrtStatus* (*Node_GetAttributeFloats)(const OrtNode* node, const char* name, const float** values,
+                                        size_t* count);
+  OrtStatus* (*KernelInfo_GetAttributeFloats)(const OrtKernelInfo* info, const char* name,
+                                              const float** values, size_t* count);
 };
 
 /* ORT_KERNEL_ABI_CDEF_END */

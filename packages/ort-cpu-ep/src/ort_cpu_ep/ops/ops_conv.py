@@ -1,4 +1,5 @@
-"""Convolutions: Conv (im2col + tensordot per group), ConvTranspose (per-kernel-tap scatter), Col2Im."""
+"""Convolutions: Conv (im2col + tensordot per group), com.microsoft FusedConv (Conv, + Z, then its activation),
+ConvTranspose (per-kernel-tap scatter), Col2Im."""
 
 from __future__ import annotations
 
@@ -91,6 +92,43 @@ class Conv(_ConvBase):
         v = node.graph.values.get(node.inputs[0]) if node.graph is not None else None
         dt = np.dtype(np.float64) if v is not None and v.dtype == 11 else np.dtype(np.float32)
         return [(0, im2col_bytes(xs, ws, node, dt))]
+
+
+# FusedConv's activations: (number of activation_params, y -> activation(y) given the params); ONNX Runtime's
+# MLAS set and HardSwish (the ConvActivationFusion's)
+_FUSED_ACTIVATIONS = {
+    "Relu": (0, lambda y, p: np.maximum(y, 0)),
+    "Sigmoid": (0, lambda y, p: 1 / (1 + np.exp(-y))),
+    "Tanh": (0, lambda y, p: np.tanh(y)),
+    "HardSwish": (0, lambda y, p: y * np.clip(y / 6 + 0.5, 0, 1)),
+    "LeakyRelu": (1, lambda y, p: np.where(y >= 0, y, y * p[0])),
+    "HardSigmoid": (2, lambda y, p: np.clip(p[0] * y + p[1], 0, 1)),
+    "Clip": (2, lambda y, p: np.clip(y, p[0], p[1])),
+}
+
+
+@register("FusedConv", domain="com.microsoft")
+class FusedConv(Conv):
+    """activation(Conv(X, W, B) + Z): float32 (ONNX Runtime's type), Z optional of Y's shape."""
+
+    def supports(self, node, inputs, opset):
+        act, params = node.attr("activation", ""), list(node.attr("activation_params") or [])
+        if act not in _FUSED_ACTIVATIONS:
+            return decline_attr("activation", act, ", ".join(_FUSED_ACTIVATIONS))
+        if len(params) != _FUSED_ACTIVATIONS[act][0]:
+            return Decline(rejected=f"activation_params {params!r} for activation {act!r}",
+                           accepts=f"{_FUSED_ACTIVATIONS[act][0]} values for {act}",
+                           remedy="give the activation's parameters (LeakyRelu: alpha; HardSigmoid: alpha, beta; "
+                                  "Clip: min, max)")
+        return super().supports(node, inputs, opset) or check_all(inputs, frozenset({1}), range(4))
+
+    def compute(self, node, inputs):
+        y = super().compute(node, inputs[:3])[0]
+        if len(inputs) > 3 and inputs[3] is not None:
+            y = y + inputs[3]
+        fn = _FUSED_ACTIVATIONS[node.attr("activation")][1]
+        with np.errstate(over="ignore"):
+            return [np.asarray(fn(y, list(node.attr("activation_params") or [])), dtype=y.dtype)]
 
 
 @register("ConvTranspose", since=1)
