@@ -160,6 +160,7 @@ class StepRun:
         ffi.memmove(self.values, table.constants, table._bytes)
         self._run = ffi.new("ort_abi_fast_run*")
         self._keep: list[Any] = []
+        self._described: dict[int, Any] = {}  # table entry -> the buffer its description points into
         self._addresses = []
         for k, buf in enumerate(bases):
             data = ffi.from_buffer(buf, require_writable=True)
@@ -180,9 +181,13 @@ class StepRun:
         return self.slot is not None
 
     def describe(self, entry: int, arr: Any) -> None:
+        """Describe `arr` in table entry `entry`, kept alive until the entry is described again or the run closes
+        (a body run describes its inputs again every iteration: what an earlier iteration described is let go)."""
         data = describe(self._ffi, self.values[entry], arr)
         if data is not None:
-            self._keep.append(data)
+            self._described[entry] = data
+        else:
+            self._described.pop(entry, None)
 
     def compute(self, step: int) -> int:
         """Compute planned step `step`: STEP_DONE, STEP_NOT_STARTED, STEP_FAILED or STEP_INCOMPLETE (also `last`; the kernel's
@@ -250,6 +255,7 @@ class StepRun:
             self._pool.release(self.slot)
             self.slot = None
         self._keep.clear()
+        self._described.clear()
 
     def __enter__(self) -> StepRun:
         return self
