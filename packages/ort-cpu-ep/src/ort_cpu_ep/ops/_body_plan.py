@@ -20,8 +20,8 @@ import numpy as np
 from ort_abi import check_run, raised_by_run_checks
 from ort_graph import Graph, Node
 
-from ._body_c import CBodyRun, CLayout, CRange, arena_view, c_layout, make_table
 from ._bodies import _WEIGHTS, SubgraphNodeError, describe_body
+from ._body_c import CBodyRun, CLayout, CRange, arena_view, c_layout, make_table
 from ._errors import CpuOpError
 from ._registry import _OUTPUT, _WORKSPACE, WorkspaceProvider, find
 
