@@ -250,6 +250,23 @@ class StepRun:
     def workspace_from_plan(self) -> int:
         return int(self._run.workspace_from_plan)
 
+    def reopen(self, bases: Sequence[np.ndarray]) -> bool:
+        """Hold a pool context again after `close`, for another run over the same table and buffers at the same
+        addresses (a control-flow body run once per node run keeps its StepRun between them, not its buffers):
+        the values start again from the table's constants. False when a buffer moved or every context is held."""
+        if self.slot is not None or len(bases) != len(self._addresses):
+            return False
+        keep = [self._ffi.from_buffer(buf, require_writable=True) for buf in bases]
+        if [int(self._ffi.cast("uintptr_t", d)) for d in keep] != self._addresses:
+            return False
+        self.slot = self._pool.hold(self) if self._pool is not None else None
+        if self.slot is None:
+            return False
+        self._ffi.memmove(self.values, self.table.constants, self.table._bytes)
+        self._keep = keep
+        self._run.context = self._pool.context(self.slot)
+        return True
+
     def close(self) -> None:
         if self.slot is not None:
             self._pool.release(self.slot)
