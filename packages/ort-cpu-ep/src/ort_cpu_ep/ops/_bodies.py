@@ -168,8 +168,9 @@ def _scan_output_bytes(node: Node, first: int) -> int | None:
     return total
 
 
-def arena_bytes(graph: Graph) -> int:
-    """The host arena of `graph`'s C steps (`_body_c.c_layout`: their outputs and declared workspace), 0 for none."""
+def arena_bytes(graph: Graph, min_steps: int = 1) -> int:
+    """The host arena of `graph`'s C steps (`_body_c.c_layout`: their outputs and declared workspace), 0 for none
+    or fewer than `min_steps` (`_body_plan.BodyPlans.min_c_steps`: the body then runs in numpy)."""
     from ._body_c import c_layout
     from ._interp import _order, current_opsets
 
@@ -177,18 +178,20 @@ def arena_bytes(graph: Graph) -> int:
     if layout is None:
         return 0
     layout.release()
-    return layout.nbytes
+    return layout.nbytes if len(layout.steps) >= min_steps else 0
 
 
-def _body_peak(graph: Graph) -> int | None:
+def _body_peak(graph: Graph, min_steps: int = 1) -> int | None:
     peak = graph_peak(graph)
-    return None if peak is None else peak + arena_bytes(graph)
+    return None if peak is None else peak + arena_bytes(graph, min_steps)
 
 
 def body_bytes(node: Node) -> int | None:
     """Most bytes `node`'s bodies hold at once while it runs (see the module doc); None where unknown."""
     if node.op_type == "If":
-        peaks = [_body_peak(g) for g in node.subgraphs]
+        from ._body_plan import IF_MIN_C_STEPS
+
+        peaks = [_body_peak(g, IF_MIN_C_STEPS) for g in node.subgraphs]
         return None if any(p is None for p in peaks) else max(peaks, default=0)
     body = node.attr("body")
     if body is None:

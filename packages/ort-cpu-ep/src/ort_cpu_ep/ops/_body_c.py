@@ -149,30 +149,47 @@ class CBodyRun:
     """One control-flow node run's use of a body's C steps: the StepRun over the arena, held across iterations."""
 
     def __init__(self, layout: CLayout, table: ort_abi.StepTable, arena: np.ndarray) -> None:
-        self.layout, self.table, self.arena = layout, table, arena
-        self._base = arena.__array_interface__["data"][0]
+        self.layout, self.table = layout, table
         self._pending: Any = None
         self._values: Mapping[str, Any] = {}
         self._described: set[int] = set()  # ranges whose stable reads are described
+        self._bind(arena)
+        self.run = ort_abi.StepRun(table, [arena], True, self._python_context)
+
+    def _bind(self, arena: np.ndarray) -> None:
+        self.arena = arena
+        self._base = self.address = arena.__array_interface__["data"][0]
         # each C-made value's block as an array of its planned shape (what C writes when the plan holds)
         self._planned: dict[str, tuple[int, tuple[int, ...], np.ndarray]] = {}
-        for name, (offset, dtype, shape) in layout.blocks.items():
+        for name, (offset, dtype, shape) in self.layout.blocks.items():
             n = math.prod(shape) * dtype.itemsize
             self._planned[name] = (self._base + offset, shape, arena[offset:offset + n].view(dtype).reshape(shape))
         self._views = {id(v) for _a, _s, v in self._planned.values()}
-        self.run = ort_abi.StepRun(table, [arena], True, self._python_context)
 
     @property
     def usable(self) -> bool:
         return self.run.usable and not self.table.released()
 
+    def reopen(self, arena: np.ndarray) -> bool:
+        """Use this run again for the next node run over an arena at the same address (False: it moved, or no
+        pool context is free)."""
+        if arena.__array_interface__["data"][0] != self.address or self.run is None or not self.run.reopen([arena]):
+            return False
+        self._described.clear()
+        self._bind(arena)
+        return True
+
     def close(self) -> None:
-        """Give the pool context back and drop the arena (the StepRun calls back into this object: a cycle that
-        would keep the arena until a garbage collection)."""
-        self.run.close()
-        self.run, self._values, self._pending = None, {}, None
-        self._planned.clear()
-        self._views.clear()
+        """Give the pool context back and let the arena go (kept: the StepRun, for `reopen`)."""
+        if self.run is not None:
+            self.run.close()
+        self._values, self._pending, self.arena = {}, None, None
+        self._planned, self._views = {}, set()
+
+    def drop(self) -> None:
+        """Close for good (the StepRun calls back into this object: a cycle, broken here)."""
+        self.close()
+        self.run = None
 
     def owns(self, arr: Any) -> bool:
         """Whether `arr` is a value C made in the arena."""

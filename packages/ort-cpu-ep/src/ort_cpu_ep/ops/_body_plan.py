@@ -26,6 +26,9 @@ from ._errors import CpuOpError
 from ._registry import _OUTPUT, _WORKSPACE, WorkspaceProvider, find
 
 
+IF_MIN_C_STEPS = 8  # see BodyPlans.min_c_steps
+
+
 class _Step:
     __slots__ = ("compute", "frees", "node", "reads", "weight")
 
@@ -192,25 +195,42 @@ class BodyPlans:
 
     def __init__(self, node: Node, use_c: bool = True) -> None:
         self.node, self.use_c = node, use_c
+        # a node run through the step runner has a fixed cost (a pool context held, the arena bound, the reads
+        # described: measured ~60 us for the speech bench's If, one Mul) that a Loop or Scan spreads over its
+        # iterations; an If runs its branch once, so its C steps take the runner only where there are enough
+        # of them to win it back (each saves a few us against its numpy kernel)
+        self.min_c_steps = IF_MIN_C_STEPS if node.op_type == "If" else 1
         self._plans: dict[tuple, BodyPlan] = {}
+        self._last: tuple[int, Any, BodyPlan] | None = None  # (graph id, opsets dict, plan): the common case
+        # per body, the C run of the last node run and its arena's address: the next run over the same block
+        # (a session's planned workspace) takes it again instead of building one
+        self.idle: dict[int, CBodyRun] = {}
 
     def plan(self, graph: Graph) -> BodyPlan:
         from ._interp import current_opsets
 
         opsets = current_opsets()
+        last = self._last
+        if last is not None and last[0] == id(graph) and last[1] is opsets:
+            return last[2]
         key = (id(graph), tuple(sorted(opsets.items())))
         found = self._plans.get(key)
         if found is None:
             found = self._plans[key] = BodyPlan(graph, opsets, self.use_c)
+        self._last = (id(graph), opsets, found)
         return found
 
     def arena_bytes(self) -> int:
         return max((p.layout.nbytes for p in self._plans.values() if p.layout is not None), default=0)
 
     def release(self) -> None:
+        for run in self.idle.values():
+            run.drop()
+        self.idle.clear()
         for p in self._plans.values():
             p.release()
         self._plans.clear()
+        self._last = None
 
 
 class BodyRuns:
@@ -230,23 +250,34 @@ class BodyRuns:
 
     def _open(self, plan: BodyPlan) -> CBodyRun | None:
         layout = plan.layout
-        if layout is None or plan.table is None or self._declared is None or layout.nbytes > self._declared:
+        if (layout is None or plan.table is None or self._declared is None or layout.nbytes > self._declared
+                or len(layout.steps) < self.plans.min_c_steps):
             return None  # no C steps, or an arena the node did not declare: the numpy kernels
         # the node's workspace block in a session run (asked once a body has C steps); outside one a fresh array
         block = self._workspace(0, self._declared) if self._workspace is not None else None
         arena = arena_view(block, layout.nbytes)
         if arena is None:
             return None
+        idle = self.plans.idle.pop(id(plan.graph), None)
+        if idle is not None:
+            if idle.layout is layout and idle.reopen(arena):
+                return idle
+            idle.drop()
         run = CBodyRun(layout, plan.table, arena)
         if not run.usable:
-            run.close()
+            run.drop()
             return None
         return run
 
     def close(self) -> None:
-        for _plan, run in self._runs.values():
-            if run is not None:
+        for key, (_plan, run) in self._runs.items():
+            if run is None:
+                continue
+            if self._workspace is not None and key not in self.plans.idle:  # a session's block: the next run's too
                 run.close()
+                self.plans.idle[key] = run
+            else:
+                run.drop()
         self._runs.clear()
 
     def __enter__(self) -> BodyRuns:
