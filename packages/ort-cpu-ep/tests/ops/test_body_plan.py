@@ -141,3 +141,84 @@ def test_a_body_whose_c_step_is_not_started_falls_back_to_numpy():
     got = impl.bind(node, 17)(args)[0]
     want = run_graph(model.graph, {"x": np.ascontiguousarray(x)}, opsets=model.opset_imports)["y"]
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def if_chain(steps=10):
+    """If on a bool input: the then-branch a chain of `steps` C ops (Mul, Add, Relu by turns) on the outer x [1, N],
+    the else-branch one Neg."""
+    ops = ["Mul", "Add", "Relu"]
+    nodes, prev = [], "x"
+    for k in range(steps):
+        op = ops[k % 3]
+        ins = [prev] if op == "Relu" else [prev, "w" if op == "Mul" else "bias"]
+        nodes.append(helper.make_node(op, ins, [f"t{k}"], name=f"then/{op.lower()}{k}"))
+        prev = f"t{k}"
+    then = helper.make_graph(nodes, "then", [], [_vi(prev, TP.FLOAT, [1, N])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"], name="else/neg")], "else", [], [_vi("e", TP.FLOAT, [1, N])])
+    rng = np.random.default_rng(1)
+    inits = [helper.make_tensor("w", TP.FLOAT, [1, N], rng.uniform(0.5, 1.5, N).astype(np.float32).tolist()),
+             helper.make_tensor("bias", TP.FLOAT, [1, N], rng.uniform(-0.1, 0.1, N).astype(np.float32).tolist())]
+    g = helper.make_graph([helper.make_node("If", ["c"], ["y"], name="if", then_branch=then, else_branch=other)],
+                          "if_chain", [_vi("c", TP.BOOL, []), _vi("x", TP.FLOAT, [1, N])], [_vi("y", TP.FLOAT, [1, N])],
+                          inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@needs_c
+@pytest.mark.parametrize("cond", [True, False])
+def test_an_if_branch_of_c_steps_matches_onnxruntime_and_keeps_its_c_run_between_runs(cond, monkeypatch):
+    from ort_cpu_ep.ops import _body_c
+
+    built = []
+    original = _body_c.CBodyRun.__init__
+    monkeypatch.setattr(_body_c.CBodyRun, "__init__", lambda self, *a: (built.append(1), original(self, *a))[1])
+    proto = if_chain()
+    feeds = {"c": np.array(cond), "x": np.random.default_rng(2).standard_normal((1, N)).astype(np.float32)}
+    ref = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    sess = _ours(proto, {PRE_ALLOCATE: "1"})
+    for _ in range(3):
+        np.testing.assert_allclose(sess.run(None, feeds)[0], ref[0], rtol=1e-5, atol=1e-6)
+    assert sess.last_run_stats.allocations == 0
+    assert len(built) == (1 if cond else 0)  # built at the first run, reopened after; the 1-node branch in numpy
+
+
+@needs_c
+def test_a_failing_c_step_inside_a_body_is_named():
+    from ort_cpu_ep.ops._bodies import SubgraphNodeError
+
+    model = ort_graph.from_proto(mlp_loop(trip=3))
+    ort_graph.resolve_shapes(model, {})
+    node = model.graph.node_by_name("loop")
+    inits = {k: t.numpy() for k, t in model.graph.initializers.items()}
+    bad = np.ones((1, N + 1), np.float32)  # against the [1, N] weights: Mul cannot broadcast
+    args = [inits["M"], inits["T"], bad] + [inits[n] for n in node.implicit_inputs()]
+    with pytest.raises(SubgraphNodeError, match=r"node 'b/mul' \(Mul\) inside subgraph 'body' of node 'loop' \(Loop\)"):
+        find("Loop", "", 17).bind(node, 17)(args)
+
+
+@needs_c
+def test_a_terminated_run_stops_inside_a_body_of_c_steps():
+    import ort_abi
+
+    class Stop(Exception):
+        pass
+
+    ticks = []
+
+    class Checks:
+        def tick(self, where):
+            ticks.append(where)
+            if len(ticks) >= 25:
+                raise Stop(where)
+
+        def grow(self, where, nbytes):
+            pass
+
+    model = ort_graph.from_proto(mlp_loop(trip=2**40))
+    ort_graph.resolve_shapes(model, {})
+    node = model.graph.node_by_name("loop")
+    inits = {k: t.numpy() for k, t in model.graph.initializers.items()}
+    args = [inits["M"], inits["T"], np.ones((1, N), np.float32)] + [inits[n] for n in node.implicit_inputs()]
+    with ort_abi.run_checks_scope(Checks()), pytest.raises(Stop):
+        find("Loop", "", 17).bind(node, 17)(args)
+    assert len(ticks) == 25 and "b/mul" in ticks  # the loop's and the body's C run's checks, every iteration

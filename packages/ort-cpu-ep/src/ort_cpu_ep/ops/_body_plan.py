@@ -25,7 +25,6 @@ from ._body_c import CBodyRun, CLayout, CRange, arena_view, c_layout, make_table
 from ._errors import CpuOpError
 from ._registry import _OUTPUT, _WORKSPACE, WorkspaceProvider, find
 
-
 IF_MIN_C_STEPS = 8  # see BodyPlans.min_c_steps
 
 
