@@ -222,3 +222,27 @@ def test_a_terminated_run_stops_inside_a_body_of_c_steps():
     with ort_abi.run_checks_scope(Checks()), pytest.raises(Stop):
         find("Loop", "", 17).bind(node, 17)(args)
     assert len(ticks) == 25 and "b/mul" in ticks  # the loop's and the body's C run's checks, every iteration
+
+
+@needs_c
+def test_a_c_step_whose_output_outgrows_its_planned_block_is_finished_in_python():
+    """Body values declared [1, N] but fed [3, N] (no session checks the feed here): each C step's output request
+    contradicts the plan, so C defers to the step's Python context (fresh outputs); the values still match."""
+    from ort_cpu_ep.ops import _body_c
+
+    deferred = []
+    original = _body_c.CBodyRun._python_context
+    model = ort_graph.from_proto(mlp_loop(trip=4))
+    ort_graph.resolve_shapes(model, {})
+    node = model.graph.node_by_name("loop")
+    inits = {k: t.numpy() for k, t in model.graph.initializers.items()}
+    x = np.random.default_rng(4).standard_normal((3, N)).astype(np.float32)
+    args = [inits["M"], inits["T"], x] + [inits[n] for n in node.implicit_inputs()]
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(_body_c.CBodyRun, "_python_context", lambda self, step: (deferred.append(step), original(self, step))[1])
+        got = find("Loop", "", 17).bind(node, 17)(args)[0]
+    want = x
+    for _ in range(4):
+        want = np.maximum(want * inits["w"] + inits["bias"], 0)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert deferred  # the Python context finished them
