@@ -8,6 +8,13 @@ it takes the arena from the node's declared workspace (`_bodies.body_bytes` coun
 per body across the iterations. The numpy interpreter (`run_graph`) stays the reference: a body without C
 steps, or a run whose arena or pool context is not to be had, computes the same values through the numpy
 kernels here.
+
+Where the time went before (Loop of 100 x (Identity, Mul, Add, Relu) on [1, 64], cProfile, 1 thread, about 28 us
+an iteration on a loaded machine): a topological sort of the body and its last uses every iteration (~25%), the
+value dict, the weights decoded and the kernel looked up per node (~35%), the numpy calls with their errstate
+scopes (~25%), context variables and the rest (~15%). Compiled, its 4 nodes are one C call and an iteration
+about 14 us, most of it the Loop's and the plan's host work around that call (feeds, describing 2 inputs,
+copying the carried value out of the arena).
 """
 
 from __future__ import annotations
