@@ -34,9 +34,11 @@ class _ControlFlow(OpImpl):
         cached: list = []  # decoded at the first run without device copies (a node on the CPU), then kept
         plans = BodyPlans(node)  # the bodies compiled, their C kernels created, at the first run; kept with the kernel
         declared: list = []
+        ne, implicit = len(node.inputs), node.implicit_inputs()  # walked once (it visits every body node)
+        end = ne + len(implicit)
 
         def run(inputs):
-            explicit, outer, weights = split_inputs(node, inputs)
+            explicit, outer, weights = inputs[:ne], dict(zip(implicit, inputs[ne:end])), inputs[end:]
             if not weights and not cached:
                 cached.append(host_weights(node))
             if not declared:
