@@ -25,6 +25,7 @@ import numpy as np
 
 import ort_abi
 from ort_graph import Graph, Node, to_numpy_dtype
+from ort_partition import Declined
 
 _ALIGN = 64
 _STRING = 8
@@ -69,7 +70,7 @@ def _kernel(provider: Any, node: Node) -> Any | None:
     if c is None or node.subgraphs or node.op_type == "Constant":
         return None
     entry = provider.entry(node)
-    if entry is None or entry not in c or provider.claim(node).__class__.__name__ != "Supported":
+    if entry is None or entry not in c or isinstance(provider.claim(node), Declined):
         return None
     return provider.create_kernel(node)
 
