@@ -58,6 +58,7 @@ OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* 
   if (!st) st = ort_cpu_ep_register_matmul(api, registry);
   if (!st) st = ort_cpu_ep_register_softmax(api, registry);
   if (!st) st = ort_cpu_ep_register_arithmetic(api, registry);
+  if (!st) st = ort_cpu_ep_register_reduce(api, registry);
   if (!st) st = ort_cpu_ep_register_movement(api, registry);
   if (!st) st = ort_cpu_ep_register_conv(api, registry);
   if (!st) st = ort_cpu_ep_register_unary(api, registry);

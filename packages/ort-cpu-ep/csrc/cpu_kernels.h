@@ -23,9 +23,11 @@ OrtStatus* ort_cpu_ep_register_gqa(const OrtKernelApi* api, OrtKernelRegistry* r
 OrtStatus* ort_cpu_ep_register_activation(const OrtKernelApi* api, OrtKernelRegistry* registry);
 OrtStatus* ort_cpu_ep_register_matmul(const OrtKernelApi* api, OrtKernelRegistry* registry);
 OrtStatus* ort_cpu_ep_register_softmax(const OrtKernelApi* api, OrtKernelRegistry* registry);
-/* float32 Add, Sub, Mul, Div (numpy broadcasting) and Neg (arith_kernel.c) */
+/* float32 Add, Sub, Mul, Div (numpy broadcasting) and Neg, int64/int32 Add, Sub, Mul (arith_kernel.c); int64/int32
+ * ReduceSum (arith_reduce.c) */
 OrtStatus* ort_cpu_ep_register_arithmetic(const OrtKernelApi* api, OrtKernelRegistry* registry);
-/* Reshape, Identity, Flatten, (Un)Squeeze, Transpose, Concat, Slice, Gather (move_*.c, see move.h) */
+OrtStatus* ort_cpu_ep_register_reduce(const OrtKernelApi* api, OrtKernelRegistry* registry);
+/* Reshape, Identity, Flatten, (Un)Squeeze, Transpose, Concat, Slice, Gather, Shape, integer Cast (move_*.c, see move.h) */
 OrtStatus* ort_cpu_ep_register_movement(const OrtKernelApi* api, OrtKernelRegistry* registry);
 /* float32 2-D Conv (conv_kernel.c, conv_math.c; see conv.h) */
 OrtStatus* ort_cpu_ep_register_conv(const OrtKernelApi* api, OrtKernelRegistry* registry);

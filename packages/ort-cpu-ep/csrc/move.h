@@ -2,7 +2,8 @@
  * numeric type and bool: they move bytes, never read values), reading inputs and int32/int64 index tensors,
  * errors that name the op and show shapes, and one strided copy (Transpose and Slice gather through it).
  * The kernels: Reshape, Identity, Flatten, Squeeze, Unsqueeze (move_reshape.c), Transpose
- * (move_transpose.c), Concat and Slice (move_concat_slice.c), Gather (move_gather.c). None needs workspace. */
+ * (move_transpose.c), Concat and Slice (move_concat_slice.c), Gather (move_gather.c), Shape and the integer
+ * Casts (move_shape.c). None needs workspace. */
 #ifndef ORT_CPU_EP_MOVE_H_
 #define ORT_CPU_EP_MOVE_H_
 
@@ -25,6 +26,8 @@ typedef struct MoveKernel {
   int allowzero;
   size_t perm_rank; /* Transpose: entries of perm (0: no perm attribute, the axes reversed) */
   int64_t perm[MOVE_MAX_RANK];
+  int64_t start, end; /* Shape: the dims [start, end) given (end: INT64_MAX when the attribute is absent) */
+  int32_t to;         /* Cast: the element type converted to */
 } MoveKernel;
 
 /* one input tensor as the kernels see it */
@@ -75,5 +78,6 @@ OrtStatus* move_register_reshapes(OrtKernelRegistry* registry);
 OrtStatus* move_register_transpose(OrtKernelRegistry* registry);
 OrtStatus* move_register_concat_slice(OrtKernelRegistry* registry);
 OrtStatus* move_register_gather(OrtKernelRegistry* registry);
+OrtStatus* move_register_shape(OrtKernelRegistry* registry);
 
 #endif

@@ -115,7 +115,8 @@ def c_kernel_applies(node: Node) -> bool:
     (Skip)SimplifiedLayerNormalization and GroupQueryAttention: see `_c_norm_applies` / `_c_gqa_applies`;
     QuickGelu: float32 without a bias. MatMul, FusedMatMul: see `_c_matmul_applies`. Softmax: see
     `_c_softmax_applies`. Add, Sub, Mul, Div, Neg: see `_c_arith_applies`. Reshape, Identity, Flatten,
-    (Un)Squeeze, Transpose, Concat, Slice, Gather: see `_c_move_applies`. Conv: see `_c_conv_applies`.
+    (Un)Squeeze, Transpose, Concat, Slice, Gather, Shape: see `_c_move_applies`. Cast, ReduceSum: see
+    `_c_int_applies`. Conv: see `_c_conv_applies`.
     Relu, Clip, HardSigmoid, LeakyRelu, HardSwish, Sigmoid: see `_c_unary_applies`. MaxPool, AveragePool,
     GlobalAveragePool, GlobalMaxPool: see `_c_pool_applies`. Resize: see `_c_resize_applies`. RNN, GRU, LSTM:
     see `_c_rnn_rules.c_rnn_applies`.
@@ -134,6 +135,8 @@ def c_kernel_applies(node: Node) -> bool:
         return _c_arith_applies(node)
     if node.op_type in _C_MOVES:
         return _c_move_applies(node)
+    if node.op_type in ("Cast", "ReduceSum") and node.domain in ("", "ai.onnx"):
+        return _c_int_applies(node)
     if node.op_type == "Conv" and node.domain in ("", "ai.onnx"):
         return _c_conv_applies(node)
     if node.op_type in _C_UNARY and node.domain in ("", "ai.onnx"):
@@ -210,16 +213,41 @@ _C_ARITH = ("Add", "Sub", "Mul", "Div", "Neg")
 
 
 def _c_arith_applies(node: Node) -> bool:
-    """Every input present and known float32 (any ranks and broadcast pattern, known or not: the C kernel takes
-    them all). An input of unknown element type stays with numpy: the registered constraint would match it, and
-    an int64 shape computation reaching the float32 kernel would fail at run time."""
+    """Every input present and known float32, or for Add, Sub and Mul every input known int64 or every one int32
+    (any ranks and broadcast pattern, known or not: the C kernel takes them all). An input of unknown element type
+    stays with numpy: the registered constraint would match it, and a computation of another type reaching the
+    kernel would fail at run time."""
     graph = node.graph
     if graph is None or len(node.inputs) != (1 if node.op_type == "Neg" else 2) or not all(node.inputs):
         return False
     values = [graph.values.get(name) for name in node.inputs]
-    return all(v is not None and v.dtype == _FLOAT for v in values)
+    if any(v is None for v in values):
+        return False
+    types = {v.dtype for v in values}
+    return types == {_FLOAT} or (node.op_type in ("Add", "Sub", "Mul") and types in ({_INT64}, {_INT32}))
+
+
+_INT64, _INT32 = 7, 6
+_C_CAST_TO = frozenset({_FLOAT, _INT64, _INT32})
+
+
+def _c_int_applies(node: Node) -> bool:
+    """Cast from a known int64 or int32 input to int64, int32 or float32 (csrc/move_shape.c); ReduceSum of a known
+    int64 or int32 input (csrc/arith_reduce.c). Casts from floats (out-of-range and NaN conversions) or to and from
+    other types, and float sums, stay with numpy."""
+    graph = node.graph
+    value = graph.values.get(node.inputs[0]) if graph is not None and node.inputs and node.inputs[0] else None
+    if value is None or value.dtype not in (_INT64, _INT32):
+        return False
+    if node.op_type == "ReduceSum":
+        return True
+    try:
+        return operator.index(node.attr("to", 0)) in _C_CAST_TO
+    except TypeError:  # a malformed `to`: the numpy kernel's checks say what is wrong
+        return False
 # the data-movement ops (csrc/move_*.c) and the element types they move: fixed-size numeric types and bool
-_C_MOVES = ("Reshape", "Identity", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Slice", "Gather")
+_C_MOVES = ("Reshape", "Identity", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Slice", "Gather",
+            "Shape")
 _C_MOVE_TYPES = frozenset({1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 16})
 _C_MAX_RANK = 16
 

@@ -159,7 +159,7 @@ class CBodyRun:
 
     def _bind(self, arena: np.ndarray) -> None:
         self.arena = arena
-        self._base = self.address = arena.__array_interface__["data"][0]
+        self._base = arena.__array_interface__["data"][0]
         # each C-made value's block as an array of its planned shape (what C writes when the plan holds)
         self._planned: dict[str, tuple[int, tuple[int, ...], np.ndarray]] = {}
         for name, (offset, dtype, shape) in self.layout.blocks.items():
@@ -172,16 +172,15 @@ class CBodyRun:
         return self.run.usable and not self.table.released()
 
     def reopen(self, arena: np.ndarray) -> bool:
-        """Use this run again for the next node run over an arena at the same address (False: it moved, or no
-        pool context is free)."""
-        if arena.__array_interface__["data"][0] != self.address or self.run is None or not self.run.reopen([arena]):
+        """Use this run again for the next node run, over `arena` (False: no pool context is free)."""
+        if self.run is None or not self.run.restart([arena]):
             return False
         self._described.clear()
         self._bind(arena)
         return True
 
     def close(self) -> None:
-        """Give the pool context back and let the arena go (kept: the StepRun, for `reopen`)."""
+        """Give the pool context back and let the arena go (kept: the StepRun, for `reopen`: `StepRun.restart`)."""
         if self.run is not None:
             self.run.close()
         self._values, self._pending, self.arena = {}, None, None

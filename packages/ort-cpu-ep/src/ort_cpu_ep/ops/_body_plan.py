@@ -208,8 +208,8 @@ class BodyPlans:
         self.min_c_steps = IF_MIN_C_STEPS if node.op_type == "If" else 1
         self._plans: dict[tuple, BodyPlan] = {}
         self._last: tuple[int, Any, BodyPlan] | None = None  # (graph id, opsets dict, plan): the common case
-        # per body, the C run of the last node run and its arena's address: the next run over the same block
-        # (a session's planned workspace) takes it again instead of building one
+        # per body, the C run of the last node run in a session: the next node run takes it again over its
+        # workspace block (`StepRun.restart`) instead of building one
         self.idle: dict[int, CBodyRun] = {}
 
     def plan(self, graph: Graph) -> BodyPlan:
@@ -279,7 +279,7 @@ class BodyRuns:
         for key, (_plan, run) in self._runs.items():
             if run is None:
                 continue
-            if self._workspace is not None and key not in self.plans.idle:  # a session's block: the next run's too
+            if self._workspace is not None and key not in self.plans.idle:  # in a session: for the next node run
                 run.close()
                 self.plans.idle[key] = run
             else:
