@@ -110,24 +110,19 @@ class BodyPlan:
             if name not in values:
                 raise CpuOpError(f"graph {graph.name!r} needs inputs {[n for n in graph.inputs if n not in values]!r}; "
                                  "pass them in feeds")
-        out_token, ws_token = _OUTPUT.set(None), _WORKSPACE.set(None)
-        try:
-            for step in self.steps:
-                if type(step) is CRange:
-                    check_run(step.nodes[0].label)
-                    if c_run is not None:
-                        self._c(step, values, c_run)
-                    else:
-                        for node in step.nodes:
-                            self._numpy(node, values)
+        for step in self.steps:
+            if type(step) is CRange:
+                check_run(step.nodes[0].label)
+                if c_run is not None:
+                    self._c(step, values, c_run)
                 else:
-                    check_run(step.node.label)  # a terminated run stops between two nodes of a body too
-                    self._one(step, values)
-                for name in step.frees:
-                    values.pop(name, None)
-        finally:
-            _WORKSPACE.reset(ws_token)
-            _OUTPUT.reset(out_token)
+                    for node in step.nodes:
+                        self._numpy(node, values)
+            else:
+                check_run(step.node.label)  # a terminated run stops between two nodes of a body too
+                self._one(step, values)
+            for name in step.frees:
+                values.pop(name, None)
         try:
             outs = [values[name] for name in graph.outputs]
         except KeyError as e:
@@ -287,9 +282,15 @@ class BodyRuns:
         self._runs.clear()
 
     def __enter__(self) -> BodyRuns:
+        # the values of a body are not planned: its nodes get fresh outputs and scratch, never the blocks and
+        # workspace of the node that runs it (whose workspace provider this object took at its construction)
+        self._tokens = _OUTPUT.set(None), _WORKSPACE.set(None)
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        out_token, ws_token = self._tokens
+        _WORKSPACE.reset(ws_token)
+        _OUTPUT.reset(out_token)
         self.close()
 
 
