@@ -203,8 +203,8 @@ class BodyPlans:
         self.min_c_steps = IF_MIN_C_STEPS if node.op_type == "If" else 1
         self._plans: dict[tuple, BodyPlan] = {}
         self._last: tuple[int, Any, BodyPlan] | None = None  # (graph id, opsets dict, plan): the common case
-        # per body, the C run of the last node run in a session: the next node run takes it again over its
-        # workspace block (`StepRun.restart`) instead of building one
+        # per body, the C run of the last node run, closed (holding no arena): the next node run takes it again
+        # over its own arena (`StepRun.restart`) instead of building one
         self.idle: dict[int, CBodyRun] = {}
 
     def plan(self, graph: Graph) -> BodyPlan:
@@ -274,7 +274,7 @@ class BodyRuns:
         for key, (_plan, run) in self._runs.items():
             if run is None:
                 continue
-            if self._workspace is not None and key not in self.plans.idle:  # in a session: for the next node run
+            if key not in self.plans.idle:  # for the next node run (a nested node's: the next outer iteration's)
                 run.close()
                 self.plans.idle[key] = run
             else:
