@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import onnxruntime as ort
+from _loop import loop_feeds, loop_model
 from _models import light_models, static_decoder
 from _speech import speech_feeds, speech_model
 from _table import Section, Table, fmt_ratio, fmt_seconds, interleaved_times, median
@@ -104,6 +105,9 @@ def _cases(quick: bool, sec: Section) -> list[dict[str, Any]]:
     # a streaming speech model's call (silero-VAD-like: Conv1d STFT front end, If on the sample rate, 2 LSTMs with
     # state in and out): one 512-sample window, as a VAD runs every 32 ms of 16 kHz audio
     out.append(measure("speech-like (LSTM, If) 512-sample window", speech_model().SerializeToString(), speech_feeds(), {},
+                       10 if quick else 50))
+    # a Loop of 100 iterations of Mul, Add, Relu on [1, 64]: a body's per-node cost (its C steps, one call per iteration)
+    out.append(measure("Loop-100 (Mul, Add, Relu on [1, 64])", loop_model().SerializeToString(), loop_feeds(), {},
                        10 if quick else 50))
     light, why = light_models(quick)
     if why:

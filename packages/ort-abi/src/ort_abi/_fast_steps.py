@@ -196,6 +196,7 @@ class StepRun:
         ffi.memmove(self.values, table.constants, table._bytes)
         self._run = ffi.new("ort_abi_fast_run*")
         self._keep: list[Any] = []
+        self._described: dict[int, Any] = {}  # table entry -> the buffer its description points into
         self._bases: list[Any] = []  # the run buffers' cffi buffers (kept until `close`, or replaced by `restart`)
         self._addresses = []
         for k, buf in enumerate(bases):
@@ -217,9 +218,13 @@ class StepRun:
         return self.slot is not None
 
     def describe(self, entry: int, arr: Any) -> None:
+        """Describe `arr` in table entry `entry`, kept alive until the entry is described again or the run closes
+        (a body run describes its inputs again every iteration: what an earlier iteration described is let go)."""
         data = describe(self._ffi, self.values[entry], arr)
         if data is not None:
-            self._keep.append(data)
+            self._described[entry] = data
+        else:
+            self._described.pop(entry, None)
 
     def restart(self, bases: Sequence[np.ndarray | None], template: Any = None, exact: bool = True) -> bool:
         """Ready this run, closed, for another pass over its table: a pool context held again (False when none
@@ -235,6 +240,7 @@ class StepRun:
         ffi = self._ffi
         ffi.memmove(self.values, template if template is not None else self.table.constants, self.table._bytes)
         self._keep.clear()
+        self._described.clear()
         bases_kept, addresses, run = self._bases, self._addresses, self._run
         for k, buf in enumerate(bases):
             if buf is None:
@@ -337,6 +343,7 @@ class StepRun:
             self._pool.release(self.slot)
             self.slot = None
         self._keep.clear()
+        self._described.clear()
         for k in range(len(self._bases)):
             if k not in keep_bases:
                 self._bases[k] = None

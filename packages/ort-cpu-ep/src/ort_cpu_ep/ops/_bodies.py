@@ -5,8 +5,8 @@
   `body_weight_scope` makes the interpreter read those (on the host: one array per weight, made once per
   kernel) instead of decoding the model's tensors on every run.
 - Memory: `body_bytes(node)` is the most bytes the node's bodies hold at once while it runs (their values
-  by liveness, in the order the interpreter runs them, nested bodies and kernel scratch at their step, plus
-  the scan outputs a Loop or Scan accumulates and stacks). The control-flow kernels declare it as their
+  by liveness, in the order the interpreter runs them, nested bodies and kernel scratch at their step, the
+  arena of their C steps (`_body_c`), plus the scan outputs a Loop or Scan accumulates and stacks). The control-flow kernels declare it as their
   workspace, so the session's plan and budget check include it; None where a body value's size is unknown.
 - Errors: `SubgraphNodeError` names the inner node and op, and the nodes whose bodies enclose it.
 """
@@ -168,15 +168,35 @@ def _scan_output_bytes(node: Node, first: int) -> int | None:
     return total
 
 
+def arena_bytes(graph: Graph, min_steps: int = 1) -> int:
+    """The host arena of `graph`'s C steps (`_body_c.c_layout`: their outputs and declared workspace), 0 for none
+    or fewer than `min_steps` (`_body_plan.BodyPlans.min_c_steps`: the body then runs in numpy)."""
+    from ._body_c import c_layout
+    from ._interp import _order, current_opsets
+
+    layout = c_layout(graph, _order(graph), current_opsets())
+    if layout is None:
+        return 0
+    layout.release()
+    return layout.nbytes if len(layout.steps) >= min_steps else 0
+
+
+def _body_peak(graph: Graph, min_steps: int = 1) -> int | None:
+    peak = graph_peak(graph)
+    return None if peak is None else peak + arena_bytes(graph, min_steps)
+
+
 def body_bytes(node: Node) -> int | None:
     """Most bytes `node`'s bodies hold at once while it runs (see the module doc); None where unknown."""
     if node.op_type == "If":
-        peaks = [graph_peak(g) for g in node.subgraphs]
+        from ._body_plan import IF_MIN_C_STEPS
+
+        peaks = [_body_peak(g, IF_MIN_C_STEPS) for g in node.subgraphs]
         return None if any(p is None for p in peaks) else max(peaks, default=0)
     body = node.attr("body")
     if body is None:
         return None
-    peak = graph_peak(body)
+    peak = _body_peak(body)
     if node.op_type == "Loop":
         scans = _scan_output_bytes(node, len(node.inputs) - 2)
         copies = 2  # the per-iteration outputs, then the stacked result

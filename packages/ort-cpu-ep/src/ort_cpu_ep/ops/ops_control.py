@@ -15,7 +15,8 @@ from ort_abi import check_growth, check_run
 from ort_graph import Graph, Node, to_numpy_dtype
 
 from ._bodies import body_bytes, body_weight_scope, host_weights, split_inputs
-from ._registry import Decline, OpImpl, register
+from ._body_plan import BodyPlans, BodyRuns
+from ._registry import _WORKSPACE, Decline, OpImpl, register
 from ._util import norm_axis
 
 
@@ -31,22 +32,33 @@ class _ControlFlow(OpImpl):
 
     def bind(self, node, opset):
         cached: list = []  # decoded at the first run without device copies (a node on the CPU), then kept
+        plans = BodyPlans(node)  # the bodies compiled, their C kernels created, at the first run; kept with the kernel
+        declared: list = []
+        ne, implicit = len(node.inputs), node.implicit_inputs()  # walked once (it visits every body node)
+        end = ne + len(implicit)
 
         def run(inputs):
-            explicit, outer, weights = split_inputs(node, inputs)
+            explicit, outer, weights = inputs[:ne], dict(zip(implicit, inputs[ne:end])), inputs[end:]
             if not weights and not cached:
                 cached.append(host_weights(node))
-            with body_weight_scope(node, weights, None if weights else cached[0]):
-                return self.run(node, explicit, outer)
+            if not declared:
+                declared.append(body_bytes(node))
+            with body_weight_scope(node, weights, None if weights else cached[0]), \
+                    BodyRuns(plans, _WORKSPACE.get(), declared[0]) as bodies:
+                return self.run(node, explicit, outer, bodies)
 
         return run
 
     def compute(self, node, inputs):
         explicit, outer, weights = split_inputs(node, inputs)
-        with body_weight_scope(node, weights, None):
-            return self.run(node, explicit, outer)
+        plans = BodyPlans(node)
+        try:
+            with body_weight_scope(node, weights, None), BodyRuns(plans, None, body_bytes(node)) as bodies:
+                return self.run(node, explicit, outer, bodies)
+        finally:
+            plans.release()
 
-    def run(self, node: Node, inputs: list, outer: dict) -> list:
+    def run(self, node: Node, inputs: list, outer: dict, bodies: BodyRuns) -> list:
         raise NotImplementedError
 
 
@@ -72,15 +84,15 @@ def _run(g: Graph, feeds: dict, outer: dict) -> list:
 
 @register("If", since=1)
 class If(_ControlFlow):
-    def run(self, node, inputs, outer):
+    def run(self, node, inputs, outer, bodies):
         cond = bool(np.asarray(inputs[0]).reshape(-1)[0])
         g = node.attr("then_branch") if cond else node.attr("else_branch")
-        return _run(g, {}, outer)
+        return bodies.run(g, {}, outer)
 
 
 @register("Loop", since=1)
 class Loop(_ControlFlow):
-    def run(self, node, inputs, outer):
+    def run(self, node, inputs, outer, bodies):
         body: Graph = node.attr("body")
         ne = len(node.inputs)
         m = inputs[0]
@@ -95,7 +107,7 @@ class Loop(_ControlFlow):
             check_run(node.label)
             feeds = {body.inputs[0]: np.array(i, dtype=np.int64), body.inputs[1]: np.array(cond)}
             feeds.update(zip(body.inputs[2:], carried))
-            outs = _run(body, feeds, outer)
+            outs = bodies.run(body, feeds, outer)
             cond = bool(np.asarray(outs[0]).reshape(-1)[0])
             carried = outs[1:1 + n_carried]
             for k in range(n_scan):
@@ -123,7 +135,7 @@ class Scan(_ControlFlow):
                            remedy="fix the model")
         return None
 
-    def run(self, node, inputs, outer):
+    def run(self, node, inputs, outer, bodies):
         body: Graph = node.attr("body")
         ne = len(node.inputs)
         m = node.attr("num_scan_inputs")
@@ -142,7 +154,7 @@ class Scan(_ControlFlow):
             check_run(node.label)
             feeds = dict(zip(body.inputs[:n_state], state))
             feeds.update(zip(body.inputs[n_state:], (x[t] for x in xs)))
-            outs = _run(body, feeds, outer)
+            outs = bodies.run(body, feeds, outer)
             state = outs[:n_state]
             for k in range(n_out):
                 ys[k].append(outs[n_state + k])
