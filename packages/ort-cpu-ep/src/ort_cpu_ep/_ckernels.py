@@ -114,7 +114,7 @@ def c_kernel_applies(node: Node) -> bool:
     (Skip)SimplifiedLayerNormalization and GroupQueryAttention: see `_c_norm_applies` / `_c_gqa_applies`;
     QuickGelu: float32 without a bias. MatMul, FusedMatMul: see `_c_matmul_applies`. Softmax: see
     `_c_softmax_applies`. Add, Sub, Mul, Div, Neg: see `_c_arith_applies`. Reshape, Identity, Flatten,
-    (Un)Squeeze, Transpose, Concat, Slice, Gather: see `_c_move_applies`. Conv: see `_c_conv_applies`.
+    (Un)Squeeze, Transpose, Concat, Slice, Gather: see `_c_move_applies`. Conv, ConvTranspose: see `_c_conv_applies`.
     Relu, Clip, HardSigmoid, LeakyRelu, HardSwish, Sigmoid: see `_c_unary_applies`. MaxPool, AveragePool,
     GlobalAveragePool, GlobalMaxPool: see `_c_pool_applies`. Resize: see `_c_resize_applies`.
     Element types are the registered type constraints' business (float16 goes to numpy)."""
@@ -134,6 +134,8 @@ def c_kernel_applies(node: Node) -> bool:
         return _c_move_applies(node)
     if node.op_type == "Conv" and node.domain in ("", "ai.onnx"):
         return _c_conv_applies(node)
+    if node.op_type == "ConvTranspose" and node.domain in ("", "ai.onnx"):
+        return _c_conv_applies(node, _CONVT_ATTR_LENGTHS)
     if node.op_type in _C_UNARY and node.domain in ("", "ai.onnx"):
         return _c_unary_applies(node)
     if node.op_type in _C_POOLS and node.domain in ("", "ai.onnx"):
@@ -266,9 +268,9 @@ def _c_pool_applies(node: Node) -> bool:
         return 3 <= len(value.shape) <= 16
     if len(value.shape) != 4 or len(node.inputs) != 1 or any(node.outputs[1:]):
         return False
-    for name, length in _CONV_ATTR_LENGTHS.items():
+    for name, accepted in _CONV_ATTR_LENGTHS.items():
         v = node.attr(name, None)
-        if v is not None and len(v) != length:
+        if v is not None and len(v) not in accepted:
             return False
     auto = node.attr("auto_pad", "NOTSET")
     if auto not in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID") or node.attr("kernel_shape", None) is None:
@@ -308,13 +310,14 @@ def _c_resize_applies(node: Node) -> bool:
             and list(scales[:2]) == [1.0, 1.0])
 
 
-_CONV_ATTR_LENGTHS = {"kernel_shape": 2, "strides": 2, "dilations": 2, "pads": 4}
+_CONV_ATTR_LENGTHS = {"kernel_shape": (2,), "strides": (2,), "dilations": (2,), "pads": (4,)}
+_CONVT_ATTR_LENGTHS = {**_CONV_ATTR_LENGTHS, "output_padding": (2,), "output_shape": (2, 4)}
 
 
-def _c_conv_applies(node: Node) -> bool:
-    """A 2-D convolution: X and W known float32 of rank 4, a bias (if any) float32; kernel_shape / strides /
-    dilations / pads absent or of a 2-D convolution's lengths, auto_pad one of ONNX's four. 1-D and 3-D
-    convolutions, float16 and unknown ranks stay with numpy."""
+def _c_conv_applies(node: Node, lengths: dict[str, tuple[int, ...]] = _CONV_ATTR_LENGTHS) -> bool:
+    """A 2-D (transposed) convolution: X and W known float32 of rank 4, a bias (if any) float32; the attributes of
+    `lengths` absent or of a 2-D convolution's lengths, auto_pad one of ONNX's four. 1-D and 3-D convolutions,
+    float16 and unknown ranks stay with numpy."""
     graph = node.graph
     if graph is None or not 2 <= len(node.inputs) <= 3 or not node.inputs[0] or not node.inputs[1]:
         return False
@@ -323,9 +326,9 @@ def _c_conv_applies(node: Node) -> bool:
         return False
     if any(v.shape is None or len(v.shape) != 4 for v in values[:2]):
         return False
-    for name, length in _CONV_ATTR_LENGTHS.items():
+    for name, accepted in lengths.items():
         value = node.attr(name, None)
-        if value is not None and len(value) != length:
+        if value is not None and len(value) not in accepted:
             return False
     return node.attr("auto_pad", "NOTSET") in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
