@@ -1,6 +1,7 @@
 """The CPU providers' own graph passes (003's Optimization surface), on the nodes each claimed (the session
-runs providers' passes after placement): the CPU provider folds an inference BatchNormalization into the
-Conv before it (constant per-channel inputs: new weights and bias, ONNX Runtime's ConvBNFusion), fuses SiLU, Mul(x, Sigmoid(x)), into com.microsoft
+runs providers' passes after placement): the CPU provider folds a per-channel constant Add after a ConvTranspose
+into its bias (paddle2onnx's), then an inference BatchNormalization into the Conv or ConvTranspose before it
+(constant per-channel inputs: new weights and bias, ONNX Runtime's ConvBNFusion), fuses SiLU, Mul(x, Sigmoid(x)), into com.microsoft
 QuickGelu(alpha=1) with a one-pass kernel, and a MatMul reading a last-two-axes Transpose into FusedMatMul
 (the attention's K^T: BLAS multiplies the transposed view, no transposed copy), and grouped-query attention's
 materialized KV repeat (Unsqueeze/Expand/Reshape read by that matmul) into the group folded into the query rows
@@ -17,13 +18,15 @@ __all__ = ["ConvAddFusionSurface", "SiLUFusionSurface"]
 
 
 class SiLUFusionSurface:
-    """A provider mixin: BatchNormalization folded into the Conv before it (ConvBNFusion), Mul(x, Sigmoid(x))
+    """A provider mixin: a per-channel Add into the ConvTranspose before it (ConvTransposeAddFusion),
+    BatchNormalization folded into the Conv or ConvTranspose before it (ConvBNFusion), Mul(x, Sigmoid(x))
     fused into QuickGelu(x, alpha=1), and MatMul(., Transpose(.)) into
     FusedMatMul, and the repeated KV heads a matmul reads into rows of the query (RepeatKVFusion), on the provider's
     own nodes."""
 
     def graph_passes(self) -> list[ort_abi.EpGraphPass]:
-        return [ort_abi.EpGraphPass("ConvBNFusion", ort_graph.fuse_conv_batchnorm),
+        return [ort_abi.EpGraphPass("ConvTransposeAddFusion", ort_graph.fuse_convtranspose_add),
+                ort_abi.EpGraphPass("ConvBNFusion", ort_graph.fuse_conv_batchnorm),
                 ort_abi.EpGraphPass("SiLUFusion", ort_graph.fuse_silu),
                 ort_abi.EpGraphPass("MatMulTransposeFusion", ort_graph.fuse_matmul_transpose),
                 ort_abi.EpGraphPass("RepeatKVFusion", ort_graph.fuse_repeat_kv)]

@@ -15,7 +15,7 @@ from ._ir import Attr, Graph, Node
 from ._rewrite import Rewriter
 from ._tensor import Tensor
 
-__all__ = ["fuse_conv_add", "fuse_matmul_transpose", "fuse_silu"]
+__all__ = ["fuse_conv_add", "fuse_convtranspose_add", "fuse_matmul_transpose", "fuse_silu"]
 
 _SILU_DTYPES = frozenset({1, 10, 11})  # float32, float16, float64
 _FUSED_MATMUL_DTYPES = _SILU_DTYPES
@@ -34,13 +34,21 @@ def _channel_bias(graph: Graph, name: str, channels: int, rank: int) -> np.ndarr
     return np.asarray(t.numpy()).reshape(channels)
 
 
-def fuse_conv_add(graph: Graph, nodes: Collection[Node] | None = None) -> list[FusionRecord]:
+def output_channels(conv: Node, w: Tensor) -> int:
+    """The output channels of a Conv (W [M, C / group, ...]) or ConvTranspose (W [C, M / group, ...]) of weights `w`."""
+    if conv.op_type == "ConvTranspose":
+        return int(w.dims[1]) * int(conv.attr("group", 1))
+    return int(w.dims[0])
+
+
+def fuse_conv_add(graph: Graph, nodes: Collection[Node] | None = None, op_type: str = "Conv") -> list[FusionRecord]:
     """Conv(X, W) without a bias, whose only consumer is Add(., B) with B a per-channel constant ->
-    Conv(X, W, B[M]). Only pairs whose both nodes are in `nodes` (all when None) are fused."""
+    Conv(X, W, B[M]) (`op_type` "ConvTranspose": the same for a transposed convolution, `<name>/ConvAddFusion`).
+    Only pairs whose both nodes are in `nodes` (all when None) are fused."""
     allowed = None if nodes is None else {id(n) for n in nodes}
     records: list[FusionRecord] = []
     rw = Rewriter(graph)
-    for conv in [n for n in graph.nodes if n.op_type == "Conv" and n.domain in ("", "ai.onnx")]:
+    for conv in [n for n in graph.nodes if n.op_type == op_type and n.domain in ("", "ai.onnx")]:
         if len(conv.inputs) != 2 or conv.inputs[1] not in graph.initializers:
             continue
         add = _only_consumer(graph, conv.outputs[0])
@@ -52,18 +60,24 @@ def fuse_conv_add(graph: Graph, nodes: Collection[Node] | None = None) -> list[F
         w = graph.initializers[conv.inputs[1]]
         out = graph.values.get(conv.outputs[0])
         rank = len(out.shape) if out is not None and out.shape is not None else len(w.dims)
-        bias = _channel_bias(graph, other, int(w.dims[0]), rank)
+        channels = output_channels(conv, w)
+        bias = _channel_bias(graph, other, channels, rank)
         y = graph.values.get(add.outputs[0])
         if bias is None or y is None or out is None or y.dtype != out.dtype or y.shape != out.shape:
             continue
         name = graph.generate_node_name(conv.name + "/ConvAddFusion/bias")
         graph.initializers[name] = Tensor.from_numpy(name, np.ascontiguousarray(bias.astype(bias.dtype)))
-        graph.value(name).dtype, graph.value(name).shape = graph.initializers[name].dtype, (int(w.dims[0]),)
-        fused = _replace(rw, [conv, add], "Conv", [conv.inputs[0], conv.inputs[1], name], [add.outputs[0]],
+        graph.value(name).dtype, graph.value(name).shape = graph.initializers[name].dtype, (channels,)
+        fused = _replace(rw, [conv, add], op_type, [conv.inputs[0], conv.inputs[1], name], [add.outputs[0]],
                          "/ConvAddFusion", attributes=dict(conv.attributes))
         records.append(FusionRecord("ConvAddFusion", (conv.name, add.name), (fused.name,)))
     rw.finish()
     return records
+
+
+def fuse_convtranspose_add(graph: Graph, nodes: Collection[Node] | None = None) -> list[FusionRecord]:
+    """`fuse_conv_add` for ConvTranspose: the per-channel Add after a transposed convolution (paddle2onnx's bias)."""
+    return fuse_conv_add(graph, nodes, "ConvTranspose")
 
 
 def fuse_silu(graph: Graph, nodes: Collection[Node] | None = None) -> list[FusionRecord]:
