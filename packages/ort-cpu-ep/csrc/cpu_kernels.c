@@ -8,7 +8,7 @@
 /* the definition up to its type constraints: `constraint` names one schema constraint bound to types[0..count), else
  * T<k> binds input k to types[k] (a schema-less op) */
 static OrtStatus* cpu_kernels_define(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op,
-                                     const char* domain, int since, const char* constraint, const int32_t* types,
+                                     const char* domain, int since, int end, const char* constraint, const int32_t* types,
                                      int count, OrtKernelCreateFunc create, OrtKernelWorkspaceEstimateFunc estimate) {
   OrtKernelDefBuilder* b = NULL;
   OrtKernelDef* def = NULL;
@@ -17,7 +17,7 @@ static OrtStatus* cpu_kernels_define(const OrtKernelApi* api, OrtKernelRegistry*
   if (st) return st;
   st = api->KernelDefBuilder_SetOperatorType(b, op);
   if (!st) st = api->KernelDefBuilder_SetDomain(b, domain);
-  if (!st) st = api->KernelDefBuilder_SetSinceVersion(b, since, 0);
+  if (!st) st = api->KernelDefBuilder_SetSinceVersion(b, since, end);
   if (!st) st = api->KernelDefBuilder_SetExecutionProvider(b, CPU_KERNELS_EP);
   if (constraint != NULL && !st) st = api->KernelDefBuilder_AddTypeConstraint(b, constraint, types, (size_t)count);
   for (i = 0; constraint == NULL && i < count && !st; ++i) {
@@ -36,19 +36,25 @@ static OrtStatus* cpu_kernels_define(const OrtKernelApi* api, OrtKernelRegistry*
 OrtStatus* cpu_kernels_add(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, const char* domain,
                            int since, const int32_t* types, int count, OrtKernelCreateFunc create,
                            OrtKernelWorkspaceEstimateFunc estimate) {
-  return cpu_kernels_define(api, registry, op, domain, since, NULL, types, count, create, estimate);
+  return cpu_kernels_define(api, registry, op, domain, since, 0, NULL, types, count, create, estimate);
 }
 
 OrtStatus* cpu_kernels_add_onnx(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, int since,
                                 const char* constraint, int32_t type, OrtKernelCreateFunc create,
                                 OrtKernelWorkspaceEstimateFunc estimate) {
-  return cpu_kernels_define(api, registry, op, "", since, constraint, &type, 1, create, estimate);
+  return cpu_kernels_define(api, registry, op, "", since, 0, constraint, &type, 1, create, estimate);
 }
 
 OrtStatus* cpu_kernels_add_onnx_types(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, int since,
                                       const char* constraint, const int32_t* types, int count,
                                       OrtKernelCreateFunc create, OrtKernelWorkspaceEstimateFunc estimate) {
-  return cpu_kernels_define(api, registry, op, "", since, constraint, types, count, create, estimate);
+  return cpu_kernels_define(api, registry, op, "", since, 0, constraint, types, count, create, estimate);
+}
+
+OrtStatus* cpu_kernels_add_onnx_until(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, int since,
+                                      int end, const char* constraint, int32_t type, OrtKernelCreateFunc create,
+                                      OrtKernelWorkspaceEstimateFunc estimate) {
+  return cpu_kernels_define(api, registry, op, "", since, end, constraint, &type, 1, create, estimate);
 }
 
 OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* registry) {

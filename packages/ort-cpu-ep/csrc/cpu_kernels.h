@@ -84,4 +84,9 @@ OrtStatus* cpu_kernels_add_onnx_types(const OrtKernelApi* api, OrtKernelRegistry
                                       const char* constraint, const int32_t* types, int count,
                                       OrtKernelCreateFunc create, OrtKernelWorkspaceEstimateFunc estimate);
 
+/* cpu_kernels_add_onnx for opsets [since, end] only (an op whose semantics changed at end + 1) */
+OrtStatus* cpu_kernels_add_onnx_until(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, int since,
+                                      int end, const char* constraint, int32_t type, OrtKernelCreateFunc create,
+                                      OrtKernelWorkspaceEstimateFunc estimate);
+
 #endif

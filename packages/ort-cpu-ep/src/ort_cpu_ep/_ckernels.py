@@ -106,7 +106,7 @@ def status() -> CKernelStatus:
     return _load()[1]
 
 
-def c_kernel_applies(node: Node) -> bool:
+def c_kernel_applies(node: Node, opset: int | None = None) -> bool:
     """Whether the C kernel computes this node as ONNX Runtime does; otherwise the numpy kernel runs it.
 
     MatMulNBits: bits 2/4/8, block_size 16..256, no g_idx, and for accuracy_level 4 a constant B (the
@@ -117,7 +117,8 @@ def c_kernel_applies(node: Node) -> bool:
     (Un)Squeeze, Transpose, Concat, Slice, Gather: see `_c_move_applies`. Conv, ConvTranspose: see `_c_conv_applies`.
     Relu, Clip, HardSigmoid, LeakyRelu, HardSwish, Sigmoid: see `_c_unary_applies`. MaxPool, AveragePool,
     GlobalAveragePool, GlobalMaxPool: see `_c_pool_applies`. Resize: see `_c_resize_applies`.
-    Element types are the registered type constraints' business (float16 goes to numpy)."""
+    `opset`: the model's for the node's domain (None: the latest), for attribute defaults that changed (Softmax's
+    axis). Element types are the registered type constraints' business (float16 goes to numpy)."""
     if node.op_type in _C_NORMS:
         return _c_norm_applies(node)
     if node.op_type == "GroupQueryAttention":
@@ -127,7 +128,7 @@ def c_kernel_applies(node: Node) -> bool:
     if node.op_type in ("MatMul", "FusedMatMul"):
         return _c_matmul_applies(node)
     if node.op_type == "Softmax":
-        return _c_softmax_applies(node)
+        return _c_softmax_applies(node, opset)
     if node.op_type in _C_ARITH and node.domain in ("", "ai.onnx"):
         return _c_arith_applies(node)
     if node.op_type in _C_MOVES:
@@ -189,16 +190,16 @@ def _c_matmul_applies(node: Node) -> bool:
     return ra >= 2 or (rb == 2 and node.op_type == "MatMul")
 
 
-def _c_softmax_applies(node: Node) -> bool:
-    """float32 input of known rank >= 1, over its last axis (the attention probabilities). The C kernel is
-    registered since opset 13 (the axis semantics it has): an older model's Softmax, which coerces the input to
-    2-D at `axis` (default 1), finds only the numpy kernel whatever this says."""
+def _c_softmax_applies(node: Node, opset: int | None = None) -> bool:
+    """float32 input of known rank >= 1, over its last axis (the attention probabilities). Before opset 13 the
+    input is coerced to 2-D at `axis` (default 1): over the last axis that is the same softmax, which the C
+    kernel registered for opsets 1..12 computes; another axis there stays with numpy."""
     graph = node.graph
     value = graph.values.get(node.inputs[0]) if graph is not None and node.inputs else None
     if value is None or value.dtype != _FLOAT or value.shape is None or len(value.shape) < 1:
         return False
     try:
-        axis = operator.index(node.attr("axis", -1))
+        axis = operator.index(node.attr("axis", -1 if opset is None or opset >= 13 else 1))
     except TypeError:  # not an integer (a malformed model): the numpy kernel's checks say what is wrong
         return False
     return axis in (-1, len(value.shape) - 1)
