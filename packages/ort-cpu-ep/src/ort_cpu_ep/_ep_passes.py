@@ -2,7 +2,7 @@
 runs providers' passes after placement): the CPU provider folds a per-channel constant Add after a ConvTranspose
 into its bias (paddle2onnx's), then an inference BatchNormalization into the Conv or ConvTranspose before it
 (constant per-channel inputs: new weights and bias, ONNX Runtime's ConvBNFusion), fuses SiLU, Mul(x, Sigmoid(x)), into com.microsoft
-QuickGelu(alpha=1) with a one-pass kernel, and a MatMul reading a last-two-axes Transpose into FusedMatMul
+QuickGelu(alpha=1) with a one-pass kernel, and a MatMul reading a last-two-axes Transpose as B into FusedMatMul
 (the attention's K^T: BLAS multiplies the transposed view, no transposed copy), and grouped-query attention's
 materialized KV repeat (Unsqueeze/Expand/Reshape read by that matmul) into the group folded into the query rows
 (no g-times-the-cache expanded block); the simulated GPU adds Conv + per-channel Add fused into Conv with
@@ -10,6 +10,8 @@ a bias. A Level-1 SiLU fusion would move the pair off CUDA (no CUDA kernel for Q
 only fuses what the CPU provider already runs."""
 
 from __future__ import annotations
+
+import functools
 
 import ort_abi
 import ort_graph
@@ -28,7 +30,10 @@ class SiLUFusionSurface:
         return [ort_abi.EpGraphPass("ConvTransposeAddFusion", ort_graph.fuse_convtranspose_add),
                 ort_abi.EpGraphPass("ConvBNFusion", ort_graph.fuse_conv_batchnorm),
                 ort_abi.EpGraphPass("SiLUFusion", ort_graph.fuse_silu),
-                ort_abi.EpGraphPass("MatMulTransposeFusion", ort_graph.fuse_matmul_transpose),
+                # B's Transpose only: the C MatMul takes transB, not transA (a transposed A stays Transpose +
+                # MatMul, both C, not a numpy FusedMatMul: ppocrv4_rec's head)
+                ort_abi.EpGraphPass("MatMulTransposeFusion",
+                                    functools.partial(ort_graph.fuse_matmul_transpose, trans_a=False)),
                 ort_abi.EpGraphPass("RepeatKVFusion", ort_graph.fuse_repeat_kv)]
 
 

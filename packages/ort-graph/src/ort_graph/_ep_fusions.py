@@ -116,12 +116,12 @@ def _swaps_last_two(graph: Graph, transpose: Node) -> bool:
     return list(perm) == [*range(rank - 2), rank - 1, rank - 2]
 
 
-def fuse_matmul_transpose(graph: Graph, nodes: Collection[Node] | None = None) -> list[FusionRecord]:
+def fuse_matmul_transpose(graph: Graph, nodes: Collection[Node] | None = None, trans_a: bool = True) -> list[FusionRecord]:
     """MatMul(Transpose(A), B) / MatMul(A, Transpose(B)) where the Transpose swaps the last two axes and
     only that MatMul reads it -> com.microsoft FusedMatMul(A, B, transA/transB=1), named
     `<matmul name>/MatMulTransposeFusion` (ONNX Runtime's MatmulTransposeFusion does the same): the
     kernel multiplies the transposed view, the transposed copy and its block are gone. Only nodes in
-    `nodes` (all when None) take part."""
+    `nodes` (all when None) take part; `trans_a` False: only B's Transpose (for kernels that take transB only)."""
     allowed = None if nodes is None else {id(n) for n in nodes}
     records: list[FusionRecord] = []
     placed: dict[int, list[Node]] = {}  # the MatMul's id -> its FusedMatMul (one pass over the list at the end)
@@ -133,6 +133,8 @@ def fuse_matmul_transpose(graph: Graph, nodes: Collection[Node] | None = None) -
             continue
         inputs, flags, gone = list(mm.inputs), {}, []
         for i, name in enumerate(mm.inputs):
+            if i == 0 and not trans_a:
+                continue
             v = graph.values.get(name)
             t = v.producer if v is not None else None
             if (t is None or t.op_type != "Transpose" or t.domain not in ("", "ai.onnx") or t in gone
