@@ -113,7 +113,7 @@ def c_kernel_applies(node: Node, opset: int | None = None) -> bool:
     C kernel then always quantizes A to int8, which onnxruntime does only for a prepacked, constant B).
     (Skip)SimplifiedLayerNormalization and GroupQueryAttention: see `_c_norm_applies` / `_c_gqa_applies`;
     QuickGelu: float32 without a bias. MatMul, FusedMatMul: see `_c_matmul_applies`. Softmax: see
-    `_c_softmax_applies`. Add, Sub, Mul, Div, Neg: see `_c_arith_applies`. Reshape, Identity, Flatten,
+    `_c_softmax_applies`. LayerNormalization, BatchNormalization: see `_c_affine_norm_applies`. Add, Sub, Mul, Div, Neg: see `_c_arith_applies`. Reshape, Identity, Flatten,
     (Un)Squeeze, Transpose, Concat, Slice, Gather: see `_c_move_applies`. Conv, ConvTranspose: see `_c_conv_applies`.
     Relu, Clip, HardSigmoid, LeakyRelu, HardSwish, Sigmoid: see `_c_unary_applies`. MaxPool, AveragePool,
     GlobalAveragePool, GlobalMaxPool: see `_c_pool_applies`. Resize: see `_c_resize_applies`.
@@ -121,6 +121,8 @@ def c_kernel_applies(node: Node, opset: int | None = None) -> bool:
     axis). Element types are the registered type constraints' business (float16 goes to numpy)."""
     if node.op_type in _C_NORMS:
         return _c_norm_applies(node)
+    if node.op_type in ("LayerNormalization", "BatchNormalization") and node.domain in ("", "ai.onnx"):
+        return _c_affine_norm_applies(node)
     if node.op_type == "GroupQueryAttention":
         return _c_gqa_applies(node)
     if node.op_type == "QuickGelu":  # float32 without a bias input (the SiLUFusion's)
@@ -343,6 +345,20 @@ def _c_norm_applies(node: Node) -> bool:
     if node.op_type == "SimplifiedLayerNormalization":
         return int(node.attr("axis", -1)) == -1 and len(node.outputs) <= 3
     return len(node.outputs) <= 3 or (len(node.outputs) == 4 and _named(node, 3))
+
+
+def _c_affine_norm_applies(node: Node) -> bool:
+    """Every present input known float32 (BatchNormalization's statistics too: the kernel reads them as float32),
+    only output Y named; BatchNormalization in inference mode (training_mode 0, spatial 1) with all five inputs."""
+    graph = node.graph
+    if graph is None or not node.inputs or not node.inputs[0] or any(node.outputs[1:]):
+        return False
+    if any(graph.values.get(n) is None or graph.values[n].dtype != _FLOAT for n in node.inputs if n):
+        return False
+    if node.op_type == "LayerNormalization":
+        return len(node.inputs) >= 2 and bool(node.inputs[1])
+    return (len(node.inputs) == 5 and all(node.inputs) and not int(node.attr("training_mode", 0))
+            and int(node.attr("spatial", 1)) == 1)
 
 
 def _c_gqa_applies(node: Node) -> bool:

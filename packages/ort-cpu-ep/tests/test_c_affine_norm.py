@@ -1,0 +1,114 @@
+"""The C float32 LayerNormalization and inference BatchNormalization (csrc/affine_norm_kernel.c) against
+onnxruntime and the numpy kernel, one node at a time through the CPU provider: every axis, with and without B,
+ranks 2..5, thread counts, and which nodes the C kernels take."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import ort_abi
+import ort_graph
+from ort_cpu_ep import CpuExecutionProvider, c_kernels
+from ort_cpu_ep.testing import one_node_model, run_one_node
+
+F = TensorProto.FLOAT
+
+
+def _layernorm(shape, axis=-1, *, bias=True, seed=0, outputs=("y",), opset=17, **attrs):
+    rng = np.random.default_rng(seed)
+    norm = shape[axis:] if axis != 0 else shape
+    inits = [numpy_helper.from_array(rng.standard_normal(norm).astype(np.float32), "scale")]
+    if bias:
+        inits.append(numpy_helper.from_array(rng.standard_normal(norm).astype(np.float32), "b"))
+    node = helper.make_node("LayerNormalization", ["x", "scale"] + (["b"] if bias else []), list(outputs), axis=axis,
+                            **attrs)
+    model = one_node_model(node, [helper.make_tensor_value_info("x", F, list(shape))],
+                           [helper.make_tensor_value_info(o, F, None) for o in outputs], inits)
+    model.opset_import[0].version = opset
+    return model, {"x": (rng.standard_normal(shape) * 3 + 1).astype(np.float32)}
+
+
+def _batchnorm(shape, *, seed=0, opset=15, outputs=("y",), **attrs):
+    rng = np.random.default_rng(seed)
+    c = shape[1]
+    arrays = {"scale": rng.standard_normal(c), "b": rng.standard_normal(c), "mean": rng.standard_normal(c),
+              "var": rng.uniform(0.1, 3.0, c)}
+    inits = [numpy_helper.from_array(v.astype(np.float32), k) for k, v in arrays.items()]
+    node = helper.make_node("BatchNormalization", ["x", *arrays], list(outputs), **attrs)
+    model = one_node_model(node, [helper.make_tensor_value_info("x", F, list(shape))],
+                           [helper.make_tensor_value_info(o, F, None) for o in outputs], inits)
+    model.opset_import[0].version = opset
+    return model, {"x": rng.standard_normal(shape).astype(np.float32)}
+
+
+def _ort(model, feeds):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.log_severity_level = 3
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+
+
+def _check(model, feeds, threads=None):
+    got = run_one_node(model, feeds, "C", threads=threads)["y"]
+    want = _ort(model, feeds)
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(got, run_one_node(model, feeds, "numpy")["y"], rtol=2e-5, atol=2e-5)
+    return got
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize(("shape", "axis"), [((1, 40, 120), -1), ((2, 3, 4, 5), 2), ((2, 3, 4, 5), -3), ((7, 9), 0),
+                                             ((3, 1, 17), -1), ((5, 1), -1), ((2, 3, 64), 1)])
+def test_layernorm_matches_onnxruntime_and_numpy(shape, axis, bias):
+    model, feeds = _layernorm(shape, axis, bias=bias, epsilon=1e-6)
+    _check(model, feeds)
+
+
+def test_layernorm_of_a_constant_row_is_b():
+    model, feeds = _layernorm((2, 8))
+    feeds["x"][:] = 4.0
+    got = _check(model, feeds)
+    b = numpy_helper.to_array(model.graph.initializer[1])
+    np.testing.assert_allclose(got, np.broadcast_to(b, got.shape), atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(2, 6), (1, 5, 7), (2, 24, 16, 16), (1, 3, 2, 4, 5)])
+@pytest.mark.parametrize("opset", [9, 15])
+def test_batchnorm_matches_onnxruntime_and_numpy(shape, opset):
+    model, feeds = _batchnorm(shape, opset=opset, epsilon=1e-3)
+    _check(model, feeds)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_same_result_at_every_thread_count(threads):
+    for model, feeds in (_batchnorm((2, 16, 40, 40)), _layernorm((64, 40, 32))):
+        one = run_one_node(model, feeds, "C", threads=1)["y"]
+        np.testing.assert_array_equal(_check(model, feeds, threads=threads), one)
+
+
+def _language(model) -> str:
+    m = ort_graph.from_proto(model)
+    ep = CpuExecutionProvider(m.graph, m.opset_imports)
+    return c_kernels.kernel_language(ep.entry(m.graph.nodes[0]))
+
+
+def test_nodes_the_c_kernels_take():
+    assert _language(_layernorm((2, 8))[0]) == "C"
+    assert _language(_layernorm((2, 8), opset=12)[0]) == "C"            # onnxruntime's predates the ONNX op
+    assert _language(_layernorm((2, 8), outputs=("y", "mean"))[0]) == "numpy"
+    assert _language(_batchnorm((1, 4, 3, 3))[0]) == "C"
+    assert _language(_batchnorm((1, 4, 3, 3), opset=7)[0]) == "C"
+    assert _language(_batchnorm((1, 4, 3, 3), opset=6)[0]) == "numpy"   # consumed_inputs / is_test era
+    assert _language(_batchnorm((1, 4, 3, 3), training_mode=1, outputs=("y", "rm", "rv"))[0]) == "numpy"
+
+
+def test_statistics_of_the_wrong_length_are_an_error():
+    model, feeds = _batchnorm((1, 4, 3, 3))
+    model.graph.initializer[2].CopyFrom(numpy_helper.from_array(np.zeros(3, np.float32), "mean"))
+    with pytest.raises(ort_abi.KernelError, match="input input_mean has 3 values and X 4 channels"):
+        run_one_node(model, feeds, "C")
