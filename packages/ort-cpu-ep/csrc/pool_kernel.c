@@ -4,7 +4,7 @@
  * window starts inside the input or its begin pad), count_include_pad (explicit pads count, cells past the padded
  * extent do not). MaxPool: the largest real cell (-inf where a window holds none), NaN propagates; AveragePool:
  * the float32 sum of the window's cells row by row over the count; GlobalAveragePool: each plane summed in double
- * (16 partial sums: vectorized), divided, rounded once; GlobalMaxPool: 16 partial maxima, NaN propagating. One
+ * (16 partial sums: vectorized), divided, rounded once; GlobalMaxPool: 16 vector lanes of maxima, NaN propagating. One
  * (image, channel) plane per work item across the threads. No workspace. */
 #include <math.h>
 #include <stdio.h>
@@ -12,6 +12,7 @@
 
 #include "cpu_kernels.h"
 #include "mnb.h" /* mnb_parallel, mnb_threads */
+#include "vec_math.h"
 
 #define POOL_MIN_PER_THREAD (1 << 15) /* input elements below which an extra thread does not pay */
 
@@ -125,16 +126,25 @@ static void pool_plane(const PoolJob* job, const float* x, float* y) {
 /* the larger of m and v, a NaN sticking once met */
 static inline float pool_max_nan(float m, float v) { return (v > m || v != v) && m == m ? v : m; }
 
-/* the largest of x[0, n), NaN when any is */
+/* the largest of x[0, n), NaN when any is: 16 lanes of vector max (the larger or the first operand), the NaNs
+ * noted in a mask beside them */
 CPU_KERNELS_CLONES
 static float pool_plane_max(const float* x, int64_t n) {
-  float acc[POOL_LANES], m = -INFINITY;
+  vm_v8 a = vm_splat8(-INFINITY), b = a, v, w;
+  vm_i8 nan = {0, 0, 0, 0, 0, 0, 0, 0};
+  float lanes[8], m = -INFINITY;
   int64_t i = 0, j;
-  for (j = 0; j < POOL_LANES; ++j) acc[j] = -INFINITY;
-  for (; i + POOL_LANES <= n; i += POOL_LANES)
-    for (j = 0; j < POOL_LANES; ++j) acc[j] = pool_max_nan(acc[j], x[i + j]);
+  for (; i + 16 <= n; i += 16) {
+    memcpy(&v, x + i, sizeof v);
+    memcpy(&w, x + i + 8, sizeof w);
+    a = vm_max8(a, v);
+    b = vm_max8(b, w);
+    nan |= (v != v) | (w != w);
+  }
+  a = vm_max8(a, b);
+  memcpy(lanes, &a, sizeof lanes);
+  for (j = 0; j < 8; ++j) m = pool_max_nan(m, nan[j] ? NAN : lanes[j]);
   for (; i < n; ++i) m = pool_max_nan(m, x[i]);
-  for (j = 0; j < POOL_LANES; ++j) m = pool_max_nan(m, acc[j]);
   return m;
 }
 
