@@ -115,7 +115,7 @@ def c_kernel_applies(node: Node, opset: int | None = None) -> bool:
     QuickGelu: float32 without a bias. MatMul, FusedMatMul: see `_c_matmul_applies`. Softmax: see
     `_c_softmax_applies`. LayerNormalization, BatchNormalization: see `_c_affine_norm_applies`. Add, Sub, Mul, Div, Neg: see `_c_arith_applies`. Reshape, Identity, Flatten,
     (Un)Squeeze, Transpose, Concat, Slice, Gather: see `_c_move_applies`. Conv, ConvTranspose: see `_c_conv_applies`.
-    Relu, Clip, HardSigmoid, LeakyRelu, HardSwish, Sigmoid: see `_c_unary_applies`. MaxPool, AveragePool,
+    Relu, Clip, HardSigmoid, LeakyRelu, HardSwish, Sigmoid, Sqrt, Reciprocal, Abs, Exp, Tanh: see `_c_unary_applies`. MaxPool, AveragePool,
     GlobalAveragePool, GlobalMaxPool: see `_c_pool_applies`. Resize: see `_c_resize_applies`.
     `opset`: the model's for the node's domain (None: the latest), for attribute defaults that changed (Softmax's
     axis). Element types are the registered type constraints' business (float16 goes to numpy)."""
@@ -243,7 +243,7 @@ def _c_move_applies(node: Node) -> bool:
     return perm is None or len(perm) > 0
 
 
-_C_UNARY = ("Relu", "Clip", "HardSigmoid", "LeakyRelu", "HardSwish", "Sigmoid")
+_C_UNARY = ("Relu", "Clip", "HardSigmoid", "LeakyRelu", "HardSwish", "Sigmoid", "Sqrt", "Reciprocal", "Abs", "Exp", "Tanh")
 
 
 def _c_unary_applies(node: Node) -> bool:
