@@ -116,7 +116,7 @@ def c_kernel_applies(node: Node, opset: int | None = None) -> bool:
     `_c_softmax_applies`. LayerNormalization, BatchNormalization: see `_c_affine_norm_applies`. Add, Sub, Mul, Div, Neg: see `_c_arith_applies`. Reshape, Identity, Flatten,
     (Un)Squeeze, Transpose, Concat, Slice, Gather: see `_c_move_applies`. Conv, ConvTranspose: see `_c_conv_applies`.
     Relu, Clip, HardSigmoid, LeakyRelu, HardSwish, Sigmoid, Sqrt, Reciprocal, Abs, Exp, Tanh: see `_c_unary_applies`. MaxPool, AveragePool,
-    GlobalAveragePool, GlobalMaxPool: see `_c_pool_applies`. Resize: see `_c_resize_applies`.
+    GlobalAveragePool, GlobalMaxPool: see `_c_pool_applies`. Resize: see `_c_resize_applies`. Cast: see `_c_cast_applies`.
     `opset`: the model's for the node's domain (None: the latest), for attribute defaults that changed (Softmax's
     axis). Element types are the registered type constraints' business (float16 goes to numpy)."""
     if node.op_type in _C_NORMS:
@@ -141,6 +141,8 @@ def c_kernel_applies(node: Node, opset: int | None = None) -> bool:
         return _c_conv_applies(node, _CONVT_ATTR_LENGTHS)
     if node.op_type in _C_UNARY and node.domain in ("", "ai.onnx"):
         return _c_unary_applies(node)
+    if node.op_type == "Cast" and node.domain in ("", "ai.onnx"):
+        return _c_cast_applies(node)
     if node.op_type in _C_POOLS and node.domain in ("", "ai.onnx"):
         return _c_pool_applies(node)
     if node.op_type == "Resize" and node.domain in ("", "ai.onnx"):
@@ -254,6 +256,20 @@ def _c_unary_applies(node: Node) -> bool:
         return False
     values = [graph.values.get(name) for name in node.inputs if name]
     return all(v is not None and v.dtype == _FLOAT for v in values)
+
+
+_C_CAST_TYPES = frozenset({1, 2, 3, 6, 7, 9, 11})  # float, uint8, int8, int32, int64, bool, double
+
+
+def _c_cast_applies(node: Node) -> bool:
+    """The input of a known element type and `to` among float, double, int8, uint8, int32, int64 and bool, but not
+    float / double to int8 / uint8 (C leaves values past the type's range undefined; numpy's rule stays)."""
+    graph = node.graph
+    value = graph.values.get(node.inputs[0]) if graph is not None and node.inputs and node.inputs[0] else None
+    to = node.attr("to", None)
+    if value is None or value.dtype not in _C_CAST_TYPES or not isinstance(to, int) or to not in _C_CAST_TYPES:
+        return False
+    return not (value.dtype in (1, 11) and to in (2, 3))
 
 
 _C_POOLS = ("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool")
