@@ -73,6 +73,7 @@ OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* 
   if (!st) st = ort_cpu_ep_register_affine_norm(api, registry);
   if (!st) st = ort_cpu_ep_register_math_unary(api, registry);
   if (!st) st = ort_cpu_ep_register_cast(api, registry);
+  if (!st) st = ort_cpu_ep_register_reduce(api, registry);
   return st;
 }
 

@@ -46,6 +46,8 @@ OrtStatus* ort_cpu_ep_register_affine_norm(const OrtKernelApi* api, OrtKernelReg
 OrtStatus* ort_cpu_ep_register_math_unary(const OrtKernelApi* api, OrtKernelRegistry* registry);
 /* Cast between float, double, int8, uint8, int32, int64 and bool (cast_kernel.c) */
 OrtStatus* ort_cpu_ep_register_cast(const OrtKernelApi* api, OrtKernelRegistry* registry);
+/* float32 ReduceSum, ReduceMean, ReduceMax, ReduceMin over one run of axes (reduce_kernel.c) */
+OrtStatus* ort_cpu_ep_register_reduce(const OrtKernelApi* api, OrtKernelRegistry* registry);
 /* float32 2-D ConvTranspose (convtranspose_kernel.c: sgemm + col2im) */
 OrtStatus* ort_cpu_ep_register_convtranspose(const OrtKernelApi* api, OrtKernelRegistry* registry);
 /* all of the above, in order (the one call the library's entry point makes) */

@@ -117,6 +117,7 @@ def c_kernel_applies(node: Node, opset: int | None = None) -> bool:
     (Un)Squeeze, Transpose, Concat, Slice, Gather: see `_c_move_applies`. Conv, ConvTranspose: see `_c_conv_applies`.
     Relu, Clip, HardSigmoid, LeakyRelu, HardSwish, Sigmoid, Sqrt, Reciprocal, Abs, Exp, Tanh: see `_c_unary_applies`. MaxPool, AveragePool,
     GlobalAveragePool, GlobalMaxPool: see `_c_pool_applies`. Resize: see `_c_resize_applies`. Cast: see `_c_cast_applies`.
+    ReduceSum, ReduceMean, ReduceMax, ReduceMin: see `_c_reduce_applies`.
     `opset`: the model's for the node's domain (None: the latest), for attribute defaults that changed (Softmax's
     axis). Element types are the registered type constraints' business (float16 goes to numpy)."""
     if node.op_type in _C_NORMS:
@@ -141,6 +142,8 @@ def c_kernel_applies(node: Node, opset: int | None = None) -> bool:
         return _c_conv_applies(node, _CONVT_ATTR_LENGTHS)
     if node.op_type in _C_UNARY and node.domain in ("", "ai.onnx"):
         return _c_unary_applies(node)
+    if node.op_type in _C_REDUCES and node.domain in ("", "ai.onnx"):
+        return _c_reduce_applies(node, opset)
     if node.op_type == "Cast" and node.domain in ("", "ai.onnx"):
         return _c_cast_applies(node)
     if node.op_type in _C_POOLS and node.domain in ("", "ai.onnx"):
@@ -256,6 +259,34 @@ def _c_unary_applies(node: Node) -> bool:
         return False
     values = [graph.values.get(name) for name in node.inputs if name]
     return all(v is not None and v.dtype == _FLOAT for v in values)
+
+
+_C_REDUCES = {"ReduceSum": 13, "ReduceMean": 18, "ReduceMax": 18, "ReduceMin": 18}  # -> the opset axes became an input
+
+
+def _c_reduce_applies(node: Node, opset: int | None) -> bool:
+    """X known float32 of known shape (rank <= 16); the axes an attribute or a constant int64 input (never computed
+    at run time), one run of neighbouring axes once extents of 1 are set aside (or none: every axis, or X itself
+    with noop_with_empty_axes)."""
+    graph = node.graph
+    value = graph.values.get(node.inputs[0]) if graph is not None and node.inputs and node.inputs[0] else None
+    if value is None or value.dtype != _FLOAT or value.shape is None or len(value.shape) > _C_MAX_RANK:
+        return False
+    if opset is None or opset >= _C_REDUCES[node.op_type]:
+        name = node.inputs[1] if len(node.inputs) > 1 else ""
+        tensor = graph.initializers.get(name) if name else None
+        if name and (tensor is None or tensor.dtype != 7):
+            return False
+        axes = [] if tensor is None else [int(a) for a in np.asarray(tensor.numpy()).reshape(-1)]
+    else:
+        axes = list(node.attr("axes", None) or [])
+    rank, shape = len(value.shape), value.shape
+    if any(not -rank <= a < rank for a in axes):
+        return False  # the numpy kernel says what is wrong
+    marked = sorted({a % rank for a in axes} or set(range(rank)))
+    runs = [i for i in marked if not (isinstance(shape[i], int) and shape[i] == 1)]
+    between = [i for i in range(runs[0], runs[-1] + 1) if i not in marked] if runs else []
+    return all(isinstance(shape[i], int) and shape[i] == 1 for i in between)
 
 
 _C_CAST_TYPES = frozenset({1, 2, 3, 6, 7, 9, 11})  # float, uint8, int8, int32, int64, bool, double
