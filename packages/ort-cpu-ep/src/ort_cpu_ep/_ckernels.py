@@ -117,7 +117,8 @@ def c_kernel_applies(node: Node, opset: int | None = None) -> bool:
     (Un)Squeeze, Transpose, Concat, Slice, Gather: see `_c_move_applies`. Conv, ConvTranspose: see `_c_conv_applies`.
     Relu, Clip, HardSigmoid, LeakyRelu, HardSwish, Sigmoid, Sqrt, Reciprocal, Abs, Exp, Tanh: see `_c_unary_applies`. MaxPool, AveragePool,
     GlobalAveragePool, GlobalMaxPool: see `_c_pool_applies`. Resize: see `_c_resize_applies`. Cast: see `_c_cast_applies`.
-    ReduceSum, ReduceMean, ReduceMax, ReduceMin: see `_c_reduce_applies`.
+    ReduceSum, ReduceMean, ReduceMax, ReduceMin: see `_c_reduce_applies`. Expand, Equal, Less, Greater, LessOrEqual,
+    GreaterOrEqual, Max, Min: see `_c_broadcast_applies`.
     `opset`: the model's for the node's domain (None: the latest), for attribute defaults that changed (Softmax's
     axis). Element types are the registered type constraints' business (float16 goes to numpy)."""
     if node.op_type in _C_NORMS:
@@ -142,6 +143,8 @@ def c_kernel_applies(node: Node, opset: int | None = None) -> bool:
         return _c_conv_applies(node, _CONVT_ATTR_LENGTHS)
     if node.op_type in _C_UNARY and node.domain in ("", "ai.onnx"):
         return _c_unary_applies(node)
+    if node.op_type in _C_BROADCASTS and node.domain in ("", "ai.onnx"):
+        return _c_broadcast_applies(node)
     if node.op_type in _C_REDUCES and node.domain in ("", "ai.onnx"):
         return _c_reduce_applies(node, opset)
     if node.op_type == "Cast" and node.domain in ("", "ai.onnx"):
@@ -259,6 +262,29 @@ def _c_unary_applies(node: Node) -> bool:
         return False
     values = [graph.values.get(name) for name in node.inputs if name]
     return all(v is not None and v.dtype == _FLOAT for v in values)
+
+
+_C_BROADCASTS = ("Expand", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Max", "Min")
+_C_COMPARE_TYPES = frozenset({1, 6, 7})  # float32, int32, int64
+
+
+def _c_broadcast_applies(node: Node) -> bool:
+    """Two present inputs of known element types: Expand's data of a fixed-size type (its shape input int64, the
+    output of known rank up to 16 when the rank is known), the comparisons' two of one type among float32, int32,
+    int64, Max / Min's two float32 (one input, or three and more, stay with numpy)."""
+    graph = node.graph
+    if graph is None or len(node.inputs) != 2 or not all(node.inputs):
+        return False
+    a, b = (graph.values.get(n) for n in node.inputs)
+    if a is None or b is None:
+        return False
+    if node.op_type == "Expand":
+        out = graph.values.get(node.outputs[0])
+        rank_ok = out is None or out.shape is None or len(out.shape) <= 16
+        return a.dtype in _C_MOVE_TYPES and b.dtype == 7 and rank_ok
+    if node.op_type in ("Max", "Min"):
+        return a.dtype == b.dtype == _FLOAT
+    return a.dtype == b.dtype and a.dtype in _C_COMPARE_TYPES
 
 
 _C_REDUCES = {"ReduceSum": 13, "ReduceMean": 18, "ReduceMax": 18, "ReduceMin": 18}  # -> the opset axes became an input
