@@ -354,7 +354,7 @@ def _c_pool_applies(node: Node) -> bool:
     return not (node.op_type == "AveragePool" and auto.startswith("SAME") and int(node.attr("count_include_pad", 0)))
 
 
-_C_RESIZE_ATTRS = {"mode": ("nearest",), "keep_aspect_ratio_policy": ("stretch",), "antialias": (0,),
+_C_RESIZE_ATTRS = {"mode": ("nearest", "linear"), "keep_aspect_ratio_policy": ("stretch",), "antialias": (0,),
                    "coordinate_transformation_mode": ("asymmetric", "half_pixel", "pytorch_half_pixel", "align_corners"),
                    "nearest_mode": ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")}
 _C_RESIZE_DEFAULTS = {"mode": "nearest", "keep_aspect_ratio_policy": "stretch", "antialias": 0,
@@ -362,9 +362,9 @@ _C_RESIZE_DEFAULTS = {"mode": "nearest", "keep_aspect_ratio_policy": "stretch", 
 
 
 def _c_resize_applies(node: Node) -> bool:
-    """Nearest Resize of a known float32 rank-4 X on its H and W only: constant scales (float32) or sizes (int64) of
-    4 values leaving N and C as they are, no axes attribute, the attribute values of `_C_RESIZE_ATTRS`. Linear and
-    cubic modes, tf_crop_and_resize, scales computed at run time and other ranks stay with numpy."""
+    """Nearest or linear Resize of a known float32 rank-4 X on its H and W only: constant scales (float32) or sizes
+    (int64) of 4 values leaving N and C as they are, no axes attribute, the attribute values of `_C_RESIZE_ATTRS`.
+    Cubic mode, antialias, tf_crop_and_resize, scales computed at run time and other ranks stay with numpy."""
     graph = node.graph
     value = graph.values.get(node.inputs[0]) if graph is not None and node.inputs and node.inputs[0] else None
     if value is None or value.dtype != _FLOAT or value.shape is None or len(value.shape) != 4:
