@@ -8,7 +8,8 @@
  *
  * Work items: (image, group, block of output channels), each owning its channels' output planes (filled with the
  * bias, then the taps added), so threads never write the same pixel; within an item the input pixels go in chunks of
- * whole rows (about CT_CHUNK pixels). Workspace: slot 0 holds one buffer per thread (the item's W_g^T rows, one
+ * whole rows (about CT_CHUNK pixels). Where kernel == stride without dilation, pads or output padding (upsampling
+ * by tiles, ppocrv4_det's) each output pixel gets one tap: its rows are written once, bias added, no fill. Workspace: slot 0 holds one buffer per thread (the item's W_g^T rows, one
  * chunk of columns and an sgemm packing block, ct_thread_floats); without a declaration (shapes unknown at planning)
  * Compute takes the host's scratch buffer. */
 #include <stdio.h>
@@ -38,6 +39,7 @@ typedef struct CtGeom {
   int64_t N, C, H, W, M, KH, KW, OH, OW, group, Cg, Mg, KK;
   int64_t sh, sw, dh, dw, pt, pl;
   int64_t rows; /* input rows per chunk of columns */
+  int tiles;    /* kernel == stride, no dilation, pads or output padding: each output pixel gets one tap */
 } CtGeom;
 
 typedef struct CtKernel {
@@ -161,6 +163,8 @@ static int ct_geometry(const CtAttrs* a, const int64_t* x, const int64_t* w, CtG
   g->dh = ct_at(a, 2, 0, 1); g->dw = ct_at(a, 2, 1, 1);
   if (ct_axis(a, 0, g->H, g->KH, &g->OH, &g->pt, err, len) || ct_axis(a, 1, g->W, g->KW, &g->OW, &g->pl, err, len))
     return 1;
+  g->tiles = g->KH == g->sh && g->KW == g->sw && g->dh == 1 && g->dw == 1 && g->pt == 0 && g->pl == 0 &&
+             g->OH == g->H * g->sh && g->OW == g->W * g->sw;
   g->rows = g->W > 0 && g->W < CT_CHUNK ? CT_CHUNK / g->W : 1;
   if (g->rows > g->H) g->rows = g->H > 0 ? g->H : 1;
   return 0;
@@ -211,6 +215,33 @@ static void ct_col2im(const CtGeom* g, const float* cols, int64_t channels, int6
       }
 }
 
+/* the tiling case (g->tiles): output row ih * KH + kh of channel m is, column by column, the taps (m, kh, kw) of input
+ * row ih interleaved, plus the bias: written once, no fill */
+CPU_KERNELS_CLONES
+static void ct_tiles(const CtGeom* g, const float* cols, int64_t channels, int64_t ih0, int64_t ih1, const float* bias,
+                     float* y) {
+  const int64_t width = (ih1 - ih0) * g->W, plane = g->OH * g->OW;
+  int64_t m, kh, kw, ih, iw;
+  for (m = 0; m < channels; ++m) {
+    const float b = bias != NULL ? bias[m] : 0.0f;
+    for (kh = 0; kh < g->KH; ++kh)
+      for (ih = ih0; ih < ih1; ++ih) {
+        float* row = y + m * plane + (ih * g->KH + kh) * g->OW;
+        const float* src = cols + ((m * g->KH + kh) * g->KW) * width + (ih - ih0) * g->W;
+        if (g->KW == 2) {
+          const float *s0 = src, *s1 = src + width;
+          for (iw = 0; iw < g->W; ++iw) {
+            row[2 * iw] = s0[iw] + b;
+            row[2 * iw + 1] = s1[iw] + b;
+          }
+        } else {
+          for (kw = 0; kw < g->KW; ++kw, src += width)
+            for (iw = 0; iw < g->W; ++iw) row[iw * g->KW + kw] = src[iw] + b;
+        }
+      }
+  }
+}
+
 static void ct_item(const CtJob* job, int64_t item, float* work) {
   const CtGeom* g = job->g;
   const int64_t blk = item % job->blocks, pair = item / job->blocks, image = pair / g->group, grp = pair % g->group;
@@ -226,7 +257,7 @@ static void ct_item(const CtJob* job, int64_t item, float* work) {
   SgProblem p;
   for (c = 0; c < g->Cg; ++c)
     for (r = 0; r < rows; ++r) wt[r * g->Cg + c] = wg[c * g->Mg * g->KK + r];
-  for (m = m0; m < m1; ++m) {
+  for (m = m0; m < m1 && !g->tiles; ++m) {
     const float b = job->b != NULL ? job->b[grp * g->Mg + m] : 0.0f;
     float* dst = yg + (m - m0) * plane;
     for (i = 0; i < plane; ++i) dst[i] = b;
@@ -237,7 +268,8 @@ static void ct_item(const CtJob* job, int64_t item, float* work) {
     const int64_t ih1 = ih0 + g->rows < g->H ? ih0 + g->rows : g->H, width = (ih1 - ih0) * g->W;
     p.b = xg + ih0 * g->W; p.N = width; p.c = cols; p.ldc = width;
     sgemm_columns(&p, 0, width, pack);
-    ct_col2im(g, cols, m1 - m0, ih0, ih1, yg);
+    if (g->tiles) ct_tiles(g, cols, m1 - m0, ih0, ih1, job->b != NULL ? job->b + grp * g->Mg + m0 : NULL, yg);
+    else ct_col2im(g, cols, m1 - m0, ih0, ih1, yg);
   }
 }
 

@@ -75,6 +75,10 @@ CASES = [
     ((1, 16, 40, 50), (16, 8, 2, 2), {"strides": [2, 2]}),                      # several column chunks
     ((1, 8, 3, 700), (8, 4, 3, 3), {"pads": [1, 1, 1, 1]}),                     # a row wider than a chunk
     ((1, 1, 1, 1), (1, 1, 1, 1), {}),
+    ((1, 4, 5, 6), (4, 3, 3, 3), {"strides": [3, 3]}),                          # tiles of 3 x 3
+    ((1, 6, 4, 4), (6, 2, 2, 2), {"group": 3, "strides": [2, 2]}),              # grouped tiles
+    ((1, 3, 4, 4), (3, 2, 2, 2), {"strides": [2, 2], "output_padding": [1, 1]}),  # no tiles: a padded edge
+    ((1, 3, 4, 4), (3, 2, 2, 2), {"strides": [2, 2], "pads": [1, 0, 0, 1]}),      # no tiles: cropped
 ]
 
 
