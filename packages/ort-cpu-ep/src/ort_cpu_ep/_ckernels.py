@@ -118,7 +118,8 @@ def c_kernel_applies(node: Node, opset: int | None = None) -> bool:
     Relu, Clip, HardSigmoid, LeakyRelu, HardSwish, Sigmoid, Sqrt, Reciprocal, Abs, Exp, Tanh: see `_c_unary_applies`. MaxPool, AveragePool,
     GlobalAveragePool, GlobalMaxPool: see `_c_pool_applies`. Resize: see `_c_resize_applies`. Cast: see `_c_cast_applies`.
     ReduceSum, ReduceMean, ReduceMax, ReduceMin: see `_c_reduce_applies`. Expand, Equal, Less, Greater, LessOrEqual,
-    GreaterOrEqual, Max, Min: see `_c_broadcast_applies`.
+    GreaterOrEqual, Max, Min: see `_c_broadcast_applies`. Shape: an input of a
+    known fixed-size element type.
     `opset`: the model's for the node's domain (None: the latest), for attribute defaults that changed (Softmax's
     axis). Element types are the registered type constraints' business (float16 goes to numpy)."""
     if node.op_type in _C_NORMS:
@@ -143,6 +144,10 @@ def c_kernel_applies(node: Node, opset: int | None = None) -> bool:
         return _c_conv_applies(node, _CONVT_ATTR_LENGTHS)
     if node.op_type in _C_UNARY and node.domain in ("", "ai.onnx"):
         return _c_unary_applies(node)
+    if node.op_type == "Shape" and node.domain in ("", "ai.onnx"):  # of a known fixed-size element type
+        graph = node.graph
+        value = graph.values.get(node.inputs[0]) if graph is not None and node.inputs and node.inputs[0] else None
+        return value is not None and value.dtype in _C_MOVE_TYPES
     if node.op_type in _C_BROADCASTS and node.domain in ("", "ai.onnx"):
         return _c_broadcast_applies(node)
     if node.op_type in _C_REDUCES and node.domain in ("", "ai.onnx"):
