@@ -76,6 +76,7 @@ OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* 
   if (!st) st = ort_cpu_ep_register_reduce(api, registry);
   if (!st) st = ort_cpu_ep_register_broadcast(api, registry);
   if (!st) st = ort_cpu_ep_register_shape(api, registry);
+  if (!st) st = ort_cpu_ep_register_gemm(api, registry);
   return st;
 }
 

@@ -50,6 +50,8 @@ OrtStatus* ort_cpu_ep_register_cast(const OrtKernelApi* api, OrtKernelRegistry* 
 OrtStatus* ort_cpu_ep_register_reduce(const OrtKernelApi* api, OrtKernelRegistry* registry);
 /* Expand, Equal / Less / Greater / LessOrEqual / GreaterOrEqual, two-input Max / Min with broadcasting (bcast_kernel.c) */
 OrtStatus* ort_cpu_ep_register_broadcast(const OrtKernelApi* api, OrtKernelRegistry* registry);
+/* float32 Gemm with transA 0 (gemm_kernel.c, the MatMul kernel's sgemm) */
+OrtStatus* ort_cpu_ep_register_gemm(const OrtKernelApi* api, OrtKernelRegistry* registry);
 /* Shape (shape_kernel.c) */
 OrtStatus* ort_cpu_ep_register_shape(const OrtKernelApi* api, OrtKernelRegistry* registry);
 /* float32 2-D ConvTranspose (convtranspose_kernel.c: sgemm + col2im) */

@@ -112,7 +112,7 @@ def c_kernel_applies(node: Node, opset: int | None = None) -> bool:
     MatMulNBits: bits 2/4/8, block_size 16..256, no g_idx, and for accuracy_level 4 a constant B (the
     C kernel then always quantizes A to int8, which onnxruntime does only for a prepacked, constant B).
     (Skip)SimplifiedLayerNormalization and GroupQueryAttention: see `_c_norm_applies` / `_c_gqa_applies`;
-    QuickGelu: float32 without a bias. MatMul, FusedMatMul: see `_c_matmul_applies`. Softmax: see
+    QuickGelu: float32 without a bias. MatMul, FusedMatMul: see `_c_matmul_applies`. Gemm: see `_c_gemm_applies`. Softmax: see
     `_c_softmax_applies`. LayerNormalization, BatchNormalization: see `_c_affine_norm_applies`. Add, Sub, Mul, Div, Neg: see `_c_arith_applies`. Reshape, Identity, Flatten,
     (Un)Squeeze, Transpose, Concat, Slice, Gather: see `_c_move_applies`. Conv, ConvTranspose: see `_c_conv_applies`.
     Relu, Clip, HardSigmoid, LeakyRelu, HardSwish, Sigmoid, Sqrt, Reciprocal, Abs, Exp, Tanh: see `_c_unary_applies`. MaxPool, AveragePool,
@@ -132,6 +132,8 @@ def c_kernel_applies(node: Node, opset: int | None = None) -> bool:
         return _float32_input(node) and not any(node.inputs[1:])
     if node.op_type in ("MatMul", "FusedMatMul"):
         return _c_matmul_applies(node)
+    if node.op_type == "Gemm" and node.domain in ("", "ai.onnx"):
+        return _c_gemm_applies(node)
     if node.op_type == "Softmax":
         return _c_softmax_applies(node, opset)
     if node.op_type in _C_ARITH and node.domain in ("", "ai.onnx"):
@@ -203,6 +205,20 @@ def _c_matmul_applies(node: Node) -> bool:
     if not (1 <= ra <= 16 and 2 <= rb <= 16):
         return False
     return ra >= 2 or (rb == 2 and node.op_type == "MatMul")
+
+
+def _c_gemm_applies(node: Node) -> bool:
+    """A and B known float32 matrices (rank 2), C (if any) float32 of rank <= 2, transA 0."""
+    graph = node.graph
+    if graph is None or not 2 <= len(node.inputs) <= 3 or not node.inputs[0] or not node.inputs[1]:
+        return False
+    if int(node.attr("transA", 0)):
+        return False
+    values = [graph.values.get(n) for n in node.inputs if n]
+    if any(v is None or v.dtype != _FLOAT for v in values):
+        return False
+    ranks = [None if v.shape is None else len(v.shape) for v in values]
+    return ranks[0] == 2 and ranks[1] == 2 and all(r is not None and r <= 2 for r in ranks[2:])
 
 
 def _c_softmax_applies(node: Node, opset: int | None = None) -> bool:
