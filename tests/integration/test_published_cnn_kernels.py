@@ -23,8 +23,8 @@ MODELS = {  # file -> (input, shape, dtype, value range), as benchmarks/bench_pu
 # the nodes still on numpy kernels: (op, count) per model
 NUMPY_LEFT = {
     "ppocrv4_det.onnx": {},
-    "ppocrv4_rec.onnx": {"Squeeze": 7},
-    "ppocr_mobile_v2_cls.onnx": {"Identity": 1},
+    "ppocrv4_rec.onnx": {},
+    "ppocr_mobile_v2_cls.onnx": {},
     "magika_standard_v3_3.onnx": {},
 }
 

@@ -57,6 +57,12 @@ OrtStatus* cpu_kernels_add_onnx_until(const OrtKernelApi* api, OrtKernelRegistry
   return cpu_kernels_define(api, registry, op, "", since, end, constraint, &type, 1, create, estimate);
 }
 
+OrtStatus* cpu_kernels_add_onnx_types_until(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op,
+                                            int since, int end, const char* constraint, const int32_t* types, int count,
+                                            OrtKernelCreateFunc create, OrtKernelWorkspaceEstimateFunc estimate) {
+  return cpu_kernels_define(api, registry, op, "", since, end, constraint, types, count, create, estimate);
+}
+
 OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* registry) {
   OrtStatus* st = ort_cpu_ep_register_norm(api, registry);
   if (!st) st = ort_cpu_ep_register_gqa(api, registry);

@@ -102,5 +102,8 @@ OrtStatus* cpu_kernels_add_onnx_types(const OrtKernelApi* api, OrtKernelRegistry
 OrtStatus* cpu_kernels_add_onnx_until(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, int since,
                                       int end, const char* constraint, int32_t type, OrtKernelCreateFunc create,
                                       OrtKernelWorkspaceEstimateFunc estimate);
+OrtStatus* cpu_kernels_add_onnx_types_until(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op,
+                                            int since, int end, const char* constraint, const int32_t* types, int count,
+                                            OrtKernelCreateFunc create, OrtKernelWorkspaceEstimateFunc estimate);
 
 #endif

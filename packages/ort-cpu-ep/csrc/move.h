@@ -25,6 +25,9 @@ typedef struct MoveKernel {
   int allowzero;
   size_t perm_rank; /* Transpose: entries of perm (0: no perm attribute, the axes reversed) */
   int64_t perm[MOVE_MAX_RANK];
+  int axes_attr;    /* Squeeze / Unsqueeze before opset 13: axes is the attribute below, not input 1 */
+  size_t n_axes;    /* its entries (SIZE_MAX: no attribute) */
+  int64_t axes[MOVE_MAX_RANK];
 } MoveKernel;
 
 /* one input tensor as the kernels see it */
@@ -67,9 +70,12 @@ void move_strided_copy(char* out, const char* in, size_t elem_size, size_t rank,
 /* a kernel object for op `op` with Compute `compute` (no workspace); the node name kept for messages */
 OrtStatus* move_new(const OrtKernelInfo* info, const char* op, CpuKernelCompute compute, MoveKernel** out);
 
-/* registers `op` since `since` for every element type the kernels take, bound to the schema's `constraint` */
+/* registers `op` since `since` for every element type the kernels take, bound to the schema's `constraint`;
+ * move_register_until: for opsets [since, end] only */
 OrtStatus* move_register(OrtKernelRegistry* registry, const char* op, int since, const char* constraint,
                          OrtKernelCreateFunc create);
+OrtStatus* move_register_until(OrtKernelRegistry* registry, const char* op, int since, int end, const char* constraint,
+                               OrtKernelCreateFunc create);
 
 OrtStatus* move_register_reshapes(OrtKernelRegistry* registry);
 OrtStatus* move_register_transpose(OrtKernelRegistry* registry);
