@@ -27,14 +27,26 @@ typedef struct BcKernel {
 /* one run of n outputs: a and b step sa / sb elements (0 or 1) */
 typedef void (*BcRun)(const void* a, int64_t sa, const void* b, int64_t sb, void* y, int64_t n);
 
+/* the three stride patterns as separate loops (each vectorizes): both contiguous, a one value, b one value */
 #define BC_COMPARE(NAME, T, OP)                                                                        \
   CPU_KERNELS_CLONES static void bc_##NAME(const void* a, int64_t sa, const void* b, int64_t sb, void* y, \
                                           int64_t n) {                                                 \
     const T* x0 = (const T*)a;                                                                         \
     const T* x1 = (const T*)b;                                                                         \
-    _Bool* out = (_Bool*)y;                                                                            \
+    uint8_t* out = (uint8_t*)y; /* bool bytes: uint8 stores vectorize, _Bool ones do not */                \
     int64_t i;                                                                                         \
-    for (i = 0; i < n; ++i) out[i] = x0[i * sa] OP x1[i * sb];                                         \
+    if (sa && sb) {                                                                                    \
+      for (i = 0; i < n; ++i) out[i] = x0[i] OP x1[i];                                                 \
+    } else if (sb) {                                                                                   \
+      const T v = x0[0];                                                                               \
+      for (i = 0; i < n; ++i) out[i] = v OP x1[i];                                                     \
+    } else if (sa) {                                                                                   \
+      const T v = x1[0];                                                                               \
+      for (i = 0; i < n; ++i) out[i] = x0[i] OP v;                                                     \
+    } else {                                                                                           \
+      const uint8_t v = x0[0] OP x1[0];                                                                \
+      for (i = 0; i < n; ++i) out[i] = v;                                                              \
+    }                                                                                                  \
   }
 #define BC_COMPARES(T, SUFFIX)                                                                          \
   BC_COMPARE(eq_##SUFFIX, T, ==) BC_COMPARE(lt_##SUFFIX, T, <) BC_COMPARE(gt_##SUFFIX, T, >)            \

@@ -30,13 +30,23 @@ typedef struct CastKernel {
 
 typedef void (*CastLoop)(const void* x, void* y, int64_t n);
 
-/* y = (D)x for every source S; C's conversion to _Bool is x != 0 */
+/* y = (D)x for every source S; C's conversion to _Bool is x != 0. A bool source is read as its bytes (0 or 1), which
+ * vectorizes where _Bool loads do not */
+typedef uint8_t cast_bool_bytes;
+#define CAST_LOAD(S) CAST_LOAD_##S
+#define CAST_LOAD_float float
+#define CAST_LOAD_double double
+#define CAST_LOAD_int8_t int8_t
+#define CAST_LOAD_uint8_t uint8_t
+#define CAST_LOAD_int32_t int32_t
+#define CAST_LOAD_int64_t int64_t
+#define CAST_LOAD__Bool cast_bool_bytes
 #define CAST_FROM(S_INDEX, S_TYPE_ID, S)                                            \
   CAST_TYPES_TO(S, float, 0) CAST_TYPES_TO(S, double, 1) CAST_TYPES_TO(S, int8_t, 2) \
   CAST_TYPES_TO(S, uint8_t, 3) CAST_TYPES_TO(S, int32_t, 4) CAST_TYPES_TO(S, int64_t, 5) CAST_TYPES_TO(S, _Bool, 6)
 #define CAST_TYPES_TO(S, D, D_INDEX)                                              \
   CPU_KERNELS_CLONES static void cast_##S##_##D_INDEX(const void* x, void* y, int64_t n) { \
-    const S* a = (const S*)x;                                                    \
+    const CAST_LOAD(S)* a = (const CAST_LOAD(S)*)x;                              \
     D* b = (D*)y;                                                                \
     int64_t i;                                                                   \
     for (i = 0; i < n; ++i) b[i] = (D)a[i];                                      \
