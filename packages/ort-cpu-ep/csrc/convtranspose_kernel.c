@@ -285,11 +285,9 @@ static void ct_job(void* arg, int index, int count) {
 }
 
 static int ct_shaped(const int64_t* d, size_t rank) {
-  size_t i;
-  if (d == NULL || rank != 4) return 0;
-  for (i = 0; i < 4; ++i)
-    if (d[i] < 0) return 0;
-  return 1;
+  OrtWorkspaceInputShape shape;
+  shape.state = ORT_WORKSPACE_INPUT_SHAPED; shape.elem_type = 0; shape.rank = rank; shape.dims = d;
+  return cpu_kernels_known_dims(&shape, 1, 1, 4);
 }
 
 static size_t ct_bytes(const CtGeom* g, int threads) { return (size_t)threads * ct_thread_floats(g) * sizeof(float); }
@@ -317,16 +315,10 @@ static OrtStatus* ct_declare(OrtKernelImpl* this_ptr, const OrtWorkspaceInputSha
   char err[512];
   *num_slots = 0;
   k->declared = 0;
-  if (num_inputs < 2 || shapes[0].state != ORT_WORKSPACE_INPUT_SHAPED || shapes[1].state != ORT_WORKSPACE_INPUT_SHAPED)
-    return NULL;
-  if (!ct_shaped(shapes[0].dims, shapes[0].rank) || !ct_shaped(shapes[1].dims, shapes[1].rank)) return NULL;
+  if (!cpu_kernels_known_dims(shapes, num_inputs, 2, 4)) return NULL; /* shapes unknown at planning */
   if (ct_geometry(&k->attrs, shapes[0].dims, shapes[1].dims, &g, err, sizeof err)) return ct_fail(err);
-  if (ct_bytes(&g, 1) == 0) return NULL;
-  if (max_slots < 1) return ct_fail("declaration: no workspace slot offered, 1 needed");
-  slots[0].slot_id = CT_SLOT;
-  slots[0].size_bytes = k->declared = ct_bytes(&g, mnb_threads());
-  *num_slots = 1;
-  return NULL;
+  k->declared = ct_bytes(&g, mnb_threads());
+  return cpu_kernels_declare_slot(g_api, "ConvTranspose", CT_SLOT, k->declared, slots, max_slots, num_slots);
 }
 
 static OrtStatus* ct_inputs(OrtKernelContext* ctx, const OrtValue** xv, const OrtValue** wv, const OrtValue** bv) {

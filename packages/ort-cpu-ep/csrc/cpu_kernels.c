@@ -121,6 +121,32 @@ OrtStatus* cpu_kernels_thread_buffers(const OrtKernelApi* api, OrtKernelContext*
   return NULL;
 }
 
+int cpu_kernels_known_dims(const OrtWorkspaceInputShape* shapes, size_t num_inputs, size_t count, size_t rank) {
+  size_t i, d;
+  if (num_inputs < count) return 0;
+  for (i = 0; i < count; ++i) {
+    if (shapes[i].state != ORT_WORKSPACE_INPUT_SHAPED || shapes[i].rank != rank || shapes[i].dims == NULL) return 0;
+    for (d = 0; d < rank; ++d)
+      if (shapes[i].dims[d] < 0) return 0;
+  }
+  return 1;
+}
+
+OrtStatus* cpu_kernels_declare_slot(const OrtKernelApi* api, const char* op, int32_t slot, size_t bytes,
+                                    OrtWorkspaceSlot* slots, size_t max_slots, size_t* num_slots) {
+  char msg[160];
+  *num_slots = 0;
+  if (bytes == 0) return NULL;
+  if (max_slots < 1) {
+    snprintf(msg, sizeof msg, "%s: declaration: no workspace slot offered, 1 needed", op);
+    return api->CreateStatus(ORT_INVALID_ARGUMENT, msg);
+  }
+  slots[0].slot_id = slot;
+  slots[0].size_bytes = bytes;
+  *num_slots = 1;
+  return NULL;
+}
+
 static void cpu_kernels_free(OrtKernelImpl* this_ptr) { free(this_ptr); }
 
 void* cpu_kernels_new(size_t size, CpuKernelCompute compute, CpuKernelDeclare declare) {

@@ -83,6 +83,13 @@ OrtStatus* cpu_kernels_estimate_none(const OrtEpApi* api, const OrtNode* node, c
 OrtStatus* cpu_kernels_thread_buffers(const OrtKernelApi* api, OrtKernelContext* ctx, int32_t slot, size_t declared,
                                       size_t thread_bytes, int* threads, void** buffers);
 
+/* whether inputs [0, count) of a Level-2 declaration are all present with rank `rank` and known extents */
+int cpu_kernels_known_dims(const OrtWorkspaceInputShape* shapes, size_t num_inputs, size_t count, size_t rank);
+/* the declaration of one workspace slot `slot` of `bytes` (0: none declared); an error naming `op` when no slot is
+ * offered */
+OrtStatus* cpu_kernels_declare_slot(const OrtKernelApi* api, const char* op, int32_t slot, size_t bytes,
+                                    OrtWorkspaceSlot* slots, size_t max_slots, size_t* num_slots);
+
 /* integer attribute `name` of a kernel's node: *out = its value, or `dflt` when the node has none; *has (may be
  * NULL) says which */
 OrtStatus* cpu_kernels_attr_int(const OrtKernelApi* api, const OrtKernelInfo* info, const char* name, int64_t dflt,

@@ -57,24 +57,13 @@ static OrtStatus* gemm_declare(OrtKernelImpl* this_ptr, const OrtWorkspaceInputS
                                OrtWorkspaceSlot* slots, size_t max_slots, size_t* num_slots) {
   GemmKernel* k = (GemmKernel*)this_ptr;
   int64_t mkn[3];
-  size_t i;
   char err[300];
   *num_slots = 0;
   k->declared = 0;
-  if (num_inputs < 2) return NULL;
-  for (i = 0; i < 2; ++i) {
-    size_t d;
-    if (shapes[i].state != ORT_WORKSPACE_INPUT_SHAPED || shapes[i].rank != 2) return NULL;
-    for (d = 0; d < 2; ++d)
-      if (shapes[i].dims[d] < 0) return NULL;
-  }
+  if (!cpu_kernels_known_dims(shapes, num_inputs, 2, 2)) return NULL; /* shapes unknown at planning */
   if (gemm_dims(shapes[0].dims, 2, shapes[1].dims, 2, k->trans_b, mkn, err, sizeof err)) return gemm_fail(err);
-  if (gemm_bytes(mkn, k->trans_b, 1) == 0) return NULL;
-  if (max_slots < 1) return gemm_fail("declaration: no workspace slot offered, 1 needed");
-  slots[0].slot_id = GEMM_SLOT;
-  slots[0].size_bytes = k->declared = gemm_bytes(mkn, k->trans_b, mnb_threads());
-  *num_slots = 1;
-  return NULL;
+  k->declared = gemm_bytes(mkn, k->trans_b, mnb_threads());
+  return cpu_kernels_declare_slot(g_api, "Gemm", GEMM_SLOT, k->declared, slots, max_slots, num_slots);
 }
 
 typedef struct GemmJob {

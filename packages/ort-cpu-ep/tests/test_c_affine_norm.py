@@ -5,14 +5,11 @@ ranks 2..5, thread counts, and which nodes the C kernels take."""
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ort_abi
-import ort_graph
-from ort_cpu_ep import CpuExecutionProvider, c_kernels
-from ort_cpu_ep.testing import one_node_model, run_one_node
+from ort_cpu_ep.testing import chosen_language, one_node_model, onnxruntime_outputs, run_one_node
 
 F = TensorProto.FLOAT
 
@@ -44,17 +41,11 @@ def _batchnorm(shape, *, seed=0, opset=15, outputs=("y",), **attrs):
     return model, {"x": rng.standard_normal(shape).astype(np.float32)}
 
 
-def _ort(model, feeds):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.log_severity_level = 3
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
 
 
 def _check(model, feeds, threads=None):
     got = run_one_node(model, feeds, "C", threads=threads)["y"]
-    want = _ort(model, feeds)
+    want = onnxruntime_outputs(model, feeds, optimize=False)[0]
     assert got.shape == want.shape and got.dtype == np.float32
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
     np.testing.assert_allclose(got, run_one_node(model, feeds, "numpy")["y"], rtol=2e-5, atol=2e-5)
@@ -91,20 +82,14 @@ def test_same_result_at_every_thread_count(threads):
         np.testing.assert_array_equal(_check(model, feeds, threads=threads), one)
 
 
-def _language(model) -> str:
-    m = ort_graph.from_proto(model)
-    ep = CpuExecutionProvider(m.graph, m.opset_imports)
-    return c_kernels.kernel_language(ep.entry(m.graph.nodes[0]))
-
-
 def test_nodes_the_c_kernels_take():
-    assert _language(_layernorm((2, 8))[0]) == "C"
-    assert _language(_layernorm((2, 8), opset=12)[0]) == "C"            # onnxruntime's predates the ONNX op
-    assert _language(_layernorm((2, 8), outputs=("y", "mean"))[0]) == "numpy"
-    assert _language(_batchnorm((1, 4, 3, 3))[0]) == "C"
-    assert _language(_batchnorm((1, 4, 3, 3), opset=7)[0]) == "C"
-    assert _language(_batchnorm((1, 4, 3, 3), opset=6)[0]) == "numpy"   # consumed_inputs / is_test era
-    assert _language(_batchnorm((1, 4, 3, 3), training_mode=1, outputs=("y", "rm", "rv"))[0]) == "numpy"
+    assert chosen_language(_layernorm((2, 8))[0]) == "C"
+    assert chosen_language(_layernorm((2, 8), opset=12)[0]) == "C"            # onnxruntime's predates the ONNX op
+    assert chosen_language(_layernorm((2, 8), outputs=("y", "mean"))[0]) == "numpy"
+    assert chosen_language(_batchnorm((1, 4, 3, 3))[0]) == "C"
+    assert chosen_language(_batchnorm((1, 4, 3, 3), opset=7)[0]) == "C"
+    assert chosen_language(_batchnorm((1, 4, 3, 3), opset=6)[0]) == "numpy"   # consumed_inputs / is_test era
+    assert chosen_language(_batchnorm((1, 4, 3, 3), training_mode=1, outputs=("y", "rm", "rv"))[0]) == "numpy"
 
 
 def test_statistics_of_the_wrong_length_are_an_error():

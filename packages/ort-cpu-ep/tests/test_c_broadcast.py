@@ -6,14 +6,11 @@ take."""
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ort_abi
-import ort_graph
-from ort_cpu_ep import CpuExecutionProvider, c_kernels
-from ort_cpu_ep.testing import one_node_model, run_one_node
+from ort_cpu_ep.testing import chosen_language, one_node_model, onnxruntime_outputs, run_one_node
 
 T = TensorProto
 PATTERNS = [((1, 2048, 1), (1, 1, 257)), ((3, 4), (3, 4)), ((3, 4), ()), ((), (5,)), ((2, 1, 4), (3, 1)),
@@ -37,15 +34,11 @@ def _values(shape, dtype, seed):
     return np.asarray(rng.integers(-3, 4, shape)).astype(NP[dtype])  # small integers: equal values occur
 
 
-def _ort(model, feeds):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
 
 
 def _check(model, feeds):
     got = run_one_node(model, feeds, "C")["y"]
-    for want in (run_one_node(model, feeds, "numpy")["y"], _ort(model, feeds)):
+    for want in (run_one_node(model, feeds, "numpy")["y"], onnxruntime_outputs(model, feeds)[0]):
         assert got.shape == want.shape and got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
     return got
@@ -93,16 +86,10 @@ def test_shapes_that_do_not_broadcast_are_an_error():
         run_one_node(model, feeds, "C")
 
 
-def _language(model) -> str:
-    m = ort_graph.from_proto(model)
-    ep = CpuExecutionProvider(m.graph, m.opset_imports)
-    return c_kernels.kernel_language(ep.entry(m.graph.nodes[0]))
-
-
 def test_nodes_the_c_broadcast_kernels_take():
-    assert _language(_model("Equal", (2,), (2,), T.INT32, T.BOOL)) == "C"
-    assert _language(_model("Equal", (2,), (2,), T.BOOL, T.BOOL)) == "numpy"
-    assert _language(_model("Less", (2,), (2,), T.DOUBLE, T.BOOL)) == "numpy"
-    assert _language(_model("Max", (2,), (2,), T.INT64, T.INT64)) == "numpy"
-    assert _language(_model("Max", (2,), (2,), T.FLOAT, T.FLOAT)) == "C"
-    assert _language(_model("Expand", (2,), None, T.STRING, T.STRING, b_const=np.array([2], np.int64))) == "numpy"
+    assert chosen_language(_model("Equal", (2,), (2,), T.INT32, T.BOOL)) == "C"
+    assert chosen_language(_model("Equal", (2,), (2,), T.BOOL, T.BOOL)) == "numpy"
+    assert chosen_language(_model("Less", (2,), (2,), T.DOUBLE, T.BOOL)) == "numpy"
+    assert chosen_language(_model("Max", (2,), (2,), T.INT64, T.INT64)) == "numpy"
+    assert chosen_language(_model("Max", (2,), (2,), T.FLOAT, T.FLOAT)) == "C"
+    assert chosen_language(_model("Expand", (2,), None, T.STRING, T.STRING, b_const=np.array([2], np.int64))) == "numpy"

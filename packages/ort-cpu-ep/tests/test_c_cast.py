@@ -6,13 +6,10 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-import ort_graph
-from ort_cpu_ep import CpuExecutionProvider, c_kernels
-from ort_cpu_ep.testing import one_node_model, run_one_node
+from ort_cpu_ep.testing import chosen_language, one_node_model, onnxruntime_outputs, run_one_node
 
 T = TensorProto
 TYPES = {T.FLOAT: np.float32, T.DOUBLE: np.float64, T.INT8: np.int8, T.UINT8: np.uint8, T.INT32: np.int32,
@@ -42,10 +39,6 @@ def _values(src, shape=(3, 37), seed=0):
     return x
 
 
-def _ort(model, feeds):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
 
 
 @pytest.mark.parametrize(("src", "dst"), PAIRS)
@@ -54,7 +47,7 @@ def test_cast_matches_numpy_and_onnxruntime(src, dst):
     got = run_one_node(model, {"x": x}, "C")["y"]
     assert got.dtype == TYPES[dst] and got.shape == x.shape
     np.testing.assert_array_equal(got, run_one_node(model, {"x": x}, "numpy")["y"])
-    np.testing.assert_array_equal(got, _ort(model, {"x": x}))
+    np.testing.assert_array_equal(got, onnxruntime_outputs(model, {"x": x})[0])
 
 
 def test_float_specials_to_bool_and_double():
@@ -71,16 +64,10 @@ def test_empty_and_scalar_inputs():
         assert got.shape == shape and got.dtype == np.float32
 
 
-def _language(model) -> str:
-    m = ort_graph.from_proto(model)
-    ep = CpuExecutionProvider(m.graph, m.opset_imports)
-    return c_kernels.kernel_language(ep.entry(m.graph.nodes[0]))
-
-
 def test_nodes_the_c_cast_takes():
-    assert _language(_model(T.INT32, T.INT64)) == "C"
-    assert _language(_model(T.BOOL, T.FLOAT)) == "C"
-    assert _language(_model(T.FLOAT, T.UINT8)) == "numpy"   # past uint8's range C is undefined
-    assert _language(_model(T.FLOAT, T.FLOAT16)) == "numpy"
-    assert _language(_model(T.FLOAT16, T.FLOAT)) == "numpy"
-    assert _language(_model(T.STRING, T.FLOAT)) == "numpy"
+    assert chosen_language(_model(T.INT32, T.INT64)) == "C"
+    assert chosen_language(_model(T.BOOL, T.FLOAT)) == "C"
+    assert chosen_language(_model(T.FLOAT, T.UINT8)) == "numpy"   # past uint8's range C is undefined
+    assert chosen_language(_model(T.FLOAT, T.FLOAT16)) == "numpy"
+    assert chosen_language(_model(T.FLOAT16, T.FLOAT)) == "numpy"
+    assert chosen_language(_model(T.STRING, T.FLOAT)) == "numpy"

@@ -6,14 +6,17 @@ and which nodes it takes."""
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ort_abi
-import ort_graph
-from ort_cpu_ep import CpuExecutionProvider, c_kernels
-from ort_cpu_ep.testing import c_kernel_workspace, one_node_model, run_one_node
+from ort_cpu_ep.testing import (
+    c_kernel_workspace,
+    chosen_language,
+    one_node_model,
+    onnxruntime_outputs,
+    run_one_node,
+)
 
 F = TensorProto.FLOAT
 
@@ -38,17 +41,11 @@ def _convt(x_shape, w_shape, *, bias=False, const_w=True, seed=0, dtype=F, **att
     return model, feeds
 
 
-def _ort(model, feeds):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)[0]
 
 
 def _check(model, feeds, threads=None, numpy_too=True):
     got = run_one_node(model, feeds, "C", threads=threads)["y"]
-    want = _ort(model, feeds)
+    want = onnxruntime_outputs(model, feeds, optimize=False)[0]
     assert got.shape == want.shape and got.dtype == np.float32
     scale = max(float(np.abs(want).max()), 1.0) if want.size else 1.0
     np.testing.assert_allclose(got, want, rtol=0, atol=2e-6 * scale)
@@ -107,7 +104,7 @@ def test_convtranspose_output_shape_past_the_full_output_is_an_error():
     with pytest.raises(ort_abi.KernelError, match="output_shape 9 on axis 0 is past the unpadded output 7"):
         run_one_node(model, feeds, "C")
     with pytest.raises(Exception, match="output_shape"):  # onnxruntime refuses it too
-        _ort(model, feeds)
+        onnxruntime_outputs(model, feeds, optimize=False)[0]
 
 
 def test_convtranspose_pads_leaving_no_output_is_an_error():
@@ -127,7 +124,7 @@ def test_convtranspose_special_values_propagate():
     feeds["x"][0, 0, 1, 2] = np.nan
     feeds["x"][0, 1, 3, 3] = np.inf
     got = run_one_node(model, feeds, "C")["y"]
-    want = _ort(model, feeds)
+    want = onnxruntime_outputs(model, feeds, optimize=False)[0]
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     finite = np.isfinite(want)
     np.testing.assert_allclose(got[finite], want[finite], atol=1e-5)
@@ -154,14 +151,8 @@ def test_convtranspose_declares_its_buffers():
     assert per_thread < full_columns  # chunks of rows, never the whole column matrix
 
 
-def _language(model) -> str:
-    m = ort_graph.from_proto(model)
-    ep = CpuExecutionProvider(m.graph, m.opset_imports)
-    return c_kernels.kernel_language(ep.entry(m.graph.nodes[0]))
-
-
 def test_convtranspose_nodes_the_c_kernel_takes():
-    assert _language(_convt((1, 3, 8, 8), (3, 4, 3, 3))[0]) == "C"
-    assert _language(_convt((1, 3, 8), (3, 4, 3))[0]) == "numpy"                        # 1-D
-    assert _language(_convt((1, 3, 4, 8, 8), (3, 4, 1, 3, 3))[0]) == "numpy"            # 3-D
-    assert _language(_convt((1, 3, 8, 8), (3, 4, 3, 3), dtype=TensorProto.DOUBLE)[0]) == "numpy"
+    assert chosen_language(_convt((1, 3, 8, 8), (3, 4, 3, 3))[0]) == "C"
+    assert chosen_language(_convt((1, 3, 8), (3, 4, 3))[0]) == "numpy"                        # 1-D
+    assert chosen_language(_convt((1, 3, 4, 8, 8), (3, 4, 1, 3, 3))[0]) == "numpy"            # 3-D
+    assert chosen_language(_convt((1, 3, 8, 8), (3, 4, 3, 3), dtype=TensorProto.DOUBLE)[0]) == "numpy"

@@ -5,14 +5,17 @@ onnxruntime, one node at a time through the CPU provider: transB, alpha, beta, e
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ort_abi
-import ort_graph
-from ort_cpu_ep import CpuExecutionProvider, c_kernels
-from ort_cpu_ep.testing import c_kernel_workspace, one_node_model, run_one_node
+from ort_cpu_ep.testing import (
+    c_kernel_workspace,
+    chosen_language,
+    one_node_model,
+    onnxruntime_outputs,
+    run_one_node,
+)
 
 F = TensorProto.FLOAT
 
@@ -31,15 +34,11 @@ def _gemm(m, k, n, c_shape=(), *, trans_b=0, seed=0, **attrs):
     return model, {"a": rng.standard_normal((m, k)).astype(np.float32)}
 
 
-def _ort(model, feeds):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
 
 
 def _check(model, feeds, threads=None):
     got = run_one_node(model, feeds, "C", threads=threads)["y"]
-    for want in (run_one_node(model, feeds, "numpy")["y"], _ort(model, feeds)):
+    for want in (run_one_node(model, feeds, "numpy")["y"], onnxruntime_outputs(model, feeds)[0]):
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
     return got
@@ -81,12 +80,6 @@ def test_gemm_shapes_that_do_not_multiply_are_an_error():
         run_one_node(model, feeds, "C")
 
 
-def _language(model) -> str:
-    m = ort_graph.from_proto(model)
-    ep = CpuExecutionProvider(m.graph, m.opset_imports)
-    return c_kernels.kernel_language(ep.entry(m.graph.nodes[0]))
-
-
 def test_nodes_the_c_gemm_takes():
-    assert _language(_gemm(2, 3, 4)[0]) == "C"
-    assert _language(_gemm(2, 3, 4, transA=1)[0]) == "numpy"
+    assert chosen_language(_gemm(2, 3, 4)[0]) == "C"
+    assert chosen_language(_gemm(2, 3, 4, transA=1)[0]) == "numpy"

@@ -5,13 +5,10 @@ tail length, thread counts, and which nodes the C kernels take."""
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-import ort_graph
-from ort_cpu_ep import CpuExecutionProvider, c_kernels
-from ort_cpu_ep.testing import one_node_model, run_one_node
+from ort_cpu_ep.testing import chosen_language, one_node_model, onnxruntime_outputs, run_one_node
 
 F = TensorProto.FLOAT
 SPECIALS = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -3e-42, 3.4e38, -3.4e38, 1.0, -1.0, 0.625, -0.625,
@@ -32,10 +29,6 @@ def _model(op, shape, dtype=F):
                           [helper.make_tensor_value_info("y", dtype, list(shape))])
 
 
-def _ort(model, feeds):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
 
 
 def _close(got, want, op, ulps):
@@ -57,7 +50,7 @@ def test_math_unary_matches_numpy_and_onnxruntime(op, shape):
     got = run_one_node(model, {"x": x}, "C")["y"]
     with np.errstate(all="ignore"):
         _close(got, run_one_node(model, {"x": x}, "numpy")["y"], op, 4)
-        _close(got, _ort(model, {"x": x}), op, 8)
+        _close(got, onnxruntime_outputs(model, {"x": x})[0], op, 8)
 
 
 @pytest.mark.parametrize("op", ["Exp", "Tanh"])
@@ -85,14 +78,8 @@ def test_math_unary_same_result_at_every_thread_count(threads):
     np.testing.assert_array_equal(run_one_node(model, {"x": x}, "C", threads=threads)["y"], one)
 
 
-def _language(model) -> str:
-    m = ort_graph.from_proto(model)
-    ep = CpuExecutionProvider(m.graph, m.opset_imports)
-    return c_kernels.kernel_language(ep.entry(m.graph.nodes[0]))
-
-
 @pytest.mark.parametrize("op", ["Sqrt", "Reciprocal", "Abs", "Exp", "Tanh"])
 def test_nodes_the_c_math_kernels_take(op):
-    assert _language(_model(op, (2, 3))) == "C"
-    assert _language(_model(op, (2, 3), TensorProto.DOUBLE)) == "numpy"
-    assert _language(_model(op, (2, 3), TensorProto.FLOAT16)) == "numpy"
+    assert chosen_language(_model(op, (2, 3))) == "C"
+    assert chosen_language(_model(op, (2, 3), TensorProto.DOUBLE)) == "numpy"
+    assert chosen_language(_model(op, (2, 3), TensorProto.FLOAT16)) == "numpy"

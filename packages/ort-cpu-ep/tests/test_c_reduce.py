@@ -5,13 +5,10 @@ keepdims, noop_with_empty_axes, runs of axes with extents of 1 between, NaN, emp
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-import ort_graph
-from ort_cpu_ep import CpuExecutionProvider, c_kernels
-from ort_cpu_ep.testing import one_node_model, run_one_node
+from ort_cpu_ep.testing import chosen_language, one_node_model, onnxruntime_outputs, run_one_node
 
 F = TensorProto.FLOAT
 OPS = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"]
@@ -33,15 +30,11 @@ def _model(op, shape, axes, *, as_input=True, dtype=F, **attrs):
     return model
 
 
-def _ort(model, feeds):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
 
 
 def _check(model, x):
     got = run_one_node(model, {"x": x}, "C")["y"]
-    for want in (run_one_node(model, {"x": x}, "numpy")["y"], _ort(model, {"x": x})):
+    for want in (run_one_node(model, {"x": x}, "numpy")["y"], onnxruntime_outputs(model, {"x": x})[0]):
         assert got.shape == want.shape and got.dtype == np.float32
         np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
     return got
@@ -94,19 +87,13 @@ def test_empty_inputs():
     assert got.shape == (0, 1)
 
 
-def _language(model) -> str:
-    m = ort_graph.from_proto(model)
-    ep = CpuExecutionProvider(m.graph, m.opset_imports)
-    return c_kernels.kernel_language(ep.entry(m.graph.nodes[0]))
-
-
 def test_nodes_the_c_reduce_takes():
-    assert _language(_model("ReduceSum", (3, 4, 5), [1])) == "C"
-    assert _language(_model("ReduceMean", (3, 4, 5), [1], as_input=False)) == "C"
-    assert _language(_model("ReduceSum", (3, 4, 5), [0, 2])) == "numpy"           # not one run
-    assert _language(_model("ReduceSum", (3, 1, 5), [0, 2])) == "C"               # one run once the 1 is set aside
-    assert _language(_model("ReduceSum", (3, 4), [1], dtype=TensorProto.INT64)) == "numpy"
+    assert chosen_language(_model("ReduceSum", (3, 4, 5), [1])) == "C"
+    assert chosen_language(_model("ReduceMean", (3, 4, 5), [1], as_input=False)) == "C"
+    assert chosen_language(_model("ReduceSum", (3, 4, 5), [0, 2])) == "numpy"           # not one run
+    assert chosen_language(_model("ReduceSum", (3, 1, 5), [0, 2])) == "C"               # one run once the 1 is set aside
+    assert chosen_language(_model("ReduceSum", (3, 4), [1], dtype=TensorProto.INT64)) == "numpy"
     runtime_axes = _model("ReduceSum", (3, 4, 5), None)
     runtime_axes.graph.node[0].input.append("axes")
     runtime_axes.graph.input.append(helper.make_tensor_value_info("axes", TensorProto.INT64, [1]))
-    assert _language(runtime_axes) == "numpy"
+    assert chosen_language(runtime_axes) == "numpy"

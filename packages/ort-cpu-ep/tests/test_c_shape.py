@@ -4,13 +4,10 @@ in and out of range, element types, and which nodes it takes."""
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-import ort_graph
-from ort_cpu_ep import CpuExecutionProvider, c_kernels
-from ort_cpu_ep.testing import one_node_model, run_one_node
+from ort_cpu_ep.testing import chosen_language, one_node_model, onnxruntime_outputs, run_one_node
 
 
 def _model(shape, dtype=TensorProto.FLOAT, opset=15, **attrs):
@@ -30,17 +27,11 @@ def test_shape_matches_numpy_and_onnxruntime(shape, attrs):
     got = run_one_node(model, {"x": x}, "C")["y"]
     assert got.dtype == np.int64
     np.testing.assert_array_equal(got, run_one_node(model, {"x": x}, "numpy")["y"])
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    want = onnxruntime_outputs(model, {"x": x})[0]
     np.testing.assert_array_equal(got, want)
 
 
-def _language(model) -> str:
-    m = ort_graph.from_proto(model)
-    ep = CpuExecutionProvider(m.graph, m.opset_imports)
-    return c_kernels.kernel_language(ep.entry(m.graph.nodes[0]))
-
-
 def test_nodes_the_c_shape_takes():
-    assert _language(_model((2, 3), TensorProto.INT64)) == "C"
-    assert _language(_model((2, 3), TensorProto.BOOL, opset=11)) == "C"
-    assert _language(_model((2, 3), TensorProto.STRING)) == "numpy"
+    assert chosen_language(_model((2, 3), TensorProto.INT64)) == "C"
+    assert chosen_language(_model((2, 3), TensorProto.BOOL, opset=11)) == "C"
+    assert chosen_language(_model((2, 3), TensorProto.STRING)) == "numpy"
