@@ -86,6 +86,9 @@ def test_nodes_the_c_kernels_take():
     assert chosen_language(_layernorm((2, 8))[0]) == "C"
     assert chosen_language(_layernorm((2, 8), opset=12)[0]) == "C"            # onnxruntime's predates the ONNX op
     assert chosen_language(_layernorm((2, 8), outputs=("y", "mean"))[0]) == "numpy"
+    broadcast_scale, _ = _layernorm((2, 3, 8), axis=1)  # a Scale of [8] against the normalized [3, 8]
+    broadcast_scale.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.ones(8, np.float32), "scale"))
+    assert chosen_language(broadcast_scale) == "numpy"
     assert chosen_language(_batchnorm((1, 4, 3, 3))[0]) == "C"
     assert chosen_language(_batchnorm((1, 4, 3, 3), opset=7)[0]) == "C"
     assert chosen_language(_batchnorm((1, 4, 3, 3), opset=6)[0]) == "numpy"   # consumed_inputs / is_test era

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import logging
+import math
 import operator
 import os
 import pathlib
@@ -449,8 +450,18 @@ def _c_affine_norm_applies(node: Node) -> bool:
         return False
     if any(graph.values.get(n) is None or graph.values[n].dtype != _FLOAT for n in node.inputs if n):
         return False
-    if node.op_type == "LayerNormalization":
-        return len(node.inputs) >= 2 and bool(node.inputs[1])
+    if node.op_type == "LayerNormalization":  # Scale and B of exactly the normalized size where shapes are known
+        if len(node.inputs) < 2 or not node.inputs[1]:
+            return False
+        x = graph.values[node.inputs[0]]
+        if x.shape is None or not all(isinstance(d, int) for d in x.shape):
+            return True  # the kernel checks the sizes at run time
+        axis = int(node.attr("axis", -1))
+        if not -len(x.shape) <= axis < len(x.shape):
+            return False
+        size = math.prod(x.shape[axis % len(x.shape):])
+        params = [graph.values[n] for n in node.inputs[1:3] if n]
+        return all(p.shape is not None and math.prod(p.shape) == size and len(p.shape) <= len(x.shape) for p in params)
     return (len(node.inputs) == 5 and all(node.inputs) and not int(node.attr("training_mode", 0))
             and int(node.attr("spatial", 1)) == 1)
 
