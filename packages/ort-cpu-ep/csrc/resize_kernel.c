@@ -6,7 +6,8 @@
  * round_prefer_floor / round_prefer_ceil: a tie goes to the lower / upper pixel), clamped into the input; an axis
  * whose scale is 1 with an unchanged length is copied as it is (the numpy kernel skips it), and bytes move from input
  * to output: the numpy kernel's bits. Output sizes: sizes, else int(scale * length) in double. One (image, channel)
- * plane per work item; the column table lives on the stack (up to RESIZE_TABLE columns, RESIZE_LINEAR_TABLE for
+ * plane per work item; an output row whose source row is the previous one's is a copy of it, a whole-number
+ * upsampling along W writes each input value f times; the column table lives on the stack (up to RESIZE_TABLE columns, RESIZE_LINEAR_TABLE for
  * linear, else each row recomputes it). No workspace. */
 #pragma GCC optimize("fp-contract=off") /* each float32 operation rounds as numpy's does */
 #include <math.h>
@@ -135,17 +136,39 @@ static void resize_linear_job(ResizeJob* job) {
   }
 }
 
+/* dst[i * f + k] = row[i] for k < f (a whole-number upsampling along W: table[ow] == ow / f) */
+CPU_KERNELS_CLONES
+static void resize_repeat_row(const float* row, int64_t n, int64_t f, float* dst) {
+  int64_t i, k;
+  if (f == 2) {
+    for (i = 0; i < n; ++i) dst[2 * i] = dst[2 * i + 1] = row[i];
+    return;
+  }
+  for (i = 0; i < n; ++i)
+    for (k = 0; k < f; ++k) dst[i * f + k] = row[i];
+}
+
+/* f when table[0, out) reads input column ow / f for a whole number f >= 2 and out == in * f, else 0 */
+static int64_t resize_repeat_factor(const int32_t* table, int64_t in, int64_t out) {
+  int64_t f = in > 0 ? out / in : 0, ow;
+  if (f < 2 || out != in * f) return 0;
+  for (ow = 0; ow < out; ++ow)
+    if (table[ow] != ow / f) return 0;
+  return f;
+}
+
 static void resize_job(void* arg, int index, int count) {
   ResizeJob* job = (ResizeJob*)arg;
   int32_t table[RESIZE_TABLE];
   const int tabled = job->w.out <= RESIZE_TABLE;
-  int64_t ow, oh;
+  int64_t ow, oh, prev, repeat = 0;
   (void)index; (void)count;
   if (job->k->linear) {
     resize_linear_job(job);
     return;
   }
   for (ow = 0; tabled && ow < job->w.out; ++ow) table[ow] = (int32_t)resize_source(job->k, &job->w, ow);
+  if (tabled && !job->w.identity) repeat = resize_repeat_factor(table, job->w.in, job->w.out);
   for (;;) {
     int64_t p = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
     const float* plane;
@@ -153,14 +176,19 @@ static void resize_job(void* arg, int index, int count) {
     if (p >= job->planes) break;
     plane = job->x + p * job->h.in * job->w.in;
     out = job->y + p * job->h.out * job->w.out;
+    prev = -1;
     for (oh = 0; oh < job->h.out; ++oh) {
-      const float* row = plane + resize_source(job->k, &job->h, oh) * job->w.in;
+      const int64_t src = resize_source(job->k, &job->h, oh);
+      const float* row = plane + src * job->w.in;
       float* dst = out + oh * job->w.out;
-      if (job->w.identity) memcpy(dst, row, (size_t)job->w.in * sizeof(float));
+      if (src == prev) memcpy(dst, dst - job->w.out, (size_t)job->w.out * sizeof(float)); /* upsampled: a repeat */
+      else if (job->w.identity) memcpy(dst, row, (size_t)job->w.in * sizeof(float));
+      else if (repeat) resize_repeat_row(row, job->w.in, repeat, dst);
       else if (tabled)
         for (ow = 0; ow < job->w.out; ++ow) dst[ow] = row[table[ow]];
       else
         for (ow = 0; ow < job->w.out; ++ow) dst[ow] = row[resize_source(job->k, &job->w, ow)];
+      prev = src;
     }
   }
 }

@@ -57,6 +57,15 @@ def test_nearest_sizes(sizes):
     _check(_model((1, 2, 6, 8), sizes=sizes, coordinate_transformation_mode="half_pixel"), (1, 2, 6, 8))
 
 
+@pytest.mark.parametrize("scales", [[1, 1, 3, 3], [1, 1, 1, 3], [1, 1, 2, 4], [1, 1, 3, 1]])
+@pytest.mark.parametrize("nearest_mode", ["floor", "round_prefer_floor"])
+def test_whole_number_upsampling_repeats_rows_and_values(scales, nearest_mode):
+    """Output rows that read the previous row's source are copies, whole-number factors along W repeat values (the
+    asymmetric floor case; round_prefer_floor maps differently and takes the table)."""
+    _check(_model((1, 3, 5, 7), scales=scales, coordinate_transformation_mode="asymmetric", nearest_mode=nearest_mode),
+           (1, 3, 5, 7))
+
+
 def test_the_ocr_detector_upsampling():  # ppocrv4_det: x2 asymmetric floor
     _check(_model((1, 96, 20, 20), scales=[1, 1, 2, 2], coordinate_transformation_mode="asymmetric",
                   nearest_mode="floor"), (1, 96, 20, 20))
