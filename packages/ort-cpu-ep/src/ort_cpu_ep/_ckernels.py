@@ -329,7 +329,7 @@ def _c_reduce_applies(node: Node, opset: int | None) -> bool:
     else:
         axes = list(node.attr("axes", None) or [])
     rank, shape = len(value.shape), value.shape
-    if any(not -rank <= a < rank for a in axes):
+    if len(axes) > _C_MAX_RANK or any(not -rank <= a < rank for a in axes):
         return False  # the numpy kernel says what is wrong
     marked = sorted({a % rank for a in axes} or set(range(rank)))
     runs = [i for i in marked if not (isinstance(shape[i], int) and shape[i] == 1)]
