@@ -89,11 +89,66 @@ static void pool_taps(const PoolAxis* a, int64_t o, int64_t* t0, int64_t* t1, in
   *t0 = lo; *t1 = hi > lo ? hi : lo; *padded = n;
 }
 
+/* the larger of m and v, a NaN sticking once met */
+static inline float pool_max_nan(float m, float v) { return (v > m || v != v) && m == m ? v : m; }
+
+/* whether every window of the axis lies inside the input (no pads reached): the taps need no clipping */
+static int pool_inside(const PoolAxis* a) { return a->pb == 0 && (a->out - 1) * a->s + (a->k - 1) * a->d < a->size; }
+
+/* a plane whose windows all lie inside the input: each window's k x k cells, no clipping, count k * k */
+CPU_KERNELS_CLONES
+static void pool_plane_inside(const PoolJob* job, const float* x, float* y) {
+  const PoolAxis *h = &job->h, *w = &job->w;
+  const int is_max = job->pk->kind == POOL_MAX;
+  const float count = (float)(h->k * w->k);
+  int64_t oh, ow, kh, kw;
+  if (h->k == 2 && w->k == 2 && h->d == 1 && w->d == 1) { /* 2 x 2 windows: four cells, the loop vectorizes */
+    for (oh = 0; oh < h->out; ++oh) {
+      const float *r0 = x + oh * h->s * w->size, *r1 = r0 + w->size;
+      float* out = y + oh * w->out;
+      const int64_t sw = w->s;
+      for (ow = 0; ow < w->out; ++ow) {
+        const float a = r0[ow * sw], b = r0[ow * sw + 1], c = r1[ow * sw], d = r1[ow * sw + 1];
+        if (is_max) {
+          const float m0 = b > a ? b : a, m1 = d > c ? d : c, m = m1 > m0 ? m1 : m0;
+          out[ow] = (a != a) | (b != b) | (c != c) | (d != d) ? NAN : m;
+        } else {
+          out[ow] = (((a + b) + c) + d) / count; /* the general loop's order: row by row */
+        }
+      }
+    }
+    return;
+  }
+  for (oh = 0; oh < h->out; ++oh)
+    for (ow = 0; ow < w->out; ++ow) {
+      const float* base = x + oh * h->s * w->size + ow * w->s;
+      float acc = is_max ? -INFINITY : 0.0f;
+      int nan = 0;
+      for (kh = 0; kh < h->k; ++kh) {
+        const float* row = base + kh * h->d * w->size;
+        for (kw = 0; kw < w->k; ++kw) {
+          const float v = row[kw * w->d];
+          if (is_max) { /* branch-free: the larger, NaNs noted beside */
+            acc = v > acc ? v : acc;
+            nan |= v != v;
+          } else {
+            acc += v;
+          }
+        }
+      }
+      y[oh * w->out + ow] = is_max ? (nan ? NAN : acc) : acc / count;
+    }
+}
+
 CPU_KERNELS_CLONES
 static void pool_plane(const PoolJob* job, const float* x, float* y) {
   const PoolAxis *h = &job->h, *w = &job->w;
   const int is_max = job->pk->kind == POOL_MAX;
   int64_t oh, ow, kh, kw;
+  if (pool_inside(h) && pool_inside(w)) {
+    pool_plane_inside(job, x, y);
+    return;
+  }
   for (oh = 0; oh < h->out; ++oh) {
     int64_t h0, h1, hp;
     pool_taps(h, oh, &h0, &h1, &hp);
@@ -123,8 +178,6 @@ static void pool_plane(const PoolJob* job, const float* x, float* y) {
 
 #define POOL_LANES 16 /* independent accumulators: the reductions vectorize (two 512-bit registers of floats) */
 
-/* the larger of m and v, a NaN sticking once met */
-static inline float pool_max_nan(float m, float v) { return (v > m || v != v) && m == m ? v : m; }
 
 /* the largest of x[0, n), NaN when any is: 16 lanes of vector max (the larger or the first operand), the NaNs
  * noted in a mask beside them */
