@@ -24,6 +24,8 @@ typedef struct MuKernel {
   int op;
 } MuKernel;
 
+/* 8-float vectors: measured, the 16-float form of this tanh runs 4x slower in GCC's AVX-512 code (the sigmoid's
+ * gains from it, act_math.c) */
 static inline __attribute__((always_inline)) vm_v8 mu_tanh8(vm_v8 x) {
   const vm_i8 sign = (vm_i8)x & (vm_i8)vm_splat8(-0.0f);
   const vm_v8 z = (vm_v8)((vm_i8)x & ~(vm_i8)vm_splat8(-0.0f)), s = x * x, one = vm_splat8(1.0f);
@@ -36,15 +38,37 @@ static inline __attribute__((always_inline)) vm_v8 mu_tanh8(vm_v8 x) {
   return (vm_v8)(((vm_i8)small & (below | nan)) | ((vm_i8)large & ~(below | nan)));
 }
 
-/* exp(x) up to float32's overflow at 88.72: above 88 (where vm_exp8 says inf) the square of exp(x / 2) */
+/* exp(x) up to float32's overflow at 88.72: a lane above 88 (where vm_exp8 says inf) is exp(x - 1) * e, one more
+ * rounding; past 89.72 inf either way */
 static inline __attribute__((always_inline)) vm_v8 mu_exp8(vm_v8 x) {
   const vm_i8 above = x > vm_splat8(88.0f);
-  const vm_v8 half = vm_exp8(x * vm_splat8(0.5f)), e = vm_exp8(x);
-  return (vm_v8)(((vm_i8)(half * half) & above) | ((vm_i8)e & ~above));
+  const vm_v8 shifted = (vm_v8)(((vm_i8)(x - vm_splat8(1.0f)) & above) | ((vm_i8)x & ~above));
+  const vm_v8 e = vm_exp8(shifted);
+  return (vm_v8)(((vm_i8)(e * vm_splat8(2.71828182845904524f)) & above) | ((vm_i8)e & ~above));
+}
+
+/* the same on 16 floats (one zmm in the AVX-512 clone: Exp's loop, which gains from it) */
+static inline __attribute__((always_inline)) vm_v16 mu_exp16(vm_v16 x) {
+  const vm_i16 above = x > vm_splat16(88.0f);
+  const vm_v16 shifted = (vm_v16)(((vm_i16)(x - vm_splat16(1.0f)) & above) | ((vm_i16)x & ~above));
+  const vm_v16 e = vm_exp16(shifted);
+  return (vm_v16)(((vm_i16)(e * vm_splat16(2.71828182845904524f)) & above) | ((vm_i16)e & ~above));
 }
 
 static inline __attribute__((always_inline)) vm_v8 mu_vec8(int op, vm_v8 v) {
   return op == MU_EXP ? mu_exp8(v) : mu_tanh8(v);
+}
+
+/* Exp over n floats in 16-float vectors, the rest through mu_exp8 (one padded vector at most twice) */
+static inline __attribute__((always_inline)) int64_t mu_exp_loop16(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  vm_v16 v;
+  for (; i + 16 <= n; i += 16) {
+    memcpy(&v, x + i, sizeof v);
+    v = mu_exp16(v);
+    memcpy(y + i, &v, sizeof v);
+  }
+  return i;
 }
 
 /* Exp / Tanh over n floats, the tail through one padded vector */
@@ -80,7 +104,8 @@ static void mu_apply(int op, const float* x, float* y, int64_t n) {
       for (i = 0; i < n; ++i) y[i] = fabsf(x[i]);
       break;
     case MU_EXP:
-      mu_vector_loop(MU_EXP, x, y, n);
+      i = mu_exp_loop16(x, y, n);
+      mu_vector_loop(MU_EXP, x + i, y + i, n - i);
       break;
     default:
       mu_vector_loop(MU_TANH, x, y, n);
