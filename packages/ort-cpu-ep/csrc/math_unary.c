@@ -1,7 +1,7 @@
 /* float32 elementwise math as ort-abi kernels (the piecewise-linear activations are act_unary.c): Sqrt, Reciprocal and
- * Abs (IEEE exact: numpy's bits), Exp (vm_exp8, within a few ulp of the C library's; inf past float32's range, below -88 zero)
- * and Tanh (Cephes' tanhf: x + x^3 P(x^2) below |x| = 0.625, else 1 - 2 / (exp(2|x|) + 1) with x's sign; within a few
- * ulp). NaN propagates. Elementwise at the same index, so the plan may write Y over X; threads split the elements
+ * Abs (IEEE exact: numpy's bits), Exp (vm_exp16 / vm_exp8, within a few ulp of the C library's; inf past float32's
+ * range, below -88 zero) and Tanh (Cephes' tanhf: x + x^3 P(x^2) below |x| = 0.625, else 1 - 2 / (exp(2|x|) + 1)
+ * with x's sign; within a few ulp), in 16-float vectors. NaN propagates. Elementwise at the same index, so the plan may write Y over X; threads split the elements
  * when there are enough of them. No workspace. */
 #pragma GCC optimize("no-math-errno", "fp-contract=off") /* sqrtf vectorizes; no fused multiply-adds */
 #include <math.h>
