@@ -206,11 +206,11 @@ static void ct_col2im(const CtGeom* g, const float* cols, int64_t channels, int6
           const int64_t oh = ih * g->sh - g->pt + kh * g->dh;
           float* row;
           if (oh < 0 || oh >= g->OH) continue;
-          row = y + m * plane + oh * g->OW + off;
+          row = y + m * plane + oh * g->OW; /* column iw * sw + off, >= 0 from iw = lo on */
           if (g->sw == 1)
-            for (iw = lo; iw < iw1; ++iw) row[iw] += src[iw];
+            for (iw = lo; iw < iw1; ++iw) row[iw + off] += src[iw];
           else
-            for (iw = lo; iw < iw1; ++iw) row[iw * g->sw] += src[iw];
+            for (iw = lo; iw < iw1; ++iw) row[iw * g->sw + off] += src[iw];
         }
       }
 }
