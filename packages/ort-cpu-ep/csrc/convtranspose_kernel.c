@@ -4,7 +4,8 @@
  * Attributes: group, kernel_shape (else W's), strides, dilations, pads, output_padding, output_shape, auto_pad
  * (NOTSET / SAME_UPPER / SAME_LOWER / VALID): with output_shape or a SAME auto_pad (output = input * stride) the
  * total padding is split begin = total / 2 for SAME_UPPER, else end = total / 2 (onnxruntime's, the spec's); an
- * output_shape past the unpadded result is refused, as onnxruntime refuses it. Optional bias B [M].
+ * output_shape past the unpadded result by less than a stride adds cells of only the bias, further is refused (both as
+ * onnxruntime). Optional bias B [M].
  *
  * Work items: (image, group, block of output channels), each owning its channels' output planes (filled with the
  * bias, then the taps added), so threads never write the same pixel; within an item the input pixels go in chunks of
@@ -111,13 +112,15 @@ static int ct_axis(const CtAttrs* a, int k, int64_t in, int64_t kernel, int64_t*
   }
   if (a->n[5] || a->auto_pad == CT_SAME_UPPER || a->auto_pad == CT_SAME_LOWER) {
     const int64_t target = a->n[5] ? a->v[5][k] : in * s, total = full - target;
-    if (total < 0) {
+    /* past the unpadded output: onnxruntime takes it (no pads, the extra cells only the bias) while the output
+     * still implies this input extent, else refuses it */
+    if (total < 0 && (target - adj - ((kernel - 1) * d + 1)) / s + 1 != in) {
       snprintf(err, len, "output_shape %lld on axis %d is past the unpadded output %lld of this input, kernel, "
-               "strides and output_padding; raise output_padding or lower output_shape", (long long)target, k,
-               (long long)full);
+               "strides and output_padding by a stride or more; raise output_padding or lower output_shape",
+               (long long)target, k, (long long)full);
       return 1;
     }
-    *begin = a->auto_pad == CT_SAME_UPPER ? total / 2 : total - total / 2;
+    *begin = total < 0 ? 0 : (a->auto_pad == CT_SAME_UPPER ? total / 2 : total - total / 2);
     *out = target;
   } else if (a->auto_pad == CT_VALID) {
     *begin = 0;

@@ -65,6 +65,7 @@ CASES = [
     ((1, 6, 5, 5), (6, 2, 3, 3), {"group": 2, "strides": [2, 2]}),
     ((2, 8, 5, 6), (8, 1, 4, 4), {"group": 8, "strides": [2, 2], "pads": [1, 1, 1, 1]}),  # depthwise upsampling
     ((1, 3, 5, 5), (3, 2, 3, 3), {"strides": [2, 2], "output_shape": [10, 10]}),
+    ((1, 1, 3, 3), (1, 2, 3, 3), {"strides": [3, 2], "output_shape": [10, 8]}),  # past the unpadded 9 x 7 (ONNX's test)
     ((1, 3, 5, 5), (3, 2, 3, 3), {"strides": [2, 2], "output_padding": [1, 1], "output_shape": [11, 10]}),
     ((1, 3, 5, 6), (3, 2, 3, 3), {"strides": [2, 2], "auto_pad": "SAME_UPPER"}),
     ((1, 3, 5, 6), (3, 2, 4, 3), {"strides": [2, 1], "auto_pad": "SAME_LOWER"}),
