@@ -4,78 +4,30 @@ model, three OCR CNNs), ours against onnxruntime's CPU provider on the inputs th
 Per model: median run time of ours at 1 thread and at its default (all cores), onnxruntime at 1 thread and at
 its default, interleaved in rounds in one process (`interleaved_times`, a 50 ms pause before each turn); session
 initialization and the peak RSS of a fresh process that loads the model and runs it once, each runtime in its
-own child process (`python benchmarks/bench_published.py --child RUNTIME MODEL`); and the budget sweep: planned
+own child process (`python benchmarks/_published_child.py RUNTIME MODEL`: the runtime's import and
+its session construction, nothing of either imported before the clock); and the budget sweep: planned
 for the simulated GPU at 25/50/100/400% of the model's weights, the weight bytes placed there, the plan, and
 the device allocator's measured peak after a run, which must never exceed the plan or the budget (a FAIL line).
 """
 
 from __future__ import annotations
 
-import json
-import resource
-import sys
-import time
-import warnings
+import pathlib
 from typing import Any
 
 import numpy as np
 from _models import shared_dir
+from _published_child import MODELS, feeds_for
+from _published_child import ort as _ort
+from _published_child import ours as _ours
 from _table import Section, Table, child_json, fmt_bytes, fmt_ratio, fmt_seconds, interleaved_times, median
 
-# model file -> (input name, the shape its package feeds, element type, value range)
-MODELS: dict[str, tuple[str, list[int], str, tuple[int, int]]] = {
-    "magika_standard_v3_3.onnx": ("bytes", [1, 2048], "int32", (0, 257)),
-    "ppocr_mobile_v2_cls.onnx": ("x", [1, 3, 48, 192], "float32", (-1, 1)),
-    "ppocrv4_rec.onnx": ("x", [1, 3, 48, 320], "float32", (-1, 1)),
-    "ppocrv4_det.onnx": ("x", [1, 3, 320, 320], "float32", (-1, 1)),
-}
 SHARES = (0.25, 0.5, 1.0, 4.0)
 
 
-def feeds_for(file: str, seed: int = 0) -> dict[str, np.ndarray]:
-    name, shape, dtype, (lo, hi) = MODELS[file]
-    rng = np.random.default_rng(seed)
-    if dtype.startswith("int"):
-        return {name: rng.integers(lo, hi, shape).astype(dtype)}
-    return {name: rng.uniform(lo, hi, shape).astype(dtype)}
-
-
-def _options(file: str, **extra: Any) -> dict[str, Any]:
-    name, shape, _, _ = MODELS[file]
-    return {"max_shapes": {name: list(shape)}, **extra}
-
-
-def _ours(path: str, file: str, providers: list[str] | None = None, **extra: Any):
-    from ort_session import InferenceSession
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return InferenceSession(path, _options(file, **extra), providers=providers or ["CPUExecutionProvider"])
-
-
-def _ort(path: str, threads: int | None):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    if threads is not None:
-        so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
-    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-
-
-def child(runtime: str, path: str) -> dict[str, Any]:
-    """In a fresh process: initialize, run once; init seconds and peak RSS (bytes)."""
-    file = path.rsplit("/", 1)[-1]
-    feeds = feeds_for(file)
-    t0 = time.perf_counter()
-    sess = _ours(path, file) if runtime == "ours" else _ort(path, None)
-    init = time.perf_counter() - t0
-    sess.run(None, feeds)
-    return {"init_s": init, "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
-
-
 def _child(runtime: str, path: str) -> dict[str, Any]:
-    return child_json(__file__, ["--child", runtime, path])
+    """`_published_child` in a fresh process: nothing of either runtime imported before its clock."""
+    return child_json(str(pathlib.Path(__file__).with_name("_published_child.py")), [runtime, path])
 
 
 def _speed(path: str, file: str, repeats: int) -> dict[str, Any]:
@@ -156,12 +108,13 @@ def run(quick: bool = False) -> Section:
                     fmt_bytes(row.get("total")), fmt_bytes(row.get("peak")))
         sec.records.append(rec)
     speed.notes.append("1t: intra_op_num_threads=1; all: each runtime's default; init and RSS: a fresh child process "
-                       "per runtime that loads the model and runs it once (peak RSS of that process)")
+                       "per runtime that imports the runtime, loads the model and runs it once (init: the import "
+                       "plus the session construction; peak RSS of that process)")
+    imports = [f"{r['model'].removesuffix('.onnx')} {r['child_ours']['import_s']:.3f}/{r['child_ort']['import_s']:.3f}"
+               for r in sec.records if "import_s" in r["child_ours"] and "import_s" in r["child_ort"]]
+    if imports:
+        speed.notes.append("of init, the import in seconds, ours/ORT (ours includes onnx's): " + ", ".join(imports))
     fit.notes.append("measured peak: the simulated device allocator's peak after one run; it never exceeds the plan "
                      "total or the budget (else a FAIL line)")
     sec.tables += [speed, fit]
     return sec
-
-
-if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "--child":
-    print(json.dumps(child(sys.argv[2], sys.argv[3])))

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 from _models import light_models, static_decoder
+from _speech import speech_feeds, speech_model
 from _table import Section, Table, fmt_ratio, fmt_seconds, interleaved_times, median
 
 from ort_graph import zoo
@@ -100,6 +101,10 @@ def _cases(quick: bool, sec: Section) -> list[dict[str, Any]]:
         feeds = zoo.decoder_inputs(static_decoder(cfg, seq, past), 1, seq, past)
         out.append(measure(label, proto, feeds, {"batch": 1, "sequence": seq, "past_sequence": past},
                            3 if quick else 10, dynamic=True))
+    # a streaming speech model's call (silero-VAD-like: Conv1d STFT front end, If on the sample rate, 2 LSTMs with
+    # state in and out): one 512-sample window, as a VAD runs every 32 ms of 16 kHz audio
+    out.append(measure("speech-like (LSTM, If) 512-sample window", speech_model().SerializeToString(), speech_feeds(), {},
+                       10 if quick else 50))
     light, why = light_models(quick)
     if why:
         sec.notes.append(f"light CNN models skipped: {why}")

@@ -19,9 +19,10 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 import ort_memplan
-from ort_session import InferenceSession
+from ort_session import ConstInputWrittenError, InferenceSession, RedZoneError
 from ort_session._errors import KernelRunError
 from ort_session._executor import NO_C_STEPS_ENV
+from ort_session._ort_errors import Fail
 
 CLEAN, OUTPUT, INPUT, NOTHING = 0, 1, 2, 3
 RED_ZONE = 64
@@ -78,6 +79,7 @@ def test_writes_outside_the_output_name_the_node_and_the_side(scribble_lib, arm,
     with pytest.raises(ort_memplan.RedZoneViolation, match="node 'scribble' \\(step 0\\) wrote") as e:
         sess.run(None, {"x": X.copy()})
     assert (e.value.node, e.value.side) == ("scribble", side)
+    assert isinstance(e.value, RedZoneError) and isinstance(e.value, Fail)  # a session error users catch as ORT's
     if block is not None:
         assert (e.value.block, e.value.distance) == (block, distance)
         assert f"{'before the start' if side == 'before' else 'past the end'} of 'y'" in str(e.value)
@@ -97,6 +99,7 @@ def test_a_write_through_a_const_input_names_the_node_and_the_input(scribble_lib
                        match=f"node 'scribble' \\(step 0\\) wrote through its const input '{source}'") as e:
         sess.run(None, {"x": feed})
     assert (e.value.node, e.value.input_name) == ("scribble", source)
+    assert isinstance(e.value, ConstInputWrittenError) and isinstance(e.value, KernelRunError)
     np.testing.assert_array_equal(feed, X)  # the kernel wrote the run's copy, never the caller's array
     _run_clean(sess, source)  # nor the session's weight
 

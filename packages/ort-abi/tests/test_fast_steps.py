@@ -241,3 +241,34 @@ def test_a_range_stops_at_a_step_that_does_not_start(example):
         run.describe(0, A)  # entry 1 (B) undescribed: step 0 does not start
         assert run.compute_range(0, 3) == 0 and run.last == STEP_NOT_STARTED and python.calls == []
         assert not buffer.any()
+
+
+def test_steps_hold_only_their_own_inputs_outputs_and_slots(example):
+    """Each step points at its own run of the table's packed arrays (a step costs its node's counts, not the
+    runner's capacities): two Add steps chained through entry 2, each computing into its own block."""
+    add = example("Add")
+    specs = {0: StepSpec(add, (0, 1), (F, F), (PlannedOutput(2, 0, F, 4, 0, 60, (3, 5)),), ((7, 0, 192, 16),)),
+             1: StepSpec(add, (2, 1), (F, F), (PlannedOutput(3, 0, F, 4, 64, 60, (3, 5)),))}
+    table = StepTable(specs, 4, {})
+    ffi = ort_abi._ffi._ffi
+    assert ffi.sizeof("ort_abi_fast_step") < ffi.sizeof("ort_abi_fast_output")  # no fixed-capacity arrays inside
+    first, second = (table.pointers[i] for i in (0, 1))
+    assert [first.inputs[i] for i in range(2)] == [0, 1] and [second.inputs[i] for i in range(2)] == [2, 1]
+    assert (first.outputs[0].value, second.outputs[0].value, second.outputs[0].offset) == (2, 3, 64)
+    assert (first.workspace_count, first.workspace[0].slot_id, second.workspace_count) == (1, 7, 0)
+    buffer = np.zeros(256, np.uint8)
+    with StepRun(table, [buffer], True, Python()) as run:
+        run.describe(0, A)
+        run.describe(1, B)
+        assert (run.compute(0), run.compute(1)) == (STEP_DONE, STEP_DONE)
+    np.testing.assert_array_equal(block(buffer, 64, (3, 5)), A + B + B)
+
+
+@pytest.mark.parametrize(("inputs", "outputs", "rank", "slots", "named"), [
+    (17, 1, 2, 0, "inputs"), (2, 9, 2, 0, "outputs"), (2, 1, 17, 0, "rank of output 0"), (2, 1, 2, 9, "workspace")])
+def test_a_step_over_the_runners_capacities_is_refused(example, inputs, outputs, rank, slots, named):
+    spec = StepSpec(example("Add"), tuple(range(inputs)), (F,) * inputs,
+                    tuple(PlannedOutput(inputs + j, 0, F, 4, 0, 60, (1,) * rank) for j in range(outputs)),
+                    tuple((j, 0, 0, 16) for j in range(slots)))
+    with pytest.raises(ort_abi.KernelDefError, match=rf"step 5 has \{{'{named}': \d+\}}, over the C step runner"):
+        StepTable({5: spec}, inputs + outputs, {})

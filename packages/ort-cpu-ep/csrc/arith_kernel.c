@@ -1,12 +1,13 @@
-/* float32 elementwise arithmetic as ort-abi kernels: ONNX Add, Sub, Mul, Div (since opset 7: multidirectional,
- * numpy-style broadcasting) and Neg (since opset 6).
+/* Elementwise arithmetic as ort-abi kernels: ONNX Add, Sub, Mul, Div (since opset 7: multidirectional,
+ * numpy-style broadcasting) and Neg (since opset 6) on float32; Add, Sub and Mul also on int64 and int32 (a
+ * decoder's shape and attention-mask arithmetic), wrapping around on overflow as onnxruntime's and numpy's do.
  *
  * Broadcasting: the output shape is the inputs' shapes aligned on the right, each dimension equal or 1 in one of
  * them (0 against 1 gives 0); anything else is an error naming the op and both shapes. The loop: the output's
  * dimensions of size 1 dropped, then neighbours merged where both inputs step through them as one (so same
  * shapes, a scalar either side and a trailing vector ([B, S, H] + [H], [1, 1, H] + [H]) become one or two
  * dimensions), then runs along the innermost dimension, each input either contiguous (stride 1) or one value
- * (stride 0), in 16-float vectors. Each output element is one IEEE single-precision operation on its two inputs,
+ * (stride 0), in 16-float vectors (the integer loops are plain loops the compiler vectorizes). Each output element is one IEEE single-precision operation on its two inputs,
  * as numpy computes it: the same bits (division by zero, infinities, NaN, denormals; the float mode is left as
  * it is). Up to 64 dimensions (numpy's own limit). The plan may write the output over an input of the output's
  * shape: each vector of it is read before the same vector of the output is written. No workspace. One thread (see
@@ -37,7 +38,9 @@ typedef struct BinKernel {
 /* y[i] = a[i] OP b[i] (vv), a[i] OP b[0] (vs), a[0] OP b[i] (sv), for i in [0, n); one clone per x86-64 level.
  * Vectors go through memcpy: no alignment assumed, and y may be a or b exactly. */
 #define BIN_LOOPS(NAME, OP)                                                                          \
-  CPU_KERNELS_CLONES static void bin_##NAME##_vv(const float* a, const float* b, float* y, int64_t n) { \
+  CPU_KERNELS_CLONES static void bin_##NAME##_vv(const void* a_, const void* b_, void* y_, int64_t n) { \
+    const float *a = (const float*)a_, *b = (const float*)b_;                                        \
+    float* y = (float*)y_;                                                                           \
     int64_t i = 0;                                                                                   \
     for (; i + BIN_V <= n; i += BIN_V) {                                                             \
       bin_v va, vb;                                                                                  \
@@ -48,7 +51,9 @@ typedef struct BinKernel {
     }                                                                                                \
     for (; i < n; ++i) y[i] = a[i] OP b[i];                                                          \
   }                                                                                                  \
-  CPU_KERNELS_CLONES static void bin_##NAME##_vs(const float* a, const float* b, float* y, int64_t n) { \
+  CPU_KERNELS_CLONES static void bin_##NAME##_vs(const void* a_, const void* b_, void* y_, int64_t n) { \
+    const float *a = (const float*)a_, *b = (const float*)b_;                                        \
+    float* y = (float*)y_;                                                                           \
     const float s = b[0];                                                                            \
     int64_t i = 0;                                                                                   \
     for (; i + BIN_V <= n; i += BIN_V) {                                                             \
@@ -59,7 +64,9 @@ typedef struct BinKernel {
     }                                                                                                \
     for (; i < n; ++i) y[i] = a[i] OP s;                                                             \
   }                                                                                                  \
-  CPU_KERNELS_CLONES static void bin_##NAME##_sv(const float* a, const float* b, float* y, int64_t n) { \
+  CPU_KERNELS_CLONES static void bin_##NAME##_sv(const void* a_, const void* b_, void* y_, int64_t n) { \
+    const float *a = (const float*)a_, *b = (const float*)b_;                                        \
+    float* y = (float*)y_;                                                                           \
     const float s = a[0];                                                                            \
     int64_t i = 0;                                                                                   \
     for (; i + BIN_V <= n; i += BIN_V) {                                                             \
@@ -76,13 +83,50 @@ BIN_LOOPS(sub, -)
 BIN_LOOPS(mul, *)
 BIN_LOOPS(div, /)
 
-typedef void (*BinLoop)(const float* a, const float* b, float* y, int64_t n);
-/* [op][pattern]: pattern 0 both contiguous, 1 b one value, 2 a one value */
-static const BinLoop BIN_LOOP[4][3] = {
-    {bin_add_vv, bin_add_vs, bin_add_sv},
-    {bin_sub_vv, bin_sub_vs, bin_sub_sv},
-    {bin_mul_vv, bin_mul_vs, bin_mul_sv},
-    {bin_div_vv, bin_div_vs, bin_div_sv},
+/* the integer loops: through the unsigned type (a wrap-around, never undefined), one clone per x86-64 level */
+#define BIN_INT_LOOPS(T, U, NAME, OP)                                                                      \
+  CPU_KERNELS_CLONES static void bin_##NAME##_vv(const void* a_, const void* b_, void* y_, int64_t n) { \
+    const T *a = (const T*)a_, *b = (const T*)b_;                                                        \
+    T* y = (T*)y_;                                                                                       \
+    for (int64_t i = 0; i < n; ++i) y[i] = (T)((U)a[i] OP (U)b[i]);                                      \
+  }                                                                                                      \
+  CPU_KERNELS_CLONES static void bin_##NAME##_vs(const void* a_, const void* b_, void* y_, int64_t n) { \
+    const T *a = (const T*)a_, *b = (const T*)b_;                                                        \
+    T* y = (T*)y_;                                                                                       \
+    const U s = (U)b[0];                                                                                 \
+    for (int64_t i = 0; i < n; ++i) y[i] = (T)((U)a[i] OP s);                                            \
+  }                                                                                                      \
+  CPU_KERNELS_CLONES static void bin_##NAME##_sv(const void* a_, const void* b_, void* y_, int64_t n) { \
+    const T *a = (const T*)a_, *b = (const T*)b_;                                                        \
+    T* y = (T*)y_;                                                                                       \
+    const U s = (U)a[0];                                                                                 \
+    for (int64_t i = 0; i < n; ++i) y[i] = (T)(s OP (U)b[i]);                                            \
+  }
+BIN_INT_LOOPS(int64_t, uint64_t, add_i64, +)
+BIN_INT_LOOPS(int64_t, uint64_t, sub_i64, -)
+BIN_INT_LOOPS(int64_t, uint64_t, mul_i64, *)
+BIN_INT_LOOPS(int32_t, uint32_t, add_i32, +)
+BIN_INT_LOOPS(int32_t, uint32_t, sub_i32, -)
+BIN_INT_LOOPS(int32_t, uint32_t, mul_i32, *)
+
+/* the loops by element kind (BinKind) and op (Div and Neg are float32 only), through untyped pointers */
+typedef void (*BinAnyLoop)(const void* a, const void* b, void* y, int64_t n);
+typedef enum BinKind { BIN_F32, BIN_I64, BIN_I32 } BinKind;
+static const size_t BIN_SIZE[3] = {sizeof(float), sizeof(int64_t), sizeof(int32_t)};
+static const char* const BIN_KIND_NAMES[3] = {"float32", "int64", "int32"};
+static const BinAnyLoop BIN_ANY[3][4][3] = {
+    {{bin_add_vv, bin_add_vs, bin_add_sv},
+     {bin_sub_vv, bin_sub_vs, bin_sub_sv},
+     {bin_mul_vv, bin_mul_vs, bin_mul_sv},
+     {bin_div_vv, bin_div_vs, bin_div_sv}},
+    {{bin_add_i64_vv, bin_add_i64_vs, bin_add_i64_sv},
+     {bin_sub_i64_vv, bin_sub_i64_vs, bin_sub_i64_sv},
+     {bin_mul_i64_vv, bin_mul_i64_vs, bin_mul_i64_sv},
+     {NULL, NULL, NULL}},
+    {{bin_add_i32_vv, bin_add_i32_vs, bin_add_i32_sv},
+     {bin_sub_i32_vv, bin_sub_i32_vs, bin_sub_i32_sv},
+     {bin_mul_i32_vv, bin_mul_i32_vs, bin_mul_i32_sv},
+     {NULL, NULL, NULL}},
 };
 
 CPU_KERNELS_CLONES
@@ -100,26 +144,29 @@ static void bin_neg(const float* x, float* y, int64_t n) {
 /* the broadcast loop after collapsing: `rank` >= 1 dimensions, element strides of a and b (0: broadcast), the
  * innermost stride of each 0 or 1 */
 typedef struct BinPlan {
-  const float* a;
-  const float* b;
-  float* y;
+  const char* a;
+  const char* b;
+  char* y;
   BinOp op;
+  BinKind kind;
+  size_t size; /* bytes an element */
   int rank;
   int64_t count;
   int64_t dims[BIN_MAX_RANK], sa[BIN_MAX_RANK], sb[BIN_MAX_RANK];
 } BinPlan;
 
 /* one run of n outputs along the innermost dimension */
-static void bin_run(const BinPlan* p, const float* a, const float* b, float* y, int64_t n) {
+static void bin_run(const BinPlan* p, const char* a, const char* b, char* y, int64_t n) {
   int64_t sa = p->sa[p->rank - 1], sb = p->sb[p->rank - 1], i;
+  const BinAnyLoop* loops = BIN_ANY[p->kind][p->op];
   if (sa == 1 && sb == 1) {
-    BIN_LOOP[p->op][0](a, b, y, n);
+    loops[0](a, b, y, n);
   } else if (sa == 1) {
-    BIN_LOOP[p->op][1](a, b, y, n);
+    loops[1](a, b, y, n);
   } else if (sb == 1) {
-    BIN_LOOP[p->op][2](a, b, y, n);
+    loops[2](a, b, y, n);
   } else { /* both one value: only a single output element can be left like this */
-    for (i = 0; i < n; ++i) BIN_LOOP[p->op][1](a, b, y + i, 1);
+    for (i = 0; i < n; ++i) loops[1](a, b, y + (size_t)i * p->size, 1);
   }
 }
 
@@ -138,7 +185,7 @@ static void bin_span(const BinPlan* p, int64_t start, int64_t end) {
   while (start < end) {
     int64_t len = inner - idx[r - 1];
     if (len > end - start) len = end - start;
-    bin_run(p, p->a + oa, p->b + ob, p->y + start, len);
+    bin_run(p, p->a + oa * (int64_t)p->size, p->b + ob * (int64_t)p->size, p->y + start * (int64_t)p->size, len);
     start += len;
     idx[r - 1] += len;
     oa += len * p->sa[r - 1];
@@ -158,7 +205,7 @@ static void bin_span(const BinPlan* p, int64_t start, int64_t end) {
  * the library's threads showed no gain that could be measured (2 shared cores; see the package CHANGELOG) */
 static void bin_execute(const BinPlan* p) {
   if (p->op == BIN_NEG)
-    bin_neg(p->a, p->y, p->count);
+    bin_neg((const float*)p->a, (float*)p->y, p->count);
   else
     bin_span(p, 0, p->count);
 }
@@ -184,8 +231,10 @@ static OrtStatus* bin_shape_error(BinOp op, const int64_t* da, size_t ra, const 
   return g_api->CreateStatus(ORT_INVALID_ARGUMENT, msg);
 }
 
+/* input `index`: float32 for every op, int64 or int32 for Add, Sub and Mul; *kind says which (input 1 must
+ * have input 0's: the caller checks) */
 static OrtStatus* bin_input(OrtKernelContext* ctx, BinOp op, size_t index, const OrtValue** value,
-                            const int64_t** dims, size_t* rank, const float** data) {
+                            const int64_t** dims, size_t* rank, const char** data, BinKind* kind) {
   char msg[200];
   int32_t type = 0;
   const void* raw = NULL;
@@ -195,9 +244,13 @@ static OrtStatus* bin_input(OrtKernelContext* ctx, BinOp op, size_t index, const
     return g_api->CreateStatus(ORT_INVALID_ARGUMENT, msg);
   }
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetElementType(*value, &type));
-  if (type != ORT_TENSOR_ELEMENT_FLOAT) {
-    snprintf(msg, sizeof msg, "%s: input %d has element type %d; this C kernel takes float32 (1) only",
-             BIN_NAMES[op], (int)index, (int)type);
+  if (type == ORT_TENSOR_ELEMENT_FLOAT) {
+    *kind = BIN_F32;
+  } else if ((type == ORT_TENSOR_ELEMENT_INT64 || type == ORT_TENSOR_ELEMENT_INT32) && op <= BIN_MUL) {
+    *kind = type == ORT_TENSOR_ELEMENT_INT64 ? BIN_I64 : BIN_I32;
+  } else {
+    snprintf(msg, sizeof msg, "%s: input %d has element type %d; this C kernel takes float32 (1)%s", BIN_NAMES[op],
+             (int)index, (int)type, op <= BIN_MUL ? ", int64 (7) or int32 (6)" : " only");
     return g_api->CreateStatus(ORT_INVALID_ARGUMENT, msg);
   }
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetShape(*value, dims, rank));
@@ -207,7 +260,7 @@ static OrtStatus* bin_input(OrtKernelContext* ctx, BinOp op, size_t index, const
     return g_api->CreateStatus(ORT_INVALID_ARGUMENT, msg);
   }
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(*value, &raw));
-  *data = (const float*)raw;
+  *data = (const char*)raw;
   return NULL;
 }
 
@@ -252,11 +305,18 @@ static OrtStatus* bin_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   const int64_t *da = NULL, *db = NULL;
   size_t ra = 0, rb = 0, r, i;
   int64_t out[BIN_MAX_RANK];
-  const float *a = NULL, *b = NULL;
+  const char *a = NULL, *b = NULL;
   void* y = NULL;
   BinPlan p;
-  ORT_KERNEL_RETURN_IF_ERROR(bin_input(ctx, op, 0, &av, &da, &ra, &a));
-  ORT_KERNEL_RETURN_IF_ERROR(bin_input(ctx, op, 1, &bv, &db, &rb, &b));
+  BinKind ka = BIN_F32, kb = BIN_F32;
+  ORT_KERNEL_RETURN_IF_ERROR(bin_input(ctx, op, 0, &av, &da, &ra, &a, &ka));
+  ORT_KERNEL_RETURN_IF_ERROR(bin_input(ctx, op, 1, &bv, &db, &rb, &b, &kb));
+  if (ka != kb) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "%s: inputs 0 and 1 have different element types (%s and %s); ONNX requires one type T",
+             BIN_NAMES[op], BIN_KIND_NAMES[ka], BIN_KIND_NAMES[kb]);
+    return g_api->CreateStatus(ORT_INVALID_ARGUMENT, msg);
+  }
   r = ra > rb ? ra : rb;
   p.count = 1;
   for (i = 0; i < r; ++i) { /* right-aligned */
@@ -268,7 +328,7 @@ static OrtStatus* bin_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetOutput(ctx, 0, out, r, &yv));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorMutableData(yv, &y));
   if (p.count == 0) return NULL;
-  p.a = a; p.b = b; p.y = (float*)y; p.op = op;
+  p.a = a; p.b = b; p.y = (char*)y; p.op = op; p.kind = ka; p.size = BIN_SIZE[ka];
   bin_collapse(&p, out, r, da, ra, db, rb);
   bin_execute(&p);
   return NULL;
@@ -279,16 +339,18 @@ static OrtStatus* neg_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   OrtValue* yv = NULL;
   const int64_t* dims = NULL;
   size_t rank = 0, i;
-  const float* x = NULL;
+  const char* x = NULL;
   void* y = NULL;
   BinPlan p;
+  BinKind kind = BIN_F32;
   (void)this_ptr;
-  ORT_KERNEL_RETURN_IF_ERROR(bin_input(ctx, BIN_NEG, 0, &xv, &dims, &rank, &x));
+  ORT_KERNEL_RETURN_IF_ERROR(bin_input(ctx, BIN_NEG, 0, &xv, &dims, &rank, &x, &kind));
   for (p.count = 1, i = 0; i < rank; ++i) p.count *= dims[i];
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetOutput(ctx, 0, dims, rank, &yv));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorMutableData(yv, &y));
   if (p.count == 0) return NULL;
-  p.a = x; p.b = NULL; p.y = (float*)y; p.op = BIN_NEG; p.rank = 1; p.dims[0] = p.count;
+  p.a = x; p.b = NULL; p.y = (char*)y; p.op = BIN_NEG; p.kind = kind; p.size = BIN_SIZE[kind];
+  p.rank = 1; p.dims[0] = p.count;
   bin_execute(&p);
   return NULL;
 }
@@ -318,15 +380,17 @@ BIN_CREATE(neg, BIN_NEG)
 
 OrtStatus* ort_cpu_ep_register_arithmetic(const OrtKernelApi* api, OrtKernelRegistry* registry) {
   static const OrtKernelCreateFunc creates[4] = {bin_create_add, bin_create_sub, bin_create_mul, bin_create_div};
-  const int32_t f = ORT_TENSOR_ELEMENT_FLOAT;
+  static const int32_t types[3] = {ORT_TENSOR_ELEMENT_FLOAT, ORT_TENSOR_ELEMENT_INT64, ORT_TENSOR_ELEMENT_INT32};
   OrtStatus* st = NULL;
   int i;
   g_api = api;
   /* since 7: numpy-style broadcasting (opsets 1-6 have broadcast / axis attributes: the numpy kernel runs them);
-   * 13 and 14 change only the types, not the float32 semantics */
+   * 13 and 14 change only the types, not the semantics; Div stays float32 (integer division's rounding and
+   * division by zero are the numpy kernel's) */
   for (i = 0; i < 4 && !st; ++i)
-    st = cpu_kernels_add_onnx(api, registry, BIN_NAMES[i], 7, "T", f, creates[i], cpu_kernels_estimate_none);
+    st = cpu_kernels_add_onnx_types(api, registry, BIN_NAMES[i], 7, "T", types, i == BIN_DIV ? 1 : 3, creates[i],
+                                    cpu_kernels_estimate_none);
   /* since 6: Neg-1's consumed_inputs attribute is gone */
-  if (!st) st = cpu_kernels_add_onnx(api, registry, "Neg", 6, "T", f, bin_create_neg, cpu_kernels_estimate_none);
+  if (!st) st = cpu_kernels_add_onnx(api, registry, "Neg", 6, "T", ORT_TENSOR_ELEMENT_FLOAT, bin_create_neg, cpu_kernels_estimate_none);
   return st;
 }

@@ -70,6 +70,7 @@ OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* 
   if (!st) st = ort_cpu_ep_register_matmul(api, registry);
   if (!st) st = ort_cpu_ep_register_softmax(api, registry);
   if (!st) st = ort_cpu_ep_register_arithmetic(api, registry);
+  if (!st) st = ort_cpu_ep_register_reduce(api, registry);
   if (!st) st = ort_cpu_ep_register_movement(api, registry);
   if (!st) st = ort_cpu_ep_register_conv(api, registry);
   if (!st) st = ort_cpu_ep_register_unary(api, registry);
@@ -79,10 +80,10 @@ OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* 
   if (!st) st = ort_cpu_ep_register_affine_norm(api, registry);
   if (!st) st = ort_cpu_ep_register_math_unary(api, registry);
   if (!st) st = ort_cpu_ep_register_cast(api, registry);
-  if (!st) st = ort_cpu_ep_register_reduce(api, registry);
+  if (!st) st = ort_cpu_ep_register_float_reduce(api, registry);
   if (!st) st = ort_cpu_ep_register_broadcast(api, registry);
-  if (!st) st = ort_cpu_ep_register_shape(api, registry);
   if (!st) st = ort_cpu_ep_register_gemm(api, registry);
+  if (!st) st = ort_cpu_ep_register_rnn(api, registry);
   return st;
 }
 

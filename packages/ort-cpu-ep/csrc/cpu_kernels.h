@@ -16,11 +16,6 @@
 #define CPU_KERNELS_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define CPU_KERNELS_CLONES
-/* the same, the constraint bound to each of types[0..count) */
-OrtStatus* cpu_kernels_add_onnx_types(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, int since,
-                                      const char* constraint, const int32_t* types, int count,
-                                      OrtKernelCreateFunc create, OrtKernelWorkspaceEstimateFunc estimate);
-
 #endif
 
 OrtStatus* ort_cpu_ep_register_norm(const OrtKernelApi* api, OrtKernelRegistry* registry);
@@ -28,9 +23,11 @@ OrtStatus* ort_cpu_ep_register_gqa(const OrtKernelApi* api, OrtKernelRegistry* r
 OrtStatus* ort_cpu_ep_register_activation(const OrtKernelApi* api, OrtKernelRegistry* registry);
 OrtStatus* ort_cpu_ep_register_matmul(const OrtKernelApi* api, OrtKernelRegistry* registry);
 OrtStatus* ort_cpu_ep_register_softmax(const OrtKernelApi* api, OrtKernelRegistry* registry);
-/* float32 Add, Sub, Mul, Div (numpy broadcasting) and Neg (arith_kernel.c) */
+/* float32 Add, Sub, Mul, Div (numpy broadcasting) and Neg, int64/int32 Add, Sub, Mul (arith_kernel.c); int64/int32
+ * ReduceSum (arith_reduce.c) */
 OrtStatus* ort_cpu_ep_register_arithmetic(const OrtKernelApi* api, OrtKernelRegistry* registry);
-/* Reshape, Identity, Flatten, (Un)Squeeze, Transpose, Concat, Slice, Gather (move_*.c, see move.h) */
+OrtStatus* ort_cpu_ep_register_reduce(const OrtKernelApi* api, OrtKernelRegistry* registry);
+/* Reshape, Identity, Flatten, (Un)Squeeze, Transpose, Concat, Slice, Gather, Shape, integer Cast (move_*.c, see move.h) */
 OrtStatus* ort_cpu_ep_register_movement(const OrtKernelApi* api, OrtKernelRegistry* registry);
 /* float32 2-D Conv (conv_kernel.c, conv_math.c; see conv.h) */
 OrtStatus* ort_cpu_ep_register_conv(const OrtKernelApi* api, OrtKernelRegistry* registry);
@@ -47,15 +44,15 @@ OrtStatus* ort_cpu_ep_register_math_unary(const OrtKernelApi* api, OrtKernelRegi
 /* Cast between float, double, int8, uint8, int32, int64 and bool (cast_kernel.c) */
 OrtStatus* ort_cpu_ep_register_cast(const OrtKernelApi* api, OrtKernelRegistry* registry);
 /* float32 ReduceSum, ReduceMean, ReduceMax, ReduceMin over one run of axes (reduce_kernel.c) */
-OrtStatus* ort_cpu_ep_register_reduce(const OrtKernelApi* api, OrtKernelRegistry* registry);
+OrtStatus* ort_cpu_ep_register_float_reduce(const OrtKernelApi* api, OrtKernelRegistry* registry);
 /* Expand, Equal / Less / Greater / LessOrEqual / GreaterOrEqual, two-input Max / Min with broadcasting (bcast_kernel.c) */
 OrtStatus* ort_cpu_ep_register_broadcast(const OrtKernelApi* api, OrtKernelRegistry* registry);
 /* float32 Gemm with transA 0 (gemm_kernel.c, the MatMul kernel's sgemm) */
 OrtStatus* ort_cpu_ep_register_gemm(const OrtKernelApi* api, OrtKernelRegistry* registry);
-/* Shape (shape_kernel.c) */
-OrtStatus* ort_cpu_ep_register_shape(const OrtKernelApi* api, OrtKernelRegistry* registry);
 /* float32 2-D ConvTranspose (convtranspose_kernel.c: sgemm + col2im) */
 OrtStatus* ort_cpu_ep_register_convtranspose(const OrtKernelApi* api, OrtKernelRegistry* registry);
+/* float32 RNN, GRU, LSTM with the default activations (rnn_kernel.c, rnn_math.c; see rnn.h) */
+OrtStatus* ort_cpu_ep_register_rnn(const OrtKernelApi* api, OrtKernelRegistry* registry);
 /* all of the above, in order (the one call the library's entry point makes) */
 OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* registry);
 

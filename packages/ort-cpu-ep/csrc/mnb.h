@@ -70,15 +70,22 @@ int64_t mnb_quantized_a_stride(int64_t K, int64_t block);
  * float sums times scales) */
 size_t mnb_quantized_a_bytes(int64_t M, int64_t K, int64_t block);
 /* quantize A per block of `block` along K into p's qa buffers (p->qa_stride values a row): scale = max|a| / 127,
- * values rounded half to even; block sums, and sums times scales; even_odd: the chunked even/odd layout */
-void mnb_quantize_a(const float* a, int64_t M, int64_t K, int64_t block, int64_t stride, int even_odd, int8_t* qa,
-                    float* qa_scale, int32_t* qa_sum, float* qa_sum_scaled);
+ * values rounded half to even; block sums, and sums times scales (plain order; mnb_avx512_quantize_a writes the
+ * VNNI kernels' even/odd layout) */
+void mnb_quantize_a(const float* a, int64_t M, int64_t K, int64_t block, int64_t stride, int8_t* qa, float* qa_scale,
+                    int32_t* qa_sum, float* qa_sum_scaled);
 
 /* AVX-512 VNNI (AVX-512 F, BW, VL and VNNI, checked at run time; isa cap 3): the int8 path for 4-bit weights with
  * integer zero points, on the even/odd A layout; whole 64-byte weight chunks per dpbusd pair */
 int mnb_avx512vnni_applies(const MnbProblem* p);
-/* y columns [n0, n1) for every row of A */
-void mnb_avx512vnni_columns(const MnbProblem* p, int64_t n0, int64_t n1);
+/* mnb_quantize_a into the even/odd layout, where mnb_avx512vnni_applies (the same values) */
+void mnb_avx512_quantize_a(const float* a, int64_t M, int64_t K, int64_t block, int64_t stride, int8_t* qa,
+                           float* qa_scale, int32_t* qa_sum, float* qa_sum_scaled);
+/* the GEMM (mnb_vnni_gemm.c) of y columns [n0, n1) for more than MNB_GEMV_MAX_M rows where its zero-point panel
+ * fits the thread buffer (64-byte aligned, MNB_THREAD_BYTES); 0: not taken (the caller's row-group kernel runs) */
+int mnb_avx512vnni_gemm(const MnbProblem* p, int64_t n0, int64_t n1, void* buf);
+/* y columns [n0, n1) for every row of A, with a thread buffer of MNB_THREAD_BYTES (64-byte aligned) */
+void mnb_avx512vnni_columns(const MnbProblem* p, int64_t n0, int64_t n1, void* buf);
 /* AVX-512 F, BW and VL (isa cap 3): the fp32 GEMV (M <= MNB_GEMV_MAX_M) for 4-bit weights, block_size a multiple
  * of 32, integer zero points; y columns [n0, n1) */
 int mnb_avx512_f32_applies(const MnbProblem* p);

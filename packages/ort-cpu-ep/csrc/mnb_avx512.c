@@ -1,7 +1,7 @@
 /* AVX-512 VNNI int8 kernel (accuracy_level 4) for 4-bit MatMulNBits with integer (or absent) zero points.
  *
  * 64 packed weight bytes are 128 values along K; their low nibbles are the even-indexed values and their high
- * nibbles the odd-indexed ones, so with A quantized into the even/odd chunk layout (mnb_quantize_a) one `and`
+ * nibbles the odd-indexed ones, so with A quantized into the even/odd chunk layout (mnb_avx512_quantize_a) one `and`
  * and one shift+`and` give two 64-byte unsigned operands for two dpbusd: 128 multiply-adds, no shuffles.
  * Each int32 lane then holds 8 products of one block; it becomes float once per chunk, times the lane's block
  * scale (weight scale x activation scale, both broadcast to their lanes by one permute). The zero point is
@@ -10,17 +10,11 @@
  *
  * Register blocking: MR rows of A x NC output columns per pass (4 x 2, or 1 x 4 for a single row), so a
  * weight chunk is unpacked once for MR rows and an A chunk loaded once for NC columns. Columns come in the
- * work item's panel of MNB_PANEL, whose weights stay in cache while the row groups pass over them. */
-#include "mnb.h"
+ * work item's panel of MNB_PANEL, whose weights stay in cache while the row groups pass over them. More than
+ * MNB_GEMV_MAX_M rows go to the GEMM of mnb_vnni_gemm.c (6 x 2 tiles, zero-point terms once per panel). */
+#include "mnb_v512.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-
-#define MNB_V512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")))
-#ifndef MNB_PREFETCH
-#define MNB_PREFETCH 16
-#endif
-#define MNB_V512_INLINE MNB_V512 static inline __attribute__((always_inline))
+#ifdef MNB_HAVE_V512
 
 int mnb_avx512vnni_applies(const MnbProblem* p) {
   static int cpu = -1;
@@ -34,29 +28,9 @@ int mnb_avx512vnni_applies(const MnbProblem* p) {
 
 MNB_V512_INLINE float mnb_hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
 
-/* the float zero points of 16 blocks from blk (cnt of them valid, the rest 0) of column n */
-MNB_V512_INLINE __m512 mnb_zero_points16(const MnbProblem* p, int64_t n, int64_t blk, int cnt) {
-  const uint8_t* src;
-  __m128i x, lo, hi;
-  if (p->zp_u8 == NULL) return _mm512_maskz_mov_ps((__mmask16)((1u << cnt) - 1), _mm512_set1_ps(8.0f));
-  src = p->zp_u8 + n * p->zp_row_bytes + blk / 2; /* blk is a multiple of 16: a whole byte */
-  x = _mm_maskz_loadu_epi8((__mmask16)((1u << ((cnt + 1) / 2)) - 1), src);
-  lo = _mm_and_si128(x, _mm_set1_epi8(15));
-  hi = _mm_and_si128(_mm_srli_epi16(x, 4), _mm_set1_epi8(15));
-  x = _mm_maskz_mov_epi8((__mmask16)((1u << cnt) - 1), _mm_unpacklo_epi8(lo, hi));
-  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(x));
-}
-
 MNB_V512_INLINE void mnb_v512_tile(const MnbProblem* p, int64_t m0, int64_t n0, const int MR, const int NC) {
-  const int64_t kb = p->k_blocks, bytes = kb * p->blob, chunks = p->qa_stride / MNB_QA_CHUNK;
-  const int64_t per_chunk = p->block <= MNB_QA_CHUNK ? MNB_QA_CHUNK / p->block : 1;
-  const int shift = __builtin_ctzll((unsigned long long)p->block); /* block_size is a power of two */
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  /* lane l covers values 8l..8l+7 of the chunk: block (8l) / block of the chunk's first */
-  const __m512i idx = p->block <= MNB_QA_CHUNK ? _mm512_srlv_epi32(_mm512_slli_epi32(lane, 3),
-                                                                  _mm512_set1_epi32(shift))
-                                               : _mm512_setzero_si512();
-  const __m512i nib = _mm512_set1_epi8(15);
+  const MnbV512Chunks g = mnb_v512_chunks(p);
+  const int64_t kb = g.kb, bytes = g.bytes;
   /* few rows: the weights stream from memory once (prefetched ahead, never past the last column) */
   const int stream = p->M <= 4 && n0 + NC + MNB_PREFETCH <= p->N;
   __m512 acc[4][4];
@@ -64,33 +38,20 @@ MNB_V512_INLINE void mnb_v512_tile(const MnbProblem* p, int64_t m0, int64_t n0, 
   int r, j;
   for (r = 0; r < MR; ++r)
     for (j = 0; j < NC; ++j) acc[r][j] = _mm512_setzero_ps();
-  for (c = 0; c < chunks; ++c) {
-    int64_t b0 = (c * MNB_QA_CHUNK) >> shift, left = bytes - c * 64;
-    int64_t nb = kb - b0 < per_chunk ? kb - b0 : per_chunk;
-    __mmask16 smask = (__mmask16)((1u << nb) - 1);
-    __mmask64 bmask = left >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << left) - 1);
+  for (c = 0; c < g.chunks; ++c) {
+    const MnbV512Chunk k = mnb_v512_chunk(&g, c);
     __m512i lo[4], hi[4];
     __m512 ws[4];
     for (j = 0; j < NC; ++j) {
-      __m512i v = _mm512_maskz_loadu_epi8(bmask, p->b + (n0 + j) * bytes + c * 64);
       if (stream) { /* the same chunk MNB_PREFETCH columns ahead: the hardware prefetcher alone falls behind */
         _mm_prefetch((const char*)(p->b + (n0 + j + MNB_PREFETCH) * bytes + c * 64), _MM_HINT_T1);
-        _mm_prefetch((const char*)(p->scales + (n0 + j + MNB_PREFETCH) * kb + b0), _MM_HINT_T1);
+        _mm_prefetch((const char*)(p->scales + (n0 + j + MNB_PREFETCH) * kb + k.b0), _MM_HINT_T1);
       }
-      lo[j] = _mm512_and_si512(v, nib);
-      hi[j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
-      ws[j] = _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, p->scales + (n0 + j) * kb + b0));
+      mnb_v512_weights(p, &g, &k, n0 + j, c, &lo[j], &hi[j], &ws[j]);
     }
-    for (r = 0; r < MR; ++r) {
-      const int8_t* qa = p->qa + (m0 + r) * p->qa_stride + c * MNB_QA_CHUNK;
-      __m512i ae = _mm512_loadu_si512((const void*)qa), ao = _mm512_loadu_si512((const void*)(qa + 64));
-      __m512 as = _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(smask, p->qa_scale + (m0 + r) * kb + b0));
-      for (j = 0; j < NC; ++j) {
-        __m512i t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[j], ae);
-        t = _mm512_dpbusd_epi32(t, hi[j], ao);
-        acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(ws[j], as), acc[r][j]);
-      }
-    }
+    for (r = 0; r < MR; ++r)
+      mnb_v512_row(&g, &k, p->qa + (m0 + r) * p->qa_stride + c * MNB_QA_CHUNK, p->qa_scale + (m0 + r) * kb, lo, hi,
+                   ws, acc[r], NC);
   }
   for (j = 0; j < NC; ++j) {
     int64_t n = n0 + j, blk;
@@ -100,7 +61,7 @@ MNB_V512_INLINE void mnb_v512_tile(const MnbProblem* p, int64_t m0, int64_t n0, 
     for (blk = 0; blk < kb; blk += 16) {
       int cnt = kb - blk < 16 ? (int)(kb - blk) : 16;
       __mmask16 m = (__mmask16)((1u << cnt) - 1);
-      __m512 zs = _mm512_mul_ps(mnb_zero_points16(p, n, blk, cnt), _mm512_maskz_loadu_ps(m, p->scales + n * kb + blk));
+      __m512 zs = mnb_zero_terms16(p, n, blk, cnt);
       for (r = 0; r < MR; ++r)
         corr[r] = _mm512_fmadd_ps(zs, _mm512_maskz_loadu_ps(m, p->qa_sum_scaled + (m0 + r) * kb + blk), corr[r]);
     }
@@ -123,10 +84,11 @@ MNB_V512_TILE(4, 1)
 
 typedef void (*MnbTileFn)(const MnbProblem*, int64_t, int64_t);
 
-void mnb_avx512vnni_columns(const MnbProblem* p, int64_t n0, int64_t n1) {
+void mnb_avx512vnni_columns(const MnbProblem* p, int64_t n0, int64_t n1, void* buf) {
   static const MnbTileFn wide[5] = {NULL, mnb_v512_tile_1x4, mnb_v512_tile_2x2, mnb_v512_tile_3x2, mnb_v512_tile_4x2};
   static const MnbTileFn narrow[5] = {NULL, mnb_v512_tile_1x1, mnb_v512_tile_2x1, mnb_v512_tile_3x1, mnb_v512_tile_4x1};
   int64_t m0, n;
+  if (mnb_avx512vnni_gemm(p, n0, n1, buf)) return;
   for (m0 = 0; m0 < p->M; m0 += 4) {
     int rows = p->M - m0 < 4 ? (int)(p->M - m0) : 4;
     int nc = rows == 1 ? 4 : 2;
@@ -297,7 +259,9 @@ int mnb_avx512vnni_applies(const MnbProblem* p) {
   (void)p;
   return 0;
 }
-void mnb_avx512vnni_columns(const MnbProblem* p, int64_t n0, int64_t n1) { (void)p; (void)n0; (void)n1; }
+void mnb_avx512vnni_columns(const MnbProblem* p, int64_t n0, int64_t n1, void* buf) {
+  (void)p; (void)n0; (void)n1; (void)buf;
+}
 int mnb_avx512_f32_applies(const MnbProblem* p) {
   (void)p;
   return 0;

@@ -19,6 +19,7 @@ ORT_KERNEL_LIBRARY_DEFINE_ABI_VERSION()
 #define MNB_SLOT_THREADS 0
 #define MNB_SLOT_QUANTIZED_A 1
 #define MNB_MAX_RANK 16
+#define MNB_MIN_QUANTIZE_PER_THREAD (1 << 15) /* values of A below which a thread quantizes them alone */
 #define MNB_MIN_WORK_PER_THREAD (1 << 17) /* multiply-adds below which an extra thread does not pay (a thin
                                               * GEMV, K = N = 576, splits N across 2: the pool costs ~us) */
 
@@ -212,6 +213,21 @@ static void mnb_job(void* arg, int index, int count) {
   }
 }
 
+/* rows [M index / count, M (index + 1) / count) of A into the quantized-A buffers p points to */
+static void mnb_quantize_job(void* arg, int index, int count) {
+  const MnbProblem* p = (const MnbProblem*)arg;
+  int64_t r0 = p->M * index / count, r1 = p->M * (index + 1) / count;
+  int8_t* qa = (int8_t*)p->qa + r0 * p->qa_stride;
+  float* scale = (float*)p->qa_scale + r0 * p->k_blocks;
+  int32_t* sum = (int32_t*)p->qa_sum + r0 * p->k_blocks;
+  float* sum_scaled = (float*)p->qa_sum_scaled + r0 * p->k_blocks;
+  if (r1 <= r0) return;
+  if (mnb_avx512vnni_applies(p))
+    mnb_avx512_quantize_a(p->a + r0 * p->K, r1 - r0, p->K, p->block, p->qa_stride, qa, scale, sum, sum_scaled);
+  else
+    mnb_quantize_a(p->a + r0 * p->K, r1 - r0, p->K, p->block, p->qa_stride, qa, scale, sum, sum_scaled);
+}
+
 static OrtStatus* mnb_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   MnbKernel* k = (MnbKernel*)this_ptr;
   const MnbAttrs* t = &k->attrs;
@@ -291,12 +307,12 @@ static OrtStatus* mnb_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
     qa_sum = (int32_t*)(qa_scale + blocks);
     qa_sum_scaled = (float*)(qa_sum + blocks);
     p.qa_stride = mnb_quantized_a_stride(t->K, t->block);
-    mnb_quantize_a(p.a, p.M, t->K, t->block, p.qa_stride, mnb_avx512vnni_applies(&p), (int8_t*)qa, qa_scale, qa_sum,
-                   qa_sum_scaled);
     p.qa = (const int8_t*)qa;
     p.qa_scale = qa_scale;
     p.qa_sum = qa_sum;
     p.qa_sum_scaled = qa_sum_scaled;
+    /* rows are quantized independently: the threads split them (a prefill's A is ~5% of the node on one thread) */
+    mnb_parallel(p.M * t->K >= MNB_MIN_QUANTIZE_PER_THREAD * threads ? threads : 1, mnb_quantize_job, &p);
   }
   job.p = &p;
   job.buffers = (char*)buffers;

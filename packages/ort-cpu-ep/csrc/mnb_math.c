@@ -28,38 +28,42 @@ size_t mnb_quantized_a_bytes(int64_t M, int64_t K, int64_t block) {
   return values + (size_t)M * (size_t)kb * (2 * sizeof(float) + sizeof(int32_t));
 }
 
-/* each MNB_QA_CHUNK of a row: its even-indexed values, then its odd-indexed ones */
-static void mnb_even_odd(int8_t* row, int64_t stride) {
-  int8_t tmp[MNB_QA_CHUNK];
-  int64_t c, i;
-  for (c = 0; c < stride; c += MNB_QA_CHUNK) {
-    for (i = 0; i < MNB_QA_CHUNK / 2; ++i) {
-      tmp[i] = row[c + 2 * i];
-      tmp[MNB_QA_CHUNK / 2 + i] = row[c + 2 * i + 1];
-    }
-    memcpy(row + c, tmp, sizeof tmp);
+/* max |v| over v[0..len): the float bits as unsigned integers (the order of non-negative floats), NaN left out
+ * as fmaxf leaves it; an integer max the compiler vectorizes (a float one it may not reorder) */
+typedef uint32_t mnb_bits32 __attribute__((may_alias));
+MNB_INLINE float mnb_abs_max(const float* v, int64_t len) {
+  const mnb_bits32* bits = (const mnb_bits32*)v;
+  uint32_t best = 0;
+  float out;
+  int64_t i;
+  for (i = 0; i < len; ++i) {
+    uint32_t u = bits[i] & 0x7fffffffu;
+    u &= -(uint32_t)(u <= 0x7f800000u); /* NaN: 0 */
+    best = best > u ? best : u;
   }
+  memcpy(&out, &best, sizeof out);
+  return out;
 }
 
-void mnb_quantize_a(const float* a, int64_t M, int64_t K, int64_t block, int64_t stride, int even_odd, int8_t* qa,
-                    float* qa_scale, int32_t* qa_sum, float* qa_sum_scaled) {
+MNB_CLONES void mnb_quantize_a(const float* a, int64_t M, int64_t K, int64_t block, int64_t stride, int8_t* qa,
+                               float* qa_scale, int32_t* qa_sum, float* qa_sum_scaled) {
   int64_t kb = (K + block - 1) / block, m, blk, i;
   for (m = 0; m < M; ++m) {
     const float* row = a + m * K;
     int8_t* q = qa + m * stride;
     for (blk = 0; blk < kb; ++blk) {
       int64_t k0 = blk * block, len = K - k0 < block ? K - k0 : block;
-      float amax = 0.0f, scale, inv;
+      float amax = mnb_abs_max(row + k0, len), scale, inv;
       int32_t sum = 0;
-      for (i = 0; i < len; ++i) amax = fmaxf(amax, fabsf(row[k0 + i]));
       scale = amax / 127.0f;
       /* onnxruntime's reciprocal, 127 / max|a| in one rounding: 1 / scale can differ by an ulp and move a value
        * on a half step to the other integer */
       inv = amax != 0.0f ? 127.0f / amax : 0.0f;
       for (i = 0; i < len; ++i) {
         float v = nearbyintf(row[k0 + i] * inv); /* the default rounding mode: half to even */
-        q[k0 + i] = (int8_t)(v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v));
-        sum += q[k0 + i];
+        int32_t x = (int32_t)(v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v));
+        q[k0 + i] = (int8_t)x;
+        sum += x;
       }
       qa_sum[m * kb + blk] = sum;
       qa_sum_scaled[m * kb + blk] = (float)sum * scale;
@@ -67,7 +71,6 @@ void mnb_quantize_a(const float* a, int64_t M, int64_t K, int64_t block, int64_t
       qa_scale[m * kb + blk] = scale;
     }
     memset(q + kb * block, 0, (size_t)(stride - kb * block));
-    if (even_odd) mnb_even_odd(q, stride);
   }
 }
 
@@ -244,7 +247,7 @@ void mnb_compute_panels(const MnbProblem* p, int64_t p0, int64_t p1, void* threa
   int64_t n;
   if (n0 >= n1) return;
   if (p->int8 && mnb_avx512vnni_applies(p)) {
-    mnb_avx512vnni_columns(p, n0, n1);
+    mnb_avx512vnni_columns(p, n0, n1, buf);
     return;
   }
   if (mnb_avx512_f32_applies(p)) {

@@ -2,7 +2,8 @@
  * numeric type and bool: they move bytes, never read values), reading inputs and int32/int64 index tensors,
  * errors that name the op and show shapes, and one strided copy (Transpose and Slice gather through it).
  * The kernels: Reshape, Identity, Flatten, Squeeze, Unsqueeze (move_reshape.c), Transpose
- * (move_transpose.c), Concat and Slice (move_concat_slice.c), Gather (move_gather.c). None needs workspace. */
+ * (move_transpose.c), Concat and Slice (move_concat_slice.c), Gather (move_gather.c), Shape
+ * (move_shape.c). None needs workspace. */
 #ifndef ORT_CPU_EP_MOVE_H_
 #define ORT_CPU_EP_MOVE_H_
 
@@ -28,6 +29,7 @@ typedef struct MoveKernel {
   int axes_attr;    /* Squeeze / Unsqueeze before opset 13: axes is the attribute below, not input 1 */
   size_t n_axes;    /* its entries (SIZE_MAX: no attribute) */
   int64_t axes[MOVE_MAX_RANK];
+  int64_t start, end; /* Shape: the dims [start, end) given (end: INT64_MAX when the attribute is absent) */
 } MoveKernel;
 
 /* one input tensor as the kernels see it */
@@ -81,5 +83,6 @@ OrtStatus* move_register_reshapes(OrtKernelRegistry* registry);
 OrtStatus* move_register_transpose(OrtKernelRegistry* registry);
 OrtStatus* move_register_concat_slice(OrtKernelRegistry* registry);
 OrtStatus* move_register_gather(OrtKernelRegistry* registry);
+OrtStatus* move_register_shape(OrtKernelRegistry* registry);
 
 #endif

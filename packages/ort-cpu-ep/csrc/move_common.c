@@ -259,5 +259,6 @@ OrtStatus* ort_cpu_ep_register_movement(const OrtKernelApi* api, OrtKernelRegist
   if (!st) st = move_register_transpose(registry);
   if (!st) st = move_register_concat_slice(registry);
   if (!st) st = move_register_gather(registry);
+  if (!st) st = move_register_shape(registry);
   return st;
 }

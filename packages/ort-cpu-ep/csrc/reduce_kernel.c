@@ -210,7 +210,7 @@ RD_CREATE(rd_max_input, RD_MAX, 1)
 RD_CREATE(rd_min_attr, RD_MIN, 0)
 RD_CREATE(rd_min_input, RD_MIN, 1)
 
-OrtStatus* ort_cpu_ep_register_reduce(const OrtKernelApi* api, OrtKernelRegistry* registry) {
+OrtStatus* ort_cpu_ep_register_float_reduce(const OrtKernelApi* api, OrtKernelRegistry* registry) {
   /* axes became an input at 13 (ReduceSum) or 18 (the others) */
   static const struct {
     int op, switch_at;

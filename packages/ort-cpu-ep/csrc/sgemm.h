@@ -20,7 +20,7 @@ typedef struct SgProblem {
   float alpha; /* C = alpha (A @ B) */
 } SgProblem;
 
-/* columns the threads split C by (the micro-kernel's tile width on this CPU) */
+/* the micro-kernel's tile width on this CPU: B is packed in panels this wide */
 int64_t sgemm_panel_width(void);
 /* floats of packing buffer one thread needs for an M x K by K x N problem: 0 for a few rows, else one B block
  * (K and N may be bounds: each is capped by its block size, SG_KC, SG_NC) */

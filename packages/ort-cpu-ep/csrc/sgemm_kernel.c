@@ -19,6 +19,9 @@
 #define SG_SLOT_PACKING 0
 #define SG_MAX_RANK 16
 #define SG_MIN_WORK_PER_THREAD (1 << 17) /* multiply-adds below which an extra thread does not pay (as MNB) */
+#define SG_ITEM_COLUMNS 16      /* columns of one work item */
+#define SG_PANELS_PER_THREAD 4  /* items per thread below which the packed path splits the rows too */
+#define SG_MIN_BLOCK_ROWS 24    /* rows of such a block: whole micro-tiles (6 rows on AVX-512 and AVX2, 4 else) */
 
 static const OrtKernelApi* g_api = NULL;
 
@@ -174,24 +177,58 @@ typedef struct SgJob {
   SgProblem base; /* batch 0's problem; the others differ in where A, B and C start */
   char* buffers;
   size_t thread_bytes;
-  int64_t panels, width, min_chunk, items; /* items = batches x panels */
+  int64_t panels, width, min_chunk, items; /* items = batches x row_blocks x panels */
+  int64_t row_blocks, block_rows;          /* each batch's rows in row_blocks blocks of block_rows (the last less) */
   int64_t next;                            /* the first item no thread has taken yet (atomic) */
 } SgJob;
 
-/* items [i0, i1) of the flat (batch, panel) order: each batch's part as one column range */
+/* items [i0, i1) of the flat (batch, row block, panel) order: each (batch, row block)'s part as one column range */
 static void sg_items(const SgJob* job, int64_t i0, int64_t i1, float* buffer) {
   const SgShape* s = job->shape;
   while (i0 < i1) {
-    int64_t t = i0 / job->panels, p0 = i0 % job->panels, p1 = i1 - t * job->panels, a_mat, b_mat;
+    int64_t group = i0 / job->panels, t = group / job->row_blocks, r0 = group % job->row_blocks * job->block_rows;
+    int64_t p0 = i0 % job->panels, p1 = i1 - group * job->panels, a_mat, b_mat;
     SgProblem p = job->base;
     if (p1 > job->panels) p1 = job->panels;
     sg_batch(s, t, &a_mat, &b_mat);
-    p.a += a_mat * s->M * s->K;
+    p.M = s->M - r0 < job->block_rows ? s->M - r0 : job->block_rows;
+    p.a += a_mat * s->M * s->K + r0 * s->K;
     p.b += b_mat * s->K * s->N;
-    p.c += t * s->M * s->N;
+    p.c += t * s->M * s->N + r0 * s->N;
     sgemm_columns(&p, p0 * job->width, p1 * job->width < s->N ? p1 * job->width : s->N, buffer);
-    i0 = t * job->panels + p1;
+    i0 = group * job->panels + p1;
   }
+}
+
+/* How the threads share the work. Packed path: column items, whole B blocks per chunk where the items allow
+ * it; where they are too few for every thread to get SG_PANELS_PER_THREAD (N < 64 x threads), the rows are split
+ * into one block per thread too (each packs the B it reads: K x N copies against M / threads x K x N
+ * multiply-adds). The smallest chunk is set so that the chunks come out even (1536 columns on 2 threads: 2 x 768,
+ * not 512 + 512 + 512 of which one thread runs two). */
+static void sg_split(SgJob* job, const SgShape* shape, int threads) {
+  int64_t rounds, share;
+  job->row_blocks = 1;
+  job->block_rows = shape->M;
+  if (threads > 1 && !sgemm_streams(&job->base) && shape->batches * job->panels < (int64_t)threads * SG_PANELS_PER_THREAD &&
+      shape->M >= (int64_t)threads * SG_MIN_BLOCK_ROWS) {
+    job->row_blocks = threads;
+    job->block_rows = (shape->M + threads - 1) / threads;
+    job->block_rows = (job->block_rows + SG_MIN_BLOCK_ROWS - 1) / SG_MIN_BLOCK_ROWS * SG_MIN_BLOCK_ROWS;
+    job->row_blocks = (shape->M + job->block_rows - 1) / job->block_rows;
+  }
+  job->items = shape->batches * job->row_blocks * job->panels;
+  share = (job->items + threads - 1) / threads;
+  /* a few rows stream B from memory: one contiguous share per thread keeps each thread's row runs longest
+   * (measured at decode, 2 threads: 19 vs 22 ms per hidden-2048 step with chunks) */
+  if (sgemm_streams(&job->base) && shape->batches == 1) {
+    job->min_chunk = share;
+    return;
+  }
+  job->min_chunk = SG_NC / job->width; /* a chunk packs whole B blocks (narrower ones read B in shorter runs) */
+  if (job->min_chunk < 1) job->min_chunk = 1;
+  rounds = job->items / ((int64_t)threads * job->min_chunk);
+  if (rounds < 1) rounds = 1;
+  job->min_chunk = (job->items + (int64_t)threads * rounds - 1) / ((int64_t)threads * rounds);
 }
 
 /* Chunks of items from a shared counter, a 1/(2 x threads) share of what is left and at least min_chunk; threads
@@ -241,26 +278,21 @@ static OrtStatus* sg_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   job.base.b_trans = k->b_trans;
   job.base.alpha = k->alpha;
 
-  job.width = sgemm_streams(&job.base) ? 64 : sgemm_panel_width();
+  /* 16-column items, so that a few threads split N evenly (576 = 2 x 18 x 16; in 64-column panels 5 + 4): a
+   * share that ends inside a micro-kernel panel computes only the vectors it needs there (sgemm_math.c) */
+  job.width = SG_ITEM_COLUMNS;
   job.panels = (shape.N + job.width - 1) / job.width;
-  job.items = shape.batches * job.panels;
-  job.min_chunk = SG_NC / job.width; /* a chunk packs whole B blocks (narrower ones read B in shorter runs) */
   work = (double)shape.batches * (double)shape.M * (double)shape.N * (double)(shape.K > 0 ? shape.K : 1); /* no overflow */
   threads = mnb_threads();
-  if (threads > job.items) threads = (int)job.items;
   if ((double)threads > work / SG_MIN_WORK_PER_THREAD) threads = (int)(work / SG_MIN_WORK_PER_THREAD);
   if (threads < 1) threads = 1;
-  /* a few rows stream B from memory: one contiguous share per thread keeps each thread's row runs longest
-   * (measured at decode, 2 threads: 19 vs 22 ms per hidden-2048 step with chunks); and no chunk is larger than
-   * a thread's share (a narrow B still splits across the threads) */
-  if ((sgemm_streams(&job.base) && shape.batches == 1) || job.min_chunk > (job.items + threads - 1) / threads)
-    job.min_chunk = (job.items + threads - 1) / threads;
-  if (job.min_chunk < 1) job.min_chunk = 1;
   if (!sgemm_streams(&job.base) && shape.K > 0) { /* the packed path: a B block per thread */
     job.thread_bytes = sgemm_thread_floats(shape.M, shape.K, shape.N, k->b_trans) * sizeof(float);
     ORT_KERNEL_RETURN_IF_ERROR(cpu_kernels_thread_buffers(g_api, ctx, SG_SLOT_PACKING, k->declared, job.thread_bytes,
                                                           &threads, &buffers));
   }
+  sg_split(&job, &shape, threads);
+  if (threads > job.items) threads = (int)job.items;
   job.buffers = (char*)buffers;
   mnb_parallel(threads, sg_job, &job);
   return NULL;

@@ -82,11 +82,31 @@ def test_every_instruction_set_path_matches_the_reference(isa_cap, M):
     _check(_run(model, feeds, "C")["y"], a, b)
 
 
+@pytest.mark.parametrize("M", [1, 2, 7, 128, 160])
+@pytest.mark.parametrize("K,N", [(576, 577), (77, 131)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_prefill_and_decode_rows_match_the_reference_and_onnxruntime(library, M, K, N, threads):
+    """The streamed (few rows) and packed paths at decode and prefill row counts, odd K and N, 1 and 2 threads
+    (16-column items streamed, row blocks packed), against float64 and onnxruntime (MLAS: the same k order within
+    blocks of 256)."""
+    ort = pytest.importorskip("onnxruntime")
+    model, feeds, a, b = _matmul((M, K), (K, N), seed=M + K)
+    got = _run(model, feeds, "C", threads=threads)["y"]
+    _check(got, a, b)
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    ref = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.sqrt(K) * np.abs(ref).max())
+
+
 @pytest.mark.parametrize("a_shape,b_shape", [((2, 512), (512, 1000)), ((50, 512), (512, 1000)),
-                                             ((3, 40, 64), (3, 64, 300))])
+                                             ((3, 40, 64), (3, 64, 300)),
+                                             ((128, 576), (576, 576)),   # shares end inside 64-column panels
+                                             ((96, 100), (100, 40)),     # 3 items for 3 threads: rows split too
+                                             ((160, 64), (64, 1536))])   # 96 items: even chunks of 32
 def test_threads_give_the_same_bits(library, a_shape, b_shape):
-    """Threads split Y's (batch, column) items; each column's sums run in the same order whatever thread computes
-    it."""
+    """Threads split Y's (batch, row block, column) items; each element's sums run in the same order whatever
+    thread computes it."""
     lib = ctypes.CDLL(str(c_kernels.library_path()))
     model, feeds, a, b = _matmul(a_shape, b_shape, seed=a_shape[0])
     results = []

@@ -9,6 +9,8 @@ import ctypes
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 import ort_abi
@@ -400,3 +402,57 @@ def test_int8_activations_round_as_onnxruntime_on_half_steps(entry, monkeypatch,
     else:
         got = _run_provider(model, feeds)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=2e-5 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("zp_kind", ["none", "packed"])
+@pytest.mark.parametrize("M", [1, 2, 7, 128, 160])
+@pytest.mark.parametrize("K,N,bs", [(576, 61, 32), (200, 45, 16), (320, 33, 64), (1536, 18, 128)])
+def test_int8_gemm_rows_match_onnxruntime(entry, zp_kind, M, K, N, bs):
+    """accuracy_level 4 at prefill row counts (the AVX-512 VNNI GEMM past 4 rows: 6-row tiles and their
+    remainders, column pairs and an odd last column, a ragged last K block) against onnxruntime, at the
+    tolerance of test_c_kernel_in_a_session_matches_onnxruntime."""
+    ort = pytest.importorskip("onnxruntime")
+    model, feeds = _model(M, K, N, 4, bs, zp_kind, 4, np.random.default_rng(M * 7 + K + N))
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    ref = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(_run_provider(model, feeds), ref, rtol=1e-5, atol=2e-5 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("M,K,N,bs", [(7, 4800, 30, 16), (5, 33600, 3, 16), (128, 576, 100, 32)])
+def test_int8_gemm_many_blocks_and_threads(entry, M, K, N, bs):
+    """Many blocks per row: the GEMM's zero-point panel narrows to what the thread buffer holds (300 blocks: 12
+    columns), or the kernel keeps the row-group path (2100 blocks: not two columns' worth); 1 and 2 threads give
+    the same bits, and both match the numpy reference."""
+    rng = np.random.default_rng(K + N)
+    b, scales, zp = _weights(rng, K, N, 4, bs, "packed")
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    attrs = dict(K=K, N=N, bits=4, block_size=bs, accuracy_level=4)
+    results = []
+    for n in (1, 2):
+        with intra_op_thread_scope(n):
+            results.append(_run_c(entry, a, b, scales, zp, None, **attrs))
+    np.testing.assert_array_equal(results[0], results[1])
+    ref = _reference(a, b, scales, zp, None, K=K, N=N, bits=4, block_size=bs, accuracy_level=4)
+    np.testing.assert_allclose(results[0], ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(M=st.integers(1, 170), K=st.integers(1, 700), N=st.integers(1, 70), bs=st.sampled_from([16, 32, 64, 128]),
+       zp_kind=st.sampled_from(["none", "packed"]), bias=st.booleans(), threads=st.sampled_from([1, 2]))
+def test_int8_path_any_shape_matches_the_numpy_reference(entry, M, K, N, bs, zp_kind, bias, threads):
+    """accuracy_level 4, 4 bits, random M / K / N (the GEMV and GEMM paths, odd column counts, ragged blocks and
+    half chunks), with and without bias, 1 or 2 threads, against the numpy kernel's model of onnxruntime's int8
+    activations."""
+    rng = np.random.default_rng(M * 100003 + K * 101 + N)
+    b, scales, zp = _weights(rng, K, N, 4, bs, zp_kind)
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    y_bias = rng.standard_normal(N).astype(np.float32) if bias else None
+    attrs = dict(K=K, N=N, bits=4, block_size=bs, accuracy_level=4)
+    with intra_op_thread_scope(threads):
+        got = _run_c(entry, a, b, scales, zp, y_bias, **attrs)
+    ref = _reference(a, b, scales, zp, y_bias, **attrs)
+    # the zero point enters as sum(q a) s - zp s sum(a): where those cancel (a tiny K, every q at the zero point)
+    # float32 leaves a residue of the size of the terms, not of the result
+    terms = np.abs(a).sum(axis=1).max() * 15 * scales.max()
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max() + 1e-6 * terms)

@@ -92,7 +92,9 @@ def test_nodes_the_c_reduce_takes():
     assert chosen_language(_model("ReduceMean", (3, 4, 5), [1], as_input=False)) == "C"
     assert chosen_language(_model("ReduceSum", (3, 4, 5), [0, 2])) == "numpy"           # not one run
     assert chosen_language(_model("ReduceSum", (3, 1, 5), [0, 2])) == "C"               # one run once the 1 is set aside
-    assert chosen_language(_model("ReduceSum", (3, 4), [1], dtype=TensorProto.INT64)) == "numpy"
+    assert chosen_language(_model("ReduceSum", (3, 4), [1], dtype=TensorProto.INT64)) == "C"   # arith_reduce.c
+    assert chosen_language(_model("ReduceMax", (3, 4), [1], dtype=TensorProto.INT64)) == "numpy"
+    assert chosen_language(_model("ReduceSum", (3, 4), [1], dtype=TensorProto.DOUBLE)) == "numpy"
     runtime_axes = _model("ReduceSum", (3, 4, 5), None)
     runtime_axes.graph.node[0].input.append("axes")
     runtime_axes.graph.input.append(helper.make_tensor_value_info("axes", TensorProto.INT64, [1]))

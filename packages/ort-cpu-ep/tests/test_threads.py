@@ -70,21 +70,18 @@ def test_nested_scopes_restore_the_outer_one(blas_at_3):
 
 
 class _FakeBlas:
-    """Stands in for threadpoolctl's controller: records the limits set and the restore."""
+    """Stands in for a BLAS library's controller: records the thread counts set (it starts at 3)."""
 
     def __init__(self) -> None:
         self.calls: list[object] = []
+        self.threads = 3
 
-    def limit(self, limits: int, user_api: str):
-        assert user_api == "blas"
-        self.calls.append(limits)
-        calls = self.calls
+    def get_num_threads(self) -> int:
+        return self.threads
 
-        class _Limiter:
-            def restore_original_limits(self) -> None:
-                calls.append("restored")
-
-        return _Limiter()
+    def set_num_threads(self, n: int) -> None:
+        self.calls.append(n)
+        self.threads = n
 
 
 def test_overlapping_scopes_in_two_threads_restore_the_original_limits_when_the_last_one_ends(monkeypatch):
@@ -94,7 +91,7 @@ def test_overlapping_scopes_in_two_threads_restore_the_original_limits_when_the_
     thread other than the main one once the main thread has set one.)"""
     fake = _FakeBlas()
     monkeypatch.setattr(_threads, "_BLAS", _threads._BlasLimits())
-    monkeypatch.setattr(_threads._BLAS, "_controller", fake)
+    monkeypatch.setattr(_threads._BLAS, "_controller", [fake])
     a_open, b_open, a_closed = threading.Event(), threading.Event(), threading.Event()
     seen: dict[str, object] = {}
 
@@ -117,8 +114,22 @@ def test_overlapping_scopes_in_two_threads_restore_the_original_limits_when_the_
         t.start()
     for t in threads:
         t.join(20)
-    assert seen == {"a": 1, "b": (2, [1, 2, 2])}  # A's exit re-applies B's 2
-    assert fake.calls == [1, 2, 2, "restored"]
+    assert seen == {"a": 1, "b": (2, [1, 2])}  # A's exit leaves B's 2 (already set: not set again)
+    assert fake.calls == [1, 2, 3]  # the original 3 back when B closes
+
+
+def test_a_library_already_at_the_count_is_not_called_and_a_limit_changed_between_scopes_is_restored(monkeypatch):
+    fake = _FakeBlas()
+    monkeypatch.setattr(_threads, "_BLAS", _threads._BlasLimits())
+    monkeypatch.setattr(_threads._BLAS, "_controller", [fake])
+    for _ in range(3):
+        with ort_cpu_ep.intra_op_thread_scope(3):
+            assert fake.threads == 3
+    assert fake.calls == []  # at 3 already: no call per scope
+    fake.threads = 5  # the application changed it between two runs
+    with ort_cpu_ep.intra_op_thread_scope(2), ort_cpu_ep.intra_op_thread_scope(2):
+        assert fake.threads == 2
+    assert fake.calls == [2, 5] and fake.threads == 5
 
 
 def test_the_provider_run_scope_uses_its_option(blas_at_3):

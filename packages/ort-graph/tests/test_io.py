@@ -194,3 +194,37 @@ def test_copy_model_is_independent_and_shares_weights():
     assert m.graph.nodes[0].ep is None and len(m.graph.nodes) == len(c.graph.nodes) - 1
     assert c.graph.values["logits"].consumers[-1].name == "extra"
     assert all(n.graph is c.graph for n in c.graph.nodes)
+
+
+def _constant_model() -> onnx.ModelProto:
+    w = onnx.numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "w")
+    c = helper.make_node("Constant", [], ["c"], name="c", value=onnx.numpy_helper.from_array(np.ones(3, np.float32)))
+    nodes = [c, helper.make_node("Add", ["x", "w"], ["y"], name="add"), helper.make_node("Mul", ["y", "c"], ["z"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 3])], [w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("source", ["proto", "bytes", "file"])
+def test_loaded_model_holds_nothing_of_the_parsed_file(tmp_path, source):
+    """Initializers and attribute tensors are copies: a part of the parse kept would keep all of it (every node)
+    alive; names are one object per value, shared by the producer, the consumers and the values table."""
+    mp = _constant_model()
+    if source == "proto":
+        model = ort_graph.from_proto(mp)
+        init, const = mp.graph.initializer[0], mp.graph.node[0].attribute[0].t
+    else:
+        data = mp.SerializeToString()
+        (tmp_path / "m.onnx").write_bytes(data)
+        model = ort_graph.load(data if source == "bytes" else tmp_path / "m.onnx")
+        init, const = None, None
+    g = model.graph
+    if init is not None:  # changing the parsed proto afterwards changes nothing loaded
+        init.float_data[:] = [9.0] * 6
+        init.raw_data = b""
+        const.raw_data = np.zeros(3, np.float32).tobytes()
+    np.testing.assert_array_equal(g.initializers["w"].numpy(), np.arange(6, dtype=np.float32).reshape(2, 3))
+    np.testing.assert_array_equal(onnx.numpy_helper.to_array(g.node_by_name("c").attr("value")), np.ones(3))
+    add, mul = g.node_by_name("add"), g.nodes[2]
+    assert add.outputs[0] is mul.inputs[0] is g.values["y"].name
+    assert add.inputs[1] is next(k for k in g.values if k == "w")

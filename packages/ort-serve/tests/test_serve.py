@@ -37,11 +37,11 @@ PROMPTS = [[1, 5, 9, 33, 100], [7], [3, 4], [200, 17, 18, 19, 20, 21, 22, 23, 24
 SIM = ["SimulatedGPUExecutionProvider", "CPUExecutionProvider"]
 
 
-def write_folder(folder: pathlib.Path, kind: str) -> pathlib.Path:
+def write_folder(folder: pathlib.Path, kind: str, cfg: zoo.DecoderConfig | None = None) -> pathlib.Path:
     """A model folder: a zoo decoder (genai-style GroupQueryAttention with attention_mask, or the plain one with
     positions from the past's length), genai_config.json, and a word-level tokenizer.json (t0 .. t255)."""
     folder.mkdir(parents=True, exist_ok=True)
-    cfg = zoo.DecoderConfig(layers=2, hidden=64, heads=4, kv_heads=2, vocab=VOCAB, max_positions=CTX)
+    cfg = cfg or zoo.DecoderConfig(layers=2, hidden=64, heads=4, kv_heads=2, vocab=VOCAB, max_positions=CTX)
     if kind == "genai":
         proto = zoo.genai_decoder_proto(cfg)
         ort_graph.save(ort_graph.from_proto(proto), str(folder / "model.onnx"))
@@ -77,7 +77,8 @@ def alone(folder: pathlib.Path, prompt: list[int], n: int) -> list[int]:
 
 
 def build_engine(folder: pathlib.Path, max_batch: int = 8, max_queue: int = 64, chunk: int = 8,
-                 budget: str | None = None, rules: str | None = None) -> Engine:
+                 budget: str | None = None, rules: str | None = None, config: dict[str, str] | None = None,
+                 **pool) -> Engine:
     from ort_session import SessionOptions
 
     files = resolve_model(folder)
@@ -85,10 +86,12 @@ def build_engine(folder: pathlib.Path, max_batch: int = 8, max_queue: int = 64, 
     opts = SessionOptions(budgets=budget)
     if rules:
         opts.add_session_config_entry(NAME_BASED_ASSIGNMENT, rules)
+    for key, value in (config or {}).items():
+        opts.add_session_config_entry(key, value)
     providers = SIM if budget else None
     codec = load_tokenizer(files.tokenizer, VOCAB)
     return Engine.build(model, files, opts, lambda o: InferenceSession(model, o, providers=providers), codec,
-                        max_batch=max_batch, ctx_size=None, prefill_chunk=chunk, max_queue=max_queue)
+                        max_batch=max_batch, ctx_size=None, prefill_chunk=chunk, max_queue=max_queue, **pool)
 
 
 def run_all(engine: Engine, prompts: list[list[int]], n: list[int], **sampling) -> list[list[int]]:
@@ -136,6 +139,165 @@ def test_split_placement_and_seeded_sampling_under_batching():
         assert 0 < after["weights"] and after["peak"] == before["peak"] <= after["capacity"], (before, after)
     assert answers[0] == answers[1]
     assert len({tuple(a) for a in answers[0]}) > 1
+
+
+def submit_greedy(engine: Engine, prompts: list[list[int]], n: list[int], priorities=None) -> list[Request]:
+    """Requests queued (the engine thread not started): `drain` runs the engine loop by hand, deterministically."""
+    reqs = []
+    for i, (prompt, k) in enumerate(zip(prompts, n)):
+        params = engine.params(temperature=0.0, max_new_tokens=engine.scheduler.check(prompt, k))
+        reqs.append(Request(prompt, params, lambda piece, finish, r=reqs: None, priority=(priorities or [0] * 8)[i]))
+        engine.scheduler.submit(reqs[-1])
+    return reqs
+
+
+def drain(engine: Engine) -> int:
+    """The engine loop by hand until every request ended; the most sequences active at once."""
+    s, most = engine.scheduler, 0
+    while s.waiting or s.active:
+        s._admit()
+        most = max(most, len(s.active))
+        s.step()
+    return most
+
+
+def metric(engine: Engine, name: str) -> float:
+    from ort_serve._server_status import metrics_text
+
+    return re_value(metrics_text(engine), f"ort_serve_{name}")
+
+
+def test_a_pool_too_small_for_all_preempts_and_every_answer_equals_alone(folder):
+    """8 greedy requests over a pool of 20 blocks of 4 positions (finishing at once they would need 43):
+    admission takes only the prompts' blocks, so 7 start together; running out, the latest admitted are preempted
+    and resume by recompute; every answer equals the request served alone, and the simulated GPU's measured peak
+    stays the initial plan's, within the budget."""
+    lengths = [16, 10, 20, 12, 16, 12, 9, 5]
+    engine = build_engine(folder, budget="gpu:4MiB", kv_block=4, kv_blocks=20)
+    try:
+        (before,) = engine.session.device_memory().values()
+        reqs = submit_greedy(engine, PROMPTS, lengths)
+        most = drain(engine)
+        (after,) = engine.session.device_memory().values()
+        preemptions = metric(engine, "preemptions_total")
+        assert metric(engine, "kv_blocks_total") == 20 and metric(engine, "kv_blocks_in_use") == 0
+        assert metric(engine, "recomputed_tokens_total") > 0
+    finally:
+        engine.close()
+    # blocks_for(prompt) + 1 free for each in arrival order: 2 1 1 3 1 1 1 reserved, the 40-token prompt waits
+    assert most == 7 and preemptions >= 1 and sum(r.preempted for r in reqs) == preemptions
+    for req, n in zip(reqs, lengths):
+        assert req.output == alone(folder, req.prompt, n), req.prompt
+    assert after["peak"] == before["peak"] <= after["capacity"], (before, after)
+
+
+def test_preemption_takes_the_least_urgent_then_the_latest_admitted(folder):
+    engine = build_engine(folder, max_batch=3, kv_block=2, kv_blocks=12)
+    try:
+        # arrival order b, a, c: the queue admits a (priority 0) first, then b and c (priority 1, b arrived first)
+        b, a, c = submit_greedy(engine, [[5, 6], [7, 8], [9, 10]], [20, 20, 20], priorities=[1, 0, 1])
+        drain(engine)
+    finally:
+        engine.close()
+    assert a.preempted == 0 and c.preempted > b.preempted
+    for req in (a, b, c):
+        assert req.output == alone(folder, req.prompt, 20)
+
+
+def test_a_prompt_beyond_the_pool_is_refused_naming_kv_blocks(folder):
+    engine = build_engine(folder, max_batch=2, kv_block=4, kv_blocks=3)
+    try:
+        assert engine.scheduler.check([1] * 5, 100) == 12 - 5  # max_tokens capped at what the pool holds
+        with pytest.raises(AdmissionError, match="--kv-blocks 3 x --kv-block 4") as e:
+            engine.scheduler.check([1] * 12, 4)
+        assert (e.value.status, e.value.limit, e.value.value) == (503, "kv_blocks", 3)
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize(("budget", "streaming"), [("gpu:560KiB", None), ("gpu:920KiB", "on")])
+def test_a_budget_splitting_the_layers_or_streaming_them_serves_4_requests_as_alone(tmp_path, budget, streaming):
+    """A 4-layer genai decoder under a budget that keeps one layer on the simulated GPU and the rest on the CPU, or
+    (weight streaming on) streams its layers through the device's two slots: 4 concurrent greedy requests, batched,
+    answer what each answers alone on the CPU, and the device's measured peak stays the plan's, within the budget."""
+    cfg = zoo.DecoderConfig(layers=4, hidden=64, heads=4, kv_heads=2, vocab=VOCAB, max_positions=CTX)
+    folder = write_folder(tmp_path / "four", "genai", cfg)
+    config = {"session.weight_streaming": streaming} if streaming else None
+    engine = build_engine(folder, max_batch=4, budget=budget, config=config, kv_block=8)
+    placement = engine.session.placement
+    if streaming:
+        assert placement.streaming is not None and len(placement.streaming.layers) >= 2, placement.summary
+    else:
+        assert placement.streaming is None and placement.summary.startswith("1/4 decoder layers"), placement.summary
+    (before,) = engine.session.device_memory().values()
+    prompts, lengths = PROMPTS[:3] + PROMPTS[-1:], [12, 20, 7, 16]
+    engine.scheduler.start()
+    try:
+        got = run_all(engine, prompts, lengths)
+    finally:
+        (after,) = engine.session.device_memory().values()
+        engine.close()
+    assert engine.runner.mode == "batched" and engine.scheduler.metrics.decoded_tokens > engine.scheduler.metrics.decode_steps
+    for prompt, n, out in zip(prompts, lengths, got):
+        assert out == alone(folder, prompt, n), prompt
+    assert after["peak"] == before["peak"] <= after["capacity"], (before, after)
+
+
+@pytest.mark.parametrize("pool", [{}, {"kv_block": 4, "kv_blocks": 20}], ids=["default-pool", "preempting"])
+def test_the_batched_past_kept_on_the_device_answers_as_the_host_pool(tmp_path, monkeypatch, pool):
+    """--kv-on-device: while the batch is unchanged a decode step feeds the last step's presents, left on the
+    simulated GPU, as its past (only the logits and the small inputs cross); joins, leaves and preemptions copy
+    the device positions back into the pool. 8 greedy requests (over a pool small enough to preempt, too): every
+    answer equals the request served alone, and the device's peak stays within the budget."""
+    from ort_serve import _batch_runner
+
+    folder = write_folder(tmp_path / "genai", "genai")
+    lengths = [16, 10, 20, 12, 16, 12, 9, 5]
+    engine = build_engine(folder, budget="gpu:4MiB", kv_on_device=True, **pool)
+    bound, real = [], _batch_runner._bound_run
+
+    def watched(session, names, feeds, device):  # each bound step: its host inputs' bytes and the run's traffic
+        out = real(session, names, feeds, device)
+        past_on_device = not any(isinstance(feeds[p], np.ndarray) for p in engine.runner.pairs.values())
+        host = sum(v.nbytes for v in feeds.values() if isinstance(v, np.ndarray))
+        n, width = feeds["attention_mask"].shape
+        kv = n * (width - 1) * 2 * 16 * 4 * 4  # the past's bytes: 2 KV heads x 16, float32, 2 layers x key, value
+        bound.append((past_on_device, host, n, kv, session.last_run_stats))
+        return out
+
+    monkeypatch.setattr(_batch_runner, "_bound_run", watched)
+    try:
+        assert engine.runner.resident is not None and engine.runner.resident.device == "simgpu"
+        reqs = submit_greedy(engine, PROMPTS, lengths)
+        drain(engine)
+        (after,) = engine.session.device_memory().values()
+        steps, syncs = metric(engine, "kv_device_steps_total"), metric(engine, "kv_device_syncs_total")
+        batched = metric(engine, "decode_steps_total")  # with 1 sequence a decode step is not batched (host path)
+        preemptions = metric(engine, "preemptions_total")
+    finally:
+        engine.close()
+    for req, n in zip(reqs, lengths):
+        assert req.output == alone(folder, req.prompt, n), req.prompt
+    assert syncs >= 1 and after["peak"] <= after["capacity"]
+    assert steps == sum(on for on, *_ in bound) >= 1 and (preemptions >= 1) == bool(pool)
+    assert steps < batched  # every join and leave regathers
+    for on, host, n, kv, stats in bound:
+        if on:  # no KV byte crossed: the ids, the mask (and values the CPU's nodes make) went in, the logits out
+            assert stats.host_to_device_bytes < kv / 4 and stats.device_to_host_bytes == n * VOCAB * 4, stats
+        else:  # a regathered past went in
+            assert stats.host_to_device_bytes >= kv and host > kv
+
+
+def test_kv_on_device_is_refused_where_it_cannot_fit_and_ignored_for_round_robin(tmp_path):
+    from ort_serve import ServeError
+
+    with pytest.raises(ServeError, match="--kv-on-device: the batched KV cache of 8 sequences x 64 positions"):
+        build_engine(write_folder(tmp_path / "genai", "genai"), budget="gpu:1100KiB", kv_on_device=True)
+    engine = build_engine(write_folder(tmp_path / "plain", "plain"), budget="gpu:4MiB", kv_on_device=True)
+    try:
+        assert engine.runner.mode == "round-robin" and engine.runner.resident is None
+    finally:
+        engine.close()
 
 
 def test_not_a_kv_decoder_is_refused(tmp_path):
@@ -202,6 +364,7 @@ def server(tmp_path_factory):
     log = (folder.parent / "serve.log").open("w")
     proc = subprocess.Popen([sys.executable, "-m", "ort_session.cli", "serve", str(folder), "--host", "127.0.0.1",
                              "--port", str(port), "--max-batch", "8", "--max-queue", "4", "--prefill-chunk", "8",
+                             "--kv-block", "8", "--kv-blocks", "48",
                              "--providers", ",".join(SIM), "--budget", BUDGET, "--chat-template", str(template),
                              "--log-level", "warning"],
                             stdout=log, stderr=subprocess.STDOUT)
@@ -342,6 +505,8 @@ def test_eight_concurrent_clients_equal_alone_within_budget(server):
                  "device_bytes_in_use", "device_budget_bytes"):
         assert f"ort_serve_{name}" in metrics
     assert re_value(metrics, "ort_serve_generated_tokens_total") >= sum(lengths)
+    assert re_value(metrics, "ort_serve_kv_blocks_total") == 48 and re_value(metrics, "ort_serve_kv_blocks_in_use") == 0
+    assert (health["kv_block"], health["kv_blocks"]) == (8, 48)
     steps, sequences = (re_value(metrics, name) - re_value(before, name)
                         for name in ("ort_serve_decode_steps_total", "ort_serve_decode_step_sequences_total"))
     assert sequences / steps > 1.5, (sequences, steps)  # the clients' decode steps ran as batches

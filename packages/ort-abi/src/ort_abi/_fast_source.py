@@ -68,10 +68,12 @@ typedef struct {{
   int32_t output_count;
   int32_t workspace_count;
   int32_t reserved;
-  int32_t inputs[{FAST_INPUTS}];       /* value table entries, -1: an omitted input */
-  int32_t input_types[{FAST_INPUTS}];  /* the element type each input must have (else Python runs the step) */
-  ort_abi_fast_output outputs[{FAST_OUTPUTS}];
-  ort_abi_fast_workspace workspace[{FAST_WORKSPACE}];
+  /* input_count / output_count / workspace_count entries each (at most FAST_INPUTS / FAST_OUTPUTS /
+   * FAST_WORKSPACE), in arrays the step table owns: a step costs what its node has, not the capacities */
+  int32_t* inputs;                     /* value table entries, -1: an omitted input */
+  int32_t* input_types;                /* the element type each input must have (else Python runs the step) */
+  ort_abi_fast_output* outputs;
+  ort_abi_fast_workspace* workspace;
 }} ort_abi_fast_step;
 typedef struct {{
   ort_abi_fast_context* context;       /* the pool context the run holds */

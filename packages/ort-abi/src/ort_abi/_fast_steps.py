@@ -11,6 +11,7 @@ check, refusal and error is the one the Python path gives."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -18,12 +19,16 @@ import attrs
 import numpy as np
 
 from ._ckernel import CKernel
+from ._errors import KernelDefError
 from ._fast_context import _elem_type, fast_contexts
+from ._fast_source import FAST_INPUTS, FAST_OUTPUTS, FAST_WORKSPACE
 from ._ffi import require_c
 from ._shapefunc import TypeCheckedKernel
 from ._views import ContextView
 
 __all__ = ["STEP_DONE", "STEP_FAILED", "STEP_INCOMPLETE", "STEP_NOT_STARTED", "PlannedOutput", "StepRun", "StepSpec", "StepTable", "c_step_kernel", "step_limits"]
+
+_ALIVE = operator.attrgetter("alive")  # of a kernel's finalizer
 
 # STEP_INCOMPLETE: success, but a named output is not in the table (answered in Python, or never asked for)
 STEP_DONE, STEP_NOT_STARTED, STEP_FAILED, STEP_INCOMPLETE = 0, 1, 2, 3
@@ -32,9 +37,9 @@ STEP_DONE, STEP_NOT_STARTED, STEP_FAILED, STEP_INCOMPLETE = 0, 1, 2, 3
 def step_limits() -> dict[str, int]:
     """The runner's capacities: inputs, outputs, rank, workspace slots and buffers a step may have."""
     ffi, _ = require_c("planned C steps")
-    step, run = ffi.new("ort_abi_fast_step*"), ffi.new("ort_abi_fast_run*")
-    return {"inputs": len(step.inputs), "outputs": len(step.outputs), "rank": len(step.outputs[0].dims),
-            "workspace": len(step.workspace), "buffers": len(run.bases)}
+    output, run = ffi.new("ort_abi_fast_output*"), ffi.new("ort_abi_fast_run*")
+    return {"inputs": FAST_INPUTS, "outputs": FAST_OUTPUTS, "rank": len(output.dims), "workspace": FAST_WORKSPACE,
+            "buffers": len(run.bases)}
 
 
 def c_step_kernel(kernel: Any, input_types: Sequence[int]) -> CKernel | None:
@@ -89,11 +94,25 @@ class StepTable:
         self._ffi = ffi
         self.value_count = value_count
         self._steps = ffi.new("ort_abi_fast_step[]", max(len(specs), 1))
+        limits = step_limits()
+        for index, spec in specs.items():
+            _check_limits(index, spec, limits)
+        # every step's inputs, outputs and workspace slots, packed: each step points at its own run of them
+        n_in, n_out, n_ws = (sum(len(getattr(s, f)) for s in specs.values()) for f in ("inputs", "outputs", "workspace"))
+        self._arrays = arrays = (ffi.new("int32_t[]", max(n_in, 1)), ffi.new("int32_t[]", max(n_in, 1)),
+                                 ffi.new("ort_abi_fast_output[]", max(n_out, 1)),
+                                 ffi.new("ort_abi_fast_workspace[]", max(n_ws, 1)))  # the steps point into them
         self.pointers: dict[int, Any] = {}
         self.kernels = {index: spec.kernel for index, spec in specs.items()}
         self._finalizers = tuple(k._finalizer for k in self.kernels.values())  # `released`, asked every run
+        self._released = False
+        at_in = at_out = at_ws = 0
         for k, (index, spec) in enumerate(sorted(specs.items())):
-            _fill_step(self._steps[k], spec)
+            s = self._steps[k]
+            s.inputs, s.input_types, s.outputs, s.workspace = (arrays[0] + at_in, arrays[1] + at_in,
+                                                                arrays[2] + at_out, arrays[3] + at_ws)
+            at_in, at_out, at_ws = at_in + len(spec.inputs), at_out + len(spec.outputs), at_ws + len(spec.workspace)
+            _fill_step(s, spec)
             self.pointers[index] = ffi.addressof(self._steps[k])
         self.constants = ffi.new("ort_abi_fast_value[]", max(value_count, 1))
         self._keep = []
@@ -110,7 +129,24 @@ class StepTable:
 
     def released(self) -> bool:
         """Whether a step's kernel was released (the session closed): its runs take the Python path."""
-        return not all(f.alive for f in self._finalizers)
+        if self._released:
+            return True
+        self._released = not all(map(_ALIVE, self._finalizers))  # once released, always
+        return self._released
+
+
+def _check_limits(index: int, spec: StepSpec, limits: Mapping[str, int]) -> None:
+    """A step within the runner's capacities (`step_limits`): its arrays are sized to it, C reads no further."""
+    counts = {"inputs": len(spec.inputs), "outputs": len(spec.outputs), "workspace": len(spec.workspace)}
+    if len(spec.input_types) != len(spec.inputs):
+        raise KernelDefError(f"step {index}: {len(spec.inputs)} inputs but {len(spec.input_types)} input types; "
+                             "give one element type per input")
+    over = {k: n for k, n in counts.items() if n > limits[k]}
+    over |= {f"rank of output {j}": len(o.shape) for j, o in enumerate(spec.outputs)
+             if o.shape is not None and len(o.shape) > limits["rank"]}
+    if over:
+        raise KernelDefError(f"step {index} has {over!r}, over the C step runner's capacities {limits!r}; run "
+                             "that node in Python (leave it out of the table)")
 
 
 def _fill_step(s: Any, spec: StepSpec) -> None:
@@ -160,10 +196,11 @@ class StepRun:
         ffi.memmove(self.values, table.constants, table._bytes)
         self._run = ffi.new("ort_abi_fast_run*")
         self._keep: list[Any] = []
+        self._bases: list[Any] = []  # the run buffers' cffi buffers (kept until `close`, or replaced by `restart`)
         self._addresses = []
         for k, buf in enumerate(bases):
             data = ffi.from_buffer(buf, require_writable=True)
-            self._keep.append(data)
+            self._bases.append(data)
             self._run.bases[k] = ffi.cast("char*", data)
             self._addresses.append(int(ffi.cast("uintptr_t", data)))
         self._run.values, self._run.exact = self.values, int(exact)
@@ -183,6 +220,54 @@ class StepRun:
         data = describe(self._ffi, self.values[entry], arr)
         if data is not None:
             self._keep.append(data)
+
+    def restart(self, bases: Sequence[np.ndarray | None], template: Any = None, exact: bool = True) -> bool:
+        """Ready this run, closed, for another pass over its table: a pool context held again (False when none
+        is free: the run stays closed), the value table from `template` (a `freeze()` copy, else the table's
+        constants), the counters at 0, `exact` as in the constructor; `bases[k]` becomes run buffer k (None: the buffer of the previous pass
+        stays, still referenced here). A replayed run (the session's `_quick_run`) reuses one StepRun instead of
+        building one per run."""
+        if self.slot is None:
+            self.slot = self._pool.hold(self) if self._pool is not None else None
+            if self.slot is None:
+                return False
+            self._run.context = self._pool.context(self.slot)
+        ffi = self._ffi
+        ffi.memmove(self.values, template if template is not None else self.table.constants, self.table._bytes)
+        self._keep.clear()
+        bases_kept, addresses, run = self._bases, self._addresses, self._run
+        for k, buf in enumerate(bases):
+            if buf is None:
+                if k >= len(bases_kept) or bases_kept[k] is None:
+                    raise ValueError(f"run buffer {k} was not kept by the last close(); give it again")
+                continue
+            data = ffi.from_buffer(buf, require_writable=True)
+            run.bases[k] = data
+            address = int(ffi.cast("uintptr_t", data))
+            if k < len(addresses):
+                addresses[k], bases_kept[k] = address, data
+            else:
+                addresses.append(address)
+                bases_kept.append(data)
+        run.planned_values = run.workspace_from_plan = run.deferred = 0
+        run.exact = int(exact)
+        run.step = ffi.NULL
+        self.step, self.python_view, self.last = None, None, STEP_DONE
+        return True
+
+    def freeze(self) -> Any:
+        """A copy of the value table as described now: a `restart` template (the entries described since the
+        table's constants, e.g. the feeds, start described; `set_data` points them at each run's arrays)."""
+        template = self._ffi.new("ort_abi_fast_value[]", max(self.table.value_count, 1))
+        self._ffi.memmove(template, self.values, self.table._bytes)
+        return template
+
+    def set_data(self, entry: int, arr: np.ndarray) -> None:
+        """Point described entry `entry` at `arr`'s data; `arr` is a C-contiguous host array of the element type and
+        shape the entry was described with (the caller checked: nothing is checked here)."""
+        data = self._ffi.from_buffer(arr) if arr.nbytes else self._ffi.NULL
+        self._keep.append(data)
+        self.values[entry].data = data
 
     def compute(self, step: int) -> int:
         """Compute planned step `step`: STEP_DONE, STEP_NOT_STARTED, STEP_FAILED or STEP_INCOMPLETE (also `last`; the kernel's
@@ -245,11 +330,17 @@ class StepRun:
     def workspace_from_plan(self) -> int:
         return int(self._run.workspace_from_plan)
 
-    def close(self) -> None:
+    def close(self, keep_bases: Sequence[int] = ()) -> None:
+        """Give the pool context back and drop what this run referenced: the described arrays and the run
+        buffers, except those of `keep_bases` (kept for the next `restart` to leave in place)."""
         if self.slot is not None:
             self._pool.release(self.slot)
             self.slot = None
         self._keep.clear()
+        for k in range(len(self._bases)):
+            if k not in keep_bases:
+                self._bases[k] = None
+                self._run.bases[k] = self._ffi.NULL
 
     def __enter__(self) -> StepRun:
         return self

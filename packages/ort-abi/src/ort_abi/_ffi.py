@@ -21,8 +21,14 @@ def c_available() -> bool:
     return _ffi is not None
 
 
+_BOUND: tuple[Any, Any] | None = None  # (ffi, lib) once the host functions are bound
+
+
 def require_c(feature: str) -> tuple[Any, Any]:
     """(ffi, lib), or a clear error naming the feature that needs the compiled bridge."""
+    global _BOUND
+    if _BOUND is not None:  # asked per kernel call and per estimate: the import below only once
+        return _BOUND
     if _ffi is None:
         raise CFeaturesUnavailableError(
             f"{feature} needs the compiled cffi bridge 'ort_abi._cffi_bridge', which failed to import "
@@ -31,4 +37,5 @@ def require_c(feature: str) -> tuple[Any, Any]:
         ) from _IMPORT_ERROR
     from . import _host_c  # noqa: F401  (binds the extern "Python" host functions)
 
-    return _ffi, _lib
+    _BOUND = (_ffi, _lib)
+    return _BOUND

@@ -26,6 +26,7 @@ import ort_abi
 from ort_graph import Node
 
 from . import _threads
+from ._c_rnn_rules import c_rnn_applies
 from ._cbuild import LIBRARY_NAME
 
 _log = logging.getLogger("ort_cpu_ep")
@@ -113,14 +114,15 @@ def c_kernel_applies(node: Node, opset: int | None = None) -> bool:
     MatMulNBits: bits 2/4/8, block_size 16..256, no g_idx, and for accuracy_level 4 a constant B (the
     C kernel then always quantizes A to int8, which onnxruntime does only for a prepacked, constant B).
     (Skip)SimplifiedLayerNormalization and GroupQueryAttention: see `_c_norm_applies` / `_c_gqa_applies`;
-    QuickGelu: float32 without a bias. MatMul, FusedMatMul: see `_c_matmul_applies`. Gemm: see `_c_gemm_applies`. Softmax: see
-    `_c_softmax_applies`. LayerNormalization, BatchNormalization: see `_c_affine_norm_applies`. Add, Sub, Mul, Div, Neg: see `_c_arith_applies`. Reshape, Identity, Flatten,
-    (Un)Squeeze, Transpose, Concat, Slice, Gather: see `_c_move_applies`. Conv, ConvTranspose: see `_c_conv_applies`.
-    Relu, Clip, HardSigmoid, LeakyRelu, HardSwish, Sigmoid, Sqrt, Reciprocal, Abs, Exp, Tanh: see `_c_unary_applies`. MaxPool, AveragePool,
-    GlobalAveragePool, GlobalMaxPool: see `_c_pool_applies`. Resize: see `_c_resize_applies`. Cast: see `_c_cast_applies`.
-    ReduceSum, ReduceMean, ReduceMax, ReduceMin: see `_c_reduce_applies`. Expand, Equal, Less, Greater, LessOrEqual,
-    GreaterOrEqual, Max, Min: see `_c_broadcast_applies`. Shape: an input of a
-    known fixed-size element type.
+    QuickGelu: float32 without a bias. MatMul, FusedMatMul: see `_c_matmul_applies`. Gemm: see `_c_gemm_applies`.
+    Softmax: see `_c_softmax_applies`. LayerNormalization, BatchNormalization: see `_c_affine_norm_applies`. Add,
+    Sub, Mul, Div, Neg: see `_c_arith_applies`. Reshape, Identity, Flatten, (Un)Squeeze, Transpose, Concat, Slice,
+    Gather, Shape: see `_c_move_applies`. Conv, ConvTranspose: see `_c_conv_applies`. Relu, Clip, HardSigmoid,
+    LeakyRelu, HardSwish, Sigmoid, Sqrt, Reciprocal, Abs, Exp, Tanh: see `_c_unary_applies`. MaxPool, AveragePool,
+    GlobalAveragePool, GlobalMaxPool: see `_c_pool_applies`. Resize: see `_c_resize_applies`. Cast: see
+    `_c_cast_applies`. ReduceSum (int64 / int32: `_c_int_applies`), ReduceMean, ReduceMax, ReduceMin: see
+    `_c_reduce_applies`. Expand, Equal, Less, Greater, LessOrEqual, GreaterOrEqual, Max, Min: see
+    `_c_broadcast_applies`. RNN, GRU, LSTM: see `_c_rnn_rules.c_rnn_applies`.
     `opset`: the model's for the node's domain (None: the latest), for attribute defaults that changed (Softmax's
     axis). Element types are the registered type constraints' business (float16 goes to numpy)."""
     if node.op_type in _C_NORMS:
@@ -147,13 +149,12 @@ def c_kernel_applies(node: Node, opset: int | None = None) -> bool:
         return _c_conv_applies(node, _CONVT_ATTR_LENGTHS)
     if node.op_type in _C_UNARY and node.domain in ("", "ai.onnx"):
         return _c_unary_applies(node)
-    if node.op_type == "Shape" and node.domain in ("", "ai.onnx"):  # of a known fixed-size element type
-        graph = node.graph
-        value = graph.values.get(node.inputs[0]) if graph is not None and node.inputs and node.inputs[0] else None
-        return value is not None and value.dtype in _C_MOVE_TYPES
     if node.op_type in _C_BROADCASTS and node.domain in ("", "ai.onnx"):
         return _c_broadcast_applies(node)
     if node.op_type in _C_REDUCES and node.domain in ("", "ai.onnx"):
+        value = node.graph.values.get(node.inputs[0]) if node.graph is not None and node.inputs else None
+        if node.op_type == "ReduceSum" and value is not None and value.dtype in (_INT64, _INT32):
+            return _c_int_applies(node)  # csrc/arith_reduce.c
         return _c_reduce_applies(node, opset)
     if node.op_type == "Cast" and node.domain in ("", "ai.onnx"):
         return _c_cast_applies(node)
@@ -161,6 +162,8 @@ def c_kernel_applies(node: Node, opset: int | None = None) -> bool:
         return _c_pool_applies(node)
     if node.op_type == "Resize" and node.domain in ("", "ai.onnx"):
         return _c_resize_applies(node)
+    if node.op_type in ("RNN", "GRU", "LSTM") and node.domain in ("", "ai.onnx"):
+        return c_rnn_applies(node)
     if node.op_type != "MatMulNBits":
         return True
     bits, block = int(node.attr("bits", 4)), int(node.attr("block_size", 0))
@@ -241,16 +244,34 @@ _C_ARITH = ("Add", "Sub", "Mul", "Div", "Neg")
 
 
 def _c_arith_applies(node: Node) -> bool:
-    """Every input present and known float32 (any ranks and broadcast pattern, known or not: the C kernel takes
-    them all). An input of unknown element type stays with numpy: the registered constraint would match it, and
-    an int64 shape computation reaching the float32 kernel would fail at run time."""
+    """Every input present and known float32, or for Add, Sub and Mul every input known int64 or every one int32
+    (any ranks and broadcast pattern, known or not: the C kernel takes them all). An input of unknown element type
+    stays with numpy: the registered constraint would match it, and a computation of another type reaching the
+    kernel would fail at run time."""
     graph = node.graph
     if graph is None or len(node.inputs) != (1 if node.op_type == "Neg" else 2) or not all(node.inputs):
         return False
     values = [graph.values.get(name) for name in node.inputs]
-    return all(v is not None and v.dtype == _FLOAT for v in values)
+    if any(v is None for v in values):
+        return False
+    types = {v.dtype for v in values}
+    return types == {_FLOAT} or (node.op_type in ("Add", "Sub", "Mul") and types in ({_INT64}, {_INT32}))
+
+
+_INT64, _INT32 = 7, 6
+
+
+def _c_int_applies(node: Node) -> bool:
+    """ReduceSum of a known int64 or int32 input (csrc/arith_reduce.c, opset 13 on: axes an input); its float sums
+    are `_c_reduce_applies`' and integer Casts `_c_cast_applies`'."""
+    graph = node.graph
+    value = graph.values.get(node.inputs[0]) if graph is not None and node.inputs and node.inputs[0] else None
+    return value is not None and value.dtype in (_INT64, _INT32)
+
+
 # the data-movement ops (csrc/move_*.c) and the element types they move: fixed-size numeric types and bool
-_C_MOVES = ("Reshape", "Identity", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Slice", "Gather")
+_C_MOVES = ("Reshape", "Identity", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Slice", "Gather",
+            "Shape")
 _C_MOVE_TYPES = frozenset({1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 16})
 _C_MAX_RANK = 16
 

@@ -1,7 +1,9 @@
 """The CPU providers' own graph passes (003's Optimization surface), on the nodes each claimed (the session
 runs providers' passes after placement): the CPU provider folds a per-channel constant Add after a ConvTranspose
 into its bias (paddle2onnx's), then an inference BatchNormalization into the Conv or ConvTranspose before it
-(constant per-channel inputs: new weights and bias, ONNX Runtime's ConvBNFusion), fuses SiLU, Mul(x, Sigmoid(x)), into com.microsoft
+(constant per-channel inputs: new weights and bias, ONNX Runtime's ConvBNFusion), runs a 1-D Conv
+as a 2-D one with H = 1 between two Reshapes (the C Conv kernel takes rank 4), drops an RNN / GRU / LSTM
+`activations` attribute that spells out the defaults (the C recurrent kernels compute those only), fuses SiLU, Mul(x, Sigmoid(x)), into com.microsoft
 QuickGelu(alpha=1) with a one-pass kernel, and a MatMul reading a last-two-axes Transpose as B into FusedMatMul
 (the attention's K^T: BLAS multiplies the transposed view, no transposed copy), and grouped-query attention's
 materialized KV repeat (Unsqueeze/Expand/Reshape read by that matmul) into the group folded into the query rows
@@ -29,6 +31,8 @@ class SiLUFusionSurface:
     def graph_passes(self) -> list[ort_abi.EpGraphPass]:
         return [ort_abi.EpGraphPass("ConvTransposeAddFusion", ort_graph.fuse_convtranspose_add),
                 ort_abi.EpGraphPass("ConvBNFusion", ort_graph.fuse_conv_batchnorm),
+                ort_abi.EpGraphPass("Conv1dAs2d", ort_graph.conv1d_as_conv2d),
+                ort_abi.EpGraphPass("RecurrentDefaultActivations", ort_graph.drop_default_rnn_activations),
                 ort_abi.EpGraphPass("SiLUFusion", ort_graph.fuse_silu),
                 # B's Transpose only: the C MatMul takes transB, not transA (a transposed A stays Transpose +
                 # MatMul, both C, not a numpy FusedMatMul: ppocrv4_rec's head)

@@ -29,7 +29,7 @@ from ort_partition import Declined, Supported
 from . import _ckernels
 from ._device_kernels import SimulatedCaptureSurface, StagedKernel
 from ._ep_passes import ConvAddFusionSurface, SiLUFusionSurface
-from ._threads import check_thread_count, intra_op_thread_scope, resolve_threads
+from ._threads import check_thread_count, intra_op_thread_scope, native_thread_scope, resolve_threads
 from .ops import InputInfo, OpImpl, all_ops
 from .ops._interp import _LATEST, _OPSETS, node_opset
 from .ops._registry import _OUTPUT, _WORKSPACE
@@ -218,6 +218,16 @@ class CpuExecutionProvider(SiLUFusionSurface):
         with intra_op_thread_scope(self.intra_op_num_threads, blas=blas, native=native) as threads, \
                 ufunc_bufsize_scope():
             yield threads
+
+    def c_run_scope(self) -> native_thread_scope:
+        """`run_scope` for a run whose every node is a C kernel (the session's all-C replay): the C kernels get
+        the threads `run_scope` gives them; BLAS, the ufunc buffer size and the Python thread count, which only
+        numpy kernels read, are left as they are."""
+        native = self.__dict__.get("_c_threads")
+        if native is None:  # decided once, as the pools are
+            n, pool = self.threads, self._thread_pools()[1]
+            native = self._c_threads = n if pool is None else max(1, min(n, int(pool)))
+        return native_thread_scope(native)
 
     def _thread_pools(self) -> tuple[int | None, int | None]:
         """(BLAS threads, C kernel threads) for a run, None = all `threads`. OpenBLAS's workers spin after each

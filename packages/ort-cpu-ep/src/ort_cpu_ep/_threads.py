@@ -115,36 +115,45 @@ def intra_op_threads() -> int:
 
 
 class _BlasLimits:
-    """Counted, process-wide BLAS thread limits through threadpoolctl."""
+    """Counted, process-wide BLAS thread limits, set through each BLAS library's own get/set calls (threadpoolctl
+    finds the libraries once; its `limit()` would inspect every loaded library at each scope, tens of us a run).
+    The limits from before the first open scope are read as that scope opens and set back when the last one
+    closes; a library already at the count wanted is not called again."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._open: list[int] = []  # the thread counts of the scopes open now, in the order they were entered
-        self._original: Any = None  # threadpoolctl's limiter holding the limits before the first scope
+        self._original: list[int] = []  # each library's threads before the first open scope
+        self._applied: list[int | None] = []  # each library's threads as last set here (None: not set)
         self._controller: Any = None
 
-    def _blas(self) -> Any:
+    def _libs(self) -> list[Any]:
+        """The BLAS libraries' controllers (get_num_threads / set_num_threads), found once."""
         if self._controller is None:  # finding the loaded libraries takes milliseconds: once
             from threadpoolctl import ThreadpoolController
 
-            self._controller = ThreadpoolController()
+            self._controller = ThreadpoolController().select(user_api="blas").lib_controllers
         return self._controller
+
+    def _apply(self, counts: list[int]) -> None:
+        for k, (lib, n) in enumerate(zip(self._libs(), counts, strict=True)):
+            if self._applied[k] != n:
+                lib.set_num_threads(n)
+                self._applied[k] = n
 
     def enter(self, n: int) -> None:
         with self._lock:
-            limiter = self._blas().limit(limits=n, user_api="blas")
+            libs = self._libs()
             if not self._open:
-                self._original = limiter  # remembers the limits from before any scope
+                self._original = [lib.get_num_threads() for lib in libs]
+                self._applied = list(self._original)
+            self._apply([n] * len(libs))
             self._open.append(n)
 
     def exit(self, n: int) -> None:
         with self._lock:
             self._open.remove(n)
-            if self._open:
-                self._blas().limit(limits=self._open[-1], user_api="blas")
-            else:
-                original, self._original = self._original, None
-                original.restore_original_limits()
+            self._apply([self._open[-1]] * len(self._libs()) if self._open else self._original)
 
 
 _BLAS = _BlasLimits()
@@ -176,5 +185,24 @@ def intra_op_thread_scope(threads: int = 0, *, blas: int | None = None, native: 
         _notify(0 if outer is None else outer)
 
 
-__all__ = ["MAX_THREADS", "add_thread_listener", "check_thread_count", "intra_op_thread_scope", "intra_op_threads", "physical_cores",
+class native_thread_scope:  # noqa: N801 - used as a context manager, like intra_op_thread_scope
+    """Only the C kernels' threads (`add_thread_listener`) at `native` for the body, then back to the enclosing
+    scope's: for a run that calls no numpy kernel and no BLAS (an all-C replay), which needs neither the BLAS
+    limit nor the Python thread count `intra_op_thread_scope` sets. A class, not a generator: a few hundred ns."""
+
+    __slots__ = ("native",)
+
+    def __init__(self, native: int) -> None:
+        self.native = native
+
+    def __enter__(self) -> int:
+        _notify(self.native)
+        return self.native
+
+    def __exit__(self, *exc: object) -> None:
+        outer = _NATIVE.get()
+        _notify(0 if outer is None else outer)
+
+
+__all__ = ["MAX_THREADS", "add_thread_listener", "native_thread_scope", "check_thread_count", "intra_op_thread_scope", "intra_op_threads", "physical_cores",
            "requested_threads", "resolve_threads"]

@@ -12,7 +12,7 @@ from ._external import DataDirectory, ExternalLocation, materialise
 from ._ir import Attr, Dim, Graph, Model, Node, Shape, Value
 from ._proto_checks import check_model_proto
 from ._sparse import materialise_sparse
-from ._tensor import Tensor
+from ._tensor import Tensor, detached
 
 
 def _shape_of(vi: ValueInfoProto) -> tuple[int, Shape | None]:
@@ -57,6 +57,15 @@ def _tensor_attribute(a: AttributeProto, value, directory: DataDirectory | None,
 
 _TENSOR_ATTRIBUTES = (AttributeProto.TENSOR, AttributeProto.TENSORS, AttributeProto.SPARSE_TENSOR,
                       AttributeProto.SPARSE_TENSORS)
+_TYPE_ATTRIBUTES = (AttributeProto.TYPE_PROTO, AttributeProto.TYPE_PROTOS)
+
+
+def _own_messages(value):
+    """A message-valued attribute (tensor, type) copied out of the parsed file (`detached`); a materialised
+    copy (external data read) already is its own."""
+    if isinstance(value, list):
+        return [_own_messages(v) for v in value]
+    return detached(value) if hasattr(value, "CopyFrom") else value
 
 
 def graph_from_proto(gp: GraphProto, base_dir: pathlib.Path | DataDirectory | None, parent: Node | None = None,
@@ -84,10 +93,14 @@ def graph_from_proto(gp: GraphProto, base_dir: pathlib.Path | DataDirectory | No
     for vi in list(gp.value_info) + list(gp.output):
         g.declared_value_info[vi.name] = value_from_info(vi)
     g.outputs = [o.name for o in gp.output]
+    # one str object per value name: the values table, producers' outputs and consumers' inputs share it
+    # (protobuf makes a new str at every read; a large graph held each name once per use)
+    names = {n: n for n in g.values}
+    share = names.setdefault
     for i, np_ in enumerate(gp.node):
         node = Node(index=i, name=np_.name, op_type=np_.op_type, domain=np_.domain,
-                    inputs=list(np_.input), outputs=list(np_.output), doc_string=np_.doc_string,
-                    metadata={p.key: p.value for p in np_.metadata_props})
+                    inputs=[share(n, n) for n in np_.input], outputs=[share(n, n) for n in np_.output],
+                    doc_string=np_.doc_string, metadata={p.key: p.value for p in np_.metadata_props})
         for a in np_.attribute:
             if a.type == AttributeProto.GRAPH:
                 value = graph_from_proto(a.g, base_dir, node)
@@ -97,8 +110,10 @@ def graph_from_proto(gp: GraphProto, base_dir: pathlib.Path | DataDirectory | No
                 value = helper.get_attribute_value(a)
                 if a.type in _TENSOR_ATTRIBUTES:
                     label = f"node {np_.name!r} ({np_.op_type})" if np_.name else f"unnamed node #{i} ({np_.op_type})"
-                    value = _tensor_attribute(a, value, base_dir, f"attribute {a.name!r} of {label} in graph "
-                                              f"{gp.name!r}")
+                    value = _own_messages(_tensor_attribute(a, value, base_dir, f"attribute {a.name!r} of {label} "
+                                                            f"in graph {gp.name!r}"))
+                elif a.type in _TYPE_ATTRIBUTES:
+                    value = _own_messages(value)
                 elif isinstance(value, bytes):
                     value = value.decode("utf-8", errors="replace")
                 elif a.type == AttributeProto.STRINGS:
@@ -125,7 +140,7 @@ def model_from_proto(mp: ModelProto, base_dir: pathlib.Path | DataDirectory | No
         opset_imports={("" if o.domain == "ai.onnx" else o.domain): o.version for o in mp.opset_import},
         producer_name=mp.producer_name, producer_version=mp.producer_version, domain=mp.domain,
         model_version=mp.model_version if mp.HasField("model_version") else None, doc_string=mp.doc_string,
-        metadata={p.key: p.value for p in mp.metadata_props}, functions=list(mp.functions), path=path,
+        metadata={p.key: p.value for p in mp.metadata_props}, functions=[detached(f) for f in mp.functions], path=path,
     )
 
 

@@ -51,14 +51,19 @@ def long_vectors(plain: ModelProto) -> list[str]:
 def infer_shapes_bounded(proto: ModelProto) -> ModelProto:
     """`proto` with inferred shapes, values propagated where that is bounded (see the module's docstring).
     Errors of the shapes-only pass propagate (onnx's InferenceError / ValidationError, RuntimeError, ValueError)."""
-    plain = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=False)
+    plain = _infer(proto, data_prop=False)
     if long_vectors(plain):
         return plain
+    del plain  # a copy of the whole model: not kept alive under the second pass (peak memory)
     try:
-        return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)
+        return _infer(proto, data_prop=True)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError, ValueError,
             MemoryError):
-        return plain  # what the shapes-only pass knows; the per-node pass does the rest
+        return _infer(proto, data_prop=False)  # what the shapes-only pass knows; the per-node pass does the rest
+
+
+def _infer(proto: ModelProto, data_prop: bool) -> ModelProto:
+    return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=data_prop)
 
 
 __all__ = ["SHAPE_DATA_LIMIT", "infer_shapes_bounded", "long_vectors"]

@@ -50,36 +50,34 @@ class _Stripper:
     initializers: int = 0  # initializers seen so far (repeated graph fields merge: the count runs on)
 
     def model(self) -> bytes:
-        out = bytearray()
+        out: list[bytes] = []
+        pos = 0  # the unchanged bytes from here on are copied in one piece
         for f in fields(self.buf, 0, len(self.buf), "the ModelProto", self.origin):
             if f.number == MODEL_GRAPH and f.wire == LEN:
-                self._message(out, f, self._graph(f))
-            else:
-                out += self.buf[f.start:f.end]
-        return bytes(out)
+                pos = self._replace(out, pos, f, self._graph(f))
+        out.append(self.buf[pos:len(self.buf)])
+        return b"".join(out)
 
-    def _message(self, out: bytearray, f: Field, body: bytes | None) -> None:
-        """Field `f` again, with `body` (None: unchanged) as its payload."""
+    def _replace(self, out: list[bytes], pos: int, f: Field, body: bytes | None) -> int:
+        """Field `f` with `body` as its payload after the unchanged bytes from `pos` (None: `f` unchanged too);
+        where the unchanged bytes now start."""
         if body is None:
-            out += self.buf[f.start:f.end]
-        else:
-            out += self.buf[f.start:f.head]
-            out += encode_varint(len(body))
-            out += body
+            return pos
+        out += (self.buf[pos:f.start], self.buf[f.start:f.head], encode_varint(len(body)), body)
+        return f.end
 
     def _graph(self, g: Field) -> bytes | None:
-        out = bytearray()
-        changed = False
+        out: list[bytes] = []
+        pos = g.data
         where = f"the graph (ModelProto field {MODEL_GRAPH} at byte {g.start})"
-        for f in fields(self.buf, g.data, g.end, where, self.origin):
+        for f in fields(self.buf, g.data, g.end, where, self.origin):  # nodes and all: only initializers change
             if f.number == GRAPH_INITIALIZER and f.wire == LEN:
-                body = self._tensor(f, self.initializers)
+                pos = self._replace(out, pos, f, self._tensor(f, self.initializers))
                 self.initializers += 1
-                changed |= body is not None
-                self._message(out, f, body)
-            else:
-                out += self.buf[f.start:f.end]
-        return bytes(out) if changed else None
+        if not out:
+            return None
+        out.append(self.buf[pos:g.end])
+        return b"".join(out)
 
     def _tensor(self, t: Field, index: int) -> bytes | None:
         """The tensor without its raw_data and marked external, or None where it stays as it is."""

@@ -65,21 +65,44 @@ def _is_repeated(fd: FieldDescriptor) -> bool:
     return bool(repeated) if repeated is not None else fd.label == FieldDescriptor.LABEL_REPEATED
 
 
+_SKIP, _TEXT, _TEXTS, _MESSAGE, _MESSAGES = range(5)
+_KINDS: dict[FieldDescriptor, int] = {}  # what `_check_text` does with a field, decided once per field
+
+
+def _kind(fd: FieldDescriptor) -> int:
+    kind = _KINDS.get(fd)
+    if kind is None:
+        many = _is_repeated(fd)
+        kind = _KINDS[fd] = (_TEXTS if many else _TEXT) if fd.type == FieldDescriptor.TYPE_STRING else \
+            (_MESSAGES if many else _MESSAGE) if fd.type == FieldDescriptor.TYPE_MESSAGE else _SKIP
+    return kind
+
+
 def _check_text(msg: Message, path: str) -> None:
-    for fd, value in msg.ListFields():
-        if fd.type == FieldDescriptor.TYPE_STRING:
-            for i, text in enumerate(value if _is_repeated(fd) else [value]):
+    for fd, value in msg.ListFields():  # every message of the file: kept lean
+        kind = _KINDS.get(fd)
+        if kind is None:
+            kind = _kind(fd)
+        if kind == _SKIP:
+            continue
+        if kind == _TEXT:
+            if not isinstance(value, str):
+                _not_text(f"{path}.{fd.name}", value)
+        elif kind == _TEXTS:
+            for i, text in enumerate(value):
                 if not isinstance(text, str):
-                    where = f"{path}.{fd.name}" + (f"[{i}]" if _is_repeated(fd) else "")
-                    raise ModelLoadError(
-                        f"text field {where} of the model is not valid UTF-8 ({bytes(text)[:80]!r}); ONNX stores "
-                        "names and strings as UTF-8 — the file is corrupt or was written by a broken exporter")
-        elif fd.type == FieldDescriptor.TYPE_MESSAGE:
-            if _is_repeated(fd):
-                for i, sub in enumerate(value):
-                    _check_text(sub, f"{path}.{fd.name}[{i}]")
-            else:
-                _check_text(value, f"{path}.{fd.name}")
+                    _not_text(f"{path}.{fd.name}[{i}]", text)
+        elif kind == _MESSAGE:
+            _check_text(value, f"{path}.{fd.name}")
+        else:
+            for i, sub in enumerate(value):
+                _check_text(sub, f"{path}.{fd.name}[{i}]")
+
+
+def _not_text(where: str, text: object) -> None:
+    raise ModelLoadError(
+        f"text field {where} of the model is not valid UTF-8 ({bytes(text)[:80]!r}); ONNX stores "
+        "names and strings as UTF-8 — the file is corrupt or was written by a broken exporter")
 
 
 # -- names --------------------------------------------------------------------------------------------
@@ -101,7 +124,7 @@ def _check_graph(gp: GraphProto, outer: Mapping[str, str], where: str, opsets: d
             raise _duplicate(vi.name, "a graph input", "another graph input of the same name", graph)
         defined[vi.name] = "a graph input"
         elem = vi.type.tensor_type.elem_type if vi.type.HasField("tensor_type") else None
-        if not outer and elem is not None and (elem == TensorProto.UNDEFINED or elem not in TensorProto.DataType.values()):
+        if not outer and elem is not None and (elem == TensorProto.UNDEFINED or elem not in _DATA_TYPES):
             raise TensorDataError(f"input {vi.name!r} of {graph} declares element type {dtype_name(elem)}, which "
                                   "ONNX does not define as a tensor's (ONNX Runtime refuses it too); the model file "
                                   "is corrupt — re-export it with the input's real type")
@@ -123,7 +146,8 @@ def _check_graph(gp: GraphProto, outer: Mapping[str, str], where: str, opsets: d
         label = _node_label(node, i)
         _check_arity(node, label, graph, opsets)
         for a in node.attribute:  # names visible to a subgraph: this graph's so far, then the enclosing ones
-            _check_attribute(a, label, ChainMap(defined, outer), graph, opsets)
+            _check_attribute(a, label, ChainMap(defined, outer) if a.type in _SUBGRAPH_TYPES or a.HasField("g")
+                             or a.graphs else outer, graph, opsets)
         for k, out in enumerate(node.output):
             if not out:
                 continue
@@ -136,6 +160,8 @@ def _check_graph(gp: GraphProto, outer: Mapping[str, str], where: str, opsets: d
 
 
 _ATTR_NAMES = {v: k for k, v in AttributeProto.AttributeType.items() if v != AttributeProto.UNDEFINED}
+_SUBGRAPH_TYPES = (AttributeProto.GRAPH, AttributeProto.GRAPHS)
+_DATA_TYPES = frozenset(TensorProto.DataType.values())  # protobuf builds the list anew at every values() call
 
 
 def _attr_value(a: AttributeProto) -> str:
@@ -179,8 +205,16 @@ def _check_arity(node: NodeProto, label: str, graph: str, opsets: dict[str, int]
                 f"{label} in {graph} has {have} {kind}, but {node.op_type} (opset {schema.since_version} of domain "
                 f"{domain or 'ai.onnx'!r}) takes {allowed}; the model file is corrupt or was exported for another "
                 "opset — re-export it")
-    _check_attribute_types(node, label, graph, {k: int(a.type) for k, a in schema.attributes.items()},
-                           f"{node.op_type} (opset {schema.since_version})")
+    if node.attribute:
+        _check_attribute_types(node, label, graph, _declared_types(node.op_type, version, domain),
+                               f"{node.op_type} (opset {schema.since_version})")
+
+
+@functools.lru_cache(maxsize=4096)
+def _declared_types(op_type: str, version: int, domain: str) -> dict[str, int]:
+    """The attribute types the op's schema declares (reading `schema.attributes` builds them all each time)."""
+    schema = _schema(op_type, version, domain)
+    return {} if schema is None else {k: int(a.type) for k, a in schema.attributes.items()}
 
 
 def _check_attribute_types(node: NodeProto, label: str, graph: str, declared: Mapping[str, int], op: str) -> None:
@@ -195,11 +229,15 @@ def _check_attribute_types(node: NodeProto, label: str, graph: str, declared: Ma
 
 def _check_attribute(a: AttributeProto, label: str, visible: Mapping[str, str], graph: str,
                      opsets: dict[str, int]) -> None:
+    kind = a.type
+    if kind not in _ATTR_NAMES:
+        raise ModelLoadError(f"attribute {a.name!r} of {label} in {graph} has attribute type {kind}, which ONNX does "
+                             "not define; the model file is corrupt — re-export it")
+    if kind in _SIMPLE_ATTRIBUTES and not (a.HasField("g") or a.HasField("t") or a.HasField("sparse_tensor")
+                                           or a.graphs or a.tensors or a.sparse_tensors):
+        return  # a number, a string or lists of them (most attributes): nothing nested to check
     where = f"attribute {a.name!r} of {label} in {graph}"
-    if a.type == AttributeProto.UNDEFINED or a.type not in AttributeProto.AttributeType.values():
-        raise ModelLoadError(f"{where} has attribute type {a.type}, which ONNX does not define; the model file is "
-                             "corrupt — re-export it")
-    if a.type == AttributeProto.GRAPH or a.HasField("g"):
+    if kind == AttributeProto.GRAPH or a.HasField("g"):
         _check_graph(a.g, visible, where, opsets)
     for k, sub in enumerate(a.graphs):
         _check_graph(sub, visible, f"{where} [{k}]", opsets)
@@ -211,6 +249,10 @@ def _check_attribute(a: AttributeProto, label: str, visible: Mapping[str, str], 
         _check_sparse(a.sparse_tensor, f"the sparse tensor of {where}")
     for k, sp in enumerate(a.sparse_tensors):
         _check_sparse(sp, f"sparse tensor {k} of {where}")
+
+
+_SIMPLE_ATTRIBUTES = frozenset({AttributeProto.FLOAT, AttributeProto.INT, AttributeProto.STRING, AttributeProto.FLOATS,
+                                AttributeProto.INTS, AttributeProto.STRINGS})
 
 
 def _check_function_tensors(nodes, where: str) -> None:

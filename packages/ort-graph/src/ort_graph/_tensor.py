@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pathlib
+from typing import Any
 
 import attrs
 import numpy as np
@@ -13,7 +14,19 @@ from ._errors import ExternalDataError
 from ._external import DataDirectory, ExternalLocation, open_checked, resolve
 from ._sparse import materialise_sparse, sparse_to_numpy
 
-__all__ = ["ExternalLocation", "Tensor"]
+__all__ = ["ExternalLocation", "Tensor", "detached"]
+
+# inline tensors up to this many bytes are copied out of the parsed file (`detached`); a larger one keeps the
+# parse alive rather than be held twice while it loads
+DETACH_MAX_BYTES = 1 << 20
+
+
+def detached(proto: Any) -> Any:
+    """A copy of a protobuf message in its own memory. Any part of a parsed ModelProto that stays referenced
+    keeps the whole parse (every node of the file) alive; what the IR keeps of it is copied out."""
+    own = type(proto)()
+    own.CopyFrom(proto)
+    return own
 
 
 @attrs.define(eq=False)
@@ -52,15 +65,17 @@ class Tensor:
     @classmethod
     def in_model_file(cls, proto: TensorProto, location: ExternalLocation) -> Tensor:
         """An inline initializer whose raw_data `location` found in the model file (`_inline`); not read."""
-        return cls(name=proto.name, dtype=proto.data_type, dims=tuple(int(d) for d in proto.dims), proto=proto,
-                   external=location)
+        return cls(name=proto.name, dtype=proto.data_type, dims=tuple(int(d) for d in proto.dims),
+                   proto=detached(proto), external=location)
 
     @classmethod
     def from_proto(cls, proto: TensorProto, base_dir: pathlib.Path | DataDirectory | None) -> Tensor:
         """A tensor from its proto; external data is checked (see `_external`) but not read."""
         dims = tuple(int(d) for d in proto.dims)
         if proto.data_location != TensorProto.EXTERNAL:
-            return cls(name=proto.name, dtype=proto.data_type, dims=dims, proto=proto)
+            size = tensor_nbytes(proto.data_type, dims)
+            small = (size if size is not None else proto.ByteSize()) <= DETACH_MAX_BYTES
+            return cls(name=proto.name, dtype=proto.data_type, dims=dims, proto=detached(proto) if small else proto)
         directory = base_dir if isinstance(base_dir, DataDirectory) or base_dir is None else DataDirectory.of(base_dir)
         location = resolve(proto, directory)
         stripped = TensorProto()

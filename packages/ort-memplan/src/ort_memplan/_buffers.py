@@ -126,11 +126,13 @@ class ExecutionBuffers:
     """
 
     def __init__(self, plan: MemoryPlan, allocators: Mapping[str, Allocator], *,
-                 requests: Sequence[AllocationRequest] = (), budgets: Mapping[str, int] | None = None,
+                 requests: Sequence[AllocationRequest] | Mapping[int, AllocationRequest] = (), budgets: Mapping[str, int] | None = None,
                  names: Mapping[int, str] | None = None) -> None:
         self.plan = plan
-        self.requests = {r.id: r for r in requests}
-        self.names = dict(names or {})
+        # a mapping (id -> request) is used as it is, not copied: a plan's buffers made per run cost no pass over
+        # its requests (GraphPlan.buffers gives its own `by_id`); names are read, never changed
+        self.requests = requests if isinstance(requests, dict | Mapping) else {r.id: r for r in requests}
+        self.names = names if names is not None else {}
         budgets = dict(budgets or {})
         for device in plan.peak:
             if device not in allocators:

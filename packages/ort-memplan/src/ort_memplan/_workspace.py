@@ -113,8 +113,7 @@ class GraphPlan:
     def buffers(self, allocators: Mapping[str, Allocator], budgets: Mapping[str, int] | None = None,
                 ) -> ExecutionBuffers:
         """Pre-allocated execution buffers for this plan (fails here if a budget is too small)."""
-        return ExecutionBuffers(self.plan, allocators, requests=self.requests, budgets=budgets,
-                                names=self.names)
+        return ExecutionBuffers(self.plan, allocators, requests=self.by_id, budgets=budgets, names=self.names)
 
     def workspace(self, node_index: int, slot_id: int) -> tuple[int, int]:
         """(offset, nbytes) of a declared workspace slot in its device's buffer."""

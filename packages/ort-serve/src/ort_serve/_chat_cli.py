@@ -223,7 +223,7 @@ def _turns(conv: Any, stdin: TextIO, out: TextIO, say: Callable[[str], None], in
             continue
         try:
             with _ctrl_c_stops(conv):
-                stats = conv.reply(line, lambda piece: print(piece, end="", file=out, flush=True))
+                stats = conv.reply(line, lambda piece: print(piece, end="", file=out, flush=True), notice=say)
         except ConversationError as e:
             say(f"error: {e}")
             continue

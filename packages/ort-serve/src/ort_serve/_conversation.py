@@ -8,9 +8,12 @@ tokenizer that merges across the answer's end, a stop string cut out of the answ
 the common prefix and the rest is prefilled again; the turn's stats say so. The session is planned once for
 the whole context with pre-allocated buffers, so no step allocates.
 
-A turn that would not fit the context (its prompt, plus at least one new token) is refused with a
-`ConversationError` and the conversation is left as it was: `/clear` (or a larger `-c`) is the way on. Answers
-stop at EOS, a stop string, `max_new_tokens`, or the end of the context (reason `context`).
+A turn that would not fit the context (its prompt, plus at least one new token) drops the oldest turns (a user
+message and its answer each; the system prompt stays) until it fits, as ollama truncates a chat's history to its
+context; the kept history is prefilled again once (after the system prompt, which stays cached) and the turn's
+`dropped` count says how many went (`reply`'s `notice` hears one line of it before the answer). Only a message that
+cannot fit even alone (with the system prompt) is refused, with a `ConversationError`, the conversation left as it
+was. Answers stop at EOS, a stop string, `max_new_tokens`, or the end of the context (reason `context`).
 """
 
 from __future__ import annotations
@@ -44,6 +47,13 @@ class TurnStats:
     generate_s: float = 0.0
     allocations: int = 0
     reason: str = "length"  # eos | stop | length | context | interrupted
+    dropped: int = 0  # the oldest turns dropped for this one to fit the context
+
+    def dropped_line(self) -> str:
+        """What the user is told when turns were dropped (empty when none was)."""
+        if not self.dropped:
+            return ""
+        return f"(context full: dropped the {'oldest turn' if self.dropped == 1 else f'{self.dropped} oldest turns'})"
 
     def line(self) -> str:
         rate = (self.generated - 1) / self.generate_s if self.generated > 1 and self.generate_s > 0 else 0.0
@@ -91,14 +101,27 @@ class Conversation:
     def set_system(self, text: str | None) -> None:
         self.system = text or None
 
-    def _all(self, extra: Sequence[Message] = ()) -> list[Message]:
+    def prompt_ids(self, user: str, skip: int = 0) -> list[int]:
+        """The tokens of the conversation with `user`'s message and the assistant's opening (the oldest `skip`
+        turns left out)."""
         head = [{"role": "system", "content": self.system}] if self.system else []
-        return [*head, *self.messages, *extra]
+        messages = [*head, *self.messages[2 * skip:], {"role": "user", "content": user}]
+        return self.codec.encode(self.template.render(messages, add_generation_prompt=True), add_special_tokens=False)
 
-    def prompt_ids(self, user: str) -> list[int]:
-        """The tokens of the conversation with `user`'s message and the assistant's opening."""
-        text = self.template.render(self._all([{"role": "user", "content": user}]), add_generation_prompt=True)
-        return self.codec.encode(text, add_special_tokens=False)
+    def _fit(self, user: str) -> tuple[list[int], int]:
+        """The turn's tokens and how many of the oldest turns must go for them to leave room for an answer."""
+        ids, skip, turns = self.prompt_ids(user), 0, len(self.messages) // 2
+        while len(ids) >= self.context and skip < turns:
+            skip += 1
+            ids = self.prompt_ids(user, skip)
+        if len(ids) >= self.context:
+            earlier = "the earlier turn" if turns == 1 else f"all {turns} earlier turns"
+            what = (f"this message alone makes the turn {len(ids)} tokens ({earlier} dropped"
+                    f"{', the system prompt kept' if self.system else ''})" if turns
+                    else f"this turn makes the conversation {len(ids)} tokens")
+            raise ConversationError(f"{what}, more than the context of {self.context} holds with room to answer; "
+                                    "shorten the message (or restart with a larger -c/--ctx-size)")
+        return ids, skip
 
     def _step(self, ids: list[int], stats: TurnStats, done: list[int]) -> np.ndarray:
         logits = self.state.step(ids)
@@ -121,19 +144,22 @@ class Conversation:
         assert logits is not None  # start < len(ids): at least one chunk
         return logits
 
-    def reply(self, user: str, emit: Callable[[str], None]) -> TurnStats:
-        """Answer `user`'s message, `emit`ting the text as it is made; Ctrl-C (KeyboardInterrupt) ends the answer
-        where it is (what was shown becomes the assistant's message), as `request_stop()` does at the next step
-        boundary. Returns the turn's stats."""
+    def reply(self, user: str, emit: Callable[[str], None],
+              notice: Callable[[str], None] | None = None) -> TurnStats:
+        """Answer `user`'s message, `emit`ting the text as it is made (`notice`: a line for the user before it, when
+        the oldest turns are dropped to fit the context); Ctrl-C (KeyboardInterrupt) ends the answer where it is
+        (what was shown becomes the assistant's message), as `request_stop()` does at the next step boundary.
+        Returns the turn's stats."""
         from ort_session._tokenizer import StreamDecoder
 
-        ids = self.prompt_ids(user)
-        if len(ids) >= self.context:
-            raise ConversationError(
-                f"this turn makes the conversation {len(ids)} tokens, more than the context of {self.context} "
-                "holds with room to answer; /clear starts afresh (or restart with a larger -c/--ctx-size)")
+        ids, dropped = self._fit(user)
         cached = min(_common_prefix(self.cached, ids), len(ids) - 1)  # at least one token to prefill
-        stats = TurnStats(prefill=len(ids) - cached, cached=cached, reprefilled=cached < len(self.cached))
+        stats = TurnStats(prefill=len(ids) - cached, cached=cached, reprefilled=cached < len(self.cached),
+                          dropped=dropped)
+        if dropped:
+            self.messages = self.messages[2 * dropped:]
+            if notice is not None:
+                notice(stats.dropped_line())
         shown: list[str] = []
         self.stop_requested = False
         t0 = time.perf_counter()

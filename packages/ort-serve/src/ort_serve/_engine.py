@@ -16,7 +16,7 @@ from ort_session._tokenizer import TextCodec
 
 from ._batch_runner import BatchRunner
 from ._chat_template import ChatTemplate
-from ._kv_pool import plan_max_shapes
+from ._kv_pool import DEFAULT_BLOCK, plan_max_shapes
 from ._sampling import SamplingParams, generation_defaults
 from ._scheduler import Scheduler
 from ._serve_errors import ServeError
@@ -36,6 +36,24 @@ def serving_ctx(model: Any, files: ModelFiles | None, ctx_size: int | None) -> i
     return min(ctx, positions) if positions else ctx
 
 
+def _keep_on_device(runner: BatchRunner, max_batch: int, ctx: int) -> None:
+    """`--kv-on-device`: the batched past stays on the device that makes the presents between decode steps, where
+    it fits twice (past and present) beside the plan within the budget; ServeError where it cannot."""
+    from ort_session._generate import kv_device
+
+    if runner.mode != "batched":
+        log.warning("--kv-on-device: decoding is %s (%s), one sequence at a time: the past stays in the host pool",
+                    runner.mode, runner.reason)
+        return
+    device = kv_device(runner.session, ctx, max_batch)
+    if device is None:
+        raise ServeError(f"--kv-on-device: the batched KV cache of {max_batch} sequences x {ctx} positions does not "
+                         "fit twice (past and present) beside the plan within the device budget, or its layers are "
+                         "not on one device (a CPU-only session has none to keep it on); drop --kv-on-device, give a "
+                         "larger --budget, or a smaller --max-batch / --ctx-size")
+    runner.keep_on_device(device)
+
+
 @attrs.define
 class Engine:
     name: str
@@ -50,22 +68,29 @@ class Engine:
     @classmethod
     def build(cls, model: Any, files: ModelFiles | None, opts: Any, make_session: Any, codec: TextCodec, *,
               max_batch: int, ctx_size: int | None, prefill_chunk: int = 32, max_queue: int = 64,
-              name: str | None = None, template: ChatTemplate | None = None) -> Engine:
+              name: str | None = None, template: ChatTemplate | None = None, kv_block: int = DEFAULT_BLOCK,
+              kv_blocks: int | None = None, kv_on_device: bool = False) -> Engine:
         """`make_session(opts)` builds the InferenceSession (ortrun's, with its providers and progress lines);
-        `codec` is the model's tokenizer, `template` its chat template (None: `role: content` lines)."""
+        `codec` is the model's tokenizer, `template` its chat template (None: `role: content` lines); the KV pool
+        holds `kv_blocks` blocks of `kv_block` positions (default: `max_batch` sequences of the context);
+        `kv_on_device` keeps a batch's past on the device between decode steps (ServeError where it cannot fit)."""
         ctx = serving_ctx(model, files, ctx_size)
         dims = dict(opts.free_dimension_overrides or {})
         opts.max_shapes = {**plan_max_shapes(model, max_batch, ctx, prefill_chunk, dims), **(opts.max_shapes or {})}
         opts.add_session_config_entry(PRE_ALLOCATE, "1")
         session = make_session(opts)
         try:
-            runner = BatchRunner(session, max_batch, ctx, prefill_chunk)
+            runner = BatchRunner(session, max_batch, ctx, prefill_chunk, kv_block, kv_blocks)
             runner.probe()
+            if kv_on_device:
+                _keep_on_device(runner, max_batch, ctx)
         except Exception:
             session.close()
             raise
-        log.info("decoding: %s (%s); KV pool %d slots x %d positions (%d bytes, host)", runner.mode, runner.reason,
-                 max_batch, ctx, runner.pool.nbytes)
+        pool = runner.pool
+        log.info("decoding: %s (%s); batch %d x %d positions; KV pool %d blocks x %d positions (%d bytes, host)%s",
+                 runner.mode, runner.reason, max_batch, ctx, pool.blocks, pool.block, pool.nbytes,
+                 f"; a batch's past kept on {runner.resident.device}" if runner.resident else "")
         defaults = generation_defaults(files.folder if files else None, files.config if files else None)
         if files is not None and files.eos_ids and "eos_ids" not in defaults:
             defaults["eos_ids"] = files.eos_ids

@@ -2,12 +2,18 @@
 joining and leaving between steps, and a newcomer's prefill (one chunk per iteration) interleaved with the others'
 decode.
 
-Admission lives here (never in an execution provider): a request needs prompt + max_tokens <= ctx (its KV fits one
-slot of the pool planned at initialization) and a free slot; without a free slot it waits in a bounded queue
-(`max_queue`; the lowest `priority` first, FIFO within one), beyond which it is refused (429); a prompt that
-cannot fit the context at all is refused (503).
-Nothing is preempted: an admitted request keeps its slot until it ends (EOS, a stop string, max_tokens, the
-context, or its client gone), so the device never holds more than the plan."""
+Admission lives here (never in an execution provider): a request's prompt + max_tokens must fit the context (and
+the pool's positions); max_tokens is capped at what they leave, and a prompt that leaves no room is refused (503).
+It then waits in a bounded queue (`max_queue`; the lowest `priority` first, FIFO within one; beyond it 429) until a
+slot of the decode batch is free and the paged KV pool has its prompt's blocks free, plus one: only the prompt's
+blocks are taken then, and a sequence takes one more block whenever it grows past its last, so more sequences run
+at once where answers are short.
+Preemption: when a running sequence needs a block and none is free, the least urgent running sequence (the highest
+`priority`, then the latest admitted; the one needing the block itself, if it is that) gives its blocks back and
+goes to the front of its priority's queue with its prompt and the tokens it made so far; readmitted, it prefills
+them again (recompute) and goes on, its client seeing one uninterrupted answer. The most urgent sequence is never
+preempted and always fits the pool alone, so every admitted request ends. The device never holds more than the
+plan: the pool is host memory, and the batched past a step feeds is the planned, pre-allocated graph input."""
 
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ import attrs
 from ort_session._tokenizer import StreamDecoder, TextCodec
 
 from ._batch_runner import BatchRunner
+from ._kv_pool import blocks_for
 from ._sampling import Sampler, SamplingParams, StopMatcher
 from ._serve_errors import AdmissionError
 
@@ -44,7 +51,10 @@ class Request:
     arrived: float = attrs.field(factory=time.perf_counter)
     first_token: float | None = None
     slot: int | None = None
+    context: list[int] = attrs.field(factory=list)  # what the slot's KV must hold before decoding: prompt + output
     prefilled: int = 0
+    admitted: int = 0  # admission order (the latest admitted is preempted first)
+    preempted: int = 0  # times it gave its blocks back
     output: list[int] = attrs.field(factory=list)
     cancelled: bool = False
     sampler: Sampler | None = None
@@ -67,6 +77,8 @@ class Metrics:
     generated_tokens: int = 0
     decode_steps: int = 0
     decoded_tokens: int = 0  # over decode_steps: the mean batch
+    preemptions: int = 0
+    recomputed_tokens: int = 0  # prefilled again after a preemption
     ttft: list[float] = attrs.field(factory=list)  # seconds, the last 1000
     step_tokens: collections.deque = attrs.field(factory=lambda: collections.deque(maxlen=64))  # (time, tokens)
 
@@ -75,6 +87,17 @@ class Metrics:
             return 0.0
         span = self.step_tokens[-1][0] - self.step_tokens[0][0]
         return sum(n for _, n in list(self.step_tokens)[1:]) / span if span > 0 else 0.0
+
+
+def _rank(req: Request) -> tuple[int, int]:
+    """Running sequences, the most urgent first: the lowest priority value, then the earliest admitted."""
+    return req.priority, req.admitted
+
+
+def _queue_order(req: Request) -> tuple[int, bool, int]:
+    """Waiting requests, the next to admit first: by priority; within one the preempted (by their admission
+    order) before the new (by arrival)."""
+    return req.priority, not req.preempted, req.admitted if req.preempted else req.id
 
 
 class Scheduler:
@@ -89,18 +112,30 @@ class Scheduler:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self.error: str | None = None
+        self._admissions = itertools.count(1)
 
     @property
     def ctx(self) -> int:
         return self.runner.ctx
 
+    @property
+    def limit(self) -> int:
+        """Positions one sequence may reach: the context, at most what the whole KV pool holds."""
+        return min(self.ctx, self.runner.pool.positions)
+
     def check(self, prompt: Sequence[int], max_tokens: int | None) -> int:
         """The max_tokens a request gets (at most what the context leaves), or AdmissionError (503)."""
         if not prompt:
             raise AdmissionError("the prompt encodes to no token; give a non-empty prompt", 400, "prompt", 0)
-        room = self.ctx - len(prompt)
+        room = self.limit - len(prompt)
+        pool = self.runner.pool
         if room < 1:
             self.metrics.refused["context"] = self.metrics.refused.get("context", 0) + 1
+            if pool.positions < self.ctx:
+                raise AdmissionError(f"the prompt is {len(prompt)} tokens; this server's KV pool holds {pool.positions} "
+                                     f"positions in all (--kv-blocks {pool.blocks} x --kv-block {pool.block}), which "
+                                     "leaves no room for a new token: shorten the prompt or give a larger --kv-blocks",
+                                     503, "kv_blocks", pool.blocks)
             raise AdmissionError(f"the prompt is {len(prompt)} tokens; this server's context (--ctx-size) is "
                                  f"{self.ctx}, which leaves no room for a new token: shorten the prompt",
                                  503, "ctx_size", self.ctx)
@@ -167,39 +202,70 @@ class Scheduler:
             req.emit("", "cancelled")
 
     def _admit(self) -> None:
+        """Waiting requests into free slots, the most urgent first while the pool has their blocks (+ one)."""
         pool = self.runner.pool
-        while self.waiting and pool.free:
-            req = min(self.waiting, key=lambda r: (r.priority, r.id))  # the most urgent, then the oldest
+        for req in [r for r in self.waiting if r.cancelled]:
             self.waiting.remove(req)
-            if req.cancelled:
-                req.emit("", "cancelled")
-                continue
-            req.slot = pool.take()
+            req.emit("", "cancelled")
+        while self.waiting and pool.free:
+            req = min(self.waiting, key=_queue_order)
+            context = [*req.prompt, *req.output]  # a preempted request resumes by recompute
+            final = max(min(len(req.prompt) + req.params.max_new_tokens, self.limit), len(context))
+            need = min(blocks_for(len(context), pool.block) + 1, blocks_for(final, pool.block))
+            if len(pool.free_blocks) < need:
+                return  # strict order: the most urgent waits for blocks, the others behind it
+            self.waiting.remove(req)
+            req.slot, req.context, req.prefilled = pool.take(), context, 0
+            pool.grow(req.slot, len(context))
+            req.admitted = next(self._admissions)
             self.active.append(req)
 
     def step(self) -> None:
-        """One iteration: drop cancelled requests, one prefill chunk of the oldest newcomer, one decode step of
-        every request whose prompt is in."""
+        """One iteration: drop cancelled requests, the blocks the decoding sequences grow into (preempting where
+        none is free), one prefill chunk of the oldest newcomer, one decode step of every request whose prompt is
+        in."""
         for req in [r for r in self.active if r.cancelled]:
             self._finish(req, "cancelled")
-        newcomer = next((r for r in self.active if r.prefilled < len(r.prompt)), None)
+        ready = self._make_room([r for r in self.active if r.prefilled == len(r.context)])
+        newcomer = next((r for r in self.active if r.prefilled < len(r.context)), None)
         if newcomer is not None:
-            chunk = newcomer.prompt[newcomer.prefilled:newcomer.prefilled + self.runner.chunk]
+            chunk = newcomer.context[newcomer.prefilled:newcomer.prefilled + self.runner.chunk]
             logits = self.runner.prefill(newcomer.slot, chunk)
             newcomer.prefilled += len(chunk)
-            self.metrics.prompt_tokens += len(chunk)
-            if newcomer.prefilled == len(newcomer.prompt):
-                self._accept(newcomer, logits)  # its first token
-        ready = [r for r in self.active if r.prefilled == len(r.prompt) and r is not newcomer]
+            if newcomer.preempted:
+                self.metrics.recomputed_tokens += len(chunk)
+            else:
+                self.metrics.prompt_tokens += len(chunk)
+            if newcomer.prefilled == len(newcomer.context):
+                self._accept(newcomer, logits)  # its first (or, resumed, its next) token
         if ready:
             logits = self.runner.decode([r.slot for r in ready], [r.output[-1] for r in ready])
             self.metrics.decode_steps += 1
             self.metrics.decoded_tokens += len(ready)
             for req, row in zip(ready, logits):
                 self._accept(req, row)
-        n = len(ready) + (newcomer is not None and newcomer.prefilled == len(newcomer.prompt))
+        n = len(ready) + (newcomer is not None and newcomer.prefilled == len(newcomer.context))
         if n:
             self.metrics.step_tokens.append((time.perf_counter(), n))
+
+    def _make_room(self, ready: list[Request]) -> list[Request]:
+        """A block for each of `ready` whose next position is past its last block, the most urgent first;
+        preempting the least urgent running sequence while none is free. The ones still running."""
+        pool = self.runner.pool
+        for req in sorted(ready, key=_rank):
+            while req in self.active and not pool.grow(req.slot, pool.lengths[req.slot] + 1):
+                self._preempt(max(self.active, key=_rank))
+        return [r for r in ready if r in self.active]
+
+    def _preempt(self, req: Request) -> None:
+        """`req` gives its slot and blocks back and waits at the front of its priority, to resume by recompute."""
+        self.active.remove(req)
+        self.runner.release(req.slot)
+        req.slot, req.prefilled = None, 0
+        req.preempted += 1
+        self.metrics.preemptions += 1
+        self.waiting.append(req)
+        log.debug("preempted request %d (priority %d) after %d tokens", req.id, req.priority, len(req.output))
 
     def _accept(self, req: Request, logits) -> None:
         token = req.sampler.pick(logits)
@@ -215,13 +281,13 @@ class Scheduler:
         piece = req.stop.push(req.text.push(token))
         if req.stop.done:
             return self._finish(req, "stop", piece)
-        if len(req.output) >= req.params.max_new_tokens or self.runner.pool.lengths[req.slot] >= self.ctx:
+        if len(req.output) >= req.params.max_new_tokens or len(req.prompt) + len(req.output) > self.limit:
             tail = req.stop.push(req.text.flush())
             return self._finish(req, "length", piece + tail + ("" if req.stop.done else req.stop.flush()))
         req.emit(piece, None)
 
     def _finish(self, req: Request, reason: str, piece: str = "") -> None:
         self.active.remove(req)
-        self.runner.pool.release(req.slot)
+        self.runner.release(req.slot)
         self.metrics.finished[reason] = self.metrics.finished.get(reason, 0) + 1
         req.emit(piece, reason)

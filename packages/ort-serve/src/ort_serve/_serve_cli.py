@@ -30,6 +30,16 @@ def add_parser(sub: argparse._SubParsersAction, model_options: Callable[[argpars
     sp.add_argument("--max-batch", type=positive_int, default=8, metavar="N",
                     help="sequences decoded together (KV pool slots, planned at initialization; default 8), "
                          "e.g. --max-batch 4")
+    sp.add_argument("--kv-block", type=positive_int, default=16, metavar="N",
+                    help="positions per KV block (the pool is paged: a sequence holds ceil(len / N) blocks and takes "
+                         "one more as it grows; default 16), e.g. --kv-block 32")
+    sp.add_argument("--kv-blocks", type=positive_int, metavar="N",
+                    help="KV blocks in the pool, allocated at initialization (default: --max-batch sequences of "
+                         "--ctx-size); fewer admit as many short answers, preempting (and later resuming) the "
+                         "latest admitted when the pool runs out, e.g. --kv-blocks 256")
+    sp.add_argument("--kv-on-device", action="store_true",
+                    help="keep the batched past on the device between decode steps while the batch is unchanged "
+                         "(no KV bytes to the host; it must fit twice beside the plan within --budget)")
     sp.add_argument("-c", "--ctx-size", type=positive_int, metavar="N",
                     help="positions per sequence, prompt included (default: genai_config.json's context_length, "
                          "capped at the model's positions), e.g. -c 2048")
@@ -85,10 +95,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     opts = _options(args, dict(args.dim), model)
     engine = Engine.build(model, files, opts, lambda o: _session(args, model, label, o), text_codec(args, model, files),
                           max_batch=args.max_batch, ctx_size=args.ctx_size, prefill_chunk=args.prefill_chunk,
-                          max_queue=args.max_queue, name=args.name, template=_template_or_none(args, files))
+                          max_queue=args.max_queue, name=args.name, template=_template_or_none(args, files),
+                          kv_block=args.kv_block, kv_blocks=args.kv_blocks, kv_on_device=args.kv_on_device)
     runner = engine.runner
-    _say(f"serving {engine.name!r}: {runner.mode} decoding ({runner.reason}), {runner.pool.slots} slots x "
-         f"{runner.ctx} positions, prefill chunk {runner.chunk}, queue {args.max_queue}")
+    pool = runner.pool
+    _say(f"serving {engine.name!r}: {runner.mode} decoding ({runner.reason}), batch {pool.slots} x {runner.ctx} "
+         f"positions, KV pool {pool.blocks} blocks x {pool.block} positions"
+         f"{f' (a batch past kept on {runner.resident.device})' if runner.resident else ''}, prefill chunk {runner.chunk}, "
+         f"queue {args.max_queue}")
     for device, usage in sorted(engine.session.device_memory().items()):
         _say(f"{device}: {usage['in_use']} bytes in use after initialization, budget {usage['capacity']}")
     config = uvicorn.Config(build_app(engine), host=args.host, port=args.port, log_level=args.log_level)

@@ -1,5 +1,5 @@
 """/health (JSON: the model, how it decodes, its limits and load) and /metrics (Prometheus' text format: queue
-depth, time to first token, tokens/s, KV slots and positions in use, device bytes in use and peak vs budget)."""
+depth, time to first token, tokens/s, KV blocks and positions in use, preemptions, device bytes in use and peak vs budget)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ async def health(engine: Engine, body: dict[str, Any]) -> Response:
     ok = s.error is None
     return JSONResponse({"status": "ok" if ok else "error", "error": s.error, "model": engine.name,
                          "decoding": runner.mode, "decoding_reason": runner.reason, "max_batch": runner.pool.slots,
+                         "kv_block": runner.pool.block, "kv_blocks": runner.pool.blocks,
+                         "kv_blocks_in_use": runner.pool.blocks_in_use(),
                          "ctx_size": runner.ctx, "prefill_chunk": runner.chunk, "queue_depth": s.queue_depth(),
                          "max_queue": s.max_queue, "active": runner.pool.in_use(),
                          "devices": engine.session.device_memory()}, status_code=200 if ok else 503)
@@ -50,9 +52,24 @@ def metrics_text(engine: Engine) -> str:
               f"ort_serve_time_to_first_token_seconds_count {ttft.size}"]
     _metric(lines, "tokens_per_second", "gauge", "tokens generated per second over the last 64 steps",
             [("", m.tokens_per_second())])
-    _metric(lines, "kv_blocks_in_use", "gauge", "KV pool slots (blocks of ctx positions) in use", [("", pool.in_use())])
-    _metric(lines, "kv_blocks_total", "gauge", "KV pool slots (--max-batch)", [("", pool.slots)])
-    _metric(lines, "kv_positions_in_use", "gauge", "KV positions filled across the slots", [("", sum(pool.lengths))])
+    _metric(lines, "kv_blocks_in_use", "gauge", f"KV pool blocks ({pool.block} positions each) held by sequences",
+            [("", pool.blocks_in_use())])
+    _metric(lines, "kv_blocks_total", "gauge", "KV pool blocks (--kv-blocks)", [("", pool.blocks)])
+    _metric(lines, "kv_positions_in_use", "gauge", "KV positions filled across the sequences", [("", sum(pool.lengths))])
+    _metric(lines, "preemptions_total", "counter", "running sequences preempted for a KV block (resumed by "
+            "recompute)", [("", m.preemptions)])
+    runner = engine.runner
+    _metric(lines, "model_run_seconds_total", "counter", "seconds in the session's runs (prefill chunks and decode "
+            "steps)", [("", runner.run_s)])
+    _metric(lines, "kv_copy_seconds_total", "counter", "seconds gathering the steps' pasts from the KV blocks and "
+            "scattering their new positions back", [("", runner.copy_s)])
+    if runner.resident is not None:
+        _metric(lines, "kv_device_steps_total", "counter", "decode steps fed the last step's past on the device "
+                "(--kv-on-device)", [("", runner.resident.steps)])
+        _metric(lines, "kv_device_syncs_total", "counter", "device pasts copied back into the host pool when the "
+                "batch changed", [("", runner.resident.syncs)])
+    _metric(lines, "recomputed_tokens_total", "counter", "tokens prefilled again after a preemption",
+            [("", m.recomputed_tokens)])
     devices = engine.session.device_memory()
     for key, name, what in (("in_use", "device_bytes_in_use", "device bytes allocated now"),
                             ("peak", "device_peak_bytes", "device bytes allocated at most since initialization"),

@@ -1,6 +1,7 @@
 """`ortrun chat` driven through a pseudo-terminal (pexpect) and a pipe on a tiny model folder: the second turn
 prefills only its new tokens, /clear empties the cache, Ctrl-C ends an answer (not the program) and the next
-turn reuses the cache, /bye exits 0; from a pipe, one turn per line."""
+turn reuses the cache, a full context drops the oldest turns with one line, /bye exits 0; from a pipe, one turn
+per line."""
 
 import os
 import re
@@ -107,6 +108,28 @@ def test_a_turn_beyond_the_context_is_refused_and_the_chat_goes_on(folder):
     assert run.returncode == 0, run.stderr
     assert "this turn makes the conversation 305 tokens, more than the context of 256" in run.stderr
     assert [(int(p), int(c)) for _, p, c in STATS.findall(run.stderr)] == [(6, 0)]
+
+
+def test_a_full_context_drops_the_oldest_turns_with_one_line_and_the_chat_goes_on(folder):
+    child = _spawn(folder, "-c", "64", "-n", "8", "--temperature", "0", "--ignore-eos", "--system", "w5")
+    try:
+        for text in ("w7", "w8", "w9", "w10"):  # the system prompt 4 tokens, each turn 4 + 11 (8 answer words)
+            assert "context full" not in _turn(child, text)[3]
+        # 4 + 4 x 15 + 15 = 79 tokens: the two oldest turns go; the system prompt and <|im_start|> user stay cached
+        child.sendline(" ".join(f"w{20 + i}" for i in range(10)))
+        child.expect(r"\(context full: dropped the 2 oldest turns\)\r?\n")
+        child.expect(STATS)
+        assert (int(child.match.group(1)), int(child.match.group(2)), int(child.match.group(3))) == (8, 49 - 6, 6)
+        child.expect(">>> ")
+        child.sendline(" ".join(["w6"] * 70))  # alone (with the system prompt) beyond the context: refused
+        child.expect("error: this message alone makes the turn 79 tokens \\(all 3 earlier turns dropped, the system "
+                     "prompt kept\\), more than the context of 64")
+        child.expect(">>> ")
+        child.sendline("/bye")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
 
 
 def test_bad_sampling_flag_is_refused_by_name(folder):

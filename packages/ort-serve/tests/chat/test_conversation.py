@@ -117,18 +117,45 @@ def test_chat_greedy_tokens_equal_onnxruntime_genai(shared_models, export):
     assert got == want
 
 
-def test_the_context_ends_an_answer_and_refuses_the_next_turn(folder):
+def test_the_context_ends_an_answer_and_the_next_turn_drops_it(folder):
     from ort_serve import ConversationError
 
     conv = _conversation(folder, "-n", "100", "-c", "32")
     stats = conv.reply("w7", (words := []).append)
     assert (stats.reason, stats.generated) == ("context", 32 - 6) and len("".join(words).split()) == 26
+    # 39 tokens with the first turn: it goes; <|im_start|> user stays cached, w8 <|im_end|> <|im_start|> assistant
+    # are prefilled
+    notices = []
+    again = conv.reply("w8", words.append, notices.append)
+    assert (again.dropped, again.cached, again.prefill, again.reprefilled) == (1, 2, 4, True)
+    assert notices == ["(context full: dropped the oldest turn)"]
+    assert [m["content"] for m in conv.messages[::2]] == ["w8"]
     before = list(conv.messages)
-    with pytest.raises(ConversationError, match="39 tokens, more than the context of 32.*/clear"):
-        conv.reply("w8", words.append)
+    with pytest.raises(ConversationError, match=r"this message alone makes the turn 38 tokens \(the earlier turn "
+                                                r"dropped\), more than the context of 32 .*shorten the message"):
+        conv.reply(" ".join(["w9"] * 33), words.append)
     assert conv.messages == before
     conv.clear()
     assert conv.reply("w8", words.append).cached == 0
+
+
+def test_a_full_context_drops_the_oldest_turns_keeps_the_system_prompt_and_answers_as_a_fresh_prefill(folder):
+    flags = ("-n", "8", "-c", "64", "--system", "w5")
+    conv = _conversation(folder, *flags)
+    for text in ("w7", "w8", "w9", "w10"):  # the system prompt 4 tokens; each turn 4 + 11 (an answer of 8 words)
+        assert conv.reply(text, [].append).dropped == 0
+    long = " ".join(f"w{20 + i}" for i in range(10))  # 13 tokens + the assistant's opening 2
+    # 4 + 4 x 15 + 15 = 79 tokens; without the oldest turn 64 (no room to answer), without two 49
+    notices, answer = [], []
+    stats = conv.reply(long, answer.append, notices.append)
+    assert notices == ["(context full: dropped the 2 oldest turns)"] and stats.dropped == 2
+    assert [m["content"] for m in conv.messages[::2]] == ["w9", "w10", long]
+    # the system prompt and <|im_start|> user stay cached; the kept history is prefilled once
+    assert (stats.cached, stats.prefill, stats.reprefilled) == (4 + 2, 49 - 6, True)
+    fresh = _conversation(folder, *flags)
+    fresh.messages = conv.messages[:-2]
+    whole = fresh.reply(long, (again := []).append)
+    assert (whole.dropped, whole.cached, whole.prefill) == (0, 0, 49) and answer == again
 
 
 def test_folder_defaults_apply_under_the_flags(folder, tmp_path):

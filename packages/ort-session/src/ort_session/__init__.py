@@ -27,7 +27,7 @@ _WHERE = {
     "InvalidInputError": "._errors",
     "InvalidModelError": "._errors",
     "InvalidOptionError": "._errors",
-    "KernelRunError": "._errors",
+    "KernelRunError": "._errors", "RedZoneError": "._errors", "ConstInputWrittenError": "._errors",
     "MemoryProfileWriteWarning": "._errors",
     "ModelFileNotFoundError": "._errors",
     "ModelLoadFailedError": "._errors",
@@ -102,6 +102,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
 
     from ._errors import (  # noqa: F401
         CaptureRefusedError,
+        ConstInputWrittenError,
         DeviceMemoryError,
         FallbackDisabledError,
         FeedExceedsPlanError,
@@ -114,6 +115,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
         ModelFileNotFoundError,
         ModelLoadFailedError,
         PlacementError,
+        RedZoneError,
         RunTerminatedError,
         SessionBusyError,
         SessionError,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ort_memplan
+
 from ._ort_errors import (
     EPFail,
     Fail,
@@ -34,6 +36,26 @@ class PlacementError(SessionError, NotImplemented):
 
 class KernelRunError(SessionError):
     """A kernel failed during a run; the message names the node, op and execution provider."""
+
+
+class RedZoneError(KernelRunError, ort_memplan.RedZoneViolation):
+    """Under red zones (`red_zones` / ORT_LOWMEM_RED_ZONES), a kernel wrote outside its block: the session's
+    `KernelRunError` (an ONNX Runtime `Fail`) carrying ort-memplan's `RedZoneViolation` fields (node, block, step,
+    side, distance, first_bad_byte)."""
+
+    @classmethod
+    def of(cls, err: ort_memplan.RedZoneViolation) -> RedZoneError:
+        return cls(str(err), node=err.node, block=err.block, step=err.step, first_bad_byte=err.first_bad_byte,
+                   side=err.side, distance=err.distance)
+
+
+class ConstInputWrittenError(KernelRunError, ort_memplan.ConstInputWritten):
+    """Under red zones, a kernel changed the bytes of an input it reads: the session's `KernelRunError` carrying
+    ort-memplan's `ConstInputWritten` fields (node, input_name, step)."""
+
+    @classmethod
+    def of(cls, err: ort_memplan.ConstInputWritten) -> ConstInputWrittenError:
+        return cls(str(err), node=err.node, input_name=err.input_name, step=err.step)
 
 
 class DeviceMemoryError(SessionError, RuntimeException):

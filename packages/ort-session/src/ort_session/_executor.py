@@ -59,6 +59,7 @@ class Executor:
     # the C step runner's steps per plan (`Layout.plan_key`): id -> (key, its steps or None)
     _fast_cache: dict[int, tuple[Any, FastSteps | None]] = attrs.field(factory=dict, init=False)
     _exact: dict[tuple, bool] = attrs.field(factory=dict, init=False)  # feed shapes -> the planned input shapes
+    _release_spans: dict[tuple[int, int], list[tuple[int, str]]] = attrs.field(factory=dict, init=False)
     _fast_lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -316,14 +317,20 @@ class Executor:
                       owned: dict[str, ort_abi.DeviceBuffer], stop: int | None = None) -> None:
         """Values whose last reader was this step (each of steps [step, stop)): released (their planned block,
         or their own buffer)."""
-        release = self._release
-        for s in range(step, step + 1 if stop is None else stop):
-            for name in release.get(s, ()):
-                if values.pop(name, None) is not None:
-                    layout.release(s, name)
-                    buf = owned.pop(name, None)
-                    if buf is not None:
-                        buf.allocator.free(buf)
+        if stop is None:
+            dead = [(step, name) for name in self._release.get(step, ())]
+        else:  # a span of C steps: its (step, name) pairs listed once per span (spans repeat every run)
+            dead = self._release_spans.get((step, stop))
+            if dead is None:
+                dead = [(s, name) for s in range(step, stop) for name in self._release.get(s, ())]
+                if len(self._release_spans) < 256:
+                    self._release_spans[(step, stop)] = dead
+        for s, name in dead:
+            if values.pop(name, None) is not None:
+                layout.release(s, name)
+                buf = owned.pop(name, None)
+                if buf is not None:
+                    buf.allocator.free(buf)
 
     def _record(self, node: Node, args: list[Any], outputs: list[Any], temp: int) -> None:
         from ort_partition import NodeAllocationStats

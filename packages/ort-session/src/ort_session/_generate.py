@@ -169,12 +169,13 @@ def generate(session: InferenceSession, prompt_ids: list[int], max_new_tokens: i
         ids = [token]
 
 
-def kv_device(session: InferenceSession, max_total: int | None = None) -> str | None:
+def kv_device(session: InferenceSession, max_total: int | None = None, batch: int = 1) -> str | None:
     """The device whose memory holds the KV cache between steps, when every `present.*` output is made on
-    that one device (copied back to the host only by its boundary copy) and, with `max_total` tokens, the
-    cache fits twice (past and present) beside what the plan holds there (weights, planned activations,
-    pre-allocated buffers) within the device's budget: generate then binds the KV cache there (IOBinding),
-    so no KV bytes cross to the host between steps. None: the host path (the plan's budget is kept)."""
+    that one device (copied back to the host only by its boundary copy) and, with `max_total` tokens (of each
+    of `batch` sequences), the cache fits twice (past and present) beside what the plan holds there (weights,
+    planned activations, pre-allocated buffers) within the device's budget: generate then binds the KV cache
+    there (IOBinding), so no KV bytes cross to the host between steps. None: the host path (the plan's budget
+    is kept)."""
     graph = session.model.graph
     producer = {o: n for n in graph.nodes for o in n.outputs}
     devices = set()
@@ -193,7 +194,7 @@ def kv_device(session: InferenceSession, max_total: int | None = None) -> str | 
     need = 0
     for present in _kv_pairs(session):
         shape = graph.values[present].shape or ()
-        dims = [1 if axis == 0 else max_total if axis == 2 else d for axis, d in enumerate(shape)]
+        dims = [batch if axis == 0 else max_total if axis == 2 else d for axis, d in enumerate(shape)]
         if len(dims) != 4 or not all(isinstance(d, int) for d in dims):
             return None  # the cache's size cannot be told: keep it on the host
         need += int(np.prod(dims)) * np.dtype(ort_graph.to_numpy_dtype(graph.values[present].dtype)).itemsize

@@ -22,6 +22,7 @@ import ort_memplan
 from ort_graph import Node, from_numpy_dtype
 
 from ._device_memory import DeviceMemoryStage
+from ._errors import ConstInputWrittenError, RedZoneError
 from ._run_types import LayoutBase, RunStats, readable_in_place
 
 __all__ = ["BlockLayout", "CachedLayout", "PlannedLayout", "TracedPattern", "TracingLayout", "arenas", "value_blocks",
@@ -222,8 +223,14 @@ class PlannedLayout(BlockLayout):
         return None if where is None else where[:2]
 
     def after_step(self, step: int, node: Node) -> None:
-        if self._guard is not None:
+        if self._guard is None:
+            return
+        try:
             self._guard.after_step(step, node.name)
+        except ort_memplan.ConstInputWritten as err:  # a session error (an ONNX Runtime Fail) with the same fields
+            raise ConstInputWrittenError.of(err) from None
+        except ort_memplan.RedZoneViolation as err:
+            raise RedZoneError.of(err) from None
 
 
 @attrs.define(eq=False)

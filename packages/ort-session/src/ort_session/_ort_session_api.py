@@ -4,12 +4,14 @@ model's metadata, providers and their options, the fallback switch, OrtValue run
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._errors import InvalidInputError, InvalidOptionError
-from ._iobinding import IOBinding
 from ._ort_api import ModelMetadata, NodeArg, check_no_fallback, node_arg
-from ._ortvalue import OrtValue
+
+if TYPE_CHECKING:  # IOBinding and OrtValue load with their first use: most sessions never make one
+    from ._iobinding import IOBinding
+    from ._ortvalue import OrtValue
 
 NO_MODEL_VERSION = 2**63 - 1  # what onnxruntime reports for a model without model_version
 
@@ -114,6 +116,8 @@ class OrtSessionApi:
     def run_with_ort_values(self, output_names: Sequence[str] | None, input_dict_ort_values: Mapping[str, Any],
                             run_options: Any = None) -> list[OrtValue]:
         """`run` with OrtValues in and out (values are host-resident: see `_ortvalue`)."""
+        from ._ortvalue import OrtValue
+
         feeds = {n: v.numpy() if isinstance(v, OrtValue) else v for n, v in dict(input_dict_ort_values).items()}
         return [OrtValue(v) for v in self.run(output_names, feeds, run_options)]  # type: ignore[attr-defined]
 
@@ -156,9 +160,13 @@ class OrtSessionApi:
                 raise InvalidInputError(f"ortvalue_on_device: this session has devices {devices!r}; name one with "
                                         "device_type=")
             device_type = devices[0]
+        from ._ortvalue import OrtValue
+
         return OrtValue.ortvalue_from_numpy(arr, device_type, 0, session=self)
 
     def io_binding(self) -> IOBinding:
+        from ._iobinding import IOBinding
+
         return IOBinding(self)
 
     def run_with_iobinding(self, iobinding: IOBinding, run_options: Any = None) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,6 @@ from ort_graph import Model
 
 from . import _memory, _ort_api, _placement, _progress
 from ._boundaries import insert_copies
-from ._capture import plan_capture
 from ._device_memory import memory_types_of
 from ._ep_passes import run_ep_passes
 from ._errors import (
@@ -31,6 +30,7 @@ from ._errors import (
 )
 from ._executor import Executor
 from ._feeds import required_inputs, validate_feeds
+from ._heap import release_free_heap
 from ._kernels import kernel_output_shapes
 from ._large_dims import naming_large_dims
 from ._loading import load_model as _load
@@ -46,6 +46,7 @@ from ._ort_options import GraphOptimizationLevel
 from ._ort_session_api import OrtSessionApi
 from ._plan import SessionPlan
 from ._profiling import Profiler
+from ._quick_run import QuickRun
 from ._run_guard import RunGuard, terminating
 from ._run_types import RunStats
 
@@ -109,12 +110,14 @@ class InferenceSession(OrtSessionApi):
         self.constants = ort_graph.constants_to_initializers(graph)  # as ONNX Runtime does at load
         self._declared_inputs = {n: graph.values[n].shape for n in required_inputs(graph)}
         self._passed_feeds: dict[tuple, dict[str, int]] = {}  # feed keys validate_feeds passed (`feed_key`)
+        self._quick: QuickRun | bool | None = None  # the kept all-C run replayed (`_quick_run`); False: none can be
         self._declared_outputs = {n: graph.values[n].shape if n in graph.values else None for n in graph.outputs}
         max_shapes: Any = self.options.max_shapes or self.options.get(MAX_SHAPE_OVERRIDE)
         self.plugins = load_plugins(self.options.kernel_libraries)  # first: their output-shape callbacks
         with _progress.phase("resolving shapes and fusing"):
             self.shape_report = ort_graph.resolve_shapes(self.model, self.options.free_dimension_overrides, max_shapes,
                                                          output_shapes=kernel_output_shapes(self.plugins, self.model))
+            release_free_heap()  # onnx's inference copies of the model, freed: not resident under later stages
             profiler.phase("shape_resolution")
             fuse = self.options.enable_fusions and \
                 self.options.graph_optimization_level != GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -150,8 +153,11 @@ class InferenceSession(OrtSessionApi):
         self.kernels = {n.index: self._provider(n.ep).create_kernel(n) for n in graph.nodes}
         profiler.phase("kernel_creation")
         # device graph capture: refused here (before anything is allocated) when it cannot hold
-        self._capture = plan_capture(self.order, self.providers, self.options.pre_allocate) \
-            if self.options.flag(GRAPH_CAPTURE) else None
+        self._capture = None
+        if self.options.flag(GRAPH_CAPTURE):
+            from ._capture import plan_capture
+
+            self._capture = plan_capture(self.order, self.providers, self.options.pre_allocate)
         with _progress.phase("planning memory"), naming_large_dims(self.options.free_dimension_overrides, max_shapes):
             self.memory = _memory.plan_memory(self.model, self.order, self.kernels, self.placement, self.providers,
                                               self.options, streaming=self.placement.streaming)
@@ -227,6 +233,14 @@ class InferenceSession(OrtSessionApi):
         """Run the model; `progress(done_nodes, total_nodes)` is called after every node when given.
         `run_options` (a RunOptions): `terminate = True`, from any thread, stops the run between two nodes,
         or between two iterations of a Loop / Scan body, with RunTerminatedError."""
+        quick = self._quick
+        if quick and run_options is None and progress is None:  # a replay of the kept all-C run (`_quick_run`)
+            with self._run_slot(), quick.scope():  # the slot counts the run, then the threads
+                result = quick.run(self, output_names, input_feed)
+            if result is not None:
+                return result
+            if not quick.usable:  # a step needs its Python context: every replay would fail the same way
+                self._quick = False
         guard = terminating(run_options, progress, len(self.order), self._host_bound())
         progress, finished = self._profiler.run_hook(self.order, getattr(run_options, "logid", ""),
                                                      guard.callback if isinstance(guard, RunGuard) else guard)
@@ -259,19 +273,9 @@ class InferenceSession(OrtSessionApi):
             return stage.peak, "the pre-allocated host buffers"
         return None
 
-    @contextlib.contextmanager
-    def _run_slot(self) -> Iterator[None]:
+    def _run_slot(self) -> _RunSlot:
         """Counts a run in flight so that close() waits for it; refused once close() has begun."""
-        with self._runs:
-            if self._closed or self._closing:
-                raise SessionError("this session was closed (its device memory freed); create a new InferenceSession")
-            self._active_runs += 1
-        try:
-            yield
-        finally:
-            with self._runs:
-                self._active_runs -= 1
-                self._runs.notify_all()
+        return _RunSlot(self)
 
     def _run(self, output_names: Sequence[str] | None, feeds: Mapping[str, Any],
              progress: Callable[[int, int], None] | None, device_outputs: Mapping[str, Any] | None = None) -> list[Any]:
@@ -300,6 +304,8 @@ class InferenceSession(OrtSessionApi):
             layout = self.memory.layout_for(arrays)
             result = self._executor.run({**arrays, **on_device}, outputs, layout, progress,
                                         measure=self.options.measure_host_allocations, device_outputs=device_outputs)
+        if self._quick is None and progress is None and not on_device and device_outputs is None:
+            self._quick = QuickRun.build(self, arrays) or False  # False: this session's runs are not replayed
         if self._executor.recorder is not None:  # field-wise maximum over all runs so far
             _dump_memory_profile(self._executor.recorder, self._stats_file)
         return result
@@ -328,6 +334,9 @@ class InferenceSession(OrtSessionApi):
                     "or pass a longer timeout")
             self._closed = True
         try:
+            if self._quick:
+                self._quick.close()
+            self._quick = False
             if self._capture is not None:
                 self._capture.release()
             self.memory.close()
@@ -350,6 +359,28 @@ class InferenceSession(OrtSessionApi):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _RunSlot:
+    """`InferenceSession._run_slot`: a class, not a generator (entered on every run, the replays' too)."""
+
+    __slots__ = ("session",)
+
+    def __init__(self, session: InferenceSession) -> None:
+        self.session = session
+
+    def __enter__(self) -> None:
+        s = self.session
+        with s._runs:
+            if s._closed or s._closing:
+                raise SessionError("this session was closed (its device memory freed); create a new InferenceSession")
+            s._active_runs += 1
+
+    def __exit__(self, *exc: object) -> None:
+        s = self.session
+        with s._runs:
+            s._active_runs -= 1
+            s._runs.notify_all()
 
 
 def _dump_memory_profile(recorder: Any, path: str) -> None:

@@ -15,6 +15,7 @@ from onnx import TensorProto, helper
 import ort_abi
 import ort_graph
 import ort_session._session
+from ort_cpu_ep import NumpyKernel
 from ort_session import InferenceSession, _numpy_alloc_build, _traced, generate_inputs
 
 CPU = ["CPUExecutionProvider"]
@@ -169,8 +170,12 @@ def test_shared_export_allocates_within_a_tenth_of_its_plan(alloc, shared_models
     dev = sess.plan.to_dict()["devices"]["cpu"]
     planned = dev["peak_activations"] + dev["workspace"]
     assert stats.traced_by == _traced.NUMPY_ALLOCATOR
-    assert 0 < stats.traced_bytes <= planned // 10, (stats.traced_bytes, planned, stats.traced_nodes)
-    assert stats.traced_bytes >= max(stats.traced_nodes.values())
+    numpy_nodes = [i for i, k in sess.kernels.items() if isinstance(k, NumpyKernel)]
+    if numpy_nodes:  # numpy kernels allocate temporaries: the measure sees them
+        assert 0 < stats.traced_bytes <= planned // 10, (stats.traced_bytes, planned, stats.traced_nodes)
+        assert stats.traced_bytes >= max(stats.traced_nodes.values())
+    else:  # every node a C kernel (the genai exports since the int64 mask ops are C): nothing outside the plan
+        assert stats.traced_bytes == 0 and not stats.traced_nodes, stats.traced_nodes
 
 
 def test_float16_matmul_nbits_computes_in_declared_workspace(alloc):

@@ -29,22 +29,22 @@ ANY = ALL_PLAIN | {T.STRING, T.COMPLEX64, T.COMPLEX128} | frozenset(
 SEQ = -1  # marker: a sequence-typed value (dtype 0 with no shape in the IR)
 
 
-def first_version(op_type: str, domain: str = "") -> int:
-    """The opset that introduced `op_type` (1 when onnx does not know it)."""
-    return _since_versions().get((op_type, domain), 1)
-
-
 @functools.cache
-def _since_versions() -> dict[tuple[str, str], int]:
-    """(op type, domain) -> the earliest since_version onnx has a schema for; one pass over the schemas
-    (op modules ask for dozens of ops at import time, and each pass costs milliseconds)."""
+def first_version(op_type: str, domain: str = "") -> int:
+    """The opset that introduced `op_type` (1 when onnx does not know it): the latest schema, then each older
+    one until none is older (a few lookups; listing every schema's history costs ~15 ms at import)."""
     import onnx.defs
 
-    out: dict[tuple[str, str], int] = {}
-    for sch in onnx.defs.get_all_schemas_with_history():
-        key = (sch.name, sch.domain)
-        out[key] = min(out.get(key, sch.since_version), sch.since_version)
-    return out
+    try:
+        schema = onnx.defs.get_schema(op_type, domain=domain)
+    except onnx.defs.SchemaError:
+        return 1
+    while schema.since_version > 1:
+        try:
+            schema = onnx.defs.get_schema(op_type, schema.since_version - 1, domain)
+        except onnx.defs.SchemaError:
+            break
+    return schema.since_version
 
 
 def names(types: Iterable[int]) -> str:

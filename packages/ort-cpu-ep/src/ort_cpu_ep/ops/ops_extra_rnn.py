@@ -2,9 +2,11 @@
 
 Per direction, X @ W^T for all time steps is one matmul; the time loop then does one (batch, hidden) @ R^T
 per step. sequence_lens masks steps t >= len[b] (outputs zero there, state carried), so a reverse direction
-starts at each entry's own last valid step. `clip` bounds the gate pre-activations. Activation functions
-(Relu, Tanh, Sigmoid, Affine, LeakyRelu, ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign, Softplus)
-consume activation_alpha / activation_beta entries in order, only those that take them (as ONNX Runtime).
+starts at each entry's own last valid step; an entry of length 0 ends in zero states (as onnxruntime). `clip`
+bounds the gate pre-activations. Activation functions (Relu, Tanh, Sigmoid, Affine, LeakyRelu, ThresholdedRelu,
+ScaledTanh, HardSigmoid, Elu, Softsign, Softplus) consume activation_alpha / activation_beta entries in order,
+only those that take them (as ONNX Runtime). float32 nodes without `activations` run as the C kernel instead
+(csrc/rnn_kernel.c, `_c_rnn_rules`).
 """
 
 from __future__ import annotations
@@ -144,9 +146,9 @@ class _RecurrentBase(OpImpl):
                 new = self._step(xw[t], state, rt, rb, acts[d], clip, extra, d, hidden, a)
                 state = [np.where(active, n_, s_) for n_, s_ in zip(new, state)]
                 y[t, d] = np.where(active, state[0], 0)
-            finals.append(state)
-        outs = self._outputs(y, finals, layout, dt)
-        return requested(node, outs)
+            finals.append([np.where((lens == 0)[:, None], 0, s_) for s_ in state])  # as onnxruntime: zeros
+        outs = requested(node, self._outputs(y, finals, layout, dt))
+        return [None, *outs[1:]] if node.outputs and not node.outputs[0] else outs  # an omitted Y: no block for it
 
     def _outputs(self, y: np.ndarray, finals: list[list[np.ndarray]], layout: int, dt: np.dtype) -> list[np.ndarray]:
         res = [y]
