@@ -4,40 +4,41 @@
  * LeakyRelu x >= 0 ? x : alpha x, HardSwish x * clip(x / 6 + 0.5, 0, 1); NaN propagates as in numpy's
  * maximum / minimum (equal values: the
  * second operand, so Relu(-0) is +0). No multiply-add contraction here (a fused alpha x + beta rounds once, numpy twice), so
- * the results are numpy's bits. Sigmoid is 1 / (1 + exp(-x)) as the numpy kernel's sigmoid_into, exp by vm_exp8
+ * the results are numpy's bits. Sigmoid is 1 / (1 + exp(-x)) as the numpy kernel's sigmoid_into, exp by vm_exp16
  * (within a few ulp of the C library's, so within a few ulp of numpy), 0 below x = -88 and 1 above 88. */
 #pragma GCC optimize("fp-contract=off")
 #include <string.h>
 
 #include "conv.h"
 #include "cpu_kernels.h"
-#include "vec_math.h" /* vm_exp8 */
+#include "vec_math.h" /* vm_exp16 */
 
 /* numpy's maximum(v, lo) / minimum(v, hi): a NaN of either side is the result, and of equal values (0 and -0)
  * the second */
 static inline float act_lo(float v, float lo) { return v > lo || v != v ? v : lo; }
 static inline float act_hi(float v, float hi) { return v < hi || v != v ? v : hi; }
 
-/* y = 1 / (1 + exp(-x)) for 8 floats */
-static inline __attribute__((always_inline)) vm_v8 act_sigmoid8(vm_v8 v) {
-  const vm_v8 one = vm_splat8(1.0f);
-  return one / (one + vm_exp8(-v));
+/* y = 1 / (1 + exp(-x)) for 16 floats (one zmm in the AVX-512 clone) */
+static inline __attribute__((always_inline)) vm_v16 act_sigmoid16(vm_v16 v) {
+  const vm_v16 one = vm_splat16(1.0f);
+  return one / (one + vm_exp16(-v));
 }
 
+CPU_KERNELS_CLONES
 static void act_sigmoid(const float* x, float* y, int64_t n) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    vm_v8 v;
+  for (; i + 16 <= n; i += 16) {
+    vm_v16 v;
     memcpy(&v, x + i, sizeof v);
-    v = act_sigmoid8(v);
+    v = act_sigmoid16(v);
     memcpy(y + i, &v, sizeof v);
   }
   if (i < n) { /* the tail through one padded vector */
-    float tail[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    vm_v8 v;
+    float tail[16] = {0};
+    vm_v16 v;
     memcpy(tail, x + i, (size_t)(n - i) * sizeof(float));
     memcpy(&v, tail, sizeof v);
-    v = act_sigmoid8(v);
+    v = act_sigmoid16(v);
     memcpy(tail, &v, sizeof v);
     memcpy(y + i, tail, (size_t)(n - i) * sizeof(float));
   }

@@ -8,7 +8,7 @@
 /* the definition up to its type constraints: `constraint` names one schema constraint bound to types[0..count), else
  * T<k> binds input k to types[k] (a schema-less op) */
 static OrtStatus* cpu_kernels_define(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op,
-                                     const char* domain, int since, const char* constraint, const int32_t* types,
+                                     const char* domain, int since, int end, const char* constraint, const int32_t* types,
                                      int count, OrtKernelCreateFunc create, OrtKernelWorkspaceEstimateFunc estimate) {
   OrtKernelDefBuilder* b = NULL;
   OrtKernelDef* def = NULL;
@@ -17,7 +17,7 @@ static OrtStatus* cpu_kernels_define(const OrtKernelApi* api, OrtKernelRegistry*
   if (st) return st;
   st = api->KernelDefBuilder_SetOperatorType(b, op);
   if (!st) st = api->KernelDefBuilder_SetDomain(b, domain);
-  if (!st) st = api->KernelDefBuilder_SetSinceVersion(b, since, 0);
+  if (!st) st = api->KernelDefBuilder_SetSinceVersion(b, since, end);
   if (!st) st = api->KernelDefBuilder_SetExecutionProvider(b, CPU_KERNELS_EP);
   if (constraint != NULL && !st) st = api->KernelDefBuilder_AddTypeConstraint(b, constraint, types, (size_t)count);
   for (i = 0; constraint == NULL && i < count && !st; ++i) {
@@ -36,19 +36,31 @@ static OrtStatus* cpu_kernels_define(const OrtKernelApi* api, OrtKernelRegistry*
 OrtStatus* cpu_kernels_add(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, const char* domain,
                            int since, const int32_t* types, int count, OrtKernelCreateFunc create,
                            OrtKernelWorkspaceEstimateFunc estimate) {
-  return cpu_kernels_define(api, registry, op, domain, since, NULL, types, count, create, estimate);
+  return cpu_kernels_define(api, registry, op, domain, since, 0, NULL, types, count, create, estimate);
 }
 
 OrtStatus* cpu_kernels_add_onnx(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, int since,
                                 const char* constraint, int32_t type, OrtKernelCreateFunc create,
                                 OrtKernelWorkspaceEstimateFunc estimate) {
-  return cpu_kernels_define(api, registry, op, "", since, constraint, &type, 1, create, estimate);
+  return cpu_kernels_define(api, registry, op, "", since, 0, constraint, &type, 1, create, estimate);
 }
 
 OrtStatus* cpu_kernels_add_onnx_types(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, int since,
                                       const char* constraint, const int32_t* types, int count,
                                       OrtKernelCreateFunc create, OrtKernelWorkspaceEstimateFunc estimate) {
-  return cpu_kernels_define(api, registry, op, "", since, constraint, types, count, create, estimate);
+  return cpu_kernels_define(api, registry, op, "", since, 0, constraint, types, count, create, estimate);
+}
+
+OrtStatus* cpu_kernels_add_onnx_until(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, int since,
+                                      int end, const char* constraint, int32_t type, OrtKernelCreateFunc create,
+                                      OrtKernelWorkspaceEstimateFunc estimate) {
+  return cpu_kernels_define(api, registry, op, "", since, end, constraint, &type, 1, create, estimate);
+}
+
+OrtStatus* cpu_kernels_add_onnx_types_until(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op,
+                                            int since, int end, const char* constraint, const int32_t* types, int count,
+                                            OrtKernelCreateFunc create, OrtKernelWorkspaceEstimateFunc estimate) {
+  return cpu_kernels_define(api, registry, op, "", since, end, constraint, types, count, create, estimate);
 }
 
 OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* registry) {
@@ -64,6 +76,13 @@ OrtStatus* ort_cpu_ep_register_more(const OrtKernelApi* api, OrtKernelRegistry* 
   if (!st) st = ort_cpu_ep_register_unary(api, registry);
   if (!st) st = ort_cpu_ep_register_pool(api, registry);
   if (!st) st = ort_cpu_ep_register_resize(api, registry);
+  if (!st) st = ort_cpu_ep_register_convtranspose(api, registry);
+  if (!st) st = ort_cpu_ep_register_affine_norm(api, registry);
+  if (!st) st = ort_cpu_ep_register_math_unary(api, registry);
+  if (!st) st = ort_cpu_ep_register_cast(api, registry);
+  if (!st) st = ort_cpu_ep_register_float_reduce(api, registry);
+  if (!st) st = ort_cpu_ep_register_broadcast(api, registry);
+  if (!st) st = ort_cpu_ep_register_gemm(api, registry);
   if (!st) st = ort_cpu_ep_register_rnn(api, registry);
   return st;
 }
@@ -100,6 +119,32 @@ OrtStatus* cpu_kernels_thread_buffers(const OrtKernelApi* api, OrtKernelContext*
   need = (size_t)*threads * thread_bytes;
   if (declared >= need) ORT_KERNEL_RETURN_IF_ERROR(api->KernelContext_GetPreallocatedWorkspace(ctx, slot, need, buffers));
   if (*buffers == NULL) ORT_KERNEL_RETURN_IF_ERROR(api->KernelContext_GetScratchBuffer(ctx, need, buffers));
+  return NULL;
+}
+
+int cpu_kernels_known_dims(const OrtWorkspaceInputShape* shapes, size_t num_inputs, size_t count, size_t rank) {
+  size_t i, d;
+  if (num_inputs < count) return 0;
+  for (i = 0; i < count; ++i) {
+    if (shapes[i].state != ORT_WORKSPACE_INPUT_SHAPED || shapes[i].rank != rank || shapes[i].dims == NULL) return 0;
+    for (d = 0; d < rank; ++d)
+      if (shapes[i].dims[d] < 0) return 0;
+  }
+  return 1;
+}
+
+OrtStatus* cpu_kernels_declare_slot(const OrtKernelApi* api, const char* op, int32_t slot, size_t bytes,
+                                    OrtWorkspaceSlot* slots, size_t max_slots, size_t* num_slots) {
+  char msg[160];
+  *num_slots = 0;
+  if (bytes == 0) return NULL;
+  if (max_slots < 1) {
+    snprintf(msg, sizeof msg, "%s: declaration: no workspace slot offered, 1 needed", op);
+    return api->CreateStatus(ORT_INVALID_ARGUMENT, msg);
+  }
+  slots[0].slot_id = slot;
+  slots[0].size_bytes = bytes;
+  *num_slots = 1;
   return NULL;
 }
 

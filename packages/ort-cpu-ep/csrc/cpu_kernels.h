@@ -37,6 +37,20 @@ OrtStatus* ort_cpu_ep_register_unary(const OrtKernelApi* api, OrtKernelRegistry*
 OrtStatus* ort_cpu_ep_register_pool(const OrtKernelApi* api, OrtKernelRegistry* registry);
 /* float32 nearest Resize of H and W (resize_kernel.c) */
 OrtStatus* ort_cpu_ep_register_resize(const OrtKernelApi* api, OrtKernelRegistry* registry);
+/* float32 LayerNormalization and inference BatchNormalization (affine_norm_kernel.c) */
+OrtStatus* ort_cpu_ep_register_affine_norm(const OrtKernelApi* api, OrtKernelRegistry* registry);
+/* float32 Sqrt, Reciprocal, Abs, Exp, Tanh (math_unary.c) */
+OrtStatus* ort_cpu_ep_register_math_unary(const OrtKernelApi* api, OrtKernelRegistry* registry);
+/* Cast between float, double, int8, uint8, int32, int64 and bool (cast_kernel.c) */
+OrtStatus* ort_cpu_ep_register_cast(const OrtKernelApi* api, OrtKernelRegistry* registry);
+/* float32 ReduceSum, ReduceMean, ReduceMax, ReduceMin over one run of axes (reduce_kernel.c) */
+OrtStatus* ort_cpu_ep_register_float_reduce(const OrtKernelApi* api, OrtKernelRegistry* registry);
+/* Expand, Equal / Less / Greater / LessOrEqual / GreaterOrEqual, two-input Max / Min with broadcasting (bcast_kernel.c) */
+OrtStatus* ort_cpu_ep_register_broadcast(const OrtKernelApi* api, OrtKernelRegistry* registry);
+/* float32 Gemm with transA 0 (gemm_kernel.c, the MatMul kernel's sgemm) */
+OrtStatus* ort_cpu_ep_register_gemm(const OrtKernelApi* api, OrtKernelRegistry* registry);
+/* float32 2-D ConvTranspose (convtranspose_kernel.c: sgemm + col2im) */
+OrtStatus* ort_cpu_ep_register_convtranspose(const OrtKernelApi* api, OrtKernelRegistry* registry);
 /* float32 RNN, GRU, LSTM with the default activations (rnn_kernel.c, rnn_math.c; see rnn.h) */
 OrtStatus* ort_cpu_ep_register_rnn(const OrtKernelApi* api, OrtKernelRegistry* registry);
 /* all of the above, in order (the one call the library's entry point makes) */
@@ -66,6 +80,13 @@ OrtStatus* cpu_kernels_estimate_none(const OrtEpApi* api, const OrtNode* node, c
 OrtStatus* cpu_kernels_thread_buffers(const OrtKernelApi* api, OrtKernelContext* ctx, int32_t slot, size_t declared,
                                       size_t thread_bytes, int* threads, void** buffers);
 
+/* whether inputs [0, count) of a Level-2 declaration are all present with rank `rank` and known extents */
+int cpu_kernels_known_dims(const OrtWorkspaceInputShape* shapes, size_t num_inputs, size_t count, size_t rank);
+/* the declaration of one workspace slot `slot` of `bytes` (0: none declared); an error naming `op` when no slot is
+ * offered */
+OrtStatus* cpu_kernels_declare_slot(const OrtKernelApi* api, const char* op, int32_t slot, size_t bytes,
+                                    OrtWorkspaceSlot* slots, size_t max_slots, size_t* num_slots);
+
 /* integer attribute `name` of a kernel's node: *out = its value, or `dflt` when the node has none; *has (may be
  * NULL) says which */
 OrtStatus* cpu_kernels_attr_int(const OrtKernelApi* api, const OrtKernelInfo* info, const char* name, int64_t dflt,
@@ -80,5 +101,13 @@ OrtStatus* cpu_kernels_add_onnx(const OrtKernelApi* api, OrtKernelRegistry* regi
 OrtStatus* cpu_kernels_add_onnx_types(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, int since,
                                       const char* constraint, const int32_t* types, int count,
                                       OrtKernelCreateFunc create, OrtKernelWorkspaceEstimateFunc estimate);
+
+/* cpu_kernels_add_onnx for opsets [since, end] only (an op whose semantics changed at end + 1) */
+OrtStatus* cpu_kernels_add_onnx_until(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op, int since,
+                                      int end, const char* constraint, int32_t type, OrtKernelCreateFunc create,
+                                      OrtKernelWorkspaceEstimateFunc estimate);
+OrtStatus* cpu_kernels_add_onnx_types_until(const OrtKernelApi* api, OrtKernelRegistry* registry, const char* op,
+                                            int since, int end, const char* constraint, const int32_t* types, int count,
+                                            OrtKernelCreateFunc create, OrtKernelWorkspaceEstimateFunc estimate);
 
 #endif

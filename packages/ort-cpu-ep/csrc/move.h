@@ -2,8 +2,8 @@
  * numeric type and bool: they move bytes, never read values), reading inputs and int32/int64 index tensors,
  * errors that name the op and show shapes, and one strided copy (Transpose and Slice gather through it).
  * The kernels: Reshape, Identity, Flatten, Squeeze, Unsqueeze (move_reshape.c), Transpose
- * (move_transpose.c), Concat and Slice (move_concat_slice.c), Gather (move_gather.c), Shape and the integer
- * Casts (move_shape.c). None needs workspace. */
+ * (move_transpose.c), Concat and Slice (move_concat_slice.c), Gather (move_gather.c), Shape
+ * (move_shape.c). None needs workspace. */
 #ifndef ORT_CPU_EP_MOVE_H_
 #define ORT_CPU_EP_MOVE_H_
 
@@ -26,8 +26,10 @@ typedef struct MoveKernel {
   int allowzero;
   size_t perm_rank; /* Transpose: entries of perm (0: no perm attribute, the axes reversed) */
   int64_t perm[MOVE_MAX_RANK];
+  int axes_attr;    /* Squeeze / Unsqueeze before opset 13: axes is the attribute below, not input 1 */
+  size_t n_axes;    /* its entries (SIZE_MAX: no attribute) */
+  int64_t axes[MOVE_MAX_RANK];
   int64_t start, end; /* Shape: the dims [start, end) given (end: INT64_MAX when the attribute is absent) */
-  int32_t to;         /* Cast: the element type converted to */
 } MoveKernel;
 
 /* one input tensor as the kernels see it */
@@ -70,9 +72,12 @@ void move_strided_copy(char* out, const char* in, size_t elem_size, size_t rank,
 /* a kernel object for op `op` with Compute `compute` (no workspace); the node name kept for messages */
 OrtStatus* move_new(const OrtKernelInfo* info, const char* op, CpuKernelCompute compute, MoveKernel** out);
 
-/* registers `op` since `since` for every element type the kernels take, bound to the schema's `constraint` */
+/* registers `op` since `since` for every element type the kernels take, bound to the schema's `constraint`;
+ * move_register_until: for opsets [since, end] only */
 OrtStatus* move_register(OrtKernelRegistry* registry, const char* op, int since, const char* constraint,
                          OrtKernelCreateFunc create);
+OrtStatus* move_register_until(OrtKernelRegistry* registry, const char* op, int since, int end, const char* constraint,
+                               OrtKernelCreateFunc create);
 
 OrtStatus* move_register_reshapes(OrtKernelRegistry* registry);
 OrtStatus* move_register_transpose(OrtKernelRegistry* registry);

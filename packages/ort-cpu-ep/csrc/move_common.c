@@ -245,6 +245,13 @@ OrtStatus* move_register(OrtKernelRegistry* registry, const char* op, int since,
                                     (int)(sizeof move_types / sizeof move_types[0]), create, cpu_kernels_estimate_none);
 }
 
+OrtStatus* move_register_until(OrtKernelRegistry* registry, const char* op, int since, int end, const char* constraint,
+                               OrtKernelCreateFunc create) {
+  return cpu_kernels_add_onnx_types_until(move_api, registry, op, since, end, constraint, move_types,
+                                          (int)(sizeof move_types / sizeof move_types[0]), create,
+                                          cpu_kernels_estimate_none);
+}
+
 OrtStatus* ort_cpu_ep_register_movement(const OrtKernelApi* api, OrtKernelRegistry* registry) {
   OrtStatus* st;
   move_api = api;

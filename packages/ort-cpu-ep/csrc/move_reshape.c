@@ -1,4 +1,5 @@
-/* Reshape (opset 5+, allowzero from 14), Identity (14+), Flatten, Squeeze and Unsqueeze (13+, axes as an input):
+/* Reshape (opset 5+, allowzero from 14), Identity, Flatten, Squeeze and Unsqueeze (13+ axes as an input, before it
+ * the axes attribute):
  * a new shape over the same bytes. The memory plan may give the output the input's block (ort-memplan's
  * ALIAS_INPLACE): then nothing moves, else one memcpy. The shape rules are the numpy kernels'
  * (ops/ops_shape.py): a shape they refuse is an INVALID_ARGUMENT naming the op, the node and both shapes. */
@@ -98,6 +99,14 @@ static OrtStatus* mark_axes(const MoveKernel* k, const int64_t* axes, size_t n, 
   return NULL;
 }
 
+/* Squeeze / Unsqueeze's axes: the attribute before opset 13, else input 1 (*n = SIZE_MAX: none) */
+static OrtStatus* move_axes(const MoveKernel* k, OrtKernelContext* ctx, int64_t* axes, size_t* n) {
+  if (!k->axes_attr) return move_ints(k, ctx, 1, "axes", axes, MOVE_MAX_RANK, n);
+  *n = k->n_axes;
+  if (*n != SIZE_MAX) memcpy(axes, k->axes, *n * sizeof *axes);
+  return NULL;
+}
+
 static OrtStatus* squeeze_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   const MoveKernel* k = (const MoveKernel*)this_ptr;
   MoveTensor x;
@@ -107,7 +116,7 @@ static OrtStatus* squeeze_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx
   size_t n = 0, i, rank = 0;
   char a[SHAPE_TEXT];
   ORT_KERNEL_RETURN_IF_ERROR(move_input(k, ctx, 0, "data", 1, &x, &present));
-  ORT_KERNEL_RETURN_IF_ERROR(move_ints(k, ctx, 1, "axes", axes, MOVE_MAX_RANK, &n));
+  ORT_KERNEL_RETURN_IF_ERROR(move_axes(k, ctx, axes, &n));
   if (n == SIZE_MAX) { /* no axes: every extent of 1 goes */
     for (i = 0; i < x.rank; ++i) marks[i] = x.dims[i] == 1;
   } else {
@@ -133,8 +142,8 @@ static OrtStatus* unsqueeze_compute(OrtKernelImpl* this_ptr, OrtKernelContext* c
   size_t n = 0, i, j = 0, rank;
   char a[SHAPE_TEXT];
   ORT_KERNEL_RETURN_IF_ERROR(move_input(k, ctx, 0, "data", 1, &x, &present));
-  ORT_KERNEL_RETURN_IF_ERROR(move_ints(k, ctx, 1, "axes", axes, MOVE_MAX_RANK, &n));
-  if (n == SIZE_MAX) return move_error(k, "input 1 (axes) is missing; it is required");
+  ORT_KERNEL_RETURN_IF_ERROR(move_axes(k, ctx, axes, &n));
+  if (n == SIZE_MAX) return move_error(k, "axes (input 1, or the attribute before opset 13) is missing; it is required");
   rank = x.rank + n;
   if (rank > MOVE_MAX_RANK)
     return move_error(k, "the output would have rank %zu (input shape %s, %zu axes); this C kernel takes ranks up "
@@ -180,11 +189,44 @@ MOVE_PLAIN_CREATE(identity_create, "Identity", identity_compute)
 MOVE_PLAIN_CREATE(squeeze_create, "Squeeze", squeeze_compute)
 MOVE_PLAIN_CREATE(unsqueeze_create, "Unsqueeze", unsqueeze_compute)
 
+/* Squeeze / Unsqueeze before opset 13: the axes attribute kept in the kernel */
+static OrtStatus* axes_attr_create(const OrtKernelInfo* info, const char* op, CpuKernelCompute compute,
+                                   OrtKernelImpl** out) {
+  MoveKernel* k;
+  const int64_t* axes = NULL;
+  size_t n = 0;
+  ORT_KERNEL_RETURN_IF_ERROR(move_api->KernelInfo_GetAttributeInts(info, "axes", &axes, &n));
+  ORT_KERNEL_RETURN_IF_ERROR(move_new(info, op, compute, &k));
+  if (axes != NULL && n > MOVE_MAX_RANK) {
+    OrtStatus* st = move_error(k, "%zu axes; this C kernel takes up to %d", n, MOVE_MAX_RANK);
+    k->base.Release(&k->base);
+    return st;
+  }
+  k->axes_attr = 1;
+  k->n_axes = axes != NULL ? n : SIZE_MAX;
+  if (axes != NULL) memcpy(k->axes, axes, n * sizeof *axes);
+  *out = &k->base;
+  return NULL;
+}
+
+static OrtStatus* squeeze_v1_create(void* state, const OrtKernelInfo* info, OrtKernelImpl** out) {
+  (void)state;
+  return axes_attr_create(info, "Squeeze", squeeze_compute, out);
+}
+
+static OrtStatus* unsqueeze_v1_create(void* state, const OrtKernelInfo* info, OrtKernelImpl** out) {
+  (void)state;
+  return axes_attr_create(info, "Unsqueeze", unsqueeze_compute, out);
+}
+
 OrtStatus* move_register_reshapes(OrtKernelRegistry* registry) {
   OrtStatus* st = move_register(registry, "Reshape", 5, "T", reshape_create);
   if (!st) st = move_register(registry, "Identity", 14, "V", identity_create); /* "T" before 14 */
+  if (!st) st = move_register_until(registry, "Identity", 1, 13, "T", identity_create);
   if (!st) st = move_register(registry, "Flatten", 1, "T", flatten_create);
   if (!st) st = move_register(registry, "Squeeze", 13, "T", squeeze_create); /* axes an attribute before 13 */
   if (!st) st = move_register(registry, "Unsqueeze", 13, "T", unsqueeze_create);
+  if (!st) st = move_register_until(registry, "Squeeze", 1, 12, "T", squeeze_v1_create);
+  if (!st) st = move_register_until(registry, "Unsqueeze", 1, 12, "T", unsqueeze_v1_create);
   return st;
 }

@@ -3,14 +3,16 @@
  * dilations, pads, auto_pad (SAME_*: ceil(in / stride) outputs, the begin pad from the total), ceil_mode (the last
  * window starts inside the input or its begin pad), count_include_pad (explicit pads count, cells past the padded
  * extent do not). MaxPool: the largest real cell (-inf where a window holds none), NaN propagates; AveragePool:
- * the float32 sum of the window's cells row by row over the count; GlobalAveragePool: each plane summed in double,
- * divided, rounded once. One (image, channel) plane per work item across the threads. No workspace. */
+ * the float32 sum of the window's cells row by row over the count; GlobalAveragePool: each plane summed in double
+ * (16 partial sums: vectorized), divided, rounded once; GlobalMaxPool: 16 vector lanes of maxima, NaN propagating. One
+ * (image, channel) plane per work item across the threads. No workspace. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
 #include "mnb.h" /* mnb_parallel, mnb_threads */
+#include "vec_math.h"
 
 #define POOL_MIN_PER_THREAD (1 << 15) /* input elements below which an extra thread does not pay */
 
@@ -87,11 +89,66 @@ static void pool_taps(const PoolAxis* a, int64_t o, int64_t* t0, int64_t* t1, in
   *t0 = lo; *t1 = hi > lo ? hi : lo; *padded = n;
 }
 
+/* the larger of m and v, a NaN sticking once met */
+static inline float pool_max_nan(float m, float v) { return (v > m || v != v) && m == m ? v : m; }
+
+/* whether every window of the axis lies inside the input (no pads reached): the taps need no clipping */
+static int pool_inside(const PoolAxis* a) { return a->pb == 0 && (a->out - 1) * a->s + (a->k - 1) * a->d < a->size; }
+
+/* a plane whose windows all lie inside the input: each window's k x k cells, no clipping, count k * k */
+CPU_KERNELS_CLONES
+static void pool_plane_inside(const PoolJob* job, const float* x, float* y) {
+  const PoolAxis *h = &job->h, *w = &job->w;
+  const int is_max = job->pk->kind == POOL_MAX;
+  const float count = (float)(h->k * w->k);
+  int64_t oh, ow, kh, kw;
+  if (h->k == 2 && w->k == 2 && h->d == 1 && w->d == 1) { /* 2 x 2 windows: four cells, the loop vectorizes */
+    for (oh = 0; oh < h->out; ++oh) {
+      const float *r0 = x + oh * h->s * w->size, *r1 = r0 + w->size;
+      float* out = y + oh * w->out;
+      const int64_t sw = w->s;
+      for (ow = 0; ow < w->out; ++ow) {
+        const float a = r0[ow * sw], b = r0[ow * sw + 1], c = r1[ow * sw], d = r1[ow * sw + 1];
+        if (is_max) {
+          const float m0 = b > a ? b : a, m1 = d > c ? d : c, m = m1 > m0 ? m1 : m0;
+          out[ow] = (a != a) | (b != b) | (c != c) | (d != d) ? NAN : m;
+        } else {
+          out[ow] = (((a + b) + c) + d) / count; /* the general loop's order: row by row */
+        }
+      }
+    }
+    return;
+  }
+  for (oh = 0; oh < h->out; ++oh)
+    for (ow = 0; ow < w->out; ++ow) {
+      const float* base = x + oh * h->s * w->size + ow * w->s;
+      float acc = is_max ? -INFINITY : 0.0f;
+      int nan = 0;
+      for (kh = 0; kh < h->k; ++kh) {
+        const float* row = base + kh * h->d * w->size;
+        for (kw = 0; kw < w->k; ++kw) {
+          const float v = row[kw * w->d];
+          if (is_max) { /* branch-free: the larger, NaNs noted beside */
+            acc = v > acc ? v : acc;
+            nan |= v != v;
+          } else {
+            acc += v;
+          }
+        }
+      }
+      y[oh * w->out + ow] = is_max ? (nan ? NAN : acc) : acc / count;
+    }
+}
+
 CPU_KERNELS_CLONES
 static void pool_plane(const PoolJob* job, const float* x, float* y) {
   const PoolAxis *h = &job->h, *w = &job->w;
   const int is_max = job->pk->kind == POOL_MAX;
   int64_t oh, ow, kh, kw;
+  if (pool_inside(h) && pool_inside(w)) {
+    pool_plane_inside(job, x, y);
+    return;
+  }
   for (oh = 0; oh < h->out; ++oh) {
     int64_t h0, h1, hp;
     pool_taps(h, oh, &h0, &h1, &hp);
@@ -119,21 +176,47 @@ static void pool_plane(const PoolJob* job, const float* x, float* y) {
   }
 }
 
+#define POOL_LANES 16 /* independent accumulators: the reductions vectorize (two 512-bit registers of floats) */
+
+
+/* the largest of x[0, n), NaN when any is: 16 lanes of vector max (the larger or the first operand), the NaNs
+ * noted in a mask beside them */
 CPU_KERNELS_CLONES
-static void pool_global(const PoolJob* job, const float* x, float* y) {
-  int64_t i;
-  if (job->pk->kind == POOL_GLOBAL_MAX) {
-    float m = -INFINITY;
-    for (i = 0; i < job->plane; ++i) {
-      const float v = x[i];
-      if (m == m && (v > m || v != v)) m = v; /* a NaN stays */
-    }
-    *y = m;
-  } else {
-    double sum = 0.0;
-    for (i = 0; i < job->plane; ++i) sum += x[i];
-    *y = (float)(sum / (double)job->plane);
+static float pool_plane_max(const float* x, int64_t n) {
+  vm_v8 a = vm_splat8(-INFINITY), b = a, v, w;
+  vm_i8 nan = {0, 0, 0, 0, 0, 0, 0, 0};
+  float lanes[8], m = -INFINITY;
+  int64_t i = 0, j;
+  for (; i + 16 <= n; i += 16) {
+    memcpy(&v, x + i, sizeof v);
+    memcpy(&w, x + i + 8, sizeof w);
+    a = vm_max8(a, v);
+    b = vm_max8(b, w);
+    nan |= (v != v) | (w != w);
   }
+  a = vm_max8(a, b);
+  memcpy(lanes, &a, sizeof lanes);
+  for (j = 0; j < 8; ++j) m = pool_max_nan(m, nan[j] ? NAN : lanes[j]);
+  for (; i < n; ++i) m = pool_max_nan(m, x[i]);
+  return m;
+}
+
+/* the sum of x[0, n) in double, POOL_LANES partial sums */
+CPU_KERNELS_CLONES
+static double pool_plane_sum(const float* x, int64_t n) {
+  double acc[POOL_LANES], sum = 0.0;
+  int64_t i = 0, j;
+  for (j = 0; j < POOL_LANES; ++j) acc[j] = 0.0;
+  for (; i + POOL_LANES <= n; i += POOL_LANES)
+    for (j = 0; j < POOL_LANES; ++j) acc[j] += (double)x[i + j];
+  for (; i < n; ++i) acc[i % POOL_LANES] += (double)x[i];
+  for (j = 0; j < POOL_LANES; ++j) sum += acc[j];
+  return sum;
+}
+
+static void pool_global(const PoolJob* job, const float* x, float* y) {
+  if (job->pk->kind == POOL_GLOBAL_MAX) *y = pool_plane_max(x, job->plane);
+  else *y = (float)(pool_plane_sum(x, job->plane) / (double)job->plane);
 }
 
 static void pool_job(void* arg, int index, int count) {

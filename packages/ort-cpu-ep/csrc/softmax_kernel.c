@@ -1,4 +1,4 @@
-/* ONNX Softmax (opset >= 13, float32) over the last axis as an ort-abi kernel: per row,
+/* ONNX Softmax (float32; opset >= 13, and before 13 where axis is the last) over the last axis as an ort-abi kernel: per row,
  * y = exp(x - max(x)) / sum(exp(x - max(x))), in three passes over the row (the max; exp into y and its sum;
  * y scaled). Two paths with one exp polynomial (vec_math.h's VM_EXP_POLY, within a few ulp of the C library's
  * exp): AVX-512F on 16-float vectors, 2^n by vscalefps, tails by masks; elsewhere (or below
@@ -293,11 +293,12 @@ static OrtStatus* sm_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   return NULL;
 }
 
-static OrtStatus* sm_create(void* state, const OrtKernelInfo* info, OrtKernelImpl** out) {
+/* opset 13 on: axis defaults to -1; `old` (opsets 1..12): to 1, the input coerced to 2-D at axis, which over the
+ * last axis is the same softmax (any other axis is refused at Compute) */
+static OrtStatus* sm_create_axis(const OrtKernelInfo* info, int old, OrtKernelImpl** out) {
   SmKernel* k;
   int64_t axis = -1;
-  (void)state;
-  ORT_KERNEL_RETURN_IF_ERROR(cpu_kernels_attr_int(g_api, info, "axis", -1, &axis, NULL));
+  ORT_KERNEL_RETURN_IF_ERROR(cpu_kernels_attr_int(g_api, info, "axis", old ? 1 : -1, &axis, NULL));
   k = (SmKernel*)cpu_kernels_new(sizeof *k, sm_compute, cpu_kernels_declare_none);
   if (k == NULL) return g_api->CreateStatus(ORT_FAIL, "Softmax: out of memory creating the kernel");
   k->axis = axis;
@@ -305,8 +306,22 @@ static OrtStatus* sm_create(void* state, const OrtKernelInfo* info, OrtKernelImp
   return NULL;
 }
 
+static OrtStatus* sm_create(void* state, const OrtKernelInfo* info, OrtKernelImpl** out) {
+  (void)state;
+  return sm_create_axis(info, 0, out);
+}
+
+static OrtStatus* sm_create_v1(void* state, const OrtKernelInfo* info, OrtKernelImpl** out) {
+  (void)state;
+  return sm_create_axis(info, 1, out);
+}
+
 OrtStatus* ort_cpu_ep_register_softmax(const OrtKernelApi* api, OrtKernelRegistry* registry) {
+  OrtStatus* st;
   g_api = api;
-  /* 13: the axis semantics this kernel has (before 13 the input is coerced to 2-D at axis, default 1) */
-  return cpu_kernels_add_onnx(api, registry, "Softmax", 13, "T", ORT_TENSOR_ELEMENT_FLOAT, sm_create, cpu_kernels_estimate_none);
+  /* 13: the axis semantics this kernel has; 1..12: axis default 1, the input coerced to 2-D there */
+  st = cpu_kernels_add_onnx(api, registry, "Softmax", 13, "T", ORT_TENSOR_ELEMENT_FLOAT, sm_create, cpu_kernels_estimate_none);
+  if (!st) st = cpu_kernels_add_onnx_until(api, registry, "Softmax", 1, 12, "T", ORT_TENSOR_ELEMENT_FLOAT, sm_create_v1,
+                                           cpu_kernels_estimate_none);
+  return st;
 }

@@ -3,7 +3,7 @@
  *
  * vm_exp8: a branch-free Cephes-style exp, within a few ulp of the C library's for every float; above 88 it is
  * inf, below -88 zero (the C library gives denormals down to -103.9), NaN propagates. vm_exp8_upto88: the same
- * without the overflow check, for arguments known to be <= 88 (softmax's x - max). */
+ * without the overflow check, for arguments known to be <= 88 (softmax's x - max). vm_exp16: the same on 16 floats. */
 #ifndef ORT_CPU_EP_VEC_MATH_H_
 #define ORT_CPU_EP_VEC_MATH_H_
 
@@ -36,27 +36,39 @@ static inline __attribute__((always_inline)) vm_v8 vm_max8(vm_v8 a, vm_v8 b) {
        S(4.1665795894E-2f)) * (r) + S(1.6666665459E-1f)) * (r) + S(5.0000001201E-1f)) * (r) * (r) + (r)) +   \
    S(1.0f))
 
-/* exp(x) for 8 floats x <= 88 (or NaN; larger x give garbage), below -88 zero: x = n ln2 + r, |r| <= ln2 / 2;
+/* exp(x) for vectors x <= 88 (or NaN; larger x give garbage), below -88 zero: x = n ln2 + r, |r| <= ln2 / 2;
  * exp(r) by VM_EXP_POLY; 2^n from the exponent bits (n = -127 below -88: 0). Softmax's x - max <= 0 needs no
- * more; vm_exp8 takes any float. */
-static inline __attribute__((always_inline)) vm_v8 vm_exp8_upto88(vm_v8 x) {
-  const vm_v8 lo = vm_splat8(-88.0f), magic = vm_splat8(12582912.0f); /* 1.5 * 2^23 */
-  vm_i8 below = x < lo, bits;
-  vm_v8 n, r, p;
-  x = (vm_v8)(((vm_i8)lo & below) | ((vm_i8)x & ~below));
-  n = (x * vm_splat8(VM_LOG2E) + magic) - magic; /* round to nearest */
-  r = x - n * vm_splat8(VM_LN2_HI) - n * vm_splat8(VM_LN2_LO);
-  p = VM_EXP_POLY(r, vm_splat8);
-  bits = (__builtin_convertvector(n, vm_i8) + 127) << 23;
-  return p * (vm_v8)bits;
+ * more; NAME (vm_exp8, vm_exp16) takes any float: above 88 inf, as expf overflows. One definition for each vector
+ * width (VT floats, IT int32 lanes, SPLAT): 8 floats (vm_exp8*) and 16 (vm_exp16*: one zmm on AVX-512 clones). */
+#define VM_DEFINE_EXP(NAME, VT, IT, SPLAT)                                                       \
+  static inline __attribute__((always_inline)) VT NAME##_upto88(VT x) {                        \
+    const VT lo = SPLAT(-88.0f), magic = SPLAT(12582912.0f); /* 1.5 * 2^23 */                  \
+    IT below = x < lo, bits;                                                                    \
+    VT n, r, p;                                                                                 \
+    x = (VT)(((IT)lo & below) | ((IT)x & ~below));                                              \
+    n = (x * SPLAT(VM_LOG2E) + magic) - magic; /* round to nearest */                           \
+    r = x - n * SPLAT(VM_LN2_HI) - n * SPLAT(VM_LN2_LO);                                        \
+    p = VM_EXP_POLY(r, SPLAT);                                                                  \
+    bits = (__builtin_convertvector(n, IT) + 127) << 23;                                        \
+    return p * (VT)bits;                                                                        \
+  }                                                                                             \
+  static inline __attribute__((always_inline)) VT NAME(VT x) {                                  \
+    const VT hi = SPLAT(88.0f);                                                                 \
+    IT above = x > hi;                                                                          \
+    VT p = NAME##_upto88((VT)(((IT)hi & above) | ((IT)x & ~above)));                            \
+    return (VT)(((IT)SPLAT(INFINITY) & above) | ((IT)p & ~above));                              \
+  }
+
+VM_DEFINE_EXP(vm_exp8, vm_v8, vm_i8, vm_splat8)
+
+typedef float vm_v16 __attribute__((vector_size(64)));
+typedef int32_t vm_i16 __attribute__((vector_size(64)));
+
+static inline __attribute__((always_inline)) vm_v16 vm_splat16(float v) {
+  vm_v16 r = {v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v};
+  return r;
 }
 
-/* exp(x) for 8 floats: above 88 inf, as expf overflows */
-static inline __attribute__((always_inline)) vm_v8 vm_exp8(vm_v8 x) {
-  const vm_v8 hi = vm_splat8(88.0f);
-  vm_i8 above = x > hi;
-  vm_v8 p = vm_exp8_upto88((vm_v8)(((vm_i8)hi & above) | ((vm_i8)x & ~above)));
-  return (vm_v8)(((vm_i8)vm_splat8(INFINITY) & above) | ((vm_i8)p & ~above));
-}
+VM_DEFINE_EXP(vm_exp16, vm_v16, vm_i16, vm_splat16)
 
 #endif

@@ -95,12 +95,13 @@ def test_integer_cast_matches_onnxruntime(library, src, to, shape):
     _same_as_ort(model, {"x": x})
 
 
-@pytest.mark.parametrize(("src", "to"), [(F, I64), (I64, TensorProto.FLOAT16), (TensorProto.BOOL, I64), (I64, TensorProto.BOOL),
-                                         (TensorProto.DOUBLE, F)])
-def test_other_casts_go_to_numpy(library, src, to):
+@pytest.mark.parametrize(("src", "to", "language"), [
+    (F, I64, "C"), (TensorProto.BOOL, I64, "C"), (I64, TensorProto.BOOL, "C"), (TensorProto.DOUBLE, F, "C"),  # cast_kernel.c
+    (I64, TensorProto.FLOAT16, "numpy"), (F, TensorProto.UINT8, "numpy")])
+def test_which_casts_are_c(library, src, to, language):
     model = one_node_model(helper.make_node("Cast", ["x"], ["y"], to=to), [helper.make_tensor_value_info("x", src, [2])],
                            [helper.make_tensor_value_info("y", to, [2])])
-    assert _language(model) == "numpy"
+    assert _language(model) == language
 
 
 @pytest.mark.parametrize(("dtype", "shape"), [(F, (2, 3, 4)), (I64, (1, 513)), (TensorProto.FLOAT16, ()), (I32, (0, 5))])
@@ -147,8 +148,8 @@ def test_reducesum_refuses_bad_axes_naming_them(library, axes, why):
         run_one_node(model, {"x": np.ones((2, 3), np.int64)}, "C")
 
 
-def test_float_reducesum_and_opset_12_go_to_numpy(library):
-    assert _language(_reduce(F, (2, 3), [1])) == "numpy"
+def test_float_reducesum_is_reduce_kernels_and_opset_12_goes_to_numpy(library):
+    assert _language(_reduce(F, (2, 3), [1])) == "C"  # csrc/reduce_kernel.c
     model = one_node_model(helper.make_node("ReduceSum", ["x"], ["y"], axes=[1]), [helper.make_tensor_value_info("x", I64, [2, 3])],
                            [helper.make_tensor_value_info("y", I64, None)])
     model.opset_import[0].version = 12  # axes an attribute: the numpy kernel's

@@ -71,7 +71,7 @@ def test_average_pool_matches_numpy_and_onnxruntime(attrs, count_include_pad):
 
 
 @pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
-@pytest.mark.parametrize("shape", [(1, 5, 7, 9), (2, 3, 17), (1, 2, 3, 4, 5), (1, 64, 1, 1)])
+@pytest.mark.parametrize("shape", [(1, 5, 7, 9), (2, 3, 17), (1, 2, 3, 4, 5), (1, 64, 1, 1), (1, 6, 508), (1, 3, 16)])
 def test_global_pools_match_numpy_and_onnxruntime(op, shape):
     _check(_model(op, shape), (np.random.default_rng(2).standard_normal(shape) + 3).astype(np.float32),
            exact=op == "GlobalMaxPool")
@@ -87,6 +87,35 @@ def test_nan_propagates_as_in_numpy(op):
     want = run_one_node(model, {"x": x}, "numpy")["y"]
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     assert np.isnan(got).any()
+
+
+@pytest.mark.parametrize("at", [0, 5, 15, 16, 31, 40, 44])  # the vector lanes, the second register, the tail
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_global_max_pool_special_values_in_every_lane(at, value):
+    x = np.random.default_rng(5).standard_normal((1, 2, 45)).astype(np.float32)
+    x[0, 1, at] = value
+    model = _model("GlobalMaxPool", x.shape)
+    got = run_one_node(model, {"x": x}, "C")["y"]
+    np.testing.assert_array_equal(got, run_one_node(model, {"x": x}, "numpy")["y"])
+    np.testing.assert_array_equal(got, x.max(axis=2, keepdims=True))
+
+
+@pytest.mark.parametrize("strides", [[2, 2], [1, 1], [1, 2]])
+@pytest.mark.parametrize("cell", [(0, 0), (0, 1), (1, 0), (1, 1)])
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_two_by_two_windows_inside_the_input(op, cell, strides):
+    """The 2 x 2 windows that never reach a pad (cls's MaxPool), overlapping ones too: numpy's values (MaxPool's
+    bits) and onnxruntime's; then every cell of a window NaN in turn, which numpy propagates (onnxruntime's MaxPool
+    does not wherever the NaN sits)."""
+    shape = (1, 3, 4, 8)
+    x = np.random.default_rng(6).standard_normal(shape).astype(np.float32)
+    model = _model(op, shape, kernel_shape=[2, 2], strides=strides)
+    _check(model, x, exact=op == "MaxPool")
+    x[0, 1, 2 + cell[0], 4 + cell[1]] = np.nan
+    got = run_one_node(model, {"x": x}, "C")["y"]
+    want = run_one_node(model, {"x": x}, "numpy")["y"]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])

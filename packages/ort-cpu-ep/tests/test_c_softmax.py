@@ -155,11 +155,19 @@ def test_no_workspace_is_estimated_or_declared(library):
     assert c_kernel_workspace(_softmax((4, 64)), [(4, 64)]) == (0, [])
 
 
-@pytest.mark.parametrize("opset", [11, 12])
-def test_a_softmax_before_opset_13_goes_to_numpy(library, opset):
-    """Before opset 13 Softmax coerces its input to 2-D at axis (default 1): the C kernel is registered since 13."""
-    model = _softmax((2, 3, 5), opset=opset, axis=2)
-    assert _language(model) == "numpy"
+@pytest.mark.parametrize(("opset", "shape", "attrs", "language"), [
+    (11, (2, 3, 5), {"axis": 2}, "C"), (12, (2, 3, 5), {"axis": -1}, "C"),
+    (12, (4, 7), {}, "C"),                        # default axis 1: the last of a rank-2 input
+    (11, (2, 3, 5), {}, "numpy"),                 # default axis 1 of rank 3: coerced to 2-D over the last two axes
+    (12, (2, 3, 5), {"axis": 1}, "numpy")])
+def test_a_softmax_before_opset_13_over_the_last_axis_is_c(library, opset, shape, attrs, language):
+    """Before opset 13 Softmax coerces its input to 2-D at axis (default 1): over the last axis the same softmax,
+    which the C kernel registered for opsets 1..12 computes; other axes stay with numpy."""
+    model = _softmax(shape, opset=opset, **attrs)
+    assert _language(model) == language
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    got = run_one_node(model, {"x": x}, language)["y"]
+    np.testing.assert_allclose(got, _onnxruntime(model, x), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("shape,axis", [((2, 3, 5), 1), ((2, 3, 5), -2), ((4, 5), 0)])

@@ -50,17 +50,18 @@ def test_no_op_binds_above_a_compute_it_would_bypass():
 
 
 def test_two_casts_of_one_impl_keep_their_own_target_type():
-    x = np.array([[1.5, -2.25, 3.0]], np.float32)
+    # targets the C Cast leaves to numpy (float16; float to int8 / uint8)
+    x = np.array([[1.5, 2.25, 3.0]], np.float32)
     ep, kernels = _kernels([helper.make_node("Cast", ["x"], ["h"], to=T.FLOAT16),
-                            helper.make_node("Cast", ["x"], ["i"], to=T.INT32),
-                            helper.make_node("Cast", ["x"], ["b"], to=T.BOOL)],
-                           [_vi("x", T.FLOAT, [1, 3])], [_vi("h", T.FLOAT16), _vi("i", T.INT32), _vi("b", T.BOOL)], 19)
+                            helper.make_node("Cast", ["x"], ["i"], to=T.INT8),
+                            helper.make_node("Cast", ["x"], ["b"], to=T.UINT8)],
+                           [_vi("x", T.FLOAT, [1, 3])], [_vi("h", T.FLOAT16), _vi("i", T.INT8), _vi("b", T.UINT8)], 19)
     assert len({id(k.impl) for _, k in kernels}) == 1  # one OpImpl serves all three nodes
     got = [_run(ep, k, [x]).outputs[0] for _, k in kernels]
-    assert [g.dtype for g in got] == [np.float16, np.int32, np.bool_]
+    assert [g.dtype for g in got] == [np.float16, np.int8, np.uint8]
     np.testing.assert_array_equal(got[0], x.astype(np.float16))
-    np.testing.assert_array_equal(got[1], x.astype(np.int32))
-    np.testing.assert_array_equal(got[2], x != 0)
+    np.testing.assert_array_equal(got[1], x.astype(np.int8))
+    np.testing.assert_array_equal(got[2], x.astype(np.uint8))
 
 
 @pytest.mark.parametrize("opset", [11, 13])

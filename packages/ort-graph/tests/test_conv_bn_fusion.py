@@ -72,3 +72,50 @@ def test_only_pairs_among_the_given_nodes_are_fused():
     conv = model.graph.node_by_name("stem/Conv")
     assert ort_graph.fuse_conv_batchnorm(model.graph, [conv]) == []
     assert ort_graph.fuse_conv_batchnorm(model.graph, list(model.graph.nodes)) != []
+
+
+def convtranspose_add_bn_model(*, group=1, add=True, bias=False, seed=0):
+    """ConvTranspose (stride 2) [+ per-channel Add, paddle2onnx's bias] + BatchNormalization, every constant an
+    initializer (ppocrv4_det's upsampling head)."""
+    rng = np.random.default_rng(seed)
+    c, m = 4, 6
+    arrays = {"W": rng.standard_normal((c, m // group, 2, 2)), "b": rng.standard_normal(m),
+              "add": rng.standard_normal((1, m, 1, 1)), "scale": rng.standard_normal(m),
+              "shift": rng.standard_normal(m), "mean": rng.standard_normal(m), "var": rng.uniform(0.1, 2.0, m)}
+    inits = [numpy_helper.from_array(v.astype(np.float32), k) for k, v in arrays.items()
+             if (bias or k != "b") and (add or k != "add")]
+    nodes = [helper.make_node("ConvTranspose", ["X", "W"] + (["b"] if bias else []), ["C"], name="up/ConvT",
+                              group=group, strides=[2, 2])]
+    if add:
+        nodes.append(helper.make_node("Add", ["C", "add"], ["A"], name="up/Add"))
+    nodes.append(helper.make_node("BatchNormalization", ["A" if add else "C", "scale", "shift", "mean", "var"], ["Y"],
+                                  name="up/BN", epsilon=1e-5))
+    vi = lambda n, s: helper.make_tensor_value_info(n, TensorProto.FLOAT, s)  # noqa: E731
+    proto = helper.make_model(helper.make_graph(nodes, "ctbn", [vi("X", [1, c, 5, 7])], [vi("Y", [1, m, 10, 14])],
+                                                initializer=inits),
+                              opset_imports=[helper.make_opsetid("", 15)], ir_version=8)
+    model = ort_graph.from_proto(proto)
+    ort_graph.resolve_shapes(model, {})
+    return proto, model
+
+
+@pytest.mark.parametrize(("group", "add", "bias"), [(1, True, False), (2, True, False), (1, False, True),
+                                                    (2, False, False)])
+def test_convtranspose_add_and_batchnorm_fold_into_one_convtranspose(group, add, bias):
+    proto, model = convtranspose_add_bn_model(group=group, add=add, bias=bias)
+    records = ort_graph.fuse_convtranspose_add(model.graph) + ort_graph.fuse_conv_batchnorm(model.graph)
+    assert [r.fusion for r in records] == (["ConvAddFusion"] if add else []) + ["ConvBNFusion"]
+    (node,) = model.graph.nodes
+    assert node.op_type == "ConvTranspose" and node.outputs == ["Y"] and node.attr("group") == group
+    assert model.graph.initializers[node.inputs[2]].numpy().shape == (6,)
+    x = np.random.default_rng(1).standard_normal((1, 4, 5, 7)).astype(np.float32)
+    want = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"X": x})[0]
+    got = ort.InferenceSession(ort_graph.to_proto(model).SerializeToString(),
+                               providers=["CPUExecutionProvider"]).run(None, {"X": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_conv_add_fusion_leaves_convtranspose_to_its_own_pass():
+    _, model = convtranspose_add_bn_model()
+    assert ort_graph.fuse_conv_add(model.graph) == []
+    assert [n.op_type for n in model.graph.nodes] == ["ConvTranspose", "Add", "BatchNormalization"]

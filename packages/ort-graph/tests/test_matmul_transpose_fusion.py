@@ -93,3 +93,20 @@ def test_detached_nodes_leave_the_list_in_one_pass_and_replacements_take_their_p
     assert graph.nodes == [relu, new]
     graph.compact()  # nothing detached: unchanged
     assert graph.nodes == [relu, new]
+
+
+def test_trans_a_false_fuses_only_the_b_transpose():
+    """A provider whose MatMul kernel takes transB only (the CPU's C kernel) keeps A's Transpose as it is."""
+    vi = lambda n, s: helper.make_tensor_value_info(n, TensorProto.FLOAT, s)  # noqa: E731
+    nodes = [helper.make_node("Transpose", ["A"], ["At"], name="ta", perm=[0, 2, 1]),
+             helper.make_node("Transpose", ["B"], ["Bt"], name="tb", perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["At", "Bt"], ["Y"], name="mm")]
+    proto = helper.make_model(helper.make_graph(nodes, "g", [vi("A", [2, 5, 3]), vi("B", [2, 4, 5])], [vi("Y", [2, 3, 4])]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model = ort_graph.from_proto(proto)
+    ort_graph.resolve_shapes(model, {})
+    (record,) = ort_graph.fuse_matmul_transpose(model.graph, trans_a=False)
+    assert record.replaced == ("tb", "mm")
+    ops = {n.name: n for n in model.graph.nodes}
+    fused = ops["mm/MatMulTransposeFusion"]
+    assert "ta" in ops and fused.inputs == ["At", "B"] and fused.attr("transB") == 1 and fused.attr("transA") is None

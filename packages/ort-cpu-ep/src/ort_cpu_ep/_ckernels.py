@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import logging
+import math
 import operator
 import os
 import pathlib
@@ -107,45 +108,61 @@ def status() -> CKernelStatus:
     return _load()[1]
 
 
-def c_kernel_applies(node: Node) -> bool:
+def c_kernel_applies(node: Node, opset: int | None = None) -> bool:
     """Whether the C kernel computes this node as ONNX Runtime does; otherwise the numpy kernel runs it.
 
     MatMulNBits: bits 2/4/8, block_size 16..256, no g_idx, and for accuracy_level 4 a constant B (the
     C kernel then always quantizes A to int8, which onnxruntime does only for a prepacked, constant B).
     (Skip)SimplifiedLayerNormalization and GroupQueryAttention: see `_c_norm_applies` / `_c_gqa_applies`;
-    QuickGelu: float32 without a bias. MatMul, FusedMatMul: see `_c_matmul_applies`. Softmax: see
-    `_c_softmax_applies`. Add, Sub, Mul, Div, Neg: see `_c_arith_applies`. Reshape, Identity, Flatten,
-    (Un)Squeeze, Transpose, Concat, Slice, Gather, Shape: see `_c_move_applies`. Cast, ReduceSum: see
-    `_c_int_applies`. Conv: see `_c_conv_applies`; FusedConv: that, no Z, and an activation the C kernel reads
-    (`C_CONV_ACTIVATIONS`).
-    Relu, Clip, HardSigmoid, LeakyRelu, HardSwish, Sigmoid: see `_c_unary_applies`. MaxPool, AveragePool,
-    GlobalAveragePool, GlobalMaxPool: see `_c_pool_applies`. Resize: see `_c_resize_applies`. RNN, GRU, LSTM:
-    see `_c_rnn_rules.c_rnn_applies`.
-    Element types are the registered type constraints' business (float16 goes to numpy)."""
+    QuickGelu: float32 without a bias. MatMul, FusedMatMul: see `_c_matmul_applies`. Gemm: see `_c_gemm_applies`.
+    Softmax: see `_c_softmax_applies`. LayerNormalization, BatchNormalization: see `_c_affine_norm_applies`. Add,
+    Sub, Mul, Div, Neg: see `_c_arith_applies`. Reshape, Identity, Flatten, (Un)Squeeze, Transpose, Concat, Slice,
+    Gather, Shape: see `_c_move_applies`. Conv, ConvTranspose: see `_c_conv_applies`; FusedConv: that, no Z, and an
+    activation the C kernel reads (`C_CONV_ACTIVATIONS`). Relu, Clip, HardSigmoid,
+    LeakyRelu, HardSwish, Sigmoid, Sqrt, Reciprocal, Abs, Exp, Tanh: see `_c_unary_applies`. MaxPool, AveragePool,
+    GlobalAveragePool, GlobalMaxPool: see `_c_pool_applies`. Resize: see `_c_resize_applies`. Cast: see
+    `_c_cast_applies`. ReduceSum (int64 / int32: `_c_int_applies`), ReduceMean, ReduceMax, ReduceMin: see
+    `_c_reduce_applies`. Expand, Equal, Less, Greater, LessOrEqual, GreaterOrEqual, Max, Min: see
+    `_c_broadcast_applies`. RNN, GRU, LSTM: see `_c_rnn_rules.c_rnn_applies`.
+    `opset`: the model's for the node's domain (None: the latest), for attribute defaults that changed (Softmax's
+    axis). Element types are the registered type constraints' business (float16 goes to numpy)."""
     if node.op_type in _C_NORMS:
         return _c_norm_applies(node)
+    if node.op_type in ("LayerNormalization", "BatchNormalization") and node.domain in ("", "ai.onnx"):
+        return _c_affine_norm_applies(node)
     if node.op_type == "GroupQueryAttention":
         return _c_gqa_applies(node)
     if node.op_type == "QuickGelu":  # float32 without a bias input (the SiLUFusion's)
         return _float32_input(node) and not any(node.inputs[1:])
     if node.op_type in ("MatMul", "FusedMatMul"):
         return _c_matmul_applies(node)
+    if node.op_type == "Gemm" and node.domain in ("", "ai.onnx"):
+        return _c_gemm_applies(node)
     if node.op_type == "Softmax":
-        return _c_softmax_applies(node)
+        return _c_softmax_applies(node, opset)
     if node.op_type in _C_ARITH and node.domain in ("", "ai.onnx"):
         return _c_arith_applies(node)
     if node.op_type in _C_MOVES:
         return _c_move_applies(node)
-    if node.op_type in ("Cast", "ReduceSum") and node.domain in ("", "ai.onnx"):
-        return _c_int_applies(node)
     if node.op_type == "Conv" and node.domain in ("", "ai.onnx"):
         return _c_conv_applies(node)
     if node.op_type == "FusedConv":  # an activation the C kernel applies, with its parameters; no Z
         act = node.attr("activation", "")
         return (len(node.inputs) <= 3 and act in C_CONV_ACTIVATIONS
                 and len(node.attr("activation_params") or []) == C_CONV_ACTIVATIONS[act] and _c_conv_applies(node))
+    if node.op_type == "ConvTranspose" and node.domain in ("", "ai.onnx"):
+        return _c_conv_applies(node, _CONVT_ATTR_LENGTHS)
     if node.op_type in _C_UNARY and node.domain in ("", "ai.onnx"):
         return _c_unary_applies(node)
+    if node.op_type in _C_BROADCASTS and node.domain in ("", "ai.onnx"):
+        return _c_broadcast_applies(node)
+    if node.op_type in _C_REDUCES and node.domain in ("", "ai.onnx"):
+        value = node.graph.values.get(node.inputs[0]) if node.graph is not None and node.inputs else None
+        if node.op_type == "ReduceSum" and value is not None and value.dtype in (_INT64, _INT32):
+            return _c_int_applies(node)  # csrc/arith_reduce.c
+        return _c_reduce_applies(node, opset)
+    if node.op_type == "Cast" and node.domain in ("", "ai.onnx"):
+        return _c_cast_applies(node)
     if node.op_type in _C_POOLS and node.domain in ("", "ai.onnx"):
         return _c_pool_applies(node)
     if node.op_type == "Resize" and node.domain in ("", "ai.onnx"):
@@ -201,16 +218,30 @@ def _c_matmul_applies(node: Node) -> bool:
     return ra >= 2 or (rb == 2 and node.op_type == "MatMul")
 
 
-def _c_softmax_applies(node: Node) -> bool:
-    """float32 input of known rank >= 1, over its last axis (the attention probabilities). The C kernel is
-    registered since opset 13 (the axis semantics it has): an older model's Softmax, which coerces the input to
-    2-D at `axis` (default 1), finds only the numpy kernel whatever this says."""
+def _c_gemm_applies(node: Node) -> bool:
+    """A and B known float32 matrices (rank 2), C (if any) float32 of rank <= 2, transA 0."""
+    graph = node.graph
+    if graph is None or not 2 <= len(node.inputs) <= 3 or not node.inputs[0] or not node.inputs[1]:
+        return False
+    if int(node.attr("transA", 0)):
+        return False
+    values = [graph.values.get(n) for n in node.inputs if n]
+    if any(v is None or v.dtype != _FLOAT for v in values):
+        return False
+    ranks = [None if v.shape is None else len(v.shape) for v in values]
+    return ranks[0] == 2 and ranks[1] == 2 and all(r is not None and r <= 2 for r in ranks[2:])
+
+
+def _c_softmax_applies(node: Node, opset: int | None = None) -> bool:
+    """float32 input of known rank >= 1, over its last axis (the attention probabilities). Before opset 13 the
+    input is coerced to 2-D at `axis` (default 1): over the last axis that is the same softmax, which the C
+    kernel registered for opsets 1..12 computes; another axis there stays with numpy."""
     graph = node.graph
     value = graph.values.get(node.inputs[0]) if graph is not None and node.inputs else None
     if value is None or value.dtype != _FLOAT or value.shape is None or len(value.shape) < 1:
         return False
     try:
-        axis = operator.index(node.attr("axis", -1))
+        axis = operator.index(node.attr("axis", -1 if opset is None or opset >= 13 else 1))
     except TypeError:  # not an integer (a malformed model): the numpy kernel's checks say what is wrong
         return False
     return axis in (-1, len(value.shape) - 1)
@@ -235,23 +266,16 @@ def _c_arith_applies(node: Node) -> bool:
 
 
 _INT64, _INT32 = 7, 6
-_C_CAST_TO = frozenset({_FLOAT, _INT64, _INT32})
 
 
 def _c_int_applies(node: Node) -> bool:
-    """Cast from a known int64 or int32 input to int64, int32 or float32 (csrc/move_shape.c); ReduceSum of a known
-    int64 or int32 input (csrc/arith_reduce.c). Casts from floats (out-of-range and NaN conversions) or to and from
-    other types, and float sums, stay with numpy."""
+    """ReduceSum of a known int64 or int32 input (csrc/arith_reduce.c, opset 13 on: axes an input); its float sums
+    are `_c_reduce_applies`' and integer Casts `_c_cast_applies`'."""
     graph = node.graph
     value = graph.values.get(node.inputs[0]) if graph is not None and node.inputs and node.inputs[0] else None
-    if value is None or value.dtype not in (_INT64, _INT32):
-        return False
-    if node.op_type == "ReduceSum":
-        return True
-    try:
-        return operator.index(node.attr("to", 0)) in _C_CAST_TO
-    except TypeError:  # a malformed `to`: the numpy kernel's checks say what is wrong
-        return False
+    return value is not None and value.dtype in (_INT64, _INT32)
+
+
 # the data-movement ops (csrc/move_*.c) and the element types they move: fixed-size numeric types and bool
 _C_MOVES = ("Reshape", "Identity", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Slice", "Gather",
             "Shape")
@@ -277,7 +301,7 @@ def _c_move_applies(node: Node) -> bool:
     return perm is None or len(perm) > 0
 
 
-_C_UNARY = ("Relu", "Clip", "HardSigmoid", "LeakyRelu", "HardSwish", "Sigmoid")
+_C_UNARY = ("Relu", "Clip", "HardSigmoid", "LeakyRelu", "HardSwish", "Sigmoid", "Sqrt", "Reciprocal", "Abs", "Exp", "Tanh")
 
 
 def _c_unary_applies(node: Node) -> bool:
@@ -288,6 +312,71 @@ def _c_unary_applies(node: Node) -> bool:
         return False
     values = [graph.values.get(name) for name in node.inputs if name]
     return all(v is not None and v.dtype == _FLOAT for v in values)
+
+
+_C_BROADCASTS = ("Expand", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Max", "Min")
+_C_COMPARE_TYPES = frozenset({1, 6, 7})  # float32, int32, int64
+
+
+def _c_broadcast_applies(node: Node) -> bool:
+    """Two present inputs of known element types: Expand's data of a fixed-size type (its shape input int64, the
+    output of known rank up to 16 when the rank is known), the comparisons' two of one type among float32, int32,
+    int64, Max / Min's two float32 (one input, or three and more, stay with numpy)."""
+    graph = node.graph
+    if graph is None or len(node.inputs) != 2 or not all(node.inputs):
+        return False
+    a, b = (graph.values.get(n) for n in node.inputs)
+    if a is None or b is None:
+        return False
+    if node.op_type == "Expand":
+        out = graph.values.get(node.outputs[0])
+        rank_ok = out is None or out.shape is None or len(out.shape) <= 16
+        return a.dtype in _C_MOVE_TYPES and b.dtype == 7 and rank_ok
+    if node.op_type in ("Max", "Min"):
+        return a.dtype == b.dtype == _FLOAT
+    return a.dtype == b.dtype and a.dtype in _C_COMPARE_TYPES
+
+
+_C_REDUCES = {"ReduceSum": 13, "ReduceMean": 18, "ReduceMax": 18, "ReduceMin": 18}  # -> the opset axes became an input
+
+
+def _c_reduce_applies(node: Node, opset: int | None) -> bool:
+    """X known float32 of known shape (rank <= 16); the axes an attribute or a constant int64 input (never computed
+    at run time), one run of neighbouring axes once extents of 1 are set aside (or none: every axis, or X itself
+    with noop_with_empty_axes)."""
+    graph = node.graph
+    value = graph.values.get(node.inputs[0]) if graph is not None and node.inputs and node.inputs[0] else None
+    if value is None or value.dtype != _FLOAT or value.shape is None or len(value.shape) > _C_MAX_RANK:
+        return False
+    if opset is None or opset >= _C_REDUCES[node.op_type]:
+        name = node.inputs[1] if len(node.inputs) > 1 else ""
+        tensor = graph.initializers.get(name) if name else None
+        if name and (tensor is None or tensor.dtype != 7):
+            return False
+        axes = [] if tensor is None else [int(a) for a in np.asarray(tensor.numpy()).reshape(-1)]
+    else:
+        axes = list(node.attr("axes", None) or [])
+    rank, shape = len(value.shape), value.shape
+    if len(axes) > _C_MAX_RANK or any(not -rank <= a < rank for a in axes):
+        return False  # the numpy kernel says what is wrong
+    marked = sorted({a % rank for a in axes} or set(range(rank)))
+    runs = [i for i in marked if not (isinstance(shape[i], int) and shape[i] == 1)]
+    between = [i for i in range(runs[0], runs[-1] + 1) if i not in marked] if runs else []
+    return all(isinstance(shape[i], int) and shape[i] == 1 for i in between)
+
+
+_C_CAST_TYPES = frozenset({1, 2, 3, 6, 7, 9, 11})  # float, uint8, int8, int32, int64, bool, double
+
+
+def _c_cast_applies(node: Node) -> bool:
+    """The input of a known element type and `to` among float, double, int8, uint8, int32, int64 and bool, but not
+    float / double to int8 / uint8 (C leaves values past the type's range undefined; numpy's rule stays)."""
+    graph = node.graph
+    value = graph.values.get(node.inputs[0]) if graph is not None and node.inputs and node.inputs[0] else None
+    to = node.attr("to", None)
+    if value is None or value.dtype not in _C_CAST_TYPES or not isinstance(to, int) or to not in _C_CAST_TYPES:
+        return False
+    return not (value.dtype in (1, 11) and to in (2, 3))
 
 
 _C_POOLS = ("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool")
@@ -305,9 +394,9 @@ def _c_pool_applies(node: Node) -> bool:
         return 3 <= len(value.shape) <= 16
     if len(value.shape) != 4 or len(node.inputs) != 1 or any(node.outputs[1:]):
         return False
-    for name, length in _CONV_ATTR_LENGTHS.items():
+    for name, accepted in _CONV_ATTR_LENGTHS.items():
         v = node.attr(name, None)
-        if v is not None and len(v) != length:
+        if v is not None and len(v) not in accepted:
             return False
     auto = node.attr("auto_pad", "NOTSET")
     if auto not in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID") or node.attr("kernel_shape", None) is None:
@@ -315,7 +404,7 @@ def _c_pool_applies(node: Node) -> bool:
     return not (node.op_type == "AveragePool" and auto.startswith("SAME") and int(node.attr("count_include_pad", 0)))
 
 
-_C_RESIZE_ATTRS = {"mode": ("nearest",), "keep_aspect_ratio_policy": ("stretch",), "antialias": (0,),
+_C_RESIZE_ATTRS = {"mode": ("nearest", "linear"), "keep_aspect_ratio_policy": ("stretch",), "antialias": (0,),
                    "coordinate_transformation_mode": ("asymmetric", "half_pixel", "pytorch_half_pixel", "align_corners"),
                    "nearest_mode": ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")}
 _C_RESIZE_DEFAULTS = {"mode": "nearest", "keep_aspect_ratio_policy": "stretch", "antialias": 0,
@@ -323,9 +412,9 @@ _C_RESIZE_DEFAULTS = {"mode": "nearest", "keep_aspect_ratio_policy": "stretch", 
 
 
 def _c_resize_applies(node: Node) -> bool:
-    """Nearest Resize of a known float32 rank-4 X on its H and W only: constant scales (float32) or sizes (int64) of
-    4 values leaving N and C as they are, no axes attribute, the attribute values of `_C_RESIZE_ATTRS`. Linear and
-    cubic modes, tf_crop_and_resize, scales computed at run time and other ranks stay with numpy."""
+    """Nearest or linear Resize of a known float32 rank-4 X on its H and W only: constant scales (float32) or sizes
+    (int64) of 4 values leaving N and C as they are, no axes attribute, the attribute values of `_C_RESIZE_ATTRS`.
+    Cubic mode, antialias, tf_crop_and_resize, scales computed at run time and other ranks stay with numpy."""
     graph = node.graph
     value = graph.values.get(node.inputs[0]) if graph is not None and node.inputs and node.inputs[0] else None
     if value is None or value.dtype != _FLOAT or value.shape is None or len(value.shape) != 4:
@@ -347,13 +436,14 @@ def _c_resize_applies(node: Node) -> bool:
             and list(scales[:2]) == [1.0, 1.0])
 
 
-_CONV_ATTR_LENGTHS = {"kernel_shape": 2, "strides": 2, "dilations": 2, "pads": 4}
+_CONV_ATTR_LENGTHS = {"kernel_shape": (2,), "strides": (2,), "dilations": (2,), "pads": (4,)}
+_CONVT_ATTR_LENGTHS = {**_CONV_ATTR_LENGTHS, "output_padding": (2,), "output_shape": (2, 4)}
 
 
-def _c_conv_applies(node: Node) -> bool:
-    """A 2-D convolution: X and W known float32 of rank 4, a bias (if any) float32; kernel_shape / strides /
-    dilations / pads absent or of a 2-D convolution's lengths, auto_pad one of ONNX's four. 1-D and 3-D
-    convolutions, float16 and unknown ranks stay with numpy."""
+def _c_conv_applies(node: Node, lengths: dict[str, tuple[int, ...]] = _CONV_ATTR_LENGTHS) -> bool:
+    """A 2-D (transposed) convolution: X and W known float32 of rank 4, a bias (if any) float32; the attributes of
+    `lengths` absent or of a 2-D convolution's lengths, auto_pad one of ONNX's four. 1-D and 3-D convolutions,
+    float16 and unknown ranks stay with numpy."""
     graph = node.graph
     if graph is None or not 2 <= len(node.inputs) <= 3 or not node.inputs[0] or not node.inputs[1]:
         return False
@@ -362,9 +452,9 @@ def _c_conv_applies(node: Node) -> bool:
         return False
     if any(v.shape is None or len(v.shape) != 4 for v in values[:2]):
         return False
-    for name, length in _CONV_ATTR_LENGTHS.items():
+    for name, accepted in lengths.items():
         value = node.attr(name, None)
-        if value is not None and len(value) != length:
+        if value is not None and len(value) not in accepted:
             return False
     return node.attr("auto_pad", "NOTSET") in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
@@ -378,6 +468,30 @@ def _c_norm_applies(node: Node) -> bool:
     if node.op_type == "SimplifiedLayerNormalization":
         return int(node.attr("axis", -1)) == -1 and len(node.outputs) <= 3
     return len(node.outputs) <= 3 or (len(node.outputs) == 4 and _named(node, 3))
+
+
+def _c_affine_norm_applies(node: Node) -> bool:
+    """Every present input known float32 (BatchNormalization's statistics too: the kernel reads them as float32),
+    only output Y named; BatchNormalization in inference mode (training_mode 0, spatial 1) with all five inputs."""
+    graph = node.graph
+    if graph is None or not node.inputs or not node.inputs[0] or any(node.outputs[1:]):
+        return False
+    if any(graph.values.get(n) is None or graph.values[n].dtype != _FLOAT for n in node.inputs if n):
+        return False
+    if node.op_type == "LayerNormalization":  # Scale and B of exactly the normalized size where shapes are known
+        if len(node.inputs) < 2 or not node.inputs[1]:
+            return False
+        x = graph.values[node.inputs[0]]
+        if x.shape is None or not all(isinstance(d, int) for d in x.shape):
+            return True  # the kernel checks the sizes at run time
+        axis = int(node.attr("axis", -1))
+        if not -len(x.shape) <= axis < len(x.shape):
+            return False
+        size = math.prod(x.shape[axis % len(x.shape):])
+        params = [graph.values[n] for n in node.inputs[1:3] if n]
+        return all(p.shape is not None and math.prod(p.shape) == size and len(p.shape) <= len(x.shape) for p in params)
+    return (len(node.inputs) == 5 and all(node.inputs) and not int(node.attr("training_mode", 0))
+            and int(node.attr("spatial", 1)) == 1)
 
 
 def _c_gqa_applies(node: Node) -> bool:

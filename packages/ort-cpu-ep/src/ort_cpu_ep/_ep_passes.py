@@ -1,12 +1,13 @@
 """The CPU providers' own graph passes (003's Optimization surface), on the nodes each claimed (the session
-runs providers' passes after placement): the CPU provider folds an inference BatchNormalization into the
-Conv before it (constant per-channel inputs: new weights and bias, ONNX Runtime's ConvBNFusion), and so a constant
-per-channel or scalar Mul and Add after a Conv (ConvMulFusion, ConvAddFusion), then the activation after a Conv
+runs providers' passes after placement): the CPU provider folds a per-channel constant Add after a ConvTranspose
+into its bias (paddle2onnx's), then an inference BatchNormalization into the Conv or ConvTranspose before it
+(constant per-channel inputs: new weights and bias, ONNX Runtime's ConvBNFusion), runs a 1-D Conv as a 2-D one
+with H = 1 between two Reshapes (the C Conv kernel takes rank 4), drops an RNN / GRU / LSTM `activations`
+attribute that spells out the defaults (the C recurrent kernels compute those only), folds a constant per-channel
+or scalar Mul and Add after a Conv into it (ConvMulFusion, ConvAddFusion), then the activation after a Conv
 into com.microsoft FusedConv (ConvActivationFusion: the ones the C Conv kernel applies in its epilogue where the C
-kernels are loaded, every FusedConv activation otherwise; Tanh has no C epilogue), runs a 1-D Conv as a 2-D one with
-H = 1 between two Reshapes before those fusions (the C Conv kernel takes rank 4), drops an RNN / GRU / LSTM
-`activations` attribute that spells out the defaults (the C recurrent kernels compute those only), fuses SiLU, Mul(x, Sigmoid(x)), into com.microsoft
-QuickGelu(alpha=1) with a one-pass kernel, and a MatMul reading a last-two-axes Transpose into FusedMatMul
+kernels are loaded, every FusedConv activation otherwise; Tanh has no C epilogue), fuses SiLU,
+Mul(x, Sigmoid(x)), into com.microsoft QuickGelu(alpha=1) with a one-pass kernel, and a MatMul reading a last-two-axes Transpose as B into FusedMatMul
 (the attention's K^T: BLAS multiplies the transposed view, no transposed copy), and grouped-query attention's
 materialized KV repeat (Unsqueeze/Expand/Reshape read by that matmul) into the group folded into the query rows
 (no g-times-the-cache expanded block); the simulated GPU (a CPU provider) runs the same passes. A Level-1 SiLU
@@ -15,6 +16,7 @@ provider already runs."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection
 
 import ort_abi
@@ -31,20 +33,25 @@ def _conv_activation_fusion(graph: ort_graph.Graph, nodes: Collection[ort_graph.
 
 
 class SiLUFusionSurface:
-    """A provider mixin: BatchNormalization, then a constant Mul and Add, folded into the Conv before them
-    (ConvBNFusion, ConvMulFusion, ConvAddFusion), the Conv's activation into FusedConv, Mul(x, Sigmoid(x))
+    """A provider mixin: a per-channel Add into the ConvTranspose before it (ConvTransposeAddFusion),
+    BatchNormalization folded into the Conv or ConvTranspose before it (ConvBNFusion), then a constant Mul and Add
+    folded into the Conv before them (ConvMulFusion, ConvAddFusion), the Conv's activation into FusedConv, Mul(x, Sigmoid(x))
     fused into QuickGelu(x, alpha=1), and MatMul(., Transpose(.)) into
     FusedMatMul, and the repeated KV heads a matmul reads into rows of the query (RepeatKVFusion), on the provider's
     own nodes."""
 
     def graph_passes(self) -> list[ort_abi.EpGraphPass]:
-        return [ort_abi.EpGraphPass("ConvBNFusion", ort_graph.fuse_conv_batchnorm),
+        return [ort_abi.EpGraphPass("ConvTransposeAddFusion", ort_graph.fuse_convtranspose_add),
+                ort_abi.EpGraphPass("ConvBNFusion", ort_graph.fuse_conv_batchnorm),
                 ort_abi.EpGraphPass("Conv1dAs2d", ort_graph.conv1d_as_conv2d),
                 ort_abi.EpGraphPass("RecurrentDefaultActivations", ort_graph.drop_default_rnn_activations),
                 ort_abi.EpGraphPass("ConvMulFusion", ort_graph.fuse_conv_mul),
                 ort_abi.EpGraphPass("ConvAddFusion", ort_graph.fuse_conv_add),
                 ort_abi.EpGraphPass("ConvActivationFusion", _conv_activation_fusion),
                 ort_abi.EpGraphPass("SiLUFusion", ort_graph.fuse_silu),
-                ort_abi.EpGraphPass("MatMulTransposeFusion", ort_graph.fuse_matmul_transpose),
+                # B's Transpose only: the C MatMul takes transB, not transA (a transposed A stays Transpose +
+                # MatMul, both C, not a numpy FusedMatMul: ppocrv4_rec's head)
+                ort_abi.EpGraphPass("MatMulTransposeFusion",
+                                    functools.partial(ort_graph.fuse_matmul_transpose, trans_a=False)),
                 ort_abi.EpGraphPass("RepeatKVFusion", ort_graph.fuse_repeat_kv)]
 

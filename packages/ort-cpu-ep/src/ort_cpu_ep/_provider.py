@@ -285,7 +285,7 @@ class CpuExecutionProvider(SiLUFusionSurface):
 
     def _entry(self, node: Node) -> ort_abi.KernelEntry | None:
         values = self.graph.values
-        c_applies = self._c_kernels is not None and _ckernels.c_kernel_applies(node)
+        c_applies = self._c_kernels is not None and _ckernels.c_kernel_applies(node, self.opset(node))
         key = (node.op_type, node.domain, tuple(values[n].dtype if n in values else 0 for n in node.inputs), c_applies)
         if key not in self._entries:
             bindings = self._bindings(node)

@@ -8,6 +8,8 @@ third-party kernel library can test its kernels the same way).
     outputs = same_bits_as_numpy(model, feeds)      # the C kernel's outputs, asserted bitwise equal to numpy's
     x = random_bits((2, 3), np.float16)             # any bit pattern of the type (NaN payloads too)
     model = control_flow_model("loop_in_loop")      # Loop / If / Scan models with a trip count input M
+    language = chosen_language(model)               # 'C' or 'numpy': the kernel the provider picks for the node
+    want = onnxruntime_outputs(model, feeds)        # onnxruntime's CPU provider at 1 thread (the peer)
 """
 
 from __future__ import annotations
@@ -146,5 +148,26 @@ def compute_over_input(model: ModelProto, feeds: Mapping[str, np.ndarray], out_i
     return out
 
 
-__all__ = ["CLibraryUnavailable", "c_kernel_workspace", "compute_over_input", "one_node_model", "random_bits", "require_c_library",
-           "run_one_node", "same_bits_as_numpy", "control_flow_model"]
+def chosen_language(model: ModelProto) -> str:
+    """'C' or 'numpy' (or a library's language): the kernel the CPU provider picks for the model's first node."""
+    m = ort_graph.from_proto(model)
+    ep = CpuExecutionProvider(m.graph, m.opset_imports)
+    return c_kernels.kernel_language(ep.entry(m.graph.nodes[0]))
+
+
+def onnxruntime_outputs(model: ModelProto, feeds: Mapping[str, np.ndarray], *, optimize: bool = True) -> list[Any]:
+    """The model's outputs from onnxruntime's CPU provider at 1 thread (optimize False: its graph optimizations
+    off, so the node runs as written)."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.log_severity_level = 3
+    if not optimize:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(model.SerializeToString(), so, providers=[EP]).run(None, dict(feeds))
+
+
+__all__ = ["CLibraryUnavailable", "c_kernel_workspace", "chosen_language", "compute_over_input", "one_node_model",
+           "onnxruntime_outputs", "random_bits", "require_c_library", "run_one_node", "same_bits_as_numpy",
+           "control_flow_model"]

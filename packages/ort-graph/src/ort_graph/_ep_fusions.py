@@ -10,12 +10,12 @@ from collections.abc import Collection
 import numpy as np
 from onnx import AttributeProto
 
-from ._conv_bn_fusion import _initializer
+from ._conv_bn_fusion import _initializer, output_channels
 from ._fusions import FusionRecord, _only_consumer, _replace
 from ._ir import Attr, Graph, Node
 from ._rewrite import Rewriter
 
-__all__ = ["fuse_conv_add", "fuse_conv_mul", "fuse_matmul_transpose", "fuse_silu"]
+__all__ = ["fuse_conv_add", "fuse_conv_mul", "fuse_convtranspose_add", "fuse_matmul_transpose", "fuse_silu"]
 
 _SILU_DTYPES = frozenset({1, 10, 11})  # float32, float16, float64
 _FUSED_MATMUL_DTYPES = _SILU_DTYPES
@@ -44,6 +44,12 @@ def fuse_conv_add(graph: Graph, nodes: Collection[Node] | None = None) -> list[F
     return _fuse_conv_constant(graph, nodes, "Add", "ConvAddFusion")
 
 
+def fuse_convtranspose_add(graph: Graph, nodes: Collection[Node] | None = None) -> list[FusionRecord]:
+    """`fuse_conv_add` for ConvTranspose: the per-channel Add after a transposed convolution (paddle2onnx's bias),
+    named `<name>/ConvAddFusion`."""
+    return _fuse_conv_constant(graph, nodes, "Add", "ConvAddFusion", "ConvTranspose")
+
+
 def fuse_conv_mul(graph: Graph, nodes: Collection[Node] | None = None) -> list[FusionRecord]:
     """Conv(X, W[, b]) with constant weights (and bias), whose only consumer is Mul(., S) with S a per-channel or
     scalar constant -> Conv(X, W * S[m], b * S) per output channel m (ONNX Runtime's ConvMulFusion). Only pairs
@@ -51,11 +57,14 @@ def fuse_conv_mul(graph: Graph, nodes: Collection[Node] | None = None) -> list[F
     return _fuse_conv_constant(graph, nodes, "Mul", "ConvMulFusion")
 
 
-def _fuse_conv_constant(graph: Graph, nodes: Collection[Node] | None, op: str, fusion: str) -> list[FusionRecord]:
+def _fuse_conv_constant(graph: Graph, nodes: Collection[Node] | None, op: str, fusion: str,
+                        op_type: str = "Conv") -> list[FusionRecord]:
+    """`op` (Add or Mul; Mul for Conv only: its W is [M, ...]) of a per-channel or scalar constant after an `op_type`
+    node with constant weights folded into them."""
     allowed = None if nodes is None else {id(n) for n in nodes}
     records: list[FusionRecord] = []
     rw = Rewriter(graph)
-    for conv in [n for n in graph.nodes if n.op_type == "Conv" and n.domain in ("", "ai.onnx")]:
+    for conv in [n for n in graph.nodes if n.op_type == op_type and n.domain in ("", "ai.onnx")]:
         if not 2 <= len(conv.inputs) <= 3 or not all(conv.inputs) or any(i not in graph.initializers for i in conv.inputs[1:]):
             continue
         other_node = _only_consumer(graph, conv.outputs[0])
@@ -67,7 +76,7 @@ def _fuse_conv_constant(graph: Graph, nodes: Collection[Node] | None, op: str, f
         w = graph.initializers[conv.inputs[1]]
         out = graph.values.get(conv.outputs[0])
         rank = len(out.shape) if out is not None and out.shape is not None else len(w.dims)
-        channels = int(w.dims[0])
+        channels = output_channels(conv, w)
         vec = _channel_bias(graph, other, channels, rank)
         y = graph.values.get(other_node.outputs[0])
         if (vec is None or y is None or out is None or y.dtype != out.dtype or y.shape != out.shape or other == conv.outputs[0]
@@ -82,7 +91,7 @@ def _fuse_conv_constant(graph: Graph, nodes: Collection[Node] | None, op: str, f
                 inputs.append(_initializer(graph, conv.name + f"/{fusion}/bias", bias * vec))
         else:
             inputs.append(_initializer(graph, conv.name + f"/{fusion}/bias", vec if bias is None else bias + vec))
-        fused = _replace(rw, [conv, other_node], "Conv", inputs, [other_node.outputs[0]], f"/{fusion}",
+        fused = _replace(rw, [conv, other_node], op_type, inputs, [other_node.outputs[0]], f"/{fusion}",
                          attributes=dict(conv.attributes))
         records.append(FusionRecord(fusion, (conv.name, other_node.name), (fused.name,)))
     rw.finish()
@@ -125,12 +134,12 @@ def _swaps_last_two(graph: Graph, transpose: Node) -> bool:
     return list(perm) == [*range(rank - 2), rank - 1, rank - 2]
 
 
-def fuse_matmul_transpose(graph: Graph, nodes: Collection[Node] | None = None) -> list[FusionRecord]:
+def fuse_matmul_transpose(graph: Graph, nodes: Collection[Node] | None = None, trans_a: bool = True) -> list[FusionRecord]:
     """MatMul(Transpose(A), B) / MatMul(A, Transpose(B)) where the Transpose swaps the last two axes and
     only that MatMul reads it -> com.microsoft FusedMatMul(A, B, transA/transB=1), named
     `<matmul name>/MatMulTransposeFusion` (ONNX Runtime's MatmulTransposeFusion does the same): the
     kernel multiplies the transposed view, the transposed copy and its block are gone. Only nodes in
-    `nodes` (all when None) take part."""
+    `nodes` (all when None) take part; `trans_a` False: only B's Transpose (for kernels that take transB only)."""
     allowed = None if nodes is None else {id(n) for n in nodes}
     records: list[FusionRecord] = []
     placed: dict[int, list[Node]] = {}  # the MatMul's id -> its FusedMatMul (one pass over the list at the end)
@@ -142,6 +151,8 @@ def fuse_matmul_transpose(graph: Graph, nodes: Collection[Node] | None = None) -
             continue
         inputs, flags, gone = list(mm.inputs), {}, []
         for i, name in enumerate(mm.inputs):
+            if i == 0 and not trans_a:
+                continue
             v = graph.values.get(name)
             t = v.producer if v is not None else None
             if (t is None or t.op_type != "Transpose" or t.domain not in ("", "ai.onnx") or t in gone

@@ -1,0 +1,60 @@
+"""The published CNNs (ppocrv4_det / rec, ppocr_mobile_v2_cls, magika; `shared_models`, skipped where absent) end to end
+on the CPU provider at 1 thread: outputs equal onnxruntime's within float32 rounding on the inputs their packages feed,
+ConvTranspose + Add + BatchNormalization folded into one ConvTranspose, and every node in C except the few ops listed
+here (numpy-only kernels these models still have)."""
+
+from __future__ import annotations
+
+import collections
+import warnings
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from ort_session import InferenceSession
+
+MODELS = {  # file -> (input, shape, dtype, value range), as benchmarks/bench_published.py feeds them
+    "ppocrv4_det.onnx": ("x", [1, 3, 160, 192], np.float32, (-1, 1)),
+    "ppocrv4_rec.onnx": ("x", [1, 3, 48, 320], np.float32, (-1, 1)),
+    "ppocr_mobile_v2_cls.onnx": ("x", [1, 3, 48, 192], np.float32, (-1, 1)),
+    "magika_standard_v3_3.onnx": ("bytes", [1, 2048], np.int32, (0, 257)),
+}
+# the nodes still on numpy kernels: (op, count) per model
+NUMPY_LEFT = {
+    "ppocrv4_det.onnx": {},
+    "ppocrv4_rec.onnx": {},
+    "ppocr_mobile_v2_cls.onnx": {},
+    "magika_standard_v3_3.onnx": {},
+}
+
+
+def _feeds(file):
+    name, shape, dtype, (lo, hi) = MODELS[file]
+    rng = np.random.default_rng(0)
+    x = rng.integers(lo, hi, shape) if np.issubdtype(dtype, np.integer) else rng.uniform(lo, hi, shape)
+    return {name: x.astype(dtype)}
+
+
+@pytest.mark.parametrize("file", list(MODELS))
+def test_published_cnn_matches_onnxruntime_with_c_kernels(shared_models, file):
+    path = shared_models / "published" / file
+    if not path.is_file():
+        pytest.skip(f"{path} not present")
+    feeds = _feeds(file)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sess = InferenceSession(str(path), {"intra_op_num_threads": 1,
+                                            "max_shapes": {k: list(v.shape) for k, v in feeds.items()}})
+    left = collections.Counter(n.op_type for n in sess.model.graph.nodes
+                               if type(sess.kernels[n.index]).__name__ == "NumpyKernel")
+    assert dict(left) == NUMPY_LEFT[file]
+    assert "BatchNormalization" not in {n.op_type for n in sess.model.graph.nodes}
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.log_severity_level = 3
+    want = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = sess.run(None, feeds)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * max(float(np.abs(w).max()), 1.0))
