@@ -23,10 +23,10 @@ def _blas_threads() -> int:
 
 
 def _matmul_model(gelu: bool = False) -> onnx.ModelProto:
-    """A matrix-vector MatMul (a 1-D B: BLAS through numpy, not the C MatMul) and an Abs (numpy); `gelu`: a QuickGelu (a C
+    """A matrix-vector MatMul (a 1-D B: BLAS through numpy, not the C MatMul) and a Floor (numpy); `gelu`: a QuickGelu (a C
     kernel) in front."""
     nodes = [helper.make_node("MatMul", ["x" if gelu else "a", "b"], ["c"], name="mm"),
-             helper.make_node("Abs", ["c"], ["y"], name="abs")]  # Abs: a numpy kernel (Relu is C)
+             helper.make_node("Floor", ["c"], ["y"], name="floor")]  # Floor: a numpy kernel (Relu, Abs are C)
     if gelu:
         nodes.insert(0, helper.make_node("QuickGelu", ["a"], ["x"], domain="com.microsoft", name="gelu", alpha=1.0))
     g = helper.make_graph(nodes, "g",
@@ -63,7 +63,7 @@ def test_a_run_uses_the_requested_threads_and_restores_blas_after(seen, threads,
         (y,) = sess.run(None, FEEDS)
         assert _blas_threads() == 3
     np.testing.assert_array_equal(y, np.full(4, 8, np.float32))
-    assert seen == [(want, want), (want, want)]  # MatMul and Abs
+    assert seen == [(want, want), (want, want)]  # MatMul and Floor
 
 
 def test_a_failed_run_restores_blas(monkeypatch):
@@ -123,7 +123,7 @@ def _int4_model() -> onnx.ModelProto:
              onnx.numpy_helper.from_array(rng.random(8).astype(np.float32), "W")]
     nodes = [helper.make_node("MatMulNBits", ["a", "B", "scales"], ["q"], domain="com.microsoft", name="mnb",
                               K=32, N=8, bits=4, block_size=32),
-             helper.make_node("MatMul", ["q", "W"], ["c"], name="mm"), helper.make_node("Abs", ["c"], ["y"], name="abs")]  # Abs: a numpy kernel (Relu is C)
+             helper.make_node("MatMul", ["q", "W"], ["c"], name="mm"), helper.make_node("Floor", ["c"], ["y"], name="floor")]  # Floor: a numpy kernel (Relu, Abs are C)
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 32])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])], initializer=inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
@@ -146,4 +146,4 @@ def test_int4_models_give_the_threads_to_the_c_kernels_and_fp32_ones_to_blas(see
     want = ort.InferenceSession(int4.SerializeToString(), providers=["CPUExecutionProvider"]).run(
         None, {"a": np.ones((2, 32), np.float32)})[0]
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
-    assert seen == [(1, 2), (1, 2)]  # the numpy MatMul and Abs saw BLAS at 1, intra-op threads 2
+    assert seen == [(1, 2), (1, 2)]  # the numpy MatMul and Floor saw BLAS at 1, intra-op threads 2
