@@ -118,11 +118,12 @@ def interleaved_times(contenders: Mapping[str, Callable[[], Any]], repeats: int,
     return samples
 
 
-def child_json(script: str, args: Sequence[str], timeout: float = 600) -> dict[str, Any]:
-    """Run `python script *args` in a fresh process; the JSON object its last stdout line prints, or
-    {"error": its last stderr line}."""
+def child_json(script: str, args: Sequence[str], timeout: float = 600,
+               env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run `python script *args` in a fresh process (environment `env`, else this one's); the JSON object its
+    last stdout line prints, or {"error": its last stderr line}."""
     try:
-        r = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"error": f"over {timeout:.0f} s"}
     if r.returncode != 0:
