@@ -12,6 +12,7 @@ check, refusal and error is the one the Python path gives."""
 from __future__ import annotations
 
 import operator
+from array import array
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -24,6 +25,7 @@ from ._fast_context import _elem_type, fast_contexts
 from ._fast_source import FAST_INPUTS, FAST_OUTPUTS, FAST_WORKSPACE
 from ._ffi import require_c
 from ._shapefunc import TypeCheckedKernel
+from ._step_index import StepIndex, StepMap
 from ._views import ContextView
 
 __all__ = ["STEP_DONE", "STEP_FAILED", "STEP_INCOMPLETE", "STEP_NOT_STARTED", "PlannedOutput", "StepRun", "StepSpec", "StepTable", "c_step_kernel", "step_limits"]
@@ -102,18 +104,20 @@ class StepTable:
         self._arrays = arrays = (ffi.new("int32_t[]", max(n_in, 1)), ffi.new("int32_t[]", max(n_in, 1)),
                                  ffi.new("ort_abi_fast_output[]", max(n_out, 1)),
                                  ffi.new("ort_abi_fast_workspace[]", max(n_ws, 1)))  # the steps point into them
-        self.pointers: dict[int, Any] = {}
-        self.kernels = {index: spec.kernel for index, spec in specs.items()}
-        self._finalizers = tuple(k._finalizer for k in self.kernels.values())  # `released`, asked every run
+        # step index -> its step / kernel / end of its run, read through the packed positions (`_step_index`)
+        self._index = steps = StepIndex(specs)
+        kernels = tuple(specs[index].kernel for index in steps)
+        self.kernels: Mapping[int, CKernel] = StepMap(steps, kernels.__getitem__)
+        self.pointers: Mapping[int, Any] = StepMap(steps, self._steps.__add__)
+        self._finalizers = tuple(k._finalizer for k in kernels)  # `released`, asked every run
         self._released = False
         at_in = at_out = at_ws = 0
-        for k, (index, spec) in enumerate(sorted(specs.items())):
+        for k, (_index, spec) in enumerate(sorted(specs.items())):
             s = self._steps[k]
             s.inputs, s.input_types, s.outputs, s.workspace = (arrays[0] + at_in, arrays[1] + at_in,
                                                                 arrays[2] + at_out, arrays[3] + at_ws)
             at_in, at_out, at_ws = at_in + len(spec.inputs), at_out + len(spec.outputs), at_ws + len(spec.workspace)
             _fill_step(s, spec)
-            self.pointers[index] = ffi.addressof(self._steps[k])
         self.constants = ffi.new("ort_abi_fast_value[]", max(value_count, 1))
         self._keep = []
         for entry, arr in constants.items():
@@ -121,11 +125,18 @@ class StepTable:
             if data is not None:
                 self._keep.append((arr, data))
         self._bytes = ffi.sizeof("ort_abi_fast_value") * max(value_count, 1)
-        self.index_of = {int(ffi.cast("uintptr_t", p)): index for index, p in self.pointers.items()}
+        self._first = int(ffi.cast("uintptr_t", self._steps))
         # step -> the end (exclusive) of the run of consecutive table steps it starts: one C call computes them
-        self.ends: dict[int, int] = {}
-        for index in sorted(self.pointers, reverse=True):
-            self.ends[index] = self.ends.get(index + 1, index + 1)
+        ends = array("i", bytes(4 * len(steps)))
+        for k in reversed(range(len(steps))):
+            index = steps.index(k)
+            ends[k] = ends[k + 1] if k + 1 < len(steps) and steps.index(k + 1) == index + 1 else index + 1
+        self.ends: Mapping[int, int] = StepMap(steps, ends.__getitem__)
+
+    def step_at(self, address: int) -> int | None:
+        """The index of the step at `address` in this table, None when it is not one of its steps."""
+        position, within = divmod(address - self._first, self._ffi.sizeof("ort_abi_fast_step"))
+        return self._index.index(position) if within == 0 and 0 <= position < len(self._index) else None
 
     def released(self) -> bool:
         """Whether a step's kernel was released (the session closed): its runs take the Python path."""
@@ -297,7 +308,7 @@ class StepRun:
         if self.python_view is None:
             step = self.step
             if step is None and self._run.step != self._ffi.NULL:  # a step of `compute_range`
-                step = self.table.index_of.get(int(self._ffi.cast("uintptr_t", self._run.step)))
+                step = self.table.step_at(int(self._ffi.cast("uintptr_t", self._run.step)))
             if step is None:
                 return None
             view = ContextView(self._on_python(step))

@@ -44,9 +44,9 @@ class FastSteps:
                  blocks: dict[str, tuple[int, int, int]], devices: list[str],
                  describe_after: dict[int, list[tuple[str, int]]]) -> None:
         self.key, self.table, self.ids, self.blocks, self.devices = key, table, ids, blocks, devices
-        self.describe_after = describe_after
-        self.steps = frozenset(table.pointers)
-        self.outputs: dict[int, list[str]] = {}  # step -> its node's output names
+        self.describe_after = describe_after  # of the steps outside the table (`described_after`: any step)
+        self.steps = table.pointers  # the table's steps (a packed map: `in` and len)
+        self.order: list[Node] = []  # the executor's order: a step's node, its outputs
         self.output_bytes = 0  # of the OUTPUTS buffer
         self._free: list[np.ndarray] = []  # OUTPUTS buffers of earlier runs, reused once nothing views them
         self._lock = threading.Lock()
@@ -86,13 +86,24 @@ class FastSteps:
         constants = {entry: inits[name].numpy() for name, entry in ids.items() if name in inits}
         describe_after = {}
         for step, node in enumerate(executor.order):
-            outs = [(n, ids[n]) for n in node.outputs if n and n in ids]
+            outs = _described(node, ids) if step not in specs else None
             if outs:
                 describe_after[step] = outs
         fast = cls(layout.plan_key(), ort_abi.StepTable(specs, len(ids), constants), ids, blocks, devices, describe_after)
-        fast.outputs = {step: list(executor.order[step].outputs) for step in specs}
+        fast.order = executor.order
         fast.output_bytes = max((o + n for o, n in filter(None, graph_outs.values())), default=0)
         return fast
+
+
+    def described_after(self, step: int) -> list[tuple[str, int]] | None:
+        """(name, table entry) of the outputs of `step` to describe after it ran in Python, None: none."""
+        if step in self.steps:  # a table step that did not start in C: not kept per step (it seldom happens)
+            return _described(self.order[step], self.ids) or None
+        return self.describe_after.get(step)
+
+
+def _described(node: Node, ids: Mapping[str, int]) -> list[tuple[str, int]]:
+    return [(n, ids[n]) for n in node.outputs if n and n in ids]
 
 
 def _spec(executor: Any, layout: Any, node: Node, ids: dict[str, int], devices: list[str],
@@ -201,7 +212,7 @@ class FastRun:
     def _python_context(self, step: int) -> Any:
         """The deferred step's KernelContext, holding the outputs C already answered."""
         ctx, refusals = self._make_context(step)
-        for j, name in enumerate(self.fast.outputs[step]):
+        for j, name in enumerate(self.fast.order[step].outputs):
             shape = self.run.answered(j)
             if shape is not None and name:
                 ctx.outputs[j] = self._block_view(name, ctx.output_dtype(j), shape)

@@ -4,7 +4,7 @@ step turns into (the exception to raise, the caller's copies of outputs)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,8 +28,9 @@ class NodeFacts:
 
     __slots__ = ("copy", "needed", "out_types", "outputs", "reads", "to_host")
 
-    def __init__(self, node: Node, reads: list[str], out_types: list[int], read: set[str] | frozenset[str] = frozenset()) -> None:
-        self.reads, self.out_types, self.outputs = reads, out_types, list(node.outputs)
+    def __init__(self, node: Node, reads: Sequence[str], out_types: Sequence[int],
+                 read: set[str] | frozenset[str] = frozenset()) -> None:
+        self.reads, self.out_types, self.outputs = reads, out_types, tuple(node.outputs)
         self.copy = node.op_type in COPY_OPS
         self.to_host = node.op_type == "MemcpyToHost"
         self.needed = tuple((j, n) for j, (n, t) in enumerate(zip(self.outputs, out_types)) if n and t and n in read)
