@@ -30,7 +30,7 @@ from ._views import ContextView
 
 __all__ = ["STEP_DONE", "STEP_FAILED", "STEP_INCOMPLETE", "STEP_NOT_STARTED", "PlannedOutput", "StepRun", "StepSpec", "StepTable", "c_step_kernel", "step_limits"]
 
-_ALIVE = operator.attrgetter("alive")  # of a kernel's finalizer
+_ALIVE = operator.attrgetter("_alive")  # of a CKernel: False once released
 
 # STEP_INCOMPLETE: success, but a named output is not in the table (answered in Python, or never asked for)
 STEP_DONE, STEP_NOT_STARTED, STEP_FAILED, STEP_INCOMPLETE = 0, 1, 2, 3
@@ -48,7 +48,7 @@ def c_step_kernel(kernel: Any, input_types: Sequence[int]) -> CKernel | None:
     """The C kernel behind `kernel` when the runner can compute it with inputs of these element types: a
     CKernel, or one behind the type check of a schema-less op whose constraints these types satisfy (the
     runner then checks each input's type at every step). None otherwise."""
-    if "compute" in getattr(kernel, "__dict__", {}):  # a compute replaced on the object (a wrapper, a test hook)
+    if _compute_replaced(kernel):  # a compute replaced on the object (a wrapper, a test hook)
         return None
     if isinstance(kernel, TypeCheckedKernel):
         from ._shapefunc import check_input_types
@@ -56,9 +56,18 @@ def c_step_kernel(kernel: Any, input_types: Sequence[int]) -> CKernel | None:
         if check_input_types(kernel._def, list(input_types), has_schema=False) is not None:
             return None
         kernel = kernel._kernel
-    if type(kernel) is not CKernel or kernel.released or "compute" in kernel.__dict__:
+    if type(kernel) is not CKernel or kernel.released or _compute_replaced(kernel):
         return None
     return kernel
+
+
+def _compute_replaced(kernel: Any) -> bool:
+    """Whether `kernel.compute` is set on the object rather than its class's method. Asked without reading
+    `__dict__`, which would give every kernel a dict of its own (64 B a node): the class's method is bound
+    anew at every lookup, while one set on the object is the same object both times."""
+    first, second = getattr(kernel, "compute", None), getattr(kernel, "compute", None)
+    return (first is second or getattr(first, "__self__", None) is not kernel
+            or getattr(first, "__func__", None) is not getattr(type(kernel), "compute", None))
 
 
 @attrs.frozen
@@ -109,7 +118,7 @@ class StepTable:
         kernels = tuple(specs[index].kernel for index in steps)
         self.kernels: Mapping[int, CKernel] = StepMap(steps, kernels.__getitem__)
         self.pointers: Mapping[int, Any] = StepMap(steps, self._steps.__add__)
-        self._finalizers = tuple(k._finalizer for k in kernels)  # `released`, asked every run
+        self._kernels = kernels  # `released`, asked every run
         self._released = False
         at_in = at_out = at_ws = 0
         for k, (_index, spec) in enumerate(sorted(specs.items())):
@@ -119,11 +128,10 @@ class StepTable:
             at_in, at_out, at_ws = at_in + len(spec.inputs), at_out + len(spec.outputs), at_ws + len(spec.workspace)
             _fill_step(s, spec)
         self.constants = ffi.new("ort_abi_fast_value[]", max(value_count, 1))
-        self._keep = []
+        self._keep = []  # the described arrays: each owns the memory its entry points at (not its cffi buffer)
         for entry, arr in constants.items():
-            data = describe(ffi, self.constants[entry], arr)
-            if data is not None:
-                self._keep.append((arr, data))
+            if describe(ffi, self.constants[entry], arr) is not None:
+                self._keep.append(arr)
         self._bytes = ffi.sizeof("ort_abi_fast_value") * max(value_count, 1)
         self._first = int(ffi.cast("uintptr_t", self._steps))
         # step -> the end (exclusive) of the run of consecutive table steps it starts: one C call computes them
@@ -142,7 +150,7 @@ class StepTable:
         """Whether a step's kernel was released (the session closed): its runs take the Python path."""
         if self._released:
             return True
-        self._released = not all(map(_ALIVE, self._finalizers))  # once released, always
+        self._released = not all(map(_ALIVE, self._kernels))  # once released, always
         return self._released
 
 
