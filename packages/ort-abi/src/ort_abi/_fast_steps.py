@@ -121,12 +121,16 @@ class StepTable:
         self._kernels = kernels  # `released`, asked every run
         self._released = False
         at_in = at_out = at_ws = 0
+        self._producers = array("i", [-1]) * max(value_count, 1)  # value entry -> the output making it, -1: none
         for k, (_index, spec) in enumerate(sorted(specs.items())):
             s = self._steps[k]
             s.inputs, s.input_types, s.outputs, s.workspace = (arrays[0] + at_in, arrays[1] + at_in,
                                                                 arrays[2] + at_out, arrays[3] + at_ws)
             at_in, at_out, at_ws = at_in + len(spec.inputs), at_out + len(spec.outputs), at_ws + len(spec.workspace)
             _fill_step(s, spec)
+            for j, o in enumerate(spec.outputs):
+                if 0 <= o.value < value_count:
+                    self._producers[o.value] = at_out - len(spec.outputs) + j
         self.constants = ffi.new("ort_abi_fast_value[]", max(value_count, 1))
         self._keep = []  # the described arrays: each owns the memory its entry points at (not its cffi buffer)
         for entry, arr in constants.items():
@@ -140,6 +144,15 @@ class StepTable:
             index = steps.index(k)
             ends[k] = ends[k + 1] if k + 1 < len(steps) and steps.index(k + 1) == index + 1 else index + 1
         self.ends: Mapping[int, int] = StepMap(steps, ends.__getitem__)
+
+    def block(self, entry: int) -> tuple[int, int, int] | None:
+        """(run buffer, offset, bytes) of the planned block a step of this table writes value entry `entry`
+        into; None when no step of the table makes that entry in a planned block."""
+        k = self._producers[entry] if 0 <= entry < len(self._producers) else -1
+        if k < 0:
+            return None
+        o = self._arrays[2][k]
+        return None if o.buffer < 0 else (int(o.buffer), int(o.offset), int(o.capacity))
 
     def step_at(self, address: int) -> int | None:
         """The index of the step at `address` in this table, None when it is not one of its steps."""
