@@ -313,3 +313,15 @@ def test_node_queries_from_c(reg, node_factory, fresh_statuses):
         reg.find("InfoProbe", "com.test", 1, "TestEP").estimate_func(None, node, EpIdentity("TestEP", "fake", 0))
     assert err.value.message == ("name=/m/node op=InfoProbe domain=com.test in=4 out=1 dev=fake "
                                  "[1 t1 static r2] [0 t0 null r0] [1 t7 null r0] [1 t0 null r0]")
+
+
+@pytest.mark.parametrize("released_first", [False, True])
+def test_a_collected_kernel_is_released_once(reg, misbehaving_lib, released_first):
+    released = ctypes.CDLL(str(misbehaving_lib)).test_released_count
+    k = kernel(reg, "V2NullDeclare")
+    before = released()
+    if released_first:
+        k.release()
+    del k
+    gc.collect()
+    assert released() == before + 1

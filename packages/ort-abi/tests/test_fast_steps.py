@@ -272,3 +272,28 @@ def test_a_step_over_the_runners_capacities_is_refused(example, inputs, outputs,
                     tuple((j, 0, 0, 16) for j in range(slots)))
     with pytest.raises(ort_abi.KernelDefError, match=rf"step 5 has \{{'{named}': \d+\}}, over the C step runner"):
         StepTable({5: spec}, inputs + outputs, {})
+
+
+@pytest.mark.parametrize("indices", [(0, 1, 2), (1, 4, 5), (3, 9, 10)])
+def test_steps_keyed_by_sparse_indices_read_their_packed_positions(example, indices):
+    """Steps at any node indices (a session's C steps among Python ones): the maps over the packed positions
+    answer as dicts would, `ends` stops a range at a gap, `step_at` finds a step from its address, and `block`
+    reads each value's planned block from the output that makes it."""
+    add = example("Add")
+    reads = ((0, 1), (2, 1), (3, 0))
+    specs = {i: StepSpec(add, reads[k], (F, F), (PlannedOutput(2 + k, 0, F, 4, 64 * (k + 1), 60, (3, 5)),))
+             for k, i in enumerate(indices)}
+    table = StepTable(specs, 5, {})
+    assert list(table.pointers) == list(indices) and len(table.kernels) == 3
+    assert all(table.kernels[i] is add for i in indices) and indices[0] - 1 not in table.pointers
+    assert -1 not in table.ends and max(indices) + 1 not in table.ends and "0" not in table.pointers
+    with pytest.raises(KeyError):
+        table.kernels[max(indices) + 1]
+    expect, end = {}, None
+    for i in sorted(indices, reverse=True):
+        end = expect[i] = end if end is not None and i + 1 in specs else i + 1
+    assert table.ends == expect
+    ffi = ort_abi._ffi._ffi
+    assert [table.step_at(int(ffi.cast("uintptr_t", table.pointers[i]))) for i in indices] == list(indices)
+    assert table.step_at(int(ffi.cast("uintptr_t", table.pointers[indices[0]])) + 1) is None
+    assert [table.block(e) for e in range(6)] == [None, None, (0, 64, 60), (0, 128, 60), (0, 192, 60), None]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-import weakref
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -169,12 +169,18 @@ class CKernel:
         self._impl = impl
         self._pool = fast_contexts(*require_c("C kernels"))
         self.has_declaration = version >= ws_version and impl.DeclareWorkspaceRequirements != ffi.NULL
-        self._finalizer = weakref.finalize(self, _release_impl, impl)
-        self._finalizer.atexit = False
+        # released once: by `release`, or when the kernel is collected (not at interpreter exit); a flag and
+        # `__del__` rather than a weakref.finalize, which costs ~240 B a kernel (one kernel per node)
+        self._alive = True
 
     @property
     def released(self) -> bool:
-        return not self._finalizer.alive
+        return not self._alive
+
+    def __del__(self) -> None:
+        if getattr(self, "_alive", False) and not sys.is_finalizing():
+            self._alive = False
+            _release_impl(self._impl)
 
     def _live_impl(self, what: str) -> Any:
         if self.released:
@@ -221,7 +227,9 @@ class CKernel:
 
     def release(self) -> None:
         """Call the kernel's Release (once; later calls do nothing)."""
-        self._finalizer()
+        if self._alive:
+            self._alive = False
+            _release_impl(self._impl)
 
     def __enter__(self) -> CKernel:
         return self

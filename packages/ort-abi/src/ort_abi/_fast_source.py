@@ -25,7 +25,7 @@ FAST_FUNCTIONS = ("KernelContext_GetInputCount", "KernelContext_GetOutputCount",
                   "KernelContext_GetOutput", "KernelContext_GetPreallocatedWorkspace",
                   "Value_GetTensorData", "Value_GetTensorMutableData", "Value_GetElementType", "Value_GetShape",
                   "Value_GetElementCount")
-FAST_INPUTS, FAST_OUTPUTS, FAST_RANK, FAST_POOL, FAST_WORKSPACE, FAST_BUFFERS = 16, 8, 16, 64, 8, 4
+FAST_INPUTS, FAST_OUTPUTS, FAST_RANK, FAST_POOL, FAST_WORKSPACE, FAST_BUFFERS = 16, 8, 8, 64, 8, 4
 # one context of the pool: a header, then inputs [0, FAST_INPUTS) and outputs [FAST_INPUTS, + FAST_OUTPUTS)
 FAST_CDEF = f"""
 typedef struct {{

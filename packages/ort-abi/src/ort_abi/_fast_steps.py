@@ -12,6 +12,7 @@ check, refusal and error is the one the Python path gives."""
 from __future__ import annotations
 
 import operator
+from array import array
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -24,11 +25,12 @@ from ._fast_context import _elem_type, fast_contexts
 from ._fast_source import FAST_INPUTS, FAST_OUTPUTS, FAST_WORKSPACE
 from ._ffi import require_c
 from ._shapefunc import TypeCheckedKernel
+from ._step_index import StepIndex, StepMap
 from ._views import ContextView
 
 __all__ = ["STEP_DONE", "STEP_FAILED", "STEP_INCOMPLETE", "STEP_NOT_STARTED", "PlannedOutput", "StepRun", "StepSpec", "StepTable", "c_step_kernel", "step_limits"]
 
-_ALIVE = operator.attrgetter("alive")  # of a kernel's finalizer
+_ALIVE = operator.attrgetter("_alive")  # of a CKernel: False once released
 
 # STEP_INCOMPLETE: success, but a named output is not in the table (answered in Python, or never asked for)
 STEP_DONE, STEP_NOT_STARTED, STEP_FAILED, STEP_INCOMPLETE = 0, 1, 2, 3
@@ -46,7 +48,7 @@ def c_step_kernel(kernel: Any, input_types: Sequence[int]) -> CKernel | None:
     """The C kernel behind `kernel` when the runner can compute it with inputs of these element types: a
     CKernel, or one behind the type check of a schema-less op whose constraints these types satisfy (the
     runner then checks each input's type at every step). None otherwise."""
-    if "compute" in getattr(kernel, "__dict__", {}):  # a compute replaced on the object (a wrapper, a test hook)
+    if _compute_replaced(kernel):  # a compute replaced on the object (a wrapper, a test hook)
         return None
     if isinstance(kernel, TypeCheckedKernel):
         from ._shapefunc import check_input_types
@@ -54,9 +56,18 @@ def c_step_kernel(kernel: Any, input_types: Sequence[int]) -> CKernel | None:
         if check_input_types(kernel._def, list(input_types), has_schema=False) is not None:
             return None
         kernel = kernel._kernel
-    if type(kernel) is not CKernel or kernel.released or "compute" in kernel.__dict__:
+    if type(kernel) is not CKernel or kernel.released or _compute_replaced(kernel):
         return None
     return kernel
+
+
+def _compute_replaced(kernel: Any) -> bool:
+    """Whether `kernel.compute` is set on the object rather than its class's method. Asked without reading
+    `__dict__`, which would give every kernel a dict of its own (64 B a node): the class's method is bound
+    anew at every lookup, while one set on the object is the same object both times."""
+    first, second = getattr(kernel, "compute", None), getattr(kernel, "compute", None)
+    return (first is second or getattr(first, "__self__", None) is not kernel
+            or getattr(first, "__func__", None) is not getattr(type(kernel), "compute", None))
 
 
 @attrs.frozen
@@ -102,36 +113,57 @@ class StepTable:
         self._arrays = arrays = (ffi.new("int32_t[]", max(n_in, 1)), ffi.new("int32_t[]", max(n_in, 1)),
                                  ffi.new("ort_abi_fast_output[]", max(n_out, 1)),
                                  ffi.new("ort_abi_fast_workspace[]", max(n_ws, 1)))  # the steps point into them
-        self.pointers: dict[int, Any] = {}
-        self.kernels = {index: spec.kernel for index, spec in specs.items()}
-        self._finalizers = tuple(k._finalizer for k in self.kernels.values())  # `released`, asked every run
+        # step index -> its step / kernel / end of its run, read through the packed positions (`_step_index`)
+        self._index = steps = StepIndex(specs)
+        kernels = tuple(specs[index].kernel for index in steps)
+        self.kernels: Mapping[int, CKernel] = StepMap(steps, kernels.__getitem__)
+        self.pointers: Mapping[int, Any] = StepMap(steps, self._steps.__add__)
+        self._kernels = kernels  # `released`, asked every run
         self._released = False
         at_in = at_out = at_ws = 0
-        for k, (index, spec) in enumerate(sorted(specs.items())):
+        self._producers = array("i", [-1]) * max(value_count, 1)  # value entry -> the output making it, -1: none
+        for k, (_index, spec) in enumerate(sorted(specs.items())):
             s = self._steps[k]
             s.inputs, s.input_types, s.outputs, s.workspace = (arrays[0] + at_in, arrays[1] + at_in,
                                                                 arrays[2] + at_out, arrays[3] + at_ws)
             at_in, at_out, at_ws = at_in + len(spec.inputs), at_out + len(spec.outputs), at_ws + len(spec.workspace)
             _fill_step(s, spec)
-            self.pointers[index] = ffi.addressof(self._steps[k])
+            for j, o in enumerate(spec.outputs):
+                if 0 <= o.value < value_count:
+                    self._producers[o.value] = at_out - len(spec.outputs) + j
         self.constants = ffi.new("ort_abi_fast_value[]", max(value_count, 1))
-        self._keep = []
+        self._keep = []  # the described arrays: each owns the memory its entry points at (not its cffi buffer)
         for entry, arr in constants.items():
-            data = describe(ffi, self.constants[entry], arr)
-            if data is not None:
-                self._keep.append((arr, data))
+            if describe(ffi, self.constants[entry], arr) is not None:
+                self._keep.append(arr)
         self._bytes = ffi.sizeof("ort_abi_fast_value") * max(value_count, 1)
-        self.index_of = {int(ffi.cast("uintptr_t", p)): index for index, p in self.pointers.items()}
+        self._first = int(ffi.cast("uintptr_t", self._steps))
         # step -> the end (exclusive) of the run of consecutive table steps it starts: one C call computes them
-        self.ends: dict[int, int] = {}
-        for index in sorted(self.pointers, reverse=True):
-            self.ends[index] = self.ends.get(index + 1, index + 1)
+        ends = array("i", bytes(4 * len(steps)))
+        for k in reversed(range(len(steps))):
+            index = steps.index(k)
+            ends[k] = ends[k + 1] if k + 1 < len(steps) and steps.index(k + 1) == index + 1 else index + 1
+        self.ends: Mapping[int, int] = StepMap(steps, ends.__getitem__)
+
+    def block(self, entry: int) -> tuple[int, int, int] | None:
+        """(run buffer, offset, bytes) of the planned block a step of this table writes value entry `entry`
+        into; None when no step of the table makes that entry in a planned block."""
+        k = self._producers[entry] if 0 <= entry < len(self._producers) else -1
+        if k < 0:
+            return None
+        o = self._arrays[2][k]
+        return None if o.buffer < 0 else (int(o.buffer), int(o.offset), int(o.capacity))
+
+    def step_at(self, address: int) -> int | None:
+        """The index of the step at `address` in this table, None when it is not one of its steps."""
+        position, within = divmod(address - self._first, self._ffi.sizeof("ort_abi_fast_step"))
+        return self._index.index(position) if within == 0 and 0 <= position < len(self._index) else None
 
     def released(self) -> bool:
         """Whether a step's kernel was released (the session closed): its runs take the Python path."""
         if self._released:
             return True
-        self._released = not all(map(_ALIVE, self._finalizers))  # once released, always
+        self._released = not all(map(_ALIVE, self._kernels))  # once released, always
         return self._released
 
 
@@ -303,7 +335,7 @@ class StepRun:
         if self.python_view is None:
             step = self.step
             if step is None and self._run.step != self._ffi.NULL:  # a step of `compute_range`
-                step = self.table.index_of.get(int(self._ffi.cast("uintptr_t", self._run.step)))
+                step = self.table.step_at(int(self._ffi.cast("uintptr_t", self._run.step)))
             if step is None:
                 return None
             view = ContextView(self._on_python(step))

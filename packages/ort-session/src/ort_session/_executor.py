@@ -47,9 +47,7 @@ class Executor:
     declared_workspace: Callable[[Node, Sequence[Any]], Mapping[int, int]] | None = None
     capture: Any = None  # _capture.GraphCapture: the first pre-allocated run captures its region, later ones replay
     streamer: Any = None  # _streaming_run.WeightStreamer: streamed layers' weights copied into device slots
-    _release: dict[int, list[str]] = attrs.field(factory=dict, alias="release")
-    _reads: dict[int, list[str]] = attrs.field(factory=dict, alias="reads")  # node index -> inputs + implicit
-    _out_types: dict[int, list[int]] = attrs.field(factory=dict, alias="out_types")
+    _release: dict[int, tuple[str, ...]] = attrs.field(factory=dict, alias="release")  # step -> names dying there
     _facts: dict[int, NodeFacts] = attrs.field(factory=dict, alias="facts")  # what _step needs per node, made once
     # the planned (shape, type) of each node's outputs that kernels' requests are checked against: exact
     # when the feeds have the planned input shapes, else rank and type only (smaller runs, max_shapes)
@@ -64,24 +62,31 @@ class Executor:
 
     def __attrs_post_init__(self) -> None:
         self._planned = {True: {}, False: {}}
+        shared: dict[Any, Any] = {}  # equal per-node facts are one object (a model's layers repeat them)
+        values = self.graph.values
+        reads, out_types = {}, {}  # node index -> inputs + implicit, its outputs' element types
         for node in self.order:  # per-node facts every run needs, computed once
-            exact = self._planned[True][node.index] = ort_abi.planned_outputs(node)
-            self._planned[False][node.index] = [(None if s is None else (None,) * len(s), t) for s, t in exact]
-            self._reads[node.index] = list(node.inputs) + node.implicit_inputs()
-            self._out_types[node.index] = [self.graph.values[o].dtype if o and o in self.graph.values else 0
-                                           for o in node.outputs]
-        read = {n for names in self._reads.values() for n in names if n} | set(self.graph.outputs)
+            exact = _shared(shared, tuple(ort_abi.planned_outputs(node)))
+            self._planned[True][node.index] = exact
+            self._planned[False][node.index] = _shared(
+                shared, tuple((None if s is None else (None,) * len(s), t) for s, t in exact))
+            reads[node.index] = _shared(shared, (*node.inputs, *node.implicit_inputs()))
+            out_types[node.index] = _shared(shared, tuple(values[o].dtype if o and o in values else 0
+                                                          for o in node.outputs))
+        read = {n for names in reads.values() for n in names if n} | set(self.graph.outputs)
         for node in self.order:
-            self._facts[node.index] = NodeFacts(node, self._reads[node.index], self._out_types[node.index], read)
+            self._facts[node.index] = NodeFacts(node, reads[node.index], out_types[node.index], read)
         last_use: dict[str, int] = {}
         for step, node in enumerate(self.order):
-            for name in self._reads[node.index]:
+            for name in reads[node.index]:
                 if name:
                     last_use[name] = step
         keep = set(self.graph.outputs) | set(self.graph.initializers)
+        release: dict[int, list[str]] = {}
         for name, step in last_use.items():
             if name not in keep:
-                self._release.setdefault(step, []).append(name)
+                release.setdefault(step, []).append(name)
+        self._release = {step: tuple(names) for step, names in release.items()}
 
     def run(self, feeds: Mapping[str, Any], outputs: Sequence[str], layout: Layout | None = None,
             progress: Callable[[int, int], None] | None = None, measure: bool = False,
@@ -256,7 +261,7 @@ class Executor:
         ctx, refusals = fast.take_pending()
         if rc == ort_abi.STEP_NOT_STARTED:
             self._step(step, node, values, layout, stats, counters, owned, planned)
-            names = fast.fast.describe_after.get(step)
+            names = fast.fast.described_after(step)
             if names:
                 fast.describe(values, names)
             return
@@ -474,3 +479,10 @@ class Executor:
 
 NO_C_STEPS_ENV = "ORT_SESSION_NO_C_STEPS"  # set to 1: every step builds its Python context (no C step runner)
 
+
+def _shared(cache: dict[Any, Any], facts: tuple) -> tuple:
+    """`facts`, or the equal tuple seen before (one object for every node that has it); unhashable: as is."""
+    try:
+        return cache.setdefault(facts, facts)
+    except TypeError:
+        return facts

@@ -36,17 +36,17 @@ OUTPUTS = "#outputs"  # the run buffer of the graph outputs C makes: the caller'
 class FastSteps:
     """The steps of one executor the runner computes under one plan (`key`: a static plan or a traced
     pattern, `Layout.plan_key`), with the value
-    table's entries (`ids`), each C-made value's planned block (`blocks`: name -> (buffer, offset,
-    bytes)), the plan's devices in buffer order, and per step the outputs to describe after it runs in
+    table's entries (`ids`), each C-made value's planned block (`block(name)`: (buffer, offset, bytes),
+    read from the table's step outputs), the plan's devices in buffer order, and per step the outputs to describe after it runs in
     Python (`describe_after`)."""
 
     def __init__(self, key: Any, table: ort_abi.StepTable, ids: dict[str, int],
-                 blocks: dict[str, tuple[int, int, int]], devices: list[str],
+                 devices: list[str],
                  describe_after: dict[int, list[tuple[str, int]]]) -> None:
-        self.key, self.table, self.ids, self.blocks, self.devices = key, table, ids, blocks, devices
-        self.describe_after = describe_after
-        self.steps = frozenset(table.pointers)
-        self.outputs: dict[int, list[str]] = {}  # step -> its node's output names
+        self.key, self.table, self.ids, self.devices = key, table, ids, devices
+        self.describe_after = describe_after  # of the steps outside the table (`described_after`: any step)
+        self.steps = table.pointers  # the table's steps (a packed map: `in` and len)
+        self.order: list[Node] = []  # the executor's order: a step's node, its outputs
         self.output_bytes = 0  # of the OUTPUTS buffer
         self._free: list[np.ndarray] = []  # OUTPUTS buffers of earlier runs, reused once nothing views them
         self._lock = threading.Lock()
@@ -73,11 +73,10 @@ class FastSteps:
         ids: dict[str, int] = {}
         devices: list[str] = []
         specs: dict[int, ort_abi.StepSpec] = {}
-        blocks: dict[str, tuple[int, int, int]] = {}
         graph_outs = {n: None for n in executor.graph.outputs if n not in executor.graph.initializers
                 and n not in executor.graph.inputs}  # graph output -> (offset, bytes) in OUTPUTS, once placed
         for step, node in enumerate(executor.order):
-            spec = _spec(executor, layout, node, ids, devices, blocks, limits, graph_outs)
+            spec = _spec(executor, layout, node, ids, devices, limits, graph_outs)
             if spec is not None:
                 specs[step] = spec
         if not specs:
@@ -86,17 +85,33 @@ class FastSteps:
         constants = {entry: inits[name].numpy() for name, entry in ids.items() if name in inits}
         describe_after = {}
         for step, node in enumerate(executor.order):
-            outs = [(n, ids[n]) for n in node.outputs if n and n in ids]
+            outs = _described(node, ids) if step not in specs else None
             if outs:
                 describe_after[step] = outs
-        fast = cls(layout.plan_key(), ort_abi.StepTable(specs, len(ids), constants), ids, blocks, devices, describe_after)
-        fast.outputs = {step: list(executor.order[step].outputs) for step in specs}
+        fast = cls(layout.plan_key(), ort_abi.StepTable(specs, len(ids), constants), ids, devices, describe_after)
+        fast.order = executor.order
         fast.output_bytes = max((o + n for o, n in filter(None, graph_outs.values())), default=0)
         return fast
 
 
+    def block(self, name: str) -> tuple[int, int, int] | None:
+        """(run buffer, offset, bytes) of the planned block a step of the table makes `name` in, else None."""
+        entry = self.ids.get(name)
+        return None if entry is None else self.table.block(entry)
+
+    def described_after(self, step: int) -> list[tuple[str, int]] | None:
+        """(name, table entry) of the outputs of `step` to describe after it ran in Python, None: none."""
+        if step in self.steps:  # a table step that did not start in C: not kept per step (it seldom happens)
+            return _described(self.order[step], self.ids) or None
+        return self.describe_after.get(step)
+
+
+def _described(node: Node, ids: Mapping[str, int]) -> list[tuple[str, int]]:
+    return [(n, ids[n]) for n in node.outputs if n and n in ids]
+
+
 def _spec(executor: Any, layout: Any, node: Node, ids: dict[str, int], devices: list[str],
-          blocks: dict[str, tuple[int, int, int]], limits: Mapping[str, int],
+          limits: Mapping[str, int],
           outs: dict[str, tuple[int, int] | None]) -> ort_abi.StepSpec | None:
     """The runner's description of `node`, or None when it runs in Python: a device node, a copy, an
     unknown element type, an output without a planned block, more inputs/outputs/slots than the runner
@@ -152,7 +167,6 @@ def _spec(executor: Any, layout: Any, node: Node, ids: dict[str, int], devices: 
         if not name:
             outs.append(ort_abi.PlannedOutput(-1))
             continue
-        blocks[name] = (buffer, offset, nbytes)
         outs.append(ort_abi.PlannedOutput(_entries(ids, [name])[0], buffer, elem, to_numpy_dtype(elem).itemsize,
                                           offset, nbytes, shape))
     return ort_abi.StepSpec(kernel, tuple(_entries(ids, reads)), tuple(types), tuple(outs), tuple(workspace))
@@ -201,7 +215,7 @@ class FastRun:
     def _python_context(self, step: int) -> Any:
         """The deferred step's KernelContext, holding the outputs C already answered."""
         ctx, refusals = self._make_context(step)
-        for j, name in enumerate(self.fast.outputs[step]):
+        for j, name in enumerate(self.fast.order[step].outputs):
             shape = self.run.answered(j)
             if shape is not None and name:
                 ctx.outputs[j] = self._block_view(name, ctx.output_dtype(j), shape)
@@ -220,7 +234,7 @@ class FastRun:
         """A value C made, as a view of its planned block; None when C did not make it."""
         entry = self.fast.ids.get(name)
         found = self.run.entry(entry) if entry is not None else None
-        where = self.fast.blocks.get(name)
+        where = self.fast.block(name)
         if found is None or where is None:
             return None
         elem, shape, address = found
@@ -231,7 +245,7 @@ class FastRun:
         return self._block_view(name, to_numpy_dtype(elem), shape)
 
     def _block_view(self, name: str, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
-        buffer, offset, _ = self.fast.blocks[name]
+        buffer, offset, _ = self.fast.block(name)
         end = offset + math.prod(shape) * dtype.itemsize
         return self._buffers[buffer][offset:end].view(dtype).reshape(shape)
 

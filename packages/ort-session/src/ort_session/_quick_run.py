@@ -96,7 +96,7 @@ class QuickRun:
         base = fast.devices.index(OUTPUTS)
         outputs = {}
         for name in ex.graph.outputs:
-            entry, where = fast.ids.get(name), fast.blocks.get(name)
+            entry, where = fast.ids.get(name), fast.block(name)
             if entry is None or where is None or where[0] != base or name in arrays:
                 return None
             value = ex.graph.values[name]

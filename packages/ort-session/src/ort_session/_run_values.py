@@ -4,7 +4,7 @@ step turns into (the exception to raise, the caller's copies of outputs)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,25 +20,31 @@ from ._strict import Refusals
 COPY_OPS = ("MemcpyFromHost", "MemcpyToHost", "MemcpyDeviceToDevice")
 
 
+_POSITIONS: dict[tuple[int, ...], tuple[int, ...]] = {}  # output positions: few distinct ones in any model
+
+
 class NodeFacts:
     """What `_step` needs of a node that no run changes: the names it reads (inputs + implicit), its
     outputs and their element types, whether it is a boundary copy (and one to the host), and `needed`:
-    (position, name) of its tensor outputs (a known element type) that a later node or the graph's outputs
+    the positions of its tensor outputs (a known element type) that a later node or the graph's outputs
     read (`read`), which its kernel must produce."""
 
     __slots__ = ("copy", "needed", "out_types", "outputs", "reads", "to_host")
 
-    def __init__(self, node: Node, reads: list[str], out_types: list[int], read: set[str] | frozenset[str] = frozenset()) -> None:
-        self.reads, self.out_types, self.outputs = reads, out_types, list(node.outputs)
+    def __init__(self, node: Node, reads: Sequence[str], out_types: Sequence[int],
+                 read: set[str] | frozenset[str] = frozenset()) -> None:
+        self.reads, self.out_types, self.outputs = reads, out_types, tuple(node.outputs)
         self.copy = node.op_type in COPY_OPS
         self.to_host = node.op_type == "MemcpyToHost"
-        self.needed = tuple((j, n) for j, (n, t) in enumerate(zip(self.outputs, out_types)) if n and t and n in read)
+        needed = tuple(j for j, (n, t) in enumerate(zip(self.outputs, out_types)) if n and t and n in read)
+        self.needed = _POSITIONS.setdefault(needed, needed)  # positions: one tuple for every node with them
 
 
 def check_produced(node: Node, facts: NodeFacts, produced: Callable[[int, str], bool]) -> None:
     """A kernel that returned success without one of its needed outputs: a KernelRunError naming the node and
     the output (not the KeyError of the next node that reads it)."""
-    for j, name in facts.needed:
+    for j in facts.needed:
+        name = facts.outputs[j]
         if not produced(j, name):
             raise KernelRunError(
                 f"node {node.name!r} ({node.qualified_op}) on {node.ep or 'CPUExecutionProvider'} returned success "
