@@ -26,47 +26,63 @@ int mnb_avx512vnni_applies(const MnbProblem* p) {
   return g_isa_cap >= 3 && cpu && p->int8 && p->bits == 4 && p->zp_f == NULL;
 }
 
-MNB_V512_INLINE float mnb_hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
+/* the outputs of an MR x NC tile: its accumulators (row r, column j at r * NC + j, zero up to the next multiple of
+ * 4) less the zero-point terms, reduced four at a time, plus the bias */
+MNB_V512_INLINE void mnb_v512_tile_out(const MnbProblem* p, int64_t m0, int64_t n0, __m512* acc, const int MR,
+                                       const int NC) {
+  const int64_t kb = p->k_blocks;
+  __m128 sums[2];
+  float out[8];
+  int64_t blk;
+  int r, j;
+  for (blk = 0; blk < kb; blk += 16) { /* minus sum_blk zp s_w (sum(a) s_a), lane by block */
+    int cnt = kb - blk < 16 ? (int)(kb - blk) : 16;
+    __mmask16 m = (__mmask16)((1u << cnt) - 1);
+    __m512 sa[4];
+    for (r = 0; r < MR; ++r) sa[r] = _mm512_maskz_loadu_ps(m, p->qa_sum_scaled + (m0 + r) * kb + blk);
+    for (j = 0; j < NC; ++j) {
+      __m512 zs = mnb_zero_terms16(p, n0 + j, blk, cnt);
+      for (r = 0; r < MR; ++r) acc[r * NC + j] = _mm512_fnmadd_ps(zs, sa[r], acc[r * NC + j]);
+    }
+  }
+  mnb_v512_sums(acc, (MR * NC + 3) / 4 * 4, sums);
+  if (MR == 1 && NC == 4) { /* the GEMV's tile: four adjacent outputs */
+    __m128 x = p->bias ? _mm_add_ps(sums[0], _mm_loadu_ps(p->bias + n0)) : sums[0];
+    _mm_storeu_ps(p->y + m0 * p->N + n0, x);
+    return;
+  }
+  _mm_storeu_ps(out, sums[0]);
+  if (MR * NC > 4) _mm_storeu_ps(out + 4, sums[1]);
+  for (r = 0; r < MR; ++r)
+    for (j = 0; j < NC; ++j) p->y[(m0 + r) * p->N + n0 + j] = out[r * NC + j] + (p->bias ? p->bias[n0 + j] : 0.0f);
+}
 
 MNB_V512_INLINE void mnb_v512_tile(const MnbProblem* p, int64_t m0, int64_t n0, const int MR, const int NC) {
   const MnbV512Chunks g = mnb_v512_chunks(p);
   const int64_t kb = g.kb, bytes = g.bytes;
   /* few rows: the weights stream from memory once (prefetched ahead, never past the last column) */
   const int stream = p->M <= 4 && n0 + NC + MNB_PREFETCH <= p->N;
-  __m512 acc[4][4];
-  int64_t c;
+  __m512 acc[8];
+  int64_t c, off;
   int r, j;
-  for (r = 0; r < MR; ++r)
-    for (j = 0; j < NC; ++j) acc[r][j] = _mm512_setzero_ps();
+  for (r = 0; r < 8; ++r) acc[r] = _mm512_setzero_ps();
+  if (stream) /* the scales of the tile MNB_PREFETCH columns ahead: contiguous, once a line */
+    for (off = 0; off < NC * kb * (int64_t)sizeof(float); off += 64)
+      _mm_prefetch((const char*)(p->scales + (n0 + MNB_PREFETCH) * kb) + off, _MM_HINT_T1);
   for (c = 0; c < g.chunks; ++c) {
     const MnbV512Chunk k = mnb_v512_chunk(&g, c);
     __m512i lo[4], hi[4];
     __m512 ws[4];
     for (j = 0; j < NC; ++j) {
-      if (stream) { /* the same chunk MNB_PREFETCH columns ahead: the hardware prefetcher alone falls behind */
+      if (stream) /* the same chunk MNB_PREFETCH columns ahead: the hardware prefetcher alone falls behind */
         _mm_prefetch((const char*)(p->b + (n0 + j + MNB_PREFETCH) * bytes + c * 64), _MM_HINT_T1);
-        _mm_prefetch((const char*)(p->scales + (n0 + j + MNB_PREFETCH) * kb + k.b0), _MM_HINT_T1);
-      }
       mnb_v512_weights(p, &g, &k, n0 + j, c, &lo[j], &hi[j], &ws[j]);
     }
     for (r = 0; r < MR; ++r)
       mnb_v512_row(&g, &k, p->qa + (m0 + r) * p->qa_stride + c * MNB_QA_CHUNK, p->qa_scale + (m0 + r) * kb, lo, hi,
-                   ws, acc[r], NC);
+                   ws, acc + r * NC, NC);
   }
-  for (j = 0; j < NC; ++j) {
-    int64_t n = n0 + j, blk;
-    float bias = p->bias ? p->bias[n] : 0.0f;
-    __m512 corr[4];
-    for (r = 0; r < MR; ++r) corr[r] = _mm512_setzero_ps();
-    for (blk = 0; blk < kb; blk += 16) {
-      int cnt = kb - blk < 16 ? (int)(kb - blk) : 16;
-      __mmask16 m = (__mmask16)((1u << cnt) - 1);
-      __m512 zs = mnb_zero_terms16(p, n, blk, cnt);
-      for (r = 0; r < MR; ++r)
-        corr[r] = _mm512_fmadd_ps(zs, _mm512_maskz_loadu_ps(m, p->qa_sum_scaled + (m0 + r) * kb + blk), corr[r]);
-    }
-    for (r = 0; r < MR; ++r) p->y[(m0 + r) * p->N + n] = (mnb_hsum512(acc[r][j]) - mnb_hsum512(corr[r])) + bias;
-  }
+  mnb_v512_tile_out(p, m0, n0, acc, MR, NC);
 }
 
 #define MNB_V512_TILE(mr, nc)                                                                  \
@@ -172,7 +188,7 @@ MNB_V512_INLINE void mnb_f32_column(const MnbProblem* p, int64_t n, const int MR
     }
   }
   for (r = 0; r < MR; ++r)
-    p->y[r * p->N + n] = mnb_hsum512(_mm512_add_ps(acc[r][0], acc[r][1])) + (p->bias ? p->bias[n] : 0.0f);
+    p->y[r * p->N + n] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1])) + (p->bias ? p->bias[n] : 0.0f);
 }
 
 #define MNB_F32_COLUMNS(mr)                                                                      \
