@@ -98,6 +98,52 @@ MNB_V512_TILE(3, 1)
 MNB_V512_TILE(4, 2)
 MNB_V512_TILE(4, 1)
 
+/* one row (the decode GEMV): four columns a pass with the chunk geometry computed once for the whole range, the
+ * accumulators in registers, the prefetch address clamped instead of branched on (the last columns prefetch
+ * their own weights) */
+MNB_V512 static void mnb_v512_gemv1(const MnbProblem* p, int64_t n0, int64_t n1) {
+  const MnbV512Chunks g = mnb_v512_chunks(p);
+  const int64_t kb = g.kb, bytes = g.bytes;
+  int64_t n, c, off;
+  int j;
+  for (n = n0; n + 4 <= n1; n += 4) {
+    const int64_t ahead = n + 4 + MNB_PREFETCH <= p->N ? n + MNB_PREFETCH : n;
+    const uint8_t *b = p->b + n * bytes, *pb = p->b + ahead * bytes;
+    const float* s = p->scales + n * kb;
+    __m512 acc[4], sa;
+    __m128 sums;
+    int64_t blk;
+    for (off = 0; off < 4 * kb * (int64_t)sizeof(float); off += 64)
+      _mm_prefetch((const char*)(p->scales + ahead * kb) + off, _MM_HINT_T1);
+    _Pragma("GCC unroll 4") for (j = 0; j < 4; ++j) acc[j] = _mm512_setzero_ps();
+    for (c = 0; c < g.chunks; ++c) {
+      const MnbV512Chunk k = mnb_v512_chunk(&g, c);
+      const __m512i ae = _mm512_loadu_si512((const void*)(p->qa + c * MNB_QA_CHUNK));
+      const __m512i ao = _mm512_loadu_si512((const void*)(p->qa + c * MNB_QA_CHUNK + 64));
+      const __m512 as = _mm512_permutexvar_ps(g.idx, _mm512_maskz_loadu_ps(k.smask, p->qa_scale + k.b0));
+      _Pragma("GCC unroll 4") for (j = 0; j < 4; ++j) {
+        __m512i v, t;
+        __m512 ws;
+        _mm_prefetch((const char*)(pb + j * bytes + c * 64), _MM_HINT_T1);
+        v = _mm512_maskz_loadu_epi8(k.bmask, b + j * bytes + c * 64);
+        ws = _mm512_permutexvar_ps(g.idx, _mm512_maskz_loadu_ps(k.smask, s + j * kb + k.b0));
+        t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v, g.nib), ae);
+        t = _mm512_dpbusd_epi32(t, _mm512_and_si512(_mm512_srli_epi16(v, 4), g.nib), ao);
+        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(ws, as), acc[j]);
+      }
+    }
+    for (blk = 0; blk < kb; blk += 16) { /* minus sum_blk zp s_w (sum(a) s_a), lane by block */
+      int cnt = kb - blk < 16 ? (int)(kb - blk) : 16;
+      sa = _mm512_maskz_loadu_ps((__mmask16)((1u << cnt) - 1), p->qa_sum_scaled + blk);
+      _Pragma("GCC unroll 4") for (j = 0; j < 4; ++j)
+        acc[j] = _mm512_fnmadd_ps(mnb_zero_terms16(p, n + j, blk, cnt), sa, acc[j]);
+    }
+    mnb_v512_sums(acc, 4, &sums);
+    _mm_storeu_ps(p->y + n, p->bias ? _mm_add_ps(sums, _mm_loadu_ps(p->bias + n)) : sums);
+  }
+  for (; n < n1; ++n) mnb_v512_tile_1x1(p, 0, n);
+}
+
 typedef void (*MnbTileFn)(const MnbProblem*, int64_t, int64_t);
 
 void mnb_avx512vnni_columns(const MnbProblem* p, int64_t n0, int64_t n1, void* buf) {
@@ -105,6 +151,10 @@ void mnb_avx512vnni_columns(const MnbProblem* p, int64_t n0, int64_t n1, void* b
   static const MnbTileFn narrow[5] = {NULL, mnb_v512_tile_1x1, mnb_v512_tile_2x1, mnb_v512_tile_3x1, mnb_v512_tile_4x1};
   int64_t m0, n;
   if (mnb_avx512vnni_gemm(p, n0, n1, buf)) return;
+  if (p->M == 1) {
+    mnb_v512_gemv1(p, n0, n1);
+    return;
+  }
   for (m0 = 0; m0 < p->M; m0 += 4) {
     int rows = p->M - m0 < 4 ? (int)(p->M - m0) : 4;
     int nc = rows == 1 ? 4 : 2;
