@@ -98,12 +98,35 @@ MNB_V512_TILE(3, 1)
 MNB_V512_TILE(4, 2)
 MNB_V512_TILE(4, 1)
 
+/* one chunk of four columns (the decode GEMV): whole chunks load without masks */
+MNB_V512_INLINE void mnb_v512_gemv1_chunk(const MnbProblem* p, const MnbV512Chunks* g, const MnbV512Chunk* k,
+                                          int64_t c, const uint8_t* b, const uint8_t* pb, const float* s,
+                                          __m512* acc, const int whole) {
+  const int64_t bytes = g->bytes, kb = g->kb;
+  const __m512i ae = _mm512_loadu_si512((const void*)(p->qa + c * MNB_QA_CHUNK));
+  const __m512i ao = _mm512_loadu_si512((const void*)(p->qa + c * MNB_QA_CHUNK + 64));
+  const __m512 as = _mm512_permutexvar_ps(g->idx, _mm512_maskz_loadu_ps(k->smask, p->qa_scale + k->b0));
+  int j;
+  _Pragma("GCC unroll 4") for (j = 0; j < 4; ++j) {
+    __m512i v, t;
+    __m512 ws;
+    _mm_prefetch((const char*)(pb + j * bytes + c * 64), _MM_HINT_T1);
+    v = whole ? _mm512_loadu_si512((const void*)(b + j * bytes + c * 64))
+              : _mm512_maskz_loadu_epi8(k->bmask, b + j * bytes + c * 64);
+    ws = _mm512_permutexvar_ps(g->idx, _mm512_maskz_loadu_ps(k->smask, s + j * kb + k->b0));
+    t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v, g->nib), ae);
+    t = _mm512_dpbusd_epi32(t, _mm512_and_si512(_mm512_srli_epi16(v, 4), g->nib), ao);
+    acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(ws, as), acc[j]);
+  }
+}
+
 /* one row (the decode GEMV): four columns a pass with the chunk geometry computed once for the whole range, the
- * accumulators in registers, the prefetch address clamped instead of branched on (the last columns prefetch
- * their own weights) */
+ * whole chunks (all 64 weight bytes, all their blocks) apart from the last partial one, the accumulators in
+ * registers, the prefetch address clamped instead of branched on (the last columns prefetch their own weights) */
 MNB_V512 static void mnb_v512_gemv1(const MnbProblem* p, int64_t n0, int64_t n1) {
   const MnbV512Chunks g = mnb_v512_chunks(p);
-  const int64_t kb = g.kb, bytes = g.bytes;
+  const int64_t kb = g.kb, bytes = g.bytes, whole = bytes / 64;
+  const __mmask16 smask = (__mmask16)((1u << g.per_chunk) - 1);
   int64_t n, c, off;
   int j;
   for (n = n0; n + 4 <= n1; n += 4) {
@@ -116,21 +139,16 @@ MNB_V512 static void mnb_v512_gemv1(const MnbProblem* p, int64_t n0, int64_t n1)
     for (off = 0; off < 4 * kb * (int64_t)sizeof(float); off += 64)
       _mm_prefetch((const char*)(p->scales + ahead * kb) + off, _MM_HINT_T1);
     _Pragma("GCC unroll 4") for (j = 0; j < 4; ++j) acc[j] = _mm512_setzero_ps();
-    for (c = 0; c < g.chunks; ++c) {
+    for (c = 0; c < whole; ++c) {
+      MnbV512Chunk k;
+      k.b0 = (c * MNB_QA_CHUNK) >> g.shift;
+      k.smask = smask;
+      k.bmask = ~(__mmask64)0;
+      mnb_v512_gemv1_chunk(p, &g, &k, c, b, pb, s, acc, 1);
+    }
+    for (; c < g.chunks; ++c) {
       const MnbV512Chunk k = mnb_v512_chunk(&g, c);
-      const __m512i ae = _mm512_loadu_si512((const void*)(p->qa + c * MNB_QA_CHUNK));
-      const __m512i ao = _mm512_loadu_si512((const void*)(p->qa + c * MNB_QA_CHUNK + 64));
-      const __m512 as = _mm512_permutexvar_ps(g.idx, _mm512_maskz_loadu_ps(k.smask, p->qa_scale + k.b0));
-      _Pragma("GCC unroll 4") for (j = 0; j < 4; ++j) {
-        __m512i v, t;
-        __m512 ws;
-        _mm_prefetch((const char*)(pb + j * bytes + c * 64), _MM_HINT_T1);
-        v = _mm512_maskz_loadu_epi8(k.bmask, b + j * bytes + c * 64);
-        ws = _mm512_permutexvar_ps(g.idx, _mm512_maskz_loadu_ps(k.smask, s + j * kb + k.b0));
-        t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v, g.nib), ae);
-        t = _mm512_dpbusd_epi32(t, _mm512_and_si512(_mm512_srli_epi16(v, 4), g.nib), ao);
-        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(ws, as), acc[j]);
-      }
+      mnb_v512_gemv1_chunk(p, &g, &k, c, b, pb, s, acc, 0);
     }
     for (blk = 0; blk < kb; blk += 16) { /* minus sum_blk zp s_w (sum(a) s_a), lane by block */
       int cnt = kb - blk < 16 ? (int)(kb - blk) : 16;
