@@ -210,6 +210,8 @@ MNB_V512_INLINE void mnb_f32_column(const MnbProblem* p, int64_t n, const int MR
   const __m256i nib = _mm256_set1_epi8(15);
   const int stream = n + MNB_PREFETCH < p->N;
   const int64_t bytes = p->k_blocks * p->blob;
+  const int pair = p->block == 32 && p->zp_u8 != NULL; /* a 64-value unit's two blocks share a zero-point byte */
+  const uint8_t* zrow = pair ? p->zp_u8 + n * p->zp_row_bytes : NULL;
   __m512 acc[MNB_GEMV_MAX_M][2];
   int64_t u, units = (p->K + 63) / 64;
   const int shift = __builtin_ctzll((unsigned long long)p->block); /* block_size is a power of two */
@@ -224,7 +226,11 @@ MNB_V512_INLINE void mnb_f32_column(const MnbProblem* p, int64_t n, const int MR
     v = _mm256_maskz_loadu_epi8(bmask, row + u * 32);
     lo = _mm256_and_si256(v, nib);
     hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
-    if (b1 != b0 && b1 < p->k_blocks) {
+    if (pair && b1 < p->k_blocks) { /* blocks 2u and 2u + 1 in one zero-point byte: low nibble | high nibble */
+      w = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi8((char)zrow[u]), _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+                           nib);
+      s1 = _mm512_set1_ps(scales[b1]);
+    } else if (b1 != b0 && b1 < p->k_blocks) {
       w = _mm256_set_m128i(_mm_set1_epi8((char)mnb_zero_point(p, n, b1)), _mm_set1_epi8((char)mnb_zero_point(p, n, b0)));
       s1 = _mm512_set1_ps(scales[b1]);
     } else {
