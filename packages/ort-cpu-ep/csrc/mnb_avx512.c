@@ -26,47 +26,63 @@ int mnb_avx512vnni_applies(const MnbProblem* p) {
   return g_isa_cap >= 3 && cpu && p->int8 && p->bits == 4 && p->zp_f == NULL;
 }
 
-MNB_V512_INLINE float mnb_hsum512(__m512 v) { return _mm512_reduce_add_ps(v); }
+/* the outputs of an MR x NC tile: its accumulators (row r, column j at r * NC + j, zero up to the next multiple of
+ * 4) less the zero-point terms, reduced four at a time, plus the bias */
+MNB_V512_INLINE void mnb_v512_tile_out(const MnbProblem* p, int64_t m0, int64_t n0, __m512* acc, const int MR,
+                                       const int NC) {
+  const int64_t kb = p->k_blocks;
+  __m128 sums[2];
+  float out[8];
+  int64_t blk;
+  int r, j;
+  for (blk = 0; blk < kb; blk += 16) { /* minus sum_blk zp s_w (sum(a) s_a), lane by block */
+    int cnt = kb - blk < 16 ? (int)(kb - blk) : 16;
+    __mmask16 m = (__mmask16)((1u << cnt) - 1);
+    __m512 sa[4];
+    for (r = 0; r < MR; ++r) sa[r] = _mm512_maskz_loadu_ps(m, p->qa_sum_scaled + (m0 + r) * kb + blk);
+    for (j = 0; j < NC; ++j) {
+      __m512 zs = mnb_zero_terms16(p, n0 + j, blk, cnt);
+      for (r = 0; r < MR; ++r) acc[r * NC + j] = _mm512_fnmadd_ps(zs, sa[r], acc[r * NC + j]);
+    }
+  }
+  mnb_v512_sums(acc, (MR * NC + 3) / 4 * 4, sums);
+  if (MR == 1 && NC == 4) { /* the GEMV's tile: four adjacent outputs */
+    __m128 x = p->bias ? _mm_add_ps(sums[0], _mm_loadu_ps(p->bias + n0)) : sums[0];
+    _mm_storeu_ps(p->y + m0 * p->N + n0, x);
+    return;
+  }
+  _mm_storeu_ps(out, sums[0]);
+  if (MR * NC > 4) _mm_storeu_ps(out + 4, sums[1]);
+  for (r = 0; r < MR; ++r)
+    for (j = 0; j < NC; ++j) p->y[(m0 + r) * p->N + n0 + j] = out[r * NC + j] + (p->bias ? p->bias[n0 + j] : 0.0f);
+}
 
 MNB_V512_INLINE void mnb_v512_tile(const MnbProblem* p, int64_t m0, int64_t n0, const int MR, const int NC) {
   const MnbV512Chunks g = mnb_v512_chunks(p);
   const int64_t kb = g.kb, bytes = g.bytes;
   /* few rows: the weights stream from memory once (prefetched ahead, never past the last column) */
   const int stream = p->M <= 4 && n0 + NC + MNB_PREFETCH <= p->N;
-  __m512 acc[4][4];
-  int64_t c;
+  __m512 acc[8];
+  int64_t c, off;
   int r, j;
-  for (r = 0; r < MR; ++r)
-    for (j = 0; j < NC; ++j) acc[r][j] = _mm512_setzero_ps();
+  for (r = 0; r < 8; ++r) acc[r] = _mm512_setzero_ps();
+  if (stream) /* the scales of the tile MNB_PREFETCH columns ahead: contiguous, once a line */
+    for (off = 0; off < NC * kb * (int64_t)sizeof(float); off += 64)
+      _mm_prefetch((const char*)(p->scales + (n0 + MNB_PREFETCH) * kb) + off, _MM_HINT_T1);
   for (c = 0; c < g.chunks; ++c) {
     const MnbV512Chunk k = mnb_v512_chunk(&g, c);
     __m512i lo[4], hi[4];
     __m512 ws[4];
     for (j = 0; j < NC; ++j) {
-      if (stream) { /* the same chunk MNB_PREFETCH columns ahead: the hardware prefetcher alone falls behind */
+      if (stream) /* the same chunk MNB_PREFETCH columns ahead: the hardware prefetcher alone falls behind */
         _mm_prefetch((const char*)(p->b + (n0 + j + MNB_PREFETCH) * bytes + c * 64), _MM_HINT_T1);
-        _mm_prefetch((const char*)(p->scales + (n0 + j + MNB_PREFETCH) * kb + k.b0), _MM_HINT_T1);
-      }
       mnb_v512_weights(p, &g, &k, n0 + j, c, &lo[j], &hi[j], &ws[j]);
     }
     for (r = 0; r < MR; ++r)
       mnb_v512_row(&g, &k, p->qa + (m0 + r) * p->qa_stride + c * MNB_QA_CHUNK, p->qa_scale + (m0 + r) * kb, lo, hi,
-                   ws, acc[r], NC);
+                   ws, acc + r * NC, NC);
   }
-  for (j = 0; j < NC; ++j) {
-    int64_t n = n0 + j, blk;
-    float bias = p->bias ? p->bias[n] : 0.0f;
-    __m512 corr[4];
-    for (r = 0; r < MR; ++r) corr[r] = _mm512_setzero_ps();
-    for (blk = 0; blk < kb; blk += 16) {
-      int cnt = kb - blk < 16 ? (int)(kb - blk) : 16;
-      __mmask16 m = (__mmask16)((1u << cnt) - 1);
-      __m512 zs = mnb_zero_terms16(p, n, blk, cnt);
-      for (r = 0; r < MR; ++r)
-        corr[r] = _mm512_fmadd_ps(zs, _mm512_maskz_loadu_ps(m, p->qa_sum_scaled + (m0 + r) * kb + blk), corr[r]);
-    }
-    for (r = 0; r < MR; ++r) p->y[(m0 + r) * p->N + n] = (mnb_hsum512(acc[r][j]) - mnb_hsum512(corr[r])) + bias;
-  }
+  mnb_v512_tile_out(p, m0, n0, acc, MR, NC);
 }
 
 #define MNB_V512_TILE(mr, nc)                                                                  \
@@ -82,6 +98,70 @@ MNB_V512_TILE(3, 1)
 MNB_V512_TILE(4, 2)
 MNB_V512_TILE(4, 1)
 
+/* one chunk of four columns (the decode GEMV): whole chunks load without masks */
+MNB_V512_INLINE void mnb_v512_gemv1_chunk(const MnbProblem* p, const MnbV512Chunks* g, const MnbV512Chunk* k,
+                                          int64_t c, const uint8_t* b, const uint8_t* pb, const float* s,
+                                          __m512* acc, const int whole) {
+  const int64_t bytes = g->bytes, kb = g->kb;
+  const __m512i ae = _mm512_loadu_si512((const void*)(p->qa + c * MNB_QA_CHUNK));
+  const __m512i ao = _mm512_loadu_si512((const void*)(p->qa + c * MNB_QA_CHUNK + 64));
+  const __m512 as = _mm512_permutexvar_ps(g->idx, _mm512_maskz_loadu_ps(k->smask, p->qa_scale + k->b0));
+  int j;
+  _Pragma("GCC unroll 4") for (j = 0; j < 4; ++j) {
+    __m512i v, t;
+    __m512 ws;
+    _mm_prefetch((const char*)(pb + j * bytes + c * 64), _MM_HINT_T1);
+    v = whole ? _mm512_loadu_si512((const void*)(b + j * bytes + c * 64))
+              : _mm512_maskz_loadu_epi8(k->bmask, b + j * bytes + c * 64);
+    ws = _mm512_permutexvar_ps(g->idx, _mm512_maskz_loadu_ps(k->smask, s + j * kb + k->b0));
+    t = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(v, g->nib), ae);
+    t = _mm512_dpbusd_epi32(t, _mm512_and_si512(_mm512_srli_epi16(v, 4), g->nib), ao);
+    acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(ws, as), acc[j]);
+  }
+}
+
+/* one row (the decode GEMV): four columns a pass with the chunk geometry computed once for the whole range, the
+ * whole chunks (all 64 weight bytes, all their blocks) apart from the last partial one, the accumulators in
+ * registers, the prefetch address clamped instead of branched on (the last columns prefetch their own weights) */
+MNB_V512 static void mnb_v512_gemv1(const MnbProblem* p, int64_t n0, int64_t n1) {
+  const MnbV512Chunks g = mnb_v512_chunks(p);
+  const int64_t kb = g.kb, bytes = g.bytes, whole = bytes / 64;
+  const __mmask16 smask = (__mmask16)((1u << g.per_chunk) - 1);
+  int64_t n, c, off;
+  int j;
+  for (n = n0; n + 4 <= n1; n += 4) {
+    const int64_t ahead = n + 4 + MNB_PREFETCH <= p->N ? n + MNB_PREFETCH : n;
+    const uint8_t *b = p->b + n * bytes, *pb = p->b + ahead * bytes;
+    const float* s = p->scales + n * kb;
+    __m512 acc[4], sa;
+    __m128 sums;
+    int64_t blk;
+    for (off = 0; off < 4 * kb * (int64_t)sizeof(float); off += 64)
+      _mm_prefetch((const char*)(p->scales + ahead * kb) + off, _MM_HINT_T1);
+    _Pragma("GCC unroll 4") for (j = 0; j < 4; ++j) acc[j] = _mm512_setzero_ps();
+    for (c = 0; c < whole; ++c) {
+      MnbV512Chunk k;
+      k.b0 = (c * MNB_QA_CHUNK) >> g.shift;
+      k.smask = smask;
+      k.bmask = ~(__mmask64)0;
+      mnb_v512_gemv1_chunk(p, &g, &k, c, b, pb, s, acc, 1);
+    }
+    for (; c < g.chunks; ++c) {
+      const MnbV512Chunk k = mnb_v512_chunk(&g, c);
+      mnb_v512_gemv1_chunk(p, &g, &k, c, b, pb, s, acc, 0);
+    }
+    for (blk = 0; blk < kb; blk += 16) { /* minus sum_blk zp s_w (sum(a) s_a), lane by block */
+      int cnt = kb - blk < 16 ? (int)(kb - blk) : 16;
+      sa = _mm512_maskz_loadu_ps((__mmask16)((1u << cnt) - 1), p->qa_sum_scaled + blk);
+      _Pragma("GCC unroll 4") for (j = 0; j < 4; ++j)
+        acc[j] = _mm512_fnmadd_ps(mnb_zero_terms16(p, n + j, blk, cnt), sa, acc[j]);
+    }
+    mnb_v512_sums(acc, 4, &sums);
+    _mm_storeu_ps(p->y + n, p->bias ? _mm_add_ps(sums, _mm_loadu_ps(p->bias + n)) : sums);
+  }
+  for (; n < n1; ++n) mnb_v512_tile_1x1(p, 0, n);
+}
+
 typedef void (*MnbTileFn)(const MnbProblem*, int64_t, int64_t);
 
 void mnb_avx512vnni_columns(const MnbProblem* p, int64_t n0, int64_t n1, void* buf) {
@@ -89,6 +169,10 @@ void mnb_avx512vnni_columns(const MnbProblem* p, int64_t n0, int64_t n1, void* b
   static const MnbTileFn narrow[5] = {NULL, mnb_v512_tile_1x1, mnb_v512_tile_2x1, mnb_v512_tile_3x1, mnb_v512_tile_4x1};
   int64_t m0, n;
   if (mnb_avx512vnni_gemm(p, n0, n1, buf)) return;
+  if (p->M == 1) {
+    mnb_v512_gemv1(p, n0, n1);
+    return;
+  }
   for (m0 = 0; m0 < p->M; m0 += 4) {
     int rows = p->M - m0 < 4 ? (int)(p->M - m0) : 4;
     int nc = rows == 1 ? 4 : 2;
@@ -126,6 +210,8 @@ MNB_V512_INLINE void mnb_f32_column(const MnbProblem* p, int64_t n, const int MR
   const __m256i nib = _mm256_set1_epi8(15);
   const int stream = n + MNB_PREFETCH < p->N;
   const int64_t bytes = p->k_blocks * p->blob;
+  const int pair = p->block == 32 && p->zp_u8 != NULL; /* a 64-value unit's two blocks share a zero-point byte */
+  const uint8_t* zrow = pair ? p->zp_u8 + n * p->zp_row_bytes : NULL;
   __m512 acc[MNB_GEMV_MAX_M][2];
   int64_t u, units = (p->K + 63) / 64;
   const int shift = __builtin_ctzll((unsigned long long)p->block); /* block_size is a power of two */
@@ -140,7 +226,11 @@ MNB_V512_INLINE void mnb_f32_column(const MnbProblem* p, int64_t n, const int MR
     v = _mm256_maskz_loadu_epi8(bmask, row + u * 32);
     lo = _mm256_and_si256(v, nib);
     hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
-    if (b1 != b0 && b1 < p->k_blocks) {
+    if (pair && b1 < p->k_blocks) { /* blocks 2u and 2u + 1 in one zero-point byte: low nibble | high nibble */
+      w = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi8((char)zrow[u]), _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+                           nib);
+      s1 = _mm512_set1_ps(scales[b1]);
+    } else if (b1 != b0 && b1 < p->k_blocks) {
       w = _mm256_set_m128i(_mm_set1_epi8((char)mnb_zero_point(p, n, b1)), _mm_set1_epi8((char)mnb_zero_point(p, n, b0)));
       s1 = _mm512_set1_ps(scales[b1]);
     } else {
@@ -172,7 +262,7 @@ MNB_V512_INLINE void mnb_f32_column(const MnbProblem* p, int64_t n, const int MR
     }
   }
   for (r = 0; r < MR; ++r)
-    p->y[r * p->N + n] = mnb_hsum512(_mm512_add_ps(acc[r][0], acc[r][1])) + (p->bias ? p->bias[n] : 0.0f);
+    p->y[r * p->N + n] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1])) + (p->bias ? p->bias[n] : 0.0f);
 }
 
 #define MNB_F32_COLUMNS(mr)                                                                      \

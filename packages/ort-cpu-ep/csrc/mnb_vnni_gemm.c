@@ -76,26 +76,6 @@ MNB_V512 static void mnb_v512_zero_terms(const MnbProblem* p, int64_t n0, int64_
   }
 }
 
-/* lane sums of v[0..n) (n a multiple of 4, at most 16), four at a time: lanes 0-3 of out[i] are the sums of
- * v[4i], v[4i + 1], v[4i + 2], v[4i + 3] */
-MNB_V512_INLINE void mnb_v512_sums(__m512* v, int n, __m128* out) {
-  const __m512i first = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-  int i;
-  _Pragma("GCC unroll 16") for (i = 0; i < n; i += 2) { /* 512 -> 256 bits: v[i] low half | v[i + 1] low half */
-    __m512 a = _mm512_shuffle_f32x4(v[i], v[i + 1], 0x44), b = _mm512_shuffle_f32x4(v[i], v[i + 1], 0xEE);
-    v[i / 2] = _mm512_add_ps(a, b);
-  }
-  _Pragma("GCC unroll 8") for (i = 0; i < n / 2; i += 2) { /* 256 -> 128 bits: one 128-bit lane per input */
-    __m512 a = _mm512_shuffle_f32x4(v[i], v[i + 1], 0x88), b = _mm512_shuffle_f32x4(v[i], v[i + 1], 0xDD);
-    v[i / 2] = _mm512_add_ps(a, b);
-  }
-  _Pragma("GCC unroll 4") for (i = 0; i < n / 4; ++i) { /* 128 -> 32 bits within each lane */
-    __m512 x = _mm512_add_ps(v[i], _mm512_permute_ps(v[i], 0x4E));
-    x = _mm512_add_ps(x, _mm512_permute_ps(x, 0xB1));
-    out[i] = _mm512_castps512_ps128(_mm512_permutexvar_ps(first, x));
-  }
-}
-
 MNB_V512_INLINE void mnb_v512_gemm_tile(const MnbProblem* p, int64_t m0, int64_t n0, const float* zs, const int MR,
                                         const int NC) {
   const MnbV512Chunks g = mnb_v512_chunks(p);

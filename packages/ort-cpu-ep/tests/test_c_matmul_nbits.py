@@ -419,6 +419,23 @@ def test_int8_gemm_rows_match_onnxruntime(entry, zp_kind, M, K, N, bs):
     np.testing.assert_allclose(_run_provider(model, feeds), ref, rtol=1e-5, atol=2e-5 * np.abs(ref).max())
 
 
+@pytest.mark.parametrize("accuracy_level", [0, 4])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("K,N", [(576, 576), (576, 192), (576, 1536), (1536, 576), (576, 49152), (576, 1030)])
+def test_decode_gemv_shapes_match_onnxruntime(entry, accuracy_level, threads, K, N):
+    """One row (a decode step) at the thin decoder's projections and its LM head (576 x 49152), int4 block 32 with
+    zero points, on 1 and 2 threads (the GEMV's four-column passes, the threads' split of N, an N that leaves
+    two columns to the one-column tile) against onnxruntime."""
+    ort = pytest.importorskip("onnxruntime")
+    model, feeds = _model(1, K, N, 4, 32, "packed", accuracy_level, np.random.default_rng(K + N + accuracy_level))
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    ref = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    with intra_op_thread_scope(threads):
+        got = _run_provider(model, feeds)
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=2e-5 * np.abs(ref).max())
+
+
 @pytest.mark.parametrize("M,K,N,bs", [(7, 4800, 30, 16), (5, 33600, 3, 16), (128, 576, 100, 32)])
 def test_int8_gemm_many_blocks_and_threads(entry, M, K, N, bs):
     """Many blocks per row: the GEMM's zero-point panel narrows to what the thread buffer holds (300 blocks: 12
