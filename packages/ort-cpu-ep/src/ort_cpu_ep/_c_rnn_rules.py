@@ -1,4 +1,4 @@
-"""Which RNN / GRU / LSTM nodes the C kernel (csrc/rnn_kernel.c) computes; `_ckernels.c_kernel_applies` asks here."""
+"""Which RNN / GRU / LSTM nodes the C kernel (csrc/rnn_kernel.c) computes; `_c_rules.c_kernel_applies` asks here."""
 
 from __future__ import annotations
 
