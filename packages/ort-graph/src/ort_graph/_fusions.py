@@ -244,4 +244,7 @@ def remove_unused_initializers(graph: Graph) -> list[str]:
     for name in dropped:
         del graph.initializers[name]
         graph.values.pop(name, None)
+    if dropped and any(name in graph.inputs for name in dropped):  # an unused initializer also listed as an
+        gone = set(dropped)                                          # input leaves the inputs too, as onnxruntime
+        graph.inputs[:] = [name for name in graph.inputs if name not in gone]
     return dropped
