@@ -207,7 +207,7 @@ def test_c_kernel_in_a_session_matches_onnxruntime(entry, bits, zp_kind, accurac
     sums, so only float summation order differs, as at accuracy_level 0 (rtol 1e-5 of the largest output), at
     M >= 128 too (onnxruntime's prefill GEMM route: the ~1e-3 relative differences seen there before were A
     quantized with another reciprocal, see test_int8_activations_round_as_onnxruntime_on_half_steps)."""
-    ort = pytest.importorskip("onnxruntime")
+    import onnxruntime as ort
     model, feeds = _model(M, K, N, bits, bs, zp_kind, accuracy_level, np.random.default_rng(M + K + N))
     so = ort.SessionOptions()
     so.log_severity_level = 3
@@ -381,7 +381,7 @@ def test_int8_activations_round_as_onnxruntime_on_half_steps(entry, monkeypatch,
     a * (127 / max|a|) rounded half to even, the reciprocal in one rounding. (With 1 / (max|a| / 127), the
     previous formula, these feeds differed from onnxruntime by up to 6e-2 where outputs are ~1: greedy tokens
     of a real int4 model changed.) Both kernels, through the provider."""
-    ort = pytest.importorskip("onnxruntime")
+    import onnxruntime as ort
     rng = np.random.default_rng(K + N + M + bs)
     model, _ = _model(M, K, N, 4, bs, zp_kind, 4, rng)
     feeds = {"A": _near_tie_activations(rng, M, K, bs)}
@@ -411,7 +411,7 @@ def test_int8_gemm_rows_match_onnxruntime(entry, zp_kind, M, K, N, bs):
     """accuracy_level 4 at prefill row counts (the AVX-512 VNNI GEMM past 4 rows: 6-row tiles and their
     remainders, column pairs and an odd last column, a ragged last K block) against onnxruntime, at the
     tolerance of test_c_kernel_in_a_session_matches_onnxruntime."""
-    ort = pytest.importorskip("onnxruntime")
+    import onnxruntime as ort
     model, feeds = _model(M, K, N, 4, bs, zp_kind, 4, np.random.default_rng(M * 7 + K + N))
     so = ort.SessionOptions()
     so.log_severity_level = 3
@@ -426,7 +426,7 @@ def test_decode_gemv_shapes_match_onnxruntime(entry, accuracy_level, threads, K,
     """One row (a decode step) at the thin decoder's projections and its LM head (576 x 49152), int4 block 32 with
     zero points, on 1 and 2 threads (the GEMV's four-column passes, the threads' split of N, an N that leaves
     two columns to the one-column tile) against onnxruntime."""
-    ort = pytest.importorskip("onnxruntime")
+    import onnxruntime as ort
     model, feeds = _model(1, K, N, 4, 32, "packed", accuracy_level, np.random.default_rng(K + N + accuracy_level))
     so = ort.SessionOptions()
     so.log_severity_level = 3

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from ort_cpu_ep import _c_rules as c_rules
 from ort_cpu_ep import c_kernels
 from ort_session import PRE_ALLOCATE, InferenceSession
 
@@ -66,7 +67,7 @@ def test_an_elementwise_chain_runs_as_c_steps_with_the_bits_of_numpy(monkeypatch
         got = sess.run(None, {"x": x})[0]
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
     assert sess.last_run_stats.c_steps == len(steps) == sess.last_run_stats.nodes_run
-    monkeypatch.setattr(c_kernels, "_c_arith_applies", lambda node: False)  # the numpy kernels instead
+    monkeypatch.setattr(c_rules, "_c_arith_applies", lambda node: False)  # the numpy kernels instead
     numpy_sess = _session(model, MODES[mode])
     got = numpy_sess.run(None, {"x": x})[0]
     assert numpy_sess.last_run_stats.c_steps == 0
