@@ -58,3 +58,20 @@ def test_published_cnn_matches_onnxruntime_with_c_kernels(shared_models, file):
     for g, w in zip(got, want):
         assert g.shape == w.shape
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * max(float(np.abs(w).max()), 1.0))
+
+
+@pytest.mark.parametrize("side", [16, 24])
+def test_the_classifier_at_a_small_input_pools_as_onnxruntime(shared_models, side):
+    """At 16x16 or 24x24, ppocr_mobile_v2_cls's last 2x2/2 MaxPool sees a 1-row input: onnxruntime (and onnx shape
+    inference, hence the plan) give it one output row; the C kernel refused the node at run time."""
+    path = shared_models / "published" / "ppocr_mobile_v2_cls.onnx"
+    if not path.is_file():
+        pytest.skip(f"{path} not present")
+    feeds = {"x": np.random.default_rng(1).uniform(-1, 1, (1, 3, side, side)).astype(np.float32)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sess = InferenceSession(str(path), {"intra_op_num_threads": 1, "max_shapes": {"x": [1, 3, side, side]}})
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    want = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(sess.run(None, feeds)[0], want, rtol=1e-4, atol=1e-5)

@@ -69,9 +69,8 @@ static void pool_axis(const PoolKernel* pk, int i, int64_t size, PoolAxis* a) {
       a->out = pool_ceil_div(span, a->s) + 1;
       if ((a->out - 1) * a->s >= size + a->pb) a->out -= 1;
     } else {
-      a->out = span < 0 ? 0 : span / a->s + 1;
+      a->out = span / a->s + 1; /* C division truncates toward zero, as onnxruntime's and onnx's shape rule */
     }
-    if (a->out < 0) a->out = 0;
   }
 }
 
@@ -264,8 +263,10 @@ static OrtStatus* pool_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   } else {
     pool_axis(k, 0, dims[2], &job.h);
     pool_axis(k, 1, dims[3], &job.w);
-    /* a window larger than the padded input has no output position: onnxruntime refuses it, never an empty Y */
-    if ((dims[2] > 0 && job.h.out < 1) || (dims[3] > 0 && job.w.out < 1))
+    /* a negative output extent: onnxruntime refuses it ("Calculated output dimension is negative"). A window
+       that overhangs the input by less than a stride still has one output position, pooled over the cells it
+       covers (ppocr_mobile_v2_cls's 2x2/2 MaxPool on a 1-row input) */
+    if (job.h.out < 0 || job.w.out < 0)
       return pool_fail(k->op, "the pooling window is larger than the padded input (no output position); give an "
                               "input at least as large as the kernel, or pads");
     ydims[2] = job.h.out; ydims[3] = job.w.out;

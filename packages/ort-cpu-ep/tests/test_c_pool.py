@@ -142,6 +142,25 @@ def test_pool_nodes_the_c_kernels_take():
 
 
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+@pytest.mark.parametrize(("shape", "attrs"), [
+    ((1, 4, 1, 8), {"kernel_shape": [2, 2], "strides": [2, 2]}),        # ppocr_mobile_v2_cls at a 16x16 input
+    ((1, 2, 1, 3), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    ((2, 3, 2, 2), {"kernel_shape": [3, 3], "strides": [2, 2]}),
+    ((1, 2, 1, 5), {"kernel_shape": [2, 2], "strides": [2, 2], "count_include_pad": 1}),
+])
+def test_a_window_overhanging_the_input_by_less_than_a_stride_pools_what_it_covers(op, shape, attrs):
+    """Integer division toward zero (onnxruntime's rule and onnx shape inference's): one output position on
+    that axis, pooled over the cells the window covers. Both kernels refused it, though the plan (from onnx
+    shape inference) had planned that output."""
+    if op == "MaxPool":
+        attrs = {k: v for k, v in attrs.items() if k != "count_include_pad"}
+    model = _model(op, shape, **attrs)
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    got = _check(model, x, exact=False)
+    assert got.shape[2] == 1
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
 def test_a_window_larger_than_the_input_is_refused_as_onnxruntime_does(op):
     """No output position: onnxruntime fails the node; the C kernel too (it returned an empty Y), with a typed
     status naming the op, and so does the numpy kernel."""

@@ -32,7 +32,10 @@ def conv_pads(node, in_shape: Sequence[int], kernel: Sequence[int], strides: Seq
     return list(node.attr("pads") or [0] * (2 * n))
 
 
-def out_size(size: int, k: int, s: int, d: int, pb: int, pe: int, ceil: bool) -> int:
+def out_size(size: int, k: int, s: int, d: int, pb: int, pe: int, ceil: bool, truncate: bool = False) -> int:
+    """Output extent of one spatial axis. `truncate`: the pooling rule of onnxruntime and onnx's shape inference,
+    whose integer division rounds toward zero, so a window overhanging the input by less than a stride still has
+    one output position."""
     dk = (k - 1) * d + 1
     span = size + pb + pe - dk
     if ceil:
@@ -40,6 +43,8 @@ def out_size(size: int, k: int, s: int, d: int, pb: int, pe: int, ceil: bool) ->
         if (o - 1) * s >= size + pb:  # the last window must start inside the input or its begin pad
             o -= 1
         return max(o, 0)
+    if truncate:
+        return (span // s if span >= 0 else -(-span // s)) + 1
     return max(span // s + 1, 0)
 
 

@@ -28,7 +28,12 @@ def _geometry(node, x: np.ndarray):
         pads += [0] * n  # end padding is implied by the window view
         return kernel, strides, dil, pads, outs
     pads = conv_pads(node, x.shape[2:], kernel, strides, dil)
-    outs = [out_size(x.shape[2 + i], kernel[i], strides[i], dil[i], pads[i], pads[n + i], ceil) for i in range(n)]
+    outs = [out_size(x.shape[2 + i], kernel[i], strides[i], dil[i], pads[i], pads[n + i], ceil, truncate=True)
+            for i in range(n)]
+    if any(o < 0 for o in outs):
+        raise ValueError(f"{node.op_type}: the pooling window is larger than the padded input (output extent {outs} "
+                         f"for input {list(x.shape)}, kernel_shape {kernel}, strides {strides}, pads {pads}); give "
+                         "an input at least as large as the kernel, or pads")
     return kernel, strides, dil, pads, outs
 
 
