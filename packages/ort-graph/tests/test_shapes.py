@@ -124,3 +124,31 @@ def test_a_wrong_annotation_warns_unless_it_is_one_element_either_way(declared, 
     got = [str(w.message) for w in caught if issubclass(w.category, ort_graph.ShapeAnnotationWarning)]
     assert bool(got) == warns, got
     assert m.graph.values["y"].shape == (1,)
+
+
+def _one_node(op, const, name):
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph([helper.make_node(op, ["x", "c"], ["y"], name=name)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.array(const, np.int64), "c")])
+    return ort_graph.from_proto(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+@pytest.mark.parametrize(("op", "const", "reason"), [
+    ("Tile", [-1, 2], "'Repeats' input must not contain negative values"),
+    ("Expand", [4, 4, 3], "Incompatible dimensions"),
+])
+def test_a_node_impossible_on_its_known_inputs_is_named_with_onnx_reason_at_resolution(op, const, reason):
+    """Every input known, and onnx's shape inference refuses the node: the warning (and the planning error a
+    budget turns it into) says why, with the input shapes and constant values, not only 'could not be resolved'."""
+    m = _one_node(op, const, f"the_{op.lower()}")
+    with pytest.warns(ort_graph.ShapeResolutionWarning) as caught:
+        report = ort_graph.resolve_shapes(m)
+    text = str(caught[0].message)
+    assert report.unresolved_node == f"the_{op.lower()}"
+    assert f"node 'the_{op.lower()}' ({op}) cannot run on its inputs" in text
+    assert reason in text and f"'x' [2, 3], 'c' [{len(const)}] = {const}" in text
+    assert "onnxruntime fails it at run time too" in text
+    assert ort_graph.copy_model(m).graph.shape_refusals == m.graph.shape_refusals  # a copy keeps the reason

@@ -250,3 +250,16 @@ def test_first_version_is_the_earliest_schema(op: str, domain: str) -> None:
 
     versions = [s.since_version for s in onnx.defs.get_all_schemas_with_history() if s.name == op and s.domain == domain]
     assert first_version(op, domain) == min(versions, default=1)
+
+
+def test_tile_with_a_negative_repeat_is_refused_naming_the_repeats():
+    """onnxruntime refuses it; numpy's own message ('negative dimensions are not allowed') named neither."""
+    from ort_cpu_ep.ops import CpuOpError
+
+    feeds = {"x": f32(2, 3), "r": np.array([-1, 2], np.int64)}
+    m = _model("Tile", feeds)
+    with pytest.raises(Exception, match="(?i)repeat|negative"):
+        ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    model = ort_graph.from_proto(m)
+    with pytest.raises(CpuOpError, match=r"Tile: repeats \[-1, 2\] has a negative entry"):
+        run_graph(model.graph, feeds, opsets=model.opset_imports)

@@ -11,7 +11,8 @@ from ._ir import Attr, Graph, Model, Node, Value
 
 def _copy_graph(g: Graph, parent: Node | None) -> Graph:
     new = Graph(name=g.name, inputs=list(g.inputs), outputs=list(g.outputs), initializers=dict(g.initializers),
-                doc_string=g.doc_string, parent_node=parent, shape_warnings=list(g.shape_warnings))
+                doc_string=g.doc_string, parent_node=parent, shape_warnings=list(g.shape_warnings),
+                shape_refusals=dict(g.shape_refusals))
     new.declared_value_info = dict(g.declared_value_info)
     for name, v in g.values.items():
         new.values[name] = Value(name, v.dtype, v.shape)

@@ -88,6 +88,12 @@ def unresolved_hint(node: Node) -> str:
                 f"{dims[:3]!r}), so they cannot be sized before a run; make the shapes agree, or accept run-time "
                 "planning with session.allow_unplanned_shapes=1")
     op = node.qualified_op
+    refusal = node.graph.shape_refusals.get(node.name) if node.graph is not None else None
+    if refusal is not None:
+        return (f"node {node.label!r} ({op}) cannot run on its inputs ({refusal}); onnxruntime fails it at run time "
+                "too. Fix the model (its attributes or constant inputs), or, if the input sizes planned for are not "
+                "ones the model accepts, give its real sizes (free_dimension_overrides / max_shapes; ortrun: --dim "
+                "NAME=N or --max-shape INPUT=[d0,...])")
     if not has_shape_rule(node):
         return (f"node {node.name!r} ({op}) has no output-shape rule: neither ONNX nor ort-graph knows {op} and no "
                 "registered kernel gave its output shapes, so every value after it has unknown sizes (dimension "

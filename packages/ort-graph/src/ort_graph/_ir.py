@@ -140,6 +140,9 @@ class Graph:
     doc_string: str = ""
     parent_node: Node | None = attrs.field(default=None, repr=False)
     shape_warnings: list[str] = attrs.field(factory=list, repr=False)
+    # node name -> why onnx shape inference refused the node on its (fully known) input shapes: the hint of the
+    # unresolved-shapes warning and error
+    shape_refusals: dict[str, str] = attrs.field(factory=dict, repr=False)
     _node_names: set[str] = attrs.field(factory=set, repr=False, alias="node_names")
     _next_index: int = attrs.field(default=0, repr=False, alias="next_index")
     _detached: set[int] = attrs.field(factory=set, repr=False, init=False)  # ids `compact` drops from `nodes`

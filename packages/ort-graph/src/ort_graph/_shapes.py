@@ -133,7 +133,12 @@ def _infer_node(node: Node, graph: Graph, opsets: dict[str, int], consts: dict[s
         out = onnx.shape_inference.infer_node_outputs(
             schema, node_to_proto(node), types, data,
             opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()])
-    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError, KeyError, ValueError):
+    except onnx.shape_inference.InferenceError as e:
+        if _fully_known(node, graph):  # not a shape it cannot know: the node is impossible on these shapes
+            graph.shape_refusals[node.name] = (f"{_inputs_text(node, graph, consts)}: onnx shape inference "
+                                               f"refuses it: {_inference_text(e)}")
+        return None
+    except (onnx.checker.ValidationError, RuntimeError, KeyError, ValueError):
         return None
     result = []
     for name in node.outputs:
@@ -144,6 +149,31 @@ def _infer_node(node: Node, graph: Graph, opsets: dict[str, int], consts: dict[s
         vi = helper.make_value_info(name, tp)
         result.append(_shape_of(vi))
     return result
+
+
+def _fully_known(node: Node, graph: Graph) -> bool:
+    """Every present input has a dtype and a static shape (so a refusal is about the node, not about the unknown)."""
+    present = [n for n in node.inputs if n]
+    return bool(present) and all(n in graph.values and graph.values[n].dtype and is_static(graph.values[n].shape)
+                                 for n in present)
+
+
+def _inputs_text(node: Node, graph: Graph, consts: dict[str, np.ndarray]) -> str:
+    parts = []
+    for n in node.inputs:
+        if not n:
+            continue
+        v = graph.values[n]
+        text = f"{n!r} {list(v.shape or ())}"
+        if n in consts and consts[n].size <= 8:
+            text += f" = {consts[n].tolist()}"
+        parts.append(text)
+    return ", ".join(parts)
+
+
+def _inference_text(e: Exception) -> str:
+    """onnx's message without its '[ShapeInferenceError]' prefixes."""
+    return " ".join(str(e).replace("[ShapeInferenceError]", "").replace("Inference error(s):", "").split())
 
 
 def _conflict(declared: Shape | None, inferred: Shape | None) -> bool:
@@ -238,6 +268,7 @@ def resolve_shapes(model: Model, dims: Mapping[str, int] | None = None,
     graph = model.graph
     inputs, dims = input_shapes(graph, dims, max_shapes)
     graph_inputs = set(graph.inputs)
+    graph.shape_refusals.clear()
     for v in graph.values.values():  # forget previous resolution; inputs restart from their declaration
         if v.name not in graph.initializers and v.name not in graph_inputs:
             v.shape, v.dtype = None, 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto as T
 
+from ._errors import CpuOpError
 from ._registry import OpImpl, register
 from ._util import (
     ANY,
@@ -231,8 +232,12 @@ class Tile(IndexTyped):
         if _opset(node) < 6:  # Tile-1: (input, tiles, axis) repeats the whole tensor along one axis
             reps = [1] * x.ndim
             reps[norm_axis(int(np.asarray(inputs[2]).reshape(-1)[0]), x.ndim)] = int(np.asarray(inputs[1]).reshape(-1)[0])
-            return [np.tile(x, reps)]
-        return [np.tile(x, ints(inputs[1]))]
+        else:
+            reps = ints(inputs[1])
+        if any(r < 0 for r in reps):  # numpy would say only 'negative dimensions are not allowed'
+            raise CpuOpError(f"Tile: repeats {list(reps)} has a negative entry; every repeat must be >= 0 (onnxruntime "
+                             "refuses it too): fix the model's repeats input")
+        return [np.tile(x, reps)]
 
 
 @register("Slice", since=1)
