@@ -108,6 +108,17 @@ def test_unsupported_ir_version():
         ort_graph.load(mp.SerializeToString())
 
 
+@pytest.mark.parametrize("version", [onnx.defs.onnx_opset_version() + 1, 99, 0])
+def test_an_opset_onnx_does_not_define_is_refused_at_load(version):
+    """onnxruntime refuses it too; before, the ops ran at the latest semantics known, silently."""
+    mp = _tiny([helper.make_node("Relu", ["x"], ["y"], name="r")])
+    mp.opset_import[0].version = version
+    with pytest.raises(ort_graph.UnsupportedModelError, match=f"imports opset {version} of the default ONNX domain"):
+        ort_graph.load(mp.SerializeToString())
+    with pytest.raises(Exception, match="(?i)opset|domain_version"):
+        ort.InferenceSession(mp.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
 def test_cycle_is_rejected_naming_nodes():
     mp = _tiny([helper.make_node("Add", ["x", "b"], ["a"], name="first"),
                 helper.make_node("Relu", ["a"], ["b"], name="second"),

@@ -40,7 +40,13 @@ from onnx import (
 
 from ._contrib_attrs import CONTRIB_ATTRIBUTE_TYPES
 from ._dtypes import dtype_name, tensor_nbytes
-from ._errors import DuplicateNameError, ExternalDataError, ModelLoadError, TensorDataError
+from ._errors import (
+    DuplicateNameError,
+    ExternalDataError,
+    ModelLoadError,
+    TensorDataError,
+    UnsupportedModelError,
+)
 from ._sparse import check_structure
 
 _ELEMENTS_PER_ENTRY = {TensorProto.COMPLEX64: 0.5, TensorProto.COMPLEX128: 0.5}
@@ -54,9 +60,26 @@ def check_model_proto(mp: ModelProto) -> None:
     """Raise a ModelLoadError for the first problem found (see the module docstring)."""
     _check_text(mp, "model")
     opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in mp.opset_import}
+    _check_opset(opsets.get(""))
     _check_graph(mp.graph, {}, "graph", opsets)
     for fp in mp.functions:
         _check_function_tensors(fp.node, f"function {fp.domain + ':' if fp.domain else ''}{fp.name}")
+
+
+def _check_opset(version: int | None) -> None:
+    """The default domain's opset must be one onnx defines: for a later one no schema says what its ops mean (an op
+    would silently run at the latest semantics known), and onnxruntime refuses it too."""
+    if version is None:
+        return
+    known = defs.onnx_opset_version()
+    if version > known:
+        raise UnsupportedModelError(
+            f"the model imports opset {version} of the default ONNX domain, but the installed onnx knows opsets up to "
+            f"{known}, so what its ops mean at {version} is unknown (onnxruntime refuses it too); upgrade onnx "
+            f"(pip install -U onnx) or re-export the model at opset {known} or lower")
+    if version < 1:
+        raise UnsupportedModelError(f"the model imports opset {version} of the default ONNX domain; opsets start at 1: "
+                                    "the model file is corrupt, re-export it")
 
 
 # -- text ---------------------------------------------------------------------------------------------
