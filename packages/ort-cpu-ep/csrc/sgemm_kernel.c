@@ -128,11 +128,11 @@ static void sg_bounds(const int64_t* a, size_t ar, const int64_t* b, size_t br, 
 }
 
 static size_t sg_bytes(int64_t rows, int64_t K, int64_t N, int b_trans, int threads) {
-  if (rows >= 0 && rows <= SG_SKINNY_ROWS && !b_trans) return 0;
+  if (rows >= 0 && rows <= SG_SKINNY_ROWS) return 0; /* streamed, plain or transposed (sgemm_streams) */
   return (size_t)threads * sgemm_thread_floats(rows < 0 ? SG_SKINNY_ROWS + 1 : rows, K, N, b_trans) * sizeof(float);
 }
 
-/* Level 1, for MatMul (b_trans 0) and FusedMatMul (1: a transposed B always packs; an upper bound for transB 0) */
+/* Level 1, for MatMul (b_trans 0) and FusedMatMul (1); a few rows stream B either way, more pack it */
 static OrtStatus* sg_estimate_for(const OrtEpApi* api, const OrtNode* node, int b_trans, size_t* out) {
   const int64_t *a_dims = NULL, *b_dims = NULL;
   size_t a_rank = 0, b_rank = 0;

@@ -7,8 +7,8 @@
  * copy of A, so threads can take columns in any chunks). The micro-kernel holds an MR x NR tile of C in
  * registers and adds one rank-1 update per k: NR/VL vector loads of B, MR broadcasts of A, MR x NR/VL fused
  * multiply-adds. The first K block writes C, the later ones add to it (C need not be zeroed).
- * A few rows (decode) skip the packing: B is streamed once, row by row (sg_skinny). A transposed B (N x K,
- * FusedMatMul transB) is packed from its rows; alpha scales each block's products before they are stored.
+ * A few rows (decode) skip the packing: B is streamed once, row by row (sg_skinny; a transposed B by dot
+ * products of its rows, sg_skinny_t). A transposed B (N x K, FusedMatMul transB) of more rows is packed from its rows; alpha scales each block's products before they are stored.
  *
  * One tile shape per x86-64 level, chosen at run time by the CPU: AVX-512 6 x 64 (24 accumulators of 32
  * registers; measured against 12 x 32, 14 x 32 and 8 x 48: the fewest loads per multiply-add), AVX2 6 x 16
@@ -191,6 +191,39 @@
     }                                                                                                              \
   }                                                                                                                \
                                                                                                                    \
+  /* few rows, B transposed (N x K: Gemm transB, FusedMatMul transB): C[i, n] = alpha * dot(A row i, B row n), \
+   * four rows of B at a time, each read once from memory for all M rows, in VL-float partial sums over k */      \
+  __attribute__((target(TARGET))) static void sg_skinny_t_##S(const SgProblem* p, int64_t n0, int64_t n1) {       \
+    int64_t n, k, i, j, l, kv = p->K / VL * VL;                                                                    \
+    for (n = n0; n < n1; n += 4) {                                                                                 \
+      int64_t w = n1 - n < 4 ? n1 - n : 4;                                                                         \
+      const float* b[4];                                                                                           \
+      VT acc[SG_SKINNY_ROWS][4];                                                                                   \
+      float tail[SG_SKINNY_ROWS][4];                                                                               \
+      for (j = 0; j < 4; ++j) b[j] = p->b + (n + (j < w ? j : 0)) * p->ldb;                                        \
+      memset(acc, 0, sizeof acc);                                                                                  \
+      memset(tail, 0, sizeof tail);                                                                                \
+      for (k = 0; k < kv; k += VL) {                                                                               \
+        VT v[4];                                                                                                   \
+        _Pragma("GCC unroll 4") for (j = 0; j < 4; ++j) memcpy(&v[j], b[j] + k, sizeof(VT));                      \
+        for (i = 0; i < p->M; ++i) {                                                                               \
+          VT av;                                                                                                   \
+          memcpy(&av, p->a + i * p->lda + k, sizeof av);                                                           \
+          _Pragma("GCC unroll 4") for (j = 0; j < 4; ++j) acc[i][j] += av * v[j];                                 \
+        }                                                                                                          \
+      }                                                                                                            \
+      for (; k < p->K; ++k)                                                                                        \
+        for (i = 0; i < p->M; ++i)                                                                                 \
+          for (j = 0; j < 4; ++j) tail[i][j] += p->a[i * p->lda + k] * b[j][k];                                   \
+      for (i = 0; i < p->M; ++i)                                                                                   \
+        for (j = 0; j < w; ++j) {                                                                                  \
+          float sum = 0.0f;                                                                                        \
+          for (l = 0; l < VL; ++l) sum += acc[i][j][l];                                                            \
+          p->c[i * p->ldc + n + j] = p->alpha * (sum + tail[i][j]);                                                \
+        }                                                                                                          \
+    }                                                                                                              \
+  }                                                                                                                \
+                                                                                                                   \
   __attribute__((target(TARGET))) static void sg_columns_##S(const SgProblem* p, int64_t n0, int64_t n1,          \
                                                              float* bp, SgPackFn pack, void* ctx) {                \
     int64_t k0, nb, n, i;                                                                                          \
@@ -256,13 +289,16 @@ int64_t sgemm_panel_width(void) {
 
 size_t sgemm_thread_floats(int64_t M, int64_t K, int64_t N, int b_trans) {
   int64_t nr = sgemm_panel_width(), kc = K < SG_KC ? K : SG_KC, nc = N < SG_NC ? N : SG_NC;
-  if (M <= SG_SKINNY_ROWS && !b_trans) return 0; /* B streamed, nothing packed */
+  (void)b_trans;
+  if (M <= SG_SKINNY_ROWS) return 0; /* B streamed (plain or transposed), nothing packed */
   if (kc < 1) kc = 1;
   if (nc < 1) nc = 1;
   return (size_t)(kc * ((nc + nr - 1) / nr * nr)) + SG_ALIGN_FLOATS;
 }
 
-int sgemm_streams(const SgProblem* p) { return p->M <= SG_SKINNY_ROWS && !p->b_trans; }
+int sgemm_streams(const SgProblem* p) { return p->M <= SG_SKINNY_ROWS; }
+
+#define SG_STREAM(S, p, n0, n1) ((p)->b_trans ? sg_skinny_t_##S(p, n0, n1) : sg_skinny_##S(p, n0, n1))
 
 void sgemm_columns(const SgProblem* p, int64_t n0, int64_t n1, float* work) {
   work = (float*)(((uintptr_t)work + SG_ALIGN_FLOATS * sizeof(float) - 1) & ~(uintptr_t)(SG_ALIGN_FLOATS * sizeof(float) - 1));
@@ -274,10 +310,10 @@ void sgemm_columns(const SgProblem* p, int64_t n0, int64_t n1, float* work) {
   }
   switch (sg_level()) {
 #ifdef SG_X86
-    case 2: sgemm_streams(p) ? sg_skinny_avx512(p, n0, n1) : sg_columns_avx512(p, n0, n1, work, NULL, NULL); return;
-    case 1: sgemm_streams(p) ? sg_skinny_avx2(p, n0, n1) : sg_columns_avx2(p, n0, n1, work, NULL, NULL); return;
+    case 2: sgemm_streams(p) ? SG_STREAM(avx512, p, n0, n1) : sg_columns_avx512(p, n0, n1, work, NULL, NULL); return;
+    case 1: sgemm_streams(p) ? SG_STREAM(avx2, p, n0, n1) : sg_columns_avx2(p, n0, n1, work, NULL, NULL); return;
 #endif
-    default: sgemm_streams(p) ? sg_skinny_base(p, n0, n1) : sg_columns_base(p, n0, n1, work, NULL, NULL); return;
+    default: sgemm_streams(p) ? SG_STREAM(base, p, n0, n1) : sg_columns_base(p, n0, n1, work, NULL, NULL); return;
   }
 }
 

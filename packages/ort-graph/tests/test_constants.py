@@ -55,3 +55,42 @@ def test_rename_outer_reference_reaches_nested_subgraphs_but_not_shadowed_names(
     then_if = node.attributes["then_branch"].value.nodes[0]
     assert then_if.attributes["then_branch"].value.nodes[0].inputs == ["v/copy"]  # nested: renamed
     assert then_if.attributes["else_branch"].value.nodes[0].inputs == ["v"]  # defined in that subgraph: untouched
+
+
+def _fill_model(shape, value=None, shape_dtype=np.int64, out_is_output=False):
+    from onnx import TensorProto as T
+
+    attrs = {} if value is None else {"value": numpy_helper.from_array(np.array([value]), "v")}
+    nodes = [helper.make_node("ConstantOfShape", ["s"], ["w"], name="fill", **attrs),
+             helper.make_node("Add", ["x", "w"], ["y"], name="add")]
+    outs = [helper.make_tensor_value_info("y", T.FLOAT, None)] + (
+        [helper.make_tensor_value_info("w", T.FLOAT, None)] if out_is_output else [])
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", T.FLOAT, [2, 3])], outs,
+                          [numpy_helper.from_array(np.array(shape, shape_dtype), "s")])
+    return from_proto(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+def test_a_fill_of_a_constant_shape_becomes_an_initializer_as_onnxruntime_folds_it():
+    from ort_graph import fold_constant_of_shape
+
+    model = _fill_model([2, 3], np.float32(1.5))
+    assert fold_constant_of_shape(model.graph) == ["w"]
+    assert [n.op_type for n in model.graph.nodes] == ["Add"]
+    w = model.graph.initializers["w"]
+    assert w.dtype == TensorProto.FLOAT and w.dims == (2, 3) and model.graph.values["w"].shape == (2, 3)
+    np.testing.assert_array_equal(w.numpy(), np.full((2, 3), 1.5, np.float32))
+    np.testing.assert_array_equal(numpy_helper.to_array(w.to_proto()), w.numpy())  # saves like any initializer
+    default = _fill_model([4])  # no value attribute: float32 zeros
+    fold_constant_of_shape(default.graph)
+    np.testing.assert_array_equal(default.graph.initializers["w"].numpy(), np.zeros(4, np.float32))
+
+
+def test_fills_that_cannot_or_should_not_fold_stay_nodes():
+    from ort_graph import fold_constant_of_shape
+
+    for model in (_fill_model([2, -3], np.float32(1)), _fill_model([2, 3], np.float32(1), shape_dtype=np.int32),
+                  _fill_model([2, 3], np.float32(1), out_is_output=True)):
+        assert fold_constant_of_shape(model.graph) == []
+        assert "ConstantOfShape" in [n.op_type for n in model.graph.nodes]
+    big = _fill_model([1 << 20, 1 << 20], np.float32(1))  # 4 TiB: never materialised, left to the plan to refuse
+    assert fold_constant_of_shape(big.graph) == [] and "w" not in big.graph.initializers

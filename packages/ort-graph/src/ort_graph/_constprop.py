@@ -233,3 +233,46 @@ def constants_to_initializers(graph: Graph) -> list[str]:
         graph.compact()
         graph.relink()
     return made
+
+
+FOLD_FILL_MAX_BYTES = 1 << 30  # a larger ConstantOfShape stays a node: its size is then the plan's to judge
+
+
+def fold_constant_of_shape(graph: Graph, max_bytes: int = FOLD_FILL_MAX_BYTES) -> list[str]:
+    """Turn the main graph's ConstantOfShape nodes whose shape is an initializer into initializers (ONNX Runtime's
+    constant folding does so at initialization). Exporters that ship weights as fills (the onnx package's `light`
+    CNNs, shape-only test models) otherwise make every run write them again, and the Conv / BatchNormalization
+    folds, which need initializers, never apply. One over `max_bytes`, a graph output, or a shape that is not a
+    valid 1-D int64 stays a node. Returns the names of the new initializers."""
+    from onnx import TensorProto, numpy_helper
+
+    from ._tensor import Tensor
+
+    made: list[str] = []
+    for node in list(graph.nodes):
+        if node.op_type != "ConstantOfShape" or node.domain not in ("", "ai.onnx") or len(node.outputs) != 1:
+            continue
+        out = node.outputs[0]
+        shape_t = graph.initializers.get(node.inputs[0]) if node.inputs and node.inputs[0] else None
+        if not out or out in graph.outputs or out in graph.initializers or shape_t is None:
+            continue
+        if shape_t.dtype != TensorProto.INT64 or len(shape_t.dims) != 1 or shape_t.dims[0] > 64:
+            continue
+        dims = [int(d) for d in shape_t.numpy().reshape(-1)]
+        value = node.attr("value")
+        fill = numpy_helper.to_array(value).reshape(-1) if isinstance(value, TensorProto) else np.zeros(1, np.float32)
+        if any(d < 0 for d in dims) or fill.size != 1 or fill.dtype == object:
+            continue  # invalid: left to the node's kernel, which names it
+        if math.prod(dims) * fill.dtype.itemsize > max_bytes:
+            continue
+        array = np.full(dims, fill[0], fill.dtype)  # touched: resident, as the plan counts it
+        graph.detach_node(node)
+        graph.initializers[out] = tensor = Tensor(name=out, dtype=value.data_type if isinstance(value, TensorProto)
+                                                  else TensorProto.FLOAT, dims=tuple(dims), array=array)
+        v = graph.value(out)
+        v.dtype, v.shape = tensor.dtype, tuple(tensor.dims)
+        made.append(out)
+    if made:
+        graph.compact()
+        graph.relink()
+    return made

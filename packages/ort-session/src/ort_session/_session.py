@@ -108,6 +108,11 @@ class InferenceSession(OrtSessionApi):
         _ort_api.override_initializers(graph, self.options.initializer_overrides)
         profiler.phase("model_loading")
         self.constants = ort_graph.constants_to_initializers(graph)  # as ONNX Runtime does at load
+        if self.options.graph_optimization_level != GraphOptimizationLevel.ORT_DISABLE_ALL:  # its constant folding
+            folded = ort_graph.fold_constant_of_shape(graph)
+            if folded:
+                self.constants += folded
+                ort_graph.remove_unused_initializers(graph)  # the fills' shape inputs
         self._declared_inputs = {n: graph.values[n].shape for n in required_inputs(graph)}
         self._passed_feeds: dict[tuple, dict[str, int]] = {}  # feed keys validate_feeds passed (`feed_key`)
         self._quick: QuickRun | bool | None = None  # the kept all-C run replayed (`_quick_run`); False: none can be
