@@ -224,11 +224,19 @@ def constants_to_initializers(graph: Graph) -> list[str]:
             if key is None:
                 continue
             tensor = Tensor.from_numpy(out, np.array(node.attr(key), dtype=_CONSTANT_ATTRS[key]))
-        graph.detach_node(node)  # dropped in one pass below (remove_node scans the list each time)
-        graph.initializers[out] = tensor
-        v = graph.value(out)
-        v.dtype, v.shape = tensor.dtype, tuple(tensor.dims)
-        made.append(out)
+        _node_to_initializer(graph, node, tensor, made)
+    return _relinked(graph, made)
+
+
+def _node_to_initializer(graph: Graph, node: Node, tensor: Any, made: list[str]) -> None:
+    graph.detach_node(node)  # dropped in one pass by `_relinked` (remove_node scans the list each time)
+    graph.initializers[tensor.name] = tensor
+    v = graph.value(tensor.name)
+    v.dtype, v.shape = tensor.dtype, tuple(tensor.dims)
+    made.append(tensor.name)
+
+
+def _relinked(graph: Graph, made: list[str]) -> list[str]:
     if made:
         graph.compact()
         graph.relink()
@@ -266,13 +274,6 @@ def fold_constant_of_shape(graph: Graph, max_bytes: int = FOLD_FILL_MAX_BYTES) -
         if math.prod(dims) * fill.dtype.itemsize > max_bytes:
             continue
         array = np.full(dims, fill[0], fill.dtype)  # touched: resident, as the plan counts it
-        graph.detach_node(node)
-        graph.initializers[out] = tensor = Tensor(name=out, dtype=value.data_type if isinstance(value, TensorProto)
-                                                  else TensorProto.FLOAT, dims=tuple(dims), array=array)
-        v = graph.value(out)
-        v.dtype, v.shape = tensor.dtype, tuple(tensor.dims)
-        made.append(out)
-    if made:
-        graph.compact()
-        graph.relink()
-    return made
+        dtype = value.data_type if isinstance(value, TensorProto) else TensorProto.FLOAT
+        _node_to_initializer(graph, node, Tensor(name=out, dtype=dtype, dims=tuple(dims), array=array), made)
+    return _relinked(graph, made)
