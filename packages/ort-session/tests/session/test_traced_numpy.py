@@ -171,9 +171,10 @@ def test_shared_export_allocates_within_a_tenth_of_its_plan(alloc, shared_models
     planned = dev["peak_activations"] + dev["workspace"]
     assert stats.traced_by == _traced.NUMPY_ALLOCATOR
     numpy_nodes = [i for i, k in sess.kernels.items() if isinstance(k, NumpyKernel)]
-    if numpy_nodes:  # numpy kernels allocate temporaries: the measure sees them
-        assert 0 < stats.traced_bytes <= planned // 10, (stats.traced_bytes, planned, stats.traced_nodes)
-        assert stats.traced_bytes >= max(stats.traced_nodes.values())
+    if numpy_nodes:  # numpy kernels may allocate temporaries (the measure sees them; torchscript_static's Where,
+        # Pow, IsNaN, And, Cos, Sin write their outputs in place and make none since its ConstantOfShape folds)
+        assert stats.traced_bytes <= planned // 10, (stats.traced_bytes, planned, stats.traced_nodes)
+        assert not stats.traced_nodes or stats.traced_bytes >= max(stats.traced_nodes.values())
     else:  # every node a C kernel (the genai exports since the int64 mask ops are C): nothing outside the plan
         assert stats.traced_bytes == 0 and not stats.traced_nodes, stats.traced_nodes
 
