@@ -25,12 +25,19 @@ _log = logging.getLogger("ort_abi")
 MAX_OUTPUT_RANK = 16  # == ORT_OUTPUT_SHAPE_MAX_RANK in the header (a test checks they agree)
 
 
+def _as_dims(dims) -> tuple:
+    """`OutputShape.dims` as a tuple. A Python function rather than `tuple` itself: attrs reads a converter's
+    signature at class creation, and a builtin's is parsed from its text by `tokenize`, whose first use
+    compiles its regexes (~5 ms of every process's import)."""
+    return tuple(dims)
+
+
 @attrs.frozen
 class OutputShape:
     """One output: its element type (0: keep the declared one) and dims (-1 for an unknown extent)."""
 
     elem_type: int = 0
-    dims: tuple[int, ...] = attrs.field(default=(), converter=tuple)
+    dims: tuple[int, ...] = attrs.field(default=(), converter=_as_dims)
 
     def __attrs_post_init__(self) -> None:
         if len(self.dims) > MAX_OUTPUT_RANK or any(not isinstance(d, int) or d < -1 for d in self.dims):
