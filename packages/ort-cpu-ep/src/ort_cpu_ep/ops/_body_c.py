@@ -154,11 +154,13 @@ class CBodyRun:
         self._pending: Any = None
         self._values: Mapping[str, Any] = {}
         self._described: set[int] = set()  # ranges whose stable reads are described
+        self._reads: dict[int, Any] = {}  # entry -> the array a range read it as (described again only when another)
         self._bind(arena)
         self.run = ort_abi.StepRun(table, [arena], True, self._python_context)
 
     def _bind(self, arena: np.ndarray) -> None:
         self.arena = arena
+        self._reads = {}
         self._base = arena.__array_interface__["data"][0]
         # each C-made value's block as an array of its planned shape (what C writes when the plan holds)
         self._planned: dict[str, tuple[int, tuple[int, ...], np.ndarray]] = {}
@@ -184,7 +186,7 @@ class CBodyRun:
         if self.run is not None:
             self.run.close()
         self._values, self._pending, self.arena = {}, None, None
-        self._planned, self._views = {}, set()
+        self._planned, self._views, self._reads = {}, set(), {}
 
     def drop(self) -> None:
         """Close for good (the StepRun calls back into this object: a cycle, broken here)."""
@@ -237,8 +239,12 @@ class CBodyRun:
             self._described.add(rng.first)
             for name, entry in rng.stable:
                 run.describe(entry, values.get(name))
+        described = self._reads
         for name, entry in rng.reads:
-            run.describe(entry, values.get(name))
+            arr = values.get(name)
+            if described.get(entry) is not arr:  # a carried arena view or a reused array: described already
+                run.describe(entry, arr)
+                described[entry] = arr
         step, last = rng.first, rng.first + rng.count
         while step < last:
             self._pending = None
@@ -260,6 +266,7 @@ class CBodyRun:
                 if name:
                     values[name] = out
                     run.describe(self.layout.ids[name], out)
+                    self._reads.pop(self.layout.ids[name], None)
             step += 1
         for name, entry in rng.exports:
             view = self._view(name, entry)

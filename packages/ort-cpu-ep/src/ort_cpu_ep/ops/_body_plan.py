@@ -61,6 +61,8 @@ class BodyPlan:
             for name in list(node.inputs) + node.implicit_inputs():
                 if name:
                     last[name] = i
+        self._last_read, self._made_at = last, {o: i for i, n in enumerate(order) for o in n.outputs if o}
+        self._in_place: dict[tuple, frozenset[int]] = {}
         c_steps = self.layout.steps if self.layout is not None else {}
         self.steps: list[Any] = []
         i = 0
@@ -97,13 +99,34 @@ class BodyPlan:
         if self.layout is not None:
             self.layout.release()
 
-    def run(self, feeds: Mapping[str, Any], outer: Mapping[str, Any], c_run: CBodyRun | None) -> list[Any]:
-        """The body's outputs (in `graph.outputs` order) for `feeds` (by input name) and the outer scope's values."""
+    def in_place(self, pairs: tuple[tuple[str, int], ...]) -> frozenset[int]:
+        """Of `pairs` (body input, index of the output fed back to it next iteration: a Loop's or Scan's carried
+        state), the output indices that may stay views of the C arena across the handoff: the output is made by a
+        C step after every read of the input (its block is only overwritten once the input is dead), is one
+        output only, and the input is not itself an output."""
+        found = self._in_place.get(pairs)
+        if found is None:
+            outs, blocks = self.graph.outputs, self.layout.blocks if self.layout is not None else {}
+            found = frozenset(k for name, k in pairs if outs[k] in blocks and outs.count(outs[k]) == 1
+                              and name not in outs and self._last_read.get(name, -1) < self._made_at[outs[k]])
+            self._in_place[pairs] = found
+        return found
+
+    def scope(self, outer: Mapping[str, Any]) -> dict[str, Any]:
+        """The values every run of the body starts from: the outer scope's and the weights' arrays."""
         values: dict[str, Any] = dict(outer)
         given = _WEIGHTS.get()
         for name, ident, arr in self.weights:
             w = given.get(ident) if given is not None else None
             values[name] = arr if w is None else w
+        return values
+
+    def run(self, feeds: Mapping[str, Any], outer: Mapping[str, Any], c_run: CBodyRun | None,
+            base: dict[str, Any] | None = None, views: frozenset[int] = frozenset()) -> list[Any]:
+        """The body's outputs (in `graph.outputs` order) for `feeds` (by input name) and the outer scope's values
+        (`base`: `scope(outer)` made before, for this node run). Outputs at `views` that C made stay arena views
+        (`in_place`); the others leave the arena as copies."""
+        values = self.scope(outer) if base is None else base.copy()
         values.update(feeds)
         graph = self.graph
         for name in graph.inputs:
@@ -128,7 +151,8 @@ class BodyPlan:
         except KeyError as e:
             raise CpuOpError(f"graph {graph.name!r} output {e.args[0]!r} was never computed") from None
         if c_run is not None:  # the arena is the next iteration's: what leaves the body is copied out of it
-            outs = [np.array(v) if c_run.owns(v) else v for v in outs]
+            owns = c_run.owns
+            outs = [v if k in views or not owns(v) else np.array(v) for k, v in enumerate(outs)]
         return outs
 
     def _one(self, step: _Step, values: dict[str, Any]) -> None:
@@ -239,15 +263,27 @@ class BodyRuns:
 
     def __init__(self, plans: BodyPlans, workspace: WorkspaceProvider | None, declared: int | None) -> None:
         self.plans, self._workspace, self._declared = plans, workspace, declared
-        self._runs: dict[int, tuple[BodyPlan, CBodyRun | None]] = {}
+        self._runs: dict[int, tuple[BodyPlan, CBodyRun | None, Mapping[str, Any], dict[str, Any]]] = {}
 
-    def run(self, graph: Graph, feeds: Mapping[str, Any], outer: Mapping[str, Any]) -> list[Any]:
-        key = id(graph)
-        found = self._runs.get(key)
-        if found is None:
-            plan = self.plans.plan(graph)
-            found = self._runs[key] = (plan, self._open(plan))
-        return found[0].run(feeds, outer, found[1])
+    def run(self, graph: Graph, feeds: Mapping[str, Any], outer: Mapping[str, Any],
+            carried: tuple[tuple[str, int], ...] = ()) -> list[Any]:
+        """`graph`'s outputs for `feeds`. `carried`: (body input, output index) pairs of state the caller feeds
+        back next iteration; those `BodyPlan.in_place` allows come back as arena views (`detach` them before they
+        leave the node)."""
+        found = self._runs.get(id(graph))
+        if found is None or found[2] is not outer:
+            plan = found[0] if found is not None else self.plans.plan(graph)
+            c_run = found[1] if found is not None else self._open(plan)
+            found = self._runs[id(graph)] = (plan, c_run, outer, plan.scope(outer))
+        plan, c_run = found[0], found[1]
+        views = plan.in_place(carried) if carried and c_run is not None else frozenset()
+        return plan.run(feeds, outer, c_run, found[3], views)
+
+    def detach(self, graph: Graph, values: list[Any]) -> list[Any]:
+        """`values` with any view of `graph`'s C arena copied out (what leaves the node after carried views)."""
+        found = self._runs.get(id(graph))
+        c_run = found[1] if found is not None else None
+        return values if c_run is None else [np.array(v) if c_run.owns(v) else v for v in values]
 
     def _open(self, plan: BodyPlan) -> CBodyRun | None:
         layout = plan.layout
@@ -271,7 +307,7 @@ class BodyRuns:
         return run
 
     def close(self) -> None:
-        for key, (_plan, run) in self._runs.items():
+        for key, (_plan, run, _outer, _base) in self._runs.items():
             if run is None:
                 continue
             if key not in self.plans.idle:  # for the next node run (a nested node's: the next outer iteration's)

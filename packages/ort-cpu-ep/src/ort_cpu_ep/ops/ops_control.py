@@ -102,13 +102,26 @@ class Loop(_ControlFlow):
         n_carried = len(carried)
         n_scan = len(body.outputs) - 1 - n_carried
         scans: list[list] = [[] for _ in range(n_scan)]
+        names = body.inputs
+        # the iteration number: one array written in place (described to C once) unless the body returns it
+        counter = np.zeros((), np.int64) if names[0] not in body.outputs else None
+        # state fed back to the body (cond included) may stay a view of its C arena where liveness allows
+        carry = tuple((name, k) for k, name in enumerate(names[1:2 + n_carried]))
+        cond_in: object = np.array(cond)
         i = held = 0
         while (trip is None or i < trip) and cond:
             check_run(node.label)
-            feeds = {body.inputs[0]: np.array(i, dtype=np.int64), body.inputs[1]: np.array(cond)}
-            feeds.update(zip(body.inputs[2:], carried))
-            outs = bodies.run(body, feeds, outer)
-            cond = bool(np.asarray(outs[0]).reshape(-1)[0])
+            if counter is None:
+                it = np.array(i, dtype=np.int64)
+            else:
+                counter[()] = i
+                it = counter
+            feeds = {names[0]: it, names[1]: cond_in}
+            feeds.update(zip(names[2:], carried))
+            outs = bodies.run(body, feeds, outer, carry)
+            c = outs[0]
+            cond = bool(c.reshape(-1)[0] if type(c) is np.ndarray else np.asarray(c).reshape(-1)[0])
+            cond_in = c if type(c) is np.ndarray and c.dtype == np.bool_ and c.ndim == 0 else np.array(cond)
             carried = outs[1:1 + n_carried]
             for k in range(n_scan):
                 scans[k].append(outs[1 + n_carried + k])
@@ -116,6 +129,7 @@ class Loop(_ControlFlow):
             if n_scan:
                 check_growth(node.label, held)
             i += 1
+        carried = bodies.detach(body, carried)
         scan_out = []
         for k in range(n_scan):
             if scans[k] and isinstance(scans[k][0], list):
