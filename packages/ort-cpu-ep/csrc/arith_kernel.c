@@ -392,5 +392,8 @@ OrtStatus* ort_cpu_ep_register_arithmetic(const OrtKernelApi* api, OrtKernelRegi
                                     cpu_kernels_estimate_none);
   /* since 6: Neg-1's consumed_inputs attribute is gone */
   if (!st) st = cpu_kernels_add_onnx(api, registry, "Neg", 6, "T", ORT_TENSOR_ELEMENT_FLOAT, bin_create_neg, cpu_kernels_estimate_none);
+  /* Sum of two float32 inputs is Add (since 8: multidirectional broadcasting, as Add's); the provider's rules send
+   * only two-input Sums here (resnet50's and shufflenet's residual adds), others stay with the numpy kernel */
+  if (!st) st = cpu_kernels_add_onnx(api, registry, "Sum", 8, "T", ORT_TENSOR_ELEMENT_FLOAT, bin_create_add, cpu_kernels_estimate_none);
   return st;
 }

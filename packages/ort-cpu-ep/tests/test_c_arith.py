@@ -234,3 +234,24 @@ def test_registered_in_the_c_library_with_no_workspace(library, op):
     assert registry.find(op, "", 5, EP, {"T": F}) is None
     model = _neg((4, 8)) if op == "Neg" else _binary(op, (4, 8), (8,))
     assert c_kernel_workspace(model, [(4, 8)] if op == "Neg" else [(4, 8), (8,)]) == (0, [])
+
+
+@pytest.mark.parametrize("a_shape,b_shape", _PATTERNS[:9], ids=[f"{a}x{b}" for a, b in _PATTERNS[:9]])
+def test_a_sum_of_two_inputs_is_the_c_add(library, a_shape, b_shape):
+    """resnet50's and shufflenet's residual Sums ran in numpy: two float32 inputs take Add's C kernel (Sum-8 on
+    broadcasts as Add does), with numpy's bits."""
+    a, b = _values(a_shape, 3), _values(b_shape, 4)
+    model = _binary("Sum", a.shape, b.shape)
+    assert _language(model) == "C"
+    got = run_one_node(model, {"a": a, "b": b}, "C")["y"]
+    with np.errstate(all="ignore"):
+        _assert_same_bits(got, np.add(a, b))
+
+
+def test_sums_of_other_arities_and_types_stay_with_numpy(library):
+    three = one_node_model(helper.make_node("Sum", ["a", "b", "c"], ["y"]),
+                           [helper.make_tensor_value_info(n, F, [2, 3]) for n in "abc"],
+                           [helper.make_tensor_value_info("y", F, [2, 3])])
+    assert _language(three) == "numpy"
+    assert _language(_binary("Sum", (2, 3), (2, 3), dtype=TensorProto.DOUBLE)) == "numpy"
+    assert _language(_binary("Sum", (2, 3), (2, 3), opset=6)) == "numpy"  # Sum-6: no broadcasting

@@ -33,7 +33,7 @@ def c_kernel_applies(node: Node, opset: int | None = None) -> bool:
     (Skip)SimplifiedLayerNormalization and GroupQueryAttention: see `_c_norm_applies` / `_c_gqa_applies`;
     QuickGelu: float32 without a bias. MatMul, FusedMatMul: see `_c_matmul_applies`. Gemm: see `_c_gemm_applies`.
     Softmax: see `_c_softmax_applies`. LayerNormalization, BatchNormalization: see `_c_affine_norm_applies`. Add,
-    Sub, Mul, Div, Neg: see `_c_arith_applies`. Reshape, Identity, Flatten, (Un)Squeeze, Transpose, Concat, Slice,
+    Sub, Mul, Div, Neg, Sum of two inputs: see `_c_arith_applies`. Reshape, Identity, Flatten, (Un)Squeeze, Transpose, Concat, Slice,
     Gather, Shape: see `_c_move_applies`. Conv, ConvTranspose: see `c_conv_applies`; FusedConv: that, no Z, and an
     activation the C kernel reads (`C_CONV_ACTIVATIONS`). Relu, Clip, HardSigmoid,
     LeakyRelu, HardSwish, Sigmoid, Sqrt, Reciprocal, Abs, Exp, Tanh: see `_c_unary_applies`. MaxPool, AveragePool,
@@ -163,7 +163,7 @@ def _c_softmax_applies(node: Node, opset: int | None = None) -> bool:
     return axis in (-1, len(value.shape) - 1)
 
 
-_C_ARITH = ("Add", "Sub", "Mul", "Div", "Neg")
+_C_ARITH = ("Add", "Sub", "Mul", "Div", "Neg", "Sum")
 
 
 def _c_arith_applies(node: Node) -> bool:
@@ -173,11 +173,13 @@ def _c_arith_applies(node: Node) -> bool:
     kernel would fail at run time."""
     graph = node.graph
     if graph is None or len(node.inputs) != (1 if node.op_type == "Neg" else 2) or not all(node.inputs):
-        return False
+        return False  # Sum: two inputs (Add's kernel); one or three and more stay with numpy
     values = [graph.values.get(name) for name in node.inputs]
     if any(v is None for v in values):
         return False
     types = {v.dtype for v in values}
+    if node.op_type == "Sum":
+        return types == {_FLOAT}
     return types == {_FLOAT} or (node.op_type in ("Add", "Sub", "Mul") and types in ({_INT64}, {_INT32}))
 
 
