@@ -96,47 +96,27 @@ static OrtStatus* conv_read_attrs(const OrtEpApi* eapi, const OrtNode* node, con
 
 static size_t conv_bytes(const ConvGeom* g, int threads) { return (size_t)threads * conv_thread_floats(g) * sizeof(float); }
 
-static int conv_shaped(const int64_t* d, size_t rank) {
-  size_t i;
-  if (d == NULL || rank != 4) return 0;
-  for (i = 0; i < 4; ++i)
-    if (d[i] < 0) return 0;
-  return 1;
+/* CpuXwBytes: the workspace of all threads */
+static int conv_workspace(const void* attrs, const int64_t* x, const int64_t* w, size_t* bytes, char* err, size_t len) {
+  ConvGeom g;
+  if (conv_geometry((const ConvAttrs*)attrs, x, w, &g, err, len)) return 1;
+  *bytes = conv_bytes(&g, mnb_threads());
+  return 0;
 }
 
 static OrtStatus* conv_estimate(const OrtEpApi* api, const OrtNode* node, const OrtEp* ep, size_t* out) {
-  const int64_t *x = NULL, *w = NULL;
-  size_t xr = 0, wr = 0;
   ConvAttrs a;
-  ConvGeom g;
-  char err[512];
   (void)ep;
   *out = 0;
-  ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetInputShape(node, 0, &x, &xr));
-  ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetInputShape(node, 1, &w, &wr));
   ORT_KERNEL_RETURN_IF_ERROR(conv_read_attrs(api, node, NULL, &a));
-  if (conv_shaped(x, xr) && conv_shaped(w, wr) && conv_geometry(&a, x, w, &g, err, sizeof err) == 0)
-    *out = conv_bytes(&g, mnb_threads());
-  return NULL;
+  return cpu_kernels_estimate_xw(api, node, &a, conv_workspace, out);
 }
 
 static OrtStatus* conv_declare(OrtKernelImpl* this_ptr, const OrtWorkspaceInputShape* shapes, size_t num_inputs,
                                OrtWorkspaceSlot* slots, size_t max_slots, size_t* num_slots) {
   ConvKernel* k = (ConvKernel*)this_ptr;
-  ConvGeom g;
-  char err[512];
-  *num_slots = 0;
-  k->declared = 0;
-  if (num_inputs < 2 || shapes[0].state != ORT_WORKSPACE_INPUT_SHAPED || shapes[1].state != ORT_WORKSPACE_INPUT_SHAPED)
-    return NULL;
-  if (!conv_shaped(shapes[0].dims, shapes[0].rank) || !conv_shaped(shapes[1].dims, shapes[1].rank)) return NULL;
-  if (conv_geometry(&k->attrs, shapes[0].dims, shapes[1].dims, &g, err, sizeof err)) return conv_fail(err);
-  if (conv_bytes(&g, 1) == 0) return NULL;
-  if (max_slots < 1) return conv_fail("declaration: no workspace slot offered, 1 needed");
-  slots[0].slot_id = CONV_SLOT;
-  slots[0].size_bytes = k->declared = conv_bytes(&g, mnb_threads());
-  *num_slots = 1;
-  return NULL;
+  return cpu_kernels_declare_xw(g_api, "Conv", CONV_SLOT, &k->attrs, conv_workspace, shapes, num_inputs, slots,
+                                max_slots, num_slots, &k->declared);
 }
 
 typedef struct ConvJob {

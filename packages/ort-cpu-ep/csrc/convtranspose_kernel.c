@@ -287,41 +287,29 @@ static void ct_job(void* arg, int index, int count) {
   }
 }
 
-static int ct_shaped(const int64_t* d, size_t rank) {
-  OrtWorkspaceInputShape shape;
-  shape.state = ORT_WORKSPACE_INPUT_SHAPED; shape.elem_type = 0; shape.rank = rank; shape.dims = d;
-  return cpu_kernels_known_dims(&shape, 1, 1, 4);
-}
-
 static size_t ct_bytes(const CtGeom* g, int threads) { return (size_t)threads * ct_thread_floats(g) * sizeof(float); }
 
-static OrtStatus* ct_estimate(const OrtEpApi* api, const OrtNode* node, const OrtEp* ep, size_t* out) {
-  const int64_t *x = NULL, *w = NULL;
-  size_t xr = 0, wr = 0;
-  CtAttrs a;
+/* CpuXwBytes: the workspace of all threads */
+static int ct_workspace(const void* attrs, const int64_t* x, const int64_t* w, size_t* bytes, char* err, size_t len) {
   CtGeom g;
-  char err[512];
+  if (ct_geometry((const CtAttrs*)attrs, x, w, &g, err, len)) return 1;
+  *bytes = ct_bytes(&g, mnb_threads());
+  return 0;
+}
+
+static OrtStatus* ct_estimate(const OrtEpApi* api, const OrtNode* node, const OrtEp* ep, size_t* out) {
+  CtAttrs a;
   (void)ep;
   *out = 0;
-  ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetInputShape(node, 0, &x, &xr));
-  ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetInputShape(node, 1, &w, &wr));
   ORT_KERNEL_RETURN_IF_ERROR(ct_read_attrs(api, node, NULL, &a));
-  if (ct_shaped(x, xr) && ct_shaped(w, wr) && ct_geometry(&a, x, w, &g, err, sizeof err) == 0)
-    *out = ct_bytes(&g, mnb_threads());
-  return NULL;
+  return cpu_kernels_estimate_xw(api, node, &a, ct_workspace, out);
 }
 
 static OrtStatus* ct_declare(OrtKernelImpl* this_ptr, const OrtWorkspaceInputShape* shapes, size_t num_inputs,
                              OrtWorkspaceSlot* slots, size_t max_slots, size_t* num_slots) {
   CtKernel* k = (CtKernel*)this_ptr;
-  CtGeom g;
-  char err[512];
-  *num_slots = 0;
-  k->declared = 0;
-  if (!cpu_kernels_known_dims(shapes, num_inputs, 2, 4)) return NULL; /* shapes unknown at planning */
-  if (ct_geometry(&k->attrs, shapes[0].dims, shapes[1].dims, &g, err, sizeof err)) return ct_fail(err);
-  k->declared = ct_bytes(&g, mnb_threads());
-  return cpu_kernels_declare_slot(g_api, "ConvTranspose", CT_SLOT, k->declared, slots, max_slots, num_slots);
+  return cpu_kernels_declare_xw(g_api, "ConvTranspose", CT_SLOT, &k->attrs, ct_workspace, shapes, num_inputs, slots,
+                                max_slots, num_slots, &k->declared);
 }
 
 static OrtStatus* ct_inputs(OrtKernelContext* ctx, const OrtValue** xv, const OrtValue** wv, const OrtValue** bv) {

@@ -148,6 +148,40 @@ OrtStatus* cpu_kernels_declare_slot(const OrtKernelApi* api, const char* op, int
   return NULL;
 }
 
+OrtStatus* cpu_kernels_estimate_xw(const OrtEpApi* api, const OrtNode* node, const void* attrs, CpuXwBytes bytes,
+                                   size_t* out) {
+  OrtWorkspaceInputShape shapes[2];
+  const int64_t* dims[2] = {NULL, NULL};
+  size_t i, need = 0;
+  char err[512];
+  *out = 0;
+  for (i = 0; i < 2; ++i) {
+    shapes[i].rank = 0;
+    ORT_KERNEL_RETURN_IF_ERROR(api->Node_GetInputShape(node, i, &dims[i], &shapes[i].rank));
+    shapes[i].state = ORT_WORKSPACE_INPUT_SHAPED;
+    shapes[i].elem_type = 0;
+    shapes[i].dims = dims[i];
+  }
+  if (cpu_kernels_known_dims(shapes, 2, 2, 4) && bytes(attrs, dims[0], dims[1], &need, err, sizeof err) == 0)
+    *out = need;
+  return NULL;
+}
+
+OrtStatus* cpu_kernels_declare_xw(const OrtKernelApi* api, const char* op, int32_t slot, const void* attrs,
+                                  CpuXwBytes bytes, const OrtWorkspaceInputShape* shapes, size_t num_inputs,
+                                  OrtWorkspaceSlot* slots, size_t max_slots, size_t* num_slots, size_t* declared) {
+  char err[512], msg[640];
+  *num_slots = 0;
+  *declared = 0;
+  if (!cpu_kernels_known_dims(shapes, num_inputs, 2, 4)) return NULL; /* shapes unknown at planning */
+  if (bytes(attrs, shapes[0].dims, shapes[1].dims, declared, err, sizeof err)) {
+    *declared = 0;
+    snprintf(msg, sizeof msg, "%s: %s", op, err);
+    return api->CreateStatus(ORT_INVALID_ARGUMENT, msg);
+  }
+  return cpu_kernels_declare_slot(api, op, slot, *declared, slots, max_slots, num_slots);
+}
+
 static void cpu_kernels_free(OrtKernelImpl* this_ptr) { free(this_ptr); }
 
 void* cpu_kernels_new(size_t size, CpuKernelCompute compute, CpuKernelDeclare declare) {

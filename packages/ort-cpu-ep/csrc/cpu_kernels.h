@@ -87,6 +87,20 @@ int cpu_kernels_known_dims(const OrtWorkspaceInputShape* shapes, size_t num_inpu
 OrtStatus* cpu_kernels_declare_slot(const OrtKernelApi* api, const char* op, int32_t slot, size_t bytes,
                                     OrtWorkspaceSlot* slots, size_t max_slots, size_t* num_slots);
 
+/* the workspace bytes of an op over inputs x and w (both rank 4) under its attributes `attrs`; nonzero: the shapes
+ * do not fit the attributes, the reason in err */
+typedef int (*CpuXwBytes)(const void* attrs, const int64_t* x, const int64_t* w, size_t* bytes, char* err,
+                          size_t err_len);
+/* Level-1 estimate of such an op: *out = its bytes when the node's inputs 0 and 1 have rank 4 and known extents and
+ * fit, else 0 */
+OrtStatus* cpu_kernels_estimate_xw(const OrtEpApi* api, const OrtNode* node, const void* attrs, CpuXwBytes bytes,
+                                   size_t* out);
+/* Level-2 declaration of its one slot `slot`: *declared = the bytes declared (0: shapes unknown at planning); an
+ * error naming `op` when the shapes do not fit */
+OrtStatus* cpu_kernels_declare_xw(const OrtKernelApi* api, const char* op, int32_t slot, const void* attrs,
+                                  CpuXwBytes bytes, const OrtWorkspaceInputShape* shapes, size_t num_inputs,
+                                  OrtWorkspaceSlot* slots, size_t max_slots, size_t* num_slots, size_t* declared);
+
 /* integer attribute `name` of a kernel's node: *out = its value, or `dflt` when the node has none; *has (may be
  * NULL) says which */
 OrtStatus* cpu_kernels_attr_int(const OrtKernelApi* api, const OrtKernelInfo* info, const char* name, int64_t dflt,
