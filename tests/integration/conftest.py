@@ -76,3 +76,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # no
     for target, counts in table.items():
         cases = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
         terminalreporter.write_line(f"{target}: {sum(counts.values())} cases: {cases}")
+
+
+@pytest.fixture(scope="session")
+def cpu_c_kernels() -> None:
+    """ort-cpu-ep's C kernel library, built in place if missing: skipped only where no C compiler can build it (a
+    build that fails, or a library that does not load, is an error)."""
+    from ort_cpu_ep.testing import CLibraryUnavailable, require_c_library
+
+    try:
+        require_c_library()
+    except CLibraryUnavailable as e:
+        pytest.skip(str(e))

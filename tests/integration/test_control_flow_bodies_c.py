@@ -11,7 +11,6 @@ from onnx import TensorProto as TP
 from onnx import helper
 
 import ort_graph
-from ort_cpu_ep import _ckernels
 from ort_cpu_ep.ops import _body_plan, find
 from ort_cpu_ep.ops._bodies import arena_bytes, body_bytes, graph_peak
 from ort_cpu_ep.ops._body_plan import BodyPlan
@@ -19,7 +18,6 @@ from ort_cpu_ep.ops._interp import run_graph
 from ort_cpu_ep.testing import control_flow_model
 from ort_session import PRE_ALLOCATE, InferenceSession
 
-needs_c = pytest.mark.skipif(not _ckernels.status().loaded, reason="the C kernels are not built")
 N = 64
 
 
@@ -108,7 +106,7 @@ def test_pre_allocated_runs_with_bodies_allocate_nothing(name):
     assert sess.last_run_stats.allocations == 0
 
 
-@needs_c
+@pytest.mark.usefixtures("cpu_c_kernels")
 def test_a_body_of_c_kernels_runs_as_c_steps_inside_the_declared_workspace():
     model = ort_graph.from_proto(mlp_loop())
     ort_graph.resolve_shapes(model, {})
@@ -126,7 +124,7 @@ def test_a_body_of_c_kernels_runs_as_c_steps_inside_the_declared_workspace():
     assert declared == body_bytes(node) == graph_peak(body) + arena_bytes(body)
 
 
-@needs_c
+@pytest.mark.usefixtures("cpu_c_kernels")
 def test_a_body_whose_c_step_is_not_started_falls_back_to_numpy():
     """An input the runner cannot read (a bool Identity's input given as a Python bool array view with odd
     strides) is not described: that step runs in numpy and the values still match."""
@@ -164,7 +162,7 @@ def if_chain(steps=10):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
-@needs_c
+@pytest.mark.usefixtures("cpu_c_kernels")
 @pytest.mark.parametrize("cond", [True, False])
 def test_an_if_branch_of_c_steps_matches_onnxruntime_and_keeps_its_c_run_between_runs(cond, monkeypatch):
     from ort_cpu_ep.ops import _body_c
@@ -182,7 +180,7 @@ def test_an_if_branch_of_c_steps_matches_onnxruntime_and_keeps_its_c_run_between
     assert len(built) == (1 if cond else 0)  # built at the first run, reopened after; the 1-node branch in numpy
 
 
-@needs_c
+@pytest.mark.usefixtures("cpu_c_kernels")
 def test_a_failing_c_step_inside_a_body_is_named():
     from ort_cpu_ep.ops._bodies import SubgraphNodeError
 
@@ -196,7 +194,7 @@ def test_a_failing_c_step_inside_a_body_is_named():
         find("Loop", "", 17).bind(node, 17)(args)
 
 
-@needs_c
+@pytest.mark.usefixtures("cpu_c_kernels")
 def test_a_terminated_run_stops_inside_a_body_of_c_steps():
     import ort_abi
 
@@ -224,7 +222,7 @@ def test_a_terminated_run_stops_inside_a_body_of_c_steps():
     assert len(ticks) == 25 and "b/mul" in ticks  # the loop's and the body's C run's checks, every iteration
 
 
-@needs_c
+@pytest.mark.usefixtures("cpu_c_kernels")
 def test_a_c_step_whose_output_outgrows_its_planned_block_is_finished_in_python():
     """Body values declared [1, N] but fed [3, N] (no session checks the feed here): each C step's output request
     contradicts the plan, so C defers to the step's Python context (fresh outputs); the values still match."""

@@ -11,11 +11,9 @@ from onnx import TensorProto as TP
 from onnx import helper
 
 import ort_graph
-from ort_cpu_ep import _ckernels
 from ort_cpu_ep.ops._body_plan import BodyPlan
 from ort_session import PRE_ALLOCATE, InferenceSession
 
-needs_c = pytest.mark.skipif(not _ckernels.status().loaded, reason="the C kernels are not built")
 N = 16
 
 
@@ -45,7 +43,7 @@ def carried_loop(read_after: bool, trip: int = 6):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
-@needs_c
+@pytest.mark.usefixtures("cpu_c_kernels")
 @pytest.mark.parametrize("read_after", [False, True])
 def test_in_place_handoff_only_where_the_carried_input_is_dead_before_its_output_is_written(read_after):
     model = ort_graph.from_proto(carried_loop(read_after))
@@ -60,7 +58,7 @@ def test_in_place_handoff_only_where_the_carried_input_is_dead_before_its_output
         plan.release()
 
 
-@needs_c
+@pytest.mark.usefixtures("cpu_c_kernels")
 @pytest.mark.parametrize("options", [{}, {PRE_ALLOCATE: "1"}])
 @pytest.mark.parametrize("read_after", [False, True])
 def test_carried_loops_match_onnxruntime_and_their_results_outlive_the_arena(read_after, options):

@@ -8,12 +8,8 @@ import pathlib
 import pytest
 
 from ort_graph import zoo
-
-pytest.importorskip("starlette")
-pytest.importorskip("uvicorn")
-
-from ort_serve._scheduler import Request  # noqa: E402
-from ort_serve._serve_errors import AdmissionError  # noqa: E402
+from ort_serve._scheduler import Request
+from ort_serve._serve_errors import AdmissionError
 
 
 def test_batched_greedy_equals_alone(kit, folder):

@@ -7,11 +7,7 @@ import numpy as np
 import pytest
 
 from ort_graph import zoo
-
-pytest.importorskip("starlette")
-pytest.importorskip("uvicorn")
-
-from ort_serve._serve_errors import AdmissionError  # noqa: E402
+from ort_serve._serve_errors import AdmissionError
 
 
 def test_a_pool_too_small_for_all_preempts_and_every_answer_equals_alone(kit, folder):

@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
-
-pytest.importorskip("starlette")
-pytest.importorskip("uvicorn")
-
 
 
 def test_shared_genai_export_matches_onnxruntime_genai(kit, shared_models):

@@ -8,9 +8,7 @@ import re
 import subprocess
 import sys
 
-import pytest
-
-pexpect = pytest.importorskip("pexpect", reason="the chat tests drive a pseudo-terminal")
+import pexpect  # the chat tests drive a pseudo-terminal; a test dependency (nox TEST_TOOLS)
 
 ORTRUN = "import sys; from ort_session.cli import main; sys.exit(main())"
 STATS = re.compile(r"(\d+) tokens, [\d.]+ tokens/s; prefill (\d+) tokens \(cached (\d+)\)[^\n]*")
