@@ -173,13 +173,11 @@ def _c_arith_applies(node: Node) -> bool:
     kernel would fail at run time."""
     graph = node.graph
     if graph is None or len(node.inputs) != (1 if node.op_type == "Neg" else 2) or not all(node.inputs):
-        return False  # Sum: two inputs (Add's kernel); one or three and more stay with numpy
+        return False  # a Sum of one or of three and more inputs stays with numpy (two: Add's kernel)
     values = [graph.values.get(name) for name in node.inputs]
     if any(v is None for v in values):
         return False
     types = {v.dtype for v in values}
-    if node.op_type == "Sum":
-        return types == {_FLOAT}
     return types == {_FLOAT} or (node.op_type in ("Add", "Sub", "Mul") and types in ({_INT64}, {_INT32}))
 
 
