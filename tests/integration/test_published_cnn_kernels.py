@@ -12,7 +12,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from ort_session import InferenceSession
+from ort_session import InferenceSession, PlanOverBudgetError
 
 MODELS = {  # file -> (input, shape, dtype, value range), as benchmarks/bench_published.py feeds them
     "ppocrv4_det.onnx": ("x", [1, 3, 160, 192], np.float32, (-1, 1)),
@@ -75,3 +75,24 @@ def test_the_classifier_at_a_small_input_pools_as_onnxruntime(shared_models, sid
     so.log_severity_level = 3
     want = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     np.testing.assert_allclose(sess.run(None, feeds)[0], want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("file", list(MODELS))
+def test_a_cpu_budget_is_held_by_the_exact_plan_not_the_per_node_sum(shared_models, file):
+    """The CPU (the fallback: its nodes have nowhere else to go) is held to its budget by the liveness-aware
+    plan: the plan's own total is accepted, though the per-node cost sum is many times larger, and a byte less
+    is refused at initialization naming the largest planned blocks."""
+    path = shared_models / "published" / file
+    if not path.is_file():
+        pytest.skip(f"{path} not present")
+    feeds = _feeds(file)
+    options = {"intra_op_num_threads": 1, "max_shapes": {k: list(v.shape) for k, v in feeds.items()}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        total = InferenceSession(str(path), options).memory.device_totals()["cpu"]["total"]
+        sess = InferenceSession(str(path), {**options, "budgets": {"cpu": total}})
+    assert sess.placement.result.consumed["CPUExecutionProvider"] > total  # the sum without reuse
+    got = sess.run(None, feeds)
+    assert all(np.isfinite(g).all() for g in got if g.dtype.kind == "f")
+    with pytest.raises(PlanOverBudgetError, match=rf"over its budget of {total - 1} bytes by 1 .*largest planned blocks"):
+        InferenceSession(str(path), {**options, "budgets": {"cpu": total - 1}})

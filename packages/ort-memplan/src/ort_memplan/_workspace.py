@@ -107,6 +107,12 @@ class GraphPlan:
         req = self.by_id[rid]
         return req.device, self.plan.offsets[rid], req.nbytes
 
+    def largest(self, device: str, count: int = 3) -> list[tuple[str, int]]:
+        """The `count` largest planned blocks on `device`, as (name, bytes), largest first: what to look at
+        when its plan is over a budget (a value's name, "workspace of 'node' slot N", a run-long key)."""
+        mine = sorted((r for r in self.requests if r.device == device), key=lambda r: (-r.nbytes, r.id))
+        return [(self.names.get(r.id, str(r.id)), r.nbytes) for r in mine[:count]]
+
     def offset_of(self, name: str) -> int:
         return self.value_block(name)[1]
 

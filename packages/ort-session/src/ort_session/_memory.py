@@ -53,7 +53,12 @@ from ._layouts import (
     workspace_shapes,
 )
 from ._options import PRE_ALLOCATE, STATIC_WORKSPACE, SessionOptions, _truthy
-from ._promise import ALLOW_UNPLANNED_SHAPES, check_budgeted_values_planned, check_plan_within_budgets
+from ._promise import (
+    ALLOW_UNPLANNED_SHAPES,
+    check_budgeted_values_planned,
+    check_plan_within_budgets,
+    largest_blocks_text,
+)
 from ._run_types import FreshArrays
 
 __all__ = ["RED_ZONES_ENV", "SessionMemory", "declared_slots", "plan_memory", "red_zone_bytes"]
@@ -317,7 +322,7 @@ def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any],
         check_budgeted_values_planned(graph, gplan.activations.unknown_sizes, value_device, budgets,
                                       allow=_truthy(options.get(ALLOW_UNPLANNED_SHAPES) or "0", ALLOW_UNPLANNED_SHAPES),
                                       can_run=can_run)
-        check_plan_within_budgets(stages, can_run=can_run)
+        check_plan_within_budgets(stages, can_run=can_run, detail=lambda d: largest_blocks_text(gplan, graph, d))
         if streaming is not None and streaming.layers and not static:
             raise InvalidOptionError(
                 f"{len(streaming.layers)} decoder layers stream their weights through slots planned with the "

@@ -12,7 +12,7 @@ device) warn instead of refusing: they never run.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import ort_graph
@@ -22,7 +22,7 @@ from ._options import ALLOW_UNPLANNED_SHAPES
 
 SHOWN = 5
 
-__all__ = ["ALLOW_UNPLANNED_SHAPES", "check_budgeted_values_planned", "check_plan_within_budgets"]
+__all__ = ["ALLOW_UNPLANNED_SHAPES", "check_budgeted_values_planned", "check_plan_within_budgets", "largest_blocks_text"]
 
 
 def check_budgeted_values_planned(graph: Any, unknown_sizes: Sequence[str], device_of_value: Mapping[str, str],
@@ -60,16 +60,35 @@ def check_budgeted_values_planned(graph: Any, unknown_sizes: Sequence[str], devi
         "the device allocator at run time (a run that needs more then fails at its node)")
 
 
-def check_plan_within_budgets(stages: Mapping[str, Any], *, can_run: bool) -> None:
+def largest_blocks_text(gplan: Any, graph: Any, device: str, count: int = 3) -> str:
+    """The largest planned blocks on `device`, each with the node that writes it: what an over-budget
+    refusal points at."""
+    producer = {o: n for n in graph.nodes for o in n.outputs if o}
+    parts = []
+    for name, nbytes in gplan.largest(device, count):
+        node = producer.get(name.split(" (+", 1)[0])
+        by = f" written by node {node.name!r} ({node.op_type})" if node is not None else ""
+        parts.append(f"{name!r} {nbytes} B{by}")
+    return f"largest planned blocks: {', '.join(parts)}" if parts else ""
+
+
+def check_plan_within_budgets(stages: Mapping[str, Any], *, can_run: bool,
+                              detail: Callable[[str], str] | None = None) -> None:
     """Refuse a session whose memory plan needs more than a device's budget (weights + the plan's peak of
     activations, workspace, boundary copies and streaming slots): runs could not be served within it. Rules
-    place where the user says, and a provider's own graph passes run after auto-fit, so this can happen; a
-    plan-only session keeps the Level-2 warning instead (it never runs)."""
+    place where the user says, the fallback provider takes whatever is left without a cut-off, and a
+    provider's own graph passes run after auto-fit, so this can happen; a plan-only session keeps the
+    Level-2 warning instead (it never runs). `detail(device)` names what is large there."""
     over = [s for s in stages.values() if s.budget is not None and s.weights + s.peak > s.budget]
     if not over or not can_run:
         return
-    what = "; ".join(f"{s.device}: weights {s.weights} + planned peak {s.peak} = {s.weights + s.peak} bytes, over its "
-                     f"budget of {s.budget} bytes by {s.weights + s.peak - s.budget}" for s in over)
+
+    def one(s: Any) -> str:
+        extra = detail(s.device) if detail is not None else ""
+        return (f"{s.device}: weights {s.weights} + planned peak {s.peak} = {s.weights + s.peak} bytes, over its "
+                f"budget of {s.budget} bytes by {s.weights + s.peak - s.budget}" + (f" ({extra})" if extra else ""))
+
+    what = "; ".join(one(s) for s in over)
     raise PlanOverBudgetError(
         f"the memory plan does not fit the budget ({what}); nothing was allocated. Give a larger budget, plan "
         "smaller shapes (free_dimension_overrides / max_shapes), put fewer layers on the device in the rules, or "
