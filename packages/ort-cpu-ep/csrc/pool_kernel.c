@@ -31,8 +31,21 @@ typedef struct PoolAxis {
   int64_t size, k, s, d, pb, pe, out;
 } PoolAxis;
 
+#define POOL_FLAT_MAX_W 1024 /* the widest / tallest plane pool_plane_flat takes: its counts are on the stack */
+#define POOL_FLAT_TAPS 64    /* the most taps (kernel_shape product) it takes */
+
+/* pool_plane_flat's geometry, the same for every plane: made once per Compute (pool_flat_geometry) */
+typedef struct PoolFlat {
+  int64_t taps;
+  int64_t lo[POOL_FLAT_TAPS], hi[POOL_FLAT_TAPS];     /* the output rows the tap reaches */
+  int64_t shift[POOL_FLAT_TAPS];                       /* input index - output index in the flattened planes */
+  int64_t c0[POOL_FLAT_TAPS], c1[POOL_FLAT_TAPS];     /* the columns [c0, c1) it reaches on its own row */
+  float rows[POOL_FLAT_MAX_W], cols[POOL_FLAT_MAX_W]; /* an average's divisor: rows[oh] * cols[ow] */
+} PoolFlat;
+
 typedef struct PoolJob {
   const PoolKernel* pk;
+  const PoolFlat* flat; /* when the planes take pool_plane_flat */
   const float* x;
   float* y;
   PoolAxis h, w;
@@ -74,33 +87,163 @@ static void pool_axis(const PoolKernel* pk, int i, int64_t size, PoolAxis* a) {
   }
 }
 
-/* the taps [t0, t1) of output o that fall on real cells, and how many fall inside the padded extent */
-static void pool_taps(const PoolAxis* a, int64_t o, int64_t* t0, int64_t* t1, int64_t* padded) {
-  int64_t start = o * a->s - a->pb, t, lo = a->k, hi = 0, n = 0;
-  for (t = 0; t < a->k; ++t) {
-    int64_t p = start + t * a->d;
-    if (p >= -a->pb && p < a->size + a->pe) ++n;
-    if (p >= 0 && p < a->size) {
-      if (t < lo) lo = t;
-      hi = t + 1;
-    }
-  }
-  *t0 = lo; *t1 = hi > lo ? hi : lo; *padded = n;
-}
-
 /* the larger of m and v, a NaN sticking once met */
 static inline float pool_max_nan(float m, float v) { return (v > m || v != v) && m == m ? v : m; }
 
 /* whether every window of the axis lies inside the input (no pads reached): the taps need no clipping */
 static int pool_inside(const PoolAxis* a) { return a->pb == 0 && (a->out - 1) * a->s + (a->k - 1) * a->d < a->size; }
 
-/* a plane whose windows all lie inside the input: each window's k x k cells, no clipping, count k * k */
+/* the outputs [lo, hi) of an axis whose windows lie inside the input: no tap clipped, no pad reached */
+static void pool_interior(const PoolAxis* a, int64_t* lo, int64_t* hi) {
+  const int64_t last = a->size - 1 + a->pb - (a->k - 1) * a->d; /* the last window start (padded coordinates) */
+  int64_t l = (a->pb + a->s - 1) / a->s, h = last < 0 ? 0 : last / a->s + 1;
+  if (h > a->out) h = a->out;
+  if (l > h) l = h;
+  *lo = l; *hi = h;
+}
+
+/* the outputs [lo, hi) of an axis whose tap t falls on a real cell: 0 <= o * s - pb + t * d < size */
+static void pool_tap_outputs(const PoolAxis* a, int64_t t, int64_t* lo, int64_t* hi) {
+  const int64_t off = t * a->d - a->pb; /* the cell tap t of output 0 reads */
+  int64_t l = off >= 0 ? 0 : (-off + a->s - 1) / a->s, h = a->size - off <= 0 ? 0 : (a->size - off - 1) / a->s + 1;
+  if (h > a->out) h = a->out;
+  if (l > h) l = h;
+  *lo = l; *hi = h;
+}
+
+/* how many taps t of output o fall in [from, to): from <= o * s - pb + t * d < to */
+static int64_t pool_taps_in(const PoolAxis* a, int64_t o, int64_t from, int64_t to) {
+  const int64_t start = o * a->s - a->pb;
+  int64_t t0 = start >= from ? 0 : (from - start + a->d - 1) / a->d, t1;
+  if (to - 1 - start < 0) return 0;
+  t1 = (to - 1 - start) / a->d;
+  if (t1 > a->k - 1) t1 = a->k - 1;
+  return t1 >= t0 ? t1 - t0 + 1 : 0;
+}
+
+/* one output row: each tap that falls on a real row is one pass over the outputs it reaches (contiguous loads at
+ * stride 1, so the loop vectorizes), clipped at the input's edges instead of testing every cell. A NaN sticks (the
+ * select keeps it); an average adds the same cells in the same (row-major tap) order as a loop per output and
+ * divides by the taps counted (inside the padded extent with count_include_pad, else on real cells) */
+CPU_KERNELS_CLONES
+static void pool_row(const PoolJob* job, const float* x, int64_t oh, float* yrow) {
+  const PoolAxis *h = &job->h, *w = &job->w;
+  const int is_max = job->pk->kind == POOL_MAX;
+  const int64_t sw = w->s;
+  int64_t ow, kh, kw, lo, hi, rows_real = 0, rows_padded = 0;
+  for (ow = 0; ow < w->out; ++ow) yrow[ow] = is_max ? -INFINITY : 0.0f;
+  for (kh = 0; kh < h->k; ++kh) {
+    const int64_t ih = oh * h->s - h->pb + kh * h->d;
+    const float* row = x + ih * w->size;
+    rows_padded += ih >= -h->pb && ih < h->size + h->pe;
+    if (ih < 0 || ih >= h->size) continue;
+    ++rows_real;
+    for (kw = 0; kw < w->k; ++kw) {
+      const int64_t at = kw * w->d - w->pb; /* + ow * sw >= 0 for ow >= lo */
+      pool_tap_outputs(w, kw, &lo, &hi);
+      if (is_max && sw == 1) {
+        for (ow = lo; ow < hi; ++ow) { const float v = row[at + ow], m = yrow[ow]; yrow[ow] = (v > m || v != v) ? v : m; }
+      } else if (is_max) {
+        for (ow = lo; ow < hi; ++ow) { const float v = row[at + ow * sw], m = yrow[ow]; yrow[ow] = (v > m || v != v) ? v : m; }
+      } else if (sw == 1) {
+        for (ow = lo; ow < hi; ++ow) yrow[ow] += row[at + ow];
+      } else {
+        for (ow = lo; ow < hi; ++ow) yrow[ow] += row[at + ow * sw];
+      }
+    }
+  }
+  if (!is_max) {
+    const int count_pad = job->pk->count_pad;
+    const int64_t rows = count_pad ? rows_padded : rows_real;
+    const float inner = (float)(rows * w->k); /* the outputs whose windows no edge clips along W */
+    pool_interior(w, &lo, &hi);
+    for (ow = 0; ow < w->out; ++ow) {
+      if (ow >= lo && ow < hi) {
+        yrow[ow] = yrow[ow] / inner;
+      } else {
+        const int64_t cols = count_pad ? pool_taps_in(w, ow, -w->pb, w->size + w->pe) : pool_taps_in(w, ow, 0, w->size);
+        yrow[ow] = yrow[ow] / (float)(rows * cols);
+      }
+    }
+  }
+}
+
+/* stride 1 with as many output columns as input columns (the usual 3 x 3 window, pads 1): an output and the cell
+ * a tap reads are a fixed distance apart in the flattened planes, so each tap is one vector pass over all the
+ * output rows it reaches (a 14 x 14 plane one loop, not 14 short ones). Where the tap wraps into the next or the
+ * previous row (the columns it does not reach on its own row), the outputs are saved before the pass and put back
+ * after it, a few rows at a time: every output gets the same cells in the same order as pool_row adds them. */
+static int pool_flat_geometry(const PoolKernel* pk, const PoolAxis* h, const PoolAxis* w, PoolFlat* f) {
+  int64_t kh, kw, o;
+  if (h->s != 1 || w->s != 1 || w->out != w->size || w->size > POOL_FLAT_MAX_W || h->out > POOL_FLAT_MAX_W ||
+      h->k * w->k > POOL_FLAT_TAPS)
+    return 0;
+  f->taps = 0;
+  for (kh = 0; kh < h->k; ++kh) {
+    int64_t lo, hi;
+    pool_tap_outputs(h, kh, &lo, &hi);
+    for (kw = 0; kw < w->k && lo < hi; ++kw) {
+      const int64_t off = kw * w->d - w->pb, width = w->size;
+      const int64_t c0 = off < 0 ? (-off < width ? -off : width) : 0, c1 = off > 0 ? (off < width ? width - off : 0) : width;
+      if (c1 <= c0) continue; /* the tap reaches no column of its row */
+      f->lo[f->taps] = lo; f->hi[f->taps] = hi; f->c0[f->taps] = c0; f->c1[f->taps] = c1;
+      f->shift[f->taps++] = (kh * h->d - h->pb) * width + off;
+    }
+  }
+  for (o = 0; o < w->out; ++o)
+    f->cols[o] = (float)(pk->count_pad ? pool_taps_in(w, o, -w->pb, w->size + w->pe) : pool_taps_in(w, o, 0, w->size));
+  for (o = 0; o < h->out; ++o)
+    f->rows[o] = (float)(pk->count_pad ? pool_taps_in(h, o, -h->pb, h->size + h->pe) : pool_taps_in(h, o, 0, h->size));
+  return 1;
+}
+
+CPU_KERNELS_CLONES
+static void pool_plane_flat(const PoolJob* job, const float* x, float* y) {
+  const PoolFlat* f = job->flat;
+  const int is_max = job->pk->kind == POOL_MAX;
+  const int64_t width = job->w.size, n_out = job->h.out * width, n_in = job->h.size * width;
+  float saved[POOL_FLAT_MAX_W];
+  int64_t i, t, oh, ow;
+  for (i = 0; i < n_out; ++i) y[i] = is_max ? -INFINITY : 0.0f;
+  for (t = 0; t < f->taps; ++t) {
+    const int64_t lo = f->lo[t], hi = f->hi[t], shift = f->shift[t], c0 = f->c0[t], c1 = f->c1[t];
+    const int64_t bad = c0 + width - c1, chunk = bad ? POOL_FLAT_MAX_W / bad : hi - lo;
+    int64_t r0, r, c, j;
+    for (r0 = lo; r0 < hi; r0 += chunk) {
+      const int64_t r1 = r0 + chunk < hi ? r0 + chunk : hi;
+      int64_t a = r0 * width, b = r1 * width;
+      for (j = 0, r = r0; r < r1 && bad; ++r) {
+        for (c = 0; c < c0; ++c) saved[j++] = y[r * width + c];
+        for (c = c1; c < width; ++c) saved[j++] = y[r * width + c];
+      }
+      if (a + shift < 0) a = -shift;
+      if (b + shift > n_in) b = n_in - shift;
+      if (is_max) {
+        for (i = a; i < b; ++i) { const float v = x[i + shift], m = y[i]; y[i] = (v > m || v != v) ? v : m; }
+      } else {
+        for (i = a; i < b; ++i) y[i] += x[i + shift];
+      }
+      for (j = 0, r = r0; r < r1 && bad; ++r) {
+        for (c = 0; c < c0; ++c) y[r * width + c] = saved[j++];
+        for (c = c1; c < width; ++c) y[r * width + c] = saved[j++];
+      }
+    }
+  }
+  if (is_max) return;
+  for (oh = 0; oh < job->h.out; ++oh) {
+    const float rows = f->rows[oh];
+    float* yrow = y + oh * width;
+    for (ow = 0; ow < width; ++ow) yrow[ow] = yrow[ow] / (rows * f->cols[ow]); /* small whole numbers: exact */
+  }
+}
+
+/* a plane whose windows all lie inside the input: 2 x 2 windows as four loads, the rest row by row */
 CPU_KERNELS_CLONES
 static void pool_plane_inside(const PoolJob* job, const float* x, float* y) {
   const PoolAxis *h = &job->h, *w = &job->w;
   const int is_max = job->pk->kind == POOL_MAX;
   const float count = (float)(h->k * w->k);
-  int64_t oh, ow, kh, kw;
+  int64_t oh, ow;
   if (h->k == 2 && w->k == 2 && h->d == 1 && w->d == 1) { /* 2 x 2 windows: four cells, the loop vectorizes */
     for (oh = 0; oh < h->out; ++oh) {
       const float *r0 = x + oh * h->s * w->size, *r1 = r0 + w->size;
@@ -118,61 +261,22 @@ static void pool_plane_inside(const PoolJob* job, const float* x, float* y) {
     }
     return;
   }
-  for (oh = 0; oh < h->out; ++oh)
-    for (ow = 0; ow < w->out; ++ow) {
-      const float* base = x + oh * h->s * w->size + ow * w->s;
-      float acc = is_max ? -INFINITY : 0.0f;
-      int nan = 0;
-      for (kh = 0; kh < h->k; ++kh) {
-        const float* row = base + kh * h->d * w->size;
-        for (kw = 0; kw < w->k; ++kw) {
-          const float v = row[kw * w->d];
-          if (is_max) { /* branch-free: the larger, NaNs noted beside */
-            acc = v > acc ? v : acc;
-            nan |= v != v;
-          } else {
-            acc += v;
-          }
-        }
-      }
-      y[oh * w->out + ow] = is_max ? (nan ? NAN : acc) : acc / count;
-    }
+  for (oh = 0; oh < h->out; ++oh) pool_row(job, x, oh, y + oh * w->out);
 }
 
-CPU_KERNELS_CLONES
+/* a plane, row by row */
 static void pool_plane(const PoolJob* job, const float* x, float* y) {
   const PoolAxis *h = &job->h, *w = &job->w;
-  const int is_max = job->pk->kind == POOL_MAX;
-  int64_t oh, ow, kh, kw;
+  int64_t oh;
   if (pool_inside(h) && pool_inside(w)) {
     pool_plane_inside(job, x, y);
     return;
   }
-  for (oh = 0; oh < h->out; ++oh) {
-    int64_t h0, h1, hp;
-    pool_taps(h, oh, &h0, &h1, &hp);
-    for (ow = 0; ow < w->out; ++ow) {
-      int64_t w0, w1, wp, ih0 = oh * h->s - h->pb, iw0 = ow * w->s - w->pb;
-      float acc = is_max ? -INFINITY : 0.0f;
-      pool_taps(w, ow, &w0, &w1, &wp);
-      for (kh = h0; kh < h1; ++kh) {
-        const float* row = x + (ih0 + kh * h->d) * w->size + iw0;
-        for (kw = w0; kw < w1; ++kw) {
-          const float v = row[kw * w->d];
-          if (is_max) {
-            if (acc == acc && (v > acc || v != v)) acc = v; /* a NaN stays */
-          } else {
-            acc += v;
-          }
-        }
-      }
-      if (!is_max) {
-        const int64_t count = job->pk->count_pad ? hp * wp : (h1 - h0) * (w1 - w0);
-        acc = acc / (float)count;
-      }
-      y[oh * w->out + ow] = acc;
-    }
+  if (job->flat != NULL) {
+    pool_plane_flat(job, x, y);
+    return;
   }
+  for (oh = 0; oh < h->out; ++oh) pool_row(job, x, oh, y + oh * w->out);
 }
 
 #define POOL_LANES 16 /* independent accumulators: the reductions vectorize (two 512-bit registers of floats) */
@@ -240,6 +344,7 @@ static OrtStatus* pool_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   const void* x = NULL;
   void* y = NULL;
   PoolJob job;
+  PoolFlat flat;
   int threads;
   char msg[200];
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 0, &xv));
@@ -277,6 +382,8 @@ static OrtStatus* pool_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorMutableData(yv, &y));
   if (job.planes == 0 || (k->kind < POOL_GLOBAL_AVG && job.h.out * job.w.out == 0)) return NULL;
   job.x = (const float*)x;
+  if (k->kind == POOL_MAX || k->kind == POOL_AVG)
+    job.flat = !(pool_inside(&job.h) && pool_inside(&job.w)) && pool_flat_geometry(k, &job.h, &job.w, &flat) ? &flat : NULL;
   job.y = (float*)y;
   threads = mnb_threads();
   if ((double)threads > (double)job.planes * (double)job.plane / POOL_MIN_PER_THREAD)

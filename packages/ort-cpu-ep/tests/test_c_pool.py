@@ -52,6 +52,11 @@ WINDOWS = [
     {"kernel_shape": [2, 3], "auto_pad": "VALID", "strides": [2, 1]},
     {"kernel_shape": [2, 2], "strides": [1, 1], "dilations": [2, 2], "pads": [1, 1, 1, 1]},
     {"kernel_shape": [5, 5], "pads": [2, 2, 2, 2]},
+    # stride 1, as many output columns as input ones: the flattened-plane passes (pool_plane_flat)
+    {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]},
+    {"kernel_shape": [3, 3], "pads": [0, 2, 2, 0]},
+    {"kernel_shape": [3, 3], "dilations": [2, 2], "pads": [2, 2, 2, 2]},
+    {"kernel_shape": [1, 7], "pads": [0, 3, 0, 3]},
 ]
 
 
@@ -172,3 +177,21 @@ def test_a_window_larger_than_the_input_is_refused_as_onnxruntime_does(op):
         run_one_node(model, {"x": x}, "C")
     with pytest.raises(Exception, match="window shape cannot be larger|larger than"):
         run_one_node(model, {"x": x}, "numpy")
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+@pytest.mark.parametrize(("shape", "attrs"), [
+    ((1, 2, 600, 9), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),     # rows saved and restored in chunks
+    ((1, 1, 5, 1030), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),    # wider than the flattened passes take
+    ((1, 3, 4, 1), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),       # one column: every tap but one wraps
+    ((1, 2, 2, 3), {"kernel_shape": [5, 5], "pads": [2, 2, 2, 2]}),       # windows larger than the plane
+])
+def test_stride_one_same_size_planes_of_every_extent(op, shape, attrs):
+    x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    model = _model(op, shape, **(attrs if op == "MaxPool" else {**attrs, "count_include_pad": 1}))
+    _check(model, x, exact=op == "MaxPool")
+    x.reshape(-1)[::37] = np.nan  # a NaN sticks in every window that covers it, as in numpy (onnxruntime drops it)
+    got = run_one_node(model, {"x": x}, "C")["y"]
+    want = run_one_node(model, {"x": x}, "numpy")["y"]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

@@ -10,7 +10,7 @@ never materialised: folding never holds more than MAX_ELEMENTS elements (32 KiB 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import numpy as np
@@ -276,4 +276,71 @@ def fold_constant_of_shape(graph: Graph, max_bytes: int = FOLD_FILL_MAX_BYTES) -
         array = np.full(dims, fill[0], fill.dtype)  # touched: resident, as the plan counts it
         dtype = value.data_type if isinstance(value, TensorProto) else TensorProto.FLOAT
         _node_to_initializer(graph, node, Tensor(name=out, dtype=dtype, dims=tuple(dims), array=array), made)
+    return _relinked(graph, made)
+
+
+def _flatten(node: Node, xs: list[np.ndarray]) -> np.ndarray:
+    x = xs[0]
+    axis = int(node.attr("axis", 1))
+    if not -x.ndim <= axis <= x.ndim:
+        raise ValueError(f"Flatten axis {axis} outside [-{x.ndim}, {x.ndim}]")
+    axis = axis + x.ndim if axis < 0 else axis
+    return x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
+
+
+def _checked_unsqueeze(node: Node, xs: list[np.ndarray]) -> np.ndarray:
+    axes = _axes(node, xs) or []
+    rank = xs[0].ndim + len(axes)
+    if not axes or any(not -rank <= a < rank for a in axes) or len({a % rank for a in axes}) != len(axes):
+        raise ValueError(f"Unsqueeze axes {axes} invalid for an output of rank {rank}")
+    return _unsqueeze(node, xs)
+
+
+def _checked_reshape(node: Node, xs: list[np.ndarray]) -> np.ndarray:
+    shape = [int(s) for s in xs[1].reshape(-1)]
+    if shape.count(-1) > 1 or any(s < -1 for s in shape) or (node.attr("allowzero", 0) and 0 in shape and -1 in shape):
+        raise ValueError(f"Reshape shape {shape} invalid")
+    if not node.attr("allowzero", 0) and any(s == 0 and i >= xs[0].ndim for i, s in enumerate(shape)):
+        raise ValueError(f"Reshape shape {shape} copies a dimension the input of rank {xs[0].ndim} lacks")
+    return _reshape(node, xs)
+
+
+# ops that only relabel their data input's elements: folded into a view of the initializer they read
+_LAYOUT_FOLDS: dict[str, Fn] = {"Unsqueeze": _checked_unsqueeze, "Squeeze": _squeeze, "Reshape": _checked_reshape,
+                                "Flatten": _flatten, "Identity": lambda n, xs: xs[0]}
+
+
+def fold_constant_layouts(graph: Graph, max_bytes: int = FOLD_FILL_MAX_BYTES, *,
+                          overridable: Collection[str] | None = None) -> list[str]:
+    """Turn the main graph's Unsqueeze / Squeeze / Reshape / Flatten / Identity nodes whose inputs are all
+    initializers, none `overridable` (default: the graph inputs; ONNX IR < 4 lists every initializer as an
+    input, and none may be fed), into initializers, as ONNX Runtime's constant folding does at
+    initialization. Caffe-style exports scale each Conv output by `Unsqueeze(scale)`: folded, the Mul / Add after
+    the Conv become constant per-channel ops its fusions fold into the weights, and the Unsqueezes stop running.
+    The new initializer is a view of the data read (no copy). One that is invalid for its op (bad axes, a shape
+    that does not fit the data), a string tensor, a graph output or one over `max_bytes` stays a node: its kernel
+    names the problem. Returns the names of the new initializers."""
+    from ._tensor import Tensor
+
+    made: list[str] = []
+    overridable = set(graph.inputs if overridable is None else overridable)
+    for node in list(graph.nodes):
+        fn = _LAYOUT_FOLDS.get(node.op_type)
+        if fn is None or node.domain not in ("", "ai.onnx") or len(node.outputs) != 1 or not node.inputs:
+            continue
+        out = node.outputs[0]
+        names = [i for i in node.inputs if i]
+        source = graph.initializers.get(node.inputs[0]) if node.inputs[0] else None
+        if (not out or out in graph.outputs or out in graph.initializers or source is None or source.dtype == 8
+                or any(i not in graph.initializers or i in overridable for i in names) or source.nbytes > max_bytes):
+            continue
+        try:
+            xs = [graph.initializers[i].numpy() if i else None for i in node.inputs]
+            array = np.asarray(fn(node, xs))
+        except (ValueError, IndexError, TypeError, AttributeError):
+            continue  # left to the node's kernel, which names it
+        if array.size != xs[0].size:
+            continue
+        _node_to_initializer(graph, node, Tensor(name=out, dtype=source.dtype, dims=tuple(array.shape), array=array),
+                             made)
     return _relinked(graph, made)

@@ -109,7 +109,8 @@ class InferenceSession(OrtSessionApi):
         profiler.phase("model_loading")
         self.constants = ort_graph.constants_to_initializers(graph)  # as ONNX Runtime does at load
         if self.options.graph_optimization_level != GraphOptimizationLevel.ORT_DISABLE_ALL:  # its constant folding
-            folded = ort_graph.fold_constant_of_shape(graph)
+            fixed = () if self.model.ir_version < 4 else None  # before IR 4 no initializer can be fed
+            folded = ort_graph.fold_constant_of_shape(graph) + ort_graph.fold_constant_layouts(graph, overridable=fixed)
             if folded:
                 self.constants += folded
                 ort_graph.remove_unused_initializers(graph)  # the fills' shape inputs

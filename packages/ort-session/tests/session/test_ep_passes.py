@@ -109,3 +109,38 @@ def test_a_fused_conv_plans_no_block_for_the_conv_output():
     assert peak["fused"] < peak["unfused"]
     x = np.random.default_rng(2).standard_normal((1, 4, 16, 16)).astype(np.float32)
     np.testing.assert_allclose(fused.run(None, {"X": x})[0], unfused.run(None, {"X": x})[0], rtol=1e-6, atol=1e-6)
+
+
+def caffe_scale(ir_version):
+    """Conv -> Mul(Unsqueeze(scale)) -> Add(Unsqueeze(shift)) -> Relu, every initializer listed as an input too,
+    as the onnx package's IR-3 light CNNs (Caffe2 exports) ship it."""
+    rng = np.random.default_rng(2)
+    arrays = {"W": rng.standard_normal((4, 3, 3, 3)), "s": rng.standard_normal(4), "b": rng.standard_normal(4)}
+    inits = [numpy_helper.from_array(a.astype(np.float32), n) for n, a in arrays.items()]
+    nodes = [helper.make_node("Conv", ["X", "W"], ["C"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Unsqueeze", ["s"], ["s3"], name="us", axes=[1, 2]),
+             helper.make_node("Mul", ["C", "s3"], ["M"], name="mul"),
+             helper.make_node("Unsqueeze", ["b"], ["b3"], name="ub", axes=[1, 2]),
+             helper.make_node("Add", ["M", "b3"], ["A"], name="add"),
+             helper.make_node("Relu", ["A"], ["Y"], name="relu")]
+    inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 3, 8, 8])] + [
+        helper.make_tensor_value_info(n, TensorProto.FLOAT, list(a.shape)) for n, a in arrays.items()]
+    graph = helper.make_graph(nodes, "caffe", inputs, [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+                              inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)], ir_version=ir_version)
+
+
+def test_constant_unsqueezes_fold_so_the_scale_and_shift_fold_into_the_conv():
+    import onnxruntime as ort
+
+    model = caffe_scale(3)
+    sess = InferenceSession(model, providers=["CPUExecutionProvider"])
+    (node,) = sess.model.graph.nodes  # IR 3: no initializer can be fed, the Unsqueezes are constants
+    assert (node.op_type, node.attr("activation")) == ("FusedConv", "Relu")
+    assert {"s3", "b3"} <= set(sess.constants)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"X": X})[0]
+    np.testing.assert_allclose(sess.run(None, {"X": X})[0], want, rtol=1e-5, atol=1e-5)
+    # IR 4+: an initializer that is also an input may be fed, so what reads it stays a node
+    kept = InferenceSession(caffe_scale(7), providers=["CPUExecutionProvider"])
+    assert {"Unsqueeze", "Mul", "Add"} <= {n.op_type for n in kept.model.graph.nodes}
+    np.testing.assert_allclose(kept.run(None, {"X": X})[0], want, rtol=1e-5, atol=1e-5)
