@@ -134,7 +134,8 @@ def _run_feeds(args: argparse.Namespace, model: Any, dims: dict[str, int],
     import ort_graph
 
     from . import _progress
-    from ._feeds import generate_inputs, validate_feeds
+    from ._feeds import generate_inputs, generated_shapes, validate_feeds
+    from ._input_defaults import fitted_dims
     from ._npy_file import load_npy_input
 
     with _progress.phase("resolving the input shapes"), warnings.catch_warnings():
@@ -142,7 +143,11 @@ def _run_feeds(args: argparse.Namespace, model: Any, dims: dict[str, int],
         by_symbol, bounds = ort_graph.sizes_by_symbol(model.graph, dims, _max_shapes(args))
         trial = ort_graph.copy_model(model)
         ort_graph.resolve_shapes(trial, dims)
-        feeds = generate_inputs(trial.graph, {**by_symbol, **bounds}, seed=getattr(args, "seed", 0),
+        generated_shapes(trial.graph, {**by_symbol, **bounds}, materialize)  # a size too large is named as such
+        chosen, why = fitted_dims(model, trial.graph, {**by_symbol, **bounds})  # checked against shape inference
+        if why:
+            _say(why)
+        feeds = generate_inputs(trial.graph, chosen, seed=getattr(args, "seed", 0),
                                 materialize=materialize)
         for name, path in getattr(args, "input", None) or ():
             feeds[name] = load_npy_input(name, path)
