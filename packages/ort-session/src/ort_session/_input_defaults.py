@@ -130,6 +130,21 @@ def order_of_symbols(graph: Graph) -> list[str]:
                               for d in (graph.values[n].shape or ()) if isinstance(d, str)))
 
 
+def feed_dims(graph: Graph, feeds: Mapping[str, object]) -> dict[str, int]:
+    """The symbolic dims that given input arrays (`--input` files) bind, where an array's rank is its input's (a
+    wrong rank or a disagreement is for `validate_feeds` to report)."""
+    out: dict[str, int] = {}
+    for name, arr in feeds.items():
+        v = graph.values.get(name)
+        shape = getattr(arr, "shape", None)
+        if v is None or v.shape is None or shape is None or len(shape) != len(v.shape):
+            continue
+        for d, got in zip(v.shape, shape):
+            if isinstance(d, str):
+                out.setdefault(d, int(got))
+    return out
+
+
 def _sizes(symbol: str, images: set[str]) -> tuple[int, ...]:
     if symbol in images:
         return IMAGE_SIZES

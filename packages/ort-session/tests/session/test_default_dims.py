@@ -93,6 +93,10 @@ def test_no_size_that_works_is_an_error_naming_the_input_the_sizes_tried_and_the
         assert "ortrun: error: input 'x'" in err and "--dim h=N" in err
     assert main(["run", path, "--dim", "h=7", "--dim", "w=13", "--check"]) == 0
     assert "[1, 2, 7, 13]" in capsys.readouterr().out
+    np.save(tmp_path / "x.npy", np.ones((1, 1, 7, 13), np.float32))  # an input file's shape is given, not assumed
+    assert main(["run", path, "--input", f"x={tmp_path / 'x.npy'}", "--check"]) == 0
+    captured = capsys.readouterr()
+    assert "[1, 2, 7, 13]" in captured.out and "by default" not in captured.err
 
 
 def test_the_image_size_the_exporter_writes_in_metadata_is_used(tmp_path):
