@@ -1,8 +1,9 @@
 """A misbehaving C kernel library (`c/scribble.c`, com.example::Scribble, y = x + 1, armed once per run through
 `scribble_arm`) under red zones: a write before its output, just past it or 4 KiB past it, a write through its
 const input (a feed or a weight), and success without its output each end the run in a typed error naming the
-node, the caller's feed is never changed, and the next run is right. Success without the output is a
-KernelRunError in every runner path, red zones or not. The fuzz class writes at random offsets and lengths
+node, the caller's feed is never changed, and the next run is right. Success without the output, and a request
+for an output with a negative dimension, are KernelRunErrors naming the node in every runner path, red zones or
+not (the replay of C steps included: the kernel is called once, the run is not retried in Python). The fuzz class writes at random offsets and lengths
 around the output or the input, within the guarded distance: every case is a typed error naming the node or
 a correct run."""
 
@@ -18,13 +19,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
+import ort_abi
 import ort_memplan
 from ort_session import ConstInputWrittenError, InferenceSession, RedZoneError
 from ort_session._errors import KernelRunError
 from ort_session._executor import NO_C_STEPS_ENV
 from ort_session._ort_errors import Fail
 
-CLEAN, OUTPUT, INPUT, NOTHING = 0, 1, 2, 3
+CLEAN, OUTPUT, INPUT, NOTHING, NEGATIVE = 0, 1, 2, 3, 4
 RED_ZONE = 64
 NBYTES = 4 * 8 * 4  # x and y: float32[4, 8]
 X = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
@@ -143,6 +145,34 @@ def test_success_without_the_output_in_traced_and_cached_layouts_and_a_python_ke
     sess.kernels[after.index].compute = lambda ctx: None  # a Python compute that produces nothing
     with pytest.raises(KernelRunError, match="node 'after' \\(Add\\) .*without producing its output 0 'z'"):
         sess.run(None, {"x": X})
+
+
+@pytest.mark.filterwarnings("ignore::ort_graph.ShapeResolutionWarning")  # the symbolic batch: traced, then cached
+@pytest.mark.parametrize(("batch", "options"), [
+    (4, {PRE_ALLOCATE: "1"}),  # the C step runner, then the replay of its steps
+    (4, {}),  # per-run buffers of the static plan
+    (4, {"red_zones": RED_ZONE, PRE_ALLOCATE: "1"}),
+    (4, {"python_context": True}),  # every step through its Python context
+    ("batch", {}),  # an unplanned output: a symbolic batch is traced, then runs a cached pattern
+], ids=["pre-allocated-c-steps", "static-plan-c-steps", "red-zones", "python-context", "unplanned"])
+def test_a_negative_output_dimension_is_a_kernel_run_error_naming_the_node(scribble_lib, arm, monkeypatch, batch,
+                                                                          options):
+    options = dict(options)
+    python_context = options.pop("python_context", False)
+    if python_context:
+        monkeypatch.setenv(NO_C_STEPS_ENV, "1")
+    sess = InferenceSession(_model(batch=batch), {"kernel_libraries": [str(scribble_lib)], **options})
+    assert sess.memory.static == (batch == 4)
+    for _ in range(3):  # the first run of the shapes, then the replayed / cached runs
+        handles = ort_abi.live_handles()
+        arm(NEGATIVE, -3, 0)  # Scribble asks for y of shape [-3, 8]
+        with pytest.raises(KernelRunError, match=r"node 'scribble' \(com.example::Scribble\) .*output 0 requested "
+                                                 r"with shape \[-3, 8\]: a negative dimension"):
+            sess.run(None, {"x": X})  # a retried kernel (disarmed by its first call) would have succeeded
+        _run_clean(sess)  # the session stays usable: the next run is right
+        assert ort_abi.live_handles() == handles  # no context or value handle of the failed run is left
+    if batch == 4 and not python_context and "red_zones" not in options:
+        assert sess.last_run_stats.c_steps == 2  # the failure did not send later runs off the C steps
 
 
 # ---- fuzz: random writes around the output or the input, inside the guarded distance ----------------------

@@ -81,7 +81,7 @@ def test_load_errors(misbehaving_variant, define, error, fragment):
 def test_custom_entry_point_name(misbehaving_variant, fresh_statuses):
     reg = KernelRegistry()
     lib = load_kernel_library(misbehaving_variant("NO_ENTRY"), reg, entry_point="MyRegister")
-    assert lib.entry_point == "MyRegister" and len(reg) == len(lib.entries) == 20
+    assert lib.entry_point == "MyRegister" and len(reg) == len(lib.entries) == 21
 
 
 def test_duplicate_registration_rolls_back(example_lib, fresh_statuses):
@@ -182,12 +182,23 @@ def test_release_is_called_exactly_once(reg, misbehaving_lib):
 @pytest.mark.parametrize(("op", "fragment"), [
     ("WrongHandle", "not a live handle"),
     ("BadOutput", "output index 5 out of range"),
+    ("NegativeOutput", r"output 0 requested with shape \[-2, 4\]: a negative dimension; every extent must be >= 0"),
     ("InputWrite", "read-only"),
 ])
 def test_host_api_misuse_comes_back_as_an_error_status(reg, op, fragment, fresh_statuses):
+    ctx = KernelContext([np.ones(4, np.float32)], output_types=[F])
     with pytest.raises(KernelError, match=fragment) as info:
-        compute(kernel(reg, op))
+        kernel(reg, op).compute(ctx)
     assert info.value.code == ErrorCode.INVALID_ARGUMENT and info.value.operation == "compute"
+    assert ctx.outputs == [None]  # nothing was allocated for a refused request
+
+
+def test_a_python_kernel_asking_for_a_negative_output_dimension_is_refused_naming_the_node():
+    ctx = KernelContext([np.ones(4, np.float32)], output_types=[F], node_name="/t/n",
+                        output_allocator=lambda *a: pytest.fail("allocated a negative shape"))
+    with pytest.raises(ValueError, match=r"node '/t/n': output 0 requested with shape \[3, -1\]: a negative"):
+        ctx.output(0, (3, -1))
+    assert ctx.outputs == [None] and not ctx.violations
 
 
 # ---- Level 2 ---------------------------------------------------------------------------------------------------

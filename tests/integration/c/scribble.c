@@ -4,7 +4,8 @@
  *   mode 1: flips `length` bytes at byte `offset` from the start of its output (negative: before it),
  *           then computes y (so bytes inside y end up right, bytes outside stay flipped);
  *   mode 2: computes y, then flips `length` bytes at byte `offset` from the start of its const input;
- *   mode 3: returns success without asking for its output.
+ *   mode 3: returns success without asking for its output;
+ *   mode 4: asks for its output with dimension 0 = `offset` (negative: a shape bug), returning what the host says.
  * Mode 0 (and every call after an armed one) is the clean kernel.
  */
 #include <stdint.h>
@@ -47,6 +48,13 @@ static OrtStatus* compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetElementCount(x, &count));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(x, (const void**)&in));
   if (mode == 3) return NULL; /* the bug: success, no output */
+  if (mode == 4 && rank >= 1 && rank <= 8) { /* the bug: a negative output dimension */
+    int64_t bad[8];
+    memcpy(bad, dims, rank * sizeof *bad);
+    bad[0] = g_offset;
+    ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetOutput(ctx, 0, bad, rank, &y));
+    return g_api->CreateStatus(ORT_FAIL, "Scribble: the host served an output with a negative dimension");
+  }
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetOutput(ctx, 0, dims, rank, &y));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorMutableData(y, (void**)&out));
   if (mode == 1) flip((unsigned char*)out, g_offset, g_length);

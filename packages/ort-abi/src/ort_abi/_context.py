@@ -104,6 +104,16 @@ class KernelInfo:
         return default
 
 
+def check_output_shape(index: int, shape: tuple[int, ...], node: str | None = None) -> None:
+    """ValueError (an INVALID_ARGUMENT status across the ABI) for a requested output shape with a negative extent,
+    naming the output and, when known, the node."""
+    if shape and min(shape) < 0:
+        who = f"node {node!r}: " if node else ""
+        raise ValueError(f"{who}output {index} requested with shape {list(shape)}: a negative dimension; every extent "
+                         "must be >= 0 (a kernel sizing its output from an input smaller than its window gets one: "
+                         "fix the kernel's shape arithmetic, or give larger inputs)")
+
+
 class KernelContext:
     """Inputs, outputs, scratch and planned workspace for one compute call.
 
@@ -164,8 +174,7 @@ class KernelContext:
         if not 0 <= index < len(self.outputs):
             raise IndexError(f"output index {index!r} out of range: node {self.node_name!r} has {len(self.outputs)} outputs")
         shape = tuple(map(int, shape))
-        if shape and min(shape) < 0:
-            raise ValueError(f"output {index} shape {shape!r} has a negative extent; every extent must be >= 0")
+        check_output_shape(index, shape, self.node_name)
         dt = (dtype if isinstance(dtype, np.dtype) else
               self.output_dtype(index) if dtype is None else _numpy_dtype(dtype))
         existing = self.outputs[index]

@@ -8,6 +8,7 @@ import numpy as np
 
 from ort_graph import from_numpy_dtype
 
+from ._context import check_output_shape
 from ._fast_context import _POOL
 from ._ffi import _ffi as ffi
 from ._handles import HANDLES
@@ -47,10 +48,12 @@ def KernelContext_GetInput(context: Any, index: int, out: Any) -> None:
 
 @_status_api
 def KernelContext_GetOutput(context: Any, index: int, dims: Any, rank: int, out: Any) -> None:
-    v = _ctx(context)
     if rank and dims == ffi.NULL:
         raise ValueError(f"dims is NULL but rank is {rank}")
-    arr = v.ctx.output(int(index), dims[0:rank] if rank else ())
+    shape = tuple(dims[0:rank]) if rank else ()
+    check_output_shape(int(index), shape)  # before the context: a replayed C step is refused, not sent to Python
+    v = _ctx(context)
+    arr = v.ctx.output(int(index), shape)
     i = int(index)
     if i not in v.outputs:
         described = _POOL[0].describe_output(v, i, arr) if v.fast is not None else None

@@ -50,6 +50,12 @@ static OrtStatus* c_bad_output(OrtKernelImpl* k, OrtKernelContext* ctx) {
   (void)k;
   return g_api->KernelContext_GetOutput(ctx, 5, dims, 1, &v);
 }
+static OrtStatus* c_negative_output(OrtKernelImpl* k, OrtKernelContext* ctx) {
+  int64_t dims[2] = {-2, 4}; /* a shape bug: an extent below 0 */
+  OrtValue* v;
+  (void)k;
+  return g_api->KernelContext_GetOutput(ctx, 0, dims, 2, &v);
+}
 static OrtStatus* c_input_write(OrtKernelImpl* k, OrtKernelContext* ctx) {
   const OrtValue* v;
   void* p;
@@ -135,6 +141,7 @@ CREATE(cr_bad_status, c_bad_status, NULL)
 CREATE(cr_double_release, c_double_release, NULL)
 CREATE(cr_wrong_handle, c_wrong_handle, NULL)
 CREATE(cr_bad_output, c_bad_output, NULL)
+CREATE(cr_negative_output, c_negative_output, NULL)
 CREATE(cr_input_write, c_input_write, NULL)
 CREATE(cr_keep, c_keep, NULL)
 CREATE(cr_use_kept_context, c_use_kept_context, NULL)
@@ -381,6 +388,7 @@ static OrtStatus* register_all(const OrtKernelApi* api, OrtKernelRegistry* r) {
   ADD("DoubleRelease", cr_double_release, NULL, NULL);
   ADD("WrongHandle", cr_wrong_handle, NULL, NULL);
   ADD("BadOutput", cr_bad_output, NULL, NULL);
+  ADD("NegativeOutput", cr_negative_output, NULL, NULL);
   ADD("InputWrite", cr_input_write, NULL, NULL);
   ADD("Overflow", cr_overflow, NULL, NULL);
   ADD("DeclareFails", cr_declare_fails, NULL, NULL);

@@ -134,7 +134,8 @@ def _run_feeds(args: argparse.Namespace, model: Any, dims: dict[str, int],
     import ort_graph
 
     from . import _progress
-    from ._feeds import generate_inputs, validate_feeds
+    from ._feeds import generate_inputs, generated_shapes, validate_feeds
+    from ._input_defaults import feed_dims, fitted_dims
     from ._npy_file import load_npy_input
 
     with _progress.phase("resolving the input shapes"), warnings.catch_warnings():
@@ -142,13 +143,18 @@ def _run_feeds(args: argparse.Namespace, model: Any, dims: dict[str, int],
         by_symbol, bounds = ort_graph.sizes_by_symbol(model.graph, dims, _max_shapes(args))
         trial = ort_graph.copy_model(model)
         ort_graph.resolve_shapes(trial, dims)
-        feeds = generate_inputs(trial.graph, {**by_symbol, **bounds}, seed=getattr(args, "seed", 0),
-                                materialize=materialize)
-        for name, path in getattr(args, "input", None) or ():
-            feeds[name] = load_npy_input(name, path)
+        files = {name: load_npy_input(name, path) for name, path in getattr(args, "input", None) or ()}
+        from_files = feed_dims(trial.graph, files)
+        given = {**by_symbol, **bounds, **from_files}
+        generated_shapes(trial.graph, given, materialize)  # a size too large is named as such
+        chosen, why = fitted_dims(model, trial.graph, given)  # checked against shape inference
+        if why:
+            _say(why)
+        feeds = {**generate_inputs(trial.graph, chosen, seed=getattr(args, "seed", 0), materialize=materialize),
+                 **files}
         _, bindings = validate_feeds(trial.graph, feeds)
     planned = {k: v for k, v in {**dims, **bindings}.items() if k not in bounds}
-    assumed = {k: v for k, v in planned.items() if k not in dims and k not in by_symbol}
+    assumed = {k: v for k, v in planned.items() if k not in dims and k not in by_symbol and k not in from_files}
     if assumed:
         _say(f"planning for the dims `ortrun run` feeds by default: {assumed!r}; give --dim NAME=N (a name or "
              "INPUT.AXIS) or --max-shape INPUT=[d0,d1,...] to plan others")

@@ -25,7 +25,7 @@ import numpy as np
 import ort_abi
 from ort_graph import Graph, Node
 
-from ._errors import DeviceMemoryError, InvalidInputError, KernelRunError, SessionError
+from ._errors import DeviceMemoryError, InvalidInputError, SessionError
 from ._fast_steps import FastRun, FastSteps
 from ._run_types import FreshArrays, Kernel, Layout, RunStats
 from ._run_values import NodeFacts, RunValues, check_produced, host_copy, host_readable, raise_failure
@@ -428,11 +428,6 @@ class Executor:
             if refusals is not None and refusals.refuses_outputs:
                 refusals.output(index, name, shape, dtype, getattr(layout, "planned_nbytes", lambda n: None)(name))
             stats.allocations += 1
-            if any(int(d) < 0 for d in shape):  # a kernel's wrong output shape: numpy would say only "negative
-                raise KernelRunError(                                # dimensions are not allowed"
-                    f"node {node.name!r} ({node.qualified_op}) asked for output {index} ({name or 'unnamed'}) of "
-                    f"shape {list(shape)}: a negative dimension (its input is likely smaller than its kernel or "
-                    "window): give larger inputs (--dim / --max-shape) or check the model's shapes")
             if device is None or np.dtype(dtype).kind == "O" or index in host_outputs:
                 return np.empty(shape, dtype)
             tensor = ort_abi.empty_tensor(device, shape, dtype)

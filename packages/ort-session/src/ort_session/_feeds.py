@@ -13,8 +13,7 @@ import ort_graph
 from ort_graph import Graph
 
 from ._errors import InvalidInputError
-
-SEQUENCE_DEFAULT = 8
+from ._input_defaults import default_dims
 
 
 def required_inputs(graph: Graph) -> list[str]:
@@ -153,54 +152,12 @@ def _as_array(name: str, raw: Any, want: int, shape: Any) -> np.ndarray:
                             "pass a numpy array (np.asarray(...))")
 
 
-IMAGE_DEFAULT = 224  # an image's height and width when nothing says otherwise (a multiple of 32: CNN strides)
-
-
-def image_axes(graph: Graph) -> set[str]:
-    """The symbolic height and width of image inputs: axes 2 and 3 of a rank-4 float input whose axis 1 is a
-    static 1, 3 or 4 channels (NCHW). A CNN fed a 1 x 1 image fails in its first pooling layer."""
-    out: set[str] = set()
-    for name in required_inputs(graph):
-        v = graph.values[name]
-        shape = v.shape
-        if shape is None or len(shape) != 4 or shape[1] not in (1, 3, 4):
-            continue
-        if not np.issubdtype(ort_graph.to_numpy_dtype(v.dtype), np.floating):
-            continue
-        out.update(d for d in shape[2:] if isinstance(d, str) and "seq" not in d.lower() and "len" not in d.lower())
-    return out
-
-
-def default_dim(symbol: str) -> int:
-    """The documented default for a symbolic dimension with no `--dim`: past*->0, *seq*->8, else 1."""
-    s = symbol.lower()
-    if "past" in s:
-        return 0
-    if "seq" in s or "length" in s or "len" in s:
-        return SEQUENCE_DEFAULT
-    return 1
-
-
 def _token_limit(graph: Graph, name: str) -> int:
     """For integer ids feeding an embedding Gather, the table's row count; else 16."""
     for node in graph.values[name].consumers:
         if node.op_type == "Gather" and len(node.inputs) > 1 and node.inputs[1] == name and node.inputs[0] in graph.initializers:
             return int(graph.initializers[node.inputs[0]].dims[0])
     return 16
-
-
-def symbol_hints(graph: Graph) -> dict[str, int]:
-    """Symbolic dims the model itself pins: a dim the file declares by name where inference computed a
-    number (the genai builder's `kv_cache_dim` is the head size GroupQueryAttention computes)."""
-    hints: dict[str, int] = {}
-    for name, declared in graph.declared_value_info.items():
-        v = graph.values.get(name)
-        if v is None or v.shape is None or declared.shape is None or len(v.shape) != len(declared.shape):
-            continue
-        for d, got in zip(declared.shape, v.shape):
-            if isinstance(d, str) and isinstance(got, int):
-                hints.setdefault(d, got)
-    return hints
 
 
 def host_memory() -> int:
@@ -230,34 +187,33 @@ def _checked_shape(name: str, shape: tuple[int, ...], dtype: Any, declared: Any,
     return nbytes
 
 
-def generate_inputs(graph: Graph, dims: Mapping[str, int] | None = None, seed: int = 0,
-                    materialize: bool = True) -> dict[str, np.ndarray]:
-    """Inputs for every required graph input: symbolic dims from `dims`, else what the model pins
-    (`symbol_hints`), else `default_dim`. `materialize=False` gives read-only zero views of the shapes
-    (no memory: enough for planning); either way a negative dim or inputs larger than the host's memory
-    are an InvalidInputError naming the input."""
-    dims = {**symbol_hints(graph), **dict(dims or {})}
-    rng = np.random.default_rng(seed)
-    symbols = {d for n in required_inputs(graph) for d in (graph.values[n].shape or ()) if isinstance(d, str)}
-    for s in sorted(image_axes(graph) - set(dims)):
-        dims[s] = IMAGE_DEFAULT
-    for s in sorted(symbols):
-        if s not in dims and "total" not in s.lower():
-            dims[s] = default_dim(s)
-    past = next((v for k, v in dims.items() if "past" in k.lower()), 0)
-    seq = next((v for k, v in dims.items() if "seq" in k.lower() and "past" not in k.lower() and "total" not in k.lower()),
-               SEQUENCE_DEFAULT)
-    for s in symbols:
-        dims.setdefault(s, past + seq)  # total_* dims: past + new tokens
-    feeds: dict[str, np.ndarray] = {}
+def generated_shapes(graph: Graph, dims: Mapping[str, int] | None = None,
+                     materialize: bool = True) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """Each required input's shape and dtype at `dims` (else `default_dims`), checked: a negative dim, or inputs
+    larger than the host's memory (`materialize`) or than a plan can size, are an InvalidInputError naming it."""
+    dims = default_dims(graph, dims)
+    out: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
     room = host_memory() if materialize else 2**63 - 1
     for name in required_inputs(graph):
         v = graph.values[name]
         if v.shape is None:
             raise InvalidInputError(f"input {name!r} has unknown rank; pass it with --input {name}=file.npy")
         shape = tuple(dims[d] if isinstance(d, str) else (1 if d is None else d) for d in v.shape)
-        np_dtype = ort_graph.to_numpy_dtype(v.dtype)
+        np_dtype = np.dtype(ort_graph.to_numpy_dtype(v.dtype))
         room -= _checked_shape(name, shape, np_dtype, v.shape, room, materialize)
+        out[name] = (shape, np_dtype)
+    return out
+
+
+def generate_inputs(graph: Graph, dims: Mapping[str, int] | None = None, seed: int = 0,
+                    materialize: bool = True) -> dict[str, np.ndarray]:
+    """Inputs for every required graph input: symbolic dims from `dims`, else what the model pins or the
+    documented default (`_input_defaults.default_dims`; `ortrun run` passes `fitted_dims`, checked against the
+    graph), checked as `generated_shapes` checks them. `materialize=False` gives read-only zero views of the
+    shapes (no memory: enough for planning)."""
+    rng = np.random.default_rng(seed)
+    feeds: dict[str, np.ndarray] = {}
+    for name, (shape, np_dtype) in generated_shapes(graph, dims, materialize).items():
         if not materialize:
             feeds[name] = np.broadcast_to(np.zeros((), np_dtype), shape)
         elif "mask" in name.lower():

@@ -42,7 +42,8 @@ def generation_max_shapes(model: ort_graph.Model, prompt_len: int, max_total: in
     each step's inputs are no larger, extent by extent (prefill: past 0, mask `prompt_len`; step t: one
     token, past t-1, mask t). Axes the steps do not set come from `dims` (the user's `--dim`), then from
     what the model pins. None when a dimension cannot be told (then the session plans per shape)."""
-    from ._feeds import required_inputs, symbol_hints
+    from ._feeds import required_inputs
+    from ._input_defaults import symbol_hints
 
     trial = ort_graph.copy_model(model)
     ort_graph.resolve_shapes(trial)
