@@ -31,21 +31,24 @@ typedef struct PoolAxis {
   int64_t size, k, s, d, pb, pe, out;
 } PoolAxis;
 
-#define POOL_FLAT_MAX_W 1024 /* the widest / tallest plane pool_plane_flat takes: its counts are on the stack */
-#define POOL_FLAT_TAPS 64    /* the most taps (kernel_shape product) it takes */
+#define POOL_FLAT_MAX_W 1024 /* the widest / tallest output PoolGeom describes: its counts are on the stack */
+#define POOL_FLAT_TAPS 64    /* the most taps of a window (pool_plane_flat) or of its width (the rest) */
 
-/* pool_plane_flat's geometry, the same for every plane: made once per Compute (pool_flat_geometry) */
-typedef struct PoolFlat {
-  int64_t taps;
-  int64_t lo[POOL_FLAT_TAPS], hi[POOL_FLAT_TAPS];     /* the output rows the tap reaches */
-  int64_t shift[POOL_FLAT_TAPS];                       /* input index - output index in the flattened planes */
-  int64_t c0[POOL_FLAT_TAPS], c1[POOL_FLAT_TAPS];     /* the columns [c0, c1) it reaches on its own row */
+/* what every plane of a Compute shares, made once (pool_geometry): which columns each tap reaches, an average's
+ * divisors, and pool_plane_flat's passes */
+typedef struct PoolGeom {
+  int flat;                                          /* the planes take pool_plane_flat */
+  int64_t taps;                                      /* pool_plane_flat's passes: */
+  int64_t lo[POOL_FLAT_TAPS], hi[POOL_FLAT_TAPS];     /*   the output rows the tap reaches */
+  int64_t shift[POOL_FLAT_TAPS];                      /*   input index - output index in the flattened planes */
+  int64_t c0[POOL_FLAT_TAPS], c1[POOL_FLAT_TAPS];     /*   the columns [c0, c1) it reaches on its own row */
+  int64_t wlo[POOL_FLAT_TAPS], whi[POOL_FLAT_TAPS];   /* the output columns [wlo, whi) column tap kw reaches */
   float rows[POOL_FLAT_MAX_W], cols[POOL_FLAT_MAX_W]; /* an average's divisor: rows[oh] * cols[ow] */
-} PoolFlat;
+} PoolGeom;
 
 typedef struct PoolJob {
   const PoolKernel* pk;
-  const PoolFlat* flat; /* when the planes take pool_plane_flat */
+  const PoolGeom* geom; /* NULL: a plane too large for it (pool_row computes the same on the fly) */
   const float* x;
   float* y;
   PoolAxis h, w;
@@ -128,6 +131,7 @@ static int64_t pool_taps_in(const PoolAxis* a, int64_t o, int64_t from, int64_t 
 CPU_KERNELS_CLONES
 static void pool_row(const PoolJob* job, const float* x, int64_t oh, float* yrow) {
   const PoolAxis *h = &job->h, *w = &job->w;
+  const PoolGeom* g = job->geom;
   const int is_max = job->pk->kind == POOL_MAX;
   const int64_t sw = w->s;
   int64_t ow, kh, kw, lo, hi, rows_real = 0, rows_padded = 0;
@@ -140,7 +144,11 @@ static void pool_row(const PoolJob* job, const float* x, int64_t oh, float* yrow
     ++rows_real;
     for (kw = 0; kw < w->k; ++kw) {
       const int64_t at = kw * w->d - w->pb; /* + ow * sw >= 0 for ow >= lo */
-      pool_tap_outputs(w, kw, &lo, &hi);
+      if (g != NULL) {
+        lo = g->wlo[kw]; hi = g->whi[kw];
+      } else {
+        pool_tap_outputs(w, kw, &lo, &hi);
+      }
       if (is_max && sw == 1) {
         for (ow = lo; ow < hi; ++ow) { const float v = row[at + ow], m = yrow[ow]; yrow[ow] = (v > m || v != v) ? v : m; }
       } else if (is_max) {
@@ -152,7 +160,10 @@ static void pool_row(const PoolJob* job, const float* x, int64_t oh, float* yrow
       }
     }
   }
-  if (!is_max) {
+  if (!is_max && g != NULL) {
+    const float rows = g->rows[oh];
+    for (ow = 0; ow < w->out; ++ow) yrow[ow] = yrow[ow] / (rows * g->cols[ow]); /* small whole numbers: exact */
+  } else if (!is_max) {
     const int count_pad = job->pk->count_pad;
     const int64_t rows = count_pad ? rows_padded : rows_real;
     const float inner = (float)(rows * w->k); /* the outputs whose windows no edge clips along W */
@@ -173,33 +184,33 @@ static void pool_row(const PoolJob* job, const float* x, int64_t oh, float* yrow
  * output rows it reaches (a 14 x 14 plane one loop, not 14 short ones). Where the tap wraps into the next or the
  * previous row (the columns it does not reach on its own row), the outputs are saved before the pass and put back
  * after it, a few rows at a time: every output gets the same cells in the same order as pool_row adds them. */
-static int pool_flat_geometry(const PoolKernel* pk, const PoolAxis* h, const PoolAxis* w, PoolFlat* f) {
+static int pool_geometry(const PoolKernel* pk, const PoolAxis* h, const PoolAxis* w, PoolGeom* g) {
   int64_t kh, kw, o;
-  if (h->s != 1 || w->s != 1 || w->out != w->size || w->size > POOL_FLAT_MAX_W || h->out > POOL_FLAT_MAX_W ||
-      h->k * w->k > POOL_FLAT_TAPS)
-    return 0;
-  f->taps = 0;
-  for (kh = 0; kh < h->k; ++kh) {
+  if (w->k > POOL_FLAT_TAPS || w->out > POOL_FLAT_MAX_W || h->out > POOL_FLAT_MAX_W) return 0;
+  for (kw = 0; kw < w->k; ++kw) pool_tap_outputs(w, kw, &g->wlo[kw], &g->whi[kw]);
+  for (o = 0; o < w->out; ++o)
+    g->cols[o] = (float)(pk->count_pad ? pool_taps_in(w, o, -w->pb, w->size + w->pe) : pool_taps_in(w, o, 0, w->size));
+  for (o = 0; o < h->out; ++o)
+    g->rows[o] = (float)(pk->count_pad ? pool_taps_in(h, o, -h->pb, h->size + h->pe) : pool_taps_in(h, o, 0, h->size));
+  g->flat = h->s == 1 && w->s == 1 && w->out == w->size && h->k * w->k <= POOL_FLAT_TAPS;
+  g->taps = 0;
+  for (kh = 0; kh < h->k && g->flat; ++kh) {
     int64_t lo, hi;
     pool_tap_outputs(h, kh, &lo, &hi);
     for (kw = 0; kw < w->k && lo < hi; ++kw) {
       const int64_t off = kw * w->d - w->pb, width = w->size;
       const int64_t c0 = off < 0 ? (-off < width ? -off : width) : 0, c1 = off > 0 ? (off < width ? width - off : 0) : width;
       if (c1 <= c0) continue; /* the tap reaches no column of its row */
-      f->lo[f->taps] = lo; f->hi[f->taps] = hi; f->c0[f->taps] = c0; f->c1[f->taps] = c1;
-      f->shift[f->taps++] = (kh * h->d - h->pb) * width + off;
+      g->lo[g->taps] = lo; g->hi[g->taps] = hi; g->c0[g->taps] = c0; g->c1[g->taps] = c1;
+      g->shift[g->taps++] = (kh * h->d - h->pb) * width + off;
     }
   }
-  for (o = 0; o < w->out; ++o)
-    f->cols[o] = (float)(pk->count_pad ? pool_taps_in(w, o, -w->pb, w->size + w->pe) : pool_taps_in(w, o, 0, w->size));
-  for (o = 0; o < h->out; ++o)
-    f->rows[o] = (float)(pk->count_pad ? pool_taps_in(h, o, -h->pb, h->size + h->pe) : pool_taps_in(h, o, 0, h->size));
   return 1;
 }
 
 CPU_KERNELS_CLONES
 static void pool_plane_flat(const PoolJob* job, const float* x, float* y) {
-  const PoolFlat* f = job->flat;
+  const PoolGeom* f = job->geom;
   const int is_max = job->pk->kind == POOL_MAX;
   const int64_t width = job->w.size, n_out = job->h.out * width, n_in = job->h.size * width;
   float saved[POOL_FLAT_MAX_W];
@@ -272,7 +283,7 @@ static void pool_plane(const PoolJob* job, const float* x, float* y) {
     pool_plane_inside(job, x, y);
     return;
   }
-  if (job->flat != NULL) {
+  if (job->geom != NULL && job->geom->flat) {
     pool_plane_flat(job, x, y);
     return;
   }
@@ -344,7 +355,7 @@ static OrtStatus* pool_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   const void* x = NULL;
   void* y = NULL;
   PoolJob job;
-  PoolFlat flat;
+  PoolGeom geom;
   int threads;
   char msg[200];
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 0, &xv));
@@ -383,7 +394,7 @@ static OrtStatus* pool_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   if (job.planes == 0 || (k->kind < POOL_GLOBAL_AVG && job.h.out * job.w.out == 0)) return NULL;
   job.x = (const float*)x;
   if (k->kind == POOL_MAX || k->kind == POOL_AVG)
-    job.flat = !(pool_inside(&job.h) && pool_inside(&job.w)) && pool_flat_geometry(k, &job.h, &job.w, &flat) ? &flat : NULL;
+    job.geom = pool_geometry(k, &job.h, &job.w, &geom) ? &geom : NULL;
   job.y = (float*)y;
   threads = mnb_threads();
   if ((double)threads > (double)job.planes * (double)job.plane / POOL_MIN_PER_THREAD)
