@@ -64,7 +64,7 @@ int conv_geometry(const ConvAttrs* a, const int64_t* x, const int64_t* w, ConvGe
   g->OH = (g->H + g->pt + g->pb - ekh) / g->sh + 1;
   g->OW = (g->W + g->pl + g->pr - ekw) / g->sw + 1;
   g->K = g->Cg * g->KH * g->KW;
-  g->depthwise = g->Cg == 1;
+  g->depthwise = g->Cg == 1 && g->group > 1; /* one input channel, one group: a single GEMM (an STFT filter bank) */
   if (!g->depthwise && !(g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && !g->pt && !g->pl && !g->pb && !g->pr)) {
     int64_t n = g->OH * g->OW, chunk = CONV_COLS_FLOATS / (g->K > 0 ? g->K : 1) / 64 * 64;
     if (chunk < 64) chunk = 64;

@@ -3,7 +3,7 @@
  * errors that name the op and show shapes, and one strided copy (Transpose and Slice gather through it).
  * The kernels: Reshape, Identity, Flatten, Squeeze, Unsqueeze (move_reshape.c), Transpose
  * (move_transpose.c), Concat and Slice (move_concat_slice.c), Gather (move_gather.c), Shape
- * (move_shape.c). None needs workspace. */
+ * (move_shape.c), Split (move_split.c). None needs workspace. */
 #ifndef ORT_CPU_EP_MOVE_H_
 #define ORT_CPU_EP_MOVE_H_
 
@@ -60,8 +60,9 @@ OrtStatus* move_input(const MoveKernel* k, OrtKernelContext* ctx, size_t index, 
 OrtStatus* move_ints(const MoveKernel* k, OrtKernelContext* ctx, size_t index, const char* what, int64_t* out,
                      size_t max, size_t* count);
 
-/* the output of `rank` dims and its data */
+/* the output of `rank` dims and its data; move_output_at: output `index` (*data NULL for an omitted output) */
 OrtStatus* move_output(OrtKernelContext* ctx, const int64_t* dims, size_t rank, char** data);
+OrtStatus* move_output_at(OrtKernelContext* ctx, size_t index, const int64_t* dims, size_t rank, char** data);
 
 /* out (dense, the dims' order) = in[base + sum_j i_j * strides[j]] for every index i < dims (strides in
  * elements, any sign); axes of extent 1 are dropped and axes contiguous in the input merged first, the
@@ -84,5 +85,6 @@ OrtStatus* move_register_transpose(OrtKernelRegistry* registry);
 OrtStatus* move_register_concat_slice(OrtKernelRegistry* registry);
 OrtStatus* move_register_gather(OrtKernelRegistry* registry);
 OrtStatus* move_register_shape(OrtKernelRegistry* registry);
+OrtStatus* move_register_split(OrtKernelRegistry* registry);
 
 #endif

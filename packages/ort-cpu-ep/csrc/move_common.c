@@ -105,13 +105,17 @@ OrtStatus* move_ints(const MoveKernel* k, OrtKernelContext* ctx, size_t index, c
   return NULL;
 }
 
-OrtStatus* move_output(OrtKernelContext* ctx, const int64_t* dims, size_t rank, char** data) {
+OrtStatus* move_output_at(OrtKernelContext* ctx, size_t index, const int64_t* dims, size_t rank, char** data) {
   OrtValue* v = NULL;
   void* p = NULL;
-  ORT_KERNEL_RETURN_IF_ERROR(move_api->KernelContext_GetOutput(ctx, 0, dims, rank, &v));
-  ORT_KERNEL_RETURN_IF_ERROR(move_api->Value_GetTensorMutableData(v, &p));
+  ORT_KERNEL_RETURN_IF_ERROR(move_api->KernelContext_GetOutput(ctx, index, dims, rank, &v));
+  if (v != NULL) ORT_KERNEL_RETURN_IF_ERROR(move_api->Value_GetTensorMutableData(v, &p));
   *data = (char*)p;
   return NULL;
+}
+
+OrtStatus* move_output(OrtKernelContext* ctx, const int64_t* dims, size_t rank, char** data) {
+  return move_output_at(ctx, 0, dims, rank, data);
 }
 
 /* the innermost axis: n elements `stride` apart (stride != 1) into dense out */
@@ -260,5 +264,6 @@ OrtStatus* ort_cpu_ep_register_movement(const OrtKernelApi* api, OrtKernelRegist
   if (!st) st = move_register_concat_slice(registry);
   if (!st) st = move_register_gather(registry);
   if (!st) st = move_register_shape(registry);
+  if (!st) st = move_register_split(registry);
   return st;
 }

@@ -78,6 +78,8 @@ CASES = [
     ((1, 16, 40, 1), (24, 16, 5, 1), {"pads": [2, 0, 1, 0]}),                      # along H only (magika's)
     ((1, 8, 41, 1), (6, 8, 3, 1), {"strides": [2, 1], "dilations": [2, 1], "pads": [3, 0, 0, 0]}),
     ((1, 64, 700, 1), (8, 64, 5, 1), {}),                                          # along H, several chunks
+    ((1, 1, 1, 512), (258, 1, 1, 256), {"strides": [1, 128], "pads": [0, 64, 0, 64]}),  # one channel, one group: GEMM
+    ((2, 1, 13, 11), (6, 1, 3, 3), {"pads": [1, 1, 1, 1]}),                       # a grayscale first layer
 ]
 
 
@@ -120,6 +122,7 @@ def test_conv_special_values_propagate():
 
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs", "declared"), [
     ((1, 8, 9, 14), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]}, True),  # depthwise: the padded plane
+    ((1, 1, 1, 512), (258, 1, 1, 256), {"strides": [1, 128], "pads": [0, 64, 0, 64]}, True),  # one channel: im2col
     ((1, 16, 7, 9), (24, 16, 1, 1), {}, True),
     ((1, 40, 30, 40), (20, 40, 3, 3), {"pads": [1, 1, 1, 1]}, True),
 ])

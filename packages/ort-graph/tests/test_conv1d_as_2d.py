@@ -45,6 +45,7 @@ CASES = [
     ({"w_shape": (6, 4, 4)}, {"auto_pad": "SAME_LOWER"}),
     ({"x_shape": (1, 1, 64), "w_shape": (5, 1, 8)}, {"pads": [4, 4]}),  # one channel, stride 1
     ({"x_shape": (1, 4, 10), "w_shape": (8, 1, 3)}, {"group": 4, "pads": [1, 1]}),  # depthwise, stride 1
+    ({"x_shape": (1, 1, 512), "w_shape": (8, 1, 64)}, {"strides": [32]}),  # one channel, strided (an STFT): a GEMM
 ]
 
 
@@ -63,9 +64,9 @@ def test_1d_conv_becomes_a_2d_conv_between_reshapes(kw, attrs):
 
 
 @pytest.mark.parametrize(("kw", "attrs"), [({"const_w": False}, {}),
-                                           ({"x_shape": (1, 1, 512), "w_shape": (8, 1, 64)}, {"strides": [32]}),
+                                           ({"x_shape": (1, 4, 512), "w_shape": (4, 1, 64)}, {"strides": [32], "group": 4}),
                                            ({"x_shape": (1, 4, 7, 7), "w_shape": (6, 4, 3, 3)}, {})],
-                         ids=["runtime_weights", "strided_one_channel", "2d"])
+                         ids=["runtime_weights", "strided_depthwise", "2d"])
 def test_convolutions_left_alone(kw, attrs):
     _, model, _ = conv1d_model(**kw, **attrs)
     assert ort_graph.conv1d_as_conv2d(model.graph) == []

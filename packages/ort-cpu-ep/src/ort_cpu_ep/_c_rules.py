@@ -194,7 +194,7 @@ def _c_int_applies(node: Node) -> bool:
 
 # the data-movement ops (csrc/move_*.c) and the element types they move: fixed-size numeric types and bool
 _C_MOVES = ("Reshape", "Identity", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Slice", "Gather",
-            "Shape")
+            "Shape", "Split")
 _C_MOVE_TYPES = frozenset({1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 16})
 _C_MAX_RANK = 16
 

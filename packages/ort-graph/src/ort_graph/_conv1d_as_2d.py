@@ -5,9 +5,10 @@ attributes lifted to two axes (kernel_shape [1, k], strides [1, s], dilations [1
 and group as given) -> Reshape(., [0, 0, -1]). The outputs are the same numbers (the H axis has one pixel, no pad).
 The 4-D weights are a new initializer (`<conv name>/Conv1dAs2d/W`); the old one goes once nothing reads it.
 
-A strided convolution of one input channel per group stays 1-D: the C kernel runs those (depthwise) as a direct
-loop over every stride-1 column, 128x the work at an STFT's stride 128 (measured: a 258-filter, 256-tap, stride-128
-Conv over 512 samples 1.1 ms in C as 2-D against about 0.1 ms as numpy's 1-D), until that loop strides."""
+A strided depthwise convolution (one input channel per group, several groups) stays 1-D: the C kernel's direct
+depthwise loop is not measured against numpy's at long strides. One input channel in one group (an STFT's filter
+bank: 258 filters of 256 taps at stride 128) is one im2col GEMM in C (measured: 45 us, against about 0.1 ms as
+numpy's 1-D and 13 us in onnxruntime)."""
 
 from __future__ import annotations
 
@@ -83,7 +84,8 @@ def conv1d_as_conv2d(graph: Graph, nodes: Collection[Node] | None = None) -> lis
         if x.shape is None or len(x.shape) != 3 or (y.shape is not None and len(y.shape) != 3):
             continue
         attributes = _lifted(conv)
-        if attributes is None or (w.dims[1] == 1 and any(int(v) > 1 for v in conv.attr("strides", None) or [1])):
+        if attributes is None or (w.dims[1] == 1 and int(conv.attr("group", 1)) > 1
+                                  and any(int(v) > 1 for v in conv.attr("strides", None) or [1])):
             continue
         base = conv.name + _SUFFIX
         w4 = _constant(graph, base + "/W", np.asarray(w.numpy()).reshape(w.dims[0], w.dims[1], 1, w.dims[2]))
