@@ -90,7 +90,7 @@ class Executor:
 
     def run(self, feeds: Mapping[str, Any], outputs: Sequence[str], layout: Layout | None = None,
             progress: Callable[[int, int], None] | None = None, measure: bool = False,
-            device_outputs: Mapping[str, Any] | None = None) -> list[Any]:
+            device_outputs: Mapping[str, Any] | None = None, started: Callable[[], None] | None = None) -> list[Any]:
         """`measure`: count the numpy data buffers kernels allocate during the node loop into
         `last_stats.traced_bytes` (and per node, `traced_nodes`; `_traced` says how).
         A feed may be an `ort_abi.DeviceTensor` (a device-bound input): its boundary copy reads it on the
@@ -131,6 +131,8 @@ class Executor:
                     ends = fast.fast.table.ends if fast is not None and progress is None else None
                     release = self._release
                     order, step = self.order, 0
+                    if started is not None:  # the profiler: the first node's time starts here
+                        started()
                     while step < total:
                         node = order[step]
                         if ends is not None and step in ends:

@@ -53,12 +53,19 @@ class Profiler:
         self._event("Session", "session_initialization", self._origin, time.perf_counter_ns())
 
     def run_hook(self, order: Sequence[Node], tag: str,
-                 chained: Callable[[int, int], None] | None) -> tuple[Callable[[int, int], None] | None, Callable[[], None]]:
-        """(the progress callback for the executor, a function to call when the run ends). The callback
-        times each node from the previous node's end (or the run's start) and calls `chained` too."""
+                 chained: Callable[[int, int], None] | None
+                 ) -> tuple[Callable[[int, int], None] | None, Callable[[], None], Callable[[], None] | None]:
+        """(the progress callback for the executor, a function to call when the run ends, one the executor calls
+        just before its first node). The callback times each node from the previous node's end (the first from
+        that call: feed checks, layouts and thread scopes are the run's, not its first node's) and calls
+        `chained` too."""
         if not self.enabled:
-            return chained, lambda: None
+            return chained, lambda: None, None
         started = last = time.perf_counter_ns()
+
+        def begin() -> None:
+            nonlocal last
+            last = time.perf_counter_ns()
 
         def progress(done: int, total: int) -> None:
             nonlocal last
@@ -72,7 +79,7 @@ class Profiler:
 
         def finished() -> None:
             self._event("Session", "model_run", started, time.perf_counter_ns(), {"run_tag": tag} if tag else {})
-        return progress, finished
+        return progress, finished, begin
 
     def end(self) -> str:
         """Write the trace to `<prefix>_<date>_<time>.json` in the working directory and stop profiling;

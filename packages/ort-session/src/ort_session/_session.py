@@ -248,10 +248,10 @@ class InferenceSession(OrtSessionApi):
             if not quick.usable:  # a step needs its Python context: every replay would fail the same way
                 self._quick = False
         guard = terminating(run_options, progress, len(self.order), self._host_bound())
-        progress, finished = self._profiler.run_hook(self.order, getattr(run_options, "logid", ""),
-                                                     guard.callback if isinstance(guard, RunGuard) else guard)
+        progress, finished, begin = self._profiler.run_hook(self.order, getattr(run_options, "logid", ""),
+                                                            guard.callback if isinstance(guard, RunGuard) else guard)
         with self._run_slot(), ort_abi.run_checks_scope(guard if isinstance(guard, RunGuard) else None):
-            result = self._run(output_names, input_feed, progress)
+            result = self._run(output_names, input_feed, progress, started=begin)
         finished()
         return result
 
@@ -260,10 +260,10 @@ class InferenceSession(OrtSessionApi):
         """`run` for IOBinding: feeds may be `ort_abi.DeviceTensor`s (read on the device, no host copy) and
         `device_outputs` (output name -> a DeviceTensor, or the Allocator of a new one) stay on the device."""
         guard = terminating(run_options, None, len(self.order), self._host_bound())
-        progress, finished = self._profiler.run_hook(self.order, getattr(run_options, "logid", ""),
-                                                     guard.callback if isinstance(guard, RunGuard) else guard)
+        progress, finished, begin = self._profiler.run_hook(self.order, getattr(run_options, "logid", ""),
+                                                            guard.callback if isinstance(guard, RunGuard) else guard)
         with self._run_slot(), ort_abi.run_checks_scope(guard if isinstance(guard, RunGuard) else None):
-            result = self._run(output_names, input_feed, progress, device_outputs)
+            result = self._run(output_names, input_feed, progress, device_outputs, started=begin)
         finished()
         return result
 
@@ -284,9 +284,10 @@ class InferenceSession(OrtSessionApi):
         return _RunSlot(self)
 
     def _run(self, output_names: Sequence[str] | None, feeds: Mapping[str, Any],
-             progress: Callable[[int, int], None] | None, device_outputs: Mapping[str, Any] | None = None) -> list[Any]:
+             progress: Callable[[int, int], None] | None, device_outputs: Mapping[str, Any] | None = None, *,
+             started: Callable[[], None] | None = None) -> list[Any]:
         """`feeds` may hold `ort_abi.DeviceTensor`s and `device_outputs` name outputs kept on the device
-        (IOBinding's device-bound values; see `Executor.run`)."""
+        (IOBinding's device-bound values; see `Executor.run`); `started` is called just before the first node."""
         idle = self._plan_only
         if idle:
             raise SessionError(
@@ -309,7 +310,8 @@ class InferenceSession(OrtSessionApi):
                 scopes.enter_context(ort_abi.provider_run_scope(provider))
             layout = self.memory.layout_for(arrays)
             result = self._executor.run({**arrays, **on_device}, outputs, layout, progress,
-                                        measure=self.options.measure_host_allocations, device_outputs=device_outputs)
+                                        measure=self.options.measure_host_allocations, device_outputs=device_outputs,
+                                        started=started)
         if self._quick is None and progress is None and not on_device and device_outputs is None:
             self._quick = QuickRun.build(self, arrays) or False  # False: this session's runs are not replayed
         if self._executor.recorder is not None:  # field-wise maximum over all runs so far

@@ -331,6 +331,27 @@ def test_profile_has_init_phases_and_one_event_per_node_per_run(tmp_path):
     assert sess.end_profiling() == ""  # profiling stopped with the first file
 
 
+def test_the_first_nodes_time_is_its_own_not_the_runs_setup(tmp_path, monkeypatch):
+    """Feed checks, layouts and thread scopes come before the first node: its event starts after them."""
+    import time
+
+    so = ort.SessionOptions(enable_profiling=True, profile_file_prefix=str(tmp_path / "p"))
+    sess = ort.InferenceSession(mlp_model().SerializeToString(), so)
+    layout_for = type(sess.memory).layout_for
+
+    def slow_layout(memory, arrays):
+        time.sleep(0.2)  # setup the run does before its first node
+        return layout_for(memory, arrays)
+
+    monkeypatch.setattr(type(sess.memory), "layout_for", slow_layout)
+    sess.run(None, {"X": X})
+    events = json.loads(open(sess.end_profiling()).read())
+    (run,) = [e for e in events if e["name"] == "model_run"]
+    first = next(e for e in events if e["cat"] == "Node")
+    assert run["dur"] >= 200_000 and first["dur"] < 100_000
+    assert first["ts"] >= run["ts"] + 200_000
+
+
 def test_onnxruntime_config_key_families_are_accepted_with_a_warning_and_others_refused():
     so = ort.SessionOptions()
     with pytest.warns(ort.UnknownConfigKeyWarning, match="'ep.context_enable' is not read"):
