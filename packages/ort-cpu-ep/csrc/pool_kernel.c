@@ -49,6 +49,7 @@ typedef struct PoolGeom {
 typedef struct PoolJob {
   const PoolKernel* pk;
   const PoolGeom* geom; /* NULL: a plane too large for it (pool_row computes the same on the fly) */
+  int small;            /* planes pooled 8 at a time, interleaved (pool_planes8) */
   const float* x;
   float* y;
   PoolAxis h, w;
@@ -88,6 +89,17 @@ static void pool_axis(const PoolKernel* pk, int i, int64_t size, PoolAxis* a) {
       a->out = span / a->s + 1; /* C division truncates toward zero, as onnxruntime's and onnx's shape rule */
     }
   }
+}
+
+/* v where v > m or v is NaN, else m, without a branch (random data mispredicts one on every other cell) */
+static inline __attribute__((always_inline)) float pool_take(float v, float m) {
+  uint32_t vb, mb, r;
+  const uint32_t t = (uint32_t)0 - (uint32_t)((v > m) | (v != v));
+  memcpy(&vb, &v, sizeof vb);
+  memcpy(&mb, &m, sizeof mb);
+  r = (vb & t) | (mb & ~t);
+  memcpy(&v, &r, sizeof v);
+  return v;
 }
 
 /* the larger of m and v, a NaN sticking once met */
@@ -150,9 +162,33 @@ static void pool_row(const PoolJob* job, const float* x, int64_t oh, float* yrow
         pool_tap_outputs(w, kw, &lo, &hi);
       }
       if (is_max && sw == 1) {
-        for (ow = lo; ow < hi; ++ow) { const float v = row[at + ow], m = yrow[ow]; yrow[ow] = (v > m || v != v) ? v : m; }
+        for (ow = lo; ow < hi; ++ow) { yrow[ow] = pool_take(row[at + ow], yrow[ow]); }
+      } else if (is_max && sw == 2) { /* 16 contiguous cells, their even lanes: no per-cell gather */
+        for (ow = lo; ow + 8 <= hi && at + 2 * ow + 16 <= w->size; ow += 8) {
+          vm_v8 a, b, v, m;
+          memcpy(&a, row + at + 2 * ow, sizeof a);
+          memcpy(&b, row + at + 2 * ow + 8, sizeof b);
+          v = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14);
+          memcpy(&m, yrow + ow, sizeof m);
+          {
+            const vm_i8 take = (v > m) | (v != v); /* the larger, or a NaN met */
+            m = (vm_v8)(((vm_i8)v & take) | ((vm_i8)m & ~take));
+          }
+          memcpy(yrow + ow, &m, sizeof m);
+        }
+        for (; ow < hi; ++ow) { yrow[ow] = pool_take(row[at + 2 * ow], yrow[ow]); }
       } else if (is_max) {
-        for (ow = lo; ow < hi; ++ow) { const float v = row[at + ow * sw], m = yrow[ow]; yrow[ow] = (v > m || v != v) ? v : m; }
+        for (ow = lo; ow < hi; ++ow) { yrow[ow] = pool_take(row[at + ow * sw], yrow[ow]); }
+      } else if (sw == 2) {
+        for (ow = lo; ow + 8 <= hi && at + 2 * ow + 16 <= w->size; ow += 8) {
+          vm_v8 a, b, m;
+          memcpy(&a, row + at + 2 * ow, sizeof a);
+          memcpy(&b, row + at + 2 * ow + 8, sizeof b);
+          memcpy(&m, yrow + ow, sizeof m);
+          m += __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14);
+          memcpy(yrow + ow, &m, sizeof m);
+        }
+        for (; ow < hi; ++ow) yrow[ow] += row[at + 2 * ow];
       } else if (sw == 1) {
         for (ow = lo; ow < hi; ++ow) yrow[ow] += row[at + ow];
       } else {
@@ -230,7 +266,7 @@ static void pool_plane_flat(const PoolJob* job, const float* x, float* y) {
       if (a + shift < 0) a = -shift;
       if (b + shift > n_in) b = n_in - shift;
       if (is_max) {
-        for (i = a; i < b; ++i) { const float v = x[i + shift], m = y[i]; y[i] = (v > m || v != v) ? v : m; }
+        for (i = a; i < b; ++i) { y[i] = pool_take(x[i + shift], y[i]); }
       } else {
         for (i = a; i < b; ++i) y[i] += x[i + shift];
       }
@@ -273,6 +309,64 @@ static void pool_plane_inside(const PoolJob* job, const float* x, float* y) {
     return;
   }
   for (oh = 0; oh < h->out; ++oh) pool_row(job, x, oh, y + oh * w->out);
+}
+
+#define POOL_SMALL_CELLS 256 /* planes of at most this many cells (and outputs) pool 8 at a time (pool_planes8) */
+
+/* the taps [t0, t1) of output o that fall on real cells (a contiguous range: the cell grows with the tap) */
+static void pool_out_taps(const PoolAxis* a, int64_t o, int64_t* t0, int64_t* t1) {
+  const int64_t start = o * a->s - a->pb, last = a->size - 1 - start;
+  int64_t lo = start >= 0 ? 0 : (-start + a->d - 1) / a->d, hi = last < 0 ? 0 : last / a->d + 1;
+  if (hi > a->k) hi = a->k;
+  if (hi < lo) hi = lo;
+  *t0 = lo; *t1 = hi;
+}
+
+/* planes [p, p + n), n <= 8, of at most POOL_SMALL_CELLS cells: interleaved on the stack (cell-major, 8 planes
+ * per cell, as onnxruntime's NCHWc blocks them), each output then one 8-lane vector over its window's cells in
+ * row-major tap order, and spread back. The small planes of a CNN's late layers (7 x 7, 14 x 14) cost per-plane
+ * overhead otherwise; the same cells in the same order as pool_row (a NaN sticks, averages divide by the same
+ * counts) */
+CPU_KERNELS_CLONES
+static void pool_planes8(const PoolJob* job, int64_t p, int64_t n) {
+  const PoolAxis *h = &job->h, *w = &job->w;
+  const PoolGeom* g = job->geom;
+  const int is_max = job->pk->kind == POOL_MAX;
+  const int64_t cells = h->size * w->size, outs = h->out * w->out;
+  float xb[POOL_SMALL_CELLS * 8], yb[POOL_SMALL_CELLS * 8];
+  int64_t i, c, oh, ow, kh, kw;
+  for (c = 0; c < 8; ++c) { /* lanes past n repeat plane p: computed, never written back */
+    const float* src = job->x + (p + (c < n ? c : 0)) * job->plane;
+    for (i = 0; i < cells; ++i) xb[i * 8 + c] = src[i];
+  }
+  for (oh = 0; oh < h->out; ++oh) {
+    int64_t h0, h1;
+    pool_out_taps(h, oh, &h0, &h1);
+    for (ow = 0; ow < w->out; ++ow) {
+      int64_t w0, w1;
+      vm_v8 acc = vm_splat8(is_max ? -INFINITY : 0.0f);
+      pool_out_taps(w, ow, &w0, &w1);
+      for (kh = h0; kh < h1; ++kh) {
+        const float* row = xb + (oh * h->s - h->pb + kh * h->d) * w->size * 8;
+        for (kw = w0; kw < w1; ++kw) {
+          vm_v8 v;
+          memcpy(&v, row + (ow * w->s - w->pb + kw * w->d) * 8, sizeof v);
+          if (is_max) {
+            const vm_i8 take = (v > acc) | (v != v); /* the larger, or a NaN met */
+            acc = (vm_v8)(((vm_i8)v & take) | ((vm_i8)acc & ~take));
+          } else {
+            acc += v;
+          }
+        }
+      }
+      if (!is_max) acc = acc / vm_splat8(g->rows[oh] * g->cols[ow]);
+      memcpy(yb + (oh * w->out + ow) * 8, &acc, sizeof acc);
+    }
+  }
+  for (c = 0; c < n; ++c) {
+    float* dst = job->y + (p + c) * outs;
+    for (i = 0; i < outs; ++i) dst[i] = yb[i * 8 + c];
+  }
 }
 
 /* a plane, row by row */
@@ -338,8 +432,12 @@ static void pool_job(void* arg, int index, int count) {
   const int64_t out_plane = job->pk->kind >= POOL_GLOBAL_AVG ? 1 : job->h.out * job->w.out;
   (void)index; (void)count;
   for (;;) {
-    int64_t p = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
+    int64_t p = __atomic_fetch_add(&job->next, job->small ? 8 : 1, __ATOMIC_RELAXED);
     if (p >= job->planes) break;
+    if (job->small) {
+      pool_planes8(job, p, job->planes - p < 8 ? job->planes - p : 8);
+      continue;
+    }
     if (job->pk->kind >= POOL_GLOBAL_AVG) pool_global(job, job->x + p * job->plane, job->y + p);
     else pool_plane(job, job->x + p * job->plane, job->y + p * out_plane);
   }
@@ -393,8 +491,11 @@ static OrtStatus* pool_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorMutableData(yv, &y));
   if (job.planes == 0 || (k->kind < POOL_GLOBAL_AVG && job.h.out * job.w.out == 0)) return NULL;
   job.x = (const float*)x;
-  if (k->kind == POOL_MAX || k->kind == POOL_AVG)
+  if (k->kind == POOL_MAX || k->kind == POOL_AVG) {
     job.geom = pool_geometry(k, &job.h, &job.w, &geom) ? &geom : NULL;
+    job.small = job.geom != NULL && job.planes >= 4 && job.plane <= POOL_SMALL_CELLS &&
+                job.h.out * job.w.out <= POOL_SMALL_CELLS;
+  }
   job.y = (float*)y;
   threads = mnb_threads();
   if ((double)threads > (double)job.planes * (double)job.plane / POOL_MIN_PER_THREAD)

@@ -195,3 +195,26 @@ def test_stride_one_same_size_planes_of_every_extent(op, shape, attrs):
     want = run_one_node(model, {"x": x}, "numpy")["y"]
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize(("shape", "attrs"), [
+    ((1, 13, 7, 7), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),                 # 13 planes: a partial block
+    ((2, 9, 14, 14), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 8, 16, 16), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    ((1, 5, 9, 6), {"kernel_shape": [3, 2], "strides": [2, 1], "dilations": [2, 1], "pads": [2, 0, 1, 1],
+                    "ceil_mode": 1}),
+])
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_small_planes_pooled_eight_at_a_time(op, shape, attrs, threads):
+    """Planes of at most 256 cells, 4 or more of them: interleaved 8 at a time (pool_planes8)."""
+    x = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
+    for count_pad in ((0,) if op == "MaxPool" else (0, 1)):
+        model = _model(op, shape, **(attrs if op == "MaxPool" else {**attrs, "count_include_pad": count_pad}))
+        _check(model, x, exact=op == "MaxPool", threads=threads)
+    x.reshape(-1)[::29] = np.nan
+    model = _model(op, shape, **attrs)
+    got = run_one_node(model, {"x": x}, "C", threads=threads)["y"]
+    want = run_one_node(model, {"x": x}, "numpy")["y"]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
