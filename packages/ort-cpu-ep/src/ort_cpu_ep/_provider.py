@@ -390,12 +390,13 @@ class CpuExecutionProvider(SiLUFusionSurface):
         if self._c_kernels is not None and not isinstance(impl, OpImpl) and entry in self._c_kernels:
             twin = builtin_registry(self.name).find(node.op_type, node.domain, self.opset(node), self.name)
             impl = twin.create_func_state if twin is not None else None
+        inputs = self._inputs(node)
         if isinstance(impl, OpImpl):
-            decline = impl.supports(node, self._inputs(node), self.opset(node))
+            decline = impl.supports(node, inputs, self.opset(node))
             if decline is not None:
                 return self._decline(node, decline.rejected, decline.accepts, decline.remedy)
         kdef = entry.kernel_def
-        wrong = ort_abi.check_input_types(kdef, [i.dtype for i in self._inputs(node)],
+        wrong = ort_abi.check_input_types(kdef, [i.dtype for i in inputs],
                                           has_schema=ort_abi.has_onnx_schema(node.op_type, node.domain, self.opset(node)))
         if wrong is not None:
             return self._decline(node, wrong, f"the type constraints of {entry.describe()}",
