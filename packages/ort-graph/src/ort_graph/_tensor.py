@@ -69,12 +69,15 @@ class Tensor:
                    proto=detached(proto), external=location)
 
     @classmethod
-    def from_proto(cls, proto: TensorProto, base_dir: pathlib.Path | DataDirectory | None) -> Tensor:
-        """A tensor from its proto; external data is checked (see `_external`) but not read."""
+    def from_proto(cls, proto: TensorProto, base_dir: pathlib.Path | DataDirectory | None, *,
+                   owned: bool = False) -> Tensor:
+        """A tensor from its proto; external data is checked (see `_external`) but not read. `owned`: the proto
+        is a message of its own (made by the caller, not part of a parsed file), kept as it is instead of copied
+        out (`detached`)."""
         dims = tuple(int(d) for d in proto.dims)
         if proto.data_location != TensorProto.EXTERNAL:
             size = tensor_nbytes(proto.data_type, dims)
-            small = (size if size is not None else proto.ByteSize()) <= DETACH_MAX_BYTES
+            small = not owned and (size if size is not None else proto.ByteSize()) <= DETACH_MAX_BYTES
             return cls(name=proto.name, dtype=proto.data_type, dims=dims, proto=detached(proto) if small else proto)
         directory = base_dir if isinstance(base_dir, DataDirectory) or base_dir is None else DataDirectory.of(base_dir)
         location = resolve(proto, directory)
