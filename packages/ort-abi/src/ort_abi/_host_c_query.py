@@ -49,13 +49,14 @@ def Node_GetOutputCount(node: Any, out: Any) -> None:
 
 @_status_api
 def Node_HasInput(node: Any, index: int, out: Any) -> None:
-    out[0] = int(HOST_API.node_has_input(_node(node).node, int(index)))
+    v = _node(node)
+    out[0] = int(HOST_API.node_has_input(v.node, int(index), v.input_shapes()))
 
 
 @_status_api
 def Node_GetInputShape(node: Any, index: int, shape: Any, rank: Any) -> None:
     v = _node(node)
-    dims = HOST_API.node_input_shape(v.node, int(index))
+    dims = HOST_API.node_input_shape(v.node, int(index), v.input_shapes())
     if dims is None:
         shape[0], rank[0] = ffi.NULL, 0
     else:
@@ -64,15 +65,24 @@ def Node_GetInputShape(node: Any, index: int, shape: Any, rank: Any) -> None:
 
 @_status_api
 def Node_GetInputElementType(node: Any, index: int, out: Any) -> None:
-    out[0] = HOST_API.node_input_element_type(_node(node).node, int(index))
+    v = _node(node)
+    out[0] = HOST_API.node_input_element_type(v.node, int(index), v.input_shapes())
 
 
 def _attrs_of_node(v: Any) -> tuple[dict[str, Any], str]:
-    return {n: a.value for n, a in v.node.attributes.items()}, f"node {v.node.name!r}"
+    """The node's attribute values and its label, made once for the call the view serves (the node does not
+    change while C queries it)."""
+    found = v.keep.get(_ATTRS)
+    if found is None:
+        found = v.keep[_ATTRS] = {n: a.value for n, a in v.node.attributes.items()}, f"node {v.node.name!r}"
+    return found
 
 
 def _attrs_of_info(v: Any) -> tuple[dict[str, Any], str]:
     return dict(v.info.attributes), f"node {v.info.node_name!r}"
+
+
+_ATTRS = ("attributes",)  # the key of `_attrs_of_node`'s result in a view's cache
 
 
 # Getters whose result is a pointer (`Node_GetAttributeInts`, `..String`, and the KernelInfo twins) answer an

@@ -3,11 +3,11 @@ the OrtKernelApi table (`_host_c.py`); Python kernels get a `HostApi` object wit
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._ep import ep_info
-from ._workspace import InputState, workspace_input_shapes
+from ._workspace import InputState, WorkspaceInputShape, workspace_input_shapes
 
 _MISSING = object()
 
@@ -16,21 +16,23 @@ class AttributeError_(LookupError):
     """Internal: an attribute is absent or of another kind (the C side gets ORT_INVALID_ARGUMENT)."""
 
 
+_KIND_CHECKS = {  # whether a value is of the kind a getter asks for (only the asked kind is checked)
+    "int": lambda value: isinstance(value, int) and not isinstance(value, bool),
+    "ints": lambda value: isinstance(value, (list, tuple)) and all(isinstance(v, int) for v in value),
+    "float": lambda value: isinstance(value, (float, int)) and not isinstance(value, bool),
+    "floats": lambda value: isinstance(value, (list, tuple)) and all(isinstance(v, (float, int)) and not isinstance(v, bool)
+                                                                     for v in value),
+    "string": lambda value: isinstance(value, str),
+}
+
+
 def typed_attribute(attributes: Mapping[str, Any], name: str, kind: str, owner: str) -> Any:
     """The attribute as `kind` ('int', 'ints', 'float', 'floats', 'string'), or AttributeError_ saying why not."""
     if name not in attributes:
         raise AttributeError_(f"{owner} has no attribute {name!r} (it has {sorted(attributes)!r}); "
                               "check HasAttribute first and use your default")
     value = attributes[name]
-    ok = {
-        "int": isinstance(value, int) and not isinstance(value, bool),
-        "ints": isinstance(value, (list, tuple)) and all(isinstance(v, int) for v in value),
-        "float": isinstance(value, (float, int)) and not isinstance(value, bool),
-        "floats": isinstance(value, (list, tuple)) and all(isinstance(v, (float, int)) and not isinstance(v, bool)
-                                                           for v in value),
-        "string": isinstance(value, str),
-    }[kind]
-    if not ok:
+    if not _KIND_CHECKS[kind](value):
         raise AttributeError_(f"{owner} attribute {name!r} is {value!r}, not of kind {kind!r}; "
                               "call the getter for its kind")
     if kind == "floats":
@@ -69,24 +71,26 @@ class HostApi:
         return len(node.outputs)
 
     @staticmethod
-    def _input(node: Any, index: int):
+    def _input(node: Any, index: int, shapes: Sequence[WorkspaceInputShape] | None = None) -> WorkspaceInputShape:
+        """Input `index` of `node` as `workspace_input_shapes(node)` gives it (`shapes`: that list, made already)."""
         if not 0 <= index < len(node.inputs):
             raise IndexError(f"input index {index} out of range: node {node.name!r} has {len(node.inputs)} inputs")
-        return workspace_input_shapes(node)[index]
+        return (workspace_input_shapes(node) if shapes is None else shapes)[index]
 
     @classmethod
-    def node_has_input(cls, node: Any, index: int) -> bool:
-        return cls._input(node, index).state != InputState.MISSING
+    def node_has_input(cls, node: Any, index: int, shapes: Sequence[WorkspaceInputShape] | None = None) -> bool:
+        return cls._input(node, index, shapes).state != InputState.MISSING
 
     @classmethod
-    def node_input_shape(cls, node: Any, index: int) -> tuple[int, ...] | None:
+    def node_input_shape(cls, node: Any, index: int,
+                         shapes: Sequence[WorkspaceInputShape] | None = None) -> tuple[int, ...] | None:
         """The static shape of input `index`, or None when it is missing or any extent is not static."""
-        shape = cls._input(node, index)
+        shape = cls._input(node, index, shapes)
         return shape.dims if shape.is_static else None
 
     @classmethod
-    def node_input_element_type(cls, node: Any, index: int) -> int:
-        return cls._input(node, index).elem_type
+    def node_input_element_type(cls, node: Any, index: int, shapes: Sequence[WorkspaceInputShape] | None = None) -> int:
+        return cls._input(node, index, shapes).elem_type
 
     @staticmethod
     def node_has_attribute(node: Any, name: str) -> bool:

@@ -9,6 +9,7 @@ import numpy as np
 from ._ep import ep_info
 from ._ffi import _ffi
 from ._handles import HANDLES
+from ._workspace import WorkspaceInputShape, workspace_input_shapes
 
 
 class _View:
@@ -28,9 +29,7 @@ class _View:
         if key in self.keep:
             return self.keep[key]
         values = [int(v) for v in values]
-        self.keep[key] = arr = _ffi.new("int64_t[]", max(len(values), 1))
-        for i, v in enumerate(values):
-            arr[i] = v
+        self.keep[key] = arr = _ffi.new("int64_t[]", values or 1)  # at least one element (zero) for none
         return arr
 
     def float32s(self, key: Any, values: Any) -> Any:
@@ -54,6 +53,14 @@ class NodeView(_View):
     def __init__(self, node: Any) -> None:
         super().__init__()
         self.node = node
+        self._inputs: list[WorkspaceInputShape] | None = None
+
+    def input_shapes(self) -> list[WorkspaceInputShape]:
+        """`workspace_input_shapes(node)`, made once for the call this view serves (one estimate or output-shape
+        callback: the graph does not change while C queries it)."""
+        if self._inputs is None:
+            self._inputs = workspace_input_shapes(self.node)
+        return self._inputs
 
 
 class EpView(_View):

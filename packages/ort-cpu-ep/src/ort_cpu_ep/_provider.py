@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -30,7 +31,7 @@ from . import _ckernels
 from ._device_kernels import SimulatedCaptureSurface, StagedKernel
 from ._ep_passes import SiLUFusionSurface
 from ._threads import check_thread_count, intra_op_thread_scope, native_thread_scope, resolve_threads
-from .ops import InputInfo, OpImpl, all_ops
+from .ops import InputInfo, OpImpl, all_ops, op_impls
 from .ops._interp import _LATEST, _OPSETS, node_opset
 from .ops._registry import _OUTPUT, _WORKSPACE
 from .ops._util import same_start
@@ -147,33 +148,86 @@ def _estimate_for(impl: OpImpl) -> Callable[[Any, Node, Any], int | None]:
     return estimate
 
 
-def register_numpy_kernels(registry: ort_abi.KernelRegistry, ep_name: str) -> ort_abi.KernelRegistry:
-    """Add every in-tree OpImpl to `registry` for `ep_name` (opset ranges made disjoint per op)."""
+def _add_op_kernels(registry: ort_abi.KernelRegistry, ep_name: str, impls: Sequence[OpImpl]) -> None:
+    """Add the OpImpls of one op (every one registered for it) to `registry` for `ep_name`, their opset
+    ranges made disjoint."""
+    for k, impl in enumerate(impls := sorted(impls, key=lambda i: i.since)):
+        end = impl.until
+        if k + 1 < len(impls):
+            nxt = impls[k + 1].since - 1
+            end = nxt if end is None else min(end, nxt)
+        if end is not None and end < impl.since:
+            continue
+        kdef = (ort_abi.KernelDefBuilder().op_type(impl.op_type).domain(impl.domain).since_version(impl.since, end)
+                .ep(ep_name).build())
+        overridden = type(impl).workspace_bytes is not OpImpl.workspace_bytes
+        registry.add_kernel_v2(kdef, NumpyKernel, impl, _estimate_for(impl) if overridden else None)
+
+
+def _by_op() -> dict[tuple[str, str], list[OpImpl]]:
     by_op: dict[tuple[str, str], list[OpImpl]] = {}
     for impl in all_ops():
         by_op.setdefault((impl.domain, impl.op_type), []).append(impl)
-    for (domain, op_type), impls in by_op.items():
-        impls.sort(key=lambda i: i.since)
-        for k, impl in enumerate(impls):
-            end = impl.until
-            if k + 1 < len(impls):
-                nxt = impls[k + 1].since - 1
-                end = nxt if end is None else min(end, nxt)
-            if end is not None and end < impl.since:
-                continue
-            kdef = (ort_abi.KernelDefBuilder().op_type(op_type).domain(domain).since_version(impl.since, end)
-                    .ep(ep_name).build())
-            overridden = type(impl).workspace_bytes is not OpImpl.workspace_bytes
-            registry.add_kernel_v2(kdef, NumpyKernel, impl, _estimate_for(impl) if overridden else None)
+    return by_op
+
+
+def register_numpy_kernels(registry: ort_abi.KernelRegistry, ep_name: str) -> ort_abi.KernelRegistry:
+    """Add every in-tree OpImpl to `registry` for `ep_name` (opset ranges made disjoint per op)."""
+    for impls in _by_op().values():
+        _add_op_kernels(registry, ep_name, impls)
     return registry
 
 
-_BUILTIN: dict[str, ort_abi.KernelRegistry] = {}
+class BuiltinKernelRegistry(ort_abi.KernelRegistry):
+    """`register_numpy_kernels(KernelRegistry(), ep_name)`, filled per op: an op's kernels are added (and its op
+    modules imported, `ort_cpu_ep.ops.load_op`) when it is first looked up; iterating adds every op first."""
+
+    def __init__(self, ep_name: str) -> None:
+        super().__init__()
+        self.ep_name = ep_name
+        self._added: set[tuple[str, str]] = set()  # ops whose kernels are in (marked once they all are)
+        self._lock = threading.Lock()  # sessions built in threads: a find never sees an op half added
+
+    def _ensure(self, op_type: str, domain: str) -> None:
+        key = ("" if domain == "ai.onnx" else domain, op_type)
+        if key not in self._added:
+            with self._lock:
+                if key not in self._added:
+                    _add_op_kernels(self, self.ep_name, op_impls(op_type, key[0]))
+                    self._added.add(key)
+
+    def find(self, op_type: str, domain: str, opset: int, ep: str, dtypes: Mapping[str, int] | None = None, *,
+             input_types: Sequence[int] | None = None) -> ort_abi.KernelEntry | None:
+        self._ensure(op_type, domain)
+        return super().find(op_type, domain, opset, ep, dtypes, input_types=input_types)
+
+    def find_shape_entry(self, op_type: str, domain: str, opset: int) -> ort_abi.KernelEntry | None:
+        self._ensure(op_type, domain)
+        return super().find_shape_entry(op_type, domain, opset)
+
+    def _ensure_all(self) -> None:
+        with self._lock:
+            for key, impls in _by_op().items():
+                if key not in self._added:
+                    _add_op_kernels(self, self.ep_name, impls)
+                    self._added.add(key)
+
+    def __iter__(self) -> Iterator[ort_abi.KernelEntry]:
+        self._ensure_all()
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        self._ensure_all()
+        return super().__len__()
+
+
+_BUILTIN: dict[str, BuiltinKernelRegistry] = {}
 
 
 def builtin_registry(ep_name: str) -> ort_abi.KernelRegistry:
+    """The numpy kernels of every in-tree op for `ep_name` (`BuiltinKernelRegistry`: added per op as looked up)."""
     if ep_name not in _BUILTIN:
-        _BUILTIN[ep_name] = register_numpy_kernels(ort_abi.KernelRegistry(), ep_name)
+        _BUILTIN[ep_name] = BuiltinKernelRegistry(ep_name)
     return _BUILTIN[ep_name]
 
 
@@ -336,12 +390,13 @@ class CpuExecutionProvider(SiLUFusionSurface):
         if self._c_kernels is not None and not isinstance(impl, OpImpl) and entry in self._c_kernels:
             twin = builtin_registry(self.name).find(node.op_type, node.domain, self.opset(node), self.name)
             impl = twin.create_func_state if twin is not None else None
+        inputs = self._inputs(node)
         if isinstance(impl, OpImpl):
-            decline = impl.supports(node, self._inputs(node), self.opset(node))
+            decline = impl.supports(node, inputs, self.opset(node))
             if decline is not None:
                 return self._decline(node, decline.rejected, decline.accepts, decline.remedy)
         kdef = entry.kernel_def
-        wrong = ort_abi.check_input_types(kdef, [i.dtype for i in self._inputs(node)],
+        wrong = ort_abi.check_input_types(kdef, [i.dtype for i in inputs],
                                           has_schema=ort_abi.has_onnx_schema(node.op_type, node.domain, self.opset(node)))
         if wrong is not None:
             return self._decline(node, wrong, f"the type constraints of {entry.describe()}",

@@ -211,10 +211,10 @@ def constants_to_initializers(graph: Graph) -> list[str]:
         if isinstance(value, TensorProto):
             if value.data_location == TensorProto.EXTERNAL or value.data_type == TensorProto.STRING:
                 continue
-            proto = TensorProto()
+            proto = TensorProto()  # the attribute's copy, renamed: a message of its own, not copied again
             proto.CopyFrom(value)
             proto.name = out
-            tensor = Tensor.from_proto(proto, None)
+            tensor = Tensor.from_proto(proto, None, owned=True)
         elif isinstance(sparse := node.attr("sparse_value"), SparseTensorProto) and not any(
                 part.data_location == TensorProto.EXTERNAL for part in (sparse.values, sparse.indices)):
             tensor = Tensor.from_sparse(sparse, None, f"the sparse_value of Constant node {node.name!r}")

@@ -133,15 +133,28 @@ def _node_label(node: NodeProto, index: int) -> str:
     return f"node {node.name!r} ({node.op_type})" if node.name else f"unnamed node #{index} ({node.op_type})"
 
 
-def _duplicate(name: str, first: str, second: str, graph: str) -> DuplicateNameError:
+class _Output:
+    """'<node label> output k' (`_node_label`), as the definition of a value: written out only in an error
+    message, not for every output of the file."""
+
+    __slots__ = ("index", "k", "node")
+
+    def __init__(self, node: NodeProto, index: int, k: int) -> None:
+        self.node, self.index, self.k = node, index, k
+
+    def __str__(self) -> str:
+        return f"{_node_label(self.node, self.index)} output {self.k}"
+
+
+def _duplicate(name: str, first: str | _Output, second: str | _Output, graph: str) -> DuplicateNameError:
     return DuplicateNameError(
         f"value {name!r} is defined twice in {graph}: by {first} and by {second}; every value must have exactly "
         "one definition (SSA; onnx.checker and ONNX Runtime refuse this model too) — rename one of them")
 
 
-def _check_graph(gp: GraphProto, outer: Mapping[str, str], where: str, opsets: dict[str, int]) -> None:
+def _check_graph(gp: GraphProto, outer: Mapping[str, str | _Output], where: str, opsets: dict[str, int]) -> None:
     graph = f"graph {gp.name!r} ({where})"
-    defined: dict[str, str] = {}
+    defined: dict[str, str | _Output] = {}
     for vi in gp.input:
         if vi.name in defined:
             raise _duplicate(vi.name, "a graph input", "another graph input of the same name", graph)
@@ -166,15 +179,14 @@ def _check_graph(gp: GraphProto, outer: Mapping[str, str], where: str, opsets: d
         defined.setdefault(name, "a sparse initializer")
         _check_sparse(sp, f"sparse initializer {name!r} of {graph}")
     for i, node in enumerate(gp.node):
-        label = _node_label(node, i)
-        _check_arity(node, label, graph, opsets)
+        _check_arity(node, i, graph, opsets)
         for a in node.attribute:  # names visible to a subgraph: this graph's so far, then the enclosing ones
-            _check_attribute(a, label, ChainMap(defined, outer) if a.type in _SUBGRAPH_TYPES or a.HasField("g")
+            _check_attribute(a, node, i, ChainMap(defined, outer) if a.type in _SUBGRAPH_TYPES or a.HasField("g")
                              or a.graphs else outer, graph, opsets)
         for k, out in enumerate(node.output):
             if not out:
                 continue
-            producer = f"{label} output {k}"
+            producer = _Output(node, i, k)
             if out in defined:
                 raise _duplicate(out, defined[out], producer, graph)
             if out in outer:
@@ -203,33 +215,33 @@ def _schema(op_type: str, version: int, domain: str) -> defs.OpSchema | None:
         return None
 
 
-def _check_arity(node: NodeProto, label: str, graph: str, opsets: dict[str, int]) -> None:
+def _check_arity(node: NodeProto, index: int, graph: str, opsets: dict[str, int]) -> None:
     if not node.op_type:
-        raise ModelLoadError(f"{label} in {graph} has an empty op_type; every node names its operator (onnx.checker "
+        raise ModelLoadError(f"{_node_label(node, index)} in {graph} has an empty op_type; every node names its operator (onnx.checker "
                              "and ONNX Runtime refuse this too) — the model file is corrupt, re-export it")
     domain = "" if node.domain == "ai.onnx" else node.domain
     version = opsets.get(domain)
     if version is None:
         raise ModelLoadError(
-            f"{label} in {graph} uses operator domain {domain or 'ai.onnx'!r}, but the model imports no opset for it "
+            f"{_node_label(node, index)} in {graph} uses operator domain {domain or 'ai.onnx'!r}, but the model imports no opset for it "
             f"(opset_import: {opsets!r}); every domain a node uses must be imported (onnx.checker requires it) — "
             "the model file is truncated or corrupt")
     schema = _schema(node.op_type, version, domain)
     if schema is None:  # not a standard operator at this opset: placement declines it (or a plugin kernel serves it)
         contrib = CONTRIB_ATTRIBUTE_TYPES.get((domain, node.op_type))
         if contrib is not None:
-            _check_attribute_types(node, label, graph, contrib, f"{domain + '::' if domain else ''}{node.op_type} (onnxruntime's schema)")
+            _check_attribute_types(node, index, graph, contrib, f"{domain + '::' if domain else ''}{node.op_type} (onnxruntime's schema)")
         return
     for kind, have, low, high in (("inputs", len(node.input), schema.min_input, schema.max_input),
                                   ("outputs", len(node.output), schema.min_output, schema.max_output)):
         if not low <= have <= high:
             allowed = f"{low}" if low == high else f"{low}..{high}"
             raise ModelLoadError(
-                f"{label} in {graph} has {have} {kind}, but {node.op_type} (opset {schema.since_version} of domain "
+                f"{_node_label(node, index)} in {graph} has {have} {kind}, but {node.op_type} (opset {schema.since_version} of domain "
                 f"{domain or 'ai.onnx'!r}) takes {allowed}; the model file is corrupt or was exported for another "
                 "opset — re-export it")
     if node.attribute:
-        _check_attribute_types(node, label, graph, _declared_types(node.op_type, version, domain),
+        _check_attribute_types(node, index, graph, _declared_types(node.op_type, version, domain),
                                f"{node.op_type} (opset {schema.since_version})")
 
 
@@ -240,26 +252,26 @@ def _declared_types(op_type: str, version: int, domain: str) -> dict[str, int]:
     return {} if schema is None else {k: int(a.type) for k, a in schema.attributes.items()}
 
 
-def _check_attribute_types(node: NodeProto, label: str, graph: str, declared: Mapping[str, int], op: str) -> None:
+def _check_attribute_types(node: NodeProto, index: int, graph: str, declared: Mapping[str, int], op: str) -> None:
     for a in node.attribute:
         want = declared.get(a.name)
         if want is not None and not a.ref_attr_name and a.type in _ATTR_NAMES and a.type != want:
             raise ModelLoadError(
-                f"attribute {a.name!r} of {label} in {graph} is of type {_ATTR_NAMES[a.type]} ({_attr_value(a)}), "
+                f"attribute {a.name!r} of {_node_label(node, index)} in {graph} is of type {_ATTR_NAMES[a.type]} ({_attr_value(a)}), "
                 f"but {op} declares it {_ATTR_NAMES.get(want, want)}; onnx.checker and ONNX Runtime refuse this too "
                 "— fix the attribute or re-export the model")
 
 
-def _check_attribute(a: AttributeProto, label: str, visible: Mapping[str, str], graph: str,
+def _check_attribute(a: AttributeProto, node: NodeProto, index: int, visible: Mapping[str, str | _Output], graph: str,
                      opsets: dict[str, int]) -> None:
     kind = a.type
     if kind not in _ATTR_NAMES:
-        raise ModelLoadError(f"attribute {a.name!r} of {label} in {graph} has attribute type {kind}, which ONNX does "
+        raise ModelLoadError(f"attribute {a.name!r} of {_node_label(node, index)} in {graph} has attribute type {kind}, which ONNX does "
                              "not define; the model file is corrupt — re-export it")
     if kind in _SIMPLE_ATTRIBUTES and not (a.HasField("g") or a.HasField("t") or a.HasField("sparse_tensor")
                                            or a.graphs or a.tensors or a.sparse_tensors):
         return  # a number, a string or lists of them (most attributes): nothing nested to check
-    where = f"attribute {a.name!r} of {label} in {graph}"
+    where = f"attribute {a.name!r} of {_node_label(node, index)} in {graph}"
     if kind == AttributeProto.GRAPH or a.HasField("g"):
         _check_graph(a.g, visible, where, opsets)
     for k, sub in enumerate(a.graphs):
@@ -311,7 +323,7 @@ def _check_tensor(t: TensorProto, what: str) -> None:
     dims = list(t.dims)
     if any(d < 0 for d in dims):
         raise TensorDataError(f"{what} has negative dims {dims!r}; the model file is corrupt — re-export it")
-    if t.data_type not in TensorProto.DataType.values() or t.data_type == TensorProto.UNDEFINED:
+    if t.data_type not in _DATA_TYPES or t.data_type == TensorProto.UNDEFINED:
         raise TensorDataError(f"{what} has data type {dtype_name(t.data_type)}, which ONNX does not define; "
                               "the model file is corrupt — re-export it")
     if t.data_location == TensorProto.EXTERNAL:

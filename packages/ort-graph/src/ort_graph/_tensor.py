@@ -9,7 +9,7 @@ import attrs
 import numpy as np
 from onnx import SparseTensorProto, TensorProto, numpy_helper
 
-from ._dtypes import dtype_name, tensor_nbytes, to_numpy_dtype
+from ._dtypes import dtype_name, from_numpy_dtype, tensor_nbytes, to_numpy_dtype
 from ._errors import ExternalDataError
 from ._external import DataDirectory, ExternalLocation, open_checked, resolve
 from ._sparse import materialise_sparse, sparse_to_numpy
@@ -19,6 +19,7 @@ __all__ = ["ExternalLocation", "Tensor", "detached"]
 # inline tensors up to this many bytes are copied out of the parsed file (`detached`); a larger one keeps the
 # parse alive rather than be held twice while it loads
 DETACH_MAX_BYTES = 1 << 20
+_PLAIN_KINDS = frozenset("biufc")  # numpy kinds `from_numpy` keeps as arrays: bool, (u)int, float, complex
 
 
 def detached(proto: Any) -> Any:
@@ -59,7 +60,13 @@ class Tensor:
 
     @classmethod
     def from_numpy(cls, name: str, array: np.ndarray) -> Tensor:
-        proto = numpy_helper.from_array(np.asarray(array), name)
+        """A tensor holding a copy of `array`. Numbers and booleans keep the copy itself (its proto is made only
+        if the tensor is saved: `to_proto`), not a serialized proto that `numpy()` would parse into a second
+        copy; other element types (strings, ml_dtypes' 16/8-bit floats) go through onnx's `from_array`."""
+        array = np.asarray(array)
+        if array.dtype.kind in _PLAIN_KINDS:
+            return cls(name=name, dtype=from_numpy_dtype(array.dtype), dims=tuple(array.shape), array=array.copy())
+        proto = numpy_helper.from_array(array, name)
         return cls(name=name, dtype=proto.data_type, dims=tuple(array.shape), proto=proto, array=None)
 
     @classmethod
@@ -69,12 +76,15 @@ class Tensor:
                    proto=detached(proto), external=location)
 
     @classmethod
-    def from_proto(cls, proto: TensorProto, base_dir: pathlib.Path | DataDirectory | None) -> Tensor:
-        """A tensor from its proto; external data is checked (see `_external`) but not read."""
+    def from_proto(cls, proto: TensorProto, base_dir: pathlib.Path | DataDirectory | None, *,
+                   owned: bool = False) -> Tensor:
+        """A tensor from its proto; external data is checked (see `_external`) but not read. `owned`: the proto
+        is a message of its own (made by the caller, not part of a parsed file), kept as it is instead of copied
+        out (`detached`)."""
         dims = tuple(int(d) for d in proto.dims)
         if proto.data_location != TensorProto.EXTERNAL:
             size = tensor_nbytes(proto.data_type, dims)
-            small = (size if size is not None else proto.ByteSize()) <= DETACH_MAX_BYTES
+            small = not owned and (size if size is not None else proto.ByteSize()) <= DETACH_MAX_BYTES
             return cls(name=proto.name, dtype=proto.data_type, dims=dims, proto=detached(proto) if small else proto)
         directory = base_dir if isinstance(base_dir, DataDirectory) or base_dir is None else DataDirectory.of(base_dir)
         location = resolve(proto, directory)

@@ -18,6 +18,9 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import os
+import pathlib
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
@@ -25,6 +28,8 @@ import attrs
 import numpy as np
 
 from ort_graph import Node
+
+_PKG_DIR = pathlib.Path(__file__).parent
 
 
 @attrs.frozen
@@ -143,7 +148,13 @@ def workspace_scope(provider: WorkspaceProvider) -> Iterator[None]:
         _WORKSPACE.reset(token)
 
 
-_TABLE: dict[tuple[str, str], list[OpImpl]] = {}
+_TABLE: dict[tuple[str, str], list[OpImpl]] = {}  # (domain, op_type) -> impls, in the order `load_all_ops` registers them
+# id(impl) -> (rank of the module that registered it in that order, registration count, that module's name)
+_ORDER: dict[int, tuple[int, int, str]] = {}
+# Op modules of other op families (com.microsoft): a failure to import one is recorded here (module -> repr of the
+# error) and warned about rather than breaking the standard-domain op library
+LOAD_ERRORS: dict[str, str] = {}
+_LOADED_ALL = False
 
 
 def register(op_type: str, *, since: int = 1, until: int | None = None, domain: str = "") -> Callable[[type[OpImpl]], type[OpImpl]]:
@@ -151,16 +162,78 @@ def register(op_type: str, *, since: int = 1, until: int | None = None, domain: 
 
     def deco(cls: type[OpImpl]) -> type[OpImpl]:
         cls.op_type, cls.domain, cls.since, cls.until = op_type, domain, since, until
-        _TABLE.setdefault((domain, op_type), []).append(cls())
+        impl = cls()
+        module = sys._getframe(1).f_globals.get("__name__", "")  # the module whose code registers it
+        _ORDER[id(impl)] = (_module_rank(module), len(_ORDER), module)
+        impls = _TABLE.setdefault((domain, op_type), [])
+        impls.append(impl)
+        impls.sort(key=lambda i: _ORDER[id(i)])  # as `load_all_ops` would have ordered them, whatever loaded first
         return cls
 
     return deco
+
+
+@functools.cache
+def op_modules() -> tuple[str, ...]:
+    """The op modules of this package in the order `load_all_ops` imports them: `ops_*`, then `contrib` and
+    `ops_extra_*` (each group sorted by name)."""
+    names = sorted(f.name[:-3] for f in os.scandir(_PKG_DIR) if f.name.endswith(".py") and f.is_file())
+    return (tuple(n for n in names if n.startswith("ops_") and not n.startswith("ops_extra_"))
+            + tuple(n for n in names if n.startswith("ops_extra_") or n == "contrib"))
+
+
+def _module_rank(module: str) -> int:
+    """A module's place in `op_modules()`; modules outside the package register after all of them."""
+    prefix, _, name = module.rpartition(".")
+    mods = op_modules()
+    return mods.index(name) if prefix == __package__ and name in mods else len(mods)
+
+
+def _import_op_module(name: str) -> None:
+    """Import one op module (registering its OpImpls); an other-family module that fails lands in LOAD_ERRORS."""
+    import importlib
+    import warnings
+
+    if name in LOAD_ERRORS:
+        return
+    if not (name.startswith("ops_extra_") or name == "contrib"):
+        importlib.import_module(f"{__package__}.{name}")
+        return
+    try:
+        importlib.import_module(f"{__package__}.{name}")
+    except Exception as e:  # noqa: BLE001 - keep the standard ops usable
+        LOAD_ERRORS[name] = repr(e)
+        warnings.warn(f"ort_cpu_ep.ops: op module {name!r} failed to import: {e!r}", stacklevel=3)
+
+
+def load_all_ops() -> None:
+    """Import every op module of this package (idempotent); each registers its OpImpl classes."""
+    global _LOADED_ALL
+    for name in op_modules():
+        _import_op_module(name)
+    _LOADED_ALL = True
+
+
+def load_op(op_type: str, domain: str) -> None:
+    """Import the op modules that register `domain::op_type` (`_op_index.MODULES`, generated from what
+    `load_all_ops` registers; a test keeps them equal); an op the index does not know loads every module."""
+    if _LOADED_ALL:
+        return
+    from ._op_index import MODULES
+
+    mods = MODULES.get((domain, op_type))
+    if mods is None:
+        load_all_ops()
+        return
+    for name in mods:
+        _import_op_module(name)
 
 
 def find(op_type: str, domain: str, opset: int) -> OpImpl | None:
     """The implementation covering `opset`, preferring the newest `since` and, between equal ones,
     the one registered last (as the session's kernel registry resolves them); None when none does."""
     domain = "" if domain == "ai.onnx" else domain
+    load_op(op_type, domain)
     best: OpImpl | None = None
     for impl in _TABLE.get((domain, op_type), ()):
         if impl.since <= opset and (impl.until is None or opset <= impl.until):
@@ -169,7 +242,20 @@ def find(op_type: str, domain: str, opset: int) -> OpImpl | None:
     return best
 
 
+def op_impls(op_type: str, domain: str) -> list[OpImpl]:
+    """Every OpImpl of `domain::op_type` (loading the modules that register it), in registration order."""
+    domain = "" if domain == "ai.onnx" else domain
+    load_op(op_type, domain)
+    return list(_TABLE.get((domain, op_type), ()))
+
+
+def registered_by(impl: OpImpl) -> str:
+    """The name of the module whose code registered `impl`."""
+    return _ORDER[id(impl)][2]
+
+
 def all_ops() -> list[OpImpl]:
+    load_all_ops()
     return [impl for impls in _TABLE.values() for impl in impls]
 
 

@@ -9,9 +9,8 @@ Semantics follow ONNX Runtime's CPU kernels:
   normalized over the last axis; outputs (y, mean, inv_std_var, s); the simplified op's mean is zeros.
 - com.microsoft `QuickGelu`, `FusedMatMul` (`Gelu`, `FastGelu`, `BiasGelu`: ops_extra_gelu).
 
-Importing this module also registers the other com.microsoft kernels (`ops_extra_attention`, `ops_extra_mha`,
-`ops_extra_moe`, `ops_extra_qmoe`, `ops_extra_qlinear`, `ops_extra_qops`, `ops_extra_qmatmul`, `ops_extra_quant`, `ops_extra_sparse`); `load_all_ops()` imports every
-`ops_extra_*` module anyway.
+The other com.microsoft kernels live in the `ops_extra_*` modules; each op module is imported when an op it
+registers is first looked up (`load_op`), or by `load_all_ops()`.
 """
 
 from __future__ import annotations
@@ -386,25 +385,3 @@ class FusedMatMul(OpImpl):
         if alpha != 1.0:
             np.multiply(out, out.dtype.type(alpha), out=out)
         return [out]
-
-
-from . import ops_extra_attention as _attention  # noqa: E402,F401  (GroupQueryAttention, RotaryEmbedding)
-from . import ops_extra_bias as _bias  # noqa: E402,F401  (BiasAdd)
-from . import ops_extra_embed as _embed  # noqa: E402,F401  (EmbedLayerNormalization)
-from . import ops_extra_gather_quant as _gather_quant  # noqa: E402,F401  (GatherBlockQuantized)
-from . import ops_extra_gelu as _gelu  # noqa: E402,F401  (Gelu, BiasGelu, FastGelu)
-from . import ops_extra_mha as _mha  # noqa: E402,F401  (MultiHeadAttention, Attention)
-from . import ops_extra_moe as _moe  # noqa: E402,F401  (MoE)
-from . import ops_extra_qlinear as _qlinear  # noqa: E402,F401  (com.microsoft Q/DQ, GemmFastGelu, ...)
-from . import ops_extra_qmatmul as _qmatmul  # noqa: E402,F401  (DynamicQuantizeMatMul, MatMulIntegerToFloat)
-from . import ops_extra_qmoe as _qmoe  # noqa: E402,F401  (QMoE)
-from . import ops_extra_qops as _qops  # noqa: E402,F401  (QLinear*, QGemm)
-from . import ops_extra_qreduce as _qreduce  # noqa: E402,F401  (QLinearSoftmax, QLinear(Global)AveragePool)
-from . import ops_extra_quant as _quant  # noqa: E402,F401  (MatMulNBits)
-from . import ops_extra_sparse as _sparse  # noqa: E402,F401  (SparseAttention)
-
-__all__ = [
-    "FusedMatMul", "LayerNormalizationContrib", "QuickGelu",
-    "SimplifiedLayerNormalization", "SkipLayerNormalization", "SkipSimplifiedLayerNormalization", "check_dtypes",
-    "requested",
-]
