@@ -51,10 +51,11 @@ size_t conv_thread_floats(const ConvGeom* g);
 size_t conv_padded_floats(const ConvGeom* g);
 /* n rounded up to a multiple of 16 */
 size_t conv_round16(size_t n);
-/* rows m of Y (rows of `ld` floats, columns [0, n)): y = act(y + bias[m]) (bias may be NULL) */
-void conv_bias_act(float* y, int64_t rows, int64_t n, int64_t ld, const float* bias, const ConvAct* act);
+/* rows m of Y (rows of `ld` floats, columns [0, n)): y = act(y + bias[m] + z) (bias and z may be NULL; z is laid
+ * out as y: FusedConv's Z, the residual a ConvAddActivationFusion folded in) */
+void conv_bias_act(float* y, int64_t rows, int64_t n, int64_t ld, const float* bias, const float* z, const ConvAct* act);
 /* one (image, group) pair's output pixels [n0, n1) by im2col + sgemm, `work` of conv_thread_floats floats */
-void conv_gemm_chunk(const ConvGeom* g, const float* x, const float* w, const float* bias, float* y,
+void conv_gemm_chunk(const ConvGeom* g, const float* x, const float* w, const float* bias, const float* z, float* y,
                      int64_t image, int64_t group, int64_t n0, int64_t n1, const ConvAct* act, float* work);
 /* each tap's offset in a depthwise plane's padded input (conv_depthwise_plane's `tap`: KH * KW values, the same for
  * every plane) */
@@ -62,7 +63,7 @@ void conv_depthwise_taps(const ConvGeom* g, int64_t* tap);
 /* one (image, output channel) plane of a depthwise convolution, bias and activation applied; `pad` (the thread's
  * conv_thread_floats) takes the zero-padded input plane, split by column phase for a column stride */
 void conv_depthwise_plane(const ConvGeom* g, const int64_t* tap, const float* x, const float* w, const float* bias,
-                          float* y, int64_t image, int64_t m, const ConvAct* act, float* pad);
+                          const float* z, float* y, int64_t image, int64_t m, const ConvAct* act, float* pad);
 /* y[i] = act(x[i]) for i in [0, n) (the elementwise kernels: act.kind != NONE) */
 void conv_act_apply(const float* x, float* y, int64_t n, const ConvAct* act);
 

@@ -118,7 +118,7 @@ void conv_depthwise_taps(const ConvGeom* g, int64_t* tap) {
 
 CPU_KERNELS_CLONES
 void conv_depthwise_plane(const ConvGeom* g, const int64_t* tap, const float* x, const float* w, const float* bias,
-                          float* y, int64_t image, int64_t m, const ConvAct* act, float* pad) {
+                          const float* z, float* y, int64_t image, int64_t m, const ConvAct* act, float* pad) {
   const int64_t c = m / g->Mg; /* the group's one input channel */
   const float* wm = w + m * g->KH * g->KW;
   float* out = y + (image * g->M + m) * g->OH * g->OW;
@@ -133,5 +133,5 @@ void conv_depthwise_plane(const ConvGeom* g, const int64_t* tap, const float* x,
     }
     if (oh < g->OH) conv_dw_rows(g, pad, tap, wm, out, oh, v0, n, 1);
   }
-  conv_bias_act(out, 1, g->OH * g->OW, 0, bias != NULL ? bias + m : NULL, act);
+  conv_bias_act(out, 1, g->OH * g->OW, 0, bias != NULL ? bias + m : NULL, z != NULL ? z + (out - y) : NULL, act);
 }

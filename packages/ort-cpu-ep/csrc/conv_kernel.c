@@ -1,7 +1,7 @@
 /* ONNX Conv and com.microsoft FusedConv (float32, 2-D: X of rank 4, NCHW) as ort-abi kernels; the math is
  * conv_math.c (see conv.h). FusedConv's `activation` (Relu, Sigmoid, HardSwish, LeakyRelu, HardSigmoid, Clip;
  * activation_params through the ABI's float-list getter) is applied to each output block after its bias, while
- * the block is in cache; no Z input.
+ * the block is in cache, after Z (an input of the output's shape, added after the bias: Conv + Add + activation).
  * Attributes: group (any divisor of both channel counts), kernel_shape, strides, dilations, pads, auto_pad
  * (NOTSET / SAME_UPPER / SAME_LOWER / VALID, resolved like the numpy kernel's conv_pads); optional bias B.
  *
@@ -121,7 +121,7 @@ static OrtStatus* conv_declare(OrtKernelImpl* this_ptr, const OrtWorkspaceInputS
 
 typedef struct ConvJob {
   const ConvGeom* g;
-  const float *x, *w, *b;
+  const float *x, *w, *b, *z; /* z: FusedConv's Z (NULL without one) */
   float* y;
   char* buffers;
   size_t thread_bytes;
@@ -141,22 +141,23 @@ static void conv_job(void* arg, int index, int count) {
     int64_t i = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
     if (i >= job->items) break;
     if (g->depthwise) {
-      conv_depthwise_plane(g, tap, job->x, job->w, job->b, job->y, i / g->M, i % g->M, &job->act, work);
+      conv_depthwise_plane(g, tap, job->x, job->w, job->b, job->z, job->y, i / g->M, i % g->M, &job->act, work);
     } else {
       int64_t c = i % job->chunks, pair = i / job->chunks, n0 = c * job->width, n1 = n0 + job->width;
       if (n1 > g->OH * g->OW) n1 = g->OH * g->OW;
-      conv_gemm_chunk(g, job->x, job->w, job->b, job->y, pair / g->group, pair % g->group, n0, n1, &job->act, work);
+      conv_gemm_chunk(g, job->x, job->w, job->b, job->z, job->y, pair / g->group, pair % g->group, n0, n1, &job->act,
+                      work);
     }
   }
 }
 
 static OrtStatus* conv_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   ConvKernel* k = (ConvKernel*)this_ptr;
-  const OrtValue *xv = NULL, *wv = NULL, *bv = NULL;
+  const OrtValue *xv = NULL, *wv = NULL, *bv = NULL, *zv = NULL;
   OrtValue* yv = NULL;
   const int64_t *xd = NULL, *wd = NULL, *bd = NULL;
   size_t xr = 0, wr = 0, br = 0, n_in = 0;
-  const void *x = NULL, *w = NULL, *b = NULL;
+  const void *x = NULL, *w = NULL, *b = NULL, *z = NULL;
   void *y = NULL, *buffers = NULL;
   int64_t ydims[4], hw;
   double work;
@@ -168,6 +169,7 @@ static OrtStatus* conv_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 0, &xv));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 1, &wv));
   if (n_in > 2) ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 2, &bv));
+  if (n_in > 3) ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 3, &zv));
   if (xv == NULL || wv == NULL) return conv_fail("input X or W is missing");
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetShape(xv, &xd, &xr));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetShape(wv, &wd, &wr));
@@ -188,13 +190,26 @@ static OrtStatus* conv_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(xv, &x));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(wv, &w));
   ydims[0] = g.N; ydims[1] = g.M; ydims[2] = g.OH; ydims[3] = g.OW;
+  if (zv != NULL) { /* FusedConv's Z: exactly the output's shape */
+    const int64_t* zd = NULL;
+    size_t zr = 0;
+    ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetShape(zv, &zd, &zr));
+    if (zr != 4 || zd[0] != ydims[0] || zd[1] != ydims[1] || zd[2] != ydims[2] || zd[3] != ydims[3]) {
+      snprintf(err, sizeof err, "Z must have the output's shape [%lld, %lld, %lld, %lld]; got rank %zu%s",
+               (long long)ydims[0], (long long)ydims[1], (long long)ydims[2], (long long)ydims[3], zr,
+               zr == 4 ? " of other extents" : "");
+      return conv_fail(err);
+    }
+    ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(zv, &z));
+  }
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetOutput(ctx, 0, ydims, 4, &yv));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorMutableData(yv, &y));
   hw = g.OH * g.OW;
   if (g.N == 0 || g.M == 0 || hw == 0) return NULL;
   memset(&job, 0, sizeof job);
   job.g = &g;
-  job.x = (const float*)x; job.w = (const float*)w; job.b = (const float*)b; job.y = (float*)y;
+  job.x = (const float*)x; job.w = (const float*)w; job.b = (const float*)b; job.z = (const float*)z;
+  job.y = (float*)y;
   job.act = k->act;
   if (g.depthwise) {
     job.items = g.N * g.M;

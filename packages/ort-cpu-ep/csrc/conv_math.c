@@ -88,13 +88,17 @@ size_t conv_thread_floats(const ConvGeom* g) {
   return conv_round16((size_t)(g->K * g->chunk)) + sgemm_thread_floats(g->Mg, g->K, n > 0 ? n : 1, 0);
 }
 
-void conv_bias_act(float* y, int64_t rows, int64_t n, int64_t ld, const float* bias, const ConvAct* act) {
+void conv_bias_act(float* y, int64_t rows, int64_t n, int64_t ld, const float* bias, const float* z, const ConvAct* act) {
   int64_t m, j;
   for (m = 0; m < rows; ++m) {
     float* r = y + m * ld;
     if (bias != NULL) {
       const float b = bias[m];
       for (j = 0; j < n; ++j) r[j] += b;
+    }
+    if (z != NULL) { /* after the bias, as Conv then Add compute it */
+      const float* zr = z + m * ld;
+      for (j = 0; j < n; ++j) r[j] += zr[j];
     }
     if (act->kind != CONV_ACT_NONE) conv_act_apply(r, r, n, act);
   }
@@ -198,7 +202,7 @@ static void conv_gemv(const float* w, const float* x, int64_t M, int64_t K, floa
   }
 }
 
-void conv_gemm_chunk(const ConvGeom* g, const float* x, const float* w, const float* bias, float* y,
+void conv_gemm_chunk(const ConvGeom* g, const float* x, const float* w, const float* bias, const float* z, float* y,
                      int64_t image, int64_t group, int64_t n0, int64_t n1, const ConvAct* act, float* work) {
   const int64_t hw = g->OH * g->OW;
   const float* xg = x + (image * g->C + group * g->Cg) * g->H * g->W;
@@ -224,5 +228,6 @@ void conv_gemm_chunk(const ConvGeom* g, const float* x, const float* w, const fl
     p.b = xg; p.ldb = hw; p.N = hw; p.c = yg;
     sgemm_columns(&p, n0, n1, work);
   }
-  conv_bias_act(yg + n0, g->Mg, n1 - n0, hw, bias != NULL ? bias + group * g->Mg : NULL, act);
+  conv_bias_act(yg + n0, g->Mg, n1 - n0, hw, bias != NULL ? bias + group * g->Mg : NULL,
+                z != NULL ? z + (yg - y) + n0 : NULL, act);
 }

@@ -1,8 +1,8 @@
 """com.microsoft FusedConv (the ConvActivationFusion's node): the C kernel (Relu, Sigmoid, HardSwish, LeakyRelu,
 HardSigmoid, Clip applied in the Conv's epilogue, activation_params through the ABI's float-list getter) against
 the numpy kernel and onnxruntime, on random shapes through every Conv path (im2col
-chunks, 1x1 as a GEMM, depthwise, grouped, strided, dilated, padded, batch > 1, threads); the numpy kernel for
-Tanh, Z and onnxruntime's FusedConv; which nodes the C kernel takes, and the
+chunks, 1x1 as a GEMM, depthwise, grouped, strided, dilated, padded, batch > 1, threads), with and without Z; the
+numpy kernel for Tanh and onnxruntime's FusedConv; which nodes the C kernel takes, and the
 declines."""
 
 from __future__ import annotations
@@ -103,6 +103,29 @@ def test_c_fused_conv_matches_numpy_and_the_unfused_pair_in_onnxruntime(x_shape,
     np.testing.assert_allclose(got, ref, rtol=0, atol=3e-6 * scale)
 
 
+@pytest.mark.parametrize("activation", ["Relu", "HardSwish"])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES)
+def test_c_fused_conv_with_z_adds_it_after_the_bias_on_every_conv_path(x_shape, w_shape, attrs, activation):
+    """Z (ConvAddActivationFusion's residual) through im2col chunks, the 1x1 GEMM, depthwise and grouped paths."""
+    model, feeds = _fused(x_shape, w_shape, activation, z=True, **attrs)
+    got = run_one_node(model, feeds, "C")["y"]
+    want = run_one_node(model, feeds, "numpy")["y"]
+    ref, conv = _unfused_reference(model, feeds, activation, with_conv=True)
+    scale = max(float(np.abs(conv).max()), 1.0)
+    np.testing.assert_allclose(got, want, rtol=0, atol=3e-6 * scale)
+    np.testing.assert_allclose(got, ref, rtol=0, atol=3e-6 * scale)
+
+
+def test_c_fused_conv_refuses_a_z_of_another_shape():
+    import ort_abi
+
+    model, feeds = _fused((1, 3, 8, 8), (4, 3, 3, 3), "Relu", z=True, pads=[1, 1, 1, 1])
+    model.graph.input[1].type.tensor_type.shape.dim[3].dim_value = 7
+    feeds["z"] = feeds["z"][..., :7].copy()
+    with pytest.raises(ort_abi.KernelError, match=r"Z must have the output's shape \[1, 4, 8, 8\]"):
+        run_one_node(model, feeds, "C")
+
+
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_c_fused_conv_same_result_at_every_thread_count(threads):
     model, feeds = _fused((2, 12, 21, 19), (16, 12, 3, 3), "HardSwish", pads=[1, 1, 1, 1])
@@ -132,7 +155,8 @@ def _claims_c(model) -> bool:
 @pytest.mark.parametrize(("activation", "z", "c"), [("Relu", False, True), ("HardSwish", False, True),
                                                     ("Sigmoid", False, True), ("LeakyRelu", False, True),
                                                     ("Clip", False, True), ("HardSigmoid", False, True),
-                                                    ("Tanh", False, False), ("Relu", True, False)])
+                                                    ("Tanh", False, False), ("Relu", True, True),
+                                                    ("Tanh", True, False)])
 def test_the_c_kernel_takes_the_activations_it_reads_and_numpy_the_rest(activation, z, c):
     model, _ = _fused((1, 4, 6, 6), (4, 4, 3, 3), activation, z=z)
     assert _claims_c(model) is c

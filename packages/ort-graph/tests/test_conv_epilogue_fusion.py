@@ -145,3 +145,49 @@ def test_accepts_filters_the_activations():
     seen = []
     assert ort_graph.fuse_conv_activation(model.graph, accepts=lambda kind, params: seen.append((kind, params))) == []
     assert seen == [("LeakyRelu", [pytest.approx(0.2)])]
+
+
+WS = {"Ws": np.random.default_rng(3).standard_normal((6, 4, 1, 1))}  # the residual branch's weights
+
+
+def _shortcut():
+    """S: a second Conv of X (the residual branch), after stem/Conv in the node list."""
+    return helper.make_node("Conv", ["X", "Ws"], ["S"], name="short/Conv")
+
+
+@pytest.mark.parametrize("op", ["Add", "Sum"])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("swap", [False, True])
+def test_a_residual_add_and_its_activation_fold_into_fused_conv_with_z(op, bias, swap):
+    add = helper.make_node(op, ["S", "C"] if swap else ["C", "S"], ["A"], name="block/add")
+    proto, model = _model([_shortcut(), add, helper.make_node("Relu", ["A"], ["Y"], name="block/relu")], bias=bias,
+                          consts=WS)
+    records = ort_graph.fuse_conv_add_activation(model.graph)
+    assert [(r.fusion, r.replaced) for r in records] == [
+        ("ConvAddActivationFusion", ("stem/Conv", "block/add", "block/relu"))]
+    fused = model.graph.node_by_name("stem/Conv/ConvAddActivationFusion")
+    assert (fused.op_type, fused.domain, fused.attr("activation")) == ("FusedConv", "com.microsoft", "Relu")
+    assert fused.inputs == ["X", "W", "b" if bias else "", "S"]
+    _same_as_unfused(proto, model)
+
+
+@pytest.mark.parametrize("case", ["broadcast_z", "conv_output_read_twice", "no_activation", "three_input_sum"])
+def test_residual_patterns_left_alone(case):
+    tail, consts, extra = [_shortcut()], dict(WS), ()
+    if case == "broadcast_z":  # a per-channel tensor: ConvAddFusion's, not a residual
+        consts["k"] = np.ones((1, 6, 1, 1))
+        tail += [helper.make_node("Add", ["C", "k"], ["A"]), helper.make_node("Relu", ["A"], ["Y"])]
+    elif case == "conv_output_read_twice":
+        tail += [helper.make_node("Add", ["C", "S"], ["A"]), helper.make_node("Relu", ["A"], ["Y"])]
+        extra = ("C",)
+    elif case == "no_activation":
+        tail += [helper.make_node("Add", ["C", "S"], ["Y"])]
+    else:
+        tail += [helper.make_node("Sum", ["C", "S", "S"], ["A"]), helper.make_node("Relu", ["A"], ["Y"])]
+    _, model = _model(tail, consts=consts, extra_outputs=extra)
+    records = ort_graph.fuse_conv_add_activation(model.graph)
+    if case == "conv_output_read_twice":  # stem/Conv's C is also an output; the shortcut Conv's S is the residual
+        assert [r.replaced[0] for r in records] == ["short/Conv"]
+        assert model.graph.node_by_name("short/Conv/ConvAddActivationFusion").inputs[3] == "C"
+    else:
+        assert records == []

@@ -75,11 +75,12 @@ CONVT_ATTR_LENGTHS = {**_CONV_ATTR_LENGTHS, "output_padding": (2,), "output_shap
 
 
 def c_conv_applies(node: Node, lengths: dict[str, tuple[int, ...]] = _CONV_ATTR_LENGTHS) -> bool:
-    """A 2-D (transposed) convolution: X and W known float32 of rank 4, a bias (if any) float32; the attributes of
-    `lengths` absent or of a 2-D convolution's lengths, auto_pad one of ONNX's four. 1-D and 3-D convolutions,
-    float16 and unknown ranks stay with numpy."""
+    """A 2-D (transposed) convolution: X and W known float32 of rank 4, a bias (if any) float32, FusedConv's Z (if
+    any) float32 (its shape is checked at run time); the attributes of `lengths` absent or of a 2-D convolution's
+    lengths, auto_pad one of ONNX's four. 1-D and 3-D convolutions, float16 and unknown ranks stay with numpy."""
     graph = node.graph
-    if graph is None or not 2 <= len(node.inputs) <= 3 or not node.inputs[0] or not node.inputs[1]:
+    most = 4 if node.op_type == "FusedConv" else 3
+    if graph is None or not 2 <= len(node.inputs) <= most or not node.inputs[0] or not node.inputs[1]:
         return False
     values = [graph.values.get(name) for name in node.inputs if name]
     if any(v is None or v.dtype != _FLOAT for v in values):

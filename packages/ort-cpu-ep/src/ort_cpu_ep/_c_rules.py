@@ -34,7 +34,7 @@ def c_kernel_applies(node: Node, opset: int | None = None) -> bool:
     QuickGelu: float32 without a bias. MatMul, FusedMatMul: see `_c_matmul_applies`. Gemm: see `_c_gemm_applies`.
     Softmax: see `_c_softmax_applies`. LayerNormalization, BatchNormalization: see `_c_affine_norm_applies`. Add,
     Sub, Mul, Div, Neg, Sum of two inputs: see `_c_arith_applies`. Reshape, Identity, Flatten, (Un)Squeeze, Transpose, Concat, Slice,
-    Gather, Shape: see `_c_move_applies`. Conv, ConvTranspose: see `c_conv_applies`; FusedConv: that, no Z, and an
+    Gather, Shape: see `_c_move_applies`. Conv, ConvTranspose: see `c_conv_applies`; FusedConv: that, a float32 Z if any, and an
     activation the C kernel reads (`C_CONV_ACTIVATIONS`). Relu, Clip, HardSigmoid,
     LeakyRelu, HardSwish, Sigmoid, Sqrt, Reciprocal, Abs, Exp, Tanh: see `_c_unary_applies`. MaxPool, AveragePool,
     GlobalAveragePool, GlobalMaxPool: see `c_pool_applies`. Resize: see `c_resize_applies`. Cast: see
@@ -63,9 +63,9 @@ def c_kernel_applies(node: Node, opset: int | None = None) -> bool:
         return _c_move_applies(node)
     if node.op_type == "Conv" and node.domain in ("", "ai.onnx"):
         return c_conv_applies(node)
-    if node.op_type == "FusedConv":  # an activation the C kernel applies, with its parameters; no Z
+    if node.op_type == "FusedConv":  # an activation the C kernel applies, with its parameters; Z of the output's type
         act = node.attr("activation", "")
-        return (len(node.inputs) <= 3 and act in C_CONV_ACTIVATIONS
+        return (act in C_CONV_ACTIVATIONS
                 and len(node.attr("activation_params") or []) == C_CONV_ACTIVATIONS[act] and c_conv_applies(node))
     if node.op_type == "ConvTranspose" and node.domain in ("", "ai.onnx"):
         return c_conv_applies(node, CONVT_ATTR_LENGTHS)

@@ -27,15 +27,26 @@ from . import _ckernels
 __all__ = ["SiLUFusionSurface"]
 
 
+def _c_epilogue(kind: str, params: list[float]) -> bool:
+    """An activation a FusedConv may carry here: the C Conv's epilogue ones where the C kernels are loaded (else
+    every one: the numpy FusedConv applies them all)."""
+    return _ckernels.c_registry() is None or kind in _ckernels.C_CONV_ACTIVATIONS
+
+
 def _conv_activation_fusion(graph: ort_graph.Graph, nodes: Collection[ort_graph.Node]) -> list[ort_graph.FusionRecord]:
-    c_loaded = _ckernels.c_registry() is not None
-    return ort_graph.fuse_conv_activation(graph, nodes, accepts=lambda kind, params: not c_loaded or kind in _ckernels.C_CONV_ACTIVATIONS)
+    return ort_graph.fuse_conv_activation(graph, nodes, accepts=_c_epilogue)
+
+
+def _conv_add_activation_fusion(graph: ort_graph.Graph,
+                                nodes: Collection[ort_graph.Node]) -> list[ort_graph.FusionRecord]:
+    return ort_graph.fuse_conv_add_activation(graph, nodes, accepts=_c_epilogue)
 
 
 class SiLUFusionSurface:
     """A provider mixin: a per-channel Add into the ConvTranspose before it (ConvTransposeAddFusion),
     BatchNormalization folded into the Conv or ConvTranspose before it (ConvBNFusion), then a constant Mul and Add
-    folded into the Conv before them (ConvMulFusion, ConvAddFusion), the Conv's activation into FusedConv, Mul(x, Sigmoid(x))
+    folded into the Conv before them (ConvMulFusion, ConvAddFusion), a residual Add and the activation after it
+    (ConvAddActivationFusion) or the activation alone into FusedConv, Mul(x, Sigmoid(x))
     fused into QuickGelu(x, alpha=1), and MatMul(., Transpose(.)) into
     FusedMatMul, and the repeated KV heads a matmul reads into rows of the query (RepeatKVFusion), on the provider's
     own nodes."""
@@ -47,6 +58,7 @@ class SiLUFusionSurface:
                 ort_abi.EpGraphPass("RecurrentDefaultActivations", ort_graph.drop_default_rnn_activations),
                 ort_abi.EpGraphPass("ConvMulFusion", ort_graph.fuse_conv_mul),
                 ort_abi.EpGraphPass("ConvAddFusion", ort_graph.fuse_conv_add),
+                ort_abi.EpGraphPass("ConvAddActivationFusion", _conv_add_activation_fusion),
                 ort_abi.EpGraphPass("ConvActivationFusion", _conv_activation_fusion),
                 ort_abi.EpGraphPass("SiLUFusion", ort_graph.fuse_silu),
                 # B's Transpose only: the C MatMul takes transB, not transA (a transposed A stays Transpose +

@@ -7,7 +7,7 @@ topological order, apply L1 fusions that keep derivative node names, and save it
 from ._body_weights import BodyWeight, body_weight_bytes, body_weights
 from ._constprop import constants_to_initializers, fold_constant_layouts, fold_constant_of_shape
 from ._conv1d_as_2d import conv1d_as_conv2d
-from ._conv_act_fusion import CONV_ACTIVATIONS, fuse_conv_activation
+from ._conv_act_fusion import CONV_ACTIVATIONS, fuse_conv_activation, fuse_conv_add_activation
 from ._conv_bn_fusion import fuse_conv_batchnorm
 from ._copy import copy_model
 from ._declared import has_shape_rule
@@ -54,7 +54,7 @@ __version__ = "0.2.0"
 
 __all__ = [
     "BodyWeight", "body_weight_bytes", "body_weights",
-    "FUSIONS", "FusionRecord", "CONV_ACTIVATIONS", "conv1d_as_conv2d", "drop_default_rnn_activations", "fuse_conv_activation", "fuse_conv_add", "fuse_conv_batchnorm", "fuse_conv_mul", "fuse_convtranspose_add", "fuse_matmul_transpose", "fuse_repeat_kv", "fuse_silu", "LAYER_ANN_KEY", "ShapeReport", "apply_l1_fusions", "constants_to_initializers", "fold_constant_layouts", "fold_constant_of_shape",
+    "FUSIONS", "FusionRecord", "CONV_ACTIVATIONS", "conv1d_as_conv2d", "drop_default_rnn_activations", "fuse_conv_activation", "fuse_conv_add", "fuse_conv_add_activation", "fuse_conv_batchnorm", "fuse_conv_mul", "fuse_convtranspose_add", "fuse_matmul_transpose", "fuse_repeat_kv", "fuse_silu", "LAYER_ANN_KEY", "ShapeReport", "apply_l1_fusions", "constants_to_initializers", "fold_constant_layouts", "fold_constant_of_shape",
     "copy_model", "parse_max_shape_override", "DimSpecError", "axis_name", "dynamic_axes", "format_shape",
     "dynamic_dims_hint", "named_inputs", "parse_dims", "parse_shapes", "sizes_by_symbol",
     "remove_unused_initializers", "resolve_shapes", "Attr", "Dim", "DuplicateNameError", "ExternalDataError", "MalformedNodeError", "ExternalLocation", "Graph", "GraphError",

@@ -4,7 +4,11 @@ activation to each output block while it is in cache, and the plan loses the Con
 
 Activations: Relu, Sigmoid, Tanh, LeakyRelu (alpha), HardSigmoid (alpha, beta), Clip (constant bounds) and
 HardSwish, the last also as exporters write it out: Div(Mul(x, Clip(Add(x, 3), 0, 6)), 6) and
-Mul(x, HardSigmoid(x, alpha=1/6, beta=0.5)). The fused node is named `<conv name>/ConvActivationFusion`."""
+Mul(x, HardSigmoid(x, alpha=1/6, beta=0.5)). The fused node is named `<conv name>/ConvActivationFusion`.
+
+A residual block's Conv + Add (or a two-input Sum) of a tensor of the Conv output's shape + activation becomes
+FusedConv(X, W, B, Z) (ONNX Runtime's ConvAddActivationFusion): the kernel adds Z after the bias, then applies the
+activation, and the plan loses both intermediate blocks. Named `<conv name>/ConvAddActivationFusion`."""
 
 from __future__ import annotations
 
@@ -13,10 +17,10 @@ from collections.abc import Callable, Collection
 from onnx import AttributeProto
 
 from ._fusions import FusionRecord, _only_consumer, _replace, _scalar
-from ._ir import Attr, Graph, Node
+from ._ir import Attr, Graph, Node, is_static
 from ._rewrite import Rewriter
 
-__all__ = ["CONV_ACTIVATIONS", "fuse_conv_activation"]
+__all__ = ["CONV_ACTIVATIONS", "fuse_conv_activation", "fuse_conv_add_activation"]
 
 CONV_ACTIVATIONS = frozenset({"Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "Clip", "HardSwish"})
 _FLOAT = 1
@@ -77,9 +81,8 @@ def _written_hard_swish(graph: Graph, x: str) -> list[Node] | None:
     return None
 
 
-def _activation(graph: Graph, conv: Node) -> tuple[str, list[float], list[Node]] | None:
-    """(activation, its parameters, the nodes it replaces) for the Conv's output, or None."""
-    y = conv.outputs[0]
+def _activation(graph: Graph, y: str) -> tuple[str, list[float], list[Node]] | None:
+    """(activation, its parameters, the nodes it replaces) for value `y` (a Conv's output), or None."""
     written = _written_hard_swish(graph, y)
     if written is not None:
         return "HardSwish", [], written
@@ -96,6 +99,31 @@ def _activation(graph: Graph, conv: Node) -> tuple[str, list[float], list[Node]]
     return act.op_type, [], [act]
 
 
+def _fusable(graph: Graph, conv: Node, allowed: set[int] | None) -> bool:
+    """A float32 Conv(X, W[, B]) of one output that `allowed` (all when None) lets take part."""
+    out = graph.values.get(conv.outputs[0]) if len(conv.outputs) == 1 else None
+    return (2 <= len(conv.inputs) <= 3 and out is not None and out.dtype == _FLOAT
+            and (allowed is None or id(conv) in allowed))
+
+
+def _epilogue(graph: Graph, conv: Node, found: tuple[str, list[float], list[Node]], between: list[Node],
+              allowed: set[int] | None, accepts: Callable[[str, list[float]], bool] | None) -> dict[str, Attr] | None:
+    """FusedConv's attributes for `conv` and the activation `found` after the nodes `between` (a residual Add), or
+    None where the activation's output differs from the Conv's in type or shape, a node is not allowed or
+    `accepts` refuses the activation."""
+    kind, params, acts = found
+    out, y = graph.values[conv.outputs[0]], graph.values.get(acts[-1].outputs[0])
+    if (y is None or y.dtype != out.dtype or y.shape != out.shape or len(acts[-1].outputs) != 1
+            or (allowed is not None and any(id(n) not in allowed for n in (*between, *acts)))
+            or (accepts is not None and not accepts(kind, params))):
+        return None
+    attributes = dict(conv.attributes)
+    attributes["activation"] = Attr("activation", AttributeProto.STRING, kind)
+    if params:
+        attributes["activation_params"] = Attr("activation_params", AttributeProto.FLOATS, params)
+    return attributes
+
+
 def fuse_conv_activation(graph: Graph, nodes: Collection[Node] | None = None,
                          accepts: Callable[[str, list[float]], bool] | None = None) -> list[FusionRecord]:
     """float32 Conv(X, W[, B]) + its activation -> com.microsoft FusedConv with the Conv's attributes and
@@ -106,25 +134,55 @@ def fuse_conv_activation(graph: Graph, nodes: Collection[Node] | None = None,
     records: list[FusionRecord] = []
     rw = Rewriter(graph)
     for conv in [n for n in graph.nodes if _onnx(n, "Conv")]:
-        if not 2 <= len(conv.inputs) <= 3 or len(conv.outputs) != 1 or (allowed is not None and id(conv) not in allowed):
+        found = _activation(graph, conv.outputs[0]) if _fusable(graph, conv, allowed) else None
+        attributes = _epilogue(graph, conv, found, [], allowed, accepts) if found is not None else None
+        if attributes is None:
             continue
-        out = graph.values.get(conv.outputs[0])
-        found = _activation(graph, conv) if out is not None and out.dtype == _FLOAT else None
-        if found is None:
-            continue
-        kind, params, acts = found
+        acts = found[2]
         last = acts[-1]
-        y = graph.values.get(last.outputs[0])
-        if (y is None or y.dtype != out.dtype or y.shape != out.shape or len(last.outputs) != 1
-                or (allowed is not None and any(id(a) not in allowed for a in acts))
-                or (accepts is not None and not accepts(kind, params))):
-            continue
-        attributes = dict(conv.attributes)
-        attributes["activation"] = Attr("activation", AttributeProto.STRING, kind)
-        if params:
-            attributes["activation_params"] = Attr("activation_params", AttributeProto.FLOATS, params)
         fused = _replace(rw, [conv, *acts], "FusedConv", [i for i in conv.inputs if i], [last.outputs[0]],
                          "/ConvActivationFusion", attributes=attributes, domain="com.microsoft")
         records.append(FusionRecord("ConvActivationFusion", tuple(n.name for n in (conv, *acts)), (fused.name,)))
+    rw.finish()
+    return records
+
+
+def _residual(graph: Graph, conv: Node) -> tuple[Node, str] | None:
+    """(the Add / two-input Sum that is the Conv output's only reader, the other tensor it adds), where that tensor
+    has the Conv output's type and static shape (no broadcast) and the sum's output the same."""
+    y = conv.outputs[0]
+    add = _only_consumer(graph, y)
+    if add is None or add.domain not in ("", "ai.onnx") or add.op_type not in ("Add", "Sum") or len(add.outputs) != 1:
+        return None
+    z = _other(add, y)
+    out, zv, sv = graph.values.get(y), graph.values.get(z or ""), graph.values.get(add.outputs[0])
+    if z is None or out is None or zv is None or sv is None or not is_static(out.shape):
+        return None
+    if zv.dtype != out.dtype or zv.shape != out.shape or sv.dtype != out.dtype or sv.shape != out.shape:
+        return None
+    return add, z
+
+
+def fuse_conv_add_activation(graph: Graph, nodes: Collection[Node] | None = None,
+                             accepts: Callable[[str, list[float]], bool] | None = None) -> list[FusionRecord]:
+    """float32 Conv(X, W[, B]) + Add(., Z) (or Sum of the two) + an activation -> com.microsoft FusedConv(X, W, B, Z)
+    with `activation` / `activation_params`, where each node's output is the next one's only reader, Z has the
+    Conv output's shape and `accepts(activation, params)` (all when None) takes the activation. Only nodes in
+    `nodes` (all when None) take part."""
+    allowed = None if nodes is None else {id(n) for n in nodes}
+    records: list[FusionRecord] = []
+    rw = Rewriter(graph)
+    for conv in [n for n in graph.nodes if _onnx(n, "Conv")]:
+        residual = _residual(graph, conv) if _fusable(graph, conv, allowed) else None
+        found = _activation(graph, residual[0].outputs[0]) if residual is not None else None
+        attributes = _epilogue(graph, conv, found, [residual[0]], allowed, accepts) if found is not None else None
+        if attributes is None:
+            continue
+        (add, z), acts = residual, found[2]
+        last = acts[-1]
+        bias = conv.inputs[2] if len(conv.inputs) == 3 else ""
+        fused = _replace(rw, [conv, add, *acts], "FusedConv", [conv.inputs[0], conv.inputs[1], bias, z],
+                         [last.outputs[0]], "/ConvAddActivationFusion", attributes=attributes, domain="com.microsoft")
+        records.append(FusionRecord("ConvAddActivationFusion", tuple(n.name for n in (conv, add, *acts)), (fused.name,)))
     rw.finish()
     return records

@@ -144,3 +144,34 @@ def test_constant_unsqueezes_fold_so_the_scale_and_shift_fold_into_the_conv():
     kept = InferenceSession(caffe_scale(7), providers=["CPUExecutionProvider"])
     assert {"Unsqueeze", "Mul", "Add"} <= {n.op_type for n in kept.model.graph.nodes}
     np.testing.assert_allclose(kept.run(None, {"X": X})[0], want, rtol=1e-5, atol=1e-5)
+
+
+def residual_block():
+    """x -> Conv(3x3)+BN-free bias -> Add(., x) -> Relu: a ResNet basic block's tail (4 channels, 8x8)."""
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 4, 3, 3)).astype(np.float32) * 0.3, "W"),
+             numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "B")]
+    nodes = [helper.make_node("Conv", ["X", "W", "B"], ["C"], name="layer1/conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Sum", ["C", "X"], ["S"], name="layer1/sum"),
+             helper.make_node("Relu", ["S"], ["Y"], name="layer1/relu")]
+    graph = helper.make_graph(nodes, "res", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 4, 8, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_the_cpu_provider_folds_a_residual_add_and_relu_into_one_c_fused_conv():
+    import onnxruntime as ort
+
+    from ort_cpu_ep import c_kernels
+
+    model = residual_block()
+    x = np.random.default_rng(6).standard_normal((1, 4, 8, 8)).astype(np.float32)
+    sess = InferenceSession(model, providers=["CPUExecutionProvider"])
+    assert [f.fusion for f in sess.fusions] == ["ConvAddActivationFusion"]
+    (node,) = sess.model.graph.nodes
+    assert (node.op_type, node.attr("activation"), node.inputs[3]) == ("FusedConv", "Relu", "X")
+    assert c_kernels.kernel_language(sess.kernels[node.index]) == "C"
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"X": x})[0]
+    np.testing.assert_allclose(sess.run(None, {"X": x})[0], want, rtol=1e-5, atol=1e-5)
+    unfused = InferenceSession(model, {"enable_fusions": False}, providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(sess.run(None, {"X": x})[0], unfused.run(None, {"X": x})[0])
