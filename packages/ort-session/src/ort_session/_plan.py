@@ -68,6 +68,8 @@ class SessionPlan:
                              "workspace_layout": t["workspace_layout"]}
             if t.get("streaming_slots"):  # weight streaming's slots (the key is absent without streamed layers)
                 out[p.device]["streaming_slots"] = t["streaming_slots"]
+            if t.get("prepacked_weights"):  # pre-packed constant weights, inside "weights" (absent without any)
+                out[p.device]["prepacked_weights"] = t["prepacked_weights"]
         return out
 
     def copies(self) -> dict[str, Any]:
