@@ -6,7 +6,8 @@ JSON layout (stable; documented in the README):
   "granularity": "layers" | "nodes",   # the unit placed: whole layers (rules, auto-fit by layers) or nodes
   "nodes":   [{"name", "op", "layer", "ep", "reason"}],       # reason: why this EP (or "")
   "devices": {device: {"ep", "weights", "peak_activations", "workspace", "lower_bound", "total", "budget",
-                       "streaming_slots"}},   # streaming_slots: only with streamed layers
+                       "streaming_slots", "prepacked_weights"}},   # streaming_slots: only with streamed layers;
+                       # prepacked_weights: bytes of weights the kernels packed at initialization (inside "weights")
   "layers":  [placement report rows: group, layer, ep, nodes, weight/activation/workspace bytes],
   "declines": [{"ep", "node", "op", "domain", "opset", "rejected", "accepts", "remedy", "reason"}],
   "recheck": {"ok": bool, "planned_overruns": [str],              # weights + planned peak > budget
