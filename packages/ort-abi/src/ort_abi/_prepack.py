@@ -32,14 +32,10 @@ def aligned_buffer(nbytes: int) -> np.ndarray:
     return raw[offset:offset + nbytes]
 
 
-def declare_prepacked(kernel: Any, shapes: Sequence[WorkspaceInputShape], index: int, *,
-                      node: str | None = None) -> int:
-    """Bytes `kernel` will pack for constant input `index` (0: none, or the kernel does not pre-pack)."""
-    fn = getattr(kernel, "declare_prepacked", None)
-    if fn is None:
-        return 0
+def _call(fn: Any, args: tuple[Any, ...], *, node: str | None, operation: str, what: str) -> Any:
+    """fn(*args); a kernel's error status or any other exception as a PrePackError naming the node."""
     try:
-        value = fn(list(shapes), index)
+        return fn(*args)
     except PrePackError:
         raise
     except KernelError as e:  # the kernel's error status
@@ -47,8 +43,16 @@ def declare_prepacked(kernel: Any, shapes: Sequence[WorkspaceInputShape], index:
     except AbiError:
         raise
     except Exception as e:
-        raise PrePackError(ErrorCode.RUNTIME_EXCEPTION, f"declare_prepacked raised {e!r}", node=node,
-                           operation="DeclarePrePackedBytes") from e
+        raise PrePackError(ErrorCode.RUNTIME_EXCEPTION, f"{what} raised {e!r}", node=node, operation=operation) from e
+
+
+def declare_prepacked(kernel: Any, shapes: Sequence[WorkspaceInputShape], index: int, *,
+                      node: str | None = None) -> int:
+    """Bytes `kernel` will pack for constant input `index` (0: none, or the kernel does not pre-pack)."""
+    fn = getattr(kernel, "declare_prepacked", None)
+    if fn is None:
+        return 0
+    value = _call(fn, (list(shapes), index), node=node, operation="DeclarePrePackedBytes", what="declare_prepacked")
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise PrePackError(ErrorCode.INVALID_ARGUMENT, f"declared {value!r} packed bytes for input {index}; declare "
                            "an int >= 0 (0: not packed)", node=node, operation="DeclarePrePackedBytes")
@@ -56,21 +60,12 @@ def declare_prepacked(kernel: Any, shapes: Sequence[WorkspaceInputShape], index:
 
 
 def prepack_weight(kernel: Any, index: int, array: np.ndarray, nbytes: int, *, node: str | None = None) -> bool:
-    """Pack constant input `index` (`array`) into a host buffer of the declared `nbytes`, kept by the kernel
-    while it lives; True when the kernel packed it (False: the buffer is dropped)."""
+    """Pack constant input `index` (`array`) into a host buffer of the declared `nbytes`; True when the kernel
+    packed it (False: the buffer is dropped). A C kernel's buffer is kept by its CKernel until release; a Python
+    kernel keeps the `buffer` it was given itself."""
     fn = getattr(kernel, "prepack", None)
     if fn is None or nbytes <= 0:
         return False
     buffer = aligned_buffer(nbytes)
-    try:
-        packed = fn(index, np.ascontiguousarray(array), buffer)
-    except PrePackError:
-        raise
-    except KernelError as e:  # the kernel's error status
-        raise PrePackError(e.code, e.message, node=node or e.node, library=e.library, operation=e.operation) from e
-    except AbiError:
-        raise
-    except Exception as e:
-        raise PrePackError(ErrorCode.RUNTIME_EXCEPTION, f"prepack of input {index} raised {e!r}", node=node,
-                           operation="PrePackWeightInto") from e
-    return bool(packed)
+    return bool(_call(fn, (index, np.ascontiguousarray(array), buffer), node=node, operation="PrePackWeightInto",
+                      what=f"prepack of input {index}"))

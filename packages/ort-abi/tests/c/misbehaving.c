@@ -186,22 +186,22 @@ static OrtStatus* cr_prepack_fails(void* st, const OrtKernelInfo* info, OrtKerne
 }
 /* a version-4 kernel: its struct ends after DeclareWorkspaceRequirements (the host must not read past it) */
 typedef struct V4Kernel {
-  uint32_t ort_version_supported;
-  uint32_t flags;
-  OrtStatus* (*Compute)(OrtKernelImpl*, OrtKernelContext*);
-  void (*Release)(OrtKernelImpl*);
-  OrtStatus* (*PrePackWeight)(OrtKernelImpl*, const OrtValue*, int, int*);
+  V1Kernel v1; /* the same leading fields */
   OrtStatus* (*DeclareWorkspaceRequirements)(OrtKernelImpl*, const OrtWorkspaceInputShape*, size_t, OrtWorkspaceSlot*,
                                              size_t, size_t*);
 } V4Kernel;
-static OrtStatus* cr_v4(void* st, const OrtKernelInfo* info, OrtKernelImpl** out) {
-  V4Kernel* k = (V4Kernel*)calloc(1, sizeof *k);
-  (void)st; (void)info;
-  k->ort_version_supported = 4;
+/* an older kernel of `size` bytes (its struct ends before a later version's fields) and that version */
+static OrtStatus* make_old(size_t size, uint32_t version, OrtKernelImpl** out) {
+  V1Kernel* k = (V1Kernel*)calloc(1, size); /* V1Kernel: the leading fields every version shares */
+  k->ort_version_supported = version;
   k->Compute = c_v1_compute;
   k->Release = rel;
   *out = (OrtKernelImpl*)k;
   return NULL;
+}
+static OrtStatus* cr_v4(void* st, const OrtKernelInfo* info, OrtKernelImpl** out) {
+  (void)st; (void)info;
+  return make_old(sizeof(V4Kernel), 4, out);
 }
 
 static OrtStatus* cr_null_compute(void* st, const OrtKernelInfo* info, OrtKernelImpl** out) {
@@ -213,13 +213,8 @@ static OrtStatus* cr_too_new(void* st, const OrtKernelInfo* info, OrtKernelImpl*
   return make(c_ok, NULL, 99, out);
 }
 static OrtStatus* cr_v1(void* st, const OrtKernelInfo* info, OrtKernelImpl** out) {
-  V1Kernel* k = (V1Kernel*)calloc(1, sizeof *k);
   (void)st; (void)info;
-  k->ort_version_supported = 1;
-  k->Compute = c_v1_compute;
-  k->Release = rel;
-  *out = (OrtKernelImpl*)k;
-  return NULL;
+  return make_old(sizeof(V1Kernel), 1, out);
 }
 static OrtStatus* cr_fails(void* st, const OrtKernelInfo* info, OrtKernelImpl** out) {
   const char* name = "?";
