@@ -85,3 +85,36 @@ def test_the_declaration_is_the_whole_packed_b_where_the_product_packs_it(librar
     assert _declared(_model("MatMul", (300,), b)) == [0, 0]  # one row
     assert _declared(_model("MatMul", (2, 7, 300), np.ones((2, 300, 77), np.float32))) == [0, 0]  # batched B
     assert _declared(_model("Gemm", (7, 300), b.T.copy(), transB=1)) == [0, padded]
+
+
+@pytest.mark.parametrize(("declared_at", "packed_at", "run_at"), [(2, 2, 0), (0, 0, 2), (0, 2, 2)],
+                         ids=["packed-wide-run-portable", "packed-portable-run-wide", "declared-narrow-packed-wide"])
+def test_a_panel_width_changed_after_declaring_or_packing_falls_back_to_packing_per_call(library, declared_at,
+                                                                                         packed_at, run_at):
+    """The instruction-set cap (tests lower it) sets the panel width: panels packed at another width are not
+    read, and a declaration too small for the width at packing time packs nothing; the result stays right."""
+    import ctypes
+
+    from ort_cpu_ep import c_kernels, intra_op_thread_scope
+
+    lib = ctypes.CDLL(str(c_kernels.library_path()))
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((29, 300)).astype(np.float32), rng.standard_normal((300, 77)).astype(np.float32)
+    m = ort_graph.from_proto(_model("MatMul", a.shape, b))
+    ep = CpuExecutionProvider(m.graph, m.opset_imports)
+    (node,) = m.graph.nodes
+    before = lib.ort_cpu_ep_isa_cap()
+    kernel = ep.entry(node).create_kernel(ort_abi.KernelInfo.from_node(node, ep))
+    try:
+        lib.ort_cpu_ep_set_isa_cap(declared_at)
+        nbytes = ort_abi.declare_prepacked(kernel, ort_abi.workspace_input_shapes(node), 1)
+        lib.ort_cpu_ep_set_isa_cap(packed_at)
+        ort_abi.prepack_weight(kernel, 1, b, nbytes)
+        lib.ort_cpu_ep_set_isa_cap(run_at)
+        ctx = ort_abi.KernelContext([a, b], output_count=1, output_types=[F])
+        with intra_op_thread_scope(2):
+            kernel.compute(ctx)
+    finally:
+        lib.ort_cpu_ep_set_isa_cap(before)
+        kernel.release()
+    np.testing.assert_allclose(ctx.outputs[0], a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)
