@@ -14,6 +14,7 @@ session through the same loop (the past grows by one token a step, as genai's do
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 import warnings
@@ -37,6 +38,18 @@ TARGETS = {"decode": 1.0, "prefill": 0.9}  # issue 26: tokens/s ours / peer
 
 
 GENAI_STEPS = 16  # decode steps after the prefill in the generator table
+# BENCH_THIN_ROWS="fp32 prefill,int4 decode": only the session rows whose "kind phase" label holds every word of one
+# comma-separated filter, and neither the oversubscribed row nor the generator table (a partial, quicker run)
+ROWS_ENV = "BENCH_THIN_ROWS"
+
+
+def _rows_filter() -> list[list[str]] | None:
+    raw = os.environ.get(ROWS_ENV, "").strip()
+    return [f.split() for f in raw.split(",") if f.strip()] if raw else None
+
+
+def _wanted(label: str, phase: str, filters: list[list[str]] | None) -> bool:
+    return filters is None or any(all(w in f"{label} {phase}" for w in f) for f in filters)
 BUSY = 2  # busy processes of the oversubscribed row
 
 
@@ -99,8 +112,11 @@ def run(quick: bool = False) -> Section:
     peer = "onnxruntime"
     t = Table(f"thin decoder (135M shape: 30 layers, hidden 576) vs {peer}, same threads, tokens/s",
               ["case", "threads", "ours", "ours tok/s", peer, "peer tok/s", "tok/s ratio", "target", "max rel diff"])
+    filters = _rows_filter()
     for label, level in KINDS:
         for phase, seq, past in PHASES:
+            if not _wanted(label, phase, filters):
+                continue
             for r in _case(label, level, phase, seq, past, quick):
                 ratio = r["ours_tok_s"] / r["ort_tok_s"]
                 target = TARGETS[r["phase"]]
@@ -108,7 +124,7 @@ def run(quick: bool = False) -> Section:
                       f"{r['ort_tok_s']:.1f}", fmt_ratio(ratio, 2), f">= {target}{'' if ratio >= target else ' (miss)'}",
                       f"{r['max_rel_diff']:.1e}")
                 sec.records.append({**r, "ratio": ratio, "target": target, "peer": peer})
-    for r in _oversubscribed(quick):
+    for r in _oversubscribed(quick) if filters is None else ():
         ratio = r["ours_tok_s"] / r["ort_tok_s"]
         t.add(r["case"], r["threads"], fmt_seconds(r["ours"]), f"{r['ours_tok_s']:.1f}", fmt_seconds(r["ort"]),
               f"{r['ort_tok_s']:.1f}", fmt_ratio(ratio, 2), "-", f"{r['max_rel_diff']:.1e}")
@@ -125,7 +141,9 @@ def run(quick: bool = False) -> Section:
     t.notes.append(f"onnxruntime {ort.__version__}; int4 weights packed by its quantize_matmul_4bits (block 32, "
                    "zero points), accuracy_level 4; thread rows on a shared machine are noisy")
     sec.tables.append(t)
-    if importlib.util.find_spec("onnxruntime_genai") is not None:
+    if filters is not None:
+        t.notes.append(f"{ROWS_ENV}={os.environ[ROWS_ENV]!r}: only these rows (no oversubscribed row, no generator table)")
+    elif importlib.util.find_spec("onnxruntime_genai") is not None:
         sec.tables.append(_genai_table(sec, quick))
     return sec
 

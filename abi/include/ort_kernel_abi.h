@@ -56,9 +56,10 @@ extern "C" {
 /* The ABI version this header describes. Version 2 added KernelRegistry_AddKernelV2,
  * OrtKernelImpl::DeclareWorkspaceRequirements and KernelContext_GetPreallocatedWorkspace; version 3
  * added KernelRegistry_AddKernelV3 (an output-shape callback); version 4 added Node_GetAttributeFloats and
- * KernelInfo_GetAttributeFloats (FLOATS attributes, e.g. FusedConv's activation_params). Libraries built against
- * 1, 2 or 3 load unchanged; a library that calls a field added in version v needs a host with api->version >= v. */
-#define ORT_KERNEL_ABI_VERSION 4
+ * KernelInfo_GetAttributeFloats (FLOATS attributes, e.g. FusedConv's activation_params); version 5 added
+ * OrtKernelImpl::DeclarePrePackedBytes and PrePackWeightInto (planned constant-weight pre-packing). Libraries built
+ * against 1..4 load unchanged; a library that calls a field added in version v needs a host with api->version >= v. */
+#define ORT_KERNEL_ABI_VERSION 5
 /* The oldest library / kernel version a host of this version still accepts. */
 #define ORT_KERNEL_ABI_MIN_VERSION 1
 /* The first version whose OrtKernelImpl has the DeclareWorkspaceRequirements field. */
@@ -69,6 +70,10 @@ extern "C" {
 #define ORT_KERNEL_ABI_VERSION_OUTPUT_SHAPES 3
 /* The first version whose host table has Node_GetAttributeFloats and KernelInfo_GetAttributeFloats. */
 #define ORT_KERNEL_ABI_VERSION_FLOAT_LISTS 4
+/* The first version whose OrtKernelImpl has DeclarePrePackedBytes and PrePackWeightInto. */
+#define ORT_KERNEL_ABI_VERSION_PREPACK 5
+/* Alignment of the buffer the host hands PrePackWeightInto. */
+#define ORT_PREPACK_ALIGNMENT 64
 /* The largest output rank an OrtKernelOutputShapeFunc can report. */
 #define ORT_OUTPUT_SHAPE_MAX_RANK 16
 
@@ -166,7 +171,8 @@ struct OrtKernelImpl {
   uint32_t flags;
   OrtStatus* (*Compute)(OrtKernelImpl* this_ptr, OrtKernelContext* context);
   void (*Release)(OrtKernelImpl* this_ptr);
-  /* Reserved for constant-weight pre-packing; this host version never calls it. Set NULL. */
+  /* Kept for layout compatibility with ONNX Runtime's plugin API; this host never calls it (a kernel that allocates
+   * its own packed copy cannot be planned): pre-pack with DeclarePrePackedBytes / PrePackWeightInto. Set NULL. */
   OrtStatus* (*PrePackWeight)(OrtKernelImpl* this_ptr, const OrtValue* tensor, int input_index,
                               int* is_packed);
   /* Since version 2. Write at most max_slots entries into slots and their count into *num_slots.
@@ -175,6 +181,19 @@ struct OrtKernelImpl {
                                              const OrtWorkspaceInputShape* input_shapes,
                                              size_t num_inputs, OrtWorkspaceSlot* slots,
                                              size_t max_slots, size_t* num_slots);
+  /* Since version 5; both NULL, or both set. Planned pre-packing of constant weights, as onnxruntime's PrePack:
+   * for each input that is a constant initializer, the host calls DeclarePrePackedBytes once, after
+   * DeclareWorkspaceRequirements and before the memory plan's budget check, with the same input shapes;
+   * *packed_bytes = 0: that input is not packed. The declared bytes count as the node's weights on its device
+   * (plan weight totals, budget checks). Then, before any Compute, PrePackWeightInto is called once for each input
+   * with a nonzero declaration, with the initializer and a host-owned buffer of exactly packed_bytes (aligned to
+   * ORT_PREPACK_ALIGNMENT) that stays valid until Release: write the packed form there and set *is_packed = 1 to
+   * use it in Compute (0: not packed after all; the host may drop the buffer). The initializer stays a Compute
+   * input either way. An error status fails initialization, naming the node. */
+  OrtStatus* (*DeclarePrePackedBytes)(OrtKernelImpl* this_ptr, const OrtWorkspaceInputShape* input_shapes,
+                                      size_t num_inputs, int input_index, size_t* packed_bytes);
+  OrtStatus* (*PrePackWeightInto)(OrtKernelImpl* this_ptr, const OrtValue* tensor, int input_index, void* packed,
+                                  size_t packed_bytes, int* is_packed);
 };
 
 /* Creates a kernel instance for one node. state is the create_func_state given at registration. */

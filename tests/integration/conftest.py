@@ -88,3 +88,12 @@ def cpu_c_kernels() -> None:
         require_c_library()
     except CLibraryUnavailable as e:
         pytest.skip(str(e))
+
+
+@pytest.fixture(scope="session")
+def misbehaving_lib(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """ort-abi's rule-breaking test kernels (packages/ort-abi/tests/c/misbehaving.c), e.g. PrePackFails on the CPU EP."""
+    if not ort_abi.c_available():
+        pytest.skip("ort_abi._cffi_bridge is not built (C kernels cannot load)")
+    source = HERE.parents[1] / "packages" / "ort-abi" / "tests" / "c" / "misbehaving.c"
+    return compile_library(source, tmp_path_factory.mktemp("misbehaving") / "libmisbehaving.so")

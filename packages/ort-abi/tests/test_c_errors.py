@@ -81,7 +81,7 @@ def test_load_errors(misbehaving_variant, define, error, fragment):
 def test_custom_entry_point_name(misbehaving_variant, fresh_statuses):
     reg = KernelRegistry()
     lib = load_kernel_library(misbehaving_variant("NO_ENTRY"), reg, entry_point="MyRegister")
-    assert lib.entry_point == "MyRegister" and len(reg) == len(lib.entries) == 21
+    assert lib.entry_point == "MyRegister" and len(reg) == len(lib.entries) == 25
 
 
 def test_duplicate_registration_rolls_back(example_lib, fresh_statuses):

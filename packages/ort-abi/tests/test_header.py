@@ -47,6 +47,8 @@ def _header_define(name: str) -> int:
     ("ORT_KERNEL_ABI_VERSION_OUTPUT_SHAPES", ort_abi.ABI_VERSION_OUTPUT_SHAPES),
     ("ORT_KERNEL_ABI_VERSION_FLOAT_LISTS", ort_abi.ABI_VERSION_FLOAT_LISTS),
     ("ORT_OUTPUT_SHAPE_MAX_RANK", ort_abi.MAX_OUTPUT_RANK),
+    ("ORT_KERNEL_ABI_VERSION_PREPACK", ort_abi.ABI_VERSION_PREPACK),
+    ("ORT_PREPACK_ALIGNMENT", ort_abi.ABI_PREPACK_ALIGNMENT),
     ("ORT_KERNEL_ABI_VERSION", ort_abi.HOST_API.version),
 ])
 def test_python_constants_match_header(macro, value):

@@ -3,13 +3,15 @@
  * [M, 1] or [M, N]. The product is the MatMul kernel's sgemm (sgemm_columns, alpha applied there), then beta * C
  * added element by element, as onnxruntime adds it. Threads split the columns in the micro-kernel's panels.
  * Workspace: slot 0, one packing buffer per thread (sgemm_thread_floats; none for a few rows, which stream B);
- * without a declaration Compute takes the host's scratch buffer. ort_cpu_ep._ckernels sends transA 1 to numpy. */
+ * without a declaration Compute takes the host's scratch buffer; a constant B is packed once at initialization
+ * (sgemm_prepack.c) where the product packs it, and Compute reads it in place without that slot. ort_cpu_ep._ckernels sends transA 1 to numpy. */
 #include <stdio.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
 #include "mnb.h" /* mnb_parallel, mnb_threads */
 #include "sgemm.h"
+#include "sgemm_prepack.h"
 
 #define GEMM_SLOT 0
 #define GEMM_MIN_WORK_PER_THREAD (1 << 18) /* multiply-adds below which an extra thread does not pay */
@@ -21,6 +23,7 @@ typedef struct GemmKernel {
   float alpha, beta;
   int trans_b;
   size_t declared; /* bytes of slot 0 the plan holds */
+  SgPrepacked pre; /* a constant B packed at initialization (sgemm_prepack.c), else panels NULL */
 } GemmKernel;
 
 static OrtStatus* gemm_fail(const char* what) {
@@ -64,6 +67,24 @@ static OrtStatus* gemm_declare(OrtKernelImpl* this_ptr, const OrtWorkspaceInputS
   if (gemm_dims(shapes[0].dims, 2, shapes[1].dims, 2, k->trans_b, mkn, err, sizeof err)) return gemm_fail(err);
   k->declared = gemm_bytes(mkn, k->trans_b, mnb_threads());
   return cpu_kernels_declare_slot(g_api, "Gemm", GEMM_SLOT, k->declared, slots, max_slots, num_slots);
+}
+
+/* bytes of constant input `index` packed at initialization (ABI v5): B, where the product packs it */
+static OrtStatus* gemm_declare_prepack(OrtKernelImpl* this_ptr, const OrtWorkspaceInputShape* shapes,
+                                       size_t num_inputs, int index, size_t* bytes) {
+  GemmKernel* k = (GemmKernel*)this_ptr;
+  int known_a = num_inputs > 0 && shapes[0].state == ORT_WORKSPACE_INPUT_SHAPED && shapes[0].rank == 2 &&
+                shapes[0].dims != NULL;
+  *bytes = sg_prepack_bytes(shapes, num_inputs, index, k->trans_b, known_a ? shapes[0].dims[0] : -1);
+  return NULL;
+}
+
+static OrtStatus* gemm_prepack(OrtKernelImpl* this_ptr, const OrtValue* tensor, int index, void* packed, size_t bytes,
+                               int* is_packed) {
+  GemmKernel* k = (GemmKernel*)this_ptr;
+  *is_packed = 0;
+  if (index != 1) return NULL;
+  return sg_prepack_into(g_api, "Gemm", &k->pre, tensor, k->trans_b, packed, bytes, is_packed);
 }
 
 typedef struct GemmJob {
@@ -140,6 +161,7 @@ static OrtStatus* gemm_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   job.p.lda = mkn[1]; job.p.ldb = k->trans_b ? mkn[1] : mkn[2]; job.p.ldc = mkn[2];
   job.p.b_trans = k->trans_b;
   job.p.alpha = k->alpha;
+  job.p.bp = sg_prepacked(&k->pre, mkn[1], mkn[2]);
   job.width = sgemm_streams(&job.p) ? 64 : sgemm_panel_width();
   panels = (mkn[2] + job.width - 1) / job.width;
   work = (double)mkn[0] * (double)mkn[1] * (double)mkn[2];
@@ -148,7 +170,7 @@ static OrtStatus* gemm_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   if (threads > panels) threads = (int)panels;
   if (threads < 1) threads = 1;
   job.thread_bytes = sgemm_thread_floats(mkn[0], mkn[1], mkn[2], k->trans_b) * sizeof(float);
-  if (job.thread_bytes > 0 && mkn[1] > 0) {
+  if (job.thread_bytes > 0 && mkn[1] > 0 && job.p.bp == NULL) {
     ORT_KERNEL_RETURN_IF_ERROR(cpu_kernels_thread_buffers(g_api, ctx, GEMM_SLOT, k->declared, job.thread_bytes,
                                                           &threads, &buffers));
     job.buffers = (char*)buffers;
@@ -181,6 +203,8 @@ static OrtStatus* gemm_create(void* state, const OrtKernelInfo* info, OrtKernelI
   k->alpha = alpha;
   k->beta = beta;
   k->trans_b = trans_b != 0;
+  k->base.DeclarePrePackedBytes = gemm_declare_prepack;
+  k->base.PrePackWeightInto = gemm_prepack;
   *out = &k->base;
   return NULL;
 }

@@ -18,6 +18,7 @@ typedef struct SgProblem {
   int64_t M, N, K, lda, ldb, ldc;
   int b_trans; /* B stored as N x K, rows ldb apart */
   float alpha; /* C = alpha (A @ B) */
+  const float* bp; /* NULL, or B prepacked whole at sgemm_panel_width() (sgemm_pack_b): read in place */
 } SgProblem;
 
 /* the micro-kernel's tile width on this CPU: B is packed in panels this wide */
@@ -35,5 +36,11 @@ typedef void (*SgPackFn)(void* ctx, int64_t k0, int64_t kc, int64_t n0, int64_t 
 /* sgemm_columns with B's blocks written by `pack` (a Conv's im2col) instead of read from p->b: never streamed,
  * K > 0; `work` of sgemm_thread_floats(SG_SKINNY_ROWS + 1, K, N, 0) floats */
 void sgemm_columns_packed(const SgProblem* p, int64_t n0, int64_t n1, SgPackFn pack, void* ctx, float* work);
+
+/* floats of all of a K x N B packed in panels of nr columns: K blocks of SG_KC rows, each the N columns padded to
+ * a multiple of nr (bp[k0 * Npad + q * kc * nr + k * nr + j] = B[k0 + k, q * nr + j], zeros past N) */
+size_t sgemm_packed_floats(int64_t K, int64_t N, int64_t nr);
+/* writes that layout of B (K x N, or N x K with b_trans; rows ldb apart) to bp */
+void sgemm_pack_b(const float* b, int64_t K, int64_t N, int64_t ldb, int b_trans, int64_t nr, float* bp);
 
 #endif

@@ -7,7 +7,8 @@
  * SG_KC x SG_NC floats whatever the shapes) for the threads in effect at declaration; Compute uses no more
  * threads than the slot holds buffers for. A few rows with a plain B (decode) stream B and declare none.
  * Threads take chunks of items from a shared counter (as MatMulNBits does), so a thread without a core leaves
- * its work to the others. */
+ * its work to the others. A constant 2-D B is packed once at initialization (sgemm_prepack.c) where the product
+ * packs it; Compute then reads it in place and takes no packing buffers. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "cpu_kernels.h"
 #include "mnb.h" /* mnb_parallel, mnb_threads */
 #include "sgemm.h"
+#include "sgemm_prepack.h"
 
 #define SG_SLOT_PACKING 0
 #define SG_MAX_RANK 16
@@ -31,6 +33,7 @@ typedef struct SgKernel {
   int b_trans;        /* FusedMatMul transB */
   float alpha;        /* FusedMatMul alpha (1 for MatMul) */
   const char* op;
+  SgPrepacked pre; /* a constant 2-D B packed at initialization (sgemm_prepack.c), else panels NULL */
 } SgKernel;
 
 /* batches of M x K @ K x N, Y's shape and where each batch's A and B start (in matrices; 0 where broadcast) */
@@ -172,6 +175,25 @@ static OrtStatus* sg_declare(OrtKernelImpl* this_ptr, const OrtWorkspaceInputSha
   return NULL;
 }
 
+/* bytes of constant input `index` packed at initialization (ABI v5): B, where the product packs it */
+static OrtStatus* sg_declare_prepack(OrtKernelImpl* this_ptr, const OrtWorkspaceInputShape* shapes, size_t num_inputs,
+                                     int index, size_t* bytes) {
+  SgKernel* k = (SgKernel*)this_ptr;
+  int64_t rows, K, N;
+  int shaped_a = num_inputs > 0 && shapes[0].state == ORT_WORKSPACE_INPUT_SHAPED;
+  sg_bounds(shaped_a ? shapes[0].dims : NULL, shaped_a ? shapes[0].rank : 0, NULL, 2, k->b_trans, &rows, &K, &N);
+  *bytes = sg_prepack_bytes(shapes, num_inputs, index, k->b_trans, rows);
+  return NULL;
+}
+
+static OrtStatus* sg_prepack(OrtKernelImpl* this_ptr, const OrtValue* tensor, int index, void* packed, size_t bytes,
+                             int* is_packed) {
+  SgKernel* k = (SgKernel*)this_ptr;
+  *is_packed = 0;
+  if (index != 1) return NULL;
+  return sg_prepack_into(g_api, k->op, &k->pre, tensor, k->b_trans, packed, bytes, is_packed);
+}
+
 typedef struct SgJob {
   const SgShape* shape;
   SgProblem base; /* batch 0's problem; the others differ in where A, B and C start */
@@ -277,6 +299,7 @@ static OrtStatus* sg_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   job.base.lda = shape.K; job.base.ldb = k->b_trans ? shape.K : shape.N; job.base.ldc = shape.N;
   job.base.b_trans = k->b_trans;
   job.base.alpha = k->alpha;
+  job.base.bp = b_rank == 2 ? sg_prepacked(&k->pre, shape.K, shape.N) : NULL;
 
   /* 16-column items, so that a few threads split N evenly (576 = 2 x 18 x 16; in 64-column panels 5 + 4): a
    * share that ends inside a micro-kernel panel computes only the vectors it needs there (sgemm_math.c) */
@@ -286,7 +309,7 @@ static OrtStatus* sg_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   threads = mnb_threads();
   if ((double)threads > work / SG_MIN_WORK_PER_THREAD) threads = (int)(work / SG_MIN_WORK_PER_THREAD);
   if (threads < 1) threads = 1;
-  if (!sgemm_streams(&job.base) && shape.K > 0) { /* the packed path: a B block per thread */
+  if (!sgemm_streams(&job.base) && shape.K > 0 && job.base.bp == NULL) { /* packed per call: a B block per thread */
     job.thread_bytes = sgemm_thread_floats(shape.M, shape.K, shape.N, k->b_trans) * sizeof(float);
     ORT_KERNEL_RETURN_IF_ERROR(cpu_kernels_thread_buffers(g_api, ctx, SG_SLOT_PACKING, k->declared, job.thread_bytes,
                                                           &threads, &buffers));
@@ -304,6 +327,8 @@ static OrtStatus* sg_new(const char* op, int b_trans, float alpha, OrtKernelImpl
   k->op = op;
   k->b_trans = b_trans;
   k->alpha = alpha;
+  k->base.DeclarePrePackedBytes = sg_declare_prepack;
+  k->base.PrePackWeightInto = sg_prepack;
   *out = &k->base;
   return NULL;
 }

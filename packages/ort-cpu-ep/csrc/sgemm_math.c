@@ -7,6 +7,7 @@
  * copy of A, so threads can take columns in any chunks). The micro-kernel holds an MR x NR tile of C in
  * registers and adds one rank-1 update per k: NR/VL vector loads of B, MR broadcasts of A, MR x NR/VL fused
  * multiply-adds. The first K block writes C, the later ones add to it (C need not be zeroed).
+ * A B prepacked whole at initialization (p->bp: a constant weight, sgemm_prepack.c) is read in place instead.
  * A few rows (decode) skip the packing: B is streamed once, row by row (sg_skinny; a transposed B by dot
  * products of its rows, sg_skinny_t). A transposed B (N x K, FusedMatMul transB) of more rows is packed from its rows; alpha scales each block's products before they are stored.
  *
@@ -224,9 +225,34 @@
     }                                                                                                              \
   }                                                                                                                \
                                                                                                                    \
+  /* B prepacked whole (p->bp, sgemm_pack_b at NR): each K block's panels read in place, a share that starts \
+   * inside a panel reading from its column there (a multiple of 16 columns: whole vectors) */                    \
+  __attribute__((target(TARGET))) static void sg_columns_pre_##S(const SgProblem* p, int64_t n0, int64_t n1) {    \
+    const int64_t npad = (p->N + NR - 1) / NR * NR;                                                                \
+    int64_t k0, nb, n, i;                                                                                          \
+    for (k0 = 0; k0 < p->K; k0 += SG_KC) {                                                                         \
+      int64_t kc = p->K - k0 < SG_KC ? p->K - k0 : SG_KC;                                                          \
+      const float* block = p->bp + k0 * npad;                                                                      \
+      for (nb = n0; nb < n1; nb += SG_NC) {                                                                        \
+        int64_t end = n1 - nb < SG_NC ? n1 : nb + SG_NC, cols;                                                     \
+        for (n = nb; n < end; n += cols) {                                                                         \
+          const float* panel = block + n / NR * kc * NR + n % NR;                                                  \
+          cols = NR - n % NR < end - n ? NR - n % NR : end - n;                                                    \
+          for (i = 0; i < p->M; i += MR)                                                                           \
+            sg_tile_##S(p->a + i * p->lda + k0, p->lda, panel, kc, p->c + i * p->ldc + n, p->ldc,                  \
+                        p->M - i < MR ? p->M - i : MR, cols, k0 > 0, p->alpha);                                    \
+        }                                                                                                          \
+      }                                                                                                            \
+    }                                                                                                              \
+  }                                                                                                                \
+                                                                                                                   \
   __attribute__((target(TARGET))) static void sg_columns_##S(const SgProblem* p, int64_t n0, int64_t n1,          \
                                                              float* bp, SgPackFn pack, void* ctx) {                \
     int64_t k0, nb, n, i;                                                                                          \
+    if (p->bp != NULL && pack == NULL) {                                                                           \
+      sg_columns_pre_##S(p, n0, n1);                                                                               \
+      return;                                                                                                      \
+    }                                                                                                              \
     for (k0 = 0; k0 < p->K; k0 += SG_KC) {                                                                         \
       int64_t kc = p->K - k0 < SG_KC ? p->K - k0 : SG_KC;                                                          \
       for (nb = n0; nb < n1; nb += SG_NC) {                                                                        \

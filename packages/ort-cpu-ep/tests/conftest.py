@@ -16,6 +16,20 @@ def library() -> None:
         pytest.skip(str(e))
 
 
+@pytest.fixture(params=[0, 1, 2], ids=["portable", "avx2", "avx512"])
+def isa_cap(request, library):
+    """Each instruction-set path of the C kernels (those this CPU lacks fall back to the next narrower one)."""
+    import ctypes
+
+    from ort_cpu_ep import c_kernels
+
+    lib = ctypes.CDLL(str(c_kernels.library_path()))
+    before = lib.ort_cpu_ep_isa_cap()
+    lib.ort_cpu_ep_set_isa_cap(request.param)
+    yield request.param
+    lib.ort_cpu_ep_set_isa_cap(before)
+
+
 @pytest.fixture
 def numpy_kernels_only(monkeypatch: pytest.MonkeyPatch):
     """The provider without its C kernels (ORT_CPU_EP_NO_C_KERNELS=1) for the test: what the numpy kernels do."""

@@ -66,16 +66,6 @@ def test_empty_sums_and_empty_outputs(library):
     assert _run(model, feeds, "C")["y"].shape == (0, 5)
 
 
-@pytest.fixture(params=[0, 1, 2], ids=["portable", "avx2", "avx512"])
-def isa_cap(request, library):
-    """Each instruction-set path (those this CPU lacks fall back to the next narrower one)."""
-    lib = ctypes.CDLL(str(c_kernels.library_path()))
-    before = lib.ort_cpu_ep_isa_cap()
-    lib.ort_cpu_ep_set_isa_cap(request.param)
-    yield request.param
-    lib.ort_cpu_ep_set_isa_cap(before)
-
-
 @pytest.mark.parametrize("M", [1, 6, 7, 29])
 def test_every_instruction_set_path_matches_the_reference(isa_cap, M):
     model, feeds, a, b = _matmul((M, 300), (300, 77), seed=M)

@@ -17,11 +17,13 @@ from ort_graph._lazy import lazy_exports
 
 __version__ = "0.2.0"
 
-ABI_VERSION = 4  # == ORT_KERNEL_ABI_VERSION in the header (a test checks they agree)
+ABI_VERSION = 5  # == ORT_KERNEL_ABI_VERSION in the header (a test checks they agree)
 ABI_MIN_VERSION = 1
 ABI_VERSION_WORKSPACE = 2
 ABI_VERSION_OUTPUT_SHAPES = 3
 ABI_VERSION_FLOAT_LISTS = 4
+ABI_VERSION_PREPACK = 5
+ABI_PREPACK_ALIGNMENT = 64  # == ORT_PREPACK_ALIGNMENT
 HEADER_NAME = "ort_kernel_abi.h"
 
 
@@ -107,6 +109,9 @@ _WHERE = {
     "KernelDefBuilder": "._kerneldef",
     "KernelLibrary": "._library",
     "load_kernel_library": "._library",
+    "PrePackError": "._prepack",
+    "declare_prepacked": "._prepack",
+    "prepack_weight": "._prepack",
     "KernelEntry": "._registry",
     "KernelRegistry": "._registry",
     "declare_workspace": "._registry",
@@ -157,7 +162,7 @@ __all__ = [
     "Event", "OrderGuard", "Stream", "StreamOrderError", "copy_host_to_device_async",
     "DeviceTransfers", "HazardTracker", "ImmediateTransfers", "Mark", "SimulatedTransfers", "Timeline",
     "TransferStreamProvider", "buffer_range", "transfers_for",
-    "ABI_MIN_VERSION", "ABI_VERSION", "ABI_VERSION_FLOAT_LISTS", "ABI_VERSION_OUTPUT_SHAPES", "ABI_VERSION_WORKSPACE", "HEADER_NAME", "HOST_API",
+    "ABI_MIN_VERSION", "ABI_PREPACK_ALIGNMENT", "ABI_VERSION", "ABI_VERSION_FLOAT_LISTS", "ABI_VERSION_OUTPUT_SHAPES", "ABI_VERSION_PREPACK", "ABI_VERSION_WORKSPACE", "HEADER_NAME", "HOST_API",
     "MAX_OUTPUT_RANK", "MAX_SLOTS", "InputTypeError", "OutputMismatchError", "OutputShape", "check_input_types",
     "has_onnx_schema", "infer_output_shapes", "output_shapes_hook", "planned_outputs",
     "AbiError", "AbiVersionMismatchError", "AllocationError", "Allocator", "BorrowedFreeError",
@@ -172,7 +177,7 @@ __all__ = [
     "StepTable", "c_step_kernel", "check_compute", "step_limits",
     "Supported", "TransferError", "UseAfterFreeError", "WorkspaceDeclarationError", "WorkspaceInputShape",
     "WorkspaceSlot", "__version__", "c_available", "check", "close_provider", "copy_device_to_device", "copy_device_to_host",
-    "copy_host_to_device", "declare_workspace", "empty_tensor", "estimate_workspace", "get_include", "live_handles",
+    "copy_host_to_device", "declare_prepacked", "declare_workspace", "PrePackError", "prepack_weight", "empty_tensor", "estimate_workspace", "get_include", "live_handles",
     "live_status_count", "load_kernel_library", "numpy_output_allocator", "provider_run_scope", "release_kernel", "status_misuse",
     "check_growth", "check_run", "raised_by_run_checks", "run_checks_scope",
     "tensor_from_host", "tensor_to_host", "workspace_input_shapes",
@@ -251,6 +256,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
     from ._hostapi import HOST_API, HostApi  # noqa: F401
     from ._kerneldef import KernelDef, KernelDefBuilder  # noqa: F401
     from ._library import KernelLibrary, load_kernel_library  # noqa: F401
+    from ._prepack import PrePackError, declare_prepacked, prepack_weight  # noqa: F401
     from ._registry import KernelEntry, KernelRegistry, declare_workspace, estimate_workspace, release_kernel  # noqa: F401
     from ._run_checks import RunChecks, check_growth, check_run, raised_by_run_checks, run_checks_scope  # noqa: F401
     from ._shapefunc import (  # noqa: F401

@@ -12,7 +12,7 @@ from ._fast_context import fast_contexts
 from ._ffi import require_c
 from ._shapefunc import MAX_OUTPUT_RANK, OutputShape
 from ._status import ErrorCode, check
-from ._views import ContextView, EpView, InfoView, NodeView, close_handle, open_handle
+from ._views import ContextView, EpView, InfoView, NodeView, ValueView, close_handle, open_handle
 from ._workspace import MAX_SLOTS, InputState, WorkspaceInputShape, WorkspaceSlot
 
 _log = logging.getLogger("ort_abi")
@@ -21,6 +21,11 @@ _log = logging.getLogger("ort_abi")
 def _host_version() -> tuple[int, int, int]:
     _, lib = require_c("C kernels")
     return lib.ORT_KERNEL_ABI_VERSION, lib.ORT_KERNEL_ABI_MIN_VERSION, lib.ORT_KERNEL_ABI_VERSION_WORKSPACE
+
+
+def lib_prepack_version() -> int:
+    _, lib = require_c("C kernels")
+    return lib.ORT_KERNEL_ABI_VERSION_PREPACK
 
 
 class CEstimateFunc:
@@ -169,6 +174,9 @@ class CKernel:
         self._impl = impl
         self._pool = fast_contexts(*require_c("C kernels"))
         self.has_declaration = version >= ws_version and impl.DeclareWorkspaceRequirements != ffi.NULL
+        self.has_prepack = (version >= lib_prepack_version() and impl.DeclarePrePackedBytes != ffi.NULL
+                            and impl.PrePackWeightInto != ffi.NULL)
+        self._packed: dict[int, Any] = {}  # input index -> the host buffer its packed copy lives in (until release)
         # released once: by `release`, or when the kernel is collected (not at interpreter exit); a flag and
         # `__del__` rather than a weakref.finalize, which costs ~240 B a kernel (one kernel per node)
         self._alive = True
@@ -225,11 +233,43 @@ class CKernel:
                 f"capacity {MAX_SLOTS} it was given; write at most max_slots entries")
         return [WorkspaceSlot(int(slots[i].slot_id), int(slots[i].size_bytes)) for i in range(count[0])]
 
+    def declare_prepacked(self, shapes: Sequence[WorkspaceInputShape], index: int) -> int:
+        """Bytes the kernel will pack for constant input `index` (DeclarePrePackedBytes; 0 before ABI v5)."""
+        impl = self._live_impl("declare_prepacked")
+        if not self.has_prepack:
+            return 0
+        ffi, _ = require_c("C pre-packing")
+        c_shapes, keep = _c_input_shapes(ffi, shapes)
+        out = ffi.new("size_t*")
+        status = impl.DeclarePrePackedBytes(impl, c_shapes, len(shapes), index, out)
+        del keep
+        check(status, node=self.node, library=self.library, operation="DeclarePrePackedBytes")
+        return int(out[0])
+
+    def prepack(self, index: int, array: Any, buffer: Any) -> bool:
+        """PrePackWeightInto with the initializer `array` and the host's `buffer` (kept while the kernel lives)."""
+        impl = self._live_impl("prepack")
+        if not self.has_prepack:
+            return False
+        ffi, _ = require_c("C pre-packing")
+        value = open_handle("OrtValue", ValueView(array, writable=False))
+        is_packed = ffi.new("int*")
+        try:
+            status = impl.PrePackWeightInto(impl, value, index, ffi.from_buffer(buffer, require_writable=True),
+                                            buffer.nbytes, is_packed)
+        finally:
+            close_handle("OrtValue", value)
+        check(status, node=self.node, library=self.library, operation="PrePackWeightInto")
+        if is_packed[0]:
+            self._packed[index] = buffer
+        return bool(is_packed[0])
+
     def release(self) -> None:
-        """Call the kernel's Release (once; later calls do nothing)."""
+        """Call the kernel's Release (once; later calls do nothing), then drop its packed buffers."""
         if self._alive:
             self._alive = False
             _release_impl(self._impl)
+            self._packed.clear()
 
     def __enter__(self) -> CKernel:
         return self

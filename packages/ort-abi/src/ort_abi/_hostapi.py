@@ -47,7 +47,7 @@ def node_attributes(node: Any) -> dict[str, Any]:
 class HostApi:
     """Node, attribute and EP queries for estimate functions (Python twin of the C table)."""
 
-    version = 4
+    version = 5
 
     # -- nodes ------------------------------------------------------------------------------------
     @staticmethod

@@ -151,6 +151,66 @@ CREATE(cr_declare_fails, c_ok, d_fails)
 CREATE(cr_echo, c_ok, d_echo)
 CREATE(cr_v2_null_declare, c_v1_compute, NULL)
 
+/* version 5 pre-packing: 64 bytes declared for each constant input; "PrePacks" copies the weight's first bytes
+ * there (and counts its calls), "PrePackFails" returns an error status */
+static int g_prepacked = 0;
+ORT_KERNEL_EXPORT int test_prepack_count(void) { return g_prepacked; }
+static OrtStatus* p_declare(OrtKernelImpl* k, const OrtWorkspaceInputShape* s, size_t n, int index, size_t* bytes) {
+  (void)k; (void)s; (void)n; (void)index;
+  *bytes = 64;
+  return NULL;
+}
+static OrtStatus* p_copies(OrtKernelImpl* k, const OrtValue* t, int index, void* packed, size_t nbytes, int* is_packed) {
+  const void* data;
+  size_t count;
+  (void)k; (void)index;
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(t, &data));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetElementCount(t, &count));
+  if (((uintptr_t)packed % ORT_PREPACK_ALIGNMENT) != 0) return g_api->CreateStatus(ORT_FAIL, "buffer not aligned");
+  memcpy(packed, data, count * 4 < nbytes ? count * 4 : nbytes);
+  ++g_prepacked;
+  *is_packed = 1;
+  return NULL;
+}
+static OrtStatus* p_fails(OrtKernelImpl* k, const OrtValue* t, int index, void* packed, size_t nbytes, int* is_packed) {
+  (void)k; (void)t; (void)index; (void)packed; (void)nbytes; (void)is_packed;
+  return g_api->CreateStatus(ORT_EP_FAIL, "cannot pack this weight");
+}
+static OrtStatus* make_packing(OrtStatus* (*pack)(OrtKernelImpl*, const OrtValue*, int, void*, size_t, int*),
+                               OrtKernelImpl** out) {
+  ORT_KERNEL_RETURN_IF_ERROR(make(c_ok, NULL, ORT_KERNEL_ABI_VERSION, out));
+  (*out)->DeclarePrePackedBytes = p_declare;
+  (*out)->PrePackWeightInto = pack;
+  return NULL;
+}
+static OrtStatus* cr_prepacks(void* st, const OrtKernelInfo* info, OrtKernelImpl** out) {
+  (void)st; (void)info;
+  return make_packing(p_copies, out);
+}
+static OrtStatus* cr_prepack_fails(void* st, const OrtKernelInfo* info, OrtKernelImpl** out) {
+  (void)st; (void)info;
+  return make_packing(p_fails, out);
+}
+/* a version-4 kernel: its struct ends after DeclareWorkspaceRequirements (the host must not read past it) */
+typedef struct V4Kernel {
+  V1Kernel v1; /* the same leading fields */
+  OrtStatus* (*DeclareWorkspaceRequirements)(OrtKernelImpl*, const OrtWorkspaceInputShape*, size_t, OrtWorkspaceSlot*,
+                                             size_t, size_t*);
+} V4Kernel;
+/* an older kernel of `size` bytes (its struct ends before a later version's fields) and that version */
+static OrtStatus* make_old(size_t size, uint32_t version, OrtKernelImpl** out) {
+  V1Kernel* k = (V1Kernel*)calloc(1, size); /* V1Kernel: the leading fields every version shares */
+  k->ort_version_supported = version;
+  k->Compute = c_v1_compute;
+  k->Release = rel;
+  *out = (OrtKernelImpl*)k;
+  return NULL;
+}
+static OrtStatus* cr_v4(void* st, const OrtKernelInfo* info, OrtKernelImpl** out) {
+  (void)st; (void)info;
+  return make_old(sizeof(V4Kernel), 4, out);
+}
+
 static OrtStatus* cr_null_compute(void* st, const OrtKernelInfo* info, OrtKernelImpl** out) {
   (void)st; (void)info;
   return make(NULL, NULL, ORT_KERNEL_ABI_VERSION, out);
@@ -160,13 +220,8 @@ static OrtStatus* cr_too_new(void* st, const OrtKernelInfo* info, OrtKernelImpl*
   return make(c_ok, NULL, 99, out);
 }
 static OrtStatus* cr_v1(void* st, const OrtKernelInfo* info, OrtKernelImpl** out) {
-  V1Kernel* k = (V1Kernel*)calloc(1, sizeof *k);
   (void)st; (void)info;
-  k->ort_version_supported = 1;
-  k->Compute = c_v1_compute;
-  k->Release = rel;
-  *out = (OrtKernelImpl*)k;
-  return NULL;
+  return make_old(sizeof(V1Kernel), 1, out);
 }
 static OrtStatus* cr_fails(void* st, const OrtKernelInfo* info, OrtKernelImpl** out) {
   const char* name = "?";
@@ -316,8 +371,8 @@ static OrtStatus* est_node_probe(const OrtEpApi* api, const OrtNode* n, const Or
   return api->CreateStatus(ORT_FAIL, msg);
 }
 
-static OrtStatus* add(const OrtKernelApi* api, OrtKernelRegistry* r, const char* op, OrtKernelCreateFunc c,
-                      void* state, OrtKernelWorkspaceEstimateFunc e) {
+static OrtStatus* add_on(const OrtKernelApi* api, OrtKernelRegistry* r, const char* op, const char* ep,
+                         OrtKernelCreateFunc c, void* state, OrtKernelWorkspaceEstimateFunc e) {
   OrtKernelDefBuilder* b;
   OrtKernelDef* d = NULL;
   OrtStatus* st = api->CreateKernelDefBuilder(&b);
@@ -325,12 +380,17 @@ static OrtStatus* add(const OrtKernelApi* api, OrtKernelRegistry* r, const char*
   if (!st) st = api->KernelDefBuilder_SetOperatorType(b, op);
   if (!st) st = api->KernelDefBuilder_SetDomain(b, "com.test");
   if (!st) st = api->KernelDefBuilder_SetSinceVersion(b, 1, 0);
-  if (!st) st = api->KernelDefBuilder_SetExecutionProvider(b, "TestEP");
+  if (!st) st = api->KernelDefBuilder_SetExecutionProvider(b, ep);
   if (!st) st = api->KernelDefBuilder_Build(b, &d);
   api->ReleaseKernelDefBuilder(b);
   if (!st) st = api->KernelRegistry_AddKernelV2(r, d, c, state, e);
   if (d) api->ReleaseKernelDef(d);
   return st;
+}
+
+static OrtStatus* add(const OrtKernelApi* api, OrtKernelRegistry* r, const char* op, OrtKernelCreateFunc c,
+                      void* state, OrtKernelWorkspaceEstimateFunc e) {
+  return add_on(api, r, op, "TestEP", c, state, e);
 }
 
 #define ADD(op, c, s, e) ORT_KERNEL_RETURN_IF_ERROR(add(api, r, op, c, s, e))
@@ -405,6 +465,11 @@ static OrtStatus* register_all(const OrtKernelApi* api, OrtKernelRegistry* r) {
   ADD("State", cr_state, &g_state, NULL);
   ADD("InfoProbe", cr_info_probe, NULL, est_node_probe);
   ADD("ConvEstimate", cr_no_kernel, NULL, est_conv);
+  ADD("PrePacks", cr_prepacks, NULL, NULL);
+  ADD("PrePackFails", cr_prepack_fails, NULL, NULL);
+  ADD("V4", cr_v4, NULL, NULL);
+  /* for a session's CPU provider: pre-packing that fails at initialization */
+  ORT_KERNEL_RETURN_IF_ERROR(add_on(api, r, "PrePackFails", "CPUExecutionProvider", cr_prepack_fails, NULL, NULL));
   return NULL;
 #endif
 }

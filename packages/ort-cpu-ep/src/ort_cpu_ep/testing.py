@@ -58,11 +58,12 @@ def one_node_model(node: NodeProto, inputs: Sequence[ValueInfoProto], outputs: S
 
 
 def run_one_node(model: ModelProto, feeds: Mapping[str, np.ndarray], language: str, *,
-                 threads: int | None = None) -> dict[str, Any]:
+                 threads: int | None = None, prepack: bool = False) -> dict[str, Any]:
     """The model's one node through the CPU provider (`language` 'C': the entry it picks, which must be the C
     kernel; 'numpy': the in-tree kernel), outputs by name. `threads` None: inside the provider's run scope (whose
     thread pools give a lone C kernel one thread, see `CpuExecutionProvider.run_scope`); n: inside
-    `intra_op_thread_scope(n)` instead, so the kernel gets exactly n intra-op threads."""
+    `intra_op_thread_scope(n)` instead, so the kernel gets exactly n intra-op threads. `prepack`: the kernel first
+    packs its constant inputs as a session does (declare_prepacked, prepack_weight), and at least one must be packed."""
     m = ort_graph.from_proto(model)
     ep = CpuExecutionProvider(m.graph, m.opset_imports)
     (node,) = m.graph.nodes
@@ -75,6 +76,11 @@ def run_one_node(model: ModelProto, feeds: Mapping[str, np.ndarray], language: s
         assert c_kernels.kernel_language(entry) == "numpy"
     values = {name: t.numpy() for name, t in m.graph.initializers.items()} | dict(feeds)
     kernel = entry.create_kernel(ort_abi.KernelInfo.from_node(node, ep))
+    if prepack:
+        shapes = ort_abi.workspace_input_shapes(node)
+        packed = [ort_abi.prepack_weight(kernel, i, values[n], ort_abi.declare_prepacked(kernel, shapes, i), node=node.name)
+                  for i, n in enumerate(node.inputs) if n in m.graph.initializers]
+        assert any(packed), f"node {node.name!r}: no constant input was pre-packed"
     types = [m.graph.values[o].dtype if o else TensorProto.FLOAT for o in node.outputs]
     ctx = ort_abi.KernelContext([values[n] if n else None for n in node.inputs], output_count=len(node.outputs),
                                 output_types=types)

@@ -24,13 +24,14 @@ TRIAL_ALGORITHM = "greedy_by_size"
 
 @attrs.define
 class TrialCache:
-    """What auto-fit's trials share: each node's declared workspace per provider. A declaration depends on
+    """What auto-fit's trials share: each node's declared workspace (and pre-packed bytes) per provider. A declaration depends on
     the node (op, attributes) and its input shapes and types, which placement does not change (a boundary
     copy has its source's shape and type), and on the provider that makes the kernel: so it is kept per
     (node of the model, provider), and per (copy op, copied value, provider) for boundary copies. Valid
     while the model's graph is not edited (one auto-fit call)."""
 
     slots: dict[tuple[Any, ...], tuple[tuple[int, int], ...]] = attrs.field(factory=dict)
+    packed: dict[tuple[Any, ...], tuple[tuple[int, int], ...]] = attrs.field(factory=dict)  # pre-packed inputs
 
     @staticmethod
     def key(node: Any, source: int | None) -> tuple[Any, ...]:
@@ -46,6 +47,7 @@ def device_totals_for(model: Model, placement: Any, providers: Sequence[Any], op
     `streaming`: a StreamingPlan whose weights stay on the host and whose slots count on the device."""
     from . import _memory
     from ._placement import SessionPlacement
+    from ._prepack import node_prepacked
 
     cache = cache if cache is not None else TrialCache()
     trial = ort_graph.copy_model(model)
@@ -73,13 +75,20 @@ def device_totals_for(model: Model, placement: Any, providers: Sequence[Any], op
             found = cache.slots[key] = _memory.declared_slots(node, kernels[node.index])
         return found
 
+    def packs(node: Any) -> tuple[tuple[int, int], ...]:
+        key = cache.key(node, origin.get(id(node)))
+        found = cache.packed.get(key)
+        if found is None:
+            found = cache.packed[key] = node_prepacked(trial.graph, node, kernels[node.index])
+        return found
+
     trial_placement = SessionPlacement(result=placement, ep_of={n.index: n.ep for n in trial.graph.nodes}, mode="trial")
     quiet = attrs.evolve(options, config={k: v for k, v in options.config.items()
                                           if k != "session.pre_allocate_execution_buffers"}, red_zones=0)
     # greedy-by-size is one of the candidates "auto" keeps the best of, so a trial that fits with it fits
     # with the final plan too: conservative, and several times faster than "auto" on large graphs
     memory = _memory.plan_memory(trial, order, kernels, trial_placement, providers, quiet, algorithm=TRIAL_ALGORITHM,
-                                  allocate=False, declared=declared, streaming=streaming)
+                                  allocate=False, declared=declared, packs=packs, streaming=streaming)
     return memory.device_totals()
 
 

@@ -53,6 +53,7 @@ from ._layouts import (
     workspace_shapes,
 )
 from ._options import PRE_ALLOCATE, STATIC_WORKSPACE, SessionOptions, _truthy
+from ._prepack import node_prepacked, packed_per_device, prepack_weights, prepacked_bytes
 from ._promise import (
     ALLOW_UNPLANNED_SHAPES,
     check_budgeted_values_planned,
@@ -101,6 +102,7 @@ class SessionMemory:
     kernels: Mapping[int, Any]
     device_weights: DeviceWeights = attrs.field(factory=DeviceWeights)
     streaming: Any = None  # _streaming.StreamingPlan (None: no streamed layers); its slots are run-long blocks
+    prepacked: dict[str, int] = attrs.field(factory=dict)  # device -> bytes of pre-packed weights (in `weights`)
     cache: ort_memplan.PatternCache = attrs.field(factory=ort_memplan.PatternCache)
     _slot_ids: dict[int, list[int]] = attrs.field(factory=dict, alias="slot_ids")
     _value_blocks: dict[str, tuple[str, int, int]] | None = attrs.field(default=None, alias="value_blocks")
@@ -163,6 +165,7 @@ class SessionMemory:
             out[device] = {"weights": weights.get(device, 0), "peak_activations_and_workspace": peak,
                            "largest_workspace": ws.get(device, 0), "lower_bound": self.gplan.lower_bound.get(device, 0),
                            "streaming_slots": slots.get(device, 0),
+                           "prepacked_weights": self.prepacked.get(device, 0),
                            "workspace_layout": self.gplan.workspace_layout.get(device, "packed"),
                            "total": weights.get(device, 0) + peak}
         return out
@@ -278,11 +281,13 @@ def declared_slots(node: Node, kernel: Any) -> tuple[tuple[int, int], ...]:
 def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any], placement: Any,
                 providers: Sequence[Any], options: SessionOptions, algorithm: str = "auto",
                 allocate: bool = True, streaming: Any = None,
-                declared: Callable[[Node], Sequence[tuple[int, int]]] | None = None) -> SessionMemory:
+                declared: Callable[[Node], Sequence[tuple[int, int]]] | None = None,
+                packs: Callable[[Node], tuple[tuple[int, int], ...]] | None = None) -> SessionMemory:
     """The session's memory plan and its stages; with `allocate`, also what initialization allocates:
     devices with their own memory held to their budgets, weights uploaded, buffers pre-allocated (when
     asked). Auto-fit trials plan without allocating. `declared(node)` gives the node's workspace slots
-    (default: `declared_slots` of its kernel; auto-fit trials pass their per-(node, provider) cache)."""
+    (default: `declared_slots` of its kernel; auto-fit trials pass their per-(node, provider) cache); `packs(node)`
+    likewise its pre-packed constant inputs, (input index, bytes) (default: `node_prepacked` of its kernel)."""
     graph = model.graph
     device_by_ep = {p.name: p.device for p in providers}
     device_of_node = {n.index: device_by_ep.get(placement.ep_of[n.index], "cpu") for n in graph.nodes}
@@ -310,6 +315,12 @@ def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any],
     weights = _weights_per_device(model, device_of_node, memory_types, streamed)
     budgets = {device_by_ep[ep]: b for ep, b in placement.result.budgets.items() if ep in device_by_ep}
     allocators = device_allocators(providers)
+    # pre-packed constant weights (host memory only): the node's weights, counted before the budget check
+    packs = packs if packs is not None else (lambda node: node_prepacked(graph, node, kernels[node.index]))
+    packed = prepacked_bytes(order, packs, {i for i, d in device_of_node.items() if d not in allocators})
+    prepacked = packed_per_device(packed, device_of_node)
+    for device, nbytes in prepacked.items():
+        weights[device] = weights.get(device, 0) + nbytes
     stages = {d: DeviceMemoryStage(d, budgets.get(d), weights.get(d, 0), gplan.plan.peak.get(d, 0), allocators.get(d),
                                    retain_host=options.enable_cpu_mem_arena)
               for d in sorted(set(weights) | set(gplan.plan.peak) | set(budgets) | set(allocators))}
@@ -332,10 +343,19 @@ def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any],
                 f"session.weight_streaming='off'{_open_dims(graph)}")
     device_weights, buffers = _allocate(graph, order, device_of_node, stages, gplan, static, options,
                                         memory_types, streaming) if allocate else (DeviceWeights(), None)
+    if allocate and packed:
+        try:
+            prepack_weights(graph, order, kernels, packed)
+        except Exception:
+            device_weights.close()  # initialization fails: nothing stays allocated
+            if buffers is not None:
+                buffers.close()
+            raise
     return SessionMemory(streaming=streaming, model=model, gplan=gplan, slots=slots, stages=stages, static=static,
                          planned_shapes=planned_shapes, input_limits=input_limits, buffers=buffers, options=options,
                          node_names=[n.name for n in order], device_of_value=value_device,
-                         device_of_node=device_of_node, kernels=kernels, device_weights=device_weights)
+                         device_of_node=device_of_node, kernels=kernels, device_weights=device_weights,
+                         prepacked=prepacked)
 
 
 def _allocate(graph: Any, order: Sequence[Node], device_of_node: Mapping[int, str],

@@ -6,7 +6,8 @@ JSON layout (stable; documented in the README):
   "granularity": "layers" | "nodes",   # the unit placed: whole layers (rules, auto-fit by layers) or nodes
   "nodes":   [{"name", "op", "layer", "ep", "reason"}],       # reason: why this EP (or "")
   "devices": {device: {"ep", "weights", "peak_activations", "workspace", "lower_bound", "total", "budget",
-                       "streaming_slots"}},   # streaming_slots: only with streamed layers
+                       "streaming_slots", "prepacked_weights"}},   # streaming_slots: only with streamed layers;
+                       # prepacked_weights: bytes of weights the kernels packed at initialization (inside "weights")
   "layers":  [placement report rows: group, layer, ep, nodes, weight/activation/workspace bytes],
   "declines": [{"ep", "node", "op", "domain", "opset", "rejected", "accepts", "remedy", "reason"}],
   "recheck": {"ok": bool, "planned_overruns": [str],              # weights + planned peak > budget
@@ -68,6 +69,8 @@ class SessionPlan:
                              "workspace_layout": t["workspace_layout"]}
             if t.get("streaming_slots"):  # weight streaming's slots (the key is absent without streamed layers)
                 out[p.device]["streaming_slots"] = t["streaming_slots"]
+            if t.get("prepacked_weights"):  # pre-packed constant weights, inside "weights" (absent without any)
+                out[p.device]["prepacked_weights"] = t["prepacked_weights"]
         return out
 
     def copies(self) -> dict[str, Any]:
