@@ -54,9 +54,12 @@ size_t conv_round16(size_t n);
 /* rows m of Y (rows of `ld` floats, columns [0, n)): y = act(y + bias[m] + z) (bias and z may be NULL; z is laid
  * out as y: FusedConv's Z, the residual a ConvAddActivationFusion folded in) */
 void conv_bias_act(float* y, int64_t rows, int64_t n, int64_t ld, const float* bias, const float* z, const ConvAct* act);
-/* one (image, group) pair's output pixels [n0, n1) by im2col + sgemm, `work` of conv_thread_floats floats */
+/* one (image, group) pair's output rows [m0, m1) of the group (its channels) at pixels [n0, n1) by im2col + sgemm,
+ * `work` of conv_thread_floats floats; [m0, m1) a block of at least CONV_MIN_SPLIT_ROWS rows, or all Mg */
 void conv_gemm_chunk(const ConvGeom* g, const float* x, const float* w, const float* bias, const float* z, float* y,
-                     int64_t image, int64_t group, int64_t n0, int64_t n1, const ConvAct* act, float* work);
+                     int64_t image, int64_t group, int64_t m0, int64_t m1, int64_t n0, int64_t n1, const ConvAct* act,
+                     float* work);
+#define CONV_MIN_SPLIT_ROWS 32 /* output channels below which a (pixel chunk) is not split across threads by rows */
 /* each tap's offset in a depthwise plane's padded input (conv_depthwise_plane's `tap`: KH * KW values, the same for
  * every plane) */
 void conv_depthwise_taps(const ConvGeom* g, int64_t* tap);

@@ -126,6 +126,7 @@ typedef struct ConvJob {
   char* buffers;
   size_t thread_bytes;
   int64_t items, chunks, width; /* chunks of `width` output pixels per (image, group) */
+  int64_t splits;               /* blocks of output channels per chunk (threads with too few chunks to share) */
   int64_t next;                 /* the first item no thread has taken (atomic) */
   ConvAct act;
 } ConvJob;
@@ -143,10 +144,12 @@ static void conv_job(void* arg, int index, int count) {
     if (g->depthwise) {
       conv_depthwise_plane(g, tap, job->x, job->w, job->b, job->z, job->y, i / g->M, i % g->M, &job->act, work);
     } else {
-      int64_t c = i % job->chunks, pair = i / job->chunks, n0 = c * job->width, n1 = n0 + job->width;
+      const int64_t s = i % job->splits, rest = i / job->splits;
+      const int64_t m0 = g->Mg * s / job->splits, m1 = g->Mg * (s + 1) / job->splits;
+      int64_t c = rest % job->chunks, pair = rest / job->chunks, n0 = c * job->width, n1 = n0 + job->width;
       if (n1 > g->OH * g->OW) n1 = g->OH * g->OW;
-      conv_gemm_chunk(g, job->x, job->w, job->b, job->z, job->y, pair / g->group, pair % g->group, n0, n1, &job->act,
-                      work);
+      conv_gemm_chunk(g, job->x, job->w, job->b, job->z, job->y, pair / g->group, pair % g->group, m0, m1, n0, n1,
+                      &job->act, work);
     }
   }
 }
@@ -217,9 +220,18 @@ static OrtStatus* conv_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
     job.width = g.chunk ? g.chunk : (hw < 512 ? hw : 512);
     job.chunks = (hw + job.width - 1) / job.width;
     job.items = g.N * g.group * job.chunks;
+    job.splits = 1;
   }
   work = (double)g.N * (double)g.M * (double)hw * (double)(g.K > 0 ? g.K : 1);
   threads = mnb_threads();
+  if (!g.depthwise && job.items < threads) { /* few pixel chunks (a late layer's 14 x 14): split the channels */
+    int64_t splits = (threads + job.items - 1) / job.items;
+    if (splits > g.Mg / CONV_MIN_SPLIT_ROWS) splits = g.Mg / CONV_MIN_SPLIT_ROWS;
+    if (splits > 1) {
+      job.splits = splits;
+      job.items *= splits;
+    }
+  }
   if (threads > job.items) threads = (int)job.items;
   if ((double)threads > work / CONV_MIN_WORK_PER_THREAD) threads = (int)(work / CONV_MIN_WORK_PER_THREAD);
   if (threads < 1) threads = 1;

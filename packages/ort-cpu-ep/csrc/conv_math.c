@@ -203,14 +203,15 @@ static void conv_gemv(const float* w, const float* x, int64_t M, int64_t K, floa
 }
 
 void conv_gemm_chunk(const ConvGeom* g, const float* x, const float* w, const float* bias, const float* z, float* y,
-                     int64_t image, int64_t group, int64_t n0, int64_t n1, const ConvAct* act, float* work) {
+                     int64_t image, int64_t group, int64_t m0, int64_t m1, int64_t n0, int64_t n1, const ConvAct* act,
+                     float* work) {
   const int64_t hw = g->OH * g->OW;
   const float* xg = x + (image * g->C + group * g->Cg) * g->H * g->W;
-  float* yg = y + (image * g->M + group * g->Mg) * hw;
+  float* yg = y + (image * g->M + group * g->Mg + m0) * hw;
   SgProblem p;
   memset(&p, 0, sizeof p);
-  p.a = w + group * g->Mg * g->K;
-  p.M = g->Mg; p.K = g->K; p.lda = g->K; p.alpha = 1.0f;
+  p.a = w + (group * g->Mg + m0) * g->K;
+  p.M = m1 - m0; p.K = g->K; p.lda = g->K; p.alpha = 1.0f;
   p.ldc = hw;
   if (g->chunk && conv_packs(g)) { /* B: this chunk's im2col, packed as the sgemm reads it */
     ConvPack cp;
@@ -223,11 +224,11 @@ void conv_gemm_chunk(const ConvGeom* g, const float* x, const float* w, const fl
     p.b = cols; p.ldb = n1 - n0; p.N = n1 - n0; p.c = yg + n0;
     sgemm_columns(&p, 0, n1 - n0, work + conv_round16((size_t)(g->K * g->chunk)));
   } else if (hw == 1 && !sgemm_streams(&p)) { /* a 1x1 convolution of one pixel: a matrix-vector product */
-    conv_gemv(p.a, xg, g->Mg, g->K, yg, hw);
+    conv_gemv(p.a, xg, m1 - m0, g->K, yg, hw);
   } else { /* a 1x1 stride-1 unpadded convolution: B is X itself */
     p.b = xg; p.ldb = hw; p.N = hw; p.c = yg;
     sgemm_columns(&p, n0, n1, work);
   }
-  conv_bias_act(yg + n0, g->Mg, n1 - n0, hw, bias != NULL ? bias + group * g->Mg : NULL,
+  conv_bias_act(yg + n0, m1 - m0, n1 - n0, hw, bias != NULL ? bias + group * g->Mg + m0 : NULL,
                 z != NULL ? z + (yg - y) + n0 : NULL, act);
 }

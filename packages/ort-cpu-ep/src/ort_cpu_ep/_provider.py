@@ -287,8 +287,8 @@ class CpuExecutionProvider(SiLUFusionSurface):
         """(BLAS threads, C kernel threads) for a run, None = all `threads`. OpenBLAS's workers spin after each
         call and OpenMP's between kernels: on a core both want, each waits on the other (measured: a 2-thread
         int4 prefill at hidden 2048 ran no faster than 1 thread, 190 vs 119 ms with one pool). So one pool
-        gets the threads: the C kernels where this provider runs MatMulNBits or MatMul in C (the weights'
-        matmuls; BLAS then only multiplies attention scores), else BLAS (the C attention/norm kernels then run on one
+        gets the threads: the C kernels where this provider runs a weight GEMM or a convolution in C (MatMulNBits,
+        MatMul, Gemm, Conv...; BLAS then only multiplies attention scores), else BLAS (the C attention/norm kernels then run on one
         thread). Decided once, on the nodes placed on this provider (placement is final by the first run)."""
         if "_pools" not in self.__dict__:
             if self.threads <= 1 or self._c_kernels is None:
@@ -425,7 +425,9 @@ class CpuExecutionProvider(SiLUFusionSurface):
         return entry.create_kernel(ort_abi.KernelInfo.from_node(node, self))
 
 
-_C_WEIGHT_MATMULS = {"MatMulNBits", "MatMul"}  # C kernels that, where they run, take the threads from BLAS
+# C kernels that, where they run, take the threads from BLAS: the weights' GEMMs, convolutions included (a CNN has
+# no numpy matmul for BLAS's threads to serve: with them left out its C Convs ran on one thread at any count)
+_C_WEIGHT_MATMULS = {"MatMulNBits", "MatMul", "FusedMatMul", "Gemm", "Conv", "FusedConv", "ConvTranspose"}
 
 
 class SimulatedGpuExecutionProvider(SimulatedCaptureSurface, CpuExecutionProvider):

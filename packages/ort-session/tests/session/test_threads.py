@@ -138,6 +138,12 @@ def test_int4_models_give_the_threads_to_the_c_kernels_and_fp32_ones_to_blas(see
     fp32 = zoo.decoder_proto(zoo.DecoderConfig(batch=1, sequence=4, past_sequence=0))
     assert _pools(fp32, 2)[0] == (1, None)  # the weights' matmuls (MatMul) in C too
     assert _pools(_matmul_model(gelu=True), 2)[0] == (None, 1)  # BLAS has the matmul; the C QuickGelu one thread
+    w = onnx.numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
+    cnn = helper.make_model(helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "cnn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w]), opset_imports=[helper.make_opsetid("", 17)])
+    assert _pools(cnn, 2)[0] == (1, None)  # a CNN: its C Convs take the threads (no numpy matmul needs BLAS's)
     assert _pools(int4, 1)[0] == (None, None)
     assert _pools(_matmul_model(), 2)[0] == (None, None)  # no C kernel: both pools as asked
     _, sess = _pools(int4, 2)
