@@ -116,8 +116,14 @@ static inline __attribute__((always_inline)) void conv_im2col_row(const ConvGeom
   int64_t j = n0;
   if (g->W == 1 && g->OW == 1 && g->KW == 1) { /* a 1-D convolution along H: a strided run of one column */
     const int64_t offh = kh * g->dh - g->pt; /* ih = oh * sh + offh */
-    const int64_t a = offh >= 0 ? 0 : (-offh + g->sh - 1) / g->sh, b = g->H - offh <= 0 ? 0 : (g->H - offh - 1) / g->sh + 1;
-    for (; j < n1; ++j) dst[j - n0] = j >= a && j < b ? plane[j * g->sh + offh] : 0.0f;
+    int64_t a = offh >= 0 ? 0 : (-offh + g->sh - 1) / g->sh, b = g->H - offh <= 0 ? 0 : (g->H - offh - 1) / g->sh + 1;
+    a = a < n0 ? n0 : a > n1 ? n1 : a; /* the real cells of [n0, n1): [a, b); pads before and after */
+    b = b < a ? a : b > n1 ? n1 : b;
+    if (a > n0) memset(dst, 0, (size_t)(a - n0) * sizeof(float));
+    if (g->sh == 1 && b > a) memcpy(dst + (a - n0), plane + a + offh, (size_t)(b - a) * sizeof(float));
+    else
+      for (j = a; j < b; ++j) dst[j - n0] = plane[j * g->sh + offh];
+    if (n1 > b) memset(dst + (b - n0), 0, (size_t)(n1 - b) * sizeof(float));
     return;
   }
   while (j < n1) {
