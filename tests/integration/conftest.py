@@ -3,19 +3,27 @@
 from __future__ import annotations
 
 import pathlib
-import shutil
 import subprocess
 
 import pytest
 
 import ort_abi
+import ort_abi.testing as ort_abi_testing
 
 HERE = pathlib.Path(__file__).resolve().parent
 PARITY_C = HERE / "c" / "parity_kernels.c"
 
 
+def require_bridge() -> None:
+    """ort_abi's compiled cffi bridge: skipped only where no C compiler could have built it (`ort_abi.testing`)."""
+    try:
+        ort_abi_testing.require_bridge()
+    except ort_abi_testing.BridgeUnavailable as e:
+        pytest.skip(str(e))
+
+
 def compile_library(source: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    cc = ort_abi_testing.c_compiler()
     if cc is None:
         pytest.skip("no C compiler (cc) on PATH")
     cmd = [cc, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", f"-I{ort_abi.get_include()}",
@@ -28,16 +36,14 @@ def compile_library(source: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
 
 @pytest.fixture(scope="session")
 def parity_lib(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
-    if not ort_abi.c_available():
-        pytest.skip("ort_abi._cffi_bridge is not built (C kernels cannot load)")
+    require_bridge()
     return compile_library(PARITY_C, tmp_path_factory.mktemp("clib") / "libparity_kernels.so")
 
 
 @pytest.fixture(scope="session")
 def old_abi_lib(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     """Relu and Neg kernels of ABI version 1 that take scratch (`c/old_abi_relu.c`)."""
-    if not ort_abi.c_available():
-        pytest.skip("ort_abi._cffi_bridge is not built (C kernels cannot load)")
+    require_bridge()
     return compile_library(HERE / "c" / "old_abi_relu.c", tmp_path_factory.mktemp("oldabi") / "libold_abi_relu.so")
 
 
@@ -45,8 +51,7 @@ def old_abi_lib(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
 def custom_ops_lib(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     """c/custom_ops.c: custom-domain kernels with an output-shape callback (ABI v3), a type constraint
     and an estimate that needs the EP handle."""
-    if not ort_abi.c_available():
-        pytest.skip("ort_abi._cffi_bridge is not built (C kernels cannot load)")
+    require_bridge()
     return compile_library(HERE / "c" / "custom_ops.c", tmp_path_factory.mktemp("clib") / "libcustom_ops.so")
 
 
@@ -54,8 +59,7 @@ def custom_ops_lib(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
 def scribble_lib(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     """c/scribble.c: com.example::Scribble (y = x + 1), armed through `scribble_arm(mode, offset, length)` to
     write outside its output, write through its const input, or return success without its output, once."""
-    if not ort_abi.c_available():
-        pytest.skip("ort_abi._cffi_bridge is not built (C kernels cannot load)")
+    require_bridge()
     return compile_library(HERE / "c" / "scribble.c", tmp_path_factory.mktemp("scribble") / "libscribble.so")
 
 
@@ -93,7 +97,6 @@ def cpu_c_kernels() -> None:
 @pytest.fixture(scope="session")
 def misbehaving_lib(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     """ort-abi's rule-breaking test kernels (packages/ort-abi/tests/c/misbehaving.c), e.g. PrePackFails on the CPU EP."""
-    if not ort_abi.c_available():
-        pytest.skip("ort_abi._cffi_bridge is not built (C kernels cannot load)")
+    require_bridge()
     source = HERE.parents[1] / "packages" / "ort-abi" / "tests" / "c" / "misbehaving.c"
     return compile_library(source, tmp_path_factory.mktemp("misbehaving") / "libmisbehaving.so")

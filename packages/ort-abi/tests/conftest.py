@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pathlib
-import shutil
 import subprocess
 
 import numpy as np
@@ -11,6 +10,7 @@ import pytest
 from onnx import AttributeProto
 
 import ort_abi
+import ort_abi.testing as ort_abi_testing
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[2]
@@ -18,8 +18,16 @@ EXAMPLE_DIR = REPO / "examples" / "c-kernel-library"
 MISBEHAVING = HERE / "c" / "misbehaving.c"
 
 
+def require_bridge() -> None:
+    """ort_abi's compiled cffi bridge: skipped only where no C compiler could have built it (`ort_abi.testing`)."""
+    try:
+        ort_abi_testing.require_bridge()
+    except ort_abi_testing.BridgeUnavailable as e:
+        pytest.skip(str(e))
+
+
 def compile_library(source: pathlib.Path, out: pathlib.Path, *defines: str) -> pathlib.Path:
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    cc = ort_abi_testing.c_compiler()
     if cc is None:
         pytest.skip("no C compiler (cc) on PATH")
     cmd = [cc, "-std=c99", "-O1", "-Wall", "-Wextra", "-Werror", "-Wno-unused-function", "-shared", "-fPIC",
@@ -32,8 +40,7 @@ def compile_library(source: pathlib.Path, out: pathlib.Path, *defines: str) -> p
 
 @pytest.fixture(scope="session")
 def c_lib_dir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
-    if not ort_abi.c_available():
-        pytest.skip("ort_abi._cffi_bridge is not built")
+    require_bridge()
     return tmp_path_factory.mktemp("clibs")
 
 
