@@ -90,3 +90,21 @@ def test_an_op_the_index_does_not_know_loads_every_module():
         print(json.dumps({"found": find("NoSuchOp", "", 21) is not None, "loaded_all": _registry._LOADED_ALL}))
     """)
     assert _child(code) == {"found": False, "loaded_all": True}
+
+
+def test_an_op_found_once_is_not_looked_up_again():
+    # find() runs per node per run in the numpy interpreter (an If's branch): the op's modules are imported, and
+    # the index consulted, the first time only
+    code = textwrap.dedent("""
+        import json
+        from ort_cpu_ep.ops import _registry, find
+        calls = []
+        real = _registry._import_op_module
+        _registry._import_op_module = lambda name: (calls.append(name), real(name))[1]
+        first = find("Mul", "", 14) is not None
+        n_first = len(calls)
+        again = [find("Mul", "", 14) is not None for _ in range(3)]
+        print(json.dumps({"found": [first, *again], "first": n_first, "again": len(calls) - n_first}))
+    """)
+    got = _child(code)
+    assert got["found"] == [True] * 4 and got["first"] >= 1 and got["again"] == 0, got

@@ -155,6 +155,7 @@ _ORDER: dict[int, tuple[int, int, str]] = {}
 # error) and warned about rather than breaking the standard-domain op library
 LOAD_ERRORS: dict[str, str] = {}
 _LOADED_ALL = False
+_LOADED_OPS: set[tuple[str, str]] = set()  # (domain, op_type) whose modules `load_op` imported: found once per op
 
 
 def register(op_type: str, *, since: int = 1, until: int | None = None, domain: str = "") -> Callable[[type[OpImpl]], type[OpImpl]]:
@@ -217,7 +218,7 @@ def load_all_ops() -> None:
 def load_op(op_type: str, domain: str) -> None:
     """Import the op modules that register `domain::op_type` (`_op_index.MODULES`, generated from what
     `load_all_ops` registers; a test keeps them equal); an op the index does not know loads every module."""
-    if _LOADED_ALL:
+    if _LOADED_ALL or (domain, op_type) in _LOADED_OPS:
         return
     from ._op_index import MODULES
 
@@ -227,6 +228,7 @@ def load_op(op_type: str, domain: str) -> None:
         return
     for name in mods:
         _import_op_module(name)
+    _LOADED_OPS.add((domain, op_type))
 
 
 def find(op_type: str, domain: str, opset: int) -> OpImpl | None:
