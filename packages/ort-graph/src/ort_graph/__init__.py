@@ -49,6 +49,7 @@ from ._shapes import (
 from ._sparse import sparse_to_numpy
 from ._tensor import ExternalLocation, Tensor
 from ._topo import topological_order, validate
+from ._type_checks import InputTypeError, check_input_types
 
 __version__ = "0.2.0"
 
@@ -58,7 +59,7 @@ __all__ = [
     "copy_model", "parse_max_shape_override", "DimSpecError", "axis_name", "dynamic_axes", "format_shape",
     "dynamic_dims_hint", "named_inputs", "parse_dims", "parse_shapes", "sizes_by_symbol",
     "remove_unused_initializers", "resolve_shapes", "Attr", "Dim", "DuplicateNameError", "ExternalDataError", "MalformedNodeError", "ExternalLocation", "Graph", "GraphError",
-    "GraphStructureError", "Model", "ModelLoadError", "Node", "Shape", "ShapeAnnotationWarning", "ShapeResolutionWarning", "first_unresolved_node", "has_shape_rule", "unresolved_hint",
+    "GraphStructureError", "InputTypeError", "check_input_types", "Model", "ModelLoadError", "Node", "Shape", "ShapeAnnotationWarning", "ShapeResolutionWarning", "first_unresolved_node", "has_shape_rule", "unresolved_hint",
     "ShapeResolutionError", "Tensor", "TensorDataError", "UnsupportedModelError", "Value", "__version__", "dtype_name",
     "from_numpy_dtype", "from_proto", "is_static", "symbolic_inputs", "itemsize", "load", "save", "sparse_to_numpy", "tensor_nbytes",
     "to_numpy_dtype", "to_proto", "topological_order", "validate", "zoo",

@@ -38,6 +38,7 @@ from ._errors import MalformedNodeError, ShapeAnnotationWarning, ShapeResolution
 from ._input_dims import input_shapes
 from ._ir import Graph, Model, Node, Shape, Value, is_static
 from ._topo import topological_order
+from ._type_checks import check_input_types
 
 Type = tuple[int, Shape | None]
 # (node, its input types) -> one (dtype, shape) per output ((0, None) where unknown), or None: not known
@@ -305,6 +306,7 @@ def resolve_shapes(model: Model, dims: Mapping[str, int] | None = None,
         warnings.warn(msg, ShapeResolutionWarning, stacklevel=2)
         found.append(msg)
     graph.shape_warnings = found
+    check_input_types(model)  # element types as the op schemas allow them, now that every known one is
     values = [v for v in graph.values.values() if v.name not in graph.initializers]
     return ShapeReport(
         static=sum(is_static(v.shape) for v in values),
