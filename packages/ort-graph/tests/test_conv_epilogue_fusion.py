@@ -191,3 +191,24 @@ def test_residual_patterns_left_alone(case):
         assert model.graph.node_by_name("short/Conv/ConvAddActivationFusion").inputs[3] == "C"
     else:
         assert records == []
+
+
+@pytest.mark.parametrize("w_dims, b_len", [((), 4), ((4,), 4), ((4, 3, 3, 3), 5)])
+def test_a_conv_whose_weights_or_bias_are_not_a_convolutions_is_left_to_its_kernel(w_dims, b_len):
+    # a model file is untrusted: a Conv with a scalar or 1-D weight, or a bias of the wrong length, followed by a
+    # constant Mul once crashed the fusion (IndexError / ValueError); the pair stays for the kernel to refuse
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal(w_dims).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(b_len).astype(np.float32), "b")
+    s = numpy_helper.from_array(rng.standard_normal((4, 1, 1)).astype(np.float32), "s")
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
+                           helper.make_node("Mul", ["c", "s"], ["y"], name="mul")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, b, s])
+    model = ort_graph.from_proto(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ort_graph.resolve_shapes(model)
+    assert ort_graph.fuse_conv_mul(model.graph) == []
+    assert [n.op_type for n in model.graph.nodes] == ["Conv", "Mul"]
