@@ -8,8 +8,10 @@
  * Work items: (image, group, chunk of output pixels) for the GEMM path, (image, output channel) planes for a
  * depthwise one; threads take them one at a time from a shared counter. Workspace: slot 0 holds one buffer per
  * thread (conv_thread_floats: an im2col chunk of at most CONV_COLS_FLOATS floats and one sgemm packing block;
- * for a depthwise convolution the zero-padded input plane). Compute uses no more threads than the slot holds buffers for; without a
- * declaration (shapes unknown at planning) it takes the host's scratch buffer. */
+ * for a depthwise convolution the zero-padded input plane), for as many threads as Compute runs (conv_split: the
+ * intra-op threads, fewer when the items or the work are too few: a tiny Conv declares one). Compute uses no more
+ * threads than the slot holds buffers for; without a declaration (shapes unknown at planning) it takes the host's
+ * scratch buffer. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,13 +96,47 @@ static OrtStatus* conv_read_attrs(const OrtEpApi* eapi, const OrtNode* node, con
   return NULL;
 }
 
-static size_t conv_bytes(const ConvGeom* g, int threads) { return (size_t)threads * conv_thread_floats(g) * sizeof(float); }
+/* How a Conv of geometry `g` splits into work items, and how many of `threads` take them: no more threads than
+ * items, nor than the work pays for (CONV_MIN_WORK_PER_THREAD multiply-adds each). Compute runs that many, and
+ * the workspace declaration holds a buffer for each: one helper, so that the two cannot drift apart. */
+typedef struct ConvSplit {
+  int64_t items, chunks, width; /* chunks of `width` output pixels per (image, group) */
+  int64_t splits;               /* blocks of output channels per chunk (threads with too few chunks to share) */
+  int threads;
+} ConvSplit;
 
-/* CpuXwBytes: the workspace of all threads */
+static ConvSplit conv_split(const ConvGeom* g, int threads) {
+  const int64_t hw = g->OH * g->OW;
+  const double work = (double)g->N * (double)g->M * (double)hw * (double)(g->K > 0 ? g->K : 1);
+  ConvSplit s;
+  memset(&s, 0, sizeof s);
+  s.splits = 1;
+  if (g->depthwise) {
+    s.items = g->N * g->M;
+  } else {
+    s.width = g->chunk ? g->chunk : (hw < 512 ? hw : 512);
+    s.chunks = s.width > 0 ? (hw + s.width - 1) / s.width : 0;
+    s.items = g->N * g->group * s.chunks;
+  }
+  if (!g->depthwise && s.items > 0 && s.items < threads) { /* few pixel chunks (a late layer's 14 x 14): split the channels */
+    int64_t splits = (threads + s.items - 1) / s.items;
+    if (splits > g->Mg / CONV_MIN_SPLIT_ROWS) splits = g->Mg / CONV_MIN_SPLIT_ROWS;
+    if (splits > 1) {
+      s.splits = splits;
+      s.items *= splits;
+    }
+  }
+  if (threads > s.items) threads = (int)s.items;
+  if ((double)threads > work / CONV_MIN_WORK_PER_THREAD) threads = (int)(work / CONV_MIN_WORK_PER_THREAD);
+  s.threads = threads < 1 ? 1 : threads;
+  return s;
+}
+
+/* CpuXwBytes: a buffer for each thread Compute runs (conv_split) */
 static int conv_workspace(const void* attrs, const int64_t* x, const int64_t* w, size_t* bytes, char* err, size_t len) {
   ConvGeom g;
   if (conv_geometry((const ConvAttrs*)attrs, x, w, &g, err, len)) return 1;
-  *bytes = conv_bytes(&g, mnb_threads());
+  *bytes = (size_t)conv_split(&g, mnb_threads()).threads * conv_thread_floats(&g) * sizeof(float);
   return 0;
 }
 
@@ -125,9 +161,8 @@ typedef struct ConvJob {
   float* y;
   char* buffers;
   size_t thread_bytes;
-  int64_t items, chunks, width; /* chunks of `width` output pixels per (image, group) */
-  int64_t splits;               /* blocks of output channels per chunk (threads with too few chunks to share) */
-  int64_t next;                 /* the first item no thread has taken (atomic) */
+  int64_t items, chunks, width, splits; /* as conv_split */
+  int64_t next;                         /* the first item no thread has taken (atomic) */
   ConvAct act;
 } ConvJob;
 
@@ -163,8 +198,8 @@ static OrtStatus* conv_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   const void *x = NULL, *w = NULL, *b = NULL, *z = NULL;
   void *y = NULL, *buffers = NULL;
   int64_t ydims[4], hw;
-  double work;
   ConvGeom g;
+  ConvSplit split;
   ConvJob job;
   char err[512];
   int threads;
@@ -214,27 +249,9 @@ static OrtStatus* conv_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   job.x = (const float*)x; job.w = (const float*)w; job.b = (const float*)b; job.z = (const float*)z;
   job.y = (float*)y;
   job.act = k->act;
-  if (g.depthwise) {
-    job.items = g.N * g.M;
-  } else {
-    job.width = g.chunk ? g.chunk : (hw < 512 ? hw : 512);
-    job.chunks = (hw + job.width - 1) / job.width;
-    job.items = g.N * g.group * job.chunks;
-    job.splits = 1;
-  }
-  work = (double)g.N * (double)g.M * (double)hw * (double)(g.K > 0 ? g.K : 1);
-  threads = mnb_threads();
-  if (!g.depthwise && job.items < threads) { /* few pixel chunks (a late layer's 14 x 14): split the channels */
-    int64_t splits = (threads + job.items - 1) / job.items;
-    if (splits > g.Mg / CONV_MIN_SPLIT_ROWS) splits = g.Mg / CONV_MIN_SPLIT_ROWS;
-    if (splits > 1) {
-      job.splits = splits;
-      job.items *= splits;
-    }
-  }
-  if (threads > job.items) threads = (int)job.items;
-  if ((double)threads > work / CONV_MIN_WORK_PER_THREAD) threads = (int)(work / CONV_MIN_WORK_PER_THREAD);
-  if (threads < 1) threads = 1;
+  split = conv_split(&g, mnb_threads()); /* the threads the declaration holds buffers for */
+  job.items = split.items; job.chunks = split.chunks; job.width = split.width; job.splits = split.splits;
+  threads = split.threads;
   job.thread_bytes = conv_thread_floats(&g) * sizeof(float);
   if (job.thread_bytes > 0) {
     ORT_KERNEL_RETURN_IF_ERROR(cpu_kernels_thread_buffers(g_api, ctx, CONV_SLOT, k->declared, job.thread_bytes, &threads, &buffers));

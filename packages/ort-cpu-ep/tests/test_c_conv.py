@@ -139,6 +139,27 @@ def test_conv_declares_its_buffers(x_shape, w_shape, attrs, declared):
     assert slot.size_bytes < (k * 512 + 256 * 512 + 64) * 4 * c_kernels_threads()  # chunks, never the whole im2col
 
 
+@pytest.mark.parametrize(("x_shape", "w_shape", "buffers"), [
+    ((1, 3, 8, 8), (4, 3, 3, 3), 1),         # 6912 multiply-adds: a second thread does not pay
+    ((1, 16, 32, 32), (32, 16, 3, 3), 2),    # 4.7 M, two chunks of 512 output pixels
+    ((1, 64, 14, 14), (128, 64, 3, 3), 2),   # one chunk of 196 pixels: the threads split the output channels
+])
+def test_conv_declares_a_buffer_for_each_thread_compute_runs_and_never_asks_for_more(x_shape, w_shape, buffers):
+    from ort_cpu_ep._threads import intra_op_thread_scope
+
+    model, feeds = _conv(x_shape, w_shape, pads=[1, 1, 1, 1])
+    with intra_op_thread_scope(1):
+        _, (one,) = c_kernel_workspace(model, [x_shape, w_shape])
+    with intra_op_thread_scope(2):
+        estimate, (two,) = c_kernel_workspace(model, [x_shape, w_shape])
+    assert two.size_bytes == buffers * one.size_bytes  # the work limit of Compute, applied to the declaration
+    assert estimate == two.size_bytes
+    counters = ort_abi.ContextCounters()
+    got = run_one_node(model, feeds, "C", threads=2, counters=counters)["y"]  # no plan: the host's scratch, traced
+    assert counters.scratch_fallbacks == 1 and counters.scratch_bytes == two.size_bytes  # the declaration, no more
+    np.testing.assert_allclose(got, run_one_node(model, feeds, "numpy")["y"], rtol=1e-4, atol=1e-4)
+
+
 def c_kernels_threads() -> int:
     from ort_cpu_ep import _threads
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ort_graph import Node
+from ort_graph import Node, constant_initializer
 
 _FLOAT = 1  # TensorProto.FLOAT
 # FusedConv activations the C Conv applies in its epilogue -> the count of activation_params each takes
@@ -58,7 +58,7 @@ def c_resize_applies(node: Node) -> bool:
     for name, accepted in _C_RESIZE_ATTRS.items():
         if node.attr(name, _C_RESIZE_DEFAULTS[name]) not in accepted:
             return False
-    consts = [graph.initializers.get(n) if n else None for n in (list(node.inputs) + ["", "", ""])[2:4]]
+    consts = [constant_initializer(graph, n) for n in (list(node.inputs) + ["", "", ""])[2:4]]  # fed: numpy
     arrays = [np.asarray(t.numpy()).reshape(-1) if t is not None else None for t in consts]
     scales, sizes = (a if a is not None and a.size else None for a in arrays)
     if sizes is not None:

@@ -9,7 +9,7 @@ import operator
 
 import numpy as np
 
-from ort_graph import Node
+from ort_graph import Node, constant_initializer
 
 from ._c_cnn_rules import (
     C_CONV_ACTIVATIONS,
@@ -95,7 +95,7 @@ def c_kernel_applies(node: Node, opset: int | None = None) -> bool:
         return False
     if int(node.attr("accuracy_level", 0)) == 4:
         graph = node.graph
-        return graph is not None and len(node.inputs) > 1 and node.inputs[1] in graph.initializers
+        return graph is not None and len(node.inputs) > 1 and constant_initializer(graph, node.inputs[1]) is not None
     return True
 
 
@@ -266,7 +266,7 @@ def _c_reduce_applies(node: Node, opset: int | None) -> bool:
         return False
     if opset is None or opset >= _C_REDUCES[node.op_type]:
         name = node.inputs[1] if len(node.inputs) > 1 else ""
-        tensor = graph.initializers.get(name) if name else None
+        tensor = constant_initializer(graph, name)  # an overridable one is the run's: numpy reads it
         if name and (tensor is None or tensor.dtype != 7):
             return False
         axes = [] if tensor is None else [int(a) for a in np.asarray(tensor.numpy()).reshape(-1)]

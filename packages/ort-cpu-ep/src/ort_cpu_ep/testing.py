@@ -58,12 +58,14 @@ def one_node_model(node: NodeProto, inputs: Sequence[ValueInfoProto], outputs: S
 
 
 def run_one_node(model: ModelProto, feeds: Mapping[str, np.ndarray], language: str, *,
-                 threads: int | None = None, prepack: bool = False) -> dict[str, Any]:
+                 threads: int | None = None, prepack: bool = False,
+                 counters: ort_abi.ContextCounters | None = None) -> dict[str, Any]:
     """The model's one node through the CPU provider (`language` 'C': the entry it picks, which must be the C
     kernel; 'numpy': the in-tree kernel), outputs by name. `threads` None: inside the provider's run scope (whose
     thread pools give a lone C kernel one thread, see `CpuExecutionProvider.run_scope`); n: inside
     `intra_op_thread_scope(n)` instead, so the kernel gets exactly n intra-op threads. `prepack`: the kernel first
-    packs its constant inputs as a session does (declare_prepacked, prepack_weight), and at least one must be packed."""
+    packs its constant inputs as a session does (declare_prepacked, prepack_weight), and at least one must be packed.
+    `counters`: the context's (no workspace is planned here: `scratch_bytes` is what the kernel asked for)."""
     m = ort_graph.from_proto(model)
     ep = CpuExecutionProvider(m.graph, m.opset_imports)
     (node,) = m.graph.nodes
@@ -83,7 +85,7 @@ def run_one_node(model: ModelProto, feeds: Mapping[str, np.ndarray], language: s
         assert any(packed), f"node {node.name!r}: no constant input was pre-packed"
     types = [m.graph.values[o].dtype if o else TensorProto.FLOAT for o in node.outputs]
     ctx = ort_abi.KernelContext([values[n] if n else None for n in node.inputs], output_count=len(node.outputs),
-                                output_types=types)
+                                output_types=types, counters=counters)
     with ep.run_scope() if threads is None else intra_op_thread_scope(threads):
         kernel.compute(ctx)
     if hasattr(kernel, "release"):

@@ -37,6 +37,13 @@ from ._fusions import FUSIONS, FusionRecord, apply_l1_fusions, remove_unused_ini
 from ._input_dims import dynamic_axes, dynamic_dims_hint, named_inputs, sizes_by_symbol
 from ._io import from_proto, load, save, to_proto
 from ._ir import LAYER_ANN_KEY, Attr, Dim, Graph, Model, Node, Shape, Value, is_static, symbolic_inputs
+from ._overridable import (
+    constant_initializer,
+    constant_names,
+    is_overridable,
+    overridable_initializers,
+    settle_inputs,
+)
 from ._repeat_kv_fusion import fuse_repeat_kv
 from ._rnn_defaults import drop_default_rnn_activations
 from ._shapes import (
@@ -56,6 +63,7 @@ __version__ = "0.2.0"
 __all__ = [
     "BodyWeight", "body_weight_bytes", "body_weights",
     "FUSIONS", "FusionRecord", "CONV_ACTIVATIONS", "conv1d_as_conv2d", "drop_default_rnn_activations", "fuse_conv_activation", "fuse_conv_add", "fuse_conv_add_activation", "fuse_conv_batchnorm", "fuse_conv_mul", "fuse_convtranspose_add", "fuse_matmul_transpose", "fuse_repeat_kv", "fuse_silu", "LAYER_ANN_KEY", "ShapeReport", "apply_l1_fusions", "constants_to_initializers", "fold_constant_layouts", "fold_constant_of_shape",
+    "constant_initializer", "constant_names", "is_overridable", "overridable_initializers", "settle_inputs",
     "copy_model", "parse_max_shape_override", "DimSpecError", "axis_name", "dynamic_axes", "format_shape",
     "dynamic_dims_hint", "named_inputs", "parse_dims", "parse_shapes", "sizes_by_symbol",
     "remove_unused_initializers", "resolve_shapes", "Attr", "Dim", "DuplicateNameError", "ExternalDataError", "MalformedNodeError", "ExternalLocation", "Graph", "GraphError",

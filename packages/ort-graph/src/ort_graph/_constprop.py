@@ -10,13 +10,14 @@ never materialised: folding never holds more than MAX_ELEMENTS elements (32 KiB 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ._dtypes import to_numpy_dtype
 from ._ir import Graph, Node, Shape, is_static
+from ._overridable import constant_initializer
 
 MAX_ELEMENTS = 4096
 Fn = Callable[[Node, list[np.ndarray]], np.ndarray]
@@ -247,7 +248,7 @@ FOLD_FILL_MAX_BYTES = 1 << 30  # a larger ConstantOfShape stays a node: its size
 
 
 def fold_constant_of_shape(graph: Graph, max_bytes: int = FOLD_FILL_MAX_BYTES) -> list[str]:
-    """Turn the main graph's ConstantOfShape nodes whose shape is an initializer into initializers (ONNX Runtime's
+    """Turn the main graph's ConstantOfShape nodes whose shape is a constant initializer (not overridable) into initializers (ONNX Runtime's
     constant folding does so at initialization). Exporters that ship weights as fills (the onnx package's `light`
     CNNs, shape-only test models) otherwise make every run write them again, and the Conv / BatchNormalization
     folds, which need initializers, never apply. One over `max_bytes`, a graph output, or a shape that is not a
@@ -261,7 +262,7 @@ def fold_constant_of_shape(graph: Graph, max_bytes: int = FOLD_FILL_MAX_BYTES) -
         if node.op_type != "ConstantOfShape" or node.domain not in ("", "ai.onnx") or len(node.outputs) != 1:
             continue
         out = node.outputs[0]
-        shape_t = graph.initializers.get(node.inputs[0]) if node.inputs and node.inputs[0] else None
+        shape_t = constant_initializer(graph, node.inputs[0]) if node.inputs else None  # an overridable shape is never folded
         if not out or out in graph.outputs or out in graph.initializers or shape_t is None:
             continue
         if shape_t.dtype != TensorProto.INT64 or len(shape_t.dims) != 1 or shape_t.dims[0] > 64:
@@ -310,12 +311,10 @@ _LAYOUT_FOLDS: dict[str, Fn] = {"Unsqueeze": _checked_unsqueeze, "Squeeze": _squ
                                 "Flatten": _flatten, "Identity": lambda n, xs: xs[0]}
 
 
-def fold_constant_layouts(graph: Graph, max_bytes: int = FOLD_FILL_MAX_BYTES, *,
-                          overridable: Collection[str] | None = None) -> list[str]:
+def fold_constant_layouts(graph: Graph, max_bytes: int = FOLD_FILL_MAX_BYTES) -> list[str]:
     """Turn the main graph's Unsqueeze / Squeeze / Reshape / Flatten / Identity nodes whose inputs are all
-    initializers, none `overridable` (default: the graph inputs; ONNX IR < 4 lists every initializer as an
-    input, and none may be fed), into initializers, as ONNX Runtime's constant folding does at
-    initialization. Caffe-style exports scale each Conv output by `Unsqueeze(scale)`: folded, the Mul / Add after
+    constant initializers (none overridable: `_overridable.constant_initializer`), into initializers, as ONNX Runtime's
+    constant folding does at initialization. Caffe-style exports scale each Conv output by `Unsqueeze(scale)`: folded, the Mul / Add after
     the Conv become constant per-channel ops its fusions fold into the weights, and the Unsqueezes stop running.
     The new initializer is a view of the data read (no copy). One that is invalid for its op (bad axes, a shape
     that does not fit the data), a string tensor, a graph output or one over `max_bytes` stays a node: its kernel
@@ -323,16 +322,15 @@ def fold_constant_layouts(graph: Graph, max_bytes: int = FOLD_FILL_MAX_BYTES, *,
     from ._tensor import Tensor
 
     made: list[str] = []
-    overridable = set(graph.inputs if overridable is None else overridable)
     for node in list(graph.nodes):
         fn = _LAYOUT_FOLDS.get(node.op_type)
         if fn is None or node.domain not in ("", "ai.onnx") or len(node.outputs) != 1 or not node.inputs:
             continue
         out = node.outputs[0]
         names = [i for i in node.inputs if i]
-        source = graph.initializers.get(node.inputs[0]) if node.inputs[0] else None
+        source = constant_initializer(graph, node.inputs[0])
         if (not out or out in graph.outputs or out in graph.initializers or source is None or source.dtype == 8
-                or any(i not in graph.initializers or i in overridable for i in names) or source.nbytes > max_bytes):
+                or any(constant_initializer(graph, i) is None for i in names) or source.nbytes > max_bytes):
             continue
         try:
             xs = [graph.initializers[i].numpy() if i else None for i in node.inputs]

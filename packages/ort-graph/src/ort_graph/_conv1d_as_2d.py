@@ -19,6 +19,7 @@ from onnx import AttributeProto
 
 from ._fusions import FusionRecord
 from ._ir import Attr, Graph, Node
+from ._overridable import constant_initializer
 from ._tensor import Tensor
 
 __all__ = ["conv1d_as_conv2d"]
@@ -78,7 +79,7 @@ def conv1d_as_conv2d(graph: Graph, nodes: Collection[Node] | None = None) -> lis
         if not 2 <= len(conv.inputs) <= 3 or not conv.inputs[0] or len(conv.outputs) != 1:
             continue
         x, y = graph.values.get(conv.inputs[0]), graph.values.get(conv.outputs[0])
-        w = graph.initializers.get(conv.inputs[1])
+        w = constant_initializer(graph, conv.inputs[1])  # an overridable W is fed as it is: not reshaped here
         if x is None or y is None or w is None or x.dtype != _FLOAT or w.dtype != _FLOAT or len(w.dims) != 3:
             continue
         if x.shape is None or len(x.shape) != 3 or (y.shape is not None and len(y.shape) != 3):

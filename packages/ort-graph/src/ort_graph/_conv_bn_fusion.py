@@ -3,7 +3,8 @@ provider's pass on the nodes it claimed: Conv(X, W[, b]) whose only consumer is 
 constant scale, B, mean and var becomes Conv(X, W', b'), W' = W * s per output channel, b' = (b - mean) * s + B,
 s = scale / sqrt(var + epsilon) (ConvTranspose: W [C, M / group, ...] scaled along its output channels, axis 1 within
 each group), computed in float64 and rounded once to the weights' type. The folded weights are
-new initializers (`<conv name>/ConvBNFusion/W`, `/B`); the old ones go once nothing reads them."""
+new initializers (`<conv name>/ConvBNFusion/W`, `/B`); the old ones go once nothing reads them. An overridable
+initializer (one a run may feed: `_overridable`) among them leaves the pair as it is, as in onnxruntime."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 
 from ._fusions import FusionRecord, _only_consumer, _replace
 from ._ir import Graph, Node
+from ._overridable import constant_initializer
 from ._rewrite import Rewriter
 from ._tensor import Tensor
 
@@ -35,7 +37,7 @@ def _channel_constants(graph: Graph, bn: Node, channels: int) -> list[np.ndarray
         return None
     out = []
     for name in bn.inputs[1:]:
-        t = graph.initializers.get(name)
+        t = constant_initializer(graph, name)
         if t is None or tuple(t.dims) != (channels,):
             return None
         out.append(np.asarray(t.numpy(), np.float64))
@@ -69,7 +71,7 @@ def fuse_conv_batchnorm(graph: Graph, nodes: Collection[Node] | None = None) -> 
     records: list[FusionRecord] = []
     rw = Rewriter(graph)
     for conv in [n for n in graph.nodes if n.op_type in ("Conv", "ConvTranspose") and n.domain in ("", "ai.onnx")]:
-        if not 2 <= len(conv.inputs) <= 3 or not all(conv.inputs) or any(i not in graph.initializers for i in conv.inputs[1:]):
+        if not 2 <= len(conv.inputs) <= 3 or not all(conv.inputs) or any(constant_initializer(graph, i) is None for i in conv.inputs[1:]):
             continue
         bn = _only_consumer(graph, conv.outputs[0])
         if bn is None or bn.op_type != "BatchNormalization" or bn.domain not in ("", "ai.onnx") or bn.inputs[0] != conv.outputs[0]:

@@ -10,6 +10,7 @@ from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, ValueInfoPro
 from ._dimspec import UNNAMED
 from ._external import DataDirectory, ExternalLocation, materialise
 from ._ir import Attr, Dim, Graph, Model, Node, Shape, Value
+from ._overridable import OVERRIDABLE_IR_VERSION, list_initializers_as_inputs, settle_inputs
 from ._proto_checks import check_model_proto
 from ._sparse import materialise_sparse
 from ._tensor import Tensor, detached
@@ -135,13 +136,15 @@ def model_from_proto(mp: ModelProto, base_dir: pathlib.Path | DataDirectory | No
     """The IR of a model; the proto is checked first (text, unique names, tensor data: `_proto_checks`)."""
     check_model_proto(mp)
     graph = graph_from_proto(mp.graph, base_dir, in_model_file=in_model_file)
-    return Model(
+    model = Model(
         graph=graph, ir_version=mp.ir_version,
         opset_imports={("" if o.domain == "ai.onnx" else o.domain): o.version for o in mp.opset_import},
         producer_name=mp.producer_name, producer_version=mp.producer_version, domain=mp.domain,
         model_version=mp.model_version if mp.HasField("model_version") else None, doc_string=mp.doc_string,
         metadata={p.key: p.value for p in mp.metadata_props}, functions=[detached(f) for f in mp.functions], path=path,
     )
+    settle_inputs(model)  # before IR 4 no initializer is a feedable input (`_overridable`)
+    return model
 
 
 def _attr_proto(a: Attr, embed: bool) -> AttributeProto:
@@ -183,6 +186,8 @@ def graph_to_proto(g: Graph, embed: bool = True, *, include_value_info: bool = T
 
 def model_to_proto(m: Model, embed: bool = True) -> ModelProto:
     gp = graph_to_proto(m.graph, embed)
+    if m.ir_version < OVERRIDABLE_IR_VERSION:  # that IR lists every initializer as a graph input
+        list_initializers_as_inputs(gp)
     mp = helper.make_model(gp, opset_imports=[helper.make_opsetid(d, v) for d, v in m.opset_imports.items()],
                            ir_version=m.ir_version, producer_name=m.producer_name,
                            producer_version=m.producer_version, domain=m.domain,

@@ -14,6 +14,7 @@ from onnx import AttributeProto
 from ._conv_bn_fusion import _initializer, output_channels
 from ._fusions import FusionRecord, _only_consumer, _replace
 from ._ir import Attr, Graph, Node
+from ._overridable import constant_initializer
 from ._rewrite import Rewriter
 
 __all__ = ["fuse_conv_add", "fuse_conv_mul", "fuse_convtranspose_add", "fuse_matmul_transpose", "fuse_silu"]
@@ -26,7 +27,7 @@ def _channel_bias(graph: Graph, name: str, channels: int, rank: int) -> np.ndarr
     """The initializer `name` as a per-output-channel vector [M] when it broadcasts as [1, M, 1, ...] (or
     [M, 1, ...]) against a rank-`rank` Conv output, or is one value of rank at most `rank` (a scalar: repeated);
     None otherwise."""
-    t = graph.initializers.get(name)
+    t = constant_initializer(graph, name)
     if t is None:
         return None
     dims = tuple(t.dims)
@@ -66,7 +67,7 @@ def _fuse_conv_constant(graph: Graph, nodes: Collection[Node] | None, op: str, f
     records: list[FusionRecord] = []
     rw = Rewriter(graph)
     for conv in [n for n in graph.nodes if n.op_type == op_type and n.domain in ("", "ai.onnx")]:
-        if not 2 <= len(conv.inputs) <= 3 or not all(conv.inputs) or any(i not in graph.initializers for i in conv.inputs[1:]):
+        if not 2 <= len(conv.inputs) <= 3 or not all(conv.inputs) or any(constant_initializer(graph, i) is None for i in conv.inputs[1:]):
             continue
         other_node = _only_consumer(graph, conv.outputs[0])
         if other_node is None or other_node.op_type != op or other_node.domain not in ("", "ai.onnx"):

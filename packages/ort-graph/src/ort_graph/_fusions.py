@@ -11,6 +11,7 @@ import numpy as np
 from onnx import AttributeProto
 
 from ._ir import Attr, Graph, Model, Node, is_static
+from ._overridable import constant_initializer, is_overridable
 from ._rewrite import Rewriter
 from ._tensor import Tensor
 
@@ -36,6 +37,9 @@ def _producer(graph: Graph, value: str, op_type: str) -> Node | None:
 
 
 def _scalar(graph: Graph, name: str) -> float | None:
+    """The one value of a constant (a Constant node's, or an initializer no feed can replace), else None."""
+    if is_overridable(graph, name):
+        return None
     t = graph.initializers.get(name)
     if t is None and name in graph.values and graph.values[name].producer is not None:
         p = graph.values[name].producer
@@ -54,7 +58,7 @@ def _last_axis_mean(graph: Graph, node: Node, rank: int) -> bool:
     if node.op_type != "ReduceMean" or not node.attr("keepdims", 1):
         return False
     axes = node.attr("axes")
-    if axes is None and len(node.inputs) > 1 and node.inputs[1] in graph.initializers:
+    if axes is None and len(node.inputs) > 1 and constant_initializer(graph, node.inputs[1]) is not None:
         axes = graph.initializers[node.inputs[1]].numpy().reshape(-1).tolist()
     return axes is not None and len(axes) == 1 and axes[0] % rank == rank - 1
 

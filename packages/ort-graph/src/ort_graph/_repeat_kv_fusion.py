@@ -31,7 +31,7 @@ _MAX_DEPTH = 8
 def _constant(graph: Graph, name: str, depth: int = 0) -> np.ndarray | None:
     """The value of `name` when it is an initializer or computed from initializers only; None otherwise (a
     Shape of an activation is never a constant here: a run's shapes may differ from the resolved ones)."""
-    if not name:
+    if not name or name in graph.inputs:  # a graph input or an overridable initializer: fed, not a constant
         return None
     t = graph.initializers.get(name)
     if t is not None:

@@ -37,6 +37,7 @@ from ._dimspec import parse_shapes
 from ._errors import MalformedNodeError, ShapeAnnotationWarning, ShapeResolutionWarning
 from ._input_dims import input_shapes
 from ._ir import Graph, Model, Node, Shape, Value, is_static
+from ._overridable import constant_names
 from ._topo import topological_order
 from ._type_checks import check_input_types
 
@@ -69,14 +70,15 @@ def parse_max_shape_override(text: str) -> dict[str, list[int]]:
 
 def _shape_only_proto(model: Model, inputs: dict[str, Shape | None]) -> ModelProto:
     g = model.graph
-    small = lambda t: t.nbytes <= SMALL_INITIALIZER  # noqa: E731
+    consts = constant_names(g)  # an overridable initializer's value is not known before the run: an input only
+    small = lambda t: t.nbytes <= SMALL_INITIALIZER and t.name in consts  # noqa: E731
     gp = graph_to_proto(g, embed=True, include_value_info=False, initializer_filter=small)
     del gp.input[:]
     del gp.output[:]
     for name in g.inputs:
         gp.input.append(helper.make_tensor_value_info(name, g.values[name].dtype, inputs[name]))
     for name, t in g.initializers.items():
-        if not small(t):
+        if not small(t) and name in consts:
             gp.input.append(helper.make_tensor_value_info(name, t.dtype, list(t.dims)))
     gp.output.extend(helper.make_empty_tensor_value_info(n) for n in g.outputs)
     mp = helper.make_model(gp, opset_imports=[helper.make_opsetid(d, v) for d, v in model.opset_imports.items()],
@@ -193,8 +195,9 @@ def _python_pass(graph: Graph, opsets: dict[str, int], dims: Mapping[str, int],
                  output_shapes: OutputShapes | None = None) -> None:
     """Values ONNX inference left incomplete, in topological order: contrib handlers, schemas, the
     `output_shapes` callbacks, the file's declared annotation of what is still unknown, constants."""
+    known = constant_names(graph)  # not the overridable initializers: their values are the run's
     consts: dict[str, np.ndarray] = {n: t.numpy() for n, t in graph.initializers.items()
-                                      if t.nbytes <= SMALL_INITIALIZER and t.dtype in (6, 7, 1, 9, 10, 11)}
+                                      if t.nbytes <= SMALL_INITIALIZER and t.dtype in (6, 7, 1, 9, 10, 11) and n in known}
     for node in topological_order(graph):
         outs = [graph.values[o] for o in node.outputs if o]
         if node.attributes and is_control_flow(node, opsets):  # its bodies are resolved on the way

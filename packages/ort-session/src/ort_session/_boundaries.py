@@ -60,8 +60,8 @@ def insert_copies(graph: Graph, device_of_ep: Mapping[str, str], host_ep: str,
     node_names = {n.name for n in graph.nodes if n.name}
     for name in list(graph.values):
         value = graph.values[name]
-        if name in graph.initializers:
-            continue  # weights are placed with the node that reads them
+        if name in graph.initializers and name not in graph.inputs:
+            continue  # weights are placed with the node that reads them; an overridable one is copied as an input is
         producer = value.producer
         src = device(producer)
         if src == HOST and all(c.graph is not graph or device(c) == HOST for c in value.consumers):

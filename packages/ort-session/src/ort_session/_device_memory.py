@@ -21,7 +21,7 @@ import numpy as np
 
 import ort_abi
 import ort_memplan
-from ort_graph import BodyWeight, Graph, Node, body_weights
+from ort_graph import BodyWeight, Graph, Node, body_weights, overridable_initializers
 
 from ._errors import DeviceMemoryError
 
@@ -137,9 +137,12 @@ def device_allocators(providers: Sequence[Any]) -> dict[str, ort_abi.Allocator]:
 def weight_names_per_device(graph: Graph, device_of_node: Mapping[int, str],
                             memory_types: MemoryTypes = _no_host_io, host: str = "cpu") -> dict[str, set[str]]:
     """Initializers read by nodes on each device (one read on two devices counts on both); a weight
-    read at a host-input position is read on the host."""
+    read at a host-input position is read on the host. An overridable initializer (a run may feed it) is a
+    weight of the host wherever it is read: its boundary copy (`insert_copies`) takes the run's value, fed or
+    stored, to the device, as for an input; it is never uploaded."""
     seen: dict[str, set[str]] = {}
     inits = graph.initializers
+    fed = set(overridable_initializers(graph))
     for node in graph.nodes:
         if node.attributes and node.subgraphs:  # what its bodies hold lives where the node runs
             keys = {w.key for w in body_weights(node)}
@@ -150,7 +153,7 @@ def weight_names_per_device(graph: Graph, device_of_node: Mapping[int, str],
             continue  # no weights: its memory types do not matter here
         host_inputs = memory_types(node)[0]
         for i, name in reads:
-            device = host if i in host_inputs else device_of_node[node.index]
+            device = host if i in host_inputs or name in fed else device_of_node[node.index]
             seen.setdefault(device, set()).add(name)
     return seen
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import reprlib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import numpy as np
@@ -17,18 +17,36 @@ from ._input_defaults import default_dims
 
 
 def required_inputs(graph: Graph) -> list[str]:
-    """Graph inputs that are not initializers (ONNX IR < 4 lists initializers as inputs too)."""
+    """Graph inputs that are not initializers (the overridable initializers a run may also feed are
+    `ort_graph.overridable_initializers`; before IR 4 none is, decided at load)."""
     return [n for n in graph.inputs if n not in graph.initializers]
 
 
-def check_feed_names(graph: Graph, feeds: Mapping[str, object]) -> None:
-    """`feeds` is a mapping that names every required input and nothing else (InvalidInputError otherwise)."""
+def _unknown_feeds(graph: Graph, unknown: list[object], expected: list[str], constants: Collection[str]) -> str:
+    """The message for feeds naming no feedable input: those naming a constant of the model say so, and how to
+    make one feedable (onnxruntime refuses both kinds alike, "Invalid input name"). `constants`: the model's
+    constant initializers as loaded (a fold may have consumed some since)."""
+    fed = ort_graph.overridable_initializers(graph)
+    known = f"the model's inputs are {expected!r}" + (f" (and the overridable initializers {_cut(repr(fed))})"
+                                                       if fed else "")
+    constants = [n for n in unknown if isinstance(n, str) and (n in graph.initializers or n in constants)]
+    if not constants:
+        return f"unknown input name(s) {_cut(repr(unknown))}; {known}"
+    return (f"input name(s) {_cut(repr(constants))} name initializers that are constants of the model, which a run "
+            "cannot feed (only an initializer listed in graph.input of a model of IR version >= 4 is overridable); "
+            f"{known}. To feed one, list it in graph.input and save the model with ir_version >= 4, or set its "
+            "value once with SessionOptions.add_initializer")
+
+
+def check_feed_names(graph: Graph, feeds: Mapping[str, object], constants: Collection[str] = ()) -> None:
+    """`feeds` is a mapping that names every required input, perhaps overridable initializers, and nothing else
+    (InvalidInputError otherwise; `constants`: as `_unknown_feeds`)."""
     if not isinstance(feeds, Mapping):
         raise InvalidInputError(f"feeds must be a dict of input name -> numpy array, got {type(feeds).__name__}")
     expected = required_inputs(graph)
     unknown = [n for n in feeds if not isinstance(n, str) or n not in graph.inputs]
     if unknown:
-        raise InvalidInputError(f"unknown input name(s) {_cut(repr(unknown))}; the model's inputs are {expected!r}")
+        raise InvalidInputError(_unknown_feeds(graph, unknown, expected, constants))
     missing = [n for n in expected if n not in feeds]
     if missing:
         raise InvalidInputError(f"missing input(s) {missing!r}; the model needs {expected!r}")
@@ -49,7 +67,8 @@ def feed_key(feeds: Mapping[str, object]) -> tuple | None:
 
 def validate_feeds(graph: Graph, feeds: Mapping[str, object],
                    declared: Mapping[str, tuple | None] | None = None,
-                   passed: dict[tuple, dict[str, int]] | None = None) -> tuple[dict[str, Any], dict[str, int]]:
+                   passed: dict[tuple, dict[str, int]] | None = None,
+                   constants: Collection[str] = ()) -> tuple[dict[str, Any], dict[str, int]]:
     """Check names, dtypes, ranks and shapes (against `declared` input shapes when given, e.g. the
     model's own before max-shape resolution); returns the arrays and the symbolic-dim bindings.
     `passed` (the caller's, for one graph and `declared`): feed keys (`feed_key`) that passed, with their
@@ -58,7 +77,7 @@ def validate_feeds(graph: Graph, feeds: Mapping[str, object],
     hit = passed.get(key) if key is not None else None
     if hit is not None:
         return dict(feeds), dict(hit)
-    arrays, bindings = _validate(graph, feeds, declared)
+    arrays, bindings = _validate(graph, feeds, declared, constants)
     if key is not None:
         if len(passed) >= 16:  # a few shape keys (a decode loop has one per length); runs may share the dict
             passed.pop(next(iter(passed), None), None)
@@ -66,9 +85,9 @@ def validate_feeds(graph: Graph, feeds: Mapping[str, object],
     return arrays, bindings
 
 
-def _validate(graph: Graph, feeds: Mapping[str, object],
-              declared: Mapping[str, tuple | None] | None) -> tuple[dict[str, Any], dict[str, int]]:
-    check_feed_names(graph, feeds)
+def _validate(graph: Graph, feeds: Mapping[str, object], declared: Mapping[str, tuple | None] | None,
+              constants: Collection[str] = ()) -> tuple[dict[str, Any], dict[str, int]]:
+    check_feed_names(graph, feeds, constants)
     arrays: dict[str, Any] = {}
     bindings: dict[str, int] = {}
     for name, raw in feeds.items():

@@ -22,6 +22,7 @@ def load_model(model: str | os.PathLike | bytes | onnx.ModelProto | Model, base_
     (MAP_INLINE_WEIGHTS). A load failure is typed as ONNX Runtime types it (NoSuchFile, InvalidProtobuf,
     InvalidGraph)."""
     if isinstance(model, Model):
+        ort_graph.settle_inputs(model)  # as a load does: before IR 4 no initializer is a feedable input
         return model
     if isinstance(model, str | os.PathLike) and not os.path.exists(model):
         raise ModelFileNotFoundError(f"model file {os.fspath(model)!r} does not exist; check the path")

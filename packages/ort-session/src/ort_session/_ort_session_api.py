@@ -24,6 +24,7 @@ class OrtSessionApi:
     providers: list[Any]
     placement: Any
     _declared_inputs: dict[str, Any]
+    _constants: set[str]
     _declared_outputs: dict[str, Any]
     _profiler: Any
     _arguments: tuple[Any, Any, dict[str, Any]]
@@ -45,12 +46,12 @@ class OrtSessionApi:
 
     def get_overridable_initializers(self) -> list[NodeArg]:
         """Initializers that are graph inputs too (a feed may replace them); none before IR version 4, where
-        every initializer was listed as an input (as ONNX Runtime)."""
+        every initializer was listed as an input (as ONNX Runtime; decided at load: `ort_graph.settle_inputs`)."""
+        import ort_graph
+
         graph = self.model.graph
-        if self.model.ir_version < 4:
-            return []
         return [node_arg(n, graph.initializers[n].dtype, list(graph.initializers[n].dims))
-                for n in graph.inputs if n in graph.initializers]
+                for n in ort_graph.overridable_initializers(graph)]
 
     def get_modelmeta(self) -> ModelMetadata:
         """The model's metadata; `version` is its model_version, or onnxruntime's value for a model without
@@ -135,7 +136,7 @@ class OrtSessionApi:
 
         from ._feeds import check_feed_names
 
-        check_feed_names(self.model.graph, input_feed)
+        check_feed_names(self.model.graph, input_feed, self._constants)
         if not callable(callback):
             raise InvalidInputError(f"run_async: callback must be callable, got {type(callback).__name__}")
         feeds = dict(input_feed)

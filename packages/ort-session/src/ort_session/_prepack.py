@@ -5,7 +5,8 @@ initializer (`prepacked_bytes`); those bytes count as the node's weights on its 
 checks, `ortrun plan`). Once the plan fits, `prepack_weights` packs them, before any run. The initializers stay
 resident (a consumer that does not pack, or a few-row product that streams the original, still reads them): the
 plan counts both. Only host memory is packed (nodes on a device with its own allocator declare nothing here).
-An initializer that is also a graph input can be fed at run time, so it is not constant and is not packed.
+An overridable initializer (listed in graph.input, IR >= 4: `ort_graph.constant_initializer`) can be fed at run
+time, so it is not constant and is not packed; before IR 4 every initializer is constant and may be packed.
 """
 
 from __future__ import annotations
@@ -14,15 +15,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import ort_abi
-from ort_graph import Node
+from ort_graph import Node, constant_initializer
 
 Packed = dict[tuple[int, int], int]  # (node index, input index) -> bytes
 
 
 def constant_inputs(graph: Any, node: Node) -> list[tuple[int, str]]:
     """(input index, name) of the node's inputs that are initializers no feed can replace."""
-    inits, fed = graph.initializers, set(graph.inputs)
-    return [(i, name) for i, name in enumerate(node.inputs) if name and name in inits and name not in fed]
+    return [(i, name) for i, name in enumerate(node.inputs) if constant_initializer(graph, name) is not None]
 
 
 def node_prepacked(graph: Any, node: Node, kernel: Any) -> tuple[tuple[int, int], ...]:

@@ -115,7 +115,8 @@ class QuickRun:
     def _check(self, session: Any, feeds: dict[str, np.ndarray], shapes: tuple) -> bool | None:
         """A new shape key: the executor path's checks (its errors raised as they are), then whether the static
         plan holds these shapes (None: another layout, the executor's path runs them) and are the planned ones."""
-        arrays, _ = validate_feeds(session.model.graph, feeds, session._declared_inputs, session._passed_feeds)
+        arrays, _ = validate_feeds(session.model.graph, feeds, session._declared_inputs, session._passed_feeds,
+                                   session._constants)
         layout = session.memory.layout_for(arrays)
         same = (type(layout) is PlannedLayout and layout.plan_key() is self.key and layout.name == self.layout.name
                 and layout.red_zone_names is None)

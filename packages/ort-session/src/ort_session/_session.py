@@ -108,11 +108,11 @@ class InferenceSession(OrtSessionApi):
                                map_inline_weights=self.options.map_inline_weights)
         graph = self.model.graph
         _ort_api.override_initializers(graph, self.options.initializer_overrides)
+        self._constants = ort_graph.constant_names(graph)  # as loaded: feeds of them are refused by name, folded or not
         profiler.phase("model_loading")
         self.constants = ort_graph.constants_to_initializers(graph)  # as ONNX Runtime does at load
         if self.options.graph_optimization_level != GraphOptimizationLevel.ORT_DISABLE_ALL:  # its constant folding
-            fixed = () if self.model.ir_version < 4 else None  # before IR 4 no initializer can be fed
-            folded = ort_graph.fold_constant_of_shape(graph) + ort_graph.fold_constant_layouts(graph, overridable=fixed)
+            folded = ort_graph.fold_constant_of_shape(graph) + ort_graph.fold_constant_layouts(graph)  # not overridable ones
             if folded:
                 self.constants += folded
                 ort_graph.remove_unused_initializers(graph)  # the fills' shape inputs
@@ -300,7 +300,8 @@ class InferenceSession(OrtSessionApi):
                      if isinstance(feeds, Mapping) else {})
         if on_device:  # checked as shape-only stand-ins (no bytes), then fed as they are
             feeds = {**feeds, **{n: np.broadcast_to(np.zeros((), v.dtype), v.shape) for n, v in on_device.items()}}
-        arrays, _bindings = validate_feeds(self.model.graph, feeds, self._declared_inputs, self._passed_feeds)
+        arrays, _bindings = validate_feeds(self.model.graph, feeds, self._declared_inputs, self._passed_feeds,
+                                           self._constants)
         outputs = list(output_names or self.output_names)
         unknown = [o for o in outputs if o not in self.model.graph.outputs]
         if unknown:

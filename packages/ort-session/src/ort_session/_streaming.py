@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 import ort_partition
-from ort_graph import Model
+from ort_graph import Model, constant_names
 
 from ._errors import InvalidOptionError
 from ._options import WEIGHT_STREAMING, WEIGHT_STREAMING_CPU, cpu_profile
@@ -124,7 +124,9 @@ def _layers(graph: Any, target: Any) -> tuple[dict[int, list[Any]], set[int], di
         for name in list(node.inputs) + node.implicit_inputs():
             if name in graph.initializers:
                 readers.setdefault(name, set()).add(group)
-    own = {lid: sorted({n for node in nodes for n in node.inputs if n in graph.initializers and readers[n] == {lid}})
+    consts = constant_names(graph)  # an overridable initializer is copied to the device as an input is
+    own = {lid: sorted({n for node in nodes for n in node.inputs
+                        if n in consts and readers[n] == {lid}})
            for lid, nodes in by_layer.items()}
     can = {lid for lid, nodes in by_layer.items() if own[lid] and all(target.claim(n).supported for n in nodes)}
     return by_layer, can, own

@@ -27,13 +27,13 @@ def c_built():
         pytest.skip(str(e))
 
 
-def _model(b, *, b_is_input=False):
+def _model(b, *, b_is_input=False, ir=10, op="MatMul"):
     inputs = [helper.make_tensor_value_info("a", F, [M, K])]
     if b_is_input:  # an initializer that is also a graph input: a feed may replace it
         inputs.append(helper.make_tensor_value_info("b", F, list(b.shape)))
-    graph = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"], name="mm")], "g", inputs,
+    graph = helper.make_graph([helper.make_node(op, ["a", "b"], ["y"], name="mm")], "g", inputs,
                               [helper.make_tensor_value_info("y", F, [M, N])], [numpy_helper.from_array(b, "b")])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=ir).SerializeToString()
 
 
 def _session(model, **options):
@@ -76,3 +76,16 @@ def test_a_budget_the_packed_weights_do_not_fit_is_refused_before_anything_is_al
     _session(_model(b), budgets=f"cpu:{total}")  # exactly what the plan needs: accepted
     with pytest.raises(PlanOverBudgetError, match=r"cpu: weights \d+ \+ planned peak"):
         _session(_model(b), budgets=f"cpu:{total - _packed_bytes() // 2}")  # fits only without the packed copy
+
+
+@pytest.mark.parametrize("op", ["MatMul", "Gemm"])
+def test_an_ir3_weight_listed_as_an_input_is_a_constant_and_is_packed(op):
+    """Before IR 4 every initializer is listed in graph.input and none may be fed (as onnxruntime): packed."""
+    b = _b()
+    a = np.random.default_rng(1).standard_normal((M, K)).astype(np.float32)
+    ir3 = _session(_model(b, b_is_input=True, ir=3, op=op))
+    constant = _session(_model(b, op=op))
+    assert constant.memory.prepacked["cpu"] > 0
+    assert ir3.memory.prepacked["cpu"] == constant.memory.prepacked["cpu"]
+    assert "prepacked_weights" not in _session(_model(b, b_is_input=True, op=op)).plan.to_dict()["devices"]["cpu"]
+    np.testing.assert_array_equal(ir3.run(None, {"a": a})[0], constant.run(None, {"a": a})[0])

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 from onnx import TensorProto
 
-from ort_graph import Node, dtype_name
+from ort_graph import Node, constant_initializer, dtype_name
 
 from ._registry import Decline, InputInfo, OpImpl, attrs_of, register
 from .ops_extra_moe import _ACTS, activate, route
@@ -96,7 +96,7 @@ class QMoE(OpImpl):
     def _int8_activations(self, node: Node, fc: int, block: int) -> bool:
         graph = node.graph
         wname = node.inputs[_FC[fc][0]] if len(node.inputs) > _FC[fc][0] else ""
-        if block <= 0 or graph is None or wname not in graph.initializers:
+        if block <= 0 or graph is None or constant_initializer(graph, wname) is None:
             return False
         return _bits(attrs_of(node), fc) == 8 or int(node.attr("accuracy_level", 0)) == 4
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 from onnx import TensorProto
 
-from ort_graph import Node, dtype_name
+from ort_graph import Node, constant_initializer, dtype_name
 
 from ._registry import Decline, InputInfo, OpImpl, attrs_of, register, workspace_nbytes
 from ._util import out_dtype
@@ -127,7 +127,7 @@ def int8_compute(node: Node, zero_points: np.ndarray | None) -> bool:
     if zero_points is not None and zero_points.dtype != np.uint8:
         return False
     graph = node.graph
-    return graph is not None and len(node.inputs) > 1 and node.inputs[1] in graph.initializers
+    return graph is not None and len(node.inputs) > 1 and constant_initializer(graph, node.inputs[1]) is not None
 
 
 _CHUNK_ELEMENTS = 1 << 22  # dequantized weight elements per band (16 MiB of float32) bounds the temporary
@@ -166,7 +166,7 @@ def _may_quantize_a(node: Node) -> bool:
     """`int8_compute` as far as the node alone tells (the zero points' dtype aside)."""
     graph = node.graph
     return (int(node.attr("accuracy_level", 0)) == 4 and graph is not None and len(node.inputs) > 1
-            and node.inputs[1] in graph.initializers)
+            and constant_initializer(graph, node.inputs[1]) is not None)
 
 
 def _attrs(node: Node) -> tuple[int, int, int, int]:

@@ -6,20 +6,22 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto as T
 
-from ort_graph import Node, dtype_name
+from ort_graph import Node, constant_initializer, dtype_name
 
 from ._registry import Decline, OpImpl, register
 from ._util import ANY, FLOATS_BF, check_all, check_dtype, decline_attr, np_dtype, upcast
 
 
 def const_input(node: Node, index: int) -> np.ndarray | None:
-    """The value of input `index` when it is an initializer of an enclosing graph (else None)."""
+    """The value of input `index` when it is a constant initializer of an enclosing graph (not one a run may
+    feed: `ort_graph.constant_initializer`) or a Constant's output (else None)."""
     if index >= len(node.inputs) or not node.inputs[index]:
         return None
     g = node.graph
     while g is not None:
         if node.inputs[index] in g.initializers:
-            return g.initializers[node.inputs[index]].numpy()
+            t = constant_initializer(g, node.inputs[index])
+            return None if t is None else t.numpy()
         v = g.values.get(node.inputs[index])
         if v is not None and v.producer is not None and v.producer.op_type == "Constant":
             from .ops_cast import Constant
