@@ -12,23 +12,13 @@ shapes-only result. Shape resolution's own pass (`_constprop`, bounded) then com
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import onnx
 from onnx import GraphProto, ModelProto
 
+from ._convert import _shape_of
+from ._inference_guard import _graphs, isolated
+
 SHAPE_DATA_LIMIT = 4096  # elements: a 1-D value longer than this is data, not a shape
-
-
-def _graphs(g: GraphProto) -> Iterator[GraphProto]:
-    yield g
-    for node in g.node:
-        for a in node.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(a.g)
-            elif a.type == onnx.AttributeProto.GRAPHS:
-                for sub in a.graphs:
-                    yield from _graphs(sub)
 
 
 def long_vectors(plain: ModelProto) -> list[str]:
@@ -48,9 +38,39 @@ def long_vectors(plain: ModelProto) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+# per graph: its values' (name, element type, shape), then per node holding subgraphs (node index, [per subgraph:
+# the same, recursively]); plain tuples, lists, ints and strs (what `isolated` passes back)
+InferredTable = tuple[list[tuple[str, int, "tuple | None"]], list[tuple[int, list]]]
+
+
 def infer_shapes_bounded(proto: ModelProto) -> ModelProto:
-    """`proto` with inferred shapes, values propagated where that is bounded (see the module's docstring).
-    Errors of the shapes-only pass propagate (onnx's InferenceError / ValidationError, RuntimeError, ValueError)."""
+    """`proto` with inferred shapes, values propagated where that is bounded (see the module's docstring). Errors
+    of the shapes-only pass propagate (onnx's InferenceError / ValidationError, RuntimeError, ValueError)."""
+    return _infer_bounded(proto)
+
+
+def inferred_table(proto: ModelProto) -> InferredTable:
+    """What `infer_shapes_bounded` infers, as an `InferredTable`, computed in an isolated child
+    (`_inference_guard.isolated`): InferenceCrashed (a RuntimeError) when onnx's C++ died on the model."""
+    return isolated(lambda p: _table(_infer_bounded(p).graph), proto)
+
+
+def _table(gp: GraphProto) -> InferredTable:
+    values = []
+    for vi in list(gp.value_info) + list(gp.output):
+        dtype, shape = _shape_of(vi)
+        if dtype or shape is not None:
+            values.append((vi.name, dtype, shape))
+    subs = []
+    for i, node in enumerate(gp.node):
+        graphs = [a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH] + \
+                 [g for a in node.attribute if a.type == onnx.AttributeProto.GRAPHS for g in a.graphs]
+        if graphs:
+            subs.append((i, [_table(g) for g in graphs]))
+    return values, subs
+
+
+def _infer_bounded(proto: ModelProto) -> ModelProto:
     plain = _infer(proto, data_prop=False)
     if long_vectors(plain):
         return plain
@@ -66,4 +86,4 @@ def _infer(proto: ModelProto, data_prop: bool) -> ModelProto:
     return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=data_prop)
 
 
-__all__ = ["SHAPE_DATA_LIMIT", "infer_shapes_bounded", "long_vectors"]
+__all__ = ["SHAPE_DATA_LIMIT", "InferredTable", "infer_shapes_bounded", "inferred_table", "long_vectors"]

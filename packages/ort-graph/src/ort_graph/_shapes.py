@@ -19,13 +19,13 @@ from collections.abc import Callable, Mapping, Sequence
 import attrs
 import numpy as np
 import onnx
-from onnx import GraphProto, ModelProto, TypeProto, helper, numpy_helper
+from onnx import ModelProto, TypeProto, helper, numpy_helper
 
 from ._constprop import evaluate, shape_value
 from ._contrib_shapes import handler_for
 from ._control_shapes import infer_control_flow, is_control_flow
 from ._convert import _shape_of, graph_to_proto
-from ._data_prop import infer_shapes_bounded
+from ._data_prop import InferredTable, inferred_table
 from ._declared import (
     _apply_declared,
     _has_anonymous,
@@ -35,6 +35,7 @@ from ._declared import (
 )
 from ._dimspec import parse_shapes
 from ._errors import MalformedNodeError, ShapeAnnotationWarning, ShapeResolutionWarning
+from ._inference_guard import bound_slice_steps, bounded_steps, slice_unsafe
 from ._input_dims import input_shapes
 from ._ir import Graph, Model, Node, Shape, Value, is_static
 from ._overridable import constant_names
@@ -84,21 +85,20 @@ def _shape_only_proto(model: Model, inputs: dict[str, Shape | None]) -> ModelPro
     mp = helper.make_model(gp, opset_imports=[helper.make_opsetid(d, v) for d, v in model.opset_imports.items()],
                            ir_version=max(model.ir_version, 4))
     mp.functions.extend(model.functions)
+    bound_slice_steps(mp)  # steps onnx's C++ does not survive (`_inference_guard`)
     return mp
 
 
-def _read_back(gp: GraphProto, graph: Graph, inferred: dict[int, dict[str, tuple[int, Shape | None]]]) -> None:
+def _read_back(found: InferredTable, graph: Graph, inferred: dict[int, dict[str, tuple[int, Shape | None]]]) -> None:
+    values, subs = found
     table = inferred.setdefault(id(graph), {})
-    for vi in list(gp.value_info) + list(gp.output):
-        dtype, shape = _shape_of(vi)
-        if dtype or shape is not None:
-            table[vi.name] = (dtype, shape)
-    for node, np_ in zip(graph.nodes, gp.node):
-        subs = node.subgraphs
-        protos = [a.g for a in np_.attribute if a.type == onnx.AttributeProto.GRAPH] + \
-                 [sg for a in np_.attribute if a.type == onnx.AttributeProto.GRAPHS for sg in a.graphs]
-        for sub, sp in zip(subs, protos):
-            _read_back(sp, sub, inferred)
+    for name, dtype, shape in values:
+        table[name] = (dtype, shape)
+    nodes = graph.nodes
+    for index, tables in subs:
+        if index < len(nodes):
+            for sub, sub_found in zip(nodes[index].subgraphs, tables):
+                _read_back(sub_found, sub, inferred)
 
 
 def _type_proto(v: Value) -> TypeProto:
@@ -130,8 +130,12 @@ def _infer_node(node: Node, graph: Graph, opsets: dict[str, int], consts: dict[s
         return output_shapes(node, ins) if output_shapes is not None else None
     from ._convert import node_to_proto
 
+    if slice_unsafe(node.op_type, node.domain, ins[0][1] if ins else None):
+        return None  # onnx's C++ does not survive it (`_inference_guard`): the shape stays unknown
     types = {n: _type_proto(graph.values[n]) for n in node.inputs if n and n in graph.values and graph.values[n].dtype}
     data = {n: numpy_helper.from_array(consts[n], n) for n in node.inputs if n in consts}
+    if node.op_type == "Slice" and len(node.inputs) > 4 and node.inputs[4] in data:
+        data[node.inputs[4]] = numpy_helper.from_array(bounded_steps(consts[node.inputs[4]]), node.inputs[4])
     try:
         out = onnx.shape_inference.infer_node_outputs(
             schema, node_to_proto(node), types, data,
@@ -280,7 +284,7 @@ def resolve_shapes(model: Model, dims: Mapping[str, int] | None = None,
         graph.values[name].shape = shape
     table: dict[int, dict] = {}
     try:  # bounded: ONNX's data propagation would materialise a long 1-D value (see _data_prop)
-        _read_back(infer_shapes_bounded(_shape_only_proto(model, inputs)).graph, graph, table)
+        _read_back(inferred_table(_shape_only_proto(model, inputs)), graph, table)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError, ValueError):
         pass  # the per-node pass below does the work
     _apply(graph, table.get(id(graph), {}))
