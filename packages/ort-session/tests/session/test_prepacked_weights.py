@@ -153,3 +153,22 @@ def test_what_a_session_holds_after_initialization_is_within_the_plans_weights(a
         assert weights <= held <= weights + (1 << 20), (held, weights)  # + the session's own objects
     finally:
         K, N = saved
+
+
+def test_a_com_microsoft_fused_matmul_behind_its_type_check_releases_its_b():
+    """FusedMatMul's C kernel runs behind the type-checking wrapper of schema-less ops: the flag is its kernel's, and
+    the released B (no value at run time) passes the type check."""
+    rng = np.random.default_rng(4)
+    bt, a = rng.standard_normal((N, K)).astype(np.float32), rng.standard_normal((M, K)).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("FusedMatMul", ["a", "b"], ["y"], domain="com.microsoft", transB=1,
+                                                alpha=0.5, name="fmm")], "g",
+                              [helper.make_tensor_value_info("a", F, ["m", K])],
+                              [helper.make_tensor_value_info("y", F, ["m", N])], [numpy_helper.from_array(bt, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)]).SerializeToString()
+    sess = _session(model)
+    assert sess.memory.dropped == {"b"}
+    assert sess.plan.to_dict()["devices"]["cpu"]["released_weights"] == bt.nbytes
+    for rows in (M, 2):
+        np.testing.assert_allclose(sess.run(None, {"a": a[:rows]})[0], 0.5 * (a[:rows].astype(np.float64) @ bt.T),
+                                   rtol=1e-5, atol=1e-4)
