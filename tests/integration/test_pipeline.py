@@ -84,6 +84,9 @@ def _assert_memory_consistent(sess: InferenceSession, budget: int | None, model,
     for dev, info in devices.items():
         unique = sum(graph.initializers[n].nbytes for n, eps in read_on.items() if info["ep"] in eps)
         unique += info.get("prepacked_weights", 0)  # weights the host's C kernels packed at initialization
+        unique -= info.get("released_weights", 0)  # ... and the initializers read from those copies alone
+        released = sum(graph.initializers[n].nbytes for n in sess.memory.dropped if info["ep"] in read_on[n])
+        assert info.get("released_weights", 0) == released
         assert info["weights"] == unique, f"{dev}: weights {info['weights']} != unique initializer (+ packed) bytes {unique}"
         assert info["total"] == info["weights"] + info["peak_activations"]
         assert info["peak_activations"] >= info["lower_bound"]

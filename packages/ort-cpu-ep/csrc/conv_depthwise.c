@@ -1,12 +1,16 @@
 /* The depthwise loop of the float32 Conv C kernel (conv.h): one input channel per group, a direct loop over the
- * zero-padded input plane split by column phase, 4 rows x 32 output columns in registers across every tap. */
+ * zero-padded input plane split by column phase, rows x 32 output columns in registers across every tap: in the
+ * vectors of the CPU (conv_dw_body.h twice): AVX-512 4 rows x 2 x 16 floats, AVX2 (and the portable build) 2 rows x
+ * 4 x 8 floats, eight accumulators either way. A 16-float vector type on AVX2 kept its accumulators in memory and
+ * rebuilt each tap's broadcast through the stack (GCC lowers vectors wider than the target's through memory):
+ * ppocrv4_det's depthwise planes ran 4-6x onnxruntime's time. */
 #include <string.h>
 
 #include "conv.h"
 #include "cpu_kernels.h"
+#include "sgemm.h" /* sgemm_panel_width: the vector ISA in use (64 AVX-512, 16 AVX2, 8 portable) */
 
-#define CONV_DW_BLOCK 32 /* output pixels of a row a depthwise pass keeps in registers (2 x 16 floats) */
-#define CONV_DW_ROWS 4   /* output rows a depthwise pass computes together (8 independent accumulators) */
+#define CONV_DW_BLOCK 32 /* output pixels of a row a depthwise pass keeps in registers */
 
 /* the zero-padded input plane of a depthwise convolution, split by column phase: a column stride of sw gives sw
  * planes of (H + pt + pb) rows of conv_phase_width floats, plane ph holding padded columns ph, ph + sw, ... so that
@@ -54,58 +58,6 @@ static inline __attribute__((always_inline)) void conv_dw_pad(const ConvGeom* g,
   }
 }
 
-/* R (1 or CONV_DW_ROWS) output rows from `oh` x 16 NV (1 or 2) output columns from v0 (n of them valid) of a
- * depthwise plane: R x NV accumulators of 16 floats, independent FMA chains across the taps, each tap one
- * unaligned load from its phase plane (R and NV are constants where this inlines); full blocks go straight to
- * the output rows, a tail through tmp */
-static inline __attribute__((always_inline)) void conv_dw_block(const ConvGeom* g, const float* pad,
-                                                                const int64_t* tap, const float* wm, float* out,
-                                                                int64_t oh, int64_t v0, int64_t n, const int R,
-                                                                const int NV) {
-  const int64_t rs = g->sh * conv_phase_width(g), taps = g->KH * g->KW; /* floats between output rows' inputs */
-  const float* base = pad + oh * rs + v0;
-  const int split = R * NV <= 4 ? 2 : 1; /* few rows: even and odd taps in two sums, twice the FMA chains */
-  conv_v16 acc[2][CONV_DW_ROWS][2];
-  int64_t t;
-  int r, v, h;
-  memset(acc, 0, sizeof acc);
-  for (t = 0; t < taps; t += split)
-#pragma GCC unroll 2
-    for (h = 0; h < split; ++h) {
-      const float wv = t + h < taps ? wm[t + h] : 0.0f; /* vector * scalar: one broadcast */
-      const float* s0 = base + tap[t + h < taps ? t + h : t];
-#pragma GCC unroll 4
-      for (r = 0; r < R; ++r)
-#pragma GCC unroll 2
-        for (v = 0; v < NV; ++v) {
-          conv_v16 x;
-          memcpy(&x, s0 + r * rs + 16 * v, sizeof x);
-          acc[h][r][v] += wv * x;
-        }
-    }
-  if (split == 2)
-    for (r = 0; r < R; ++r)
-      for (v = 0; v < NV; ++v) acc[0][r][v] += acc[1][r][v];
-  for (r = 0; r < R; ++r) {
-    float* dst = out + (oh + r) * g->OW + v0;
-    /* a full block, or one row's only block whose spare lanes land on the plane's later rows (stored after it) */
-    if (n == 16 * NV || (g->OW <= CONV_DW_BLOCK && (oh + r) * g->OW + 16 * NV <= g->OH * g->OW)) {
-      memcpy(dst, acc[0][r], (size_t)NV * sizeof(conv_v16));
-    } else {
-      float tmp[CONV_DW_BLOCK];
-      memcpy(tmp, acc[0][r], (size_t)NV * sizeof(conv_v16));
-      for (t = 0; t < n; ++t) dst[t] = tmp[t];
-    }
-  }
-}
-
-static inline __attribute__((always_inline)) void conv_dw_rows(const ConvGeom* g, const float* pad, const int64_t* tap,
-                                                               const float* wm, float* out, int64_t oh, int64_t v0,
-                                                               int64_t n, const int R) {
-  if (n > 16) conv_dw_block(g, pad, tap, wm, out, oh, v0, n, R, 2);
-  else conv_dw_block(g, pad, tap, wm, out, oh, v0, n, R, 1);
-}
-
 void conv_depthwise_taps(const ConvGeom* g, int64_t* tap) {
   const int64_t rows = conv_padded_rows(g), qw = conv_phase_width(g);
   int64_t kh, kw;
@@ -116,22 +68,39 @@ void conv_depthwise_taps(const ConvGeom* g, int64_t* tap) {
     }
 }
 
-CPU_KERNELS_CLONES
+#define DW_NAME(f) f##_v16
+#define DW_VT conv_v16
+#define DW_VL 16
+#define DW_ROWS 4
+#define DW_NV 2
+#define DW_TARGET "arch=x86-64-v4"
+#include "conv_dw_body.h"
+#undef DW_NAME
+#undef DW_VT
+#undef DW_VL
+#undef DW_ROWS
+#undef DW_NV
+#undef DW_TARGET
+
+typedef float conv_v8 __attribute__((vector_size(32)));
+#define DW_VT conv_v8
+#define DW_VL 8
+#define DW_ROWS 2
+#define DW_NV 4
+#define DW_NAME(f) f##_v8
+#define DW_TARGET "arch=x86-64-v3"
+#include "conv_dw_body.h"
+#undef DW_NAME
+#undef DW_TARGET
+#define DW_NAME(f) f##_base
+#define DW_TARGET "default"
+#include "conv_dw_body.h"
+
 void conv_depthwise_plane(const ConvGeom* g, const int64_t* tap, const float* x, const float* w, const float* bias,
                           const float* z, float* y, int64_t image, int64_t m, const ConvAct* act, float* pad) {
-  const int64_t c = m / g->Mg; /* the group's one input channel */
-  const float* wm = w + m * g->KH * g->KW;
-  float* out = y + (image * g->M + m) * g->OH * g->OW;
-  int64_t oh, v0;
-  conv_dw_pad(g, x + (image * g->C + c) * g->H * g->W, pad);
-  for (v0 = 0; v0 < g->OW; v0 += CONV_DW_BLOCK) {
-    const int64_t n = g->OW - v0 < CONV_DW_BLOCK ? g->OW - v0 : CONV_DW_BLOCK;
-    for (oh = 0; oh + CONV_DW_ROWS <= g->OH; oh += CONV_DW_ROWS) conv_dw_rows(g, pad, tap, wm, out, oh, v0, n, CONV_DW_ROWS);
-    if (oh + 2 <= g->OH) {
-      conv_dw_rows(g, pad, tap, wm, out, oh, v0, n, 2);
-      oh += 2;
-    }
-    if (oh < g->OH) conv_dw_rows(g, pad, tap, wm, out, oh, v0, n, 1);
+  switch (sgemm_panel_width()) { /* the CPU's vectors, lowered by ort_cpu_ep_set_isa_cap as the GEMM's */
+    case 64: conv_depthwise_plane_v16(g, tap, x, w, bias, z, y, image, m, act, pad); return;
+    case 16: conv_depthwise_plane_v8(g, tap, x, w, bias, z, y, image, m, act, pad); return;
+    default: conv_depthwise_plane_base(g, tap, x, w, bias, z, y, image, m, act, pad); return;
   }
-  conv_bias_act(out, 1, g->OH * g->OW, 0, bias != NULL ? bias + m : NULL, z != NULL ? z + (out - y) : NULL, act);
 }

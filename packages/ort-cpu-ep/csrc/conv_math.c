@@ -169,11 +169,21 @@ static void conv_pack_cols(void* ctx, int64_t k0, int64_t kc, int64_t n0, int64_
   int64_t k, q;
   for (k = 0; k < kc; ++k) {
     conv_im2col_row(cp->g, cp->x, k0 + k, cp->n0 + n0, cp->n0 + n0 + cols, cp->row);
-    for (q = 0; q * nr < cols; ++q) {
+    for (q = 0; (q + 1) * nr <= cols; ++q) { /* full panels: constant-size copies, inlined as vector moves */
       float* dst = bp + q * kc * nr + k * nr;
-      const int64_t w = cols - q * nr < nr ? cols - q * nr : nr;
+      const float* src = cp->row + q * nr;
+      switch (nr) {
+        case 8: memcpy(dst, src, 8 * sizeof(float)); break;
+        case 16: memcpy(dst, src, 16 * sizeof(float)); break;
+        case 64: memcpy(dst, src, 64 * sizeof(float)); break;
+        default: memcpy(dst, src, (size_t)nr * sizeof(float)); break;
+      }
+    }
+    if (q * nr < cols) { /* the ragged last panel, zeros past cols */
+      float* dst = bp + q * kc * nr + k * nr;
+      const int64_t w = cols - q * nr;
       memcpy(dst, cp->row + q * nr, (size_t)w * sizeof(float));
-      if (w < nr) memset(dst + w, 0, (size_t)(nr - w) * sizeof(float));
+      memset(dst + w, 0, (size_t)(nr - w) * sizeof(float));
     }
   }
 }

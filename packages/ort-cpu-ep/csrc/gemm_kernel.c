@@ -4,7 +4,8 @@
  * added element by element, as onnxruntime adds it. Threads split the columns in the micro-kernel's panels.
  * Workspace: slot 0, one packing buffer per thread (sgemm_thread_floats; none for a few rows, which stream B);
  * without a declaration Compute takes the host's scratch buffer; a constant B is packed once at initialization
- * (sgemm_prepack.c) where the product packs it, and Compute reads it in place without that slot. ort_cpu_ep._ckernels sends transA 1 to numpy. */
+ * (sgemm_prepack.c) where the product packs it, and Compute reads it in place without that slot (none declared; B
+ * itself may then be released by the host: Compute's B NULL). ort_cpu_ep._ckernels sends transA 1 to numpy. */
 #include <stdio.h>
 #include <string.h>
 
@@ -64,6 +65,7 @@ static OrtStatus* gemm_declare(OrtKernelImpl* this_ptr, const OrtWorkspaceInputS
   *num_slots = 0;
   k->declared = 0;
   if (!cpu_kernels_known_dims(shapes, num_inputs, 2, 2)) return NULL; /* shapes unknown at planning */
+  if (k->pre.declared) return NULL; /* B packed at initialization: Compute reads its panels, packs nothing */
   if (gemm_dims(shapes[0].dims, 2, shapes[1].dims, 2, k->trans_b, mkn, err, sizeof err)) return gemm_fail(err);
   k->declared = gemm_bytes(mkn, k->trans_b, mnb_threads());
   return cpu_kernels_declare_slot(g_api, "Gemm", GEMM_SLOT, k->declared, slots, max_slots, num_slots);
@@ -76,6 +78,7 @@ static OrtStatus* gemm_declare_prepack(OrtKernelImpl* this_ptr, const OrtWorkspa
   int known_a = num_inputs > 0 && shapes[0].state == ORT_WORKSPACE_INPUT_SHAPED && shapes[0].rank == 2 &&
                 shapes[0].dims != NULL;
   *bytes = sg_prepack_bytes(shapes, num_inputs, index, k->trans_b, known_a ? shapes[0].dims[0] : -1);
+  if (*bytes) k->pre.declared = 1;
   return NULL;
 }
 
@@ -133,9 +136,10 @@ static OrtStatus* gemm_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 0, &av));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 1, &bv));
   if (n_in > 2) ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 2, &cv));
-  if (av == NULL || bv == NULL) return gemm_fail("input A or B is missing; both are required");
+  if (av == NULL) return gemm_fail("input A is missing; it is required");
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetShape(av, &ad, &ar));
-  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetShape(bv, &bd, &br));
+  if (bv != NULL) ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetShape(bv, &bd, &br));
+  else ORT_KERNEL_RETURN_IF_ERROR(sg_released_b(g_api, "Gemm", &k->pre, &bd, &br)); /* released: its panels */
   if (gemm_dims(ad, ar, bd, br, k->trans_b, mkn, err, sizeof err)) return gemm_fail(err);
   if (cv != NULL && k->beta != 0.0f) {
     ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetShape(cv, &cd, &cr));
@@ -150,7 +154,7 @@ static OrtStatus* gemm_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
     ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(cv, &c));
   }
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(av, &a));
-  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(bv, &b));
+  if (bv != NULL) ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(bv, &b));
   ydims[0] = mkn[0]; ydims[1] = mkn[2];
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetOutput(ctx, 0, ydims, 2, &yv));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorMutableData(yv, &y));
@@ -205,6 +209,7 @@ static OrtStatus* gemm_create(void* state, const OrtKernelInfo* info, OrtKernelI
   k->trans_b = trans_b != 0;
   k->base.DeclarePrePackedBytes = gemm_declare_prepack;
   k->base.PrePackWeightInto = gemm_prepack;
+  k->base.flags = SG_PREPACK_FLAGS;
   *out = &k->base;
   return NULL;
 }

@@ -26,7 +26,8 @@ int64_t sgemm_panel_width(void);
 /* floats of packing buffer one thread needs for an M x K by K x N problem: 0 for a few rows, else one B block
  * (K and N may be bounds: each is capped by its block size, SG_KC, SG_NC) */
 size_t sgemm_thread_floats(int64_t M, int64_t K, int64_t N, int b_trans);
-/* whether this problem streams B (a few rows, plain or transposed B) instead of packing it */
+/* whether this problem streams B (a few rows, plain or transposed B) instead of packing it (never from panels
+ * alone: b NULL, bp set) */
 int sgemm_streams(const SgProblem* p);
 /* C[:, n0:n1] = A @ B[:, n0:n1] on the calling thread, with `work` of sgemm_thread_floats(M) floats */
 void sgemm_columns(const SgProblem* p, int64_t n0, int64_t n1, float* work);

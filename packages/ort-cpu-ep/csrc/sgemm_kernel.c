@@ -8,7 +8,8 @@
  * threads than the slot holds buffers for. A few rows with a plain B (decode) stream B and declare none.
  * Threads take chunks of items from a shared counter (as MatMulNBits does), so a thread without a core leaves
  * its work to the others. A constant 2-D B is packed once at initialization (sgemm_prepack.c) where the product
- * packs it; Compute then reads it in place and takes no packing buffers. */
+ * packs it; Compute then reads it in place and takes no packing buffers (and none is declared), and needs B no
+ * more: the host may release it (Compute's B is then NULL, its shape from the packing). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +168,7 @@ static OrtStatus* sg_declare(OrtKernelImpl* this_ptr, const OrtWorkspaceInputSha
   k->declared = 0;
   sg_bounds(shaped_a ? shapes[0].dims : NULL, shaped_a ? shapes[0].rank : 0, shaped_b ? shapes[1].dims : NULL,
             shaped_b ? shapes[1].rank : 2, k->b_trans, &rows, &K, &N);
+  if (k->pre.declared) return NULL; /* B packed at initialization: Compute reads its panels, packs nothing */
   if (sg_bytes(rows, K, N, k->b_trans, 1) == 0) return NULL;
   if (max_slots < 1) return sg_error(k->op, "declaration: %lld slots offered, 1 needed%.0lld", (long long)max_slots, 0);
   slots[0].slot_id = SG_SLOT_PACKING;
@@ -183,6 +185,7 @@ static OrtStatus* sg_declare_prepack(OrtKernelImpl* this_ptr, const OrtWorkspace
   int shaped_a = num_inputs > 0 && shapes[0].state == ORT_WORKSPACE_INPUT_SHAPED;
   sg_bounds(shaped_a ? shapes[0].dims : NULL, shaped_a ? shapes[0].rank : 0, NULL, 2, k->b_trans, &rows, &K, &N);
   *bytes = sg_prepack_bytes(shapes, num_inputs, index, k->b_trans, rows);
+  if (*bytes) k->pre.declared = 1;
   return NULL;
 }
 
@@ -283,12 +286,13 @@ static OrtStatus* sg_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   int threads;
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 0, &av));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 1, &bv));
-  if (av == NULL || bv == NULL) return sg_error(k->op, "input %lld is missing%.0lld", av == NULL ? 0 : 1, 0);
+  if (av == NULL) return sg_error(k->op, "input %lld is missing%.0lld", 0, 0);
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetShape(av, &a_dims, &a_rank));
-  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetShape(bv, &b_dims, &b_rank));
+  if (bv != NULL) ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetShape(bv, &b_dims, &b_rank));
+  else ORT_KERNEL_RETURN_IF_ERROR(sg_released_b(g_api, k->op, &k->pre, &b_dims, &b_rank)); /* released: panels */
   ORT_KERNEL_RETURN_IF_ERROR(sg_shape(k->op, a_dims, a_rank, b_dims, b_rank, k->b_trans, &shape));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(av, &a));
-  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(bv, &b));
+  if (bv != NULL) ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(bv, &b));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetOutput(ctx, 0, shape.out_dims, shape.out_rank, &yv));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorMutableData(yv, &y));
   if (shape.batches == 0 || shape.M == 0 || shape.N == 0) return NULL;
@@ -329,6 +333,7 @@ static OrtStatus* sg_new(const char* op, int b_trans, float alpha, OrtKernelImpl
   k->alpha = alpha;
   k->base.DeclarePrePackedBytes = sg_declare_prepack;
   k->base.PrePackWeightInto = sg_prepack;
+  k->base.flags = SG_PREPACK_FLAGS;
   *out = &k->base;
   return NULL;
 }

@@ -322,7 +322,8 @@ size_t sgemm_thread_floats(int64_t M, int64_t K, int64_t N, int b_trans) {
   return (size_t)(kc * ((nc + nr - 1) / nr * nr)) + SG_ALIGN_FLOATS;
 }
 
-int sgemm_streams(const SgProblem* p) { return p->M <= SG_SKINNY_ROWS; }
+/* a B the host released after packing (b NULL) is read from its panels whatever the rows */
+int sgemm_streams(const SgProblem* p) { return p->M <= SG_SKINNY_ROWS && !(p->b == NULL && p->bp != NULL); }
 
 #define SG_STREAM(S, p, n0, n1) ((p)->b_trans ? sg_skinny_t_##S(p, n0, n1) : sg_skinny_##S(p, n0, n1))
 

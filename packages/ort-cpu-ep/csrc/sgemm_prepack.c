@@ -4,7 +4,10 @@
  * declaration and counts as the node's weights; Compute then reads the panels in place (sgemm_math.c,
  * sg_columns_pre) instead of packing a block of B per call, as onnxruntime's MLAS reads its prepacked B.
  * Packed only where the product packs B: not for a few rows (decode: B is streamed from the initializer, which
- * stays resident), nor for a batched B. The arithmetic per column is the same either way (bit-equal results). */
+ * stays resident), nor for a batched B. The arithmetic per column is the same either way (bit-equal results).
+ * The kernels set ORT_KERNEL_FLAG_RELEASES_PACKED_INPUTS: once B is packed they compute from the panels alone (a few
+ * rows too, through the micro-kernel), so the host releases B when nothing else reads it (Compute's B is then
+ * NULL: sg_released_b). */
 #include <stdio.h>
 #include <string.h>
 
@@ -78,6 +81,8 @@ OrtStatus* sg_prepack_into(const OrtKernelApi* api, const char* op, SgPrepacked*
   out->K = K;
   out->N = N;
   out->nr = nr;
+  out->dims[0] = dims[0];
+  out->dims[1] = dims[1];
   *is_packed = 1;
   return NULL;
 }
@@ -85,4 +90,18 @@ OrtStatus* sg_prepack_into(const OrtKernelApi* api, const char* op, SgPrepacked*
 const float* sg_prepacked(const SgPrepacked* p, int64_t K, int64_t N) {
   if (p->panels == NULL || p->K != K || p->N != N || p->nr != sgemm_panel_width()) return NULL;
   return p->panels;
+}
+
+OrtStatus* sg_released_b(const OrtKernelApi* api, const char* op, const SgPrepacked* p, const int64_t** dims,
+                         size_t* rank) {
+  char msg[320];
+  if (p->panels != NULL && p->nr == sgemm_panel_width()) {
+    *dims = p->dims;
+    *rank = 2;
+    return NULL;
+  }
+  snprintf(msg, sizeof msg, "%s: input B is missing%s; B is required (the host releases a constant B only after this "
+           "kernel packed it)", op, p->panels != NULL ? " and its panels were packed at another panel width (the ISA "
+           "cap changed after initialization)" : "");
+  return api->CreateStatus(ORT_INVALID_ARGUMENT, msg);
 }

@@ -118,3 +118,64 @@ def test_a_panel_width_changed_after_declaring_or_packing_falls_back_to_packing_
         lib.ort_cpu_ep_set_isa_cap(before)
         kernel.release()
     np.testing.assert_allclose(ctx.outputs[0], a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)
+
+
+def _kernel(model):
+    m = ort_graph.from_proto(model)
+    ep = CpuExecutionProvider(m.graph, m.opset_imports)
+    (node,) = m.graph.nodes
+    return node, ep.entry(node).create_kernel(ort_abi.KernelInfo.from_node(node, ep))
+
+
+@pytest.mark.parametrize("op", ["MatMul", "Gemm"])
+def test_a_b_declared_packed_takes_no_packing_workspace(library, op):
+    """The host asks DeclarePrePackedBytes before DeclareWorkspaceRequirements: a kernel whose B is packed reads its
+    panels and declares no per-call packing block; one whose B is not (fed at run time) declares it."""
+    b = np.ones((300, 77), np.float32)
+    for packs in (False, True):
+        node, kernel = _kernel(_model(op, (64, 300), b))
+        try:
+            shapes = ort_abi.workspace_input_shapes(node)
+            assert kernel.releases_packed
+            if packs:
+                assert ort_abi.declare_prepacked(kernel, shapes, 1) > 0
+            slots = ort_abi.declare_workspace(kernel, shapes, node=node.name) or []
+            assert (sum(s.size_bytes for s in slots) == 0) == packs, slots
+        finally:
+            kernel.release()
+
+
+@pytest.mark.parametrize(("op", "attrs", "rows"), [("MatMul", {}, 64), ("MatMul", {}, 1), ("MatMul", {}, 5),
+                                                   ("Gemm", {"transB": 1, "alpha": 0.5}, 3), ("Gemm", {}, 40),
+                                                   ("FusedMatMul", {"transB": 1}, 2)])
+def test_a_released_b_is_read_from_its_panels_alone(isa_cap, op, attrs, rows):
+    """Once packed, B may be NULL in Compute (ORT_KERNEL_FLAG_RELEASES_PACKED_INPUTS: the host released it): the
+    product reads the panels, a few rows too (which stream the original while it is there); K 300 is two K blocks."""
+    from ort_cpu_ep import intra_op_thread_scope
+
+    rng = np.random.default_rng(rows)
+    trans = attrs.get("transB", 0)
+    b = rng.standard_normal((77, 300) if trans else (300, 77)).astype(np.float32)
+    a = rng.standard_normal((rows, 300)).astype(np.float32)
+    node, kernel = _kernel(_model(op, ("rows", 300), b, domain="com.microsoft" if op == "FusedMatMul" else "",
+                                  **attrs))
+    try:
+        nbytes = ort_abi.declare_prepacked(kernel, ort_abi.workspace_input_shapes(node), 1)
+        assert ort_abi.prepack_weight(kernel, 1, b, nbytes)
+        ctx = ort_abi.KernelContext([a, None], output_count=1, output_types=[F])
+        with intra_op_thread_scope(2):
+            kernel.compute(ctx)
+    finally:
+        kernel.release()
+    ref = attrs.get("alpha", 1.0) * (a.astype(np.float64) @ (b.T if trans else b))
+    np.testing.assert_allclose(ctx.outputs[0], ref, rtol=0, atol=2e-6 * np.sqrt(300) * max(1.0, np.abs(ref).max()))
+
+
+def test_a_missing_b_that_was_never_packed_is_an_error_naming_it(library):
+    node, kernel = _kernel(_model("MatMul", (64, 300), np.ones((300, 77), np.float32)))
+    try:
+        ctx = ort_abi.KernelContext([np.ones((64, 300), np.float32), None], output_count=1, output_types=[F])
+        with pytest.raises(ort_abi.KernelError, match="MatMul: input B is missing; B is required"):
+            kernel.compute(ctx)
+    finally:
+        kernel.release()

@@ -24,6 +24,7 @@ ABI_VERSION_OUTPUT_SHAPES = 3
 ABI_VERSION_FLOAT_LISTS = 4
 ABI_VERSION_PREPACK = 5
 ABI_PREPACK_ALIGNMENT = 64  # == ORT_PREPACK_ALIGNMENT
+ABI_FLAG_RELEASES_PACKED_INPUTS = 1  # == ORT_KERNEL_FLAG_RELEASES_PACKED_INPUTS (OrtKernelImpl::flags)
 HEADER_NAME = "ort_kernel_abi.h"
 
 
@@ -162,7 +163,7 @@ __all__ = [
     "Event", "OrderGuard", "Stream", "StreamOrderError", "copy_host_to_device_async",
     "DeviceTransfers", "HazardTracker", "ImmediateTransfers", "Mark", "SimulatedTransfers", "Timeline",
     "TransferStreamProvider", "buffer_range", "transfers_for",
-    "ABI_MIN_VERSION", "ABI_PREPACK_ALIGNMENT", "ABI_VERSION", "ABI_VERSION_FLOAT_LISTS", "ABI_VERSION_OUTPUT_SHAPES", "ABI_VERSION_PREPACK", "ABI_VERSION_WORKSPACE", "HEADER_NAME", "HOST_API",
+    "ABI_FLAG_RELEASES_PACKED_INPUTS", "ABI_MIN_VERSION", "ABI_PREPACK_ALIGNMENT", "ABI_VERSION", "ABI_VERSION_FLOAT_LISTS", "ABI_VERSION_OUTPUT_SHAPES", "ABI_VERSION_PREPACK", "ABI_VERSION_WORKSPACE", "HEADER_NAME", "HOST_API",
     "MAX_OUTPUT_RANK", "MAX_SLOTS", "InputTypeError", "OutputMismatchError", "OutputShape", "check_input_types",
     "has_onnx_schema", "infer_output_shapes", "output_shapes_hook", "planned_outputs",
     "AbiError", "AbiVersionMismatchError", "AllocationError", "Allocator", "BorrowedFreeError",

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from . import ABI_FLAG_RELEASES_PACKED_INPUTS
 from ._errors import AbiError, AbiVersionMismatchError, KernelError, WorkspaceDeclarationError
 from ._fast_context import fast_contexts
 from ._ffi import require_c
@@ -176,6 +177,8 @@ class CKernel:
         self.has_declaration = version >= ws_version and impl.DeclareWorkspaceRequirements != ffi.NULL
         self.has_prepack = (version >= lib_prepack_version() and impl.DeclarePrePackedBytes != ffi.NULL
                             and impl.PrePackWeightInto != ffi.NULL)
+        # it computes without an input it packed: the host may release the initializer (ORT_KERNEL_FLAG_...)
+        self.releases_packed = self.has_prepack and bool(impl.flags & ABI_FLAG_RELEASES_PACKED_INPUTS)
         self._packed: dict[int, Any] = {}  # input index -> the host buffer its packed copy lives in (until release)
         # released once: by `release`, or when the kernel is collected (not at interpreter exit); a flag and
         # `__del__` rather than a weakref.finalize, which costs ~240 B a kernel (one kernel per node)

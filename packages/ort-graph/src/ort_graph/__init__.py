@@ -31,6 +31,7 @@ from ._errors import (
     ShapeResolutionError,
     ShapeResolutionWarning,
     TensorDataError,
+    TensorReleasedError,
     UnsupportedModelError,
 )
 from ._fusions import FUSIONS, FusionRecord, apply_l1_fusions, remove_unused_initializers
@@ -68,7 +69,7 @@ __all__ = [
     "dynamic_dims_hint", "named_inputs", "parse_dims", "parse_shapes", "sizes_by_symbol",
     "remove_unused_initializers", "resolve_shapes", "Attr", "Dim", "DuplicateNameError", "ExternalDataError", "MalformedNodeError", "ExternalLocation", "Graph", "GraphError",
     "GraphStructureError", "InputTypeError", "check_input_types", "Model", "ModelLoadError", "Node", "Shape", "ShapeAnnotationWarning", "ShapeResolutionWarning", "first_unresolved_node", "has_shape_rule", "unresolved_hint",
-    "ShapeResolutionError", "Tensor", "TensorDataError", "UnsupportedModelError", "Value", "__version__", "dtype_name",
+    "ShapeResolutionError", "Tensor", "TensorDataError", "TensorReleasedError", "UnsupportedModelError", "Value", "__version__", "dtype_name",
     "from_numpy_dtype", "from_proto", "is_static", "symbolic_inputs", "itemsize", "load", "save", "sparse_to_numpy", "tensor_nbytes",
     "to_numpy_dtype", "to_proto", "topological_order", "validate", "zoo",
 ]

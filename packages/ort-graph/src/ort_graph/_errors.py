@@ -21,6 +21,10 @@ class TensorDataError(ModelLoadError):
     """An embedded tensor's data does not match its data type and dims (or its dims/type are invalid)."""
 
 
+class TensorReleasedError(GraphError):
+    """A tensor whose values were released (`Tensor.release`: every consumer pre-packed it) and held nowhere else."""
+
+
 class UnsupportedModelError(ModelLoadError):
     """The model uses an IR version or feature this package does not support."""
 

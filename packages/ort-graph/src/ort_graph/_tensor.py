@@ -10,7 +10,7 @@ import numpy as np
 from onnx import SparseTensorProto, TensorProto, numpy_helper
 
 from ._dtypes import dtype_name, from_numpy_dtype, tensor_nbytes, to_numpy_dtype
-from ._errors import ExternalDataError
+from ._errors import ExternalDataError, TensorReleasedError
 from ._external import DataDirectory, ExternalLocation, open_checked, resolve
 from ._sparse import materialise_sparse, sparse_to_numpy
 
@@ -42,6 +42,7 @@ class Tensor:
     sparse: SparseTensorProto | None = attrs.field(default=None, repr=False)  # a sparse initializer, densified lazily
     _array: np.ndarray | None = attrs.field(default=None, repr=False, alias="array")
     _mapped: np.ndarray | None = attrs.field(default=None, repr=False, init=False)
+    _released: bool = attrs.field(default=False, repr=False, init=False)  # `release` dropped the only copy
 
     @property
     def nbytes(self) -> int:
@@ -105,8 +106,21 @@ class Tensor:
         """The tensor's values; external data (and inline data mapped from the model file) is memory-mapped,
         not copied, unless its offset in the file leaves its elements misaligned: then it is copied once."""
         if self._array is None:
+            if self._released:
+                raise TensorReleasedError(
+                    f"initializer {self.name!r} was released after every consumer pre-packed it and held its values "
+                    "only in memory; read it before the session that packed it is made, or keep it (a graph "
+                    "output, or a consumer that does not pack it, keeps it)")
             self._array = self._load()
         return self._array
+
+    def release(self) -> None:
+        """Drop the values read so far (an initializer every consumer pre-packed: ort-session no longer holds it).
+        A tensor read from a proto or a file reads them again if asked; one that held only its array (made from
+        numpy: a folded constant, fused weights) is empty from now on and `numpy()` raises TensorReleasedError."""
+        if self.proto is None and self.external is None and self.sparse is None:
+            self._released = self._released or self._array is not None
+        self._array = self._mapped = None
 
     def raw_bytes(self) -> np.ndarray:
         """The tensor's bytes in memory order as a flat uint8 array, for a byte copy elsewhere (a device slot, a

@@ -47,6 +47,7 @@ class Executor:
     declared_workspace: Callable[[Node, Sequence[Any]], Mapping[int, int]] | None = None
     capture: Any = None  # _capture.GraphCapture: the first pre-allocated run captures its region, later ones replay
     streamer: Any = None  # _streaming_run.WeightStreamer: streamed layers' weights copied into device slots
+    released: frozenset[str] = frozenset()  # initializers dropped once packed: their consumers get None for them
     _release: dict[int, tuple[str, ...]] = attrs.field(factory=dict, alias="release")  # step -> names dying there
     _facts: dict[int, NodeFacts] = attrs.field(factory=dict, alias="facts")  # what _step needs per node, made once
     # the planned (shape, type) of each node's outputs that kernels' requests are checked against: exact
@@ -70,7 +71,8 @@ class Executor:
             self._planned[True][node.index] = exact
             self._planned[False][node.index] = _shared(
                 shared, tuple((None if s is None else (None,) * len(s), t) for s, t in exact))
-            reads[node.index] = _shared(shared, (*node.inputs, *node.implicit_inputs()))
+            inputs = (("" if n in self.released else n for n in node.inputs) if self.released else node.inputs)
+            reads[node.index] = _shared(shared, (*inputs, *node.implicit_inputs()))
             out_types[node.index] = _shared(shared, tuple(values[o].dtype if o and o in values else 0
                                                           for o in node.outputs))
         read = {n for names in reads.values() for n in names if n} | set(self.graph.outputs)

@@ -32,6 +32,7 @@ class TrialCache:
 
     slots: dict[tuple[Any, ...], tuple[tuple[int, int], ...]] = attrs.field(factory=dict)
     packed: dict[tuple[Any, ...], tuple[tuple[int, int], ...]] = attrs.field(factory=dict)  # pre-packed inputs
+    releases: dict[tuple[Any, ...], bool] = attrs.field(factory=dict)  # its kernel computes without them once packed
 
     @staticmethod
     def key(node: Any, source: int | None) -> tuple[Any, ...]:
@@ -47,7 +48,7 @@ def device_totals_for(model: Model, placement: Any, providers: Sequence[Any], op
     `streaming`: a StreamingPlan whose weights stay on the host and whose slots count on the device."""
     from . import _memory
     from ._placement import SessionPlacement
-    from ._prepack import node_prepacked
+    from ._prepack import node_prepacked, releases_packed
 
     cache = cache if cache is not None else TrialCache()
     trial = ort_graph.copy_model(model)
@@ -80,7 +81,14 @@ def device_totals_for(model: Model, placement: Any, providers: Sequence[Any], op
         found = cache.packed.get(key)
         if found is None:
             found = cache.packed[key] = node_prepacked(trial.graph, node, kernels[node.index])
+            cache.releases[key] = releases_packed(kernels[node.index])
         return found
+
+    by_index = {n.index: n for n in trial.graph.nodes}
+
+    def releases(index: int) -> bool:  # asked only of nodes `packs` saw pack something
+        node = by_index[index]
+        return cache.releases.get(cache.key(node, origin.get(id(node))), False)
 
     trial_placement = SessionPlacement(result=placement, ep_of={n.index: n.ep for n in trial.graph.nodes}, mode="trial")
     quiet = attrs.evolve(options, config={k: v for k, v in options.config.items()
@@ -88,7 +96,8 @@ def device_totals_for(model: Model, placement: Any, providers: Sequence[Any], op
     # greedy-by-size is one of the candidates "auto" keeps the best of, so a trial that fits with it fits
     # with the final plan too: conservative, and several times faster than "auto" on large graphs
     memory = _memory.plan_memory(trial, order, kernels, trial_placement, providers, quiet, algorithm=TRIAL_ALGORITHM,
-                                  allocate=False, declared=declared, packs=packs, streaming=streaming)
+                                  allocate=False, declared=declared, packs=packs, releases=releases,
+                                  streaming=streaming)
     return memory.device_totals()
 
 

@@ -214,7 +214,7 @@ class PlannedLayout(BlockLayout):
         if node is not None:  # checksummed: what the kernel reads, except blocks its outputs share (in place)
             outs = {self._where(o) for o in node.outputs if o} - {None}
             for name, arr in zip(list(node.inputs) + node.implicit_inputs(), args):
-                if name and self._where(name) not in outs:
+                if name and arr is not None and self._where(name) not in outs:  # None: released once packed
                     reads[name] = arr
         self._guard.before_step(step, reads)
 

@@ -53,7 +53,15 @@ from ._layouts import (
     workspace_shapes,
 )
 from ._options import PRE_ALLOCATE, STATIC_WORKSPACE, SessionOptions, _truthy
-from ._prepack import node_prepacked, packed_per_device, prepack_weights, prepacked_bytes
+from ._prepack import (
+    node_prepacked,
+    packed_per_device,
+    prepack_weights,
+    prepacked_bytes,
+    releasable,
+    released_per_device,
+    releases_packed,
+)
 from ._promise import (
     ALLOW_UNPLANNED_SHAPES,
     check_budgeted_values_planned,
@@ -103,6 +111,8 @@ class SessionMemory:
     device_weights: DeviceWeights = attrs.field(factory=DeviceWeights)
     streaming: Any = None  # _streaming.StreamingPlan (None: no streamed layers); its slots are run-long blocks
     prepacked: dict[str, int] = attrs.field(factory=dict)  # device -> bytes of pre-packed weights (in `weights`)
+    released: dict[str, int] = attrs.field(factory=dict)  # device -> bytes of weights read packed only (not counted)
+    dropped: frozenset[str] = frozenset()  # initializers released after packing: their consumers get no value
     cache: ort_memplan.PatternCache = attrs.field(factory=ort_memplan.PatternCache)
     _slot_ids: dict[int, list[int]] = attrs.field(factory=dict, alias="slot_ids")
     _value_blocks: dict[str, tuple[str, int, int]] | None = attrs.field(default=None, alias="value_blocks")
@@ -166,6 +176,7 @@ class SessionMemory:
                            "largest_workspace": ws.get(device, 0), "lower_bound": self.gplan.lower_bound.get(device, 0),
                            "streaming_slots": slots.get(device, 0),
                            "prepacked_weights": self.prepacked.get(device, 0),
+                           "released_weights": self.released.get(device, 0),
                            "workspace_layout": self.gplan.workspace_layout.get(device, "packed"),
                            "total": weights.get(device, 0) + peak}
         return out
@@ -282,15 +293,23 @@ def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any],
                 providers: Sequence[Any], options: SessionOptions, algorithm: str = "auto",
                 allocate: bool = True, streaming: Any = None,
                 declared: Callable[[Node], Sequence[tuple[int, int]]] | None = None,
-                packs: Callable[[Node], tuple[tuple[int, int], ...]] | None = None) -> SessionMemory:
+                packs: Callable[[Node], tuple[tuple[int, int], ...]] | None = None,
+                releases: Callable[[int], bool] | None = None) -> SessionMemory:
     """The session's memory plan and its stages; with `allocate`, also what initialization allocates:
     devices with their own memory held to their budgets, weights uploaded, buffers pre-allocated (when
     asked). Auto-fit trials plan without allocating. `declared(node)` gives the node's workspace slots
     (default: `declared_slots` of its kernel; auto-fit trials pass their per-(node, provider) cache); `packs(node)`
-    likewise its pre-packed constant inputs, (input index, bytes) (default: `node_prepacked` of its kernel)."""
+    likewise its pre-packed constant inputs, (input index, bytes) (default: `node_prepacked` of its kernel), and
+    `releases(node index)` whether its kernel computes without them (default: `releases_packed` of its kernel)."""
     graph = model.graph
     device_by_ep = {p.name: p.device for p in providers}
     device_of_node = {n.index: device_by_ep.get(placement.ep_of[n.index], "cpu") for n in graph.nodes}
+    allocators = device_allocators(providers)
+    # pre-packed constant weights (host memory only): the node's weights, counted before the budget check; asked
+    # before the workspace, which a packed input may make smaller (no per-call packing)
+    packs = packs if packs is not None else (lambda node: node_prepacked(graph, node, kernels[node.index]))
+    host_nodes = {i for i, d in device_of_node.items() if d not in allocators}
+    packed = prepacked_bytes(order, packs, host_nodes)
     slots: dict[tuple[int, int], int] = {}
     for node in order:
         node_slots = declared(node) if declared is not None else declared_slots(node, kernels[node.index])
@@ -314,13 +333,14 @@ def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any],
     streamed = streaming.weight_names if streaming is not None else frozenset()
     weights = _weights_per_device(model, device_of_node, memory_types, streamed)
     budgets = {device_by_ep[ep]: b for ep, b in placement.result.budgets.items() if ep in device_by_ep}
-    allocators = device_allocators(providers)
-    # pre-packed constant weights (host memory only): the node's weights, counted before the budget check
-    packs = packs if packs is not None else (lambda node: node_prepacked(graph, node, kernels[node.index]))
-    packed = prepacked_bytes(order, packs, {i for i, d in device_of_node.items() if d not in allocators})
     prepacked = packed_per_device(packed, device_of_node)
     for device, nbytes in prepacked.items():
         weights[device] = weights.get(device, 0) + nbytes
+    releases = releases if releases is not None else (lambda index: releases_packed(kernels[index]))
+    release = releasable(graph, packed, releases, host_nodes, streamed) if packed else {}
+    released = released_per_device(graph, release, device_of_node)
+    for device, nbytes in released.items():  # read from their packed copies alone: not held
+        weights[device] -= nbytes
     stages = {d: DeviceMemoryStage(d, budgets.get(d), weights.get(d, 0), gplan.plan.peak.get(d, 0), allocators.get(d),
                                    retain_host=options.enable_cpu_mem_arena)
               for d in sorted(set(weights) | set(gplan.plan.peak) | set(budgets) | set(allocators))}
@@ -343,9 +363,10 @@ def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any],
                 f"session.weight_streaming='off'{_open_dims(graph)}")
     device_weights, buffers = _allocate(graph, order, device_of_node, stages, gplan, static, options,
                                         memory_types, streaming) if allocate else (DeviceWeights(), None)
+    dropped: frozenset[str] = frozenset()
     if allocate and packed:
         try:
-            prepack_weights(graph, order, kernels, packed)
+            dropped = frozenset(prepack_weights(graph, order, kernels, packed, release))
         except Exception:
             device_weights.close()  # initialization fails: nothing stays allocated
             if buffers is not None:
@@ -355,7 +376,7 @@ def plan_memory(model: Model, order: Sequence[Node], kernels: Mapping[int, Any],
                          planned_shapes=planned_shapes, input_limits=input_limits, buffers=buffers, options=options,
                          node_names=[n.name for n in order], device_of_value=value_device,
                          device_of_node=device_of_node, kernels=kernels, device_weights=device_weights,
-                         prepacked=prepacked)
+                         prepacked=prepacked, released=released, dropped=dropped)
 
 
 def _allocate(graph: Any, order: Sequence[Node], device_of_node: Mapping[int, str],

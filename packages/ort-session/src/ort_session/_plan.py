@@ -6,8 +6,10 @@ JSON layout (stable; documented in the README):
   "granularity": "layers" | "nodes",   # the unit placed: whole layers (rules, auto-fit by layers) or nodes
   "nodes":   [{"name", "op", "layer", "ep", "reason"}],       # reason: why this EP (or "")
   "devices": {device: {"ep", "weights", "peak_activations", "workspace", "lower_bound", "total", "budget",
-                       "streaming_slots", "prepacked_weights"}},   # streaming_slots: only with streamed layers;
-                       # prepacked_weights: bytes of weights the kernels packed at initialization (inside "weights")
+                       "streaming_slots", "prepacked_weights", "released_weights"}},
+                       # streaming_slots: only with streamed layers; prepacked_weights: bytes of weights the kernels
+                       # packed at initialization (inside "weights"); released_weights: initializers every consumer
+                       # packed, not held beside their packed copies (not in "weights")
   "layers":  [placement report rows: group, layer, ep, nodes, weight/activation/workspace bytes],
   "declines": [{"ep", "node", "op", "domain", "opset", "rejected", "accepts", "remedy", "reason"}],
   "recheck": {"ok": bool, "planned_overruns": [str],              # weights + planned peak > budget
@@ -71,6 +73,8 @@ class SessionPlan:
                 out[p.device]["streaming_slots"] = t["streaming_slots"]
             if t.get("prepacked_weights"):  # pre-packed constant weights, inside "weights" (absent without any)
                 out[p.device]["prepacked_weights"] = t["prepacked_weights"]
+            if t.get("released_weights"):  # initializers read from their packed copies alone: not in "weights"
+                out[p.device]["released_weights"] = t["released_weights"]
         return out
 
     def copies(self) -> dict[str, Any]:

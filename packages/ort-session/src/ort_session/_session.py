@@ -181,7 +181,7 @@ class InferenceSession(OrtSessionApi):
                                   weights=self.memory.device_weights, host_outputs=host_outputs,
                                   declared_workspace=(self.memory.declared_workspace
                                                       if self.options.flag(STRICT_WORKSPACE) else None),
-                                  capture=self._capture)
+                                  capture=self._capture, released=self.memory.dropped)
         if self.memory.streaming is not None and self.memory.streaming.layers:  # session.weight_streaming
             from ._streaming_run import WeightStreamer
 

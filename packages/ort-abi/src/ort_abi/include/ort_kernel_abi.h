@@ -74,6 +74,12 @@ extern "C" {
 #define ORT_KERNEL_ABI_VERSION_PREPACK 5
 /* Alignment of the buffer the host hands PrePackWeightInto. */
 #define ORT_PREPACK_ALIGNMENT 64
+/* OrtKernelImpl::flags bit (version >= 5 kernels with the pre-packing entries): the kernel computes without an
+ * input it packed (*is_packed = 1), as onnxruntime's kernels do once PrePack kept a weight. An initializer that
+ * every one of its consumers packs with this flag, and that nothing else reads (not a graph input or output, no
+ * other device, no subgraph), is then released by the host: not counted in the plan's weights, not held after
+ * packing, and that input is NULL in Compute (read its shape from the packed copy). */
+#define ORT_KERNEL_FLAG_RELEASES_PACKED_INPUTS 1u
 /* The largest output rank an OrtKernelOutputShapeFunc can report. */
 #define ORT_OUTPUT_SHAPE_MAX_RANK 16
 
@@ -161,7 +167,8 @@ typedef struct OrtWorkspaceSlot {
   size_t size_bytes;
 } OrtWorkspaceSlot;
 
-/* A kernel instance. Fill ort_version_supported with ORT_KERNEL_ABI_VERSION and flags with 0.
+/* A kernel instance. Fill ort_version_supported with ORT_KERNEL_ABI_VERSION and flags with 0 (or
+ * ORT_KERNEL_FLAG_RELEASES_PACKED_INPUTS).
  * Compute and Release are required; the rest may be NULL. A kernel whose ort_version_supported is
  * below ORT_KERNEL_ABI_VERSION_WORKSPACE (its struct ends before DeclareWorkspaceRequirements), or
  * whose DeclareWorkspaceRequirements is NULL, is skipped during workspace planning and gets NULL from
@@ -182,14 +189,17 @@ struct OrtKernelImpl {
                                              size_t num_inputs, OrtWorkspaceSlot* slots,
                                              size_t max_slots, size_t* num_slots);
   /* Since version 5; both NULL, or both set. Planned pre-packing of constant weights, as onnxruntime's PrePack:
-   * for each input that is a constant initializer, the host calls DeclarePrePackedBytes once, after
-   * DeclareWorkspaceRequirements and before the memory plan's budget check, with the same input shapes;
+   * for each input that is a constant initializer, the host calls DeclarePrePackedBytes once, before
+   * DeclareWorkspaceRequirements and the memory plan's budget check, with the same input shapes;
    * *packed_bytes = 0: that input is not packed. The declared bytes count as the node's weights on its device
    * (plan weight totals, budget checks). Then, before any Compute, PrePackWeightInto is called once for each input
    * with a nonzero declaration, with the initializer and a host-owned buffer of exactly packed_bytes (aligned to
    * ORT_PREPACK_ALIGNMENT) that stays valid until Release: write the packed form there and set *is_packed = 1 to
    * use it in Compute (0: not packed after all; the host may drop the buffer). The initializer stays a Compute
-   * input either way. An error status fails initialization, naming the node. */
+   * input either way, unless flags has ORT_KERNEL_FLAG_RELEASES_PACKED_INPUTS (then that input may be NULL once
+   * packed). DeclarePrePackedBytes is asked before DeclareWorkspaceRequirements, so that a kernel can leave out
+   * the per-call packing workspace a packed input makes unnecessary. An error status fails initialization,
+   * naming the node. */
   OrtStatus* (*DeclarePrePackedBytes)(OrtKernelImpl* this_ptr, const OrtWorkspaceInputShape* input_shapes,
                                       size_t num_inputs, int input_index, size_t* packed_bytes);
   OrtStatus* (*PrePackWeightInto)(OrtKernelImpl* this_ptr, const OrtValue* tensor, int input_index, void* packed,
