@@ -88,10 +88,7 @@ def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'ort_session' has no attribute {name!r}")
-    from ._gc_pause import collector_paused
-
-    with collector_paused():  # the first InferenceSession imports ~120 modules: ~60 collections of a growing heap
-        value = getattr(importlib.import_module(module, __name__), name)
+    value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value  # later lookups skip this function
     return value
 

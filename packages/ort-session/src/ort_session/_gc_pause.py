@@ -1,6 +1,4 @@
-"""`collector_paused()`: Python's cyclic garbage collector held off while a session is built (and while
-`ort_session`'s lazy names import their modules: the first `InferenceSession` imports ~120 of them, and the
-thresholds fired ~60 collections over the growing heap, ~10 ms of a fresh process's import).
+"""`collector_paused()`: Python's cyclic garbage collector held off while a session is built.
 
 Building a session allocates many small objects (the IR, claims, kernels, plans) and frees most of them by
 reference counting; the collector's generation thresholds trigger on the allocations alone, so it ran ~140
