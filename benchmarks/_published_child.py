@@ -70,17 +70,17 @@ def child(runtime: str, path: str) -> dict[str, Any]:
     """In a fresh process: import the runtime, initialize, run once; seconds and peak RSS (bytes)."""
     file = path.rsplit("/", 1)[-1]
     feeds = feeds_for(file)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if runtime == "ours":
         from ort_session import InferenceSession  # noqa: F401  (the session machinery: onnx, kernels)
     else:
         import onnxruntime  # noqa: F401
     t1 = time.perf_counter()
     sess = ours(path, file) if runtime == "ours" else ort(path, None)
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     sess.run(None, feeds)
     return {"init_s": t2 - t0, "import_s": t1 - t0, "construct_s": t2 - t1,
-            "peak_rss": peak_rss()}
+            "init_cpu_s": c2 - c0, "peak_rss": peak_rss()}
 
 
 if __name__ == "__main__":

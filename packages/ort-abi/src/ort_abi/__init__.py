@@ -156,6 +156,7 @@ _WHERE = {
     "WorkspaceInputShape": "._workspace",
     "WorkspaceSlot": "._workspace",
     "workspace_input_shapes": "._workspace",
+    "node_query_key": "._workspace",
 }
 __getattr__, __dir__ = lazy_exports(__name__, _WHERE)
 
@@ -181,7 +182,7 @@ __all__ = [
     "copy_host_to_device", "declare_prepacked", "declare_workspace", "PrePackError", "prepack_weight", "empty_tensor", "estimate_workspace", "get_include", "live_handles",
     "live_status_count", "load_kernel_library", "numpy_output_allocator", "provider_run_scope", "release_kernel", "status_misuse",
     "check_growth", "check_run", "raised_by_run_checks", "run_checks_scope",
-    "tensor_from_host", "tensor_to_host", "workspace_input_shapes",
+    "tensor_from_host", "tensor_to_host", "workspace_input_shapes", "node_query_key",
 ]
 
 
@@ -282,4 +283,11 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
         TransferStreamProvider,
         transfers_for,
     )
-    from ._workspace import MAX_SLOTS, InputState, WorkspaceInputShape, WorkspaceSlot, workspace_input_shapes  # noqa: F401
+    from ._workspace import (  # noqa: F401
+        MAX_SLOTS,
+        InputState,
+        WorkspaceInputShape,
+        WorkspaceSlot,
+        node_query_key,
+        workspace_input_shapes,
+    )

@@ -67,14 +67,13 @@ class WorkspaceInputShape:
         return len(self.dims) if self.dims is not None else None
 
 
-def workspace_input_shapes(node: Any) -> list[WorkspaceInputShape]:
-    """The WorkspaceInputShape of each positional input of an ort_graph Node, from its graph's values
-    (initializers use their dims)."""
+def _input_states(node: Any) -> list[tuple[InputState, tuple[int, ...] | None, int]]:
+    """(state, dims, elem_type) of each positional input of an ort_graph Node, as `workspace_input_shapes` gives them."""
     graph = node.graph
-    out = []
+    out: list[tuple[InputState, tuple[int, ...] | None, int]] = []
     for name in node.inputs:
         if not name:
-            out.append(WorkspaceInputShape.missing())
+            out.append((InputState.MISSING, None, 0))
             continue
         value = graph.values.get(name) if graph is not None else None
         tensor = graph.initializers.get(name) if graph is not None else None
@@ -82,9 +81,42 @@ def workspace_input_shapes(node: Any) -> list[WorkspaceInputShape]:
         shape = value.shape if value is not None else None
         if shape is None and tensor is not None:
             shape = tuple(tensor.dims)
-        out.append(WorkspaceInputShape.unshaped(dtype) if shape is None else WorkspaceInputShape.shaped(shape, dtype))
+        out.append((InputState.UNSHAPED, None, dtype) if shape is None else
+                   (InputState.SHAPED, tuple(d if isinstance(d, int) and d >= 0 else -1 for d in shape), dtype))
     return out
 
+
+def workspace_input_shapes(node: Any) -> list[WorkspaceInputShape]:
+    """The WorkspaceInputShape of each positional input of an ort_graph Node, from its graph's values
+    (initializers use their dims; symbolic or None extents become -1)."""
+    return [WorkspaceInputShape(state, dims, elem_type) for state, dims, elem_type in _input_states(node)]
+
+
+_SCALARS = (int, float, str, bool)
+
+
+def _attr_key(value: Any) -> str | None:
+    """`repr` of a number, a string or a list of them (exact, and 1, 1.0 and True differ as the typed getters
+    tell them apart); None for anything else (a tensor, a graph, a numpy scalar)."""
+    if type(value) in _SCALARS:
+        return repr(value)
+    if type(value) in (list, tuple) and all(type(v) in _SCALARS for v in value):
+        return repr(value)
+    return None
+
+
+def node_query_key(node: Any) -> tuple | None:
+    """Everything the host API's node queries answer except the node's name (and the EP): the op type, the
+    domain, each input as `workspace_input_shapes` gives it, the output count and the attribute values. Two
+    nodes with equal keys look alike to an estimate that asks nothing else, so its result can be shared; None
+    when an attribute holds a value the key does not cover."""
+    attributes = []
+    for name, a in node.attributes.items():
+        value = _attr_key(a.value)
+        if value is None:
+            return None
+        attributes.append((name, value))
+    return (node.op_type, node.domain, tuple(_input_states(node)), len(node.outputs), tuple(attributes))
 
 @attrs.frozen
 class WorkspaceSlot:

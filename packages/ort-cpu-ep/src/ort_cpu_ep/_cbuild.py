@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import os
 import pathlib
-import shlex
 import shutil
-import subprocess
 import sys
-import sysconfig
-import tempfile
+
+# shlex, subprocess, sysconfig and tempfile are imported where a build needs them: the provider imports this
+# module for LIBRARY_NAME at every session import, which builds nothing
 
 LIBRARY_NAME = "libort_cpu_ep_kernels.so"
 _PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
@@ -54,6 +53,9 @@ def include_dir(project_dir: pathlib.Path = _PROJECT_DIR) -> pathlib.Path:
 
 def compiler() -> list[str]:
     """The C compiler: $CC, else the one Python was built with, else cc / gcc / clang on PATH."""
+    import shlex
+    import sysconfig
+
     for candidate in (os.environ.get("CC"), sysconfig.get_config_var("CC")):
         if candidate:
             cmd = shlex.split(candidate)
@@ -66,6 +68,9 @@ def compiler() -> list[str]:
 
 
 def _accepts(cc: list[str], flag: str) -> bool:
+    import subprocess
+    import tempfile
+
     with tempfile.TemporaryDirectory() as tmp:
         src = pathlib.Path(tmp) / "probe.c"
         src.write_text("#include <omp.h>\nint main(void) { return omp_get_max_threads() > 0 ? 0 : 1; }\n")
@@ -75,6 +80,9 @@ def _accepts(cc: list[str], flag: str) -> bool:
 
 def build(dest_dir: pathlib.Path = _PACKAGE_DIR, project_dir: pathlib.Path = _PROJECT_DIR) -> tuple[pathlib.Path, str]:
     """Compile the library into dest_dir; returns (path, a line describing the build). Raises BuildFailed."""
+    import shlex
+    import subprocess
+
     cc = compiler()
     srcs = sources(project_dir)
     if not srcs:

@@ -29,6 +29,7 @@ _log = logging.getLogger("ort_cpu_ep")
 EP_NAME = "CPUExecutionProvider"
 DISABLE_ENV = "ORT_CPU_EP_NO_C_KERNELS"  # set to 1: use the numpy kernels even where the C library is built
 _LISTENING: list[bool] = []
+_LIB: list[Any] = []  # the loaded library (ctypes), once `_load` has loaded it: its thread-count calls
 
 
 @attrs.frozen
@@ -67,6 +68,7 @@ def _load() -> tuple[ort_abi.KernelRegistry | None, CKernelStatus]:
         _threads.add_thread_listener(lib.ort_cpu_ep_set_threads)
         _LISTENING.append(True)
     lib.ort_cpu_ep_set_threads(_threads.requested_threads())
+    _LIB[:] = [lib]
     return registry, CKernelStatus(True, path, "loaded", bool(lib.ort_cpu_ep_has_openmp()))
 
 
@@ -100,6 +102,24 @@ def c_registry() -> ort_abi.KernelRegistry | None:
 
 def status() -> CKernelStatus:
     return _load()[1]
+
+
+def shared_estimate(memo: dict[tuple, int], entry: Any, node: Any, ep: Any) -> int | None:
+    """`ort_abi.estimate_workspace(entry, node, ep)` for an entry of this library, shared through `memo` by the
+    nodes that look alike to it (`ort_abi.node_query_key`, plus the calling thread's kernel threads, which the
+    Conv estimates count buffers by): its estimates read the op, the inputs and the attributes, never the node's
+    name nor the EP (test_ckernel_estimates checks the sources). A failed estimate (None) is not shared: the
+    next node asks again, and the log names it."""
+    key = ort_abi.node_query_key(node)
+    if key is None:
+        return ort_abi.estimate_workspace(entry, node, ep)
+    key = (id(entry), _LIB[0].ort_cpu_ep_threads(), key)  # entries live as long as the cached registry
+    found = memo.get(key)
+    if found is None:
+        found = ort_abi.estimate_workspace(entry, node, ep)
+        if found is not None:
+            memo[key] = found
+    return found
 
 
 def kernel_language(entry: Any) -> str:

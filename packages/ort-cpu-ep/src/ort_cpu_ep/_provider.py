@@ -257,6 +257,7 @@ class CpuExecutionProvider(SiLUFusionSurface):
         # per node, as claims are: auto-fit asks claim, estimate and the budget gate again for every candidate
         self._node_entries: dict[Node, ort_abi.KernelEntry | None] = {}
         self._estimates: dict[Node, int | None] = {}
+        self._shared_estimates: dict[tuple, int] = {}  # the C library's estimates by `ort_abi.node_query_key`
 
     @property
     def threads(self) -> int:
@@ -412,7 +413,12 @@ class CpuExecutionProvider(SiLUFusionSurface):
         except KeyError:
             pass
         entry = self.entry(node)
-        found = None if entry is None or not entry.has_estimate else ort_abi.estimate_workspace(entry, node, self)
+        if entry is None or not entry.has_estimate:
+            found = None
+        elif self._c_kernels is not None and entry in self._c_kernels:
+            found = _ckernels.shared_estimate(self._shared_estimates, entry, node, self)
+        else:
+            found = ort_abi.estimate_workspace(entry, node, self)
         self._estimates[node] = found
         return found
 

@@ -9,7 +9,6 @@ accepted with an `UnknownConfigKeyWarning` naming the closest key read, so a typ
 
 from __future__ import annotations
 
-import difflib
 import functools
 import warnings
 from collections.abc import Mapping, Sequence
@@ -133,6 +132,8 @@ def _checked_provider_options(name: str, given: Mapping[Any, Any]) -> dict[str, 
         if not isinstance(key, str):
             raise InvalidOptionError(f"{name} option key {key!r} ({type(key).__name__}) must be a str")
         if key not in known:
+            import difflib  # only for a key no provider reads: not on every session's import
+
             close = difflib.get_close_matches(key, known, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else f"; the keys it reads are {list(known)!r}"
             warnings.warn(f"{name} option {key!r} is not read by ort-session and has no effect{hint}",

@@ -12,7 +12,6 @@ not log records: Python's warning filters govern them.
 
 from __future__ import annotations
 
-import difflib
 import logging
 import warnings
 from collections.abc import Sequence
@@ -80,6 +79,8 @@ def known_providers(names: Sequence[str], known: Sequence[str], strict: bool) ->
         if canonical(name) in known:
             kept.append(name)
             continue
+        import difflib  # only for an unknown provider: not on every session's import
+
         close = difflib.get_close_matches(str(name), list(known), n=1, cutoff=0.5)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         listed = ", ".join(repr(k) for k in known)
