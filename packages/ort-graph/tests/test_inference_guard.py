@@ -101,3 +101,19 @@ def test_the_guard_changes_no_ordinary_result():
     m = ort_graph.from_proto(_slice_model(3))
     ort_graph.resolve_shapes(m)
     assert m.graph.values["y"].shape == (2, 3)
+
+
+@fork_only
+def test_the_child_is_kept_for_the_next_model_and_replaced_after_a_crash():
+    from ort_graph import _inference_guard as guard
+
+    def pid_of(p):
+        return os.getpid()
+
+    proto = _slice_model(3)
+    first = isolated(pid_of, proto)
+    assert first != os.getpid() and isolated(pid_of, proto) == first  # one fork for many models
+    with pytest.raises(InferenceCrashed):
+        isolated(lambda p: os.kill(os.getpid(), signal.SIGKILL), proto)
+    assert guard._worker is None
+    assert isolated(pid_of, proto) not in (first, os.getpid())

@@ -52,7 +52,11 @@ def infer_shapes_bounded(proto: ModelProto) -> ModelProto:
 def inferred_table(proto: ModelProto) -> InferredTable:
     """What `infer_shapes_bounded` infers, as an `InferredTable`, computed in an isolated child
     (`_inference_guard.isolated`): InferenceCrashed (a RuntimeError) when onnx's C++ died on the model."""
-    return isolated(lambda p: _table(_infer_bounded(p).graph), proto)
+    return isolated(_bounded_table, proto)
+
+
+def _bounded_table(proto: ModelProto) -> InferredTable:
+    return _table(_infer_bounded(proto).graph)
 
 
 def _table(gp: GraphProto) -> InferredTable:

@@ -10,7 +10,8 @@ untrusted input, so:
   any dimension below 2**31 the output is the same (one element, or none), and a larger dimension is refused at
   planning anyway;
 - `slice_unsafe`: the per-node pass does not hand onnx a Slice over a dimension of 2**31 or more;
-- `isolated`: the whole-graph inference runs in a forked child under an address-space limit; if the child dies
+- `isolated`: the whole-graph inference runs in a forked child (kept for the next model: `_inference_worker`)
+  under an address-space limit; if the child dies
   (a signal, the limit), `InferenceCrashed` (a RuntimeError) makes shape resolution fall back to its per-node pass,
   which gives onnx one node at a time with shapes this package checked (negative dimensions never reach it).
 Without `os.fork` (not Linux or macOS) inference runs in the process as before.
@@ -18,19 +19,18 @@ Without `os.fork` (not Linux or macOS) inference runs in the process as before.
 
 from __future__ import annotations
 
-import faulthandler
-import gc
 import logging
 import marshal
 import os
-import signal
-import warnings
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import onnx
 from onnx import ModelProto, numpy_helper
+
+from ._inference_worker import Worker, WorkerDied
 
 __all__ = ["STEP_BOUND", "InferenceCrashed", "bound_slice_steps", "bounded_steps", "isolated", "slice_unsafe"]
 
@@ -95,44 +95,34 @@ _ERRORS: dict[str, type[Exception]] = {
     "RuntimeError": RuntimeError, "ValueError": ValueError, "MemoryError": MemoryError}
 
 
+_worker: Worker | None = None  # the child inference runs in, kept for the next model (`_inference_worker`)
+_worker_lock = threading.Lock()
+
+
 def isolated(infer: Callable[[ModelProto], Any], proto: ModelProto) -> Any:
-    """`infer(proto)` in a forked child; its result (plain values: `marshal`) comes back through a pipe. Raises what
-    the child raised (as the same onnx / builtin type) or InferenceCrashed when the child died."""
+    """`infer(proto)` in a forked child (`_inference_worker.Worker`, kept while `infer` stays the same); its result
+    (plain values: `marshal`) comes back through a pipe. Raises what the child raised (as the same onnx / builtin
+    type) or InferenceCrashed when the child died (the next call forks a new one)."""
+    global _worker
     if not hasattr(os, "fork"):
         return infer(proto)
-    r, w = os.pipe()
-    with warnings.catch_warnings():
-        # Python 3.12+ warns on fork in a process with threads (OpenMP's, the server's): the child runs no Python
-        # thread, takes no lock of theirs and leaves with os._exit
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:  # the child: nothing but the inference and one write; never back into the parent's code
+    with _worker_lock:
+        if _worker is not None and (_worker.owner != os.getpid() or _worker.infer is not infer):
+            if _worker.owner == os.getpid():
+                _worker.close()
+            _worker = None  # another function, or a worker of the process this one was forked from
+        if _worker is None:
+            _worker = Worker(infer, _limit_address_space)
         try:
-            gc.disable()  # a collection would touch every object: each page copied from the parent's
-            faulthandler.disable()  # a crash here is reported by the parent, not dumped as the parent's traceback
-            os.close(r)
-            _limit_address_space()
-            try:
-                payload = b"\0" + marshal.dumps(infer(proto))
-            except Exception as e:  # noqa: BLE001 - sent to the parent, raised there
-                payload = b"\1" + f"{type(e).__name__}\0{e}".encode("utf-8", "replace")
-            view = memoryview(payload)
-            while view:
-                view = view[os.write(w, view):]
-        finally:
-            os._exit(0)
-    os.close(w)
-    with os.fdopen(r, "rb") as f:
-        data = f.read()
-    _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status) or not data:
-        how = signal.Signals(os.WTERMSIG(status)).name if os.WIFSIGNALED(status) else f"exit {os.WEXITSTATUS(status)}"
-        _log.warning("onnx shape inference died on this model (%s); shapes come from the per-node pass", how)
-        raise InferenceCrashed(f"onnx shape inference died on this model ({how})")
-    if data[:1] == b"\1":
-        name, _, message = data[1:].decode("utf-8", "replace").partition("\0")
+            reply = _worker.call(proto)
+        except WorkerDied as e:
+            _worker = None
+            _log.warning("onnx shape inference died on this model (%s); shapes come from the per-node pass", e.how)
+            raise InferenceCrashed(f"onnx shape inference died on this model ({e.how})") from None
+    if reply[:1] == b"\1":
+        name, _, message = reply[1:].decode("utf-8", "replace").partition("\0")
         raise _ERRORS.get(name, RuntimeError)(message)
-    return marshal.loads(data[1:])
+    return marshal.loads(reply[1:])
 
 
 def _limit_address_space() -> None:
