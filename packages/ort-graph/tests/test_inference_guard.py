@@ -117,3 +117,16 @@ def test_the_child_is_kept_for_the_next_model_and_replaced_after_a_crash():
         isolated(lambda p: os.kill(os.getpid(), signal.SIGKILL), proto)
     assert guard._worker is None
     assert isolated(pid_of, proto) not in (first, os.getpid())
+
+
+def test_a_whole_graph_pass_out_of_memory_falls_back_to_the_per_node_pass(monkeypatch):
+    # the isolated child answers MemoryError when its address-space limit stops an allocation
+    from ort_graph import _shapes
+
+    def out_of_memory(proto):
+        raise MemoryError("past the child's address-space limit")
+
+    monkeypatch.setattr(_shapes, "inferred_table", out_of_memory)
+    m = ort_graph.from_proto(_slice_model(3))
+    ort_graph.resolve_shapes(m)
+    assert m.graph.values["y"].shape == (2, 3)

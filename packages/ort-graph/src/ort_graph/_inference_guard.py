@@ -7,13 +7,14 @@ assertion in a later Slice and aborts. A crash in C++ is not an exception Python
 untrusted input, so:
 
 - `bounded_steps` / `bound_slice_steps`: a Slice step beyond +-(2**31 - 1) is given to inference as that bound; on
-  any dimension below 2**31 the output is the same (one element, or none), and a larger dimension is refused at
-  planning anyway;
+  any dimension below 2**31 the output is the same (one element, or none); on a larger one the inferred size can
+  exceed the run's (never fall short of it);
 - `slice_unsafe`: the per-node pass does not hand onnx a Slice over a dimension of 2**31 or more;
 - `isolated`: the whole-graph inference runs in a forked child (kept for the next model: `_inference_worker`)
-  under an address-space limit; if the child dies
-  (a signal, the limit), `InferenceCrashed` (a RuntimeError) makes shape resolution fall back to its per-node pass,
-  which gives onnx one node at a time with shapes this package checked (negative dimensions never reach it).
+  under an address-space limit. A child that dies (a segfault, an abort, an allocation past the limit that C++ did
+  not survive) raises `InferenceCrashed` (a RuntimeError) and is replaced; one whose allocation failed cleanly
+  answers MemoryError. Either way shape resolution falls back to its per-node pass, which gives onnx one node at
+  a time with shapes this package checked (negative dimensions never reach it).
 Without `os.fork` (not Linux or macOS) inference runs in the process as before.
 """
 
@@ -40,8 +41,8 @@ _CHILD_EXTRA_BYTES = 4 << 30  # the child's address space: the parent's plus thi
 
 
 class InferenceCrashed(RuntimeError):
-    """ONNX's shape inference died in its isolated child (a signal or the memory limit): the model holds something
-    its C++ does not survive. Shape resolution falls back to its per-node pass."""
+    """ONNX's shape inference died in its isolated child (killed by a signal): the model holds something its C++
+    does not survive. Shape resolution falls back to its per-node pass."""
 
 
 def bounded_steps(steps: np.ndarray) -> np.ndarray:

@@ -285,7 +285,8 @@ def resolve_shapes(model: Model, dims: Mapping[str, int] | None = None,
     table: dict[int, dict] = {}
     try:  # bounded: ONNX's data propagation would materialise a long 1-D value (see _data_prop)
         _read_back(inferred_table(_shape_only_proto(model, inputs)), graph, table)
-    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError, ValueError):
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError, ValueError,
+            MemoryError):  # MemoryError: the isolated child's address-space limit (`_inference_guard`)
         pass  # the per-node pass below does the work
     _apply(graph, table.get(id(graph), {}))
     for node in graph.walk():
