@@ -1,6 +1,7 @@
 """Input element types against the op schemas (`check_input_types`, run by `resolve_shapes`): what onnxruntime
 refuses at load is refused here, naming the node and the inputs; what it accepts passes."""
 
+import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
@@ -22,7 +23,6 @@ def _resolve(proto):
 
 
 def _ort_refuses(proto) -> bool:
-    ort = pytest.importorskip("onnxruntime")
     so = ort.SessionOptions()
     so.log_severity_level = 4
     try:

@@ -23,8 +23,11 @@ __all__ = ["fuse_conv_batchnorm"]
 _FOLD_DTYPES = frozenset({1, 11})  # float32, float64
 
 
-def output_channels(conv: Node, w: Tensor) -> int:
-    """The output channels of a Conv (W [M, C / group, ...]) or ConvTranspose (W [C, M / group, ...]) of weights `w`."""
+def output_channels(conv: Node, w: Tensor) -> int | None:
+    """The output channels of a Conv (W [M, C / group, ...]) or ConvTranspose (W [C, M / group, ...]) of weights `w`;
+    None when `w` is not a convolution's weights (rank below 3: the node's kernel refuses it, no fold touches it)."""
+    if len(w.dims) < 3:
+        return None
     if conv.op_type == "ConvTranspose":
         return int(w.dims[1]) * int(conv.attr("group", 1))
     return int(w.dims[0])
@@ -82,10 +85,10 @@ def fuse_conv_batchnorm(graph: Graph, nodes: Collection[Node] | None = None) -> 
             continue
         w_t = graph.initializers[conv.inputs[1]]
         y = graph.values.get(bn.outputs[0])
-        if w_t.dtype not in _FOLD_DTYPES or y is None or y.dtype != w_t.dtype or len(w_t.dims) < 3:
+        if w_t.dtype not in _FOLD_DTYPES or y is None or y.dtype != w_t.dtype:
             continue
         channels = output_channels(conv, w_t)
-        consts = _channel_constants(graph, bn, channels)
+        consts = None if channels is None else _channel_constants(graph, bn, channels)
         if consts is None:
             continue
         scale, shift, mean, var = consts

@@ -43,12 +43,6 @@ def long_vectors(plain: ModelProto) -> list[str]:
 InferredTable = tuple[list[tuple[str, int, "tuple | None"]], list[tuple[int, list]]]
 
 
-def infer_shapes_bounded(proto: ModelProto) -> ModelProto:
-    """`proto` with inferred shapes, values propagated where that is bounded (see the module's docstring). Errors
-    of the shapes-only pass propagate (onnx's InferenceError / ValidationError, RuntimeError, ValueError)."""
-    return _infer_bounded(proto)
-
-
 def inferred_table(proto: ModelProto) -> InferredTable:
     """What `infer_shapes_bounded` infers, as an `InferredTable`, computed in an isolated child
     (`_inference_guard.isolated`): InferenceCrashed (a RuntimeError) when onnx's C++ died on the model."""
@@ -56,7 +50,7 @@ def inferred_table(proto: ModelProto) -> InferredTable:
 
 
 def _bounded_table(proto: ModelProto) -> InferredTable:
-    return _table(_infer_bounded(proto).graph)
+    return _table(infer_shapes_bounded(proto).graph)
 
 
 def _table(gp: GraphProto) -> InferredTable:
@@ -74,7 +68,10 @@ def _table(gp: GraphProto) -> InferredTable:
     return values, subs
 
 
-def _infer_bounded(proto: ModelProto) -> ModelProto:
+def infer_shapes_bounded(proto: ModelProto) -> ModelProto:
+    """`proto` with inferred shapes, values propagated where that is bounded (see the module's docstring), in this
+    process. Errors of the shapes-only pass propagate (onnx's InferenceError / ValidationError, RuntimeError,
+    ValueError, MemoryError)."""
     plain = _infer(proto, data_prop=False)
     if long_vectors(plain):
         return plain

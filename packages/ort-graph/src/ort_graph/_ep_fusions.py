@@ -76,13 +76,11 @@ def _fuse_conv_constant(graph: Graph, nodes: Collection[Node] | None, op: str, f
             continue
         other = other_node.inputs[1] if other_node.inputs[0] == conv.outputs[0] else other_node.inputs[0]
         w = graph.initializers[conv.inputs[1]]
-        if len(w.dims) < 3:  # not a convolution's weights ([M, C / group, k...]): the node's kernel refuses it
-            continue
+        channels = output_channels(conv, w)
+        if channels is None or (len(conv.inputs) == 3 and math.prod(graph.initializers[conv.inputs[2]].dims) != channels):
+            continue  # not a convolution's weights, or a bias of another length: left to the kernel's own check
         out = graph.values.get(conv.outputs[0])
         rank = len(out.shape) if out is not None and out.shape is not None else len(w.dims)
-        channels = output_channels(conv, w)
-        if len(conv.inputs) == 3 and math.prod(graph.initializers[conv.inputs[2]].dims) != channels:
-            continue  # a bias of another length: left to the kernel's own check
         vec = _channel_bias(graph, other, channels, rank)
         y = graph.values.get(other_node.outputs[0])
         if (vec is None or y is None or out is None or y.dtype != out.dtype or y.shape != out.shape or other == conv.outputs[0]
