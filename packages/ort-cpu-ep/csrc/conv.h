@@ -41,6 +41,7 @@ typedef struct ConvGeom {
   int64_t K;     /* Cg * KH * KW: a group's GEMM depth */
   int64_t chunk; /* output pixels per im2col chunk (0: no im2col, B is X) */
   int depthwise; /* Cg == 1: the direct loop */
+  int direct;    /* the direct path (conv_direct.c) instead of im2col + sgemm */
 } ConvGeom;
 
 /* the geometry of X (rank 4) convolved with W (rank 4) under `a`; 0 on success, else a message in `err` */
@@ -67,6 +68,20 @@ void conv_depthwise_taps(const ConvGeom* g, int64_t* tap);
  * conv_thread_floats) takes the zero-padded input plane, split by column phase for a column stride */
 void conv_depthwise_plane(const ConvGeom* g, const int64_t* tap, const float* x, const float* w, const float* bias,
                           const float* z, float* y, int64_t image, int64_t m, const ConvAct* act, float* pad);
+/* The direct path (conv_direct.c): one image's input copied, padded and phase-split, into Q (conv_direct_floats);
+ * the output in tiles of the sgemm's micro-kernel shape read straight from Q and the weights as they lie. */
+#define CONV_DIRECT_MAX_TAPS 64 /* kernel taps (KH x KW) and strides the direct path takes at most */
+/* whether the direct path computes g (set in conv_geometry as g->direct) */
+int conv_direct_applies(const ConvGeom* g);
+/* floats of Q for one image */
+size_t conv_direct_floats(const ConvGeom* g);
+/* Q's input channels [c0, c1) from one image's x (the call with c1 == C also zeroes Q's tail) */
+void conv_direct_prepare(const ConvGeom* g, const float* x, float* q, int64_t c0, int64_t c1);
+/* the work items (tiles) of one image */
+int64_t conv_direct_items(const ConvGeom* g);
+/* tiles [i0, i1) of one image: y (and z) at the image's output, bias and activation applied */
+void conv_direct_tiles(const ConvGeom* g, const float* q, const float* w, const float* bias, const float* z, float* y,
+                       int64_t i0, int64_t i1, const ConvAct* act);
 /* y[i] = act(x[i]) for i in [0, n) (the elementwise kernels: act.kind != NONE) */
 void conv_act_apply(const float* x, float* y, int64_t n, const ConvAct* act);
 

@@ -113,12 +113,14 @@ static ConvSplit conv_split(const ConvGeom* g, int threads) {
   s.splits = 1;
   if (g->depthwise) {
     s.items = g->N * g->M;
+  } else if (g->direct) {
+    s.items = conv_direct_items(g); /* per image: the images run one after another */
   } else {
     s.width = g->chunk ? g->chunk : (hw < 512 ? hw : 512);
     s.chunks = s.width > 0 ? (hw + s.width - 1) / s.width : 0;
     s.items = g->N * g->group * s.chunks;
   }
-  if (!g->depthwise && s.items > 0 && s.items < threads) { /* few pixel chunks (a late layer's 14 x 14): split the channels */
+  if (!g->depthwise && !g->direct && s.items > 0 && s.items < threads) { /* few pixel chunks (a late layer's 14 x 14): split the channels */
     int64_t splits = (threads + s.items - 1) / s.items;
     if (splits > g->Mg / CONV_MIN_SPLIT_ROWS) splits = g->Mg / CONV_MIN_SPLIT_ROWS;
     if (splits > 1) {
@@ -136,7 +138,7 @@ static ConvSplit conv_split(const ConvGeom* g, int threads) {
 static int conv_workspace(const void* attrs, const int64_t* x, const int64_t* w, size_t* bytes, char* err, size_t len) {
   ConvGeom g;
   if (conv_geometry((const ConvAttrs*)attrs, x, w, &g, err, len)) return 1;
-  *bytes = (size_t)conv_split(&g, mnb_threads()).threads * conv_thread_floats(&g) * sizeof(float);
+  *bytes = (g.direct ? 1 : (size_t)conv_split(&g, mnb_threads()).threads) * conv_thread_floats(&g) * sizeof(float);
   return 0;
 }
 
@@ -187,6 +189,58 @@ static void conv_job(void* arg, int index, int count) {
                       &job->act, work);
     }
   }
+}
+
+/* the direct path, one image at a time: Q's channels split evenly across the threads, then the tiles in chunks
+ * from a shared counter */
+typedef struct ConvDirectJob {
+  const ConvGeom* g;
+  const float *x, *w, *b, *z; /* x, z: this image's */
+  float *y, *q;
+  int64_t items, chunk, next; /* next: the first tile no thread has taken (atomic) */
+  int prepare;                /* 1: build Q, 0: the tiles */
+  ConvAct act;
+} ConvDirectJob;
+
+static void conv_direct_job(void* arg, int index, int count) {
+  ConvDirectJob* job = (ConvDirectJob*)arg;
+  const ConvGeom* g = job->g;
+  if (job->prepare) {
+    conv_direct_prepare(g, job->x, job->q, g->C * index / count, g->C * (index + 1) / count);
+    return;
+  }
+  for (;;) {
+    int64_t i0 = __atomic_fetch_add(&job->next, job->chunk, __ATOMIC_RELAXED);
+    if (i0 >= job->items) break;
+    conv_direct_tiles(g, job->q, job->w, job->b, job->z, job->y, i0,
+                      i0 + job->chunk < job->items ? i0 + job->chunk : job->items, &job->act);
+  }
+}
+
+static OrtStatus* conv_direct_run(OrtKernelContext* ctx, const ConvKernel* k, const ConvGeom* g, const float* x,
+                                  const float* w, const float* b, const float* z, float* y) {
+  ConvDirectJob job;
+  void* q = NULL;
+  int one = 1, threads = conv_split(g, mnb_threads()).threads;
+  int64_t image;
+  ORT_KERNEL_RETURN_IF_ERROR(cpu_kernels_thread_buffers(g_api, ctx, CONV_SLOT, k->declared,
+                                                        conv_direct_floats(g) * sizeof(float), &one, &q));
+  memset(&job, 0, sizeof job);
+  job.g = g; job.w = w; job.b = b; job.q = (float*)q; job.act = k->act;
+  job.items = conv_direct_items(g);
+  job.chunk = job.items / (4 * (int64_t)threads);
+  if (job.chunk < 1) job.chunk = 1;
+  for (image = 0; image < g->N; ++image) {
+    job.x = x + image * g->C * g->H * g->W;
+    job.y = y + image * g->M * g->OH * g->OW;
+    job.z = z != NULL ? z + image * g->M * g->OH * g->OW : NULL;
+    job.prepare = 1;
+    mnb_parallel(threads < g->C ? threads : (int)g->C, conv_direct_job, &job);
+    job.prepare = 0;
+    job.next = 0;
+    mnb_parallel(threads, conv_direct_job, &job);
+  }
+  return NULL;
 }
 
 static OrtStatus* conv_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
@@ -244,6 +298,7 @@ static OrtStatus* conv_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorMutableData(yv, &y));
   hw = g.OH * g.OW;
   if (g.N == 0 || g.M == 0 || hw == 0) return NULL;
+  if (g.direct) return conv_direct_run(ctx, k, &g, (const float*)x, (const float*)w, (const float*)b, (const float*)z, (float*)y);
   memset(&job, 0, sizeof job);
   job.g = &g;
   job.x = (const float*)x; job.w = (const float*)w; job.b = (const float*)b; job.z = (const float*)z;

@@ -1,7 +1,8 @@
 """The C float32 2-D Conv (csrc/conv_kernel.c, conv_math.c, conv_depthwise.c) against the numpy kernel and
 onnxruntime, one node at a time through the CPU provider: groups (1, grouped, depthwise with multipliers), 1x1
 (X as the GEMM's B), pads, strides, dilations, auto_pad, bias, several im2col chunks, thread counts, the
-workspace it declares, and which nodes the C kernel takes."""
+workspace it declares, and which nodes the C kernel takes. The direct path (conv_direct.c: stride 1, 3x3 or more
+taps, at least 6 output channels a group) takes several of the cases; DIRECT_CASES exercise it on purpose."""
 
 from __future__ import annotations
 
@@ -140,14 +141,14 @@ def test_conv_declares_its_buffers(x_shape, w_shape, attrs, declared):
 
 
 @pytest.mark.parametrize(("x_shape", "w_shape", "buffers"), [
-    ((1, 3, 8, 8), (4, 3, 3, 3), 1),         # 6912 multiply-adds: a second thread does not pay
-    ((1, 16, 32, 32), (32, 16, 3, 3), 2),    # 4.7 M, two chunks of 512 output pixels
-    ((1, 64, 14, 14), (128, 64, 3, 3), 2),   # one chunk of 196 pixels: the threads split the output channels
+    ((1, 3, 16, 16), (4, 3, 3, 3), 1),       # 6912 multiply-adds: a second thread does not pay
+    ((1, 16, 64, 64), (32, 16, 3, 3), 2),    # 4.7 M, two chunks of 512 output pixels
+    ((1, 64, 28, 28), (128, 64, 3, 3), 2),   # one chunk of 196 pixels: the threads split the output channels
 ])
 def test_conv_declares_a_buffer_for_each_thread_compute_runs_and_never_asks_for_more(x_shape, w_shape, buffers):
     from ort_cpu_ep._threads import intra_op_thread_scope
 
-    model, feeds = _conv(x_shape, w_shape, pads=[1, 1, 1, 1])
+    model, feeds = _conv(x_shape, w_shape, pads=[1, 1, 1, 1], strides=[2, 2])  # strided: im2col, not direct
     with intra_op_thread_scope(1):
         _, (one,) = c_kernel_workspace(model, [x_shape, w_shape])
     with intra_op_thread_scope(2):
@@ -158,6 +159,36 @@ def test_conv_declares_a_buffer_for_each_thread_compute_runs_and_never_asks_for_
     got = run_one_node(model, feeds, "C", threads=2, counters=counters)["y"]  # no plan: the host's scratch, traced
     assert counters.scratch_fallbacks == 1 and counters.scratch_bytes == two.size_bytes  # the declaration, no more
     np.testing.assert_allclose(got, run_one_node(model, feeds, "numpy")["y"], rtol=1e-4, atol=1e-4)
+
+
+DIRECT_CASES = [  # the direct path: row tails of its 6-channel tiles, pixel tails of its 64-pixel tiles
+    ((2, 12, 9, 11), (14, 12, 3, 3), {"pads": [1, 1, 1, 1]}),                      # 2 images, 14 = 6 + 6 + 2 rows
+    ((1, 16, 20, 30), (12, 8, 3, 3), {"group": 2, "pads": [0, 2, 1, 0]}),          # groups, uneven pads
+    ((1, 8, 17, 19), (7, 8, 5, 5), {"dilations": [2, 1], "pads": [4, 2, 4, 2]}),
+    ((1, 16, 5, 61), (6, 16, 3, 3), {}),                                          # unpadded, long rows
+    ((1, 4, 40, 1), (6, 4, 9, 1), {"pads": [4, 0, 4, 0]}),                         # along H only
+    ((1, 3, 10, 11), (8, 3, 4, 4), {"auto_pad": "SAME_LOWER"}),
+]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), DIRECT_CASES)
+def test_conv_direct_path_declares_one_buffer_whatever_the_threads(x_shape, w_shape, attrs, threads):
+    """One padded copy of the image (Q) for all threads: the declaration does not grow with them, Compute asks
+    for no more than it, and the result is the 1-thread one, bit for bit."""
+    from ort_cpu_ep._threads import intra_op_thread_scope
+
+    model, feeds = _conv(x_shape, w_shape, bias=True, **attrs)
+    with intra_op_thread_scope(1):
+        _, (one,) = c_kernel_workspace(model, [x_shape, w_shape])
+    with intra_op_thread_scope(threads):
+        estimate, (many,) = c_kernel_workspace(model, [x_shape, w_shape])
+    assert many.size_bytes == one.size_bytes == estimate
+    assert one.size_bytes >= 4 * x_shape[1] * x_shape[2] * x_shape[3]  # Q holds the image (padded)
+    counters = ort_abi.ContextCounters()
+    got = run_one_node(model, feeds, "C", threads=threads, counters=counters)["y"]  # no plan: scratch, traced
+    assert counters.scratch_fallbacks == 1 and counters.scratch_bytes == one.size_bytes  # one Q, image by image
+    np.testing.assert_array_equal(got, _check(model, feeds, threads=1))
 
 
 def c_kernels_threads() -> int:
@@ -220,7 +251,7 @@ PACKED_CASES = [  # im2col straight into the sgemm's panels: K over one block (2
 ]
 
 
-@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), PACKED_CASES)
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), PACKED_CASES + DIRECT_CASES)
 def test_conv_every_instruction_set_path(isa_cap, x_shape, w_shape, attrs):
     model, feeds = _conv(x_shape, w_shape, bias=True, **attrs)
     _check(model, feeds)

@@ -21,13 +21,13 @@ CSRC = pathlib.Path(__file__).resolve().parents[1] / "csrc"
 
 def _convs() -> ort_graph.Model:
     """Four Convs: a and b alike (other names; large enough for two threads), c with strides 2, d on a smaller
-    input."""
-    w = numpy_helper.from_array(np.ones((8, 3, 3, 3), np.float32), "w")
+    input; 4 output channels: im2col's per-thread buffers (the direct path takes 6 or more)."""
+    w = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
     nodes = [helper.make_node("Conv", ["x", "w"], ["ya"], name="a", pads=[1, 1, 1, 1]),
              helper.make_node("Conv", ["x", "w"], ["yb"], name="b", pads=[1, 1, 1, 1]),
              helper.make_node("Conv", ["x", "w"], ["yc"], name="c", pads=[1, 1, 1, 1], strides=[2, 2]),
              helper.make_node("Conv", ["x2", "w"], ["yd"], name="d", pads=[1, 1, 1, 1])]
-    graph = helper.make_graph(nodes, "convs", [helper.make_tensor_value_info("x", F, [1, 3, 64, 64]),
+    graph = helper.make_graph(nodes, "convs", [helper.make_tensor_value_info("x", F, [1, 3, 96, 96]),
                                                helper.make_tensor_value_info("x2", F, [1, 3, 6, 6])],
                               [helper.make_tensor_value_info(y, F, None) for y in ("ya", "yb", "yc", "yd")], [w])
     model = ort_graph.from_proto(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
