@@ -3,7 +3,8 @@
  * kernel's sgemm, cols built per chunk of output pixels (never the whole im2col matrix), or X itself for a 1x1
  * stride-1 unpadded convolution; one input channel per group (depthwise) is a direct loop over the zero-padded
  * input plane split by column phase (a column stride of s: s planes, so that each tap reads consecutive floats
- * for consecutive output columns), 4 rows x 32 output columns in registers across every tap. */
+ * for consecutive output columns), 4 rows x 32 output columns in registers across every tap. A constant W packed
+ * at initialization takes the direct path instead (conv_direct.c): no im2col, NCHWc-style register tiles. */
 #ifndef ORT_CPU_EP_CONV_H_
 #define ORT_CPU_EP_CONV_H_
 
@@ -41,7 +42,6 @@ typedef struct ConvGeom {
   int64_t K;     /* Cg * KH * KW: a group's GEMM depth */
   int64_t chunk; /* output pixels per im2col chunk (0: no im2col, B is X) */
   int depthwise; /* Cg == 1: the direct loop */
-  int direct;    /* the direct path (conv_direct.c) instead of im2col + sgemm */
 } ConvGeom;
 
 /* the geometry of X (rank 4) convolved with W (rank 4) under `a`; 0 on success, else a message in `err` */
@@ -68,20 +68,29 @@ void conv_depthwise_taps(const ConvGeom* g, int64_t* tap);
  * conv_thread_floats) takes the zero-padded input plane, split by column phase for a column stride */
 void conv_depthwise_plane(const ConvGeom* g, const int64_t* tap, const float* x, const float* w, const float* bias,
                           const float* z, float* y, int64_t image, int64_t m, const ConvAct* act, float* pad);
-/* The direct path (conv_direct.c): one image's input copied, padded and phase-split, into Q (conv_direct_floats);
- * the output in tiles of the sgemm's micro-kernel shape read straight from Q and the weights as they lie. */
-#define CONV_DIRECT_MAX_TAPS 64 /* kernel taps (KH x KW) and strides the direct path takes at most */
-/* whether the direct path computes g (set in conv_geometry as g->direct) */
-int conv_direct_applies(const ConvGeom* g);
-/* floats of Q for one image */
+/* The direct path (conv_direct.c), for weights packed at initialization (ABI v5 pre-packing): blocks of
+ * CONV_DIRECT_BLOCK output channels, each tap's channels contiguous; the input read where it lies or from one
+ * zero-padded copy of the image (Q, conv_direct_floats: 0 without pads); tiles of R pixels of one output row x 2
+ * vectors of output channels. */
+#define CONV_DIRECT_MAX_TAPS 1024 /* kernel taps (KH x KW) the direct path takes at most (its offsets on the stack) */
+#define CONV_DIRECT_BLOCK 32      /* output channels of a packed weight block */
+/* whether weights of shape [M, Cg, KH, KW] in `group` groups are packed for the direct path (not depthwise, a
+ * sum of 8 or more products, a group's last block at most a quarter zeros) */
+int conv_direct_packs(int64_t M, int64_t Cg, int64_t group, int64_t KH, int64_t KW);
+/* floats of the packed weights */
+size_t conv_direct_packed_floats(int64_t M, int64_t Cg, int64_t group, int64_t KH, int64_t KW);
+/* w [M, Cg, KH, KW] into wp (conv_direct_packed_floats) */
+void conv_direct_pack(const float* w, int64_t M, int64_t Cg, int64_t group, int64_t KH, int64_t KW, float* wp);
+/* floats of Q for one image: 0 without pads (the input is read in place) */
 size_t conv_direct_floats(const ConvGeom* g);
-/* Q's input channels [c0, c1) from one image's x (the call with c1 == C also zeroes Q's tail) */
+/* Q's input channels [c0, c1) from one image's x */
 void conv_direct_prepare(const ConvGeom* g, const float* x, float* q, int64_t c0, int64_t c1);
-/* the work items (tiles) of one image */
+/* the work items of one image: (group, block, tile channels, output row) */
 int64_t conv_direct_items(const ConvGeom* g);
-/* tiles [i0, i1) of one image: y (and z) at the image's output, bias and activation applied */
-void conv_direct_tiles(const ConvGeom* g, const float* q, const float* w, const float* bias, const float* z, float* y,
-                       int64_t i0, int64_t i1, const ConvAct* act);
+/* items [i0, i1) of one image from q (Q, or the image's x without pads) and the packed weights: y (and z) at the
+ * image's output, bias and activation applied */
+void conv_direct_rows(const ConvGeom* g, const float* q, const float* wp, const float* bias, const float* z, float* y,
+                      int64_t i0, int64_t i1, const ConvAct* act);
 /* y[i] = act(x[i]) for i in [0, n) (the elementwise kernels: act.kind != NONE) */
 void conv_act_apply(const float* x, float* y, int64_t n, const ConvAct* act);
 

@@ -1,16 +1,16 @@
-/* The direct float32 Conv path (conv.h): no im2col, no packing. One image's input is copied once into Q:
- * zero-padded and split by stride phase, so that every tap (kh, kw) of every output pixel is one constant offset
- * from that pixel's index in a "wide" output of OH x Wq pixels (Wq = OW + the kernel's reach in phase columns; the
- * columns past OW are computed and dropped). Then Y[m, p] = sum over (c, kh, kw) of W[m, c, kh, kw] times
- * Q[c, phase(kh, kw)][p + offset(kh, kw)]: the sgemm's micro-kernel shape (MR rows of W broadcast from the weights
- * as they lie, NR wide pixels loaded straight from Q) with the whole depth summed in registers. Measured against
- * im2col into the sgemm's panels on a 1-thread Sapphire Rapids core: see the CHANGELOG. Bias, Z and the activation
- * are applied to each run of valid pixels as it is stored (conv_bias_act). */
+/* The direct float32 Conv path (conv.h), for constant weights packed at initialization: no im2col, no per-call
+ * packing. The weights are packed once (conv_direct_pack) in blocks of CONV_DIRECT_BLOCK output channels, each
+ * tap's 32 channels contiguous: Wp[group][block][c, kh, kw][32], zeros past the group's channels. The input is
+ * read where it lies, or from one zero-padded copy of the image (Q) when the Conv pads. A register tile holds
+ * R output pixels of one output row x 2 vectors of output channels: for each (c, kh, kw) two weight vectors are
+ * loaded and each pixel's input value is broadcast into R x 2 multiply-adds, as onnxruntime's NCHWc kernels do,
+ * but the output is stored straight to NCHW (a tile's pixels are a run of one row). Any stride, dilation and
+ * kernel size; groups. Measured on a 1-thread Sapphire Rapids core: see the CHANGELOG. */
 #include <stdint.h>
 #include <string.h>
 
 #include "conv.h"
-#include "sgemm.h" /* sgemm_panel_width */
+#include "sgemm.h" /* sgemm_panel_width: the ISA level */
 
 #pragma GCC diagnostic ignored "-Wpsabi" /* the vector values never cross a call: the helpers inline */
 
@@ -20,200 +20,180 @@ static int cd_level(void) {
   return nr == 64 ? 2 : nr == 16 ? 1 : 0;
 }
 
-static void cd_tile_shape(int64_t* mr, int64_t* nr) {
+/* output channels of one tile: 2 vectors (a quarter, half or all of a packed block) */
+static int64_t cd_tile_channels(void) {
   const int level = cd_level();
-  *mr = level >= 1 ? 6 : 4;
-  *nr = level == 2 ? 64 : level == 1 ? 16 : 8;
+  return level == 2 ? 32 : level == 1 ? 16 : 8;
 }
 
-/* Q's layout: the distinct row and column phases the taps use, each phase plane Hq x Wq */
-typedef struct CdLayout {
-  int64_t Hq, Wq, nph, npw, plane, channel; /* channel: floats per input channel (nph * npw planes) */
-  int64_t row_phase[CONV_DIRECT_MAX_TAPS], col_phase[CONV_DIRECT_MAX_TAPS]; /* phase -> compact index, or -1 */
-} CdLayout;
+static int64_t cd_blocks(int64_t Mg) { return (Mg + CONV_DIRECT_BLOCK - 1) / CONV_DIRECT_BLOCK; }
 
-static void cd_layout(const ConvGeom* g, CdLayout* l) {
-  int64_t kh, kw, i;
-  memset(l, 0, sizeof *l);
-  for (i = 0; i < CONV_DIRECT_MAX_TAPS; ++i) l->row_phase[i] = l->col_phase[i] = -1;
-  for (kh = 0; kh < g->KH; ++kh) {
-    const int64_t ph = kh * g->dh % g->sh;
-    if (l->row_phase[ph] < 0) l->row_phase[ph] = l->nph++;
-  }
-  for (kw = 0; kw < g->KW; ++kw) {
-    const int64_t pw = kw * g->dw % g->sw;
-    if (l->col_phase[pw] < 0) l->col_phase[pw] = l->npw++;
-  }
-  l->Hq = g->OH + (g->KH - 1) * g->dh / g->sh;
-  l->Wq = g->OW + (g->KW - 1) * g->dw / g->sw;
-  l->plane = l->Hq * l->Wq;
-  l->channel = l->nph * l->npw * l->plane;
+int conv_direct_packs(int64_t M, int64_t Cg, int64_t group, int64_t KH, int64_t KW) {
+  const int64_t Mg = group > 0 ? M / group : 0, padded = cd_blocks(Mg) * CONV_DIRECT_BLOCK;
+  if (group < 1 || Mg < 1 || Cg < 1 || KH < 1 || KW < 1 || (Cg == 1 && group > 1)) return 0; /* depthwise: its loop */
+  if (KH * KW > CONV_DIRECT_MAX_TAPS) return 0;
+  /* a 1x1 reads one input value per channel plane and product (measured 1.3-2.2x slower than the sgemm, which packs
+   * X into panels), a shallow sum too few: the sgemm's paths */
+  if (KH * KW < 2 || Cg * KH * KW < 8) return 0;
+  return 4 * (padded - Mg) <= padded; /* a block's zero channels cost what they compute: at most a quarter */
 }
 
-int conv_direct_applies(const ConvGeom* g) {
-  CdLayout l;
-  int64_t mr, nr;
-  /* measured against im2col (1 thread, Sapphire Rapids): 3x3 stride 1 2-10% faster at 14x14..56x56 and 1.7x on
-   * a 40-channel 30x30 image; stride 2 (four phase planes) up to 1.5x slower, 1x1 2x slower (B read across
-   * channel planes instead of packed panels): those stay on im2col + sgemm */
-  if (g->depthwise || g->KH * g->KW < 9 || g->KH * g->KW > CONV_DIRECT_MAX_TAPS || g->sh != 1 || g->sw != 1 ||
-      g->OH * g->OW <= 1)
-    return 0;
-  cd_tile_shape(&mr, &nr);
-  if (g->Mg < mr || g->K < 16) return 0; /* a few output channels or a shallow sum: the sgemm's paths */
-  cd_layout(g, &l);
-  /* the dropped columns cost what they compute: at most a third more than the valid ones */
-  if (3 * l.Wq > 4 * g->OW) return 0;
-  return (double)l.channel * (double)g->C < (double)(1 << 26); /* Q at most 256 MiB */
+size_t conv_direct_packed_floats(int64_t M, int64_t Cg, int64_t group, int64_t KH, int64_t KW) {
+  return (size_t)group * (size_t)cd_blocks(M / group) * CONV_DIRECT_BLOCK * (size_t)(Cg * KH * KW);
 }
+
+void conv_direct_pack(const float* w, int64_t M, int64_t Cg, int64_t group, int64_t KH, int64_t KW, float* wp) {
+  const int64_t Mg = M / group, K = Cg * KH * KW, blocks = cd_blocks(Mg);
+  int64_t g, b, k, j;
+  for (g = 0; g < group; ++g)
+    for (b = 0; b < blocks; ++b) {
+      float* dst = wp + (g * blocks + b) * K * CONV_DIRECT_BLOCK;
+      for (k = 0; k < K; ++k)
+        for (j = 0; j < CONV_DIRECT_BLOCK; ++j) {
+          const int64_t m = b * CONV_DIRECT_BLOCK + j;
+          dst[k * CONV_DIRECT_BLOCK + j] = m < Mg ? w[(g * Mg + m) * K + k] : 0.0f;
+        }
+    }
+}
+
+static int cd_pads(const ConvGeom* g) { return g->pt || g->pl || g->pb || g->pr; }
 
 size_t conv_direct_floats(const ConvGeom* g) {
-  CdLayout l;
-  cd_layout(g, &l);
-  return conv_round16((size_t)(g->C * l.channel + l.Wq + 64)); /* tiles read at most a vector past the last channel */
+  if (!cd_pads(g)) return 0; /* the input is read where it lies */
+  return conv_round16((size_t)(g->C * (g->H + g->pt + g->pb) * (g->W + g->pl + g->pr)));
 }
 
 void conv_direct_prepare(const ConvGeom* g, const float* x, float* q, int64_t c0, int64_t c1) {
-  CdLayout l;
-  int64_t c, ph, pw, i, j;
-  cd_layout(g, &l);
+  const int64_t Hp = g->H + g->pt + g->pb, Wp = g->W + g->pl + g->pr;
+  int64_t c, i;
   for (c = c0; c < c1; ++c) {
-    const float* plane = x + c * g->H * g->W;
-    for (ph = 0; ph < g->sh; ++ph) {
-      if (l.row_phase[ph] < 0) continue;
-      for (pw = 0; pw < g->sw; ++pw) {
-        float* dst;
-        if (l.col_phase[pw] < 0) continue;
-        dst = q + c * l.channel + (l.row_phase[ph] * l.npw + l.col_phase[pw]) * l.plane;
-        for (i = 0; i < l.Hq; ++i, dst += l.Wq) {
-          const int64_t ih = i * g->sh + ph - g->pt;
-          /* iw = j * sw + pw - pl inside [0, W) for j in [lo, hi) */
-          const int64_t off = pw - g->pl;
-          int64_t lo = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw, hi = g->W - off <= 0 ? 0 : (g->W - off - 1) / g->sw + 1;
-          if (hi > l.Wq) hi = l.Wq;
-          if (lo > hi) lo = hi;
-          if (ih < 0 || ih >= g->H || lo >= hi) {
-            memset(dst, 0, (size_t)l.Wq * sizeof(float));
-            continue;
-          }
-          if (lo > 0) memset(dst, 0, (size_t)lo * sizeof(float));
-          if (g->sw == 1) memcpy(dst + lo, plane + ih * g->W + lo + off, (size_t)(hi - lo) * sizeof(float));
-          else
-            for (j = lo; j < hi; ++j) dst[j] = plane[ih * g->W + j * g->sw + off];
-          if (hi < l.Wq) memset(dst + hi, 0, (size_t)(l.Wq - hi) * sizeof(float));
-        }
-      }
+    float* dst = q + c * Hp * Wp;
+    const float* src = x + c * g->H * g->W;
+    memset(dst, 0, (size_t)(g->pt * Wp) * sizeof(float));
+    for (i = 0; i < g->H; ++i) {
+      float* row = dst + (g->pt + i) * Wp;
+      memset(row, 0, (size_t)g->pl * sizeof(float));
+      memcpy(row + g->pl, src + i * g->W, (size_t)g->W * sizeof(float));
+      memset(row + g->pl + g->W, 0, (size_t)g->pr * sizeof(float));
     }
+    memset(dst + (g->pt + g->H) * Wp, 0, (size_t)(g->pb * Wp) * sizeof(float));
   }
-  if (c1 == g->C) memset(q + g->C * l.channel, 0, (size_t)(l.Wq + 64) * sizeof(float));
 }
 
 int64_t conv_direct_items(const ConvGeom* g) {
-  CdLayout l;
-  int64_t mr, nr;
-  cd_tile_shape(&mr, &nr);
-  cd_layout(g, &l);
-  return g->group * ((g->Mg + mr - 1) / mr) * (((g->OH - 1) * l.Wq + g->OW + nr - 1) / nr);
+  return g->group * cd_blocks(g->Mg) * (CONV_DIRECT_BLOCK / cd_tile_channels()) * g->OH;
 }
 
-/* the micro-kernel for one ISA: an RT x (NV x VL) tile of the wide output at q (+ each tap's offset), rows of W
- * `taps` x C floats from w (ldw apart), rows [0, mr) valid (rows past mr repeat the last), into tile (MR x NR) */
-#define CD_DEFINE(S, TARGET, VT, VL, MR, NR)                                                                       \
+/* One ISA's tiles: TILE_R(R) is R pixels x 2 vectors of VL channels, over the whole depth; `src` is the tile's
+ * first pixel in channel 0 (pixels sw apart, channels cs apart, tap t at off[t]), wp the tile's weights (32
+ * floats a tap); the sums go to tile[R][2 VL]. cd_row_S covers a row of OW pixels with the widest tiles that fit
+ * and stores each into y's nch channel rows (hw apart). */
+#define CD_DEFINE(S, TARGET, VT, VL, RMAX)                                                                         \
   typedef float VT __attribute__((vector_size(VL * 4)));                                                           \
-  __attribute__((target(TARGET), always_inline)) static inline void cd_rows_##S(                                  \
-      const float* w, int64_t ldw, const float* q, int64_t cs, const int64_t* off, int64_t taps, int64_t C,        \
-      const int64_t RT, const int64_t NV, int64_t mr, float* tile) {                                               \
-    VT acc[MR][NR / VL];                                                                                           \
-    const float* row[MR];                                                                                          \
-    int64_t i, j, c, t;                                                                                            \
-    memset(acc, 0, sizeof acc);                                                                                    \
-    for (i = 0; i < RT; ++i) row[i] = w + (i < mr ? i : mr - 1) * ldw;                                             \
-    for (c = 0; c < C; ++c, q += cs) {                                                                             \
-      for (t = 0; t < taps; ++t) {                                                                                 \
-        const float* src = q + off[t];                                                                             \
-        VT bv[NR / VL];                                                                                            \
-        _Pragma("GCC unroll 8") for (j = 0; j < NV; ++j) memcpy(&bv[j], src + j * VL, sizeof(VT));                \
-        _Pragma("GCC unroll 16") for (i = 0; i < RT; ++i) {                                                        \
-          const float av = row[i][t];                                                                              \
-          _Pragma("GCC unroll 8") for (j = 0; j < NV; ++j) acc[i][j] += bv[j] * av;                               \
+  __attribute__((target(TARGET), always_inline)) static inline void cd_tile_##S(                                  \
+      const float* wp, const float* src, int64_t cs, const int64_t* off, int64_t taps, int64_t C, int64_t sw,      \
+      const int64_t R, const float* bias, float* tile) {                                                           \
+    VT acc[RMAX][2], b0, b1;                                                                                       \
+    int64_t c, t, r;                                                                                               \
+    memcpy(&b0, bias, sizeof b0); /* the sums start at the channels' bias (2 VL floats, zeros without one) */      \
+    memcpy(&b1, bias + VL, sizeof b1);                                                                             \
+    _Pragma("GCC unroll 16") for (r = 0; r < R; ++r) {                                                             \
+      acc[r][0] = b0;                                                                                              \
+      acc[r][1] = b1;                                                                                              \
+    }                                                                                                              \
+    for (c = 0; c < C; ++c, src += cs) {                                                                           \
+      for (t = 0; t < taps; ++t, wp += CONV_DIRECT_BLOCK) {                                                        \
+        const float* p = src + off[t];                                                                             \
+        VT w0, w1;                                                                                                 \
+        memcpy(&w0, wp, sizeof w0);                                                                                \
+        memcpy(&w1, wp + VL, sizeof w1);                                                                           \
+        _Pragma("GCC unroll 16") for (r = 0; r < R; ++r) {                                                         \
+          const float xv = p[r * sw]; /* a scalar operand: broadcast from memory (AVX-512: into the FMA) */        \
+          acc[r][0] += w0 * xv;                                                                                    \
+          acc[r][1] += w1 * xv;                                                                                    \
         }                                                                                                          \
       }                                                                                                            \
-      _Pragma("GCC unroll 16") for (i = 0; i < RT; ++i) row[i] += taps;                                            \
     }                                                                                                              \
-    _Pragma("GCC unroll 16") for (i = 0; i < RT; ++i) {                                                            \
-      _Pragma("GCC unroll 8") for (j = 0; j < NV; ++j) memcpy(tile + i * NR + j * VL, &acc[i][j], sizeof(VT));     \
+    _Pragma("GCC unroll 16") for (r = 0; r < R; ++r) {                                                             \
+      memcpy(tile + r * 2 * VL, &acc[r][0], sizeof(VT));                                                           \
+      memcpy(tile + r * 2 * VL + VL, &acc[r][1], sizeof(VT));                                                      \
     }                                                                                                              \
   }                                                                                                                \
-  __attribute__((target(TARGET))) static void cd_tile_##S(const float* w, int64_t ldw, const float* q, int64_t cs, \
-                                                          const int64_t* off, int64_t taps, int64_t C, int64_t mr, \
-                                                          int64_t cols, float* tile) {                             \
-    switch (cols < NR ? (cols + VL - 1) / VL : NR / VL) {                                                          \
-      case 1:                                                                                                      \
-        if (NR / VL > 1) { cd_rows_##S(w, ldw, q, cs, off, taps, C, MR, 1, mr, tile); return; }                    \
-        break;                                                                                                     \
-      case 2:                                                                                                      \
-        if (NR / VL > 2) { cd_rows_##S(w, ldw, q, cs, off, taps, C, MR, 2, mr, tile); return; }                    \
-        break;                                                                                                     \
-      case 3:                                                                                                      \
-        if (NR / VL > 3) { cd_rows_##S(w, ldw, q, cs, off, taps, C, MR, 3, mr, tile); return; }                    \
-        break;                                                                                                     \
-      default: break;                                                                                              \
+  /* the widest tile that fits the pixels left; sw 1 (most Convs) a constant, so that each pixel's broadcast is   \
+   * one addressing mode off the tap's pointer */                                                                  \
+  __attribute__((target(TARGET), always_inline)) static inline int64_t cd_fit_##S(                                \
+      const float* wp, const float* src, int64_t cs, const int64_t* off, int64_t taps, int64_t C, int64_t sw,      \
+      int64_t left, const float* bias, float* tile) {                                                              \
+    const int64_t R = left >= RMAX ? RMAX : left >= RMAX / 2 ? RMAX / 2 : (left >= 4 && RMAX / 2 > 4) ? 4 : left >= 2 ? 2 : 1; \
+    switch (R) {                                                                                                   \
+      case RMAX: cd_tile_##S(wp, src, cs, off, taps, C, sw, RMAX, bias, tile); break;                                    \
+      case RMAX / 2: cd_tile_##S(wp, src, cs, off, taps, C, sw, RMAX / 2, bias, tile); break;                            \
+      case 2: cd_tile_##S(wp, src, cs, off, taps, C, sw, 2, bias, tile); break;                                          \
+      case 1: cd_tile_##S(wp, src, cs, off, taps, C, sw, 1, bias, tile); break;                                          \
+      default: cd_tile_##S(wp, src, cs, off, taps, C, sw, 4, bias, tile); break;                                         \
     }                                                                                                              \
-    cd_rows_##S(w, ldw, q, cs, off, taps, C, MR, NR / VL, mr, tile);                                               \
+    return R;                                                                                                      \
+  }                                                                                                                \
+  __attribute__((target(TARGET))) static void cd_row_##S(const float* wp, const float* src, int64_t cs,            \
+                                                         const int64_t* off, int64_t taps, int64_t C, int64_t sw,  \
+                                                         int64_t OW, float* y, int64_t hw, int64_t nch,           \
+                                                         const float* bias, const float* z, const ConvAct* act) {  \
+    float tile[RMAX * 2 * VL];                                                                                     \
+    int64_t ow = 0, r, j;                                                                                          \
+    while (ow < OW) {                                                                                              \
+      const int64_t R = sw == 1 ? cd_fit_##S(wp, src + ow, cs, off, taps, C, 1, OW - ow, bias, tile)               \
+                                : cd_fit_##S(wp, src + ow * sw, cs, off, taps, C, sw, OW - ow, bias, tile);        \
+      if (z == NULL && act->kind != CONV_ACT_NONE) conv_act_apply(tile, tile, R * 2 * VL, act); /* in L1 */      \
+      for (j = 0; j < nch; ++j) { /* channel j's run of R pixels (plus Z's, before the activation) */             \
+        float* out = y + j * hw + ow;                                                                              \
+        if (z != NULL) {                                                                                           \
+          const float* zr = z + j * hw + ow;                                                                       \
+          for (r = 0; r < R; ++r) out[r] = tile[r * 2 * VL + j] + zr[r];                                           \
+        } else {                                                                                                   \
+          for (r = 0; r < R; ++r) out[r] = tile[r * 2 * VL + j];                                                   \
+        }                                                                                                          \
+      }                                                                                                            \
+      ow += R;                                                                                                     \
+    }                                                                                                              \
+    if (z != NULL && act->kind != CONV_ACT_NONE)                                                                   \
+      for (j = 0; j < nch; ++j) conv_act_apply(y + j * hw, y + j * hw, OW, act);                                   \
   }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-CD_DEFINE(avx512, "avx512f,fma", cd_v16, 16, 6, 64)
-CD_DEFINE(avx2, "avx2,fma", cd_v8, 8, 6, 16)
+CD_DEFINE(avx512, "avx512f,fma", cd_v16, 16, 14)
+CD_DEFINE(avx2, "avx2,fma", cd_v8, 8, 6)
 #define CD_X86 1
 #endif
-CD_DEFINE(base, "default", cd_v4, 4, 4, 8)
+CD_DEFINE(base, "default", cd_v4, 4, 6)
 
-void conv_direct_tiles(const ConvGeom* g, const float* q, const float* w, const float* bias, const float* z, float* y,
-                       int64_t i0, int64_t i1, const ConvAct* act) {
-  CdLayout l;
-  int64_t mr_max, nr, mtiles, ptiles, wide, item, kh, kw, taps = g->KH * g->KW;
-  const int64_t hw = g->OH * g->OW;
+void conv_direct_rows(const ConvGeom* g, const float* q, const float* wp, const float* bias, const float* z, float* y,
+                      int64_t i0, int64_t i1, const ConvAct* act) {
+  const int64_t padded = cd_pads(g), Hp = g->H + g->pt + g->pb, Wp = padded ? g->W + g->pl + g->pr : g->W;
+  const int64_t cs = padded ? Hp * Wp : g->H * g->W, hw = g->OH * g->OW, taps = g->KH * g->KW;
+  const int64_t nt = cd_tile_channels(), subs = CONV_DIRECT_BLOCK / nt, blocks = cd_blocks(g->Mg);
   const int level = cd_level();
   int64_t off[CONV_DIRECT_MAX_TAPS];
-  float tile[6 * 64];
-  cd_tile_shape(&mr_max, &nr);
-  cd_layout(g, &l);
+  int64_t kh, kw, item;
   for (kh = 0; kh < g->KH; ++kh)
-    for (kw = 0; kw < g->KW; ++kw) {
-      const int64_t rh = kh * g->dh, cw = kw * g->dw;
-      off[kh * g->KW + kw] = (l.row_phase[rh % g->sh] * l.npw + l.col_phase[cw % g->sw]) * l.plane +
-                             rh / g->sh * l.Wq + cw / g->sw;
-    }
-  wide = (g->OH - 1) * l.Wq + g->OW; /* through the last row's last valid column */
-  mtiles = (g->Mg + mr_max - 1) / mr_max;
-  ptiles = (wide + nr - 1) / nr;
+    for (kw = 0; kw < g->KW; ++kw) off[kh * g->KW + kw] = kh * g->dh * Wp + kw * g->dw;
   for (item = i0; item < i1; ++item) {
-    const int64_t pt = item % ptiles, mt = item / ptiles % mtiles, group = item / ptiles / mtiles;
-    const int64_t m0 = group * g->Mg + mt * mr_max, p0 = pt * nr;
-    const int64_t mr = g->Mg - mt * mr_max < mr_max ? g->Mg - mt * mr_max : mr_max;
-    const int64_t cols = wide - p0 < nr ? wide - p0 : nr;
-    const float* wm = w + m0 * g->K;
-    const float* qg = q + group * g->Cg * l.channel + p0;
-    int64_t p;
+    const int64_t oh = item % g->OH, rest = item / g->OH, sub = rest % subs, blk = rest / subs % blocks;
+    const int64_t group = rest / subs / blocks, m = blk * CONV_DIRECT_BLOCK + sub * nt; /* within the group */
+    const int64_t nch = g->Mg - m < nt ? g->Mg - m : nt, m0 = group * g->Mg + m;
+    const float* w = wp + (group * blocks + blk) * g->K * CONV_DIRECT_BLOCK + sub * nt;
+    const float* src = q + group * g->Cg * cs + oh * g->sh * Wp;
+    float* yr = y + m0 * hw + oh * g->OW;
+    const float* zr = z != NULL ? z + m0 * hw + oh * g->OW : NULL;
+    float bvec[CONV_DIRECT_BLOCK]; /* the tile's bias, zeros past its channels */
+    if (nch <= 0) continue;        /* the zero channels of a group's last block */
+    memset(bvec, 0, sizeof bvec);
+    if (bias != NULL) memcpy(bvec, bias + m0, (size_t)nch * sizeof(float));
     switch (level) {
 #ifdef CD_X86
-      case 2: cd_tile_avx512(wm, g->K, qg, l.channel, off, taps, g->Cg, mr, cols, tile); break;
-      case 1: cd_tile_avx2(wm, g->K, qg, l.channel, off, taps, g->Cg, mr, cols, tile); break;
+      case 2: cd_row_avx512(w, src, cs, off, taps, g->Cg, g->sw, g->OW, yr, hw, nch, bvec, zr, act); break;
+      case 1: cd_row_avx2(w, src, cs, off, taps, g->Cg, g->sw, g->OW, yr, hw, nch, bvec, zr, act); break;
 #endif
-      default: cd_tile_base(wm, g->K, qg, l.channel, off, taps, g->Cg, mr, cols, tile); break;
-    }
-    for (p = p0; p < p0 + cols;) { /* the valid runs of each output row the tile covers */
-      const int64_t oh = p / l.Wq, ow = p % l.Wq;
-      const int64_t run = l.Wq - ow < p0 + cols - p ? l.Wq - ow : p0 + cols - p;
-      const int64_t valid = ow >= g->OW ? 0 : (g->OW - ow < run ? g->OW - ow : run);
-      if (valid > 0) {
-        const int64_t at = m0 * hw + oh * g->OW + ow;
-        int64_t i;
-        for (i = 0; i < mr; ++i) memcpy(y + at + i * hw, tile + i * nr + (p - p0), (size_t)valid * sizeof(float));
-        conv_bias_act(y + at, mr, valid, hw, bias != NULL ? bias + m0 : NULL, z != NULL ? z + at : NULL, act);
-      }
-      p += run;
+      default: cd_row_base(w, src, cs, off, taps, g->Cg, g->sw, g->OW, yr, hw, nch, bvec, zr, act); break;
     }
   }
 }

@@ -11,7 +11,9 @@
  * for a depthwise convolution the zero-padded input plane), for as many threads as Compute runs (conv_split: the
  * intra-op threads, fewer when the items or the work are too few: a tiny Conv declares one). Compute uses no more
  * threads than the slot holds buffers for; without a declaration (shapes unknown at planning) it takes the host's
- * scratch buffer. */
+ * scratch buffer. A constant W of the direct path's shapes (conv_direct_packs) is packed at initialization (ABI v5,
+ * the host then releases W) and Compute takes the direct path (conv_direct.c): the slot then holds the zero-padded
+ * copy of one image where the Conv pads (the declaration is the larger of the two paths' needs). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +32,8 @@ typedef struct ConvKernel {
   ConvAttrs attrs;
   ConvAct act;     /* FusedConv's activation (CONV_ACT_NONE for Conv) */
   size_t declared; /* bytes of slot 0 the plan holds */
+  const float* wp;  /* W packed for the direct path at initialization (the host's buffer), or NULL */
+  int64_t wdims[4]; /* W's shape, for Compute once the host released W */
 } ConvKernel;
 
 static OrtStatus* conv_fail(const char* what) {
@@ -113,14 +117,12 @@ static ConvSplit conv_split(const ConvGeom* g, int threads) {
   s.splits = 1;
   if (g->depthwise) {
     s.items = g->N * g->M;
-  } else if (g->direct) {
-    s.items = conv_direct_items(g); /* per image: the images run one after another */
   } else {
     s.width = g->chunk ? g->chunk : (hw < 512 ? hw : 512);
     s.chunks = s.width > 0 ? (hw + s.width - 1) / s.width : 0;
     s.items = g->N * g->group * s.chunks;
   }
-  if (!g->depthwise && !g->direct && s.items > 0 && s.items < threads) { /* few pixel chunks (a late layer's 14 x 14): split the channels */
+  if (!g->depthwise && s.items > 0 && s.items < threads) { /* few pixel chunks (a late layer's 14 x 14): split the channels */
     int64_t splits = (threads + s.items - 1) / s.items;
     if (splits > g->Mg / CONV_MIN_SPLIT_ROWS) splits = g->Mg / CONV_MIN_SPLIT_ROWS;
     if (splits > 1) {
@@ -134,12 +136,57 @@ static ConvSplit conv_split(const ConvGeom* g, int threads) {
   return s;
 }
 
-/* CpuXwBytes: a buffer for each thread Compute runs (conv_split) */
+/* CpuXwBytes: a buffer for each thread Compute runs (conv_split), or, where the weights are packed for the direct
+ * path, its padded copy of the image if that is more: whichever path Compute takes fits (the Level-1 estimate cannot
+ * know whether W will be a constant the host lets the kernel pack) */
 static int conv_workspace(const void* attrs, const int64_t* x, const int64_t* w, size_t* bytes, char* err, size_t len) {
   ConvGeom g;
+  size_t q;
   if (conv_geometry((const ConvAttrs*)attrs, x, w, &g, err, len)) return 1;
-  *bytes = (g.direct ? 1 : (size_t)conv_split(&g, mnb_threads()).threads) * conv_thread_floats(&g) * sizeof(float);
+  *bytes = (size_t)conv_split(&g, mnb_threads()).threads * conv_thread_floats(&g) * sizeof(float);
+  q = conv_direct_packs(g.M, g.Cg, g.group, g.KH, g.KW) ? conv_direct_floats(&g) * sizeof(float) : 0;
+  if (q > *bytes) *bytes = q;
   return 0;
+}
+
+/* ABI v5 pre-packing: a constant W of the direct path's shapes (conv_direct_packs) into its channel blocks */
+static OrtStatus* conv_declare_prepack(OrtKernelImpl* this_ptr, const OrtWorkspaceInputShape* shapes,
+                                       size_t num_inputs, int index, size_t* bytes) {
+  ConvKernel* k = (ConvKernel*)this_ptr;
+  const OrtWorkspaceInputShape* w;
+  int64_t group = k->attrs.group;
+  *bytes = 0;
+  if (index != 1 || num_inputs < 2) return NULL;
+  w = &shapes[1];
+  if (w->state != ORT_WORKSPACE_INPUT_SHAPED || w->rank != 4 || w->dims == NULL) return NULL;
+  if (w->elem_type != 0 && w->elem_type != ORT_TENSOR_ELEMENT_FLOAT) return NULL;
+  if (w->dims[0] <= 0 || group < 1 || w->dims[0] % group) return NULL;
+  if (conv_direct_packs(w->dims[0], w->dims[1], group, w->dims[2], w->dims[3]))
+    *bytes = conv_direct_packed_floats(w->dims[0], w->dims[1], group, w->dims[2], w->dims[3]) * sizeof(float);
+  return NULL;
+}
+
+static OrtStatus* conv_prepack(OrtKernelImpl* this_ptr, const OrtValue* tensor, int index, void* packed, size_t bytes,
+                               int* is_packed) {
+  ConvKernel* k = (ConvKernel*)this_ptr;
+  const int64_t* d = NULL;
+  size_t rank = 0;
+  int32_t type = 0;
+  const void* data = NULL;
+  *is_packed = 0;
+  if (index != 1) return NULL;
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetElementType(tensor, &type));
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetShape(tensor, &d, &rank));
+  if (type != ORT_TENSOR_ELEMENT_FLOAT || rank != 4 || d[0] % k->attrs.group ||
+      !conv_direct_packs(d[0], d[1], k->attrs.group, d[2], d[3]) ||
+      conv_direct_packed_floats(d[0], d[1], k->attrs.group, d[2], d[3]) * sizeof(float) > bytes)
+    return NULL; /* not the weights declared: read per call */
+  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(tensor, &data));
+  conv_direct_pack((const float*)data, d[0], d[1], k->attrs.group, d[2], d[3], (float*)packed);
+  memcpy(k->wdims, d, sizeof k->wdims);
+  k->wp = (const float*)packed;
+  *is_packed = 1;
+  return NULL;
 }
 
 static OrtStatus* conv_estimate(const OrtEpApi* api, const OrtNode* node, const OrtEp* ep, size_t* out) {
@@ -191,14 +238,14 @@ static void conv_job(void* arg, int index, int count) {
   }
 }
 
-/* the direct path, one image at a time: Q's channels split evenly across the threads, then the tiles in chunks
- * from a shared counter */
+/* the direct path, one image at a time: Q's channels (a padded Conv) split evenly across the threads, then the
+ * output rows in chunks from a shared counter */
 typedef struct ConvDirectJob {
   const ConvGeom* g;
-  const float *x, *w, *b, *z; /* x, z: this image's */
+  const float *x, *wp, *b, *z; /* x, z: this image's */
   float *y, *q;
-  int64_t items, chunk, next; /* next: the first tile no thread has taken (atomic) */
-  int prepare;                /* 1: build Q, 0: the tiles */
+  int64_t items, chunk, next; /* next: the first item no thread has taken (atomic) */
+  int prepare;                /* 1: build Q, 0: the rows */
   ConvAct act;
 } ConvDirectJob;
 
@@ -212,30 +259,37 @@ static void conv_direct_job(void* arg, int index, int count) {
   for (;;) {
     int64_t i0 = __atomic_fetch_add(&job->next, job->chunk, __ATOMIC_RELAXED);
     if (i0 >= job->items) break;
-    conv_direct_tiles(g, job->q, job->w, job->b, job->z, job->y, i0,
-                      i0 + job->chunk < job->items ? i0 + job->chunk : job->items, &job->act);
+    conv_direct_rows(g, job->q != NULL ? job->q : job->x, job->wp, job->b, job->z, job->y, i0,
+                     i0 + job->chunk < job->items ? i0 + job->chunk : job->items, &job->act);
   }
 }
 
 static OrtStatus* conv_direct_run(OrtKernelContext* ctx, const ConvKernel* k, const ConvGeom* g, const float* x,
-                                  const float* w, const float* b, const float* z, float* y) {
+                                  const float* b, const float* z, float* y) {
   ConvDirectJob job;
   void* q = NULL;
-  int one = 1, threads = conv_split(g, mnb_threads()).threads;
+  const size_t q_bytes = conv_direct_floats(g) * sizeof(float);
+  const double work = (double)g->N * (double)g->M * (double)g->OH * (double)g->OW * (double)g->K;
+  int one = 1, threads = mnb_threads();
   int64_t image;
-  ORT_KERNEL_RETURN_IF_ERROR(cpu_kernels_thread_buffers(g_api, ctx, CONV_SLOT, k->declared,
-                                                        conv_direct_floats(g) * sizeof(float), &one, &q));
+  if (q_bytes > 0)
+    ORT_KERNEL_RETURN_IF_ERROR(cpu_kernels_thread_buffers(g_api, ctx, CONV_SLOT, k->declared, q_bytes, &one, &q));
   memset(&job, 0, sizeof job);
-  job.g = g; job.w = w; job.b = b; job.q = (float*)q; job.act = k->act;
+  job.g = g; job.wp = k->wp; job.b = b; job.q = (float*)q; job.act = k->act;
   job.items = conv_direct_items(g);
+  if ((double)threads > work / CONV_MIN_WORK_PER_THREAD) threads = (int)(work / CONV_MIN_WORK_PER_THREAD);
+  if (threads > job.items) threads = (int)job.items;
+  if (threads < 1) threads = 1;
   job.chunk = job.items / (4 * (int64_t)threads);
   if (job.chunk < 1) job.chunk = 1;
   for (image = 0; image < g->N; ++image) {
     job.x = x + image * g->C * g->H * g->W;
     job.y = y + image * g->M * g->OH * g->OW;
     job.z = z != NULL ? z + image * g->M * g->OH * g->OW : NULL;
-    job.prepare = 1;
-    mnb_parallel(threads < g->C ? threads : (int)g->C, conv_direct_job, &job);
+    if (q != NULL) {
+      job.prepare = 1;
+      mnb_parallel(threads < g->C ? threads : (int)g->C, conv_direct_job, &job);
+    }
     job.prepare = 0;
     job.next = 0;
     mnb_parallel(threads, conv_direct_job, &job);
@@ -262,9 +316,12 @@ static OrtStatus* conv_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 1, &wv));
   if (n_in > 2) ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 2, &bv));
   if (n_in > 3) ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 3, &zv));
-  if (xv == NULL || wv == NULL) return conv_fail("input X or W is missing");
+  if (xv == NULL) return conv_fail("input X is missing");
+  if (wv == NULL && k->wp == NULL)
+    return conv_fail("input W is missing; W is required (the host releases a constant W only after this kernel packed it)");
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetShape(xv, &xd, &xr));
-  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetShape(wv, &wd, &wr));
+  if (wv != NULL) ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetShape(wv, &wd, &wr));
+  else { wd = k->wdims; wr = 4; } /* released after packing: the packed copy's shape */
   if (xr != 4 || wr != 4) {
     snprintf(err, sizeof err, "X has rank %zu and W rank %zu; this C kernel takes rank 4 (a 2-D convolution)", xr, wr);
     return conv_fail(err);
@@ -280,7 +337,7 @@ static OrtStatus* conv_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
     ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(bv, &b));
   }
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(xv, &x));
-  ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(wv, &w));
+  if (wv != NULL) ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(wv, &w));
   ydims[0] = g.N; ydims[1] = g.M; ydims[2] = g.OH; ydims[3] = g.OW;
   if (zv != NULL) { /* FusedConv's Z: exactly the output's shape */
     const int64_t* zd = NULL;
@@ -298,7 +355,9 @@ static OrtStatus* conv_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorMutableData(yv, &y));
   hw = g.OH * g.OW;
   if (g.N == 0 || g.M == 0 || hw == 0) return NULL;
-  if (g.direct) return conv_direct_run(ctx, k, &g, (const float*)x, (const float*)w, (const float*)b, (const float*)z, (float*)y);
+  if (k->wp != NULL && memcmp(wd, k->wdims, sizeof k->wdims) == 0) /* W packed at initialization */
+    return conv_direct_run(ctx, k, &g, (const float*)x, (const float*)b, (const float*)z, (float*)y);
+  if (w == NULL) return conv_fail("input W is missing and its packed copy has another shape");
   memset(&job, 0, sizeof job);
   job.g = &g;
   job.x = (const float*)x; job.w = (const float*)w; job.b = (const float*)b; job.z = (const float*)z;
@@ -324,6 +383,9 @@ static OrtStatus* conv_make(const OrtKernelInfo* info, const ConvAct* act, OrtKe
   if (k == NULL) return g_api->CreateStatus(ORT_FAIL, "Conv: out of memory creating the kernel");
   k->attrs = a;
   k->act = *act;
+  k->base.DeclarePrePackedBytes = conv_declare_prepack; /* constant W packed for the direct path */
+  k->base.PrePackWeightInto = conv_prepack;
+  k->base.flags = ORT_KERNEL_FLAG_RELEASES_PACKED_INPUTS;
   *out = &k->base;
   return NULL;
 }

@@ -71,7 +71,6 @@ int conv_geometry(const ConvAttrs* a, const int64_t* x, const int64_t* w, ConvGe
     if (chunk > CONV_CHUNK) chunk = CONV_CHUNK;
     g->chunk = chunk < n ? chunk : (n > 0 ? n : 1);
   }
-  g->direct = conv_direct_applies(g);
   return 0;
 }
 
@@ -84,7 +83,6 @@ static int conv_packs(const ConvGeom* g) { return g->Mg > SG_SKINNY_ROWS; }
 size_t conv_thread_floats(const ConvGeom* g) {
   int64_t n = g->chunk ? g->chunk : (g->OH * g->OW < SG_NC ? g->OH * g->OW : SG_NC);
   if (g->depthwise) return conv_round16(conv_padded_floats(g));
-  if (g->direct) return conv_direct_floats(g); /* one Q for all threads (conv_kernel.c) */
   if (g->chunk && conv_packs(g)) /* one im2col row of the chunk, one packed block */
     return conv_round16((size_t)g->chunk) + sgemm_thread_floats(g->Mg, g->K, n, 0);
   return conv_round16((size_t)(g->K * g->chunk)) + sgemm_thread_floats(g->Mg, g->K, n > 0 ? n : 1, 0);

@@ -46,13 +46,27 @@ def _ort(model, feeds):
     return sess.run(None, feeds)[0]
 
 
+def _packed(model, feeds, threads=None):
+    """Y through the direct path (W packed at initialization, as a session does), or None where W is not packed."""
+    try:
+        return run_one_node(model, feeds, "C", threads=threads, prepack=True)["y"]
+    except AssertionError as e:
+        if "no constant input was pre-packed" not in str(e):
+            raise
+        return None
+
+
 def _check(model, feeds, threads=None):
+    """The C kernel (im2col, and the direct path where W packs) against numpy and onnxruntime; the im2col Y."""
     got = run_one_node(model, feeds, "C", threads=threads)["y"]
     want = run_one_node(model, feeds, "numpy")["y"]
     assert got.shape == want.shape and got.dtype == np.float32
     scale = max(float(np.abs(want).max()), 1.0) if want.size else 1.0
     np.testing.assert_allclose(got, want, rtol=0, atol=2e-6 * scale)
     np.testing.assert_allclose(got, _ort(model, feeds), rtol=0, atol=2e-6 * scale)
+    direct = _packed(model, feeds, threads) if model.graph.initializer and model.graph.initializer[0].name == "w" else None
+    if direct is not None:
+        np.testing.assert_allclose(direct, want, rtol=0, atol=2e-6 * scale)
     return got
 
 
@@ -161,34 +175,45 @@ def test_conv_declares_a_buffer_for_each_thread_compute_runs_and_never_asks_for_
     np.testing.assert_allclose(got, run_one_node(model, feeds, "numpy")["y"], rtol=1e-4, atol=1e-4)
 
 
-DIRECT_CASES = [  # the direct path: row tails of its 6-channel tiles, pixel tails of its 64-pixel tiles
-    ((2, 12, 9, 11), (14, 12, 3, 3), {"pads": [1, 1, 1, 1]}),                      # 2 images, 14 = 6 + 6 + 2 rows
-    ((1, 16, 20, 30), (12, 8, 3, 3), {"group": 2, "pads": [0, 2, 1, 0]}),          # groups, uneven pads
-    ((1, 8, 17, 19), (7, 8, 5, 5), {"dilations": [2, 1], "pads": [4, 2, 4, 2]}),
-    ((1, 16, 5, 61), (6, 16, 3, 3), {}),                                          # unpadded, long rows
-    ((1, 4, 40, 1), (6, 4, 9, 1), {"pads": [4, 0, 4, 0]}),                         # along H only
-    ((1, 3, 10, 11), (8, 3, 4, 4), {"auto_pad": "SAME_LOWER"}),
+DIRECT_CASES = [  # the direct path: channel blocks of 32 (tails), rows of 14 / 7 / 4 / 2 / 1-pixel tiles (AVX-512)
+    ((2, 12, 9, 11), (28, 12, 3, 3), {"pads": [1, 1, 1, 1]}),                      # 2 images, a partial block
+    ((1, 8, 13, 29), (56, 8, 3, 3), {"strides": [2, 2], "pads": [1, 0, 1, 2]}),     # strided, 2 blocks, 15-px rows
+    ((1, 3, 23, 23), (64, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]}),     # a stem
+    ((1, 16, 20, 30), (48, 8, 3, 3), {"group": 2, "pads": [0, 2, 1, 0]}),          # groups of 24, uneven pads
+    ((1, 8, 17, 19), (26, 8, 5, 5), {"dilations": [2, 1], "pads": [4, 2, 4, 2]}),
+    ((1, 16, 5, 61), (30, 16, 3, 3), {}),                                         # unpadded: X read in place
+    ((1, 4, 40, 1), (24, 4, 9, 1), {"pads": [4, 0, 4, 0]}),                        # along H only: 1-pixel rows
+    ((1, 3, 10, 11), (32, 3, 4, 4), {"auto_pad": "SAME_LOWER"}),
 ]
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), DIRECT_CASES)
-def test_conv_direct_path_declares_one_buffer_whatever_the_threads(x_shape, w_shape, attrs, threads):
-    """One padded copy of the image (Q) for all threads: the declaration does not grow with them, Compute asks
-    for no more than it, and the result is the 1-thread one, bit for bit."""
+def test_conv_direct_path_packs_w_and_matches_at_every_thread_count(x_shape, w_shape, attrs, threads):
+    """A constant W of these shapes is packed; the direct path's Y is numpy's and onnxruntime's, the same bits at
+    every thread count, and it asks the host for no more workspace than the Conv declares."""
+    model, feeds = _conv(x_shape, w_shape, bias=True, **attrs)
+    want = run_one_node(model, feeds, "numpy")["y"]
+    one = _packed(model, feeds, threads=1)
+    assert one is not None, "W was not packed for the direct path"
+    scale = max(float(np.abs(want).max()), 1.0)
+    np.testing.assert_allclose(one, want, rtol=0, atol=2e-6 * scale)
+    np.testing.assert_allclose(one, _ort(model, feeds), rtol=0, atol=2e-6 * scale)
     from ort_cpu_ep._threads import intra_op_thread_scope
 
-    model, feeds = _conv(x_shape, w_shape, bias=True, **attrs)
-    with intra_op_thread_scope(1):
-        _, (one,) = c_kernel_workspace(model, [x_shape, w_shape])
     with intra_op_thread_scope(threads):
-        estimate, (many,) = c_kernel_workspace(model, [x_shape, w_shape])
-    assert many.size_bytes == one.size_bytes == estimate
-    assert one.size_bytes >= 4 * x_shape[1] * x_shape[2] * x_shape[3]  # Q holds the image (padded)
+        estimate, slots = c_kernel_workspace(model, [x_shape, w_shape])
     counters = ort_abi.ContextCounters()
-    got = run_one_node(model, feeds, "C", threads=threads, counters=counters)["y"]  # no plan: scratch, traced
-    assert counters.scratch_fallbacks == 1 and counters.scratch_bytes == one.size_bytes  # one Q, image by image
-    np.testing.assert_array_equal(got, _check(model, feeds, threads=1))
+    got = run_one_node(model, feeds, "C", threads=threads, prepack=True, counters=counters)["y"]
+    np.testing.assert_array_equal(got, one)
+    declared = slots[0].size_bytes if slots else 0
+    assert estimate == declared and counters.scratch_bytes <= declared  # the padded copy fits the declaration
+
+
+def test_conv_direct_path_is_not_taken_for_1x1_and_depthwise():
+    for x_shape, w_shape, attrs in [((1, 16, 7, 9), (24, 16, 1, 1), {}), ((1, 8, 9, 14), (8, 1, 3, 3), {"group": 8})]:
+        model, feeds = _conv(x_shape, w_shape, **attrs)
+        assert _packed(model, feeds) is None
 
 
 def c_kernels_threads() -> int:

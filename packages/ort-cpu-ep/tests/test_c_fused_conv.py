@@ -87,33 +87,53 @@ CASES = [
     ((2, 16, 7, 9), (24, 16, 1, 1), {}),                                                     # 1x1: X is B
     ((1, 40, 30, 40), (20, 40, 3, 3), {"pads": [1, 1, 1, 1]}),                               # several chunks
     ((1, 3, 10, 11), (5, 3, 3, 3), {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+    ((2, 8, 13, 17), (28, 8, 3, 3), {"pads": [1, 1, 1, 1]}),                                # direct (W packed)
+    ((1, 6, 12, 11), (60, 6, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),              # direct, strided
 ]
+
+
+def _c_runs(model, feeds):
+    """The C kernel's Y as a lone node (W read per call) and, where W packs for the direct path, as a session runs
+    it (W packed at initialization)."""
+    runs = [run_one_node(model, feeds, "C")["y"]]
+    try:
+        runs.append(run_one_node(model, feeds, "C", prepack=True)["y"])
+    except AssertionError as e:
+        if "no constant input was pre-packed" not in str(e):
+            raise
+    return runs
+
+
+def test_the_direct_cases_pack_their_weights():
+    for x_shape, w_shape, attrs in CASES[-2:]:
+        model, feeds = _fused(x_shape, w_shape, "Relu", z=True, **attrs)
+        assert len(_c_runs(model, feeds)) == 2
 
 
 @pytest.mark.parametrize("activation", sorted(c_kernels.C_CONV_ACTIVATIONS))
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES)
 def test_c_fused_conv_matches_numpy_and_the_unfused_pair_in_onnxruntime(x_shape, w_shape, attrs, activation):
     model, feeds = _fused(x_shape, w_shape, activation, **attrs)
-    got = run_one_node(model, feeds, "C")["y"]
     want = run_one_node(model, feeds, "numpy")["y"]
     ref, conv = _unfused_reference(model, feeds, activation, with_conv=True)
     scale = max(float(np.abs(conv).max()), 1.0)
-    assert got.shape == ref.shape and got.dtype == np.float32
-    np.testing.assert_allclose(got, want, rtol=0, atol=3e-6 * scale)
-    np.testing.assert_allclose(got, ref, rtol=0, atol=3e-6 * scale)
+    for got in _c_runs(model, feeds):
+        assert got.shape == ref.shape and got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=0, atol=3e-6 * scale)
+        np.testing.assert_allclose(got, ref, rtol=0, atol=3e-6 * scale)
 
 
 @pytest.mark.parametrize("activation", ["Relu", "HardSwish"])
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES)
 def test_c_fused_conv_with_z_adds_it_after_the_bias_on_every_conv_path(x_shape, w_shape, attrs, activation):
-    """Z (ConvAddActivationFusion's residual) through im2col chunks, the 1x1 GEMM, depthwise and grouped paths."""
+    """Z (ConvAddActivationFusion's residual) through im2col chunks, the 1x1 GEMM, depthwise, grouped and direct paths."""
     model, feeds = _fused(x_shape, w_shape, activation, z=True, **attrs)
-    got = run_one_node(model, feeds, "C")["y"]
     want = run_one_node(model, feeds, "numpy")["y"]
     ref, conv = _unfused_reference(model, feeds, activation, with_conv=True)
     scale = max(float(np.abs(conv).max()), 1.0)
-    np.testing.assert_allclose(got, want, rtol=0, atol=3e-6 * scale)
-    np.testing.assert_allclose(got, ref, rtol=0, atol=3e-6 * scale)
+    for got in _c_runs(model, feeds):
+        np.testing.assert_allclose(got, want, rtol=0, atol=3e-6 * scale)
+        np.testing.assert_allclose(got, ref, rtol=0, atol=3e-6 * scale)
 
 
 def test_c_fused_conv_refuses_a_z_of_another_shape():
