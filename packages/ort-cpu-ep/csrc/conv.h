@@ -81,6 +81,9 @@ int conv_direct_packs(int64_t M, int64_t Cg, int64_t group, int64_t KH, int64_t 
 size_t conv_direct_packed_floats(int64_t M, int64_t Cg, int64_t group, int64_t KH, int64_t KW);
 /* w [M, Cg, KH, KW] into wp (conv_direct_packed_floats) */
 void conv_direct_pack(const float* w, int64_t M, int64_t Cg, int64_t group, int64_t KH, int64_t KW, float* wp);
+/* the geometry the direct path runs g as: g itself, or a convolution along H only (W = 1) as one along W (the same
+ * memory), whose output rows are long enough for its tiles */
+void conv_direct_geometry(const ConvGeom* g, ConvGeom* out);
 /* floats of Q for one image: 0 without pads (the input is read in place) */
 size_t conv_direct_floats(const ConvGeom* g);
 /* Q's input channels [c0, c1) from one image's x */

@@ -264,14 +264,19 @@ static void conv_direct_job(void* arg, int index, int count) {
   }
 }
 
-static OrtStatus* conv_direct_run(OrtKernelContext* ctx, const ConvKernel* k, const ConvGeom* g, const float* x,
+static OrtStatus* conv_direct_run(OrtKernelContext* ctx, const ConvKernel* k, const ConvGeom* given, const float* x,
                                   const float* b, const float* z, float* y) {
+  ConvGeom geom;
+  const ConvGeom* g = &geom;
   ConvDirectJob job;
   void* q = NULL;
-  const size_t q_bytes = conv_direct_floats(g) * sizeof(float);
-  const double work = (double)g->N * (double)g->M * (double)g->OH * (double)g->OW * (double)g->K;
+  size_t q_bytes;
+  double work;
   int one = 1, threads = mnb_threads();
   int64_t image;
+  conv_direct_geometry(given, &geom);
+  q_bytes = conv_direct_floats(g) * sizeof(float); /* the declaration's (the same floats either way) */
+  work = (double)g->N * (double)g->M * (double)g->OH * (double)g->OW * (double)g->K;
   if (q_bytes > 0)
     ORT_KERNEL_RETURN_IF_ERROR(cpu_kernels_thread_buffers(g_api, ctx, CONV_SLOT, k->declared, q_bytes, &one, &q));
   memset(&job, 0, sizeof job);

@@ -182,7 +182,9 @@ DIRECT_CASES = [  # the direct path: channel blocks of 32 (tails), rows of 14 / 
     ((1, 16, 20, 30), (48, 8, 3, 3), {"group": 2, "pads": [0, 2, 1, 0]}),          # groups of 24, uneven pads
     ((1, 8, 17, 19), (26, 8, 5, 5), {"dilations": [2, 1], "pads": [4, 2, 4, 2]}),
     ((1, 16, 5, 61), (30, 16, 3, 3), {}),                                         # unpadded: X read in place
-    ((1, 4, 40, 1), (24, 4, 9, 1), {"pads": [4, 0, 4, 0]}),                        # along H only: 1-pixel rows
+    ((1, 4, 40, 1), (24, 4, 9, 1), {"pads": [4, 0, 4, 0]}),                        # along H only: run along W
+    ((1, 16, 41, 1), (32, 16, 5, 1), {"pads": [2, 0, 1, 0], "strides": [2, 1], "dilations": [2, 1]}),
+    ((2, 24, 70, 1), (32, 24, 5, 1), {}),                                          # magika's, unpadded
     ((1, 3, 10, 11), (32, 3, 4, 4), {"auto_pad": "SAME_LOWER"}),
 ]
 
