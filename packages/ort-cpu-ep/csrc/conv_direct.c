@@ -2,7 +2,7 @@
  * packing. The weights are packed once (conv_direct_pack) in blocks of CONV_DIRECT_BLOCK output channels, each
  * tap's 32 channels contiguous: Wp[group][block][c, kh, kw][32], zeros past the group's channels. The input is
  * read where it lies, or from one zero-padded copy of the image (Q) when the Conv pads. A register tile holds
- * R output pixels of one output row x 2 vectors of output channels: for each (c, kh, kw) two weight vectors are
+ * R output pixels of one output row (up to 14 on AVX-512, any count) x 2 vectors of output channels: for each (c, kh, kw) two weight vectors are
  * loaded and each pixel's input value is broadcast into R x 2 multiply-adds, as onnxruntime's NCHWc kernels do,
  * but the output is stored straight to NCHW (a tile's pixels are a run of one row). Any stride, dilation and
  * kernel size; groups. Measured on a 1-thread Sapphire Rapids core: see the CHANGELOG. */
@@ -100,8 +100,8 @@ int64_t conv_direct_items(const ConvGeom* g) {
 
 /* One ISA's tiles: TILE_R(R) is R pixels x 2 vectors of VL channels, over the whole depth; `src` is the tile's
  * first pixel in channel 0 (pixels sw apart, channels cs apart, tap t at off[t]), wp the tile's weights (32
- * floats a tap); the sums go to tile[R][2 VL]. cd_row_S covers a row of OW pixels with the widest tiles that fit
- * and stores each into y's nch channel rows (hw apart). */
+ * floats a tap); the sums go to tile[R][2 VL]. cd_row_S covers a row of OW pixels with as few tiles as RMAX allows,
+ * of even widths, and stores each into y's nch channel rows (hw apart). */
 #define CD_DEFINE(S, TARGET, VT, VL, RMAX)                                                                         \
   typedef float VT __attribute__((vector_size(VL * 4)));                                                           \
   __attribute__((target(TARGET), always_inline)) static inline void cd_tile_##S(                                  \
@@ -133,18 +133,27 @@ int64_t conv_direct_items(const ConvGeom* g) {
       memcpy(tile + r * 2 * VL + VL, &acc[r][1], sizeof(VT));                                                      \
     }                                                                                                              \
   }                                                                                                                \
-  /* the widest tile that fits the pixels left; sw 1 (most Convs) a constant, so that each pixel's broadcast is   \
-   * one addressing mode off the tap's pointer */                                                                  \
+  /* one tile of the pixels left, RMAX at most (so a row of up to RMAX pixels is one tile); sw 1 (most Convs) a   \
+   * constant, so that each pixel's broadcast is one addressing mode off the tap's pointer */                      \
   __attribute__((target(TARGET), always_inline)) static inline int64_t cd_fit_##S(                                \
       const float* wp, const float* src, int64_t cs, const int64_t* off, int64_t taps, int64_t C, int64_t sw,      \
       int64_t left, const float* bias, float* tile) {                                                              \
-    const int64_t R = left >= RMAX ? RMAX : left >= RMAX / 2 ? RMAX / 2 : (left >= 4 && RMAX / 2 > 4) ? 4 : left >= 2 ? 2 : 1; \
+    const int64_t R = left < RMAX ? left : RMAX;                                                                   \
     switch (R) {                                                                                                   \
-      case RMAX: cd_tile_##S(wp, src, cs, off, taps, C, sw, RMAX, bias, tile); break;                                    \
-      case RMAX / 2: cd_tile_##S(wp, src, cs, off, taps, C, sw, RMAX / 2, bias, tile); break;                            \
-      case 2: cd_tile_##S(wp, src, cs, off, taps, C, sw, 2, bias, tile); break;                                          \
-      case 1: cd_tile_##S(wp, src, cs, off, taps, C, sw, 1, bias, tile); break;                                          \
-      default: cd_tile_##S(wp, src, cs, off, taps, C, sw, 4, bias, tile); break;                                         \
+      case 1: cd_tile_##S(wp, src, cs, off, taps, C, sw, 1 <= RMAX ? 1 : RMAX, bias, tile); break;        \
+      case 2: cd_tile_##S(wp, src, cs, off, taps, C, sw, 2 <= RMAX ? 2 : RMAX, bias, tile); break;        \
+      case 3: cd_tile_##S(wp, src, cs, off, taps, C, sw, 3 <= RMAX ? 3 : RMAX, bias, tile); break;        \
+      case 4: cd_tile_##S(wp, src, cs, off, taps, C, sw, 4 <= RMAX ? 4 : RMAX, bias, tile); break;        \
+      case 5: cd_tile_##S(wp, src, cs, off, taps, C, sw, 5 <= RMAX ? 5 : RMAX, bias, tile); break;        \
+      case 6: cd_tile_##S(wp, src, cs, off, taps, C, sw, 6 <= RMAX ? 6 : RMAX, bias, tile); break;        \
+      case 7: cd_tile_##S(wp, src, cs, off, taps, C, sw, 7 <= RMAX ? 7 : RMAX, bias, tile); break;        \
+      case 8: cd_tile_##S(wp, src, cs, off, taps, C, sw, 8 <= RMAX ? 8 : RMAX, bias, tile); break;        \
+      case 9: cd_tile_##S(wp, src, cs, off, taps, C, sw, 9 <= RMAX ? 9 : RMAX, bias, tile); break;        \
+      case 10: cd_tile_##S(wp, src, cs, off, taps, C, sw, 10 <= RMAX ? 10 : RMAX, bias, tile); break;        \
+      case 11: cd_tile_##S(wp, src, cs, off, taps, C, sw, 11 <= RMAX ? 11 : RMAX, bias, tile); break;        \
+      case 12: cd_tile_##S(wp, src, cs, off, taps, C, sw, 12 <= RMAX ? 12 : RMAX, bias, tile); break;        \
+      case 13: cd_tile_##S(wp, src, cs, off, taps, C, sw, 13 <= RMAX ? 13 : RMAX, bias, tile); break;        \
+      default: cd_tile_##S(wp, src, cs, off, taps, C, sw, RMAX, bias, tile); break;                                \
     }                                                                                                              \
     return R;                                                                                                      \
   }                                                                                                                \
@@ -155,8 +164,9 @@ int64_t conv_direct_items(const ConvGeom* g) {
     float tile[RMAX * 2 * VL];                                                                                     \
     int64_t ow = 0, r, j;                                                                                          \
     while (ow < OW) {                                                                                              \
-      const int64_t R = sw == 1 ? cd_fit_##S(wp, src + ow, cs, off, taps, C, 1, OW - ow, bias, tile)               \
-                                : cd_fit_##S(wp, src + ow * sw, cs, off, taps, C, sw, OW - ow, bias, tile);        \
+      const int64_t tiles = (OW - ow + RMAX - 1) / RMAX, even = (OW - ow + tiles - 1) / tiles; /* 15: 8 + 7 */    \
+      const int64_t R = sw == 1 ? cd_fit_##S(wp, src + ow, cs, off, taps, C, 1, even, bias, tile)                  \
+                                : cd_fit_##S(wp, src + ow * sw, cs, off, taps, C, sw, even, bias, tile);           \
       if (z == NULL && act->kind != CONV_ACT_NONE) conv_act_apply(tile, tile, R * 2 * VL, act); /* in L1 */      \
       for (j = 0; j < nch; ++j) { /* channel j's run of R pixels (plus Z's, before the activation) */             \
         float* out = y + j * hw + ow;                                                                              \
