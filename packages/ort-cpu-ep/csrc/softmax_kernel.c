@@ -1,4 +1,6 @@
-/* ONNX Softmax (float32; opset >= 13, and before 13 where axis is the last) over the last axis as an ort-abi kernel: per row,
+/* ONNX Softmax (float32) over contiguous rows as an ort-abi kernel: before opset 13 the input coerced to 2-D at
+ * `axis` (any axis: a row is every value from it on), from 13 on the axis given where every dimension after it is
+ * 1 (the last axis, or a classifier's [N, 1000, 1, 1] over axis 1); per row,
  * y = exp(x - max(x)) / sum(exp(x - max(x))), in three passes over the row (the max; exp into y and its sum;
  * y scaled). Two paths with one exp polynomial (vec_math.h's VM_EXP_POLY, within a few ulp of the C library's
  * exp): AVX-512F on 16-float vectors, 2^n by vscalefps, tails by masks; elsewhere (or below
@@ -255,6 +257,7 @@ static OrtStatus* sm_error(const char* fmt, long long a, long long b) {
 typedef struct SmKernel {
   OrtKernelImpl base; /* first: the host sees an OrtKernelImpl* */
   int64_t axis;
+  int old; /* opsets 1..12: the input coerced to 2-D at axis */
 } SmKernel;
 
 static OrtStatus* sm_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
@@ -275,15 +278,22 @@ static OrtStatus* sm_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   if (rank < 1 || rank > SM_MAX_RANK)
     return sm_error("Softmax: input has rank %lld; this C kernel takes 1..%lld", (long long)rank, SM_MAX_RANK);
   axis = k->axis < 0 ? k->axis + (int64_t)rank : k->axis;
-  if (axis != (int64_t)rank - 1)
-    return sm_error("Softmax: axis %lld of a rank-%lld input; this C kernel takes the last axis only (the numpy "
-                    "kernel runs the others)", (long long)k->axis, (long long)rank);
+  if (axis < 0 || axis >= (int64_t)rank)
+    return sm_error("Softmax: axis %lld is out of range for a rank-%lld input; give an axis in [-rank, rank)",
+                    (long long)k->axis, (long long)rank);
+  for (i = (size_t)axis + 1; !k->old && i < rank; ++i)
+    if (dims[i] != 1)
+      return sm_error("Softmax: axis %lld of a rank-%lld input with more than one value after it; this C kernel "
+                      "takes rows of contiguous values (the numpy kernel runs the others)", (long long)k->axis,
+                      (long long)rank);
   for (i = 0; i < rank; ++i) count *= dims[i];
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(xv, &x));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetOutput(ctx, 0, dims, rank, &yv));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorMutableData(yv, &y));
   if (count == 0) return NULL; /* no rows, or rows of no values: an empty output */
-  job.x = (const float*)x; job.y = (float*)y; job.n = dims[rank - 1]; job.rows = count / job.n;
+  job.x = (const float*)x; job.y = (float*)y;
+  for (job.n = 1, i = (size_t)axis; i < rank; ++i) job.n *= dims[i]; /* a row: the axis and what follows */
+  job.rows = count / job.n;
   job.avx512 = sm_use_avx512();
   threads = mnb_threads();
   if ((int64_t)threads > count / SM_MIN_PER_THREAD) threads = (int)(count / SM_MIN_PER_THREAD);
@@ -293,8 +303,7 @@ static OrtStatus* sm_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   return NULL;
 }
 
-/* opset 13 on: axis defaults to -1; `old` (opsets 1..12): to 1, the input coerced to 2-D at axis, which over the
- * last axis is the same softmax (any other axis is refused at Compute) */
+/* opset 13 on: axis defaults to -1; `old` (opsets 1..12): to 1, the input coerced to 2-D at axis */
 static OrtStatus* sm_create_axis(const OrtKernelInfo* info, int old, OrtKernelImpl** out) {
   SmKernel* k;
   int64_t axis = -1;
@@ -302,6 +311,7 @@ static OrtStatus* sm_create_axis(const OrtKernelInfo* info, int old, OrtKernelIm
   k = (SmKernel*)cpu_kernels_new(sizeof *k, sm_compute, cpu_kernels_declare_none);
   if (k == NULL) return g_api->CreateStatus(ORT_FAIL, "Softmax: out of memory creating the kernel");
   k->axis = axis;
+  k->old = old;
   *out = &k->base;
   return NULL;
 }

@@ -1,4 +1,5 @@
-"""The C float32 Softmax over the last axis (csrc/softmax_kernel.c) against a float64 reference, the numpy kernel
+"""The C float32 Softmax over rows of contiguous values (csrc/softmax_kernel.c: the last axis; before opset 13
+the input coerced to 2-D at axis) against a float64 reference, the numpy kernel
 and onnxruntime, one node at a time through the CPU provider: ranks 1-4, row lengths around the 8-float vectors,
 special values, y written over x, threads, no workspace, and which nodes it takes."""
 
@@ -158,11 +159,16 @@ def test_no_workspace_is_estimated_or_declared(library):
 @pytest.mark.parametrize(("opset", "shape", "attrs", "language"), [
     (11, (2, 3, 5), {"axis": 2}, "C"), (12, (2, 3, 5), {"axis": -1}, "C"),
     (12, (4, 7), {}, "C"),                        # default axis 1: the last of a rank-2 input
-    (11, (2, 3, 5), {}, "numpy"),                 # default axis 1 of rank 3: coerced to 2-D over the last two axes
-    (12, (2, 3, 5), {"axis": 1}, "numpy")])
-def test_a_softmax_before_opset_13_over_the_last_axis_is_c(library, opset, shape, attrs, language):
-    """Before opset 13 Softmax coerces its input to 2-D at axis (default 1): over the last axis the same softmax,
-    which the C kernel registered for opsets 1..12 computes; other axes stay with numpy."""
+    (11, (2, 3, 5), {}, "C"),                     # default axis 1 of rank 3: rows over the last two axes
+    (12, (2, 3, 5), {"axis": 1}, "C"),
+    (9, (1, 1000, 1, 1), {}, "C"),                # squeezenet's classifier
+    (11, (2, 3, 5), {"axis": 0}, "C"),            # one row of everything
+    (13, (2, 1000, 1, 1), {"axis": 1}, "C"),      # from 13 on: one axis, only ones after it
+    (13, (2, 7, 3, 1), {"axis": 1}, "numpy")])
+def test_a_softmax_over_rows_of_contiguous_values_is_c(library, opset, shape, attrs, language):
+    """Before opset 13 Softmax coerces its input to 2-D at axis (default 1): each row (everything from the axis
+    on) is contiguous, whatever the axis; from 13 on an axis with only size-1 dimensions after it is the same.
+    The C kernel computes those; the others stay with numpy."""
     model = _softmax(shape, opset=opset, **attrs)
     assert _language(model) == language
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
@@ -170,7 +176,7 @@ def test_a_softmax_before_opset_13_over_the_last_axis_is_c(library, opset, shape
     np.testing.assert_allclose(got, _onnxruntime(model, x), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("shape,axis", [((2, 3, 5), 1), ((2, 3, 5), -2), ((4, 5), 0)])
+@pytest.mark.parametrize("shape,axis", [((2, 3, 5), 1), ((2, 3, 5), -2), ((4, 5), 0), ((2, 3, 5), 5)])
 def test_another_axis_goes_to_numpy(library, shape, axis):
     assert _language(_softmax(shape, axis=axis)) == "numpy"
 
@@ -190,7 +196,7 @@ def test_the_kernel_refuses_an_axis_it_was_not_given_for(library):
     assert c_kernels.kernel_language(entry) == "C"
     kernel = entry.create_kernel(ort_abi.KernelInfo.from_node(node, ep))
     ctx = ort_abi.KernelContext([np.zeros((2, 3, 5), np.float32)], output_count=1, output_types=[F])
-    with pytest.raises(ort_abi.KernelError, match="axis 1 of a rank-3 input; this C kernel takes the last axis only"):
+    with pytest.raises(ort_abi.KernelError, match="axis 1 of a rank-3 input with more than one value after it"):
         kernel.compute(ctx)
     kernel.release()
 

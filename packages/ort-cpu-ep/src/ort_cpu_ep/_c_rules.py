@@ -149,18 +149,23 @@ def _c_gemm_applies(node: Node) -> bool:
 
 
 def _c_softmax_applies(node: Node, opset: int | None = None) -> bool:
-    """float32 input of known rank >= 1, over its last axis (the attention probabilities). Before opset 13 the
-    input is coerced to 2-D at `axis` (default 1): over the last axis that is the same softmax, which the C
-    kernel registered for opsets 1..12 computes; another axis there stays with numpy."""
+    """float32 input of known rank >= 1 and rows of contiguous values: before opset 13 any axis in range (the
+    input coerced to 2-D at `axis`, default 1: a row is every value from it on); from 13 on an axis whose
+    following dimensions are all known to be 1 (the last axis: the attention probabilities; a classifier's
+    [N, 1000, 1, 1] over axis 1). Another axis stays with numpy."""
     graph = node.graph
     value = graph.values.get(node.inputs[0]) if graph is not None and node.inputs else None
     if value is None or value.dtype != _FLOAT or value.shape is None or len(value.shape) < 1:
         return False
+    old = opset is not None and opset < 13
     try:
-        axis = operator.index(node.attr("axis", -1 if opset is None or opset >= 13 else 1))
+        axis = operator.index(node.attr("axis", 1 if old else -1))
     except TypeError:  # not an integer (a malformed model): the numpy kernel's checks say what is wrong
         return False
-    return axis in (-1, len(value.shape) - 1)
+    rank = len(value.shape)
+    if not -rank <= axis < rank:
+        return False
+    return old or all(d == 1 for d in value.shape[axis % rank + 1:])
 
 
 _C_ARITH = ("Add", "Sub", "Mul", "Div", "Neg", "Sum")
