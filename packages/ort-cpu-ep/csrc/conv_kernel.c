@@ -153,7 +153,7 @@ static int conv_workspace(const void* attrs, const int64_t* x, const int64_t* w,
 static OrtStatus* conv_declare_prepack(OrtKernelImpl* this_ptr, const OrtWorkspaceInputShape* shapes,
                                        size_t num_inputs, int index, size_t* bytes) {
   ConvKernel* k = (ConvKernel*)this_ptr;
-  const OrtWorkspaceInputShape* w;
+  const OrtWorkspaceInputShape *w, *x;
   int64_t group = k->attrs.group;
   *bytes = 0;
   if (index != 1 || num_inputs < 2) return NULL;
@@ -161,6 +161,9 @@ static OrtStatus* conv_declare_prepack(OrtKernelImpl* this_ptr, const OrtWorkspa
   if (w->state != ORT_WORKSPACE_INPUT_SHAPED || w->rank != 4 || w->dims == NULL) return NULL;
   if (w->elem_type != 0 && w->elem_type != ORT_TENSOR_ELEMENT_FLOAT) return NULL;
   if (w->dims[0] <= 0 || group < 1 || w->dims[0] % group) return NULL;
+  x = &shapes[0];
+  if (x->state == ORT_WORKSPACE_INPUT_SHAPED && x->rank == 4 && x->dims != NULL && x->dims[3] == 1 && w->dims[3] == 1)
+    return NULL; /* along H only (magika's 5 x 1 over 512 rows): im2col measured 6% faster; W read per call */
   if (conv_direct_packs(w->dims[0], w->dims[1], group, w->dims[2], w->dims[3]))
     *bytes = conv_direct_packed_floats(w->dims[0], w->dims[1], group, w->dims[2], w->dims[3]) * sizeof(float);
   return NULL;
