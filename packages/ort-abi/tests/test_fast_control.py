@@ -17,13 +17,10 @@ from ort_abi import (
     STEP_DONE,
     STEP_NOT_STARTED,
     ControlSpec,
-    KernelInfo,
-    KernelRegistry,
     PlannedOutput,
     StepRun,
     StepSpec,
     StepTable,
-    load_kernel_library,
 )
 
 F, I64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
@@ -33,11 +30,8 @@ B = RNG.standard_normal((3, 5)).astype(np.float32)
 
 
 @pytest.fixture
-def add(example_lib):
-    reg = KernelRegistry()
-    load_kernel_library(example_lib, reg)
-    return reg.find("Add", "", 17, "CPUExecutionProvider", {"T": F}).create_kernel(
-        KernelInfo("/t/Add", "Add", output_types=(F,)))
+def add(example):
+    return example("Add")
 
 
 def block(buffer, offset, shape=(3, 5)):
