@@ -1,9 +1,10 @@
-"""If and Loop nodes computed whole by the session's C step runner, their bodies' steps in the same table
+"""If, Loop and Scan nodes computed whole by the session's C step runner, their bodies' steps in the same table
 (`ort_session._fast_control`, `ort_abi.ControlSpec`): the same values as onnxruntime and as the nodes' Python
 kernels (what a run with a RunOptions takes: its terminate flag is watched at every iteration), trip counts 0, 1
-and many, an early exit by the condition, the iteration number read, a carried value passed through; no
-allocation per pre-allocated run; a terminated run stops inside the Loop; a failing body kernel raises what the
-Python kernel raises; nodes the runner cannot take (scan outputs, a nested Loop) still run in Python."""
+and many, an early exit by the condition, the iteration number read, a carried value passed through, scan
+outputs stacked, scan inputs sliced either way, Constant weights inside a body; no allocation per pre-allocated
+run; a terminated run stops inside the Loop; a failing body kernel raises what the Python kernel raises; what the
+runner cannot take (a scan output shorter than planned, a nested Loop) still runs in Python."""
 
 import warnings
 
@@ -180,3 +181,76 @@ def test_nested_bodies_stay_with_the_python_kernels(name):
         for g, w in zip(sess.run(None, feeds), want, strict=True):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
     assert sess.last_run_stats.c_steps < sess.last_run_stats.nodes_run  # the control-flow node ran in Python
+
+
+def scan_model(reverse_in, reverse_out):
+    """Scan over xs [5, N] with a state [N]: st = st + x_t (x_t from the end when `reverse_in`), y_t = st * 0.5 (a
+    Constant weight inside the body), stacked from the end when `reverse_out`."""
+    half = helper.make_tensor("half_value", TP.FLOAT, [], [0.5])
+    body = helper.make_graph([helper.make_node("Constant", [], ["half"], name="b/half", value=half),
+                              helper.make_node("Add", ["st", "xt"], ["st_out"], name="b/add"),
+                              helper.make_node("Mul", ["st_out", "half"], ["yt"], name="b/mul")],
+                             "body", [_vi("st", TP.FLOAT, [N]), _vi("xt", TP.FLOAT, [N])],
+                             [_vi("st_out", TP.FLOAT, [N]), _vi("yt", TP.FLOAT, [N])])
+    scan = helper.make_node("Scan", ["s0", "xs"], ["s", "ys"], name="scan", body=body, num_scan_inputs=1,
+                            scan_input_directions=[int(reverse_in)], scan_output_directions=[int(reverse_out)])
+    g = helper.make_graph([scan], "scan", [_vi("s0", TP.FLOAT, [N]), _vi("xs", TP.FLOAT, [5, N])],
+                          [_vi("s", TP.FLOAT, [N]), _vi("ys", TP.FLOAT, [5, N])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def loop_with_scan_outputs(stop=None):
+    """Loop of 6 trips (a constant, the condition passed through: its scan output planned [6, 1, N]) stacking
+    sigmoid(v) each iteration; with `stop`, the body's condition is `i < stop` (a run-time length)."""
+    cond = (helper.make_node("Identity", ["cond"], ["cond_out"], name="b/cond") if stop is None
+            else helper.make_node("Less", ["i", "stop"], ["cond_out"], name="b/less"))
+    body = helper.make_graph([helper.make_node("Mul", ["v", "w"], ["v_out"], name="b/mul"), cond,
+                              helper.make_node("Sigmoid", ["v"], ["s"], name="b/sig")],
+                             "body", [_vi("i", TP.INT64, []), _vi("cond", TP.BOOL, []), _vi("v", TP.FLOAT, [1, N])],
+                             [_vi("cond_out", TP.BOOL, []), _vi("v_out", TP.FLOAT, [1, N]), _vi("s", TP.FLOAT, [1, N])])
+    inits = [helper.make_tensor("M", TP.INT64, [], [6]), helper.make_tensor("T", TP.BOOL, [], [True]),
+             helper.make_tensor("stop", TP.INT64, [], [stop or 0]),
+             helper.make_tensor("w", TP.FLOAT, [1, N], np.linspace(0.5, 1.5, N).astype(np.float32).tolist())]
+    g = helper.make_graph([helper.make_node("Loop", ["M", "T", "x"], ["y", "ys"], name="loop", body=body)], "loop_scans",
+                          [_vi("x", TP.FLOAT, [1, N])], [_vi("y", TP.FLOAT, [1, N]), _vi("ys", TP.FLOAT, ["n", 1, N])],
+                          inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+STACKING = {"scan": lambda: scan_model(False, False), "scan reversed in": lambda: scan_model(True, False),
+            "scan reversed out": lambda: scan_model(False, True), "loop scan outputs": loop_with_scan_outputs}
+
+
+def _stacking_feeds(name):
+    rng = np.random.default_rng(6)
+    if name.startswith("scan"):
+        return {"s0": rng.standard_normal(N).astype(np.float32), "xs": rng.standard_normal((5, N)).astype(np.float32)}
+    return {"x": rng.standard_normal((1, N)).astype(np.float32)}
+
+
+@pytest.mark.usefixtures("cpu_c_kernels")
+@pytest.mark.parametrize("name", sorted(STACKING))
+def test_scan_outputs_are_stacked_in_c_where_the_plan_holds_them(name):
+    proto, feeds = STACKING[name](), _stacking_feeds(name)
+    want = onnxruntime.InferenceSession(proto.SerializeToString(), providers=CPU).run(None, feeds)
+    sess = _ours(proto, {PRE_ALLOCATE: "1"})
+    python = sess.run(None, feeds, RunOptions())
+    for _ in range(2):
+        got = sess.run(None, feeds)
+        for g, w, p in zip(got, want, python, strict=True):
+            assert g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+            np.testing.assert_array_equal(g, p)
+        assert sess.last_run_stats.c_steps == 1 and sess.last_run_stats.allocations == 0
+
+
+@pytest.mark.usefixtures("cpu_c_kernels")
+def test_a_loop_whose_condition_ends_it_early_still_stacks_its_scan_outputs():
+    proto, feeds = loop_with_scan_outputs(stop=2), _stacking_feeds("loop")
+    want = onnxruntime.InferenceSession(proto.SerializeToString(), providers=CPU).run(None, feeds)
+    sess = _ours(proto)
+    for _ in range(3):  # traced, then the cached pattern
+        got = sess.run(None, feeds)
+        assert got[1].shape == (3, 1, N)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)

@@ -57,7 +57,7 @@ def loop_table(add):
     (offset 0), 8 the Loop's output (offset 64); the state at offset 128. The body returns its condition input."""
     body = StepSpec(add, (6, 3), (F, F), (PlannedOutput(7, 0, F, 4, 0, 60, (3, 5)),))
     node = StepSpec(CONTROL_KERNEL, (0, 1, 2), (I64, BOOL, F), (PlannedOutput(8, 0, F, 4, 64, 60, (3, 5)),), (),
-                    ControlSpec(CONTROL_LOOP, ((2, 1),), ((5, 7),), (4, 5, 6), (0, 128)))
+                    ControlSpec(CONTROL_LOOP, ((2, 1),), ((5, 7),), (4, 5, 6), (0, 128), carried=1))
     return StepTable({0: node, 2: body}, 9, {3: B})
 
 

@@ -92,6 +92,7 @@ _WHERE = {
     "CONTROL_IF": "._fast_control",
     "CONTROL_KERNEL": "._fast_control",
     "CONTROL_LOOP": "._fast_control",
+    "CONTROL_SCAN": "._fast_control",
     "ControlSpec": "._fast_control",
     "LOOP_STATE_BYTES": "._fast_control",
     "STEP_DONE": "._fast_steps",
@@ -181,7 +182,7 @@ __all__ = [
     "KernelDef", "KernelDefBuilder", "KernelDefError", "KernelEntry", "KernelError", "KernelInfo",
     "KernelLibrary", "KernelLibraryError", "KernelRegistry", "LeakError", "LibraryNotFoundError", "MissingSymbolError",
     "NullDeviceAllocator", "OutputAllocator", "OwnershipError", "RegistrationError", "RegistrationFailedError",
-    "CONTROL_IF", "CONTROL_KERNEL", "CONTROL_LOOP", "ControlSpec", "LOOP_STATE_BYTES",
+    "CONTROL_IF", "CONTROL_KERNEL", "CONTROL_LOOP", "CONTROL_SCAN", "ControlSpec", "LOOP_STATE_BYTES",
     "RunChecks", "RunScopedProvider", "STEP_DONE", "STEP_FAILED", "STEP_INCOMPLETE", "STEP_NOT_STARTED", "PlannedOutput", "StepRun", "StepSpec",
     "StepTable", "c_step_kernel", "check_compute", "step_limits",
     "Supported", "TransferError", "UseAfterFreeError", "WorkspaceDeclarationError", "WorkspaceInputShape",
@@ -247,7 +248,14 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
         UseAfterFreeError,
         WorkspaceDeclarationError,
     )
-    from ._fast_control import CONTROL_IF, CONTROL_KERNEL, CONTROL_LOOP, LOOP_STATE_BYTES, ControlSpec  # noqa: F401
+    from ._fast_control import (  # noqa: F401
+        CONTROL_IF,
+        CONTROL_KERNEL,
+        CONTROL_LOOP,
+        CONTROL_SCAN,
+        LOOP_STATE_BYTES,
+        ControlSpec,
+    )
     from ._fast_steps import (  # noqa: F401
         STEP_DONE,
         STEP_FAILED,

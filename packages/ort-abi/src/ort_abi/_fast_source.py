@@ -65,14 +65,20 @@ typedef struct {{
   int64_t size;
 }} ort_abi_fast_workspace;
 typedef struct {{
-  int32_t kind;       /* 1: If (bodies: then, else), 2: Loop (one body) */
+  int32_t kind;       /* 1: If (bodies: then, else), 2: Loop, 3: Scan (one body) */
   int32_t body_count;
   const void* bodies[2];  /* each body's first step (an ort_abi_fast_step* into the same table) */
   int32_t counts[2];      /* the steps of each body */
-  int32_t* results[2];    /* each body's output entries: If: the node's outputs in order; Loop: cond, carried */
-  int32_t* params;        /* Loop: the body's input entries (iteration number, condition, carried), -1: unread */
+  int32_t* results[2];    /* each body's output entries: If: the node's outputs; Loop: cond, carried, scans;
+                             Scan: states, scans */
+  int32_t* params;        /* Loop / Scan: the body's input entries (Loop: iteration number, condition, carried;
+                             Scan: states, scan slices), -1: unread */
   int32_t param_count;
+  int32_t carried;        /* Loop / Scan: the carried values (Loop: inputs 2.., Scan: the states) */
+  int32_t* reversed;      /* Scan: per scan input, then per scan output, 1: from the end */
+  int32_t* item_sizes;    /* Scan: per scan input, its element's bytes */
   int32_t state_buffer;   /* Loop: 16 bytes of its workspace (the iteration number, then the condition) */
+  int32_t reserved;
   int64_t state_offset;
 }} ort_abi_fast_control;
 typedef struct {{

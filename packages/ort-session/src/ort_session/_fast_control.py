@@ -1,4 +1,4 @@
-"""If and Loop nodes computed by the C step runner together with their bodies (`ort_abi.ControlSpec`).
+"""If, Loop and Scan nodes computed by the C step runner together with their bodies (`ort_abi.ControlSpec`).
 
 Where the CPU provider lays every node of a node's bodies out as C steps (`ort_cpu_ep.control_bodies`), the
 bodies' steps join the session's step table after the graph's own steps (their indices past the last node's,
@@ -6,14 +6,15 @@ so no run of the graph's steps reaches them): their inputs are value table entri
 weights (described once, as the graph's weights are) and the outer scope's values (the graph's own entries),
 and their outputs and workspace lie in the node's planned workspace block (its slot 0, which the provider
 declares with the bodies' arena: `ort_cpu_ep.ops._bodies.body_bytes`). The node itself is one step whose
-outputs are planned as any step's. C then computes an If's selected branch, or every iteration of a Loop,
-inside that step (`ort_abi._fast_control_source`); whatever it does not finish alone leaves the node to its
-Python kernel (the step is not started), which runs it as it does without the runner, checks included.
+outputs are planned as any step's. C then computes an If's selected branch, or every iteration of a Loop or
+Scan, inside that step (`ort_abi._fast_control_source`); whatever it does not finish alone leaves the node to
+its Python kernel (the step is not started), which runs it as it does without the runner, checks included.
 
 What stays with the Python kernel: a body node without a C step (strings, sequences, a nested If or Loop,
-shapes not static), a Loop with scan outputs, a body weight the session streams or uploads, a node output
-whose planned block overlaps one of its inputs' (a Loop writes its carried values into its outputs while it
-still reads its inputs), and a Loop body that returns one carried input as another carried output.
+shapes not static), a Scan along another axis than the first, scan outputs without a planned block (a trip
+count known only at run time), a body weight the session streams or uploads, a node output whose planned block
+overlaps one of its inputs' (a Loop writes its carried values into its outputs while it still reads its
+inputs), and a body that returns one carried input as another carried output.
 """
 
 from __future__ import annotations
@@ -25,18 +26,18 @@ import attrs
 import numpy as np
 
 import ort_abi
-from ort_graph import Node
+from ort_graph import Node, to_numpy_dtype
 
 from ._fast_steps import _buffer, placed_outputs, planned_outputs
 
-BOOL, INT64 = 9, 7
-CONTROL_OPS = ("If", "Loop")
+BOOL, INT64, STRING = 9, 7, 8
+CONTROL_OPS = ("If", "Loop", "Scan")
 
 
 def control_step(executor: Any, layout: Any, node: Node, ids: dict[Any, int], devices: list[str],
                  limits: Mapping[str, int], outs: dict[str, tuple[int, int] | None], first: int,
                  specs: dict[int, ort_abi.StepSpec], constants: dict[int, np.ndarray]) -> ort_abi.StepSpec | None:
-    """The step of If / Loop `node` with its bodies' steps added to `specs` from index `first` on (and their
+    """The step of If / Loop / Scan `node` with its bodies' steps added to `specs` from index `first` on (and their
     weights to `constants`), or None when the node runs in Python (see the module docstring)."""
     from ort_cpu_ep import control_bodies
 
@@ -48,14 +49,13 @@ def control_step(executor: Any, layout: Any, node: Node, ids: dict[Any, int], de
     if found is None:
         return None
     op, bodies = found
-    loop = op == "Loop"
     slot = [w for w in layout.workspace_blocks(node) if w[0] == 0]
     arena = max(b.layout.nbytes for b in bodies)
-    if len(slot) != 1 or slot[0][1] != "cpu" or slot[0][3] < arena + (ort_abi.LOOP_STATE_BYTES if loop else 0):
+    if len(slot) != 1 or slot[0][1] != "cpu" or slot[0][3] < arena + (ort_abi.LOOP_STATE_BYTES if op == "Loop" else 0):
         return None
-    if not _inputs_typed(executor, node, loop) or _outputs_overlap_inputs(executor, layout, node):
+    if not _inputs_typed(executor, node) or _outputs_overlap_inputs(executor, layout, node):
         return None
-    if loop and _crossed_carry(bodies[0].graph):
+    if op != "If" and _crossed_carry(node, bodies[0].graph):
         return None
     if any(n not in executor.graph.values and n not in executor.graph.initializers for n in node.implicit_inputs()):
         return None
@@ -72,26 +72,32 @@ def control_step(executor: Any, layout: Any, node: Node, ids: dict[Any, int], de
             specs[start + k] = _moved(body.layout.steps[pos].spec, body.layout.ids, entry, buffer, offset)
         ranges.append((start, len(body.layout.steps)))
         results.append(tuple(entry(n) for n in body.graph.outputs))
-        for name, t in body.graph.initializers.items():
+        weights = {**{name: t.numpy() for name, t in body.graph.initializers.items()}, **body.constants}
+        for name, arr in weights.items():  # described once per table, as the graph's weights are
             key = (id(body.graph), name)
             if key in ids:
-                constants[ids[key]] = t.numpy()
-    cond = ids.setdefault(node.inputs[0], len(ids)) if node.inputs[0] else -1
-    if not loop:
-        kind, inputs, types, params, state = ort_abi.CONTROL_IF, (cond,), (BOOL,), (), None
+                constants[ids[key]] = arr
+    entries = tuple(ids.setdefault(n, len(ids)) if n else -1 for n in node.inputs)
+    if op == "If":
+        control = ort_abi.ControlSpec(ort_abi.CONTROL_IF, tuple(ranges), tuple(results))
+        return ort_abi.StepSpec(ort_abi.CONTROL_KERNEL, entries[:1], (BOOL,), planned_outputs(ids, placed), (),
+                                control)
+    body = bodies[0].graph
+    read = set(bodies[0].layout.ids) | set(body.outputs)
+    params = tuple(ids.setdefault((id(body), n), len(ids)) if n in read else -1 for n in body.inputs)
+    types = tuple(_elem(executor, n) for n in node.inputs)
+    if op == "Loop":
+        control = ort_abi.ControlSpec(ort_abi.CONTROL_LOOP, tuple(ranges), tuple(results), params,
+                                      (buffer, offset + arena), len(node.inputs) - 2)
     else:
-        body = bodies[0].graph
-        trips = cond
-        cond = ids.setdefault(node.inputs[1], len(ids)) if node.inputs[1] else -1
-        carried = tuple(ids.setdefault(n, len(ids)) for n in node.inputs[2:])
-        inputs = (trips, cond, *carried)
-        types = (INT64, BOOL, *(int(executor.graph.values[n].dtype or 0) if n in executor.graph.values
-                                else int(executor.graph.initializers[n].dtype) for n in node.inputs[2:]))
-        read = {n for b in bodies for n in b.layout.ids} | set(body.outputs)
-        params = tuple(ids.setdefault((id(body), n), len(ids)) if n in read else -1 for n in body.inputs)
-        kind, state = ort_abi.CONTROL_LOOP, (buffer, offset + arena)
-    control = ort_abi.ControlSpec(kind, tuple(ranges), tuple(results), params, state)
-    return ort_abi.StepSpec(ort_abi.CONTROL_KERNEL, inputs, types, planned_outputs(ids, placed), (), control)
+        m = node.attr("num_scan_inputs")
+        outs = len(node.outputs) - (len(node.inputs) - m)
+        reversed_ = tuple(node.attr("scan_input_directions") or (0,) * m) + tuple(
+            node.attr("scan_output_directions") or (0,) * outs)
+        sizes = tuple(to_numpy_dtype(t).itemsize for t in types[len(types) - m:])
+        control = ort_abi.ControlSpec(ort_abi.CONTROL_SCAN, tuple(ranges), tuple(results), params, None,
+                                      len(node.inputs) - m, tuple(int(bool(d)) for d in reversed_), sizes)
+    return ort_abi.StepSpec(ort_abi.CONTROL_KERNEL, entries, types, planned_outputs(ids, placed), (), control)
 
 
 def _body_entries(graph: Any, ids: dict[Any, int]) -> Any:
@@ -116,16 +122,20 @@ def _moved(spec: ort_abi.StepSpec, local: Mapping[str, int], entry: Any, buffer:
     return ort_abi.StepSpec(spec.kernel, inputs, spec.input_types, outputs, workspace)
 
 
-def _inputs_typed(executor: Any, node: Node, loop: bool) -> bool:
-    """The inputs C reads have the element types it reads them as (a bool condition, an int64 trip count)."""
-    def elem(name: str) -> int:
-        v = executor.graph.values.get(name)
-        t = executor.graph.initializers.get(name)
-        return int(v.dtype or 0) if v is not None else int(t.dtype) if t is not None else 0
+def _elem(executor: Any, name: str) -> int:
+    v = executor.graph.values.get(name)
+    t = executor.graph.initializers.get(name)
+    return int(v.dtype or 0) if v is not None and v.dtype else int(t.dtype) if t is not None else 0
 
-    wanted = [(node.inputs[0], INT64), (node.inputs[1], BOOL)] if loop else [(node.inputs[0], BOOL)]
-    carried = node.inputs[2:] if loop else []
-    return (all(not n or elem(n) == t for n, t in wanted) and all(n and elem(n) not in (0, 8) for n in carried))
+
+def _inputs_typed(executor: Any, node: Node) -> bool:
+    """The inputs C reads have the element types it reads them as (a bool condition, an int64 trip count, the
+    carried and scanned values of any type but strings)."""
+    head = {"If": [BOOL], "Loop": [INT64, BOOL], "Scan": []}[node.op_type]
+    if node.op_type == "If":
+        return _elem(executor, node.inputs[0]) == BOOL
+    return (all(not n or _elem(executor, n) == t for n, t in zip(node.inputs, head))
+            and all(n and _elem(executor, n) not in (0, STRING) for n in node.inputs[len(head):]))
 
 
 def _outputs_overlap_inputs(executor: Any, layout: Any, node: Node) -> bool:
@@ -135,8 +145,13 @@ def _outputs_overlap_inputs(executor: Any, layout: Any, node: Node) -> bool:
                for o in outs for i in ins)
 
 
-def _crossed_carry(body: Any) -> bool:
+def _crossed_carry(node: Node, body: Any) -> bool:
     """Whether a carried output is a carried input of another position (C copies each iteration's carried
     values into the outputs in turn: a later one would read an earlier one's new value)."""
-    carried_in = body.inputs[2:]
-    return any(name in carried_in and carried_in.index(name) != j for j, name in enumerate(body.outputs[1:]))
+    if node.op_type == "Loop":
+        n = len(node.inputs) - 2
+        carried_in, carried_out = body.inputs[2:2 + n], body.outputs[1:1 + n]
+    else:
+        n = len(node.inputs) - node.attr("num_scan_inputs")
+        carried_in, carried_out = body.inputs[:n], body.outputs[:n]
+    return any(name in carried_in and carried_in.index(name) != j for j, name in enumerate(carried_out))
