@@ -6,7 +6,8 @@
   kernel) instead of decoding the model's tensors on every run.
 - Memory: `body_bytes(node)` is the most bytes the node's bodies hold at once while it runs (their values
   by liveness, in the order the interpreter runs them, nested bodies and kernel scratch at their step, the
-  arena of their C steps (`_body_c`), plus the scan outputs a Loop or Scan accumulates and stacks). The control-flow kernels declare it as their
+  arena of their C steps (`_body_c`), a Loop's iteration number and condition as the session's step runner writes
+  them, plus the scan outputs a Loop or Scan accumulates and stacks). The control-flow kernels declare it as their
   workspace, so the session's plan and budget check include it; None where a body value's size is unknown.
 - Errors: `SubgraphNodeError` names the inner node and op, and the nodes whose bodies enclose it.
 """
