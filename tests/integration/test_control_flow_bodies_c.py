@@ -10,6 +10,7 @@ import pytest
 from onnx import TensorProto as TP
 from onnx import helper
 
+import ort_abi
 import ort_graph
 from ort_cpu_ep.ops import _body_plan, find
 from ort_cpu_ep.ops._bodies import arena_bytes, body_bytes, graph_peak
@@ -121,7 +122,8 @@ def test_a_body_of_c_kernels_runs_as_c_steps_inside_the_declared_workspace():
         plan.release()
     ((_slot, declared),) = find("Loop", "", 17).workspace_bytes(node, [])
     assert arena_bytes(body) > 0
-    assert declared == body_bytes(node) == graph_peak(body) + arena_bytes(body)
+    # and the iteration number and condition the session's step runner writes when it computes the Loop whole
+    assert declared == body_bytes(node) == graph_peak(body) + arena_bytes(body) + ort_abi.LOOP_STATE_BYTES
 
 
 @pytest.mark.usefixtures("cpu_c_kernels")
@@ -165,7 +167,11 @@ def if_chain(steps=10):
 @pytest.mark.usefixtures("cpu_c_kernels")
 @pytest.mark.parametrize("cond", [True, False])
 def test_an_if_branch_of_c_steps_matches_onnxruntime_and_keeps_its_c_run_between_runs(cond, monkeypatch):
+    """Run with a RunOptions (its terminate flag watched at every body node), the If is its Python kernel's, whose
+    branch of 10 C steps runs through one C run kept between runs; without one the session's step runner computes
+    the If whole (`_fast_control`) and no such run is built."""
     from ort_cpu_ep.ops import _body_c
+    from ort_session import RunOptions
 
     built = []
     original = _body_c.CBodyRun.__init__
@@ -175,9 +181,13 @@ def test_an_if_branch_of_c_steps_matches_onnxruntime_and_keeps_its_c_run_between
     ref = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     sess = _ours(proto, {PRE_ALLOCATE: "1"})
     for _ in range(3):
-        np.testing.assert_allclose(sess.run(None, feeds)[0], ref[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(sess.run(None, feeds, RunOptions())[0], ref[0], rtol=1e-5, atol=1e-6)
     assert sess.last_run_stats.allocations == 0
     assert len(built) == (1 if cond else 0)  # built at the first run, reopened after; the 1-node branch in numpy
+    for _ in range(2):
+        np.testing.assert_allclose(sess.run(None, feeds)[0], ref[0], rtol=1e-5, atol=1e-6)
+    assert sess.last_run_stats.allocations == 0 and sess.last_run_stats.c_steps == 1
+    assert len(built) == (1 if cond else 0)
 
 
 @pytest.mark.usefixtures("cpu_c_kernels")
@@ -196,8 +206,6 @@ def test_a_failing_c_step_inside_a_body_is_named():
 
 @pytest.mark.usefixtures("cpu_c_kernels")
 def test_a_terminated_run_stops_inside_a_body_of_c_steps():
-    import ort_abi
-
     class Stop(Exception):
         pass
 

@@ -7,7 +7,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from onnx import AttributeProto
+from onnx import AttributeProto, TensorProto
 
 import ort_abi
 import ort_abi.testing as ort_abi_testing
@@ -16,6 +16,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 EXAMPLE_DIR = REPO / "examples" / "c-kernel-library"
 MISBEHAVING = HERE / "c" / "misbehaving.c"
+F = TensorProto.FLOAT
 
 
 def require_bridge() -> None:
@@ -47,6 +48,19 @@ def c_lib_dir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
 @pytest.fixture(scope="session")
 def example_lib(c_lib_dir: pathlib.Path) -> pathlib.Path:
     return compile_library(EXAMPLE_DIR / "example_kernels.c", c_lib_dir / "libexample_kernels.so")
+
+
+@pytest.fixture
+def example(example_lib: pathlib.Path):
+    """`example(op, opset=17)`: a float kernel of the example C library (`Add`, `Relu`, ...), created for node `/t/op`."""
+    reg = ort_abi.KernelRegistry()
+    ort_abi.load_kernel_library(example_lib, reg)
+
+    def make(op: str, opset: int = 17):
+        return reg.find(op, "", opset, "CPUExecutionProvider", {"T": F}).create_kernel(
+            ort_abi.KernelInfo(f"/t/{op}", op, output_types=(F,)))
+
+    return make
 
 
 @pytest.fixture(scope="session")

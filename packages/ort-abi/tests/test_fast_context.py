@@ -30,17 +30,6 @@ def pool():
 
 
 @pytest.fixture
-def example(example_lib):
-    reg = KernelRegistry()
-    load_kernel_library(example_lib, reg)
-
-    def make(op):
-        return reg.find(op, "", 17, CPU, {"T": F}).create_kernel(KernelInfo(f"/t/{op}", op, output_types=(F,)))
-
-    return make
-
-
-@pytest.fixture
 def views(monkeypatch):
     """Every ContextView a C kernel's compute makes, to see which reads reached Python."""
     made = []

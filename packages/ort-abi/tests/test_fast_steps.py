@@ -15,15 +15,12 @@ from ort_abi import (
     STEP_FAILED,
     STEP_NOT_STARTED,
     KernelContext,
-    KernelInfo,
-    KernelRegistry,
     OutputMismatchError,
     PlannedOutput,
     StepRun,
     StepSpec,
     StepTable,
     WorkspaceInputShape,
-    load_kernel_library,
 )
 
 F = TensorProto.FLOAT
@@ -31,17 +28,6 @@ CPU = "CPUExecutionProvider"
 RNG = np.random.default_rng(1)
 A = RNG.standard_normal((3, 5)).astype(np.float32)
 B = RNG.standard_normal((3, 5)).astype(np.float32)
-
-
-@pytest.fixture
-def example(example_lib):
-    reg = KernelRegistry()
-    load_kernel_library(example_lib, reg)
-
-    def make(op, opset=17):
-        return reg.find(op, "", opset, CPU, {"T": F}).create_kernel(KernelInfo(f"/t/{op}", op, output_types=(F,)))
-
-    return make
 
 
 class Python:

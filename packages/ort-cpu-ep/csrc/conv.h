@@ -13,6 +13,7 @@
 
 #define CONV_COLS_FLOATS (1 << 21) /* floats of one thread's im2col chunk at most (8 MiB: 512 pixels up to K = 4096) */
 #define CONV_CHUNK 512             /* output pixels per im2col chunk: the weights are read once per chunk */
+#define CONV_FEW_PIXELS 8          /* output pixels up to which a Conv is dot products, not the sgemm (conv_math.c) */
 
 typedef float conv_v16 __attribute__((vector_size(64))); /* one zmm on AVX-512, two ymm on AVX2 */
 

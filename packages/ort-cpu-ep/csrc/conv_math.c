@@ -80,9 +80,15 @@ size_t conv_round16(size_t n) { return (n + 15) / 16 * 16; }
  * sgemm streams their B, row by row, from the whole chunk's im2col) */
 static int conv_packs(const ConvGeom* g) { return g->Mg > SG_SKINNY_ROWS; }
 
+/* whether the output has so few pixels that its im2col columns, transposed (a pixel's K taps contiguous), are
+ * dotted with the weight rows directly (conv_few_pixels): the sgemm's panels of 16+ columns would hold a few */
+static int conv_few(const ConvGeom* g) { return g->chunk && g->OH * g->OW <= CONV_FEW_PIXELS; }
+
 size_t conv_thread_floats(const ConvGeom* g) {
   int64_t n = g->chunk ? g->chunk : (g->OH * g->OW < SG_NC ? g->OH * g->OW : SG_NC);
   if (g->depthwise) return conv_round16(conv_padded_floats(g));
+  if (conv_few(g)) /* the transposed columns, and one im2col row */
+    return conv_round16((size_t)(g->K * g->OH * g->OW)) + conv_round16((size_t)(g->OH * g->OW));
   if (g->chunk && conv_packs(g)) /* one im2col row of the chunk, one packed block */
     return conv_round16((size_t)g->chunk) + sgemm_thread_floats(g->Mg, g->K, n, 0);
   return conv_round16((size_t)(g->K * g->chunk)) + sgemm_thread_floats(g->Mg, g->K, n > 0 ? n : 1, 0);
@@ -218,6 +224,57 @@ static void conv_gemv(const float* w, const float* x, int64_t M, int64_t K, floa
   }
 }
 
+/* y[(m) * ldy + j] = W[m, :] . cols[j, :] for m in [0, M), j in [0, N) (N <= CONV_FEW_PIXELS; cols: one row of
+ * K taps per output pixel): 4 rows x 4 pixels of 16-float partial sums, each weight row read once per 4 pixels */
+CPU_KERNELS_CLONES
+static void conv_few_pixels(const float* w, const float* cols, int64_t M, int64_t K, int64_t N, float* y, int64_t ldy) {
+  int64_t m, j, k;
+  for (m = 0; m < M; m += 4) {
+    const int rows = M - m < 4 ? (int)(M - m) : 4;
+    for (j = 0; j < N; j += 4) {
+      const int pix = N - j < 4 ? (int)(N - j) : 4;
+      conv_v16 acc[4][4];
+      int r, c;
+      memset(acc, 0, sizeof acc);
+      for (k = 0; k + 16 <= K; k += 16) {
+        conv_v16 xv[4];
+        for (c = 0; c < 4; ++c) {
+          if (c < pix) memcpy(&xv[c], cols + (j + c) * K + k, sizeof xv[c]);
+          else memset(&xv[c], 0, sizeof xv[c]);
+        }
+        for (r = 0; r < rows; ++r) {
+          conv_v16 wv;
+          memcpy(&wv, w + (m + r) * K + k, sizeof wv);
+          acc[r][0] += wv * xv[0];
+          acc[r][1] += wv * xv[1];
+          acc[r][2] += wv * xv[2];
+          acc[r][3] += wv * xv[3];
+        }
+      }
+      for (r = 0; r < rows; ++r) {
+        for (c = 0; c < pix; ++c) {
+          float lanes[16], sum = 0.0f;
+          int l;
+          int64_t t;
+          memcpy(lanes, &acc[r][c], sizeof lanes);
+          for (l = 0; l < 16; ++l) sum += lanes[l];
+          for (t = k; t < K; ++t) sum += w[(m + r) * K + t] * cols[(j + c) * K + t];
+          y[(m + r) * ldy + j + c] = sum;
+        }
+      }
+    }
+  }
+}
+
+/* cols[j * K + k] = im2col[k][n0 + j]: the chunk's columns, a pixel's taps contiguous (`row`: n1 - n0 floats) */
+static void conv_im2col_transposed(const ConvGeom* g, const float* x, int64_t n0, int64_t n1, float* cols, float* row) {
+  int64_t k, j;
+  for (k = 0; k < g->K; ++k) {
+    conv_im2col_row(g, x, k, n0, n1, row);
+    for (j = 0; j < n1 - n0; ++j) cols[j * g->K + k] = row[j];
+  }
+}
+
 void conv_gemm_chunk(const ConvGeom* g, const float* x, const float* w, const float* bias, const float* z, float* y,
                      int64_t image, int64_t group, int64_t m0, int64_t m1, int64_t n0, int64_t n1, const ConvAct* act,
                      float* work) {
@@ -229,7 +286,11 @@ void conv_gemm_chunk(const ConvGeom* g, const float* x, const float* w, const fl
   p.a = w + (group * g->Mg + m0) * g->K;
   p.M = m1 - m0; p.K = g->K; p.lda = g->K; p.alpha = 1.0f;
   p.ldc = hw;
-  if (g->chunk && conv_packs(g)) { /* B: this chunk's im2col, packed as the sgemm reads it */
+  if (conv_few(g)) { /* a few output pixels: dot products of the weight rows with each pixel's taps */
+    float* cols = work;
+    conv_im2col_transposed(g, xg, n0, n1, cols, work + conv_round16((size_t)(g->K * g->OH * g->OW)));
+    conv_few_pixels(p.a, cols, m1 - m0, g->K, n1 - n0, yg + n0, hw);
+  } else if (g->chunk && conv_packs(g)) { /* B: this chunk's im2col, packed as the sgemm reads it */
     ConvPack cp;
     cp.g = g; cp.x = xg; cp.row = work; cp.n0 = n0;
     p.N = n1 - n0; p.c = yg + n0;

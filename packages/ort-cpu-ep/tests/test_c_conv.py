@@ -292,7 +292,20 @@ PACKED_CASES = [  # im2col straight into the sgemm's panels: K over one block (2
     ((2, 200, 1, 1), (50, 200, 1, 1), {}),
     ((1, 74, 1, 1), (26, 37, 1, 1), {"group": 2}),
     ((1, 5, 1, 1), (9, 5, 1, 1), {}),
+    # a few output pixels (up to 8): each weight row dotted with each pixel's taps; row, pixel and K tails, groups
+    ((1, 129, 1, 4), (128, 129, 1, 3), {"pads": [0, 1, 0, 1]}),                   # 4 pixels, K = 387
+    ((2, 7, 3, 3), (6, 7, 2, 2), {"pads": [1, 0, 0, 1], "strides": [2, 1]}),       # 6 pixels, 2 images
+    ((1, 10, 5, 5), (10, 5, 3, 3), {"group": 2, "strides": [2, 3], "dilations": [1, 2], "pads": [1, 2, 1, 2]}),
+    ((1, 3, 4, 4), (5, 3, 3, 3), {}),                                              # 2 x 2 pixels
+    ((1, 2, 3, 10), (7, 2, 3, 3), {}),                                             # 8 pixels, K = 18
 ]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_a_conv_of_a_few_pixels_same_result_at_every_thread_count(threads):
+    model, feeds = _conv((1, 129, 1, 4), (128, 129, 1, 3), bias=True, pads=[0, 1, 0, 1])
+    one = run_one_node(model, feeds, "C", threads=1)["y"]
+    np.testing.assert_array_equal(_check(model, feeds, threads=threads), one)
 
 
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), PACKED_CASES + DIRECT_CASES)

@@ -89,6 +89,12 @@ _WHERE = {
     "TransferError": "._errors",
     "UseAfterFreeError": "._errors",
     "WorkspaceDeclarationError": "._errors",
+    "CONTROL_IF": "._fast_control",
+    "CONTROL_KERNEL": "._fast_control",
+    "CONTROL_LOOP": "._fast_control",
+    "CONTROL_SCAN": "._fast_control",
+    "ControlSpec": "._fast_control",
+    "LOOP_STATE_BYTES": "._fast_control",
     "STEP_DONE": "._fast_steps",
     "STEP_FAILED": "._fast_steps",
     "STEP_INCOMPLETE": "._fast_steps",
@@ -120,6 +126,7 @@ _WHERE = {
     "release_kernel": "._registry",
     "RunChecks": "._run_checks",
     "check_growth": "._run_checks",
+    "checks_every_iteration": "._run_checks",
     "check_run": "._run_checks",
     "raised_by_run_checks": "._run_checks",
     "run_checks_scope": "._run_checks",
@@ -175,13 +182,14 @@ __all__ = [
     "KernelDef", "KernelDefBuilder", "KernelDefError", "KernelEntry", "KernelError", "KernelInfo",
     "KernelLibrary", "KernelLibraryError", "KernelRegistry", "LeakError", "LibraryNotFoundError", "MissingSymbolError",
     "NullDeviceAllocator", "OutputAllocator", "OwnershipError", "RegistrationError", "RegistrationFailedError",
+    "CONTROL_IF", "CONTROL_KERNEL", "CONTROL_LOOP", "CONTROL_SCAN", "ControlSpec", "LOOP_STATE_BYTES",
     "RunChecks", "RunScopedProvider", "STEP_DONE", "STEP_FAILED", "STEP_INCOMPLETE", "STEP_NOT_STARTED", "PlannedOutput", "StepRun", "StepSpec",
     "StepTable", "c_step_kernel", "check_compute", "step_limits",
     "Supported", "TransferError", "UseAfterFreeError", "WorkspaceDeclarationError", "WorkspaceInputShape",
     "WorkspaceSlot", "__version__", "c_available", "check", "close_provider", "copy_device_to_device", "copy_device_to_host",
     "copy_host_to_device", "declare_prepacked", "declare_workspace", "PrePackError", "prepack_weight", "empty_tensor", "estimate_workspace", "get_include", "live_handles",
     "live_status_count", "load_kernel_library", "numpy_output_allocator", "provider_run_scope", "release_kernel", "status_misuse",
-    "check_growth", "check_run", "raised_by_run_checks", "run_checks_scope",
+    "check_growth", "check_run", "checks_every_iteration", "raised_by_run_checks", "run_checks_scope",
     "tensor_from_host", "tensor_to_host", "workspace_input_shapes", "node_query_key",
 ]
 
@@ -240,6 +248,14 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
         UseAfterFreeError,
         WorkspaceDeclarationError,
     )
+    from ._fast_control import (  # noqa: F401
+        CONTROL_IF,
+        CONTROL_KERNEL,
+        CONTROL_LOOP,
+        CONTROL_SCAN,
+        LOOP_STATE_BYTES,
+        ControlSpec,
+    )
     from ._fast_steps import (  # noqa: F401
         STEP_DONE,
         STEP_FAILED,
@@ -260,7 +276,14 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
     from ._library import KernelLibrary, load_kernel_library  # noqa: F401
     from ._prepack import PrePackError, declare_prepacked, prepack_weight  # noqa: F401
     from ._registry import KernelEntry, KernelRegistry, declare_workspace, estimate_workspace, release_kernel  # noqa: F401
-    from ._run_checks import RunChecks, check_growth, check_run, raised_by_run_checks, run_checks_scope  # noqa: F401
+    from ._run_checks import (  # noqa: F401
+        RunChecks,
+        check_growth,
+        check_run,
+        checks_every_iteration,
+        raised_by_run_checks,
+        run_checks_scope,
+    )
     from ._shapefunc import (  # noqa: F401
         MAX_OUTPUT_RANK,
         InputTypeError,

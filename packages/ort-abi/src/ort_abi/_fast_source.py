@@ -9,6 +9,8 @@
    into the table. `KernelContext_GetOutput` answers a request for a bound output that matches the plan
    (rank, the static extents on runs with the planned input shapes, bytes within the block), and
    `KernelContext_GetPreallocatedWorkspace` a slot of the step's plan, without entering Python.
+3. Control-flow steps (`_fast_control.py`, C in `_fast_control_source.py`): an If or Loop whose bodies are
+   steps of the same table, computed by `ort_abi_fast_step_run` like any step.
 
 Every case C does not serve (a handle outside the pool, an index out of range, a request that contradicts
 the plan or outgrows its block, an unplanned output or slot, scratch) goes to the Python host function with
@@ -63,7 +65,24 @@ typedef struct {{
   int64_t size;
 }} ort_abi_fast_workspace;
 typedef struct {{
-  OrtKernelImpl* impl;
+  int32_t kind;       /* 1: If (bodies: then, else), 2: Loop, 3: Scan (one body) */
+  int32_t body_count;
+  const void* bodies[2];  /* each body's first step (an ort_abi_fast_step* into the same table) */
+  int32_t counts[2];      /* the steps of each body */
+  int32_t* results[2];    /* each body's output entries: If: the node's outputs; Loop: cond, carried, scans;
+                             Scan: states, scans */
+  int32_t* params;        /* Loop / Scan: the body's input entries (Loop: iteration number, condition, carried;
+                             Scan: states, scan slices), -1: unread */
+  int32_t param_count;
+  int32_t carried;        /* Loop / Scan: the carried values (Loop: inputs 2.., Scan: the states) */
+  int32_t* reversed;      /* Scan: per scan input, then per scan output, 1: from the end */
+  int32_t* item_sizes;    /* Scan: per scan input, its element's bytes */
+  int32_t state_buffer;   /* Loop: 16 bytes of its workspace (the iteration number, then the condition) */
+  int32_t reserved;
+  int64_t state_offset;
+}} ort_abi_fast_control;
+typedef struct {{
+  OrtKernelImpl* impl;  /* NULL: a control-flow step (`control`) */
   int32_t input_count;
   int32_t output_count;
   int32_t workspace_count;
@@ -74,6 +93,7 @@ typedef struct {{
   int32_t* input_types;                /* the element type each input must have (else Python runs the step) */
   ort_abi_fast_output* outputs;
   ort_abi_fast_workspace* workspace;
+  const ort_abi_fast_control* control;  /* an If / Loop whose bodies are steps of the same table, else NULL */
 }} ort_abi_fast_step;
 typedef struct {{
   ort_abi_fast_context* context;       /* the pool context the run holds */
@@ -84,6 +104,8 @@ typedef struct {{
   int64_t planned_values;              /* outputs answered in C from their planned block */
   int64_t workspace_from_plan;         /* workspace slots answered in C */
   int64_t deferred;                    /* set by the host when a step's Python context was built */
+  int64_t checked;                     /* the run's checks (a terminate flag) watch every iteration: control-flow
+                                          steps are not started (the host runs them, checking between iterations) */
 }} ort_abi_fast_run;
 ort_abi_fast_context* ort_abi_fast_slot(int index);
 int ort_abi_fast_pool_size(void);
@@ -99,7 +121,10 @@ FAST_SOURCE = f"""
 #define FAST_OUTPUTS {FAST_OUTPUTS}
 #define FAST_RANK {FAST_RANK}
 #define FAST_POOL {FAST_POOL}
+#define FAST_RELEASE_STATUS(s) {HOST_PREFIX}ReleaseStatus(s)
 static ort_abi_fast_context fast_pool[FAST_POOL];
+int ort_abi_fast_step_run(ort_abi_fast_run* run, const ort_abi_fast_step* step, OrtStatus** status);
+static int fast_control_run(ort_abi_fast_run* run, const ort_abi_fast_step* s, OrtStatus** status);
 
 ort_abi_fast_context* ort_abi_fast_slot(int index) {{
   return (index >= 0 && index < FAST_POOL) ? &fast_pool[index] : NULL;
@@ -160,6 +185,7 @@ int ort_abi_fast_step_run(ort_abi_fast_run* run, const ort_abi_fast_step* s, Ort
   ort_abi_fast_context* c = run->context;
   int32_t i, unpublished = 0;
   *status = NULL;
+  if (s->impl == NULL) return s->control != NULL && !run->checked ? fast_control_run(run, s, status) : 1;
   for (i = 0; i < s->input_count; ++i) {{
     ort_abi_fast_value* v = &c->values[i];
     int32_t id = s->inputs[i];

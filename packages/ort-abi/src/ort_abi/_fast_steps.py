@@ -22,8 +22,10 @@ import numpy as np
 from ._ckernel import CKernel
 from ._errors import KernelDefError
 from ._fast_context import _elem_type, fast_contexts
+from ._fast_control import ControlSpec, check_controls, fill_control
 from ._fast_source import FAST_INPUTS, FAST_OUTPUTS, FAST_WORKSPACE
 from ._ffi import require_c
+from ._run_checks import checks_every_iteration
 from ._shapefunc import TypeCheckedKernel
 from ._step_index import StepIndex, StepMap
 from ._views import ContextView
@@ -94,6 +96,7 @@ class StepSpec:
     input_types: tuple[int, ...]
     outputs: tuple[PlannedOutput, ...]
     workspace: tuple[tuple[int, int, int, int], ...] = ()
+    control: ControlSpec | None = None  # a control-flow step (`_fast_control`): `kernel` is CONTROL_KERNEL
 
 
 class StepTable:
@@ -108,6 +111,7 @@ class StepTable:
         limits = step_limits()
         for index, spec in specs.items():
             _check_limits(index, spec, limits)
+        check_controls(specs, value_count)
         # every step's inputs, outputs and workspace slots, packed: each step points at its own run of them
         n_in, n_out, n_ws = (sum(len(getattr(s, f)) for s in specs.values()) for f in ("inputs", "outputs", "workspace"))
         self._arrays = arrays = (ffi.new("int32_t[]", max(n_in, 1)), ffi.new("int32_t[]", max(n_in, 1)),
@@ -120,6 +124,10 @@ class StepTable:
         self.pointers: Mapping[int, Any] = StepMap(steps, self._steps.__add__)
         self._kernels = kernels  # `released`, asked every run
         self._released = False
+        # the steps of control-flow bodies: C runs them inside their node's step, never the host
+        self.body_steps = frozenset(k for s in specs.values() if s.control is not None
+                                    for first, count in s.control.bodies for k in range(first, first + count))
+        self._controls: list[Any] = []  # the control-flow steps' structs and arrays, which the steps point at
         at_in = at_out = at_ws = 0
         self._producers = array("i", [-1]) * max(value_count, 1)  # value entry -> the output making it, -1: none
         for k, (_index, spec) in enumerate(sorted(specs.items())):
@@ -127,10 +135,13 @@ class StepTable:
             s.inputs, s.input_types, s.outputs, s.workspace = (arrays[0] + at_in, arrays[1] + at_in,
                                                                 arrays[2] + at_out, arrays[3] + at_ws)
             at_in, at_out, at_ws = at_in + len(spec.inputs), at_out + len(spec.outputs), at_ws + len(spec.workspace)
-            _fill_step(s, spec)
+            _fill_step(ffi, s, spec)
             for j, o in enumerate(spec.outputs):
                 if 0 <= o.value < value_count:
                     self._producers[o.value] = at_out - len(spec.outputs) + j
+        for index, spec in specs.items():
+            if spec.control is not None:
+                fill_control(ffi, self.pointers[index], spec.control, self.pointers.__getitem__, self._controls)
         self.constants = ffi.new("ort_abi_fast_value[]", max(value_count, 1))
         self._keep = []  # the described arrays: each owns the memory its entry points at (not its cffi buffer)
         for entry, arr in constants.items():
@@ -181,8 +192,8 @@ def _check_limits(index: int, spec: StepSpec, limits: Mapping[str, int]) -> None
                              "that node in Python (leave it out of the table)")
 
 
-def _fill_step(s: Any, spec: StepSpec) -> None:
-    s.impl = spec.kernel._impl
+def _fill_step(ffi: Any, s: Any, spec: StepSpec) -> None:
+    s.impl = spec.kernel._impl if spec.control is None else ffi.NULL
     s.input_count, s.output_count, s.workspace_count = len(spec.inputs), len(spec.outputs), len(spec.workspace)
     for i, (entry, elem) in enumerate(zip(spec.inputs, spec.input_types)):
         s.inputs[i], s.input_types[i] = entry, elem
@@ -312,6 +323,7 @@ class StepRun:
         status is `status`). After it, `python_view` is the step's Python context when C deferred to Python
         (the caller finishes and closes it)."""
         self.step, self.python_view = step, None
+        self._run.checked = 1 if checks_every_iteration() else 0
         self.last = rc = self._step_run(self._run, self._pointers[step], self._status)
         self.step = None
         return rc
@@ -321,6 +333,7 @@ class StepRun:
         done (STEP_DONE, no Python context built). When fewer than `count`, the next step was computed too
         and ended otherwise: `last`, `status` and `python_view` are its, as after `compute` of it."""
         self.step, self.python_view = None, None
+        self._run.checked = 1 if checks_every_iteration() else 0
         self.last = self._steps_run(self._run, self._pointers[step], count, self._done, self._status)
         return int(self._done[0])
 
@@ -334,8 +347,11 @@ class StepRun:
         defers to Python. Outputs C already answered are in it."""
         if self.python_view is None:
             step = self.step
-            if step is None and self._run.step != self._ffi.NULL:  # a step of `compute_range`
-                step = self.table.step_at(int(self._ffi.cast("uintptr_t", self._run.step)))
+            if self._run.step != self._ffi.NULL:  # the step computing (`compute_range`'s, or a control body's)
+                inner = self.table.step_at(int(self._ffi.cast("uintptr_t", self._run.step)))
+                if inner in self.table.body_steps:  # no Python context: the request fails, the node runs in Python
+                    return None
+                step = inner if step is None else step
             if step is None:
                 return None
             view = ContextView(self._on_python(step))

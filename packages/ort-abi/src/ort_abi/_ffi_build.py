@@ -36,7 +36,7 @@ def _load_sibling(name: str):
 
 _FAST = _load_sibling("_fast_source")
 HOST_PREFIX, FAST_PREFIX, FAST_FUNCTIONS = _FAST.HOST_PREFIX, _FAST.FAST_PREFIX, _FAST.FAST_FUNCTIONS
-FAST_CDEF, FAST_SOURCE = _FAST.FAST_CDEF, _FAST.FAST_SOURCE
+FAST_CDEF, FAST_SOURCE = _FAST.FAST_CDEF, _FAST.FAST_SOURCE + _load_sibling("_fast_control_source").CONTROL_SOURCE
 
 
 def sync_header() -> pathlib.Path:

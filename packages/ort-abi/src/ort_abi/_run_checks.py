@@ -30,8 +30,17 @@ class RunChecks(Protocol):
     def grow(self, where: str, nbytes: int) -> None:
         """Raise when a node holding `nbytes` it accumulated (a Loop's scan outputs) exceeds the run's bound."""
 
+    # optional: `can_terminate` False says `tick` never raises (checks of a memory bound alone); absent: True
+
 
 _CHECKS: contextvars.ContextVar[RunChecks | None] = contextvars.ContextVar("ort_abi_run_checks", default=None)
+
+
+def checks_every_iteration() -> bool:
+    """Whether the run's checks must see every iteration of a long kernel (installed, and `tick` may raise):
+    the step runner's control-flow steps then leave their node to the host's Python kernel, which checks."""
+    checks = _CHECKS.get()
+    return checks is not None and getattr(checks, "can_terminate", True) is not False
 
 
 @contextlib.contextmanager
@@ -74,4 +83,4 @@ def check_growth(where: str, nbytes: int) -> None:
             raise
 
 
-__all__ = ["RunChecks", "check_growth", "check_run", "raised_by_run_checks", "run_checks_scope"]
+__all__ = ["RunChecks", "check_growth", "checks_every_iteration", "check_run", "raised_by_run_checks", "run_checks_scope"]

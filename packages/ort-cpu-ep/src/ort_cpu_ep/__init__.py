@@ -28,12 +28,13 @@ from ._provider import (
 )
 from ._threads import MAX_THREADS, intra_op_thread_scope, intra_op_threads, physical_cores
 from .ops import CpuOpError, Decline, InputInfo, OpImpl, find, register, run_graph
+from .ops._body_steps import BodySteps, control_bodies
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "MAX_THREADS", "MEMCPY_OPS", "CKernelsUnavailableWarning", "CpuEpError", "CpuExecutionProvider", "CpuOpError", "Decline", "InputInfo",
+    "MAX_THREADS", "MEMCPY_OPS", "BodySteps", "CKernelsUnavailableWarning", "CpuEpError", "CpuExecutionProvider", "CpuOpError", "Decline", "InputInfo",
     "NumpyKernel", "OpImpl", "SimulatedGpuExecutionProvider", "StagedKernel", "ThreadCountError", "__version__",
-    "builtin_registry", "c_kernels", "find", "intra_op_thread_scope", "intra_op_threads", "physical_cores", "register",
+    "builtin_registry", "c_kernels", "control_bodies", "find", "intra_op_thread_scope", "intra_op_threads", "physical_cores", "register",
     "register_numpy_kernels", "run_graph",
 ]

@@ -75,14 +75,24 @@ class FastSteps:
         specs: dict[int, ort_abi.StepSpec] = {}
         graph_outs = {n: None for n in executor.graph.outputs if n not in executor.graph.initializers
                 and n not in executor.graph.inputs}  # graph output -> (offset, bytes) in OUTPUTS, once placed
+        from ._fast_control import CONTROL_OPS, control_step
+
+        body_specs: dict[int, ort_abi.StepSpec] = {}  # control-flow bodies' steps, after the graph's (`_fast_control`)
+        constants: dict[int, np.ndarray] = {}
+        total = len(executor.order)
         for step, node in enumerate(executor.order):
             spec = _spec(executor, layout, node, ids, devices, limits, graph_outs)
+            if spec is None and node.op_type in CONTROL_OPS:
+                spec = control_step(executor, layout, node, ids, devices, limits, graph_outs,
+                                    total + 1 + len(body_specs) + step, body_specs, constants)
             if spec is not None:
                 specs[step] = spec
         if not specs:
             return None
+        specs.update(body_specs)
         inits = executor.graph.initializers
-        constants = {entry: inits[name].numpy() for name, entry in ids.items() if name in inits}
+        constants.update({entry: inits[name].numpy() for name, entry in ids.items()
+                          if isinstance(name, str) and name in inits})
         describe_after = {}
         for step, node in enumerate(executor.order):
             outs = _described(node, ids) if step not in specs else None
@@ -134,9 +144,28 @@ def _spec(executor: Any, layout: Any, node: Node, ids: dict[str, int], devices: 
     kernel = ort_abi.c_step_kernel(executor.kernels[index], types)
     if kernel is None:
         return None
-    planned = executor._planned[True][index]
-    placed = []  # (name, buffer, element type, offset, bytes, planned shape) per output; name "" unnamed
-    for j, name in enumerate(outputs):
+    placed = placed_outputs(executor, layout, node, devices, limits, outs)
+    if placed is None:
+        return None
+    workspace = []
+    for slot_id, device, offset, nbytes in layout.workspace_blocks(node):
+        buffer = _buffer(devices, device, limits)
+        if buffer is None or len(workspace) >= limits["workspace"]:
+            return None
+        workspace.append((slot_id, buffer, offset, nbytes))
+    return ort_abi.StepSpec(kernel, tuple(_entries(ids, reads)), tuple(types), planned_outputs(ids, placed),
+                            tuple(workspace))
+
+
+def placed_outputs(executor: Any, layout: Any, node: Node, devices: list[str], limits: Mapping[str, int],
+                   outs: dict[str, tuple[int, int] | None]) -> list[tuple[Any, ...]] | None:
+    """(name, buffer, element type, offset, bytes, planned shape) of each output of `node` in its planned block
+    (name "": unnamed); a graph output on the host goes to OUTPUTS. None when an output has no planned block, an
+    unknown or string element type, a rank over the runner's, or a buffer the runner cannot add."""
+    facts = executor._facts[node.index]
+    planned = executor._planned[True][node.index]
+    placed = []
+    for j, name in enumerate(facts.outputs):
         if not name:
             placed.append(("", -1, 0, 0, 0, None))
             continue
@@ -156,12 +185,11 @@ def _spec(executor: Any, layout: Any, node: Node, ids: dict[str, int], devices: 
         if buffer is None:
             return None
         placed.append((name, buffer, elem, offset, nbytes, shape))
-    workspace = []
-    for slot_id, device, offset, nbytes in layout.workspace_blocks(node):
-        buffer = _buffer(devices, device, limits)
-        if buffer is None or len(workspace) >= limits["workspace"]:
-            return None
-        workspace.append((slot_id, buffer, offset, nbytes))
+    return placed
+
+
+def planned_outputs(ids: dict[Any, int], placed: list[tuple[Any, ...]]) -> tuple[ort_abi.PlannedOutput, ...]:
+    """The runner's outputs for `placed_outputs`, their value table entries taken in `ids`."""
     outs = []
     for name, buffer, elem, offset, nbytes, shape in placed:
         if not name:
@@ -169,7 +197,7 @@ def _spec(executor: Any, layout: Any, node: Node, ids: dict[str, int], devices: 
             continue
         outs.append(ort_abi.PlannedOutput(_entries(ids, [name])[0], buffer, elem, to_numpy_dtype(elem).itemsize,
                                           offset, nbytes, shape))
-    return ort_abi.StepSpec(kernel, tuple(_entries(ids, reads)), tuple(types), tuple(outs), tuple(workspace))
+    return tuple(outs)
 
 
 def _entries(ids: dict[str, int], names: list[str]) -> list[int]:

@@ -55,7 +55,7 @@ class QuickRun:
         self._template_shapes: tuple | None = None  # the feed shapes the template describes
         # graph output -> (value table entry, offset in OUTPUTS, dtype, element type, its static shape or None)
         self.outputs = outputs
-        self.steps = len(fast.table.pointers)
+        self.steps = len(fast.table.pointers) - len(fast.table.body_steps)  # the graph's nodes
         self._base = fast.devices.index(OUTPUTS)
         self._names: dict[tuple[str, ...] | None, list[tuple[str, int, int, np.dtype, int, Any]]] = {}
         self._run: ort_abi.StepRun | None = None
@@ -83,7 +83,9 @@ class QuickRun:
         cached = ex._fast_cache.get(id(key))
         fast = cached[1] if cached is not None and cached[0] is key else None
         total = len(ex.order)
-        if fast is None or OUTPUTS not in fast.devices or fast.table.ends.get(0) != total or len(fast.steps) != total:
+        # every node a step of one run (control-flow bodies' steps come after them: `_fast_control`)
+        if (fast is None or OUTPUTS not in fast.devices or fast.table.ends.get(0) != total
+                or len(fast.steps) != total + len(fast.table.body_steps)):
             return None
         limits = ort_abi.step_limits()
         feeds = []
@@ -258,8 +260,9 @@ class QuickRun:
                 return True
             rc = run.last
             if self._deferred or rc == ort_abi.STEP_NOT_STARTED:
-                if self._deferred:  # these shapes need a Python context: never replayed again
-                    self._shapes[key] = None
+                control = self.fast.table.kernels[step] is ort_abi.CONTROL_KERNEL
+                if self._deferred or control:  # these shapes need a Python context: never replayed again
+                    self._shapes[key] = None  # (a control-flow step C did not finish: its node's Python kernel)
                     self.usable = self.usable and not exact
                 return False
             node = executor.order[step]

@@ -42,6 +42,12 @@ class RunGuard:
         node, else the caller's own (a guard for the memory bound only costs nothing per node)."""
         return self if self.run_options is not None else self.progress
 
+    @property
+    def can_terminate(self) -> bool:
+        """Whether `tick` may raise (a RunOptions to watch): else the C step runner computes If / Loop nodes
+        whole, checks of the memory bound alone needing no look at every iteration (`ort_abi.RunChecks`)."""
+        return self.run_options is not None
+
     def tick(self, where: str) -> None:
         if self.run_options is not None and self.run_options.terminate:
             raise RunTerminatedError(f"the run was terminated (RunOptions.terminate) inside node {where!r}, after "

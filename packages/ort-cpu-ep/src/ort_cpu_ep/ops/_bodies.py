@@ -6,7 +6,8 @@
   kernel) instead of decoding the model's tensors on every run.
 - Memory: `body_bytes(node)` is the most bytes the node's bodies hold at once while it runs (their values
   by liveness, in the order the interpreter runs them, nested bodies and kernel scratch at their step, the
-  arena of their C steps (`_body_c`), plus the scan outputs a Loop or Scan accumulates and stacks). The control-flow kernels declare it as their
+  arena of their C steps (`_body_c`), a Loop's iteration number and condition as the session's step runner writes
+  them, plus the scan outputs a Loop or Scan accumulates and stacks). The control-flow kernels declare it as their
   workspace, so the session's plan and budget check include it; None where a body value's size is unknown.
 - Errors: `SubgraphNodeError` names the inner node and op, and the nodes whose bodies enclose it.
 """
@@ -20,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ort_abi import LOOP_STATE_BYTES
 from ort_graph import Graph, Node, body_weights
 
 from ._errors import CpuOpError
@@ -170,15 +172,17 @@ def _scan_output_bytes(node: Node, first: int) -> int | None:
 
 def arena_bytes(graph: Graph, min_steps: int = 1) -> int:
     """The host arena of `graph`'s C steps (`_body_c.c_layout`: their outputs and declared workspace), 0 for none
-    or fewer than `min_steps` (`_body_plan.BodyPlans.min_c_steps`: the body then runs in numpy)."""
+    or fewer than `min_steps` (`_body_plan.BodyPlans.min_c_steps`: the body then runs in numpy) unless every node
+    is one (the session's step runner then computes the body as steps of the node's own: `ort_abi.ControlSpec`)."""
     from ._body_c import c_layout
     from ._interp import _order, current_opsets
 
-    layout = c_layout(graph, _order(graph), current_opsets())
+    order = _order(graph)
+    layout = c_layout(graph, order, current_opsets())
     if layout is None:
         return 0
     layout.release()
-    return layout.nbytes if len(layout.steps) >= min_steps else 0
+    return layout.nbytes if len(layout.steps) >= min_steps or len(layout.steps) == len(order) else 0
 
 
 def _body_peak(graph: Graph, min_steps: int = 1) -> int | None:
@@ -200,6 +204,8 @@ def body_bytes(node: Node) -> int | None:
     if node.op_type == "Loop":
         scans = _scan_output_bytes(node, len(node.inputs) - 2)
         copies = 2  # the per-iteration outputs, then the stacked result
+        if peak is not None:  # the iteration number and condition the step runner writes for a body of C steps
+            peak += LOOP_STATE_BYTES
     elif node.op_type == "Scan":
         m = node.attr("num_scan_inputs") or 0
         scans = _scan_output_bytes(node, len(node.inputs) - m)
