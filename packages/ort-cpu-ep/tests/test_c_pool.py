@@ -82,6 +82,28 @@ def test_global_pools_match_numpy_and_onnxruntime(op, shape):
            exact=op == "GlobalMaxPool")
 
 
+@pytest.mark.parametrize(("shape", "attrs"), [
+    ((1, 3, 27, 27), {"kernel_shape": [3, 3], "strides": [2, 2]}),      # squeezenet's, 13 outputs a row
+    ((2, 2, 40, 111), {"kernel_shape": [3, 3], "strides": [2, 2]}),     # vector passes and their tails
+    ((1, 2, 9, 40), {"kernel_shape": [2, 3], "strides": [1, 2]}),
+    ((1, 2, 17, 50), {"kernel_shape": [5, 4], "strides": [3, 2]}),
+])
+@pytest.mark.parametrize("special", [None, np.nan, np.inf, -np.inf])
+def test_max_pool_of_column_stride_two_inside_the_input(shape, attrs, special):
+    """Each column's window rows first, then each window's columns (pool_plane_inside): numpy's bits, a NaN or an
+    infinity wherever it lies (the vector lanes and the scalar tails); onnxruntime's values too, but for NaN,
+    which its MaxPool does not propagate."""
+    x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    if special is not None:
+        x.reshape(-1)[[0, 17, 33, x.size // 2, x.size - 1]] = special
+    model = _model("MaxPool", shape, **attrs)
+    if special is not None and np.isnan(special):
+        got, want = (run_one_node(model, {"x": x}, lang)["y"] for lang in ("C", "numpy"))
+        assert got.tobytes() == want.tobytes() and np.isnan(got).any()
+    else:
+        _check(model, x, exact=True)
+
+
 @pytest.mark.parametrize("op", ["MaxPool", "GlobalMaxPool", "AveragePool", "GlobalAveragePool"])
 def test_nan_propagates_as_in_numpy(op):
     x = np.random.default_rng(3).standard_normal((1, 2, 6, 6)).astype(np.float32)
