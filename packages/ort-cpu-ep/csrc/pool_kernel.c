@@ -284,9 +284,61 @@ static void pool_plane_flat(const PoolJob* job, const float* x, float* y) {
   }
 }
 
-/* a plane whose windows all lie inside the input: 2 x 2 windows as four loads; a MaxPool of column stride 2 as
- * the largest of each column's window rows first (contiguous vector passes), then of each window's columns (the
- * even lanes of 16 cells): the same largest value, a NaN sticking; the rest row by row */
+/* a MaxPool of column stride 2 (no dilation; resnet's and squeezenet's 3 x 3 / 2): per output row the largest
+ * of each column's window rows first (contiguous vector passes over the real rows), into a row padded with -inf
+ * (the pads and past the input: cells a window may hold that are not real), then the largest of each window's
+ * columns (the even lanes of 16 cells). The same largest value as pool_row, a NaN sticking; -inf where a window
+ * holds no real cell */
+#define POOL_S2_SPAN (POOL_FLAT_MAX_W + 2 * POOL_FLAT_TAPS) /* padded columns the windows span at most */
+
+static int pool_max_s2_applies(const PoolJob* job) {
+  const PoolAxis *h = &job->h, *w = &job->w;
+  return job->pk->kind == POOL_MAX && h->d == 1 && w->d == 1 && w->s == 2 && w->k <= POOL_FLAT_TAPS &&
+         w->out <= POOL_FLAT_MAX_W && (w->out - 1) * 2 + w->k <= POOL_S2_SPAN && w->pb + w->size <= POOL_S2_SPAN;
+}
+
+CPU_KERNELS_CLONES
+static void pool_plane_max_s2(const PoolJob* job, const float* x, float* y) {
+  const PoolAxis *h = &job->h, *w = &job->w;
+  const int64_t span = (w->out - 1) * 2 + w->k; /* padded columns [0, span) the windows read */
+  float t[POOL_S2_SPAN + 16];
+  int64_t oh, ow, j, kh, kw;
+  for (oh = 0; oh < h->out; ++oh) {
+    float* out = y + oh * w->out;
+    float* c = t + w->pb; /* c[iw]: real column iw */
+    int first = 1;
+    for (j = 0; j < span + 16; ++j) t[j] = -INFINITY;
+    for (kh = 0; kh < h->k; ++kh) {
+      const int64_t ih = oh * h->s - h->pb + kh;
+      const float* r = x + ih * w->size;
+      const int64_t n = w->size < span - w->pb ? w->size : span - w->pb; /* the real columns a window reads */
+      if (ih < 0 || ih >= h->size || n <= 0) continue;
+      if (first) memcpy(c, r, (size_t)n * sizeof(float));
+      else
+        for (j = 0; j < n; ++j) c[j] = pool_take(r[j], c[j]);
+      first = 0;
+    }
+    for (ow = 0; ow < w->out; ++ow) out[ow] = t[2 * ow];
+    for (kw = 1; kw < w->k; ++kw) {
+      for (ow = 0; ow + 8 <= w->out; ow += 8) { /* even lanes of 16 cells (t has 16 spare at its end) */
+        vm_v8 a, b, v, m;
+        memcpy(&a, t + 2 * ow + kw, sizeof a);
+        memcpy(&b, t + 2 * ow + kw + 8, sizeof b);
+        v = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14);
+        memcpy(&m, out + ow, sizeof m);
+        {
+          const vm_i8 take = (v > m) | (v != v); /* the larger, or a NaN met */
+          m = (vm_v8)(((vm_i8)v & take) | ((vm_i8)m & ~take));
+        }
+        memcpy(out + ow, &m, sizeof m);
+      }
+      for (; ow < w->out; ++ow) out[ow] = pool_take(t[2 * ow + kw], out[ow]);
+    }
+  }
+}
+
+/* a plane whose windows all lie inside the input: 2 x 2 windows as four loads, a MaxPool of column stride 2 by
+ * pool_plane_max_s2, the rest row by row */
 CPU_KERNELS_CLONES
 static void pool_plane_inside(const PoolJob* job, const float* x, float* y) {
   const PoolAxis *h = &job->h, *w = &job->w;
@@ -310,32 +362,8 @@ static void pool_plane_inside(const PoolJob* job, const float* x, float* y) {
     }
     return;
   }
-  if (is_max && h->d == 1 && w->d == 1 && w->s == 2 && w->size <= POOL_FLAT_MAX_W) { /* resnet's 3 x 3 / 2 */
-    float t[POOL_FLAT_MAX_W];
-    for (oh = 0; oh < h->out; ++oh) {
-      const float* r0 = x + oh * h->s * w->size;
-      float* out = y + oh * w->out;
-      int64_t j, kh, kw;
-      memcpy(t, r0, (size_t)w->size * sizeof(float)); /* the window's rows, column by column: one vector pass each */
-      for (kh = 1; kh < h->k; ++kh)
-        for (j = 0; j < w->size; ++j) t[j] = pool_take(r0[kh * w->size + j], t[j]);
-      for (ow = 0; ow < w->out; ++ow) out[ow] = t[2 * ow]; /* then the columns of each window */
-      for (kw = 1; kw < w->k; ++kw) {
-        for (ow = 0; ow + 8 <= w->out && 2 * ow + kw + 16 <= w->size; ow += 8) { /* even lanes of 16 cells */
-          vm_v8 a, b, v, m;
-          memcpy(&a, t + 2 * ow + kw, sizeof a);
-          memcpy(&b, t + 2 * ow + kw + 8, sizeof b);
-          v = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14);
-          memcpy(&m, out + ow, sizeof m);
-          {
-            const vm_i8 take = (v > m) | (v != v); /* the larger, or a NaN met */
-            m = (vm_v8)(((vm_i8)v & take) | ((vm_i8)m & ~take));
-          }
-          memcpy(out + ow, &m, sizeof m);
-        }
-        for (; ow < w->out; ++ow) out[ow] = pool_take(t[2 * ow + kw], out[ow]);
-      }
-    }
+  if (pool_max_s2_applies(job)) {
+    pool_plane_max_s2(job, x, y);
     return;
   }
   for (oh = 0; oh < h->out; ++oh) pool_row(job, x, oh, y + oh * w->out);
@@ -409,6 +437,10 @@ static void pool_plane(const PoolJob* job, const float* x, float* y) {
   }
   if (job->geom != NULL && job->geom->flat) {
     pool_plane_flat(job, x, y);
+    return;
+  }
+  if (pool_max_s2_applies(job)) {
+    pool_plane_max_s2(job, x, y);
     return;
   }
   for (oh = 0; oh < h->out; ++oh) pool_row(job, x, oh, y + oh * w->out);

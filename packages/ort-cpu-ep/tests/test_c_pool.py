@@ -87,19 +87,24 @@ def test_global_pools_match_numpy_and_onnxruntime(op, shape):
     ((2, 2, 40, 111), {"kernel_shape": [3, 3], "strides": [2, 2]}),     # vector passes and their tails
     ((1, 2, 9, 40), {"kernel_shape": [2, 3], "strides": [1, 2]}),
     ((1, 2, 17, 50), {"kernel_shape": [5, 4], "strides": [3, 2]}),
+    ((1, 3, 112, 112), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),  # resnet's stem pool
+    ((1, 2, 21, 40), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [0, 2, 1, 0]}),
+    ((1, 2, 13, 27), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+    ((1, 2, 9, 11), {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+    ((1, 2, 7, 6), {"kernel_shape": [4, 4], "strides": [1, 2], "pads": [3, 3, 3, 3]}),  # windows of pads only
 ])
 @pytest.mark.parametrize("special", [None, np.nan, np.inf, -np.inf])
-def test_max_pool_of_column_stride_two_inside_the_input(shape, attrs, special):
-    """Each column's window rows first, then each window's columns (pool_plane_inside): numpy's bits, a NaN or an
+def test_max_pool_of_column_stride_two(shape, attrs, special):
+    """Each column's window rows first, then each window's columns (pool_plane_max_s2): numpy's bits, a NaN or an
     infinity wherever it lies (the vector lanes and the scalar tails); onnxruntime's values too, but for NaN,
-    which its MaxPool does not propagate."""
+    which its MaxPool does not propagate, and -inf, where a window of -inf and pads gives its -FLT_MAX."""
     x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
     if special is not None:
         x.reshape(-1)[[0, 17, 33, x.size // 2, x.size - 1]] = special
     model = _model("MaxPool", shape, **attrs)
-    if special is not None and np.isnan(special):
+    if special is not None and (np.isnan(special) or special < 0):
         got, want = (run_one_node(model, {"x": x}, lang)["y"] for lang in ("C", "numpy"))
-        assert got.tobytes() == want.tobytes() and np.isnan(got).any()
+        assert got.tobytes() == want.tobytes() and (np.isnan(got).any() or not np.isnan(special))
     else:
         _check(model, x, exact=True)
 
