@@ -3,7 +3,8 @@ runs providers' passes after placement): the CPU provider folds a per-channel co
 into its bias (paddle2onnx's), then an inference BatchNormalization into the Conv or ConvTranspose before it
 (constant per-channel inputs: new weights and bias, ONNX Runtime's ConvBNFusion), runs a 1-D Conv as a 2-D one
 with H = 1 between two Reshapes (the C Conv kernel takes rank 4), drops an RNN / GRU / LSTM `activations`
-attribute that spells out the defaults (the C recurrent kernels compute those only), folds a constant per-channel
+attribute that spells out the defaults (the C recurrent kernels compute those only), runs an inference Dropout
+whose mask no one reads as an Identity (a C copy: onnxruntime removes the node), folds a constant per-channel
 or scalar Mul and Add after a Conv into it (ConvMulFusion, ConvAddFusion), then the activation after a Conv
 into com.microsoft FusedConv (ConvActivationFusion: the ones the C Conv kernel applies in its epilogue where the C
 kernels are loaded, every FusedConv activation otherwise; Tanh has no C epilogue), fuses SiLU,
@@ -56,6 +57,7 @@ class SiLUFusionSurface:
                 ort_abi.EpGraphPass("ConvBNFusion", ort_graph.fuse_conv_batchnorm),
                 ort_abi.EpGraphPass("Conv1dAs2d", ort_graph.conv1d_as_conv2d),
                 ort_abi.EpGraphPass("RecurrentDefaultActivations", ort_graph.drop_default_rnn_activations),
+                ort_abi.EpGraphPass("InferenceDropoutAsIdentity", ort_graph.inference_dropout_as_identity),
                 ort_abi.EpGraphPass("ConvMulFusion", ort_graph.fuse_conv_mul),
                 ort_abi.EpGraphPass("ConvAddFusion", ort_graph.fuse_conv_add),
                 ort_abi.EpGraphPass("ConvAddActivationFusion", _conv_add_activation_fusion),

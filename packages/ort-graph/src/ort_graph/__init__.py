@@ -12,6 +12,7 @@ from ._conv_bn_fusion import fuse_conv_batchnorm
 from ._copy import copy_model
 from ._declared import has_shape_rule
 from ._dimspec import DimSpecError, axis_name, format_shape, parse_dims, parse_shapes
+from ._dropout_identity import inference_dropout_as_identity
 from ._dtypes import dtype_name, from_numpy_dtype, itemsize, tensor_nbytes, to_numpy_dtype
 from ._ep_fusions import (
     fuse_conv_add,
@@ -63,7 +64,7 @@ __version__ = "0.2.0"
 
 __all__ = [
     "BodyWeight", "body_weight_bytes", "body_weights",
-    "FUSIONS", "FusionRecord", "CONV_ACTIVATIONS", "conv1d_as_conv2d", "drop_default_rnn_activations", "fuse_conv_activation", "fuse_conv_add", "fuse_conv_add_activation", "fuse_conv_batchnorm", "fuse_conv_mul", "fuse_convtranspose_add", "fuse_matmul_transpose", "fuse_repeat_kv", "fuse_silu", "LAYER_ANN_KEY", "ShapeReport", "apply_l1_fusions", "constants_to_initializers", "fold_constant_layouts", "fold_constant_of_shape",
+    "FUSIONS", "FusionRecord", "CONV_ACTIVATIONS", "conv1d_as_conv2d", "drop_default_rnn_activations", "inference_dropout_as_identity", "fuse_conv_activation", "fuse_conv_add", "fuse_conv_add_activation", "fuse_conv_batchnorm", "fuse_conv_mul", "fuse_convtranspose_add", "fuse_matmul_transpose", "fuse_repeat_kv", "fuse_silu", "LAYER_ANN_KEY", "ShapeReport", "apply_l1_fusions", "constants_to_initializers", "fold_constant_layouts", "fold_constant_of_shape",
     "constant_initializer", "constant_names", "is_overridable", "overridable_initializers", "settle_inputs",
     "copy_model", "parse_max_shape_override", "DimSpecError", "axis_name", "dynamic_axes", "format_shape",
     "dynamic_dims_hint", "named_inputs", "parse_dims", "parse_shapes", "sizes_by_symbol",

@@ -60,7 +60,8 @@ def test_a_pair_another_provider_runs_is_left_alone():
 
 def test_a_pair_the_simulated_gpu_claimed_is_fused_there_and_all_its_passes_run():
     assert [p.name for p in SimulatedGpuExecutionProvider.graph_passes(object.__new__(SimulatedGpuExecutionProvider))] == [
-        "ConvTransposeAddFusion", "ConvBNFusion", "Conv1dAs2d", "RecurrentDefaultActivations", "ConvMulFusion",
+        "ConvTransposeAddFusion", "ConvBNFusion", "Conv1dAs2d", "RecurrentDefaultActivations", "InferenceDropoutAsIdentity",
+        "ConvMulFusion",
         "ConvAddFusion", "ConvAddActivationFusion", "ConvActivationFusion", "SiLUFusion", "MatMulTransposeFusion", "RepeatKVFusion"]
     rule = "gpu(/model/layers.0/mlp/)"
     sess = InferenceSession(zoo.decoder_proto(CFG), {"budgets": "simgpu:64MiB", "session.name_based_layer_assignment": rule},
