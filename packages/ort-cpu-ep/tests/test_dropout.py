@@ -26,21 +26,3 @@ def test_inference_dropout_is_identity_and_its_mask_all_true(outputs):
         assert set(got) == {"y"}
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     np.testing.assert_array_equal(got["y"], want[0])
-
-
-def test_a_session_runs_an_inference_dropout_whose_mask_is_unread_as_identity():
-    import warnings
-
-    from ort_session import InferenceSession
-
-    nodes = [helper.make_node("Dropout", ["x"], ["d", "mask"]), helper.make_node("Relu", ["d"], ["y"])]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    x = np.random.default_rng(1).standard_normal((4, 8)).astype(np.float32)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        sess = InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    assert [n.op_type for n in sess.model.graph.nodes] == ["Identity", "Relu"]
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
-    np.testing.assert_array_equal(sess.run(None, {"x": x})[0], want[0])
