@@ -75,8 +75,9 @@ void conv_depthwise_plane(const ConvGeom* g, const int64_t* tap, const float* x,
  * vectors of output channels. */
 #define CONV_DIRECT_MAX_TAPS 1024 /* kernel taps (KH x KW) the direct path takes at most (its offsets on the stack) */
 #define CONV_DIRECT_BLOCK 32      /* output channels of a packed weight block */
-/* whether weights of shape [M, Cg, KH, KW] in `group` groups are packed for the direct path (not depthwise, a
- * sum of 8 or more products, a group's last block at most a quarter zeros) */
+/* whether weights of shape [M, Cg, KH, KW] in `group` groups are packed for the direct path: not depthwise, 2 to
+ * CONV_DIRECT_MAX_TAPS taps (a 1x1 stays on the sgemm), a sum of 8 or more products, a group's last block at most
+ * a quarter zeros */
 int conv_direct_packs(int64_t M, int64_t Cg, int64_t group, int64_t KH, int64_t KW);
 /* floats of the packed weights */
 size_t conv_direct_packed_floats(int64_t M, int64_t Cg, int64_t group, int64_t KH, int64_t KW);

@@ -2,8 +2,9 @@
  * packing. The weights are packed once (conv_direct_pack) in blocks of CONV_DIRECT_BLOCK output channels, each
  * tap's 32 channels contiguous: Wp[group][block][c, kh, kw][32], zeros past the group's channels. The input is
  * read where it lies, or from one zero-padded copy of the image (Q) when the Conv pads. A register tile holds
- * R output pixels of one output row (up to 14 on AVX-512, any count) x 2 vectors of output channels: for each (c, kh, kw) two weight vectors are
- * loaded and each pixel's input value is broadcast into R x 2 multiply-adds, as onnxruntime's NCHWc kernels do,
+ * R output pixels of one output row (up to 14 on AVX-512, any count) x 2 vectors of output channels: for each
+ * (c, kh, kw) two weight vectors are loaded and each pixel's input value is broadcast into R x 2 multiply-adds, as
+ * onnxruntime's NCHWc kernels do,
  * but the output is stored straight to NCHW (a tile's pixels are a run of one row). Any stride, dilation and
  * kernel size; groups. Measured on a 1-thread Sapphire Rapids core: see the CHANGELOG. */
 #include <stdint.h>
@@ -102,6 +103,10 @@ int64_t conv_direct_items(const ConvGeom* g) {
  * first pixel in channel 0 (pixels sw apart, channels cs apart, tap t at off[t]), wp the tile's weights (32
  * floats a tap); the sums go to tile[R][2 VL]. cd_row_S covers a row of OW pixels with as few tiles as RMAX allows,
  * of even widths, and stores each into y's nch channel rows (hw apart). */
+/* one case of cd_fit_S's switch: R = n pixels (RMAX at most: a case past it is never reached) */
+#define CD_CASE(S, RMAX, n) \
+  case n: cd_tile_##S(wp, src, cs, off, taps, C, sw, (n) <= (RMAX) ? (n) : (RMAX), bias, tile); break;
+
 #define CD_DEFINE(S, TARGET, VT, VL, RMAX)                                                                         \
   typedef float VT __attribute__((vector_size(VL * 4)));                                                           \
   __attribute__((target(TARGET), always_inline)) static inline void cd_tile_##S(                                  \
@@ -139,20 +144,10 @@ int64_t conv_direct_items(const ConvGeom* g) {
       const float* wp, const float* src, int64_t cs, const int64_t* off, int64_t taps, int64_t C, int64_t sw,      \
       int64_t left, const float* bias, float* tile) {                                                              \
     const int64_t R = left < RMAX ? left : RMAX;                                                                   \
-    switch (R) {                                                                                                   \
-      case 1: cd_tile_##S(wp, src, cs, off, taps, C, sw, 1 <= RMAX ? 1 : RMAX, bias, tile); break;        \
-      case 2: cd_tile_##S(wp, src, cs, off, taps, C, sw, 2 <= RMAX ? 2 : RMAX, bias, tile); break;        \
-      case 3: cd_tile_##S(wp, src, cs, off, taps, C, sw, 3 <= RMAX ? 3 : RMAX, bias, tile); break;        \
-      case 4: cd_tile_##S(wp, src, cs, off, taps, C, sw, 4 <= RMAX ? 4 : RMAX, bias, tile); break;        \
-      case 5: cd_tile_##S(wp, src, cs, off, taps, C, sw, 5 <= RMAX ? 5 : RMAX, bias, tile); break;        \
-      case 6: cd_tile_##S(wp, src, cs, off, taps, C, sw, 6 <= RMAX ? 6 : RMAX, bias, tile); break;        \
-      case 7: cd_tile_##S(wp, src, cs, off, taps, C, sw, 7 <= RMAX ? 7 : RMAX, bias, tile); break;        \
-      case 8: cd_tile_##S(wp, src, cs, off, taps, C, sw, 8 <= RMAX ? 8 : RMAX, bias, tile); break;        \
-      case 9: cd_tile_##S(wp, src, cs, off, taps, C, sw, 9 <= RMAX ? 9 : RMAX, bias, tile); break;        \
-      case 10: cd_tile_##S(wp, src, cs, off, taps, C, sw, 10 <= RMAX ? 10 : RMAX, bias, tile); break;        \
-      case 11: cd_tile_##S(wp, src, cs, off, taps, C, sw, 11 <= RMAX ? 11 : RMAX, bias, tile); break;        \
-      case 12: cd_tile_##S(wp, src, cs, off, taps, C, sw, 12 <= RMAX ? 12 : RMAX, bias, tile); break;        \
-      case 13: cd_tile_##S(wp, src, cs, off, taps, C, sw, 13 <= RMAX ? 13 : RMAX, bias, tile); break;        \
+    switch (R) { /* R a constant in each call: the tile's loops unroll */                                        \
+      CD_CASE(S, RMAX, 1) CD_CASE(S, RMAX, 2) CD_CASE(S, RMAX, 3) CD_CASE(S, RMAX, 4) CD_CASE(S, RMAX, 5)           \
+      CD_CASE(S, RMAX, 6) CD_CASE(S, RMAX, 7) CD_CASE(S, RMAX, 8) CD_CASE(S, RMAX, 9) CD_CASE(S, RMAX, 10)          \
+      CD_CASE(S, RMAX, 11) CD_CASE(S, RMAX, 12) CD_CASE(S, RMAX, 13)                                              \
       default: cd_tile_##S(wp, src, cs, off, taps, C, sw, RMAX, bias, tile); break;                                \
     }                                                                                                              \
     return R;                                                                                                      \

@@ -139,33 +139,39 @@ static ConvSplit conv_split(const ConvGeom* g, int threads) {
 /* CpuXwBytes: a buffer for each thread Compute runs (conv_split), or, where the weights are packed for the direct
  * path, its padded copy of the image if that is more: whichever path Compute takes fits (the Level-1 estimate cannot
  * know whether W will be a constant the host lets the kernel pack) */
+/* bytes of W [M, Cg, KH, KW] packed for the direct path in `group` groups, 0 where it is not packed
+ * (conv_direct_packs; x: X's dims where known, else NULL: a Conv along H only of known width 1, magika's 5 x 1
+ * over 512 rows, stays on im2col, measured 6% faster there) */
+static size_t conv_packed_w_bytes(int64_t group, const int64_t* w, const int64_t* x) {
+  if (group < 1 || w[0] <= 0 || w[0] % group) return 0;
+  if (x != NULL && x[3] == 1 && w[3] == 1) return 0;
+  if (!conv_direct_packs(w[0], w[1], group, w[2], w[3])) return 0;
+  return conv_direct_packed_floats(w[0], w[1], group, w[2], w[3]) * sizeof(float);
+}
+
 static int conv_workspace(const void* attrs, const int64_t* x, const int64_t* w, size_t* bytes, char* err, size_t len) {
   ConvGeom g;
   size_t q;
   if (conv_geometry((const ConvAttrs*)attrs, x, w, &g, err, len)) return 1;
   *bytes = (size_t)conv_split(&g, mnb_threads()).threads * conv_thread_floats(&g) * sizeof(float);
-  q = conv_direct_packs(g.M, g.Cg, g.group, g.KH, g.KW) ? conv_direct_floats(&g) * sizeof(float) : 0;
+  q = conv_packed_w_bytes(g.group, w, x) ? conv_direct_floats(&g) * sizeof(float) : 0;
   if (q > *bytes) *bytes = q;
   return 0;
 }
 
-/* ABI v5 pre-packing: a constant W of the direct path's shapes (conv_direct_packs) into its channel blocks */
+/* ABI v5 pre-packing: a constant W of the direct path's shapes (conv_packed_w_bytes) into its channel blocks */
 static OrtStatus* conv_declare_prepack(OrtKernelImpl* this_ptr, const OrtWorkspaceInputShape* shapes,
                                        size_t num_inputs, int index, size_t* bytes) {
   ConvKernel* k = (ConvKernel*)this_ptr;
   const OrtWorkspaceInputShape *w, *x;
-  int64_t group = k->attrs.group;
   *bytes = 0;
   if (index != 1 || num_inputs < 2) return NULL;
   w = &shapes[1];
+  x = &shapes[0];
   if (w->state != ORT_WORKSPACE_INPUT_SHAPED || w->rank != 4 || w->dims == NULL) return NULL;
   if (w->elem_type != 0 && w->elem_type != ORT_TENSOR_ELEMENT_FLOAT) return NULL;
-  if (w->dims[0] <= 0 || group < 1 || w->dims[0] % group) return NULL;
-  x = &shapes[0];
-  if (x->state == ORT_WORKSPACE_INPUT_SHAPED && x->rank == 4 && x->dims != NULL && x->dims[3] == 1 && w->dims[3] == 1)
-    return NULL; /* along H only (magika's 5 x 1 over 512 rows): im2col measured 6% faster; W read per call */
-  if (conv_direct_packs(w->dims[0], w->dims[1], group, w->dims[2], w->dims[3]))
-    *bytes = conv_direct_packed_floats(w->dims[0], w->dims[1], group, w->dims[2], w->dims[3]) * sizeof(float);
+  *bytes = conv_packed_w_bytes(k->attrs.group, w->dims,
+                               x->state == ORT_WORKSPACE_INPUT_SHAPED && x->rank == 4 && x->dims != NULL ? x->dims : NULL);
   return NULL;
 }
 
@@ -180,9 +186,8 @@ static OrtStatus* conv_prepack(OrtKernelImpl* this_ptr, const OrtValue* tensor, 
   if (index != 1) return NULL;
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetElementType(tensor, &type));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetShape(tensor, &d, &rank));
-  if (type != ORT_TENSOR_ELEMENT_FLOAT || rank != 4 || d[0] % k->attrs.group ||
-      !conv_direct_packs(d[0], d[1], k->attrs.group, d[2], d[3]) ||
-      conv_direct_packed_floats(d[0], d[1], k->attrs.group, d[2], d[3]) * sizeof(float) > bytes)
+  if (type != ORT_TENSOR_ELEMENT_FLOAT || rank != 4 || conv_packed_w_bytes(k->attrs.group, d, NULL) == 0 ||
+      conv_packed_w_bytes(k->attrs.group, d, NULL) > bytes)
     return NULL; /* not the weights declared: read per call */
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(tensor, &data));
   conv_direct_pack((const float*)data, d[0], d[1], k->attrs.group, d[2], d[3], (float*)packed);
