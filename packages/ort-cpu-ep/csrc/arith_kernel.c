@@ -10,18 +10,20 @@
  * (stride 0), in 16-float vectors (the integer loops are plain loops the compiler vectorizes). Each output element is one IEEE single-precision operation on its two inputs,
  * as numpy computes it: the same bits (division by zero, infinities, NaN, denormals; the float mode is left as
  * it is). Up to 64 dimensions (numpy's own limit). The plan may write the output over an input of the output's
- * shape: each vector of it is read before the same vector of the output is written. No workspace. One thread (see
- * bin_execute). */
+ * shape: each vector of it is read before the same vector of the output is written. No workspace. The intra-op
+ * threads split the output elements in whole vectors when each gets BIN_MIN_PER_THREAD or more (bin_execute). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "mnb.h" /* mnb_parallel, mnb_threads */
 
 #pragma GCC diagnostic ignored "-Wpsabi" /* bin_v values never cross a call */
 
 #define BIN_MAX_RANK 64
 #define BIN_V 16 /* floats a vector */
+#define BIN_MIN_PER_THREAD (1 << 15) /* output elements below which an extra thread does not pay */
 
 typedef float bin_v __attribute__((vector_size(BIN_V * sizeof(float))));
 
@@ -201,13 +203,23 @@ static void bin_span(const BinPlan* p, int64_t start, int64_t end) {
   }
 }
 
-/* every output element, on the calling thread: the elementwise ops are memory-bound, and splitting them across
- * the library's threads showed no gain that could be measured (2 shared cores; see the package CHANGELOG) */
-static void bin_execute(const BinPlan* p) {
+/* index's share of the output elements: whole vectors of BIN_V, the last share takes the rest */
+static void bin_job(void* arg, int index, int count) {
+  const BinPlan* p = (const BinPlan*)arg;
+  int64_t per = (p->count / count + BIN_V - 1) / BIN_V * BIN_V, start = per * index, end = start + per;
+  if (end > p->count) end = p->count;
+  if (start >= end) return;
   if (p->op == BIN_NEG)
-    bin_neg((const float*)p->a, (float*)p->y, p->count);
+    bin_neg((const float*)p->a + start, (float*)p->y + start, end - start);
   else
-    bin_span(p, 0, p->count);
+    bin_span(p, start, end);
+}
+
+/* every output element, split across the intra-op threads when each gets BIN_MIN_PER_THREAD or more */
+static void bin_execute(BinPlan* p) {
+  int threads = mnb_threads();
+  if ((int64_t)threads > p->count / BIN_MIN_PER_THREAD) threads = (int)(p->count / BIN_MIN_PER_THREAD);
+  mnb_parallel(threads < 1 ? 1 : threads, bin_job, p);
 }
 
 /* "[2, 3, 4]" into buf (truncated with "..." past its size) */

@@ -3,15 +3,17 @@
  * GreaterOrEqual (float32, int32, int64 -> bool) and two-input Max / Min (float32; NaN propagates, numpy's maximum /
  * minimum). The output shape is the inputs' aligned on the right, each extent equal or 1 in one of them (0 against 1
  * gives 0); anything else is an error quoting both shapes. The loop: neighbouring dimensions merged where every input
- * steps through them as one, then runs along the innermost dimension, each input contiguous or one value. No
- * workspace. */
+ * steps through them as one, then runs along the innermost dimension, each input contiguous or one value; the
+ * intra-op threads split the runs when there are enough outputs (bc_execute). No workspace. */
 #include <stdio.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "mnb.h" /* mnb_parallel, mnb_threads */
 
 #define BC_MAX_RANK 16
 #define BC_TEXT 160
+#define BC_MIN_PER_THREAD (1 << 16) /* outputs below which an extra thread does not pay */
 
 enum { BC_EXPAND = 0, BC_EQUAL, BC_LESS, BC_GREATER, BC_LESS_EQUAL, BC_GREATER_EQUAL, BC_MAX, BC_MIN, BC_OPS };
 static const char* const BC_NAMES[BC_OPS] = {"Expand", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
@@ -170,15 +172,20 @@ static int bc_plan(const int64_t* const* d, const size_t* r, int64_t* out, size_
   return 0;
 }
 
-/* the runs of the plan; Expand (run NULL) copies element `size` bytes of a where the inner stride is 0 or 1 */
-static void bc_execute(const BcPlan* p, const char* a, size_t sa, const char* b, size_t sb, char* y, size_t sy,
-                       BcRun run) {
-  int64_t idx[BC_MAX_RANK], off[2] = {0, 0}, o = 0, inner = p->dims[p->rank - 1];
+/* runs [r0, r1) of the plan (a run: `inner` outputs along the innermost dimension, in row-major order); Expand (run
+ * NULL) copies element `size` bytes of a where the inner stride is 0 or 1 */
+static void bc_rows(const BcPlan* p, const char* a, size_t sa, const char* b, size_t sb, char* y, size_t sy,
+                    BcRun run, int64_t r0, int64_t r1) {
+  int64_t idx[BC_MAX_RANK], off[2] = {0, 0}, inner = p->dims[p->rank - 1], o = r0 * inner, rem = r0, row;
   const int64_t ia = p->s[0][p->rank - 1], ib = p->s[1][p->rank - 1];
   int d;
-  if (p->count == 0) return;
-  memset(idx, 0, sizeof idx);
-  for (;;) {
+  for (d = p->rank - 2; d >= 0; --d) { /* the odometer at run r0 */
+    idx[d] = rem % p->dims[d];
+    rem /= p->dims[d];
+    off[0] += idx[d] * p->s[0][d];
+    off[1] += idx[d] * p->s[1][d];
+  }
+  for (row = r0; row < r1; ++row) {
     if (run != NULL) {
       run(a + off[0] * (int64_t)sa, ia, b + off[1] * (int64_t)sb, ib, y + o * (int64_t)sy, inner);
     } else if (ia == 1) {
@@ -196,8 +203,36 @@ static void bc_execute(const BcPlan* p, const char* a, size_t sa, const char* b,
       off[1] -= p->s[1][d] * p->dims[d];
       idx[d] = 0;
     }
-    if (d < 0) return;
   }
+}
+
+typedef struct BcJob {
+  const BcPlan* plan;
+  const char *a, *b;
+  size_t sa, sb, sy;
+  char* y;
+  BcRun run;
+  int64_t rows;
+} BcJob;
+
+static void bc_job(void* arg, int index, int count) {
+  const BcJob* j = (const BcJob*)arg;
+  int64_t per = (j->rows + count - 1) / count, r0 = per * index, r1 = r0 + per;
+  if (r1 > j->rows) r1 = j->rows;
+  if (r0 < r1) bc_rows(j->plan, j->a, j->sa, j->b, j->sb, j->y, j->sy, j->run, r0, r1);
+}
+
+/* every run of the plan, split across the intra-op threads by whole runs when each gets BC_MIN_PER_THREAD outputs
+ * or more */
+static void bc_execute(const BcPlan* p, const char* a, size_t sa, const char* b, size_t sb, char* y, size_t sy,
+                       BcRun run) {
+  BcJob job = {p, a, b, sa, sb, sy, y, run, 0};
+  int threads = mnb_threads();
+  if (p->count == 0) return;
+  job.rows = p->count / p->dims[p->rank - 1];
+  if ((int64_t)threads > p->count / BC_MIN_PER_THREAD) threads = (int)(p->count / BC_MIN_PER_THREAD);
+  if ((int64_t)threads > job.rows) threads = (int)job.rows;
+  mnb_parallel(threads < 1 ? 1 : threads, bc_job, &job);
 }
 
 static OrtStatus* bc_fail(const BcKernel* k, const char* what) {

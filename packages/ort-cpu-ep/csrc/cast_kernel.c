@@ -2,13 +2,16 @@
  * uint8, int32, int64 and bool, as an ort-abi kernel, with onnxruntime's (C's) conversions: to bool x != 0 (NaN is
  * true), from bool 0 / 1, between integers the low bits (two's complement), integer to float rounded to nearest,
  * float to int32 / int64 truncated toward zero (ort_cpu_ep._ckernels sends float to int8 / uint8, whose C conversion
- * is undefined past the type's range, to the numpy kernel). Elementwise; a cast to the same type is a copy. No
- * workspace. */
+ * is undefined past the type's range, to the numpy kernel). Elementwise; a cast to the same type is a copy; the
+ * intra-op threads split the elements when each gets CAST_MIN_PER_THREAD or more. No workspace. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "mnb.h" /* mnb_parallel, mnb_threads */
+
+#define CAST_MIN_PER_THREAD (1 << 16) /* elements below which an extra thread does not pay */
 
 static const OrtKernelApi* g_api = NULL;
 
@@ -57,6 +60,25 @@ CAST_TYPES(CAST_FROM)
   {cast_##S##_0, cast_##S##_1, cast_##S##_2, cast_##S##_3, cast_##S##_4, cast_##S##_5, cast_##S##_6},
 static const CastLoop CAST_LOOPS[CAST_N][CAST_N] = {CAST_TYPES(CAST_ROW)};
 
+#define CAST_SIZE(S_INDEX, S_TYPE_ID, S) sizeof(S),
+static const size_t CAST_SIZES[CAST_N] = {CAST_TYPES(CAST_SIZE)};
+
+typedef struct CastJob {
+  CastLoop loop;
+  const char* x;
+  char* y;
+  int64_t n;
+  size_t sx, sy; /* bytes an element of x and of y */
+} CastJob;
+
+/* index's share of the elements, in multiples of 64 */
+static void cast_job(void* arg, int index, int count) {
+  const CastJob* job = (const CastJob*)arg;
+  int64_t per = (job->n / count + 63) / 64 * 64, i0 = per * index, i1 = i0 + per;
+  if (i1 > job->n) i1 = job->n;
+  if (i0 < i1) job->loop(job->x + i0 * (int64_t)job->sx, job->y + i0 * (int64_t)job->sy, i1 - i0);
+}
+
 #define CAST_ID(S_INDEX, S_TYPE_ID, S) S_TYPE_ID,
 static const int32_t CAST_IDS[CAST_N] = {CAST_TYPES(CAST_ID)};
 
@@ -95,7 +117,12 @@ static OrtStatus* cast_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorData(xv, &x));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetOutput(ctx, 0, dims, rank, &yv));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorMutableData(yv, &y));
-  if (n > 0) CAST_LOOPS[from][to](x, y, n);
+  if (n > 0) {
+    CastJob job = {CAST_LOOPS[from][to], (const char*)x, (char*)y, n, CAST_SIZES[from], CAST_SIZES[to]};
+    int threads = mnb_threads();
+    if ((int64_t)threads > n / CAST_MIN_PER_THREAD) threads = (int)(n / CAST_MIN_PER_THREAD);
+    mnb_parallel(threads < 1 ? 1 : threads, cast_job, &job);
+  }
   return NULL;
 }
 

@@ -142,8 +142,8 @@ def test_neg_gives_the_bits_of_numpy(library, shape):
 @pytest.mark.parametrize("a_shape,b_shape", [((3, 70001), (3, 70001)), ((3, 70001), (70001,)),
                                              ((5, 1, 40000), (5, 3, 1))])
 def test_threads_give_the_same_bits(library, op, a_shape, b_shape):
-    """The kernels compute on the calling thread (splitting memory-bound elementwise work measured no gain): any
-    intra-op thread count gives the same bits."""
+    """The intra-op threads split the output elements (in whole vectors, any broadcast pattern): any thread count
+    gives the same bits."""
     a, b = _values(a_shape, 4), _values(b_shape, 5)
     model = _binary(op, a_shape, b_shape)
     one, three = (run_one_node(model, {"a": a, "b": b}, "C", threads=n)["y"] for n in (1, 3))

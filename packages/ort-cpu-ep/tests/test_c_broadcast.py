@@ -79,6 +79,25 @@ def test_expand_matches_numpy_and_onnxruntime(dtype, x_shape, shape):
     _check(model, {"a": x})
 
 
+@pytest.mark.parametrize(("op", "a_shape", "b_shape"), [
+    ("Equal", (1, 2048, 1), (1, 1, 257)), ("Less", (3, 70001), (70001,)), ("Max", (7, 1, 30001), (1, 5, 1)),
+    ("Expand", (1, 2048, 1), (3, 2048, 65)), ("Expand", (70001,), (3, 1))])
+def test_threads_split_the_runs_with_the_same_result(op, a_shape, b_shape):
+    """Past BC_MIN_PER_THREAD outputs the intra-op threads split the runs (uneven shares, one run each at most
+    three threads for Expand's (3, 70001)): any thread count gives numpy's result."""
+    a = _values(a_shape, T.FLOAT, 4)
+    if op == "Expand":
+        model, feeds = _model(op, a_shape, None, T.FLOAT, T.FLOAT, b_const=np.array(b_shape, np.int64)), {"a": a}
+        want = a * np.ones(b_shape, np.float32)
+    else:
+        model, feeds = _model(op, a_shape, b_shape, T.FLOAT, T.BOOL if op != "Max" else T.FLOAT), {"a": a, "b": _values(b_shape, T.FLOAT, 5)}
+        want = {"Equal": np.equal, "Less": np.less, "Max": np.maximum}[op](a, feeds["b"])
+    for threads in (1, 2, 3):
+        got = run_one_node(model, feeds, "C", threads=threads)["y"]
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
 def test_shapes_that_do_not_broadcast_are_an_error():
     model = _model("Equal", (3, 4), (2, 4), T.INT64, T.BOOL)
     feeds = {"a": np.zeros((3, 4), np.int64), "b": np.zeros((2, 4), np.int64)}

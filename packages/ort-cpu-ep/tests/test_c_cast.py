@@ -57,6 +57,17 @@ def test_float_specials_to_bool_and_double():
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize(("src", "dst"), [(T.INT32, T.FLOAT), (T.BOOL, T.FLOAT), (T.FLOAT, T.INT64), (T.INT64, T.INT8)])
+def test_threads_split_the_elements_with_the_same_result(src, dst):
+    """Past CAST_MIN_PER_THREAD elements the intra-op threads split them (shares in multiples of 64, element sizes
+    differing between source and destination): any thread count gives numpy's result."""
+    shape = (3, 70001)
+    model, x = _model(src, dst, shape), _values(src, shape, 7)
+    for threads in (1, 2, 3):
+        got = run_one_node(model, {"x": x}, "C", threads=threads)["y"]
+        np.testing.assert_array_equal(got, x.astype(TYPES[dst]))
+
+
 def test_empty_and_scalar_inputs():
     for shape in ((0, 3), ()):
         x = np.zeros(shape, np.int64)
