@@ -12,6 +12,7 @@
 #include "cpu_kernels.h"
 #include "mnb.h" /* mnb_parallel, mnb_threads */
 #include "vec_math.h" /* vm_exp8 */
+#include "vec_math_avx512.h" /* vx_quick_gelu16 */
 
 #define ACT_MIN_PER_THREAD (1 << 15) /* elements below which an extra thread does not pay */
 #define ACT_MAX_RANK 16
@@ -23,11 +24,25 @@ typedef struct ActKernel {
   float alpha;
 } ActKernel;
 
-/* y[i] = x[i] / (1 + exp(-alpha x[i])) for i in [0, n); one clone per x86-64 level */
+#ifdef VX_AVX512
+VX_TARGET static void act_quick_gelu_avx512(const float* x, float* y, int64_t n, float alpha) {
+  const __m512 minus_alpha = _mm512_set1_ps(-alpha);
+  VX_MAP(vx_quick_gelu16, x, y, n, minus_alpha);
+}
+#endif
+
+/* y[i] = x[i] / (1 + exp(-alpha x[i])) for i in [0, n); one clone per x86-64 level, AVX-512 intrinsics where the
+ * CPU has them (vec_math_avx512.h) */
 CPU_KERNELS_CLONES
 static void act_quick_gelu(const float* x, float* y, int64_t n, float alpha) {
   const vm_v8 a = vm_splat8(-alpha), one = vm_splat8(1.0f);
   int64_t i = 0;
+#ifdef VX_AVX512
+  if (vx_use_avx512()) {
+    act_quick_gelu_avx512(x, y, n, alpha);
+    return;
+  }
+#endif
   for (; i + 8 <= n; i += 8) {
     vm_v8 v, e;
     memcpy(&v, x + i, sizeof v);

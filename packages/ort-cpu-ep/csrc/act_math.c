@@ -5,13 +5,15 @@
  * maximum / minimum (equal values: the
  * second operand, so Relu(-0) is +0). No multiply-add contraction here (a fused alpha x + beta rounds once, numpy twice), so
  * the results are numpy's bits. Sigmoid is 1 / (1 + exp(-x)) as the numpy kernel's sigmoid_into, exp by vm_exp16
- * (within a few ulp of the C library's, so within a few ulp of numpy), 0 below x = -88 and 1 above 88. */
+ * (within a few ulp of the C library's, so within a few ulp of numpy), 0 below x = -88 and 1 above 88; where the CPU
+ * has AVX-512, vec_math_avx512.h's vx_sigmoid16 (the same math in intrinsics; 0 below about -104). */
 #pragma GCC optimize("fp-contract=off")
 #include <string.h>
 
 #include "conv.h"
 #include "cpu_kernels.h"
 #include "vec_math.h" /* vm_exp16 */
+#include "vec_math_avx512.h" /* vx_sigmoid16 */
 
 /* numpy's maximum(v, lo) / minimum(v, hi): a NaN of either side is the result, and of equal values (0 and -0)
  * the second */
@@ -24,9 +26,19 @@ static inline __attribute__((always_inline)) vm_v16 act_sigmoid16(vm_v16 v) {
   return one / (one + vm_exp16(-v));
 }
 
+#ifdef VX_AVX512
+VX_TARGET static void act_sigmoid_avx512(const float* x, float* y, int64_t n) { VX_MAP(vx_sigmoid16, x, y, n); }
+#endif
+
 CPU_KERNELS_CLONES
 static void act_sigmoid(const float* x, float* y, int64_t n) {
   int64_t i = 0;
+#ifdef VX_AVX512
+  if (vx_use_avx512()) {
+    act_sigmoid_avx512(x, y, n);
+    return;
+  }
+#endif
   for (; i + 16 <= n; i += 16) {
     vm_v16 v;
     memcpy(&v, x + i, sizeof v);

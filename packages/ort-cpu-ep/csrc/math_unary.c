@@ -1,7 +1,8 @@
 /* float32 elementwise math as ort-abi kernels (the piecewise-linear activations are act_unary.c): Sqrt, Reciprocal and
  * Abs (IEEE exact: numpy's bits), Exp (vm_exp16 / vm_exp8, within a few ulp of the C library's; inf past float32's
  * range, below -88 zero) and Tanh (Cephes' tanhf: x + x^3 P(x^2) below |x| = 0.625, else 1 - 2 / (exp(2|x|) + 1)
- * with x's sign; within a few ulp), in 16-float vectors. NaN propagates. Elementwise at the same index, so the plan may write Y over X; threads split the elements
+ * with x's sign; within a few ulp), in 16-float vectors (Exp and Tanh in AVX-512 intrinsics where the CPU has them:
+ * vec_math_avx512.h). NaN propagates. Elementwise at the same index, so the plan may write Y over X; threads split the elements
  * when there are enough of them. No workspace. */
 #pragma GCC optimize("no-math-errno", "fp-contract=off") /* sqrtf vectorizes; no fused multiply-adds */
 #include <math.h>
@@ -11,6 +12,7 @@
 #include "cpu_kernels.h"
 #include "mnb.h" /* mnb_parallel, mnb_threads */
 #include "vec_math.h"
+#include "vec_math_avx512.h" /* vx_exp16, vx_tanh16 */
 
 #define MU_MIN_PER_THREAD (1 << 16) /* elements below which an extra thread does not pay */
 
@@ -93,9 +95,25 @@ static inline __attribute__((always_inline)) void mu_vector_loop(int op, const f
   }
 }
 
+#ifdef VX_AVX512
+/* Exp / Tanh over n floats in AVX-512 intrinsics (vec_math_avx512.h: the same math in half the instructions) */
+VX_TARGET static void mu_apply_avx512(int op, const float* x, float* y, int64_t n) {
+  if (op == MU_EXP)
+    VX_MAP(vx_exp16, x, y, n);
+  else
+    VX_MAP(vx_tanh16, x, y, n);
+}
+#endif
+
 CPU_KERNELS_CLONES
 static void mu_apply(int op, const float* x, float* y, int64_t n) {
   int64_t i;
+#ifdef VX_AVX512
+  if ((op == MU_EXP || op == MU_TANH) && vx_use_avx512()) {
+    mu_apply_avx512(op, x, y, n);
+    return;
+  }
+#endif
   switch (op) {
     case MU_SQRT:
       for (i = 0; i < n; ++i) y[i] = sqrtf(x[i]);
