@@ -96,3 +96,27 @@ def test_a_cpu_budget_is_held_by_the_exact_plan_not_the_per_node_sum(shared_mode
     assert all(np.isfinite(g).all() for g in got if g.dtype.kind == "f")
     with pytest.raises(PlanOverBudgetError, match=rf"over its budget of {total - 1} bytes by 1 .*largest planned blocks"):
         InferenceSession(str(path), {**options, "budgets": {"cpu": total - 1}})
+
+
+@pytest.mark.parametrize("file", list(MODELS))
+def test_published_cnn_with_dynamic_dims_runs_every_node_in_c(shared_models, file):
+    """Loaded as users load them (no max_shapes: the batch and image dims symbolic): every node still gets its C
+    kernel (the exporters' Shape -> Cast -> Slice -> Concat -> Reshape targets keep their rank through
+    `ort_graph._shape_values`), and two batch sizes match onnxruntime."""
+    path = shared_models / "published" / file
+    if not path.is_file():
+        pytest.skip(f"{path} not present")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sess = InferenceSession(str(path), {"intra_op_num_threads": 1})
+    left = collections.Counter(n.op_type for n in sess.model.graph.nodes
+                               if type(sess.kernels[n.index]).__name__ == "NumpyKernel")
+    assert dict(left) == NUMPY_LEFT[file]
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    peer = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    for batch in (1, 2):
+        feeds = {k: np.concatenate([v] * batch) for k, v in _feeds(file).items()}
+        for g, w in zip(sess.run(None, feeds), peer.run(None, feeds)):
+            assert g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * max(float(np.abs(w).max()), 1.0))

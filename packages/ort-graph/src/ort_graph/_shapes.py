@@ -39,6 +39,7 @@ from ._inference_guard import bound_slice_steps, bounded_steps, slice_unsafe
 from ._input_dims import input_shapes
 from ._ir import Graph, Model, Node, Shape, Value, is_static
 from ._overridable import constant_names
+from ._shape_values import Vector, shape_from_vector, vector_of
 from ._topo import topological_order
 from ._type_checks import check_input_types
 
@@ -202,6 +203,7 @@ def _python_pass(graph: Graph, opsets: dict[str, int], dims: Mapping[str, int],
     known = constant_names(graph)  # not the overridable initializers: their values are the run's
     consts: dict[str, np.ndarray] = {n: t.numpy() for n, t in graph.initializers.items()
                                       if t.nbytes <= SMALL_INITIALIZER and t.dtype in (6, 7, 1, 9, 10, 11) and n in known}
+    vectors: dict[str, Vector] = {}  # shape vectors with symbolic elements (`_shape_values`)
     for node in topological_order(graph):
         outs = [graph.values[o] for o in node.outputs if o]
         if node.attributes and is_control_flow(node, opsets):  # its bodies are resolved on the way
@@ -224,6 +226,10 @@ def _python_pass(graph: Graph, opsets: dict[str, int], dims: Mapping[str, int],
                     v.dtype = dtype
                 if shape is not None and (v.shape is None or _better(shape, v.shape)):
                     v.shape = shape
+            if outs and (not _complete(outs[0].shape) or _has_anonymous(outs[0].shape)):  # a shape input ONNX found no value for
+                shaped = shape_from_vector(node, graph, vectors)
+                if shaped is not None and (outs[0].shape is None or _more_known(shaped, outs[0].shape)):
+                    outs[0].shape = shaped
             for v in outs:  # what no inference knows: the file's annotation, now, so later nodes resolve
                 _apply_declared(graph, v, dims)
         if node.op_type == "Shape" and node.domain in ("", "ai.onnx"):
@@ -235,6 +241,8 @@ def _python_pass(graph: Graph, opsets: dict[str, int], dims: Mapping[str, int],
             v = graph.values[node.outputs[0]]
             if not _complete(v.shape) or len(v.shape) != val.ndim:
                 v.shape = tuple(val.shape)
+        elif (vec := vector_of(node, graph, consts, vectors)) is not None:
+            vectors[node.outputs[0]] = vec
     for v in graph.values.values():  # last resort: the file's annotation, with overrides applied
         _apply_declared(graph, v, dims)
 
@@ -243,6 +251,17 @@ def _better(new: Shape, old: Shape) -> bool:
     if len(new) != len(old):
         return True
     return sum(isinstance(d, int) for d in new) > sum(isinstance(d, int) for d in old)
+
+
+def _more_known(new: Shape, old: Shape) -> bool:
+    """`new` of the same rank as `old` knows more dims: more static ones, or as many and more named symbols (a
+    graph input's dims) where `old` has unknown or ONNX-made ones."""
+    if len(new) != len(old):
+        return False
+    def known(shape: Shape) -> tuple[int, int]:
+        return (sum(isinstance(d, int) for d in shape),
+                sum(isinstance(d, str) and not _has_anonymous((d,)) for d in shape))
+    return known(new) > known(old)
 
 
 def _apply(graph: Graph, table: dict[str, tuple[int, Shape | None]]) -> None:
