@@ -104,5 +104,8 @@ typedef void (*MnbTask)(void* ctx, int index, int count);
 void mnb_parallel(int count, MnbTask fn, void* ctx);
 /* the intra-op threads for kernels running on the calling thread (see mnb_kernel.c) */
 int mnb_threads(void);
+/* a run with more than one thread begins (1) or ends (0): the pool's workers stay awake meanwhile (mnb_parallel.c) */
+void mnb_pool_hold(int on);
+int mnb_pool_holds(void); /* the holds now (tests) */
 
 #endif

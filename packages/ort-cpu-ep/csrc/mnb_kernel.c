@@ -26,12 +26,22 @@ ORT_KERNEL_LIBRARY_DEFINE_ABI_VERSION()
 static const OrtKernelApi* g_api = NULL;
 static int g_default_threads = 1;
 static _Thread_local int tl_threads = 0;
+static _Thread_local int tl_holding = 0; /* this thread holds the pool awake (mnb_pool_hold) */
 
 /* Set by ort_cpu_ep._ckernels: the default (physical cores) and the calling thread's intra-op threads
- * (0: the default), mirrored from ort_cpu_ep._threads on every scope change. */
+ * (0: the default), mirrored from ort_cpu_ep._threads on every scope change. A scope of more than one thread (each
+ * run opens one) holds the thread pool awake until the thread's scopes close (set back to 0, or to 1). */
 ORT_KERNEL_EXPORT void ort_cpu_ep_set_default_threads(int n) { g_default_threads = n > 0 ? n : 1; }
-ORT_KERNEL_EXPORT void ort_cpu_ep_set_threads(int n) { tl_threads = n > 0 ? n : 0; }
+ORT_KERNEL_EXPORT void ort_cpu_ep_set_threads(int n) {
+  const int hold = n > 1;
+  tl_threads = n > 0 ? n : 0;
+  if (hold != tl_holding) {
+    tl_holding = hold;
+    mnb_pool_hold(hold);
+  }
+}
 ORT_KERNEL_EXPORT int ort_cpu_ep_threads(void) { return mnb_threads(); }
+ORT_KERNEL_EXPORT int ort_cpu_ep_pool_holds(void) { return mnb_pool_holds(); }
 ORT_KERNEL_EXPORT int ort_cpu_ep_has_openmp(void) {
 #ifdef _OPENMP
   return 1;

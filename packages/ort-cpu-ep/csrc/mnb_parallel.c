@@ -7,7 +7,12 @@
  * costs what one thread takes instead of an OS scheduling delay at a join barrier (measured: a 2-thread thin
  * decode step under load 67-318 ms at OpenMP's join, against 50 ms for onnxruntime). Workers spin
  * MNB_SPIN_NS after their last job (yielding the core meanwhile), then sleep on a condition variable: an idle
- * pool costs no CPU. A second caller while the pool is busy (concurrent runs) runs its job alone. */
+ * pool costs no CPU. While a run holds the pool (mnb_pool_hold: a thread scope of more than one thread is open, as
+ * each run opens one) they spin up to MNB_HOLD_SPIN_NS instead, and the hold wakes sleeping workers as the run
+ * starts: a worker that fell asleep between two parallel kernels of one run took so long to wake on a VM (tens of
+ * us to ms) that the caller had claimed every index by then, and after an idle pause a 2-thread run went at
+ * 1-thread speed (magika, a 50 ms pause before each run: 10.5 ms against 5.2 back to back). A second caller while
+ * the pool is busy (concurrent runs) runs its job alone. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
@@ -17,6 +22,7 @@
 
 #define MNB_MAX_WORKERS 63
 #define MNB_SPIN_NS 200000 /* a worker spins this long after a job before it sleeps */
+#define MNB_HOLD_SPIN_NS 5000000 /* ... and this long while a run holds the pool */
 
 typedef struct MnbPool {
   pthread_mutex_t lock;
@@ -25,12 +31,14 @@ typedef struct MnbPool {
   int finished;      /* indices finished in this generation (atomic) */
   int sleepers;      /* workers waiting on `wake` (atomic) */
   int busy;          /* a caller holds the pool (atomic) */
+  int hold;          /* runs holding the pool awake (atomic, mnb_pool_hold) */
+  unsigned kicks;    /* wake-ups without a job (under `lock`): a run began */
   int workers;       /* started workers (only the caller holding the pool changes it) */
   MnbTask fn;
   void* ctx;
 } MnbPool;
 
-static MnbPool g_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0, 0, 0};
+static MnbPool g_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0, 0, 0, 0, 0};
 
 static inline void mnb_pause(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -64,21 +72,26 @@ static void* mnb_worker(void* arg) {
   for (;;) {
     uint64_t gen = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) >> 32;
     if (gen == seen) { /* spin a while (yielding the core every few rounds), then sleep */
-      int64_t until = mnb_now_ns() + MNB_SPIN_NS;
+      const int64_t since = mnb_now_ns();
       int i = 0;
       while ((gen = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) >> 32) == seen) {
         mnb_pause();
         if ((++i & 255) == 0) {
-          if (mnb_now_ns() > until) break;
+          const int64_t spin = __atomic_load_n(&p->hold, __ATOMIC_RELAXED) > 0 ? MNB_HOLD_SPIN_NS : MNB_SPIN_NS;
+          if (mnb_now_ns() - since > spin) break;
           sched_yield();
         }
       }
       if (gen == seen) {
+        unsigned kicks;
         pthread_mutex_lock(&p->lock);
         __atomic_fetch_add(&p->sleepers, 1, __ATOMIC_SEQ_CST);
-        while ((gen = __atomic_load_n(&p->state, __ATOMIC_SEQ_CST) >> 32) == seen) pthread_cond_wait(&p->wake, &p->lock);
+        kicks = p->kicks;
+        while ((gen = __atomic_load_n(&p->state, __ATOMIC_SEQ_CST) >> 32) == seen && p->kicks == kicks)
+          pthread_cond_wait(&p->wake, &p->lock);
         __atomic_fetch_sub(&p->sleepers, 1, __ATOMIC_SEQ_CST);
         pthread_mutex_unlock(&p->lock);
+        if (gen == seen) continue; /* woken by a run that began: spin for its first job */
       }
     }
     seen = gen;
@@ -92,12 +105,29 @@ static void mnb_after_fork_child(void) {
   MnbPool* p = &g_pool;
   pthread_mutex_init(&p->lock, NULL);
   pthread_cond_init(&p->wake, NULL);
-  p->sleepers = p->busy = p->workers = 0;
+  p->sleepers = p->busy = p->workers = p->hold = 0;
   p->finished = 0;
 }
 
 static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
 static void mnb_register_fork(void) { pthread_atfork(NULL, NULL, mnb_after_fork_child); }
+
+void mnb_pool_hold(int on) {
+  MnbPool* p = &g_pool;
+  if (!on) {
+    __atomic_fetch_sub(&p->hold, 1, __ATOMIC_SEQ_CST);
+    return;
+  }
+  __atomic_fetch_add(&p->hold, 1, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&p->sleepers, __ATOMIC_SEQ_CST) > 0) { /* wake them while the run's first nodes run */
+    pthread_mutex_lock(&p->lock);
+    ++p->kicks;
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+  }
+}
+
+int mnb_pool_holds(void) { return __atomic_load_n(&g_pool.hold, __ATOMIC_SEQ_CST); }
 
 static void mnb_serial(int count, MnbTask fn, void* ctx) {
   int i;

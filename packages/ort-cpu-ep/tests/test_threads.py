@@ -166,3 +166,45 @@ def test_without_a_readable_topology_every_allowed_cpu_counts(tmp_path, monkeypa
     monkeypatch.setattr(_threads, "_SYSFS_CPU", tmp_path / "absent")
     monkeypatch.setattr(_threads, "_allowed_cpus", lambda: [0, 1, 2])
     assert ort_cpu_ep.physical_cores() == 3
+
+
+def _pool_holds() -> int:
+    import ctypes
+
+    from ort_cpu_ep import c_kernels
+
+    if c_kernels.c_registry() is None:
+        pytest.skip("the C kernel library is not available")
+    lib = ctypes.CDLL(str(c_kernels.library_path()))
+    return lib.ort_cpu_ep_pool_holds()
+
+
+def test_a_scope_of_more_than_one_thread_holds_the_c_pool_awake_until_its_thread_closes_its_scopes():
+    """Each run opens a scope; while one of more than one thread is open the C pool's workers do not go to sleep
+    between two parallel kernels (mnb_pool_hold). One hold per thread however deep its scopes, released when its
+    scopes close or drop to one thread; a second thread's scope holds too."""
+    base = _pool_holds()
+    with ort_cpu_ep.intra_op_thread_scope(2):
+        assert _pool_holds() == base + 1
+        with ort_cpu_ep.intra_op_thread_scope(3):
+            assert _pool_holds() == base + 1
+            with ort_cpu_ep.intra_op_thread_scope(1):
+                assert _pool_holds() == base
+            assert _pool_holds() == base + 1
+        seen: list[int] = []
+
+        def other() -> None:
+            with ort_cpu_ep.intra_op_thread_scope(2):
+                seen.append(_pool_holds())
+            seen.append(_pool_holds())
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        assert seen == [base + 2, base + 1]
+        with _threads.native_thread_scope(2):  # the all-C replay's scope
+            assert _pool_holds() == base + 1
+        assert _pool_holds() == base + 1
+    assert _pool_holds() == base
+    with ort_cpu_ep.intra_op_thread_scope(1):
+        assert _pool_holds() == base
