@@ -35,12 +35,15 @@ def options(file: str, **extra: Any) -> dict[str, Any]:
     return {"max_shapes": {name: list(shape)}, **extra}
 
 
-def ours(path: str, file: str, providers: list[str] | None = None, **extra: Any):
+def ours(path: str, file: str, providers: list[str] | None = None, dynamic: bool = False, **extra: Any):
+    """Our session, planned for the shape its package feeds (max_shapes), or with `dynamic` as users load it: the
+    file's symbolic dims left symbolic (a run then plans at the shapes it meets)."""
     from ort_session import InferenceSession
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return InferenceSession(path, options(file, **extra), providers=providers or ["CPUExecutionProvider"])
+        opts = extra if dynamic else options(file, **extra)
+        return InferenceSession(path, opts, providers=providers or ["CPUExecutionProvider"])
 
 
 def ort(path: str, threads: int | None):
