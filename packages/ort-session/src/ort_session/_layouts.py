@@ -19,7 +19,7 @@ import numpy as np
 
 import ort_abi
 import ort_memplan
-from ort_graph import Node, from_numpy_dtype
+from ort_graph import Node, from_numpy_dtype, is_static
 
 from ._device_memory import DeviceMemoryStage
 from ._errors import ConstInputWrittenError, RedZoneError
@@ -135,8 +135,7 @@ class PlannedLayout(BlockLayout):
     def hold(self, stats: RunStats) -> Iterator[None]:
         bufs = self.buffers
         if bufs is None:  # memory-pattern mode: this run's buffers (host: the last run's, kept), given back at its end
-            budgets = {d: s.activation_budget for d, s in self.stages.items() if s.activation_budget is not None}
-            bufs = self.gplan.buffers(arenas(self.gplan.plan.peak, self.stages), budgets)
+            bufs = self.new_run_buffers()
             stats.allocations += fresh_buffers(bufs)
         try:
             with bufs.run():
@@ -150,6 +149,12 @@ class PlannedLayout(BlockLayout):
         finally:
             if bufs is not self.buffers:
                 bufs.close()
+
+    def new_run_buffers(self) -> ort_memplan.ExecutionBuffers:
+        """One run's buffers of the plan from the stages' arenas (host: the buffer the last run gave back), within
+        each device's activation budget; the caller closes them."""
+        budgets = {d: s.activation_budget for d, s in self.stages.items() if s.activation_budget is not None}
+        return self.gplan.buffers(arenas(self.gplan.plan.peak, self.stages), budgets)
 
     def _block(self, name: str) -> Any:
         if self.blocks is not None:  # the hot path: one lookup per output per run
@@ -244,10 +249,15 @@ class TracedPattern:
 
 
 def workspace_shapes(node: Node, args: Sequence[Any]) -> list[ort_abi.WorkspaceInputShape]:
-    """The run's concrete input shapes in the positional form a kernel declares its workspace from."""
+    """The run's concrete input shapes in the positional form a kernel declares its workspace from. A weight the
+    host released once its kernel packed it (None here) keeps its static shape: the kernel's declaration reads it
+    (a Conv's packed weights decide its workspace)."""
     out = []
+    values = node.graph.values if node.graph is not None else {}
     for name, arg in zip(node.inputs, args):
-        if not name or arg is None:
+        if arg is None and name and (v := values.get(name)) is not None and is_static(v.shape) and v.dtype:
+            out.append(ort_abi.WorkspaceInputShape.shaped(tuple(v.shape), v.dtype))
+        elif not name or arg is None:
             out.append(ort_abi.WorkspaceInputShape.missing())
         elif isinstance(arg, np.ndarray | np.generic | ort_abi.DeviceTensor) and np.dtype(arg.dtype).kind != "O":
             out.append(ort_abi.WorkspaceInputShape.shaped(tuple(int(d) for d in arg.shape), from_numpy_dtype(arg.dtype)))
@@ -330,8 +340,7 @@ class CachedLayout(BlockLayout):
 
     @contextlib.contextmanager
     def hold(self, stats: RunStats) -> Iterator[None]:
-        bufs = ort_memplan.ExecutionBuffers(self.plan, arenas(self.plan.peak, self.stages),
-                                            requests=self.pattern.requests)
+        bufs = self.new_run_buffers()
         stats.allocations += fresh_buffers(bufs)
         try:
             with bufs.run():
@@ -342,6 +351,10 @@ class CachedLayout(BlockLayout):
                     self._bufs = None
         finally:
             bufs.close()
+
+    def new_run_buffers(self) -> ort_memplan.ExecutionBuffers:
+        """One run's buffers of the traced plan from the stages' arenas; the caller closes them."""
+        return ort_memplan.ExecutionBuffers(self.plan, arenas(self.plan.peak, self.stages), requests=self.pattern.requests)
 
     def _block(self, name: str) -> Any:
         rid = self.pattern.ids.get(name)

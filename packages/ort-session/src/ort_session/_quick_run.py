@@ -1,13 +1,14 @@
-"""A run on the static plan every step of which is a C step, replayed with no Python between feeds and outputs.
+"""A run on a fixed layout every step of which is a C step, replayed with no Python between feeds and outputs.
 
 After a run on the static plan (`PlannedLayout`: pre-allocated buffers, or the plan's buffers made per run from
-the retained host arena) where the C step runner (`_fast_steps`) computed every node in one call and made every
+the retained host arena), or on the pattern traced for its feed shapes (`CachedLayout`: a model whose symbolic
+dims no max shape bounds, the feed shapes after the first run of them), where the C step runner (`_fast_steps`) computed every node in one call and made every
 graph output in the run's OUTPUTS buffer, the session keeps a `QuickRun`: the feeds' names and element types, one
 `ort_abi.StepRun` whose value table starts from a template (the weights and the first replay's feeds described
 once) and each output's place in OUTPUTS. A later run with feeds of those names and dtypes (C-contiguous numpy
 arrays, no RunOptions, no progress callback, profiling off) is replayed: feed shapes seen before cost a tuple
 lookup (a new shape key is checked once, by `validate_feeds` and the memory layout, as the executor's path checks
-it: the same errors; shapes outside the static plan go there), the template's shapes one data pointer per feed
+it: the same errors; shapes outside the static plan, or other than the traced pattern's, go there), the template's shapes one data pointer per feed
 (others a description per feed), then one call into C for all the steps and one view per output. A kernel that
 fails (or returns success without a needed output) raises what the executor raises for it. A step C does not
 finish alone (it deferred to Python) sends the run to the executor's path, which runs it again from the start;
@@ -31,7 +32,7 @@ from ort_graph import to_numpy_dtype
 from ._executor import NO_C_STEPS_ENV
 from ._fast_steps import OUTPUTS, FastSteps
 from ._feeds import validate_feeds
-from ._layouts import PlannedLayout, arenas, fresh_buffers
+from ._layouts import CachedLayout, PlannedLayout, fresh_buffers
 from ._run_types import RunStats
 from ._run_values import check_produced, raise_failure
 
@@ -41,13 +42,12 @@ _UNSEEN = object()  # a shape key not checked yet
 class QuickRun:
     """The replay of one session's all-C runs on its static plan (see the module docstring)."""
 
-    def __init__(self, fast: FastSteps, layout: PlannedLayout, feeds: list[tuple[str, np.dtype, int]],
+    def __init__(self, fast: FastSteps, layout: PlannedLayout | CachedLayout, feeds: list[tuple[str, np.dtype, int]],
                  outputs: dict[str, tuple[int, int, np.dtype, int, tuple[int, ...] | None]],
                  scopes: Sequence[Callable[[], Any]] = ()) -> None:
         self.fast, self.layout = fast, layout  # one layout object, held by one replay at a time (`_lock`)
         self._lock = threading.Lock()  # a second concurrent run takes the executor's path
-        self._fixed = layout.buffers is not None  # the same host buffers every run: they stay bound
-        self._budgets = {d: st.activation_budget for d, st in layout.stages.items() if st.activation_budget is not None}
+        self._fixed = getattr(layout, "buffers", None) is not None  # the same host buffers every run: they stay bound
         self._scopes = list(scopes)  # per provider: what to hold around a replay (its threads for C kernels)
         self.feeds = feeds  # (name, dtype, value table entry)
         self.key: Any = None  # the static plan (`PlannedLayout.plan_key`) the shapes must be planned by
@@ -72,12 +72,12 @@ class QuickRun:
         static plan, a step or an output the C step runner does not make, or anything that watches every run or
         step (profiling, red zones, capture, a recorder, weight streaming, host allocation measuring)."""
         ex, memory = session._executor, session.memory
-        if (not memory.static or session.options.measure_host_allocations or session._profiler.enabled
+        if (session.options.measure_host_allocations or session._profiler.enabled
                 or any(w is not None for w in (ex.recorder, ex.streamer, ex.capture, ex.declared_workspace))
                 or ex.allocators or os.environ.get(NO_C_STEPS_ENV) == "1"):
             return None
-        layout = memory.layout_for(arrays)
-        if type(layout) is not PlannedLayout or layout.red_zone_names is not None:
+        layout = memory.layout_for(arrays)  # the static plan, or the pattern traced for these feed shapes
+        if type(layout) not in (PlannedLayout, CachedLayout) or getattr(layout, "red_zone_names", None) is not None:
             return None
         key = layout.plan_key()
         cached = ex._fast_cache.get(id(key))
@@ -120,8 +120,8 @@ class QuickRun:
         arrays, _ = validate_feeds(session.model.graph, feeds, session._declared_inputs, session._passed_feeds,
                                    session._constants)
         layout = session.memory.layout_for(arrays)
-        same = (type(layout) is PlannedLayout and layout.plan_key() is self.key and layout.name == self.layout.name
-                and layout.red_zone_names is None)
+        same = (type(layout) is type(self.layout) and layout.plan_key() is self.key and layout.name == self.layout.name
+                and getattr(layout, "red_zone_names", None) is None)
         exact = session._executor._exact_shapes(arrays) if same else None
         if len(self._shapes) >= 16:  # a few shape keys (a decode loop has one per length)
             self._shapes.pop(next(iter(self._shapes)), None)
@@ -197,9 +197,9 @@ class QuickRun:
         stats = RunStats(layout=layout.name)
         if self._fixed:
             return self._on(session, layout.buffers, feeds, key, exact, wanted, stats)
-        # this run's buffers of the plan from the arenas (the retained host buffer: no allocation), as
-        # `PlannedLayout.hold` makes them, given back at the end
-        bufs = layout.gplan.buffers(arenas(layout.gplan.plan.peak, layout.stages), self._budgets)
+        # this run's buffers from the arenas (the retained host buffer: no allocation), as the layout's `hold`
+        # makes them, given back at the end
+        bufs = layout.new_run_buffers()
         stats.allocations += fresh_buffers(bufs)
         try:
             return self._on(session, bufs, feeds, key, exact, wanted, stats)

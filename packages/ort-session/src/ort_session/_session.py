@@ -34,6 +34,7 @@ from ._gc_pause import collector_paused
 from ._heap import release_free_heap
 from ._kernels import kernel_output_shapes
 from ._large_dims import naming_large_dims
+from ._layouts import TracingLayout
 from ._loading import load_model as _load
 from ._options import (
     EXTERNAL_DATA_FOLDER,
@@ -316,7 +317,9 @@ class InferenceSession(OrtSessionApi):
                                         measure=self.options.measure_host_allocations, device_outputs=device_outputs,
                                         started=started)
         if self._quick is None and progress is None and not on_device and device_outputs is None:
-            self._quick = QuickRun.build(self, arrays) or False  # False: this session's runs are not replayed
+            quick = QuickRun.build(self, arrays)
+            if quick is not None or type(layout) is not TracingLayout:  # a traced run: its pattern's next run may be
+                self._quick = quick or False  # False: this session's runs are not replayed
         if self._executor.recorder is not None:  # field-wise maximum over all runs so far
             _dump_memory_profile(self._executor.recorder, self._stats_file)
         return result

@@ -178,7 +178,7 @@ def test_run_options_and_progress_take_the_executors_path():
         sess.run(None, feeds, opts)
 
 
-@pytest.mark.parametrize("why", ["no C steps", "a Python step", "dynamic shapes"])
+@pytest.mark.parametrize("why", ["no C steps", "a Python step"])
 def test_runs_that_cannot_be_replayed_are_never_kept(monkeypatch, why):
     model = _chain()
     if why == "no C steps":
@@ -191,18 +191,55 @@ def test_runs_that_cannot_be_replayed_are_never_kept(monkeypatch, why):
         proto.ir_version = 8
         sess = _session(proto.SerializeToString())
         sess.run(None, {"x": np.ones((2, 3))})
-    elif why == "dynamic shapes":  # no static plan: traced patterns, not replayed
-        graph = helper.make_graph([helper.make_node("Add", ["x", "x"], ["y"])], "dyn",
-                                  [helper.make_tensor_value_info("x", T.FLOAT, ["n"])],
-                                  [helper.make_tensor_value_info("y", T.FLOAT, ["n"])])
-        proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-        proto.ir_version = 8
-        sess = _session(proto.SerializeToString(), pre_allocate=False)
-        sess.run(None, {"x": np.ones(3, np.float32)})
     else:
         sess = _session(model)
         sess.run(None, _feeds(0))
     assert sess._quick is False
+
+
+def _dynamic_conv():
+    """x [n, 4, h, w] -> a padded 1x3 Conv with constant W (pre-packed, the original released) -> Add: no static plan
+    (nothing bounds n, h, w), so each feed shape is traced by its first run and planned from its pattern."""
+    rng = np.random.default_rng(5)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[1, 3], pads=[0, 1, 0, 1]),
+         helper.make_node("Add", ["c", "b"], ["y"])], "dyn",
+        [helper.make_tensor_value_info("x", T.FLOAT, ["n", 16, "h", "w"])],
+        [helper.make_tensor_value_info("y", T.FLOAT, ["n", 32, "h", "w"])],
+        [nh.from_array(rng.standard_normal((32, 16, 1, 3)).astype(np.float32), "w"),
+         nh.from_array(np.full([1], 0.5, np.float32), "b")])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    proto.ir_version = 8
+    return proto.SerializeToString()
+
+
+def test_symbolic_dims_are_replayed_on_the_pattern_traced_for_their_feed_shapes(monkeypatch):
+    """The first run of a feed shape traces it, the second runs the executor on its pattern and keeps the replay;
+    from then on that shape is replayed (the Conv's workspace traced from its packed weights' shape: no request
+    outside the pattern). Another shape takes the executor's path; each run matches onnxruntime."""
+    model = _dynamic_conv()
+    sess = _session(model, pre_allocate=False)
+    rng = np.random.default_rng(0)
+    x = {"x": rng.standard_normal((2, 16, 3, 20)).astype(np.float32)}
+    sess.run(None, x)
+    assert sess._quick is None  # traced: not yet
+    sess.run(None, x)
+    assert isinstance(sess._quick, QuickRun)
+    executor_run = _executor.Executor.run
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the executor's path ran")
+
+    monkeypatch.setattr(_executor.Executor, "run", refuse)
+    for seed in range(3):
+        x = {"x": np.random.default_rng(seed).standard_normal((2, 16, 3, 20)).astype(np.float32)}
+        np.testing.assert_allclose(sess.run(None, x)[0], _ort(model, x)[0], rtol=1e-5, atol=1e-5)
+        stats = sess.last_run_stats
+        assert stats.c_steps == 2 and stats.layout == "cached pattern" and stats.allocations == 0
+    monkeypatch.setattr(_executor.Executor, "run", executor_run)
+    for shape in ((1, 16, 2, 9), (1, 16, 2, 9), (2, 16, 3, 20)):  # a kernel's last declaration may now be the
+        x = {"x": rng.standard_normal(shape).astype(np.float32)}  # other shape's: a replay then stops, not wrong
+        np.testing.assert_allclose(sess.run(None, x)[0], _ort(model, x)[0], rtol=1e-5, atol=1e-5)
 
 
 def test_a_static_plan_without_preallocation_is_replayed_with_no_allocation(no_executor):
