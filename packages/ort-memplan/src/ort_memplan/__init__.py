@@ -42,6 +42,7 @@ _WHERE = {
     "Activations": "._graph",
     "activation_lifetimes": "._graph",
     "may_inplace": "._graph",
+    "inplace_candidates": "._graph",
     "OnlinePlanner": "._online",
     "ALGORITHMS": "._planners",
     "plan": "._planners",
@@ -66,7 +67,7 @@ __all__ = [
     "LookupMissError", "MemPlanError", "MemoryPlan", "MisalignedError", "OnlinePlanner", "OverlapError",
     "PatternCache", "PlanValidationError", "RedZoneGuard", "RedZoneViolation", "ShapeKey", "SizeOverflowError", "SlotKey",
     "TraceError", "TraceRecorder", "__version__", "activation_lifetimes", "align_up", "buffer_margin", "busiest_step",
-    "lower_bound", "may_inplace", "plan", "plan_graph", "requests_from_trace", "shape_key", "validate",
+    "lower_bound", "may_inplace", "inplace_candidates", "plan", "plan_graph", "requests_from_trace", "shape_key", "validate",
     "workspace_requests",
 ]
 
@@ -90,7 +91,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
         SizeOverflowError,
         TraceError,
     )
-    from ._graph import Activations, activation_lifetimes, may_inplace  # noqa: F401
+    from ._graph import Activations, activation_lifetimes, inplace_candidates, may_inplace  # noqa: F401
     from ._online import OnlinePlanner  # noqa: F401
     from ._planners import ALGORITHMS, plan  # noqa: F401
     from ._redzone import RedZoneGuard  # noqa: F401

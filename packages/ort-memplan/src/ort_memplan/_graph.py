@@ -125,25 +125,7 @@ def activation_lifetimes(graph: Graph, order: Sequence[Node], device_of: Callabl
         node_steps[node.index] = t
     outputs = set(graph.outputs)
     inits = graph.initializers
-    producer_step: dict[str, int] = {}
-    for t, node in enumerate(order):
-        for o in node.outputs:
-            if o:
-                producer_step[o] = t
-    last_use: dict[str, int] = {}
-    first_reader: dict[str, int] = {}
-    for t, node in enumerate(order):
-        for name in [*node.inputs, *node.implicit_inputs()]:
-            if not name or name in inits:
-                continue
-            p = producer_step.get(name)
-            if p is not None and p > t:
-                raise InvalidRequestError(
-                    f"node {node.name!r} at step {t} reads {name!r} before its producer "
-                    f"{order[p].name!r} runs at step {p}; pass a topological order "
-                    "(ort_graph.topological_order)")
-            last_use[name] = t
-            first_reader.setdefault(name, t)
+    last_use, first_reader = _reads(graph, order)
 
     def size_of(name: str) -> int | None:
         v = graph.values.get(name)
@@ -210,30 +192,77 @@ def activation_lifetimes(graph: Graph, order: Sequence[Node], device_of: Callabl
         node_names=tuple(n.name for n in order), node_devices=tuple(devices))
 
 
+def _reads(graph: Any, order: Sequence[Node]) -> tuple[dict[str, int], dict[str, int]]:
+    """(last step reading each value, first step reading it): initializers left out, subgraph readers at their
+    parent's step; a value read before its producer runs is an error."""
+    inits = graph.initializers
+    producer_step: dict[str, int] = {}
+    for t, node in enumerate(order):
+        for o in node.outputs:
+            if o:
+                producer_step[o] = t
+    last_use: dict[str, int] = {}
+    first_reader: dict[str, int] = {}
+    for t, node in enumerate(order):
+        for name in [*node.inputs, *node.implicit_inputs()]:
+            if not name or name in inits:
+                continue
+            p = producer_step.get(name)
+            if p is not None and p > t:
+                raise InvalidRequestError(
+                    f"node {node.name!r} at step {t} reads {name!r} before its producer "
+                    f"{order[p].name!r} runs at step {p}; pass a topological order "
+                    "(ort_graph.topological_order)")
+            last_use[name] = t
+            first_reader.setdefault(name, t)
+    return last_use, first_reader
+
+
 def _find_inplace(graph: Any, order: list[Node], blocks: list[tuple[str, int, int, int, str]],
                   index: dict[str, int], last_use: dict[str, int], outputs: set[str]) -> dict[str, str]:
-    alias: dict[str, str] = {}
-    graph_inputs = set(graph.inputs)
-    taken: set[str] = set()
-    for t, node in enumerate(order):
-        positions = may_inplace(node)
-        if not positions or not node.outputs or not node.outputs[0]:
-            continue
-        out = node.outputs[0]
-        if out in outputs or out not in index:
-            continue
+    def fits(x: str, out: str) -> bool:  # an activation of at least the output's size, on its device
+        if x not in index or out not in index:
+            return False
         _, out_nb, _, _, out_dev = blocks[index[out]]
-        for pos in positions:
-            if pos >= len(node.inputs):
-                continue
-            x = node.inputs[pos]
-            if (not x or x in taken or x in graph_inputs or x in outputs or x in graph.initializers
-                    or x not in index or last_use.get(x) != t):
-                continue
-            _, x_nb, _, _, x_dev = blocks[index[x]]
-            if x_dev != out_dev or x_nb < out_nb:
-                continue
+        _, x_nb, _, _, x_dev = blocks[index[x]]
+        return x_dev == out_dev and x_nb >= out_nb
+
+    alias: dict[str, str] = {}
+    taken: set[str] = set()
+    for out, inputs in _inplace_options(graph, order, last_use, outputs, fits).items():
+        x = next((x for x in inputs if x not in taken), None)
+        if x is not None:
             alias[out] = x
             taken.add(x)
-            break
     return alias
+
+
+def _inplace_options(graph: Any, order: Sequence[Node], last_use: Mapping[str, int], outputs: set[str],
+                     fits: Callable[[str, str], bool]) -> dict[str, tuple[str, ...]]:
+    """output -> the inputs it may overwrite, in the node's order: per node that may write its first output in
+    place (`may_inplace`, not a graph output), each such input that dies at the node's step, is no graph input,
+    output or initializer, and `fits`."""
+    options: dict[str, tuple[str, ...]] = {}
+    graph_inputs = set(graph.inputs)
+    for t, node in enumerate(order):
+        positions = may_inplace(node)
+        if not positions or not node.outputs or not node.outputs[0] or node.outputs[0] in outputs:
+            continue
+        out = node.outputs[0]
+        found = tuple(dict.fromkeys(
+            x for x in (node.inputs[p] for p in positions if p < len(node.inputs))
+            if x and x not in graph_inputs and x not in outputs and x not in graph.initializers
+            and last_use.get(x) == t and fits(x, out)))
+        if found:
+            options[out] = found
+    return options
+
+
+def inplace_candidates(graph: Any, order: Sequence[Node],
+                       device_of_value: Mapping[str, str]) -> dict[str, tuple[str, ...]]:
+    """output -> the inputs the static plan's in-place reuse could write it over, without sizes (values of symbolic
+    shape): a run that traces its pattern writes an output over the first of them whose block holds it and that no
+    other output took (ort-session's TracingLayout)."""
+    last_use, _ = _reads(graph, order)
+    return _inplace_options(graph, order, last_use, set(graph.outputs),
+                            lambda x, out: device_of_value.get(x, "cpu") == device_of_value.get(out, "cpu"))

@@ -269,7 +269,10 @@ def workspace_shapes(node: Node, args: Sequence[Any]) -> list[ort_abi.WorkspaceI
 @attrs.define(eq=False)
 class TracingLayout(LayoutBase):
     """First run of a new shape key: values are fresh arrays and workspace is scratch; the allocate/free
-    order of values and declared workspace slots is recorded and planned when the run ends."""
+    order of values and declared workspace slots is recorded and planned when the run ends. An output with an
+    in-place candidate (`ort_memplan.inplace_candidates`: the input dies at its node, as the static plan pairs
+    them) whose block holds it is recorded in that block: later runs of the pattern write it there in place (a
+    Reshape then copies nothing), and the block is freed when its last holder is."""
 
     recorder: ort_memplan.TraceRecorder
     pattern: TracedPattern
@@ -279,7 +282,10 @@ class TracingLayout(LayoutBase):
     on_done: Callable[[TracedPattern], None]
     name: str = "tracing"
     stages: Mapping[str, DeviceMemoryStage] | None = None  # where the next run's buffers come from
+    inplace: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)  # output -> the inputs it may overwrite
     _open_workspace: list[str] = attrs.field(factory=list, alias="open_workspace")
+    _bytes: dict[int, int] = attrs.field(factory=dict, alias="bytes")  # block id -> its traced bytes
+    _holder: dict[int, str] = attrs.field(factory=dict, alias="holder")  # block id -> the value holding it now
 
     @contextlib.contextmanager
     def hold(self, stats: RunStats) -> Iterator[None]:
@@ -292,8 +298,9 @@ class TracingLayout(LayoutBase):
 
     def _record(self, name: str, nbytes: int, device: str) -> None:
         ids = self.pattern.ids
-        ids.setdefault(name, len(ids))
-        self.recorder.allocate(ids[name], nbytes, device)
+        rid = ids.setdefault(name, len(ids))  # len(ids) > every id so far, aliases included: a new id
+        self._bytes[rid], self._holder[rid] = nbytes, name
+        self.recorder.allocate(rid, nbytes, device)
 
     def place(self, name: str, arr: Any, *, copy: bool = True) -> Any | None:
         if isinstance(arr, np.ndarray | np.generic) and arr.dtype != object:
@@ -301,13 +308,19 @@ class TracingLayout(LayoutBase):
         return None
 
     def allocate(self, step: int, name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
-        self._record(name, int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize,
-                     self.device_of_value.get(name, "cpu"))
+        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        for source in self.inplace.get(name, ()) if name not in self.pattern.ids else ():
+            rid = self.pattern.ids.get(source)
+            if rid is not None and self._holder.get(rid) == source and self._bytes[rid] >= nbytes:
+                self.pattern.ids[name], self._holder[rid] = rid, name  # in place: the input's block, now the output's
+                return None
+        self._record(name, nbytes, self.device_of_value.get(name, "cpu"))
         return None
 
     def release(self, step: int, name: str) -> None:
-        if name in self.pattern.ids:
-            self.recorder.free(self.pattern.ids[name])
+        rid = self.pattern.ids.get(name)
+        if rid is not None and self._holder.get(rid) == name:  # an input an output took in place: freed with it
+            self.recorder.free(rid)
 
     def workspace(self, node: Node, args: Sequence[Any] = ()) -> dict[int, Any]:
         """Declare the node's workspace for this run's shapes and trace each slot as live during the step;

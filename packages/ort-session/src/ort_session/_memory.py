@@ -118,10 +118,21 @@ class SessionMemory:
     _value_blocks: dict[str, tuple[str, int, int]] | None = attrs.field(default=None, alias="value_blocks")
     _traced: dict[Any, TracedPattern] = attrs.field(factory=dict, alias="traced")
     _within: dict[tuple, bool] = attrs.field(factory=dict, alias="within")  # feed shapes -> promise kept, `_within_plan`
+    _inplace: dict[str, tuple[str, ...]] | None = attrs.field(default=None, alias="inplace")  # made once
 
     def __attrs_post_init__(self) -> None:
         for node_index, slot_id in self.gplan.slot_requests:
             self._slot_ids.setdefault(node_index, []).append(slot_id)
+
+    @property
+    def inplace_candidates(self) -> dict[str, tuple[str, ...]]:
+        """output -> the inputs a traced pattern may write it over (`ort_memplan.inplace_candidates`, in the plan's
+        execution order)."""
+        if self._inplace is None:
+            steps = self.gplan.activations.node_steps
+            order = sorted(self.model.graph.nodes, key=lambda n: steps.get(n.index, len(steps)))
+            self._inplace = ort_memplan.inplace_candidates(self.model.graph, order, self.device_of_value)
+        return self._inplace
 
     # -- views of the stages (the names callers used before the stages existed) ----------------------
     @property
@@ -259,7 +270,7 @@ class SessionMemory:
             self._traced[key] = pattern
 
         return TracingLayout(self.cache.trace(key), TracedPattern(), self.device_of_value, self.device_of_node,
-                             self.kernels, done, stages=self.stages)
+                             self.kernels, done, stages=self.stages, inplace=self.inplace_candidates)
 
 
 def _weights_per_device(model: Model, device_of_node: Mapping[int, str], memory_types: Any,

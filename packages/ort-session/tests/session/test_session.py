@@ -106,6 +106,42 @@ def test_dynamic_model_traces_first_run_then_reuses_the_pattern():
     _close(out2, _ref(CFG, feeds))
 
 
+def _reshape_chain():
+    """x [n, 6] -> Relu -> Reshape [-1, 3] -> Add x' (x read again: not in place) -> Mul; symbolic n: traced."""
+    from onnx import TensorProto as T
+    from onnx import helper
+    from onnx import numpy_helper as nh
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Reshape", ["r", "s"], ["v"]),
+         helper.make_node("Reshape", ["x", "s"], ["xv"]), helper.make_node("Add", ["v", "xv"], ["a"]),
+         helper.make_node("Mul", ["a", "c"], ["y"])], "chain",
+        [helper.make_tensor_value_info("x", T.FLOAT, ["n", 6])], [helper.make_tensor_value_info("y", T.FLOAT, None)],
+        [nh.from_array(np.array([-1, 3], np.int64), "s"), nh.from_array(np.full([1, 3], 2.0, np.float32), "c")])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    proto.ir_version = 8
+    return proto.SerializeToString()
+
+
+def test_a_traced_pattern_writes_outputs_over_inputs_that_die_at_their_node():
+    """The static plan's in-place pairs without sizes (`ort_memplan.inplace_candidates`), taken where the input's
+    traced block holds the output: Relu's block holds the Reshape of it, then the Add; the feed x (a graph input)
+    and the graph output never share. Runs on the pattern match numpy."""
+    sess = InferenceSession(_reshape_chain(), {"intra_op_num_threads": 1})
+    ids = []
+    for seed in range(3):
+        x = np.random.default_rng(seed).standard_normal((4, 6)).astype(np.float32)
+        want = (np.maximum(x, 0).reshape(-1, 3) + x.reshape(-1, 3)) * 2.0
+        np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=1e-6)
+        ids.append(sess.last_run_stats.layout)
+    assert ids == ["tracing", "cached pattern", "cached pattern"]
+    pattern = next(iter(sess.memory._traced.values()))
+    block = pattern.ids
+    assert block["r"] == block["v"] == block["a"]  # in place through Reshape and Add
+    assert len({block["x"], block["xv"], block["y"]} | {block["r"]}) == 4  # the feed, its Reshape (x read after), y
+    assert sess.memory.inplace_candidates["a"] == ("v", "xv")
+
+
 def test_without_the_arena_each_cached_run_allocates_its_one_buffer():
     sess = InferenceSession(zoo.decoder(CFG), {"enable_cpu_mem_arena": False})
     feeds = zoo.decoder_inputs(CFG, 1, 5, 3)
