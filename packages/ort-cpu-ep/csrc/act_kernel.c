@@ -71,8 +71,8 @@ typedef struct ActJob {
 
 static void act_job(void* arg, int index, int count) {
   const ActJob* job = (const ActJob*)arg;
-  int64_t per = (job->n / count + 7) / 8 * 8, i0 = per * index, i1 = i0 + per;
-  if (i1 > job->n) i1 = job->n;
+  int64_t i0, i1;
+  cpu_kernels_share(job->n, index, count, 8, &i0, &i1);
   if (i0 < i1) act_quick_gelu(job->x + i0, job->y + i0, i1 - i0, job->alpha);
 }
 

@@ -32,8 +32,8 @@ typedef struct UnaryJob {
 
 static void unary_job(void* arg, int index, int count) {
   const UnaryJob* job = (const UnaryJob*)arg;
-  int64_t per = (job->n / count + 15) / 16 * 16, i0 = per * index, i1 = i0 + per;
-  if (i1 > job->n) i1 = job->n;
+  int64_t i0, i1;
+  cpu_kernels_share(job->n, index, count, 16, &i0, &i1);
   if (i0 < i1) conv_act_apply(job->x + i0, job->y + i0, i1 - i0, &job->act);
 }
 

@@ -203,11 +203,11 @@ static void bin_span(const BinPlan* p, int64_t start, int64_t end) {
   }
 }
 
-/* index's share of the output elements: whole vectors of BIN_V, the last share takes the rest */
+/* index's share of the output elements, in whole vectors of BIN_V */
 static void bin_job(void* arg, int index, int count) {
   const BinPlan* p = (const BinPlan*)arg;
-  int64_t per = (p->count / count + BIN_V - 1) / BIN_V * BIN_V, start = per * index, end = start + per;
-  if (end > p->count) end = p->count;
+  int64_t start, end;
+  cpu_kernels_share(p->count, index, count, BIN_V, &start, &end);
   if (start >= end) return;
   if (p->op == BIN_NEG)
     bin_neg((const float*)p->a + start, (float*)p->y + start, end - start);

@@ -74,8 +74,8 @@ typedef struct CastJob {
 /* index's share of the elements, in multiples of 64 */
 static void cast_job(void* arg, int index, int count) {
   const CastJob* job = (const CastJob*)arg;
-  int64_t per = (job->n / count + 63) / 64 * 64, i0 = per * index, i1 = i0 + per;
-  if (i1 > job->n) i1 = job->n;
+  int64_t i0, i1;
+  cpu_kernels_share(job->n, index, count, 64, &i0, &i1);
   if (i0 < i1) job->loop(job->x + i0 * (int64_t)job->sx, job->y + i0 * (int64_t)job->sy, i1 - i0);
 }
 

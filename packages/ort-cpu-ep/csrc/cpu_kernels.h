@@ -74,6 +74,14 @@ OrtStatus* cpu_kernels_declare_none(OrtKernelImpl* this_ptr, const OrtWorkspaceI
                                     OrtWorkspaceSlot* slots, size_t max_slots, size_t* num_slots);
 OrtStatus* cpu_kernels_estimate_none(const OrtEpApi* api, const OrtNode* node, const OrtEp* ep, size_t* out);
 
+/* [*begin, *end): share `index` of `count` of n elements, in whole blocks of `align` elements; the shares cover
+ * [0, n) (the last ones may be short or empty) */
+static inline void cpu_kernels_share(int64_t n, int index, int count, int64_t align, int64_t* begin, int64_t* end) {
+  const int64_t per = ((n + align - 1) / align + count - 1) / count * align, b = per * index;
+  *begin = b < n ? b : n;
+  *end = b + per < n ? b + per : n;
+}
+
 /* one work buffer of `thread_bytes` per thread from workspace slot `slot` (`declared` bytes planned for it): lowers
  * *threads to what the declaration holds, then takes the preallocated slot, else (nothing declared: shapes unknown
  * at planning) the host's scratch buffer; *buffers = the threads' buffers back to back */

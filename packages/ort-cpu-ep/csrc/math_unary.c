@@ -144,8 +144,8 @@ typedef struct MuJob {
 
 static void mu_job(void* arg, int index, int count) {
   const MuJob* job = (const MuJob*)arg;
-  int64_t per = (job->n / count + 15) / 16 * 16, i0 = per * index, i1 = i0 + per;
-  if (i1 > job->n) i1 = job->n;
+  int64_t i0, i1;
+  cpu_kernels_share(job->n, index, count, 16, &i0, &i1);
   if (i0 < i1) mu_apply(job->op, job->x + i0, job->y + i0, i1 - i0);
 }
 
