@@ -246,6 +246,7 @@ class TracedPattern:
     ids: dict[str, int] = attrs.field(factory=dict)
     requests: list[ort_memplan.AllocationRequest] = attrs.field(factory=list)
     workspace: dict[int, dict[int, str]] = attrs.field(factory=dict)
+    declared: dict[int, list[ort_abi.WorkspaceInputShape]] = attrs.field(factory=dict)  # node -> its declaration's shapes
 
 
 def workspace_shapes(node: Node, args: Sequence[Any]) -> list[ort_abi.WorkspaceInputShape]:
@@ -325,7 +326,10 @@ class TracingLayout(LayoutBase):
     def workspace(self, node: Node, args: Sequence[Any] = ()) -> dict[int, Any]:
         """Declare the node's workspace for this run's shapes and trace each slot as live during the step;
         this run the kernel still takes scratch (nothing is planned yet)."""
-        slots = ort_abi.declare_workspace(self.kernels[node.index], workspace_shapes(node, args), node=node.name)
+        shapes = workspace_shapes(node, args)
+        slots = ort_abi.declare_workspace(self.kernels[node.index], shapes, node=node.name)
+        if slots:
+            self.pattern.declared[node.index] = shapes  # what `SessionMemory.declare_for` declares again
         for slot in slots or ():
             name = f"#workspace:{node.index}:{slot.slot_id}"
             self._record(name, slot.size_bytes, self.device_of_node.get(node.index, "cpu"))

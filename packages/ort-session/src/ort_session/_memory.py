@@ -119,10 +119,29 @@ class SessionMemory:
     _traced: dict[Any, TracedPattern] = attrs.field(factory=dict, alias="traced")
     _within: dict[tuple, bool] = attrs.field(factory=dict, alias="within")  # feed shapes -> promise kept, `_within_plan`
     _inplace: dict[str, tuple[str, ...]] | None = attrs.field(default=None, alias="inplace")  # made once
+    _declared_for: Any = attrs.field(default=None, alias="declared_for")  # the plan key of the kernels' declarations
 
     def __attrs_post_init__(self) -> None:
         for node_index, slot_id in self.gplan.slot_requests:
             self._slot_ids.setdefault(node_index, []).append(slot_id)
+        self._declared_for = self.gplan  # initialization declared every kernel's workspace for the static plan
+
+    def declare_for(self, layout: Any) -> None:
+        """Declare each kernel's workspace again for `layout`'s shapes when the kernels' last declarations were
+        for another layout. A kernel keeps its last declaration and sizes its workspace requests by it, so after a
+        trace of other feed shapes a run on an earlier pattern, or on the static plan, would ask for more (or less)
+        than the blocks planned for it, and take scratch (in a replay: stop it). An identity check per run."""
+        key = layout.plan_key() if isinstance(layout, PlannedLayout | CachedLayout) else None
+        if key is None or key is self._declared_for:
+            return
+        nodes = {n.index: n for n in self.model.graph.nodes}
+        if isinstance(layout, CachedLayout):
+            for index, shapes in layout.pattern.declared.items():
+                ort_abi.declare_workspace(self.kernels[index], shapes, node=nodes[index].name)
+        else:
+            for index in self._slot_ids:
+                declared_slots(nodes[index], self.kernels[index])
+        self._declared_for = key
 
     @property
     def inplace_candidates(self) -> dict[str, tuple[str, ...]]:
@@ -268,7 +287,9 @@ class SessionMemory:
 
         def done(pattern: TracedPattern) -> None:
             self._traced[key] = pattern
+            self._declared_for = pattern  # the trace declared every kernel for its shapes
 
+        self._declared_for = None  # the trace declares each kernel for its shapes as it runs: no layout's meanwhile
         return TracingLayout(self.cache.trace(key), TracedPattern(), self.device_of_value, self.device_of_node,
                              self.kernels, done, stages=self.stages, inplace=self.inplace_candidates)
 

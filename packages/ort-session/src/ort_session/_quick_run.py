@@ -194,6 +194,7 @@ class QuickRun:
     def _replay(self, session: Any, feeds: dict[str, np.ndarray], key: tuple, exact: bool,
                 wanted: list[tuple[str, int, int, np.dtype, int, Any]]) -> list[np.ndarray] | None:
         layout = self.layout
+        session.memory.declare_for(layout)  # another feed shape traced since: the kernels declare for this one
         stats = RunStats(layout=layout.name)
         if self._fixed:
             return self._on(session, layout.buffers, feeds, key, exact, wanted, stats)

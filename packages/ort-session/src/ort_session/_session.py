@@ -313,6 +313,7 @@ class InferenceSession(OrtSessionApi):
             for provider in self.providers:
                 scopes.enter_context(ort_abi.provider_run_scope(provider))
             layout = self.memory.layout_for(arrays)
+            self.memory.declare_for(layout)  # the kernels' workspace declarations for this layout's shapes
             result = self._executor.run({**arrays, **on_device}, outputs, layout, progress,
                                         measure=self.options.measure_host_allocations, device_outputs=device_outputs,
                                         started=started)

@@ -216,11 +216,13 @@ def _dynamic_conv():
 def test_symbolic_dims_are_replayed_on_the_pattern_traced_for_their_feed_shapes(monkeypatch):
     """The first run of a feed shape traces it, the second runs the executor on its pattern and keeps the replay;
     from then on that shape is replayed (the Conv's workspace traced from its packed weights' shape: no request
-    outside the pattern). Another shape takes the executor's path; each run matches onnxruntime."""
+    outside the pattern). Another shape takes the executor's path, and alternating with it the kernels declare for
+    each run's pattern again (`SessionMemory.declare_for`): no scratch, the replay kept; each run matches
+    onnxruntime."""
     model = _dynamic_conv()
     sess = _session(model, pre_allocate=False)
     rng = np.random.default_rng(0)
-    x = {"x": rng.standard_normal((2, 16, 3, 20)).astype(np.float32)}
+    x = {"x": rng.standard_normal((2, 16, 8, 200)).astype(np.float32)}
     sess.run(None, x)
     assert sess._quick is None  # traced: not yet
     sess.run(None, x)
@@ -232,14 +234,20 @@ def test_symbolic_dims_are_replayed_on_the_pattern_traced_for_their_feed_shapes(
 
     monkeypatch.setattr(_executor.Executor, "run", refuse)
     for seed in range(3):
-        x = {"x": np.random.default_rng(seed).standard_normal((2, 16, 3, 20)).astype(np.float32)}
+        x = {"x": np.random.default_rng(seed).standard_normal((2, 16, 8, 200)).astype(np.float32)}
         np.testing.assert_allclose(sess.run(None, x)[0], _ort(model, x)[0], rtol=1e-5, atol=1e-5)
         stats = sess.last_run_stats
         assert stats.c_steps == 2 and stats.layout == "cached pattern" and stats.allocations == 0
     monkeypatch.setattr(_executor.Executor, "run", executor_run)
-    for shape in ((1, 16, 2, 9), (1, 16, 2, 9), (2, 16, 3, 20)):  # a kernel's last declaration may now be the
-        x = {"x": rng.standard_normal(shape).astype(np.float32)}  # other shape's: a replay then stops, not wrong
-        np.testing.assert_allclose(sess.run(None, x)[0], _ort(model, x)[0], rtol=1e-5, atol=1e-5)
+    for shape in ((1, 16, 2, 9), (1, 16, 2, 9), (2, 16, 8, 200), (1, 16, 2, 9), (2, 16, 8, 200)):
+        x = {"x": rng.standard_normal(shape).astype(np.float32)}  # the other shape traced, then alternating: each
+        np.testing.assert_allclose(sess.run(None, x)[0], _ort(model, x)[0], rtol=1e-5, atol=1e-5)  # run declares
+        stats = sess.last_run_stats  # its pattern's workspace again: no scratch (a trace takes it, by design)
+        assert stats.scratch_fallbacks == 0 or stats.layout == "tracing"
+    assert isinstance(sess._quick, QuickRun) and sess._quick.usable  # and the first shape is still replayed
+    monkeypatch.setattr(_executor.Executor, "run", refuse)
+    x = {"x": rng.standard_normal((2, 16, 8, 200)).astype(np.float32)}
+    np.testing.assert_allclose(sess.run(None, x)[0], _ort(model, x)[0], rtol=1e-5, atol=1e-5)
 
 
 def test_a_static_plan_without_preallocation_is_replayed_with_no_allocation(no_executor):
