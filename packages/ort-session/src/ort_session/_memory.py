@@ -137,10 +137,12 @@ class SessionMemory:
         nodes = {n.index: n for n in self.model.graph.nodes}
         if isinstance(layout, CachedLayout):
             for index, shapes in layout.pattern.declared.items():
-                ort_abi.declare_workspace(self.kernels[index], shapes, node=nodes[index].name)
+                if index in nodes:
+                    ort_abi.declare_workspace(self.kernels[index], shapes, node=nodes[index].name)
         else:
             for index in self._slot_ids:
-                declared_slots(nodes[index], self.kernels[index])
+                if index in nodes:
+                    declared_slots(nodes[index], self.kernels[index])
         self._declared_for = key
 
     @property
