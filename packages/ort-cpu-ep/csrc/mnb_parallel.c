@@ -9,10 +9,15 @@
  * MNB_SPIN_NS after their last job (yielding the core meanwhile), then sleep on a condition variable: an idle
  * pool costs no CPU. While a run holds the pool (mnb_pool_hold: a thread scope of more than one thread is open, as
  * each run opens one) they spin up to MNB_HOLD_SPIN_NS instead, and the hold wakes sleeping workers as the run
- * starts: a worker that fell asleep between two parallel kernels of one run took so long to wake on a VM (tens of
- * us to ms) that the caller had claimed every index by then, and after an idle pause a 2-thread run went at
- * 1-thread speed (magika, a 50 ms pause before each run: 10.5 ms against 5.2 back to back). A second caller while
+ * starts: a worker that fell asleep between two parallel kernels of one run came back after the caller had claimed
+ * every index. A woken worker that finds itself on the caller's CPU moves off it (mnb_leave_caller_cpu): Linux
+ * places a wakee near its waker, and after an idle pause the caller and its worker shared one core, so a 2-thread
+ * run went at 1-thread speed (magika, a 50 ms pause before each run: 10.2-11.5 ms against 5.5-8.7 back to back;
+ * moved off, 6.9-8.7). onnxruntime's workers never sleep there: they spin through idle time. A second caller while
  * the pool is busy (concurrent runs) runs its job alone. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sched_getcpu, pthread_{get,set}affinity_np */
+#endif
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
@@ -33,12 +38,13 @@ typedef struct MnbPool {
   int busy;          /* a caller holds the pool (atomic) */
   int hold;          /* runs holding the pool awake (atomic, mnb_pool_hold) */
   unsigned kicks;    /* wake-ups without a job (under `lock`): a run began */
+  int caller_cpu;    /* the CPU the caller last started a job or a run on (atomic; -1 unknown) */
   int workers;       /* started workers (only the caller holding the pool changes it) */
   MnbTask fn;
   void* ctx;
 } MnbPool;
 
-static MnbPool g_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+static MnbPool g_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1};
 
 static inline void mnb_pause(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -66,6 +72,33 @@ static int mnb_claim(MnbPool* p, uint64_t gen) {
   }
 }
 
+/* A worker woken on the caller's CPU (Linux places a wakee near its waker: after an idle pause the caller and the
+ * worker it woke shared one core, and a 2-thread run went at 1-thread speed) moves off it: its affinity without that
+ * CPU (the kernel migrates it at once), then its affinity as it was (it stays where it went). */
+static void mnb_leave_caller_cpu(MnbPool* p) {
+#if defined(__linux__)
+  const int cpu = sched_getcpu();
+  cpu_set_t mask, others;
+  if (cpu < 0 || cpu >= CPU_SETSIZE || cpu != __atomic_load_n(&p->caller_cpu, __ATOMIC_RELAXED)) return;
+  if (pthread_getaffinity_np(pthread_self(), sizeof mask, &mask) != 0) return;
+  others = mask;
+  CPU_CLR(cpu, &others);
+  if (CPU_COUNT(&others) == 0) return; /* the caller's CPU is all this thread may use */
+  if (pthread_setaffinity_np(pthread_self(), sizeof others, &others) == 0)
+    pthread_setaffinity_np(pthread_self(), sizeof mask, &mask);
+#else
+  (void)p;
+#endif
+}
+
+static void mnb_note_caller_cpu(MnbPool* p) {
+#if defined(__linux__)
+  __atomic_store_n(&p->caller_cpu, sched_getcpu(), __ATOMIC_RELAXED);
+#else
+  (void)p;
+#endif
+}
+
 static void* mnb_worker(void* arg) {
   MnbPool* p = (MnbPool*)arg;
   uint64_t seen = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) >> 32;
@@ -91,6 +124,7 @@ static void* mnb_worker(void* arg) {
           pthread_cond_wait(&p->wake, &p->lock);
         __atomic_fetch_sub(&p->sleepers, 1, __ATOMIC_SEQ_CST);
         pthread_mutex_unlock(&p->lock);
+        mnb_leave_caller_cpu(p);
         if (gen == seen) continue; /* woken by a run that began: spin for its first job */
       }
     }
@@ -106,6 +140,7 @@ static void mnb_after_fork_child(void) {
   pthread_mutex_init(&p->lock, NULL);
   pthread_cond_init(&p->wake, NULL);
   p->sleepers = p->busy = p->workers = p->hold = 0;
+  p->caller_cpu = -1;
   p->finished = 0;
 }
 
@@ -120,6 +155,7 @@ void mnb_pool_hold(int on) {
   }
   __atomic_fetch_add(&p->hold, 1, __ATOMIC_SEQ_CST);
   if (__atomic_load_n(&p->sleepers, __ATOMIC_SEQ_CST) > 0) { /* wake them while the run's first nodes run */
+    mnb_note_caller_cpu(p);
     pthread_mutex_lock(&p->lock);
     ++p->kicks;
     pthread_cond_broadcast(&p->wake);
@@ -156,6 +192,7 @@ void mnb_parallel(int count, MnbTask fn, void* ctx) {
   }
   p->fn = fn;
   p->ctx = ctx;
+  if (__atomic_load_n(&p->sleepers, __ATOMIC_RELAXED) > 0) mnb_note_caller_cpu(p); /* a worker is to be woken */
   __atomic_store_n(&p->finished, 0, __ATOMIC_RELAXED);
   gen = (__atomic_load_n(&p->state, __ATOMIC_RELAXED) >> 32) + 1;
   __atomic_store_n(&p->state, (gen << 32) | ((uint64_t)count << 16), __ATOMIC_SEQ_CST);
