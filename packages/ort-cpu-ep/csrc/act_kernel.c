@@ -85,7 +85,6 @@ static OrtStatus* act_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   const void* x = NULL;
   void* y = NULL;
   ActJob job;
-  int threads;
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 0, &xv));
   if (xv == NULL) return g_api->CreateStatus(ORT_INVALID_ARGUMENT, "QuickGelu: input X is missing");
   /* X's element type: float32, checked by the host against the registered constraint before each Compute */
@@ -97,10 +96,7 @@ static OrtStatus* act_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorMutableData(yv, &y));
   if (count == 0) return NULL;
   job.x = (const float*)x; job.y = (float*)y; job.n = (int64_t)count; job.alpha = k->alpha;
-  threads = mnb_threads();
-  if ((int64_t)threads > job.n / ACT_MIN_PER_THREAD) threads = (int)(job.n / ACT_MIN_PER_THREAD);
-  if (threads < 1) threads = 1;
-  mnb_parallel(threads, act_job, &job);
+  mnb_parallel(mnb_threads_for(job.n, ACT_MIN_PER_THREAD), act_job, &job);
   return NULL;
 }
 

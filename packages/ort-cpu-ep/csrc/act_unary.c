@@ -75,7 +75,6 @@ static OrtStatus* unary_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) 
   const void* x = NULL;
   void* y = NULL;
   UnaryJob job;
-  int threads;
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInputCount(ctx, &n_in));
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 0, &xv));
   if (xv == NULL) return unary_fail(k->op, "input X is missing");
@@ -93,10 +92,7 @@ static OrtStatus* unary_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) 
   if (job.n == 0) return NULL;
   job.x = (const float*)x;
   job.y = (float*)y;
-  threads = mnb_threads();
-  if ((int64_t)threads > job.n / UNARY_MIN_PER_THREAD) threads = (int)(job.n / UNARY_MIN_PER_THREAD);
-  if (threads < 1) threads = 1;
-  mnb_parallel(threads, unary_job, &job);
+  mnb_parallel(mnb_threads_for(job.n, UNARY_MIN_PER_THREAD), unary_job, &job);
   return NULL;
 }
 

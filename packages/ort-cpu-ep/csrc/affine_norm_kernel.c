@@ -161,8 +161,7 @@ static OrtStatus* an_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   if (x_count == 0 || n == 0) return NULL;
   job.x = x; job.y = (float*)y; job.scale = params[0]; job.bias = params[1];
   job.n = n; job.rows = x_count / n; job.epsilon = k->epsilon; job.batchnorm = k->batchnorm;
-  threads = mnb_threads();
-  if ((int64_t)threads > x_count / AN_MIN_PER_THREAD) threads = (int)(x_count / AN_MIN_PER_THREAD);
+  threads = mnb_threads_for(x_count, AN_MIN_PER_THREAD);
   if ((int64_t)threads > job.rows) threads = (int)job.rows;
   if (threads < 1) threads = 1;
   mnb_parallel(threads, an_job, &job);

@@ -217,9 +217,7 @@ static void bin_job(void* arg, int index, int count) {
 
 /* every output element, split across the intra-op threads when each gets BIN_MIN_PER_THREAD or more */
 static void bin_execute(BinPlan* p) {
-  int threads = mnb_threads();
-  if ((int64_t)threads > p->count / BIN_MIN_PER_THREAD) threads = (int)(p->count / BIN_MIN_PER_THREAD);
-  mnb_parallel(threads < 1 ? 1 : threads, bin_job, p);
+  mnb_parallel(mnb_threads_for(p->count, BIN_MIN_PER_THREAD), bin_job, p);
 }
 
 /* "[2, 3, 4]" into buf (truncated with "..." past its size) */

@@ -217,8 +217,8 @@ typedef struct BcJob {
 
 static void bc_job(void* arg, int index, int count) {
   const BcJob* j = (const BcJob*)arg;
-  int64_t per = (j->rows + count - 1) / count, r0 = per * index, r1 = r0 + per;
-  if (r1 > j->rows) r1 = j->rows;
+  int64_t r0, r1;
+  cpu_kernels_share(j->rows, index, count, 1, &r0, &r1);
   if (r0 < r1) bc_rows(j->plan, j->a, j->sa, j->b, j->sb, j->y, j->sy, j->run, r0, r1);
 }
 
@@ -227,12 +227,11 @@ static void bc_job(void* arg, int index, int count) {
 static void bc_execute(const BcPlan* p, const char* a, size_t sa, const char* b, size_t sb, char* y, size_t sy,
                        BcRun run) {
   BcJob job = {p, a, b, sa, sb, sy, y, run, 0};
-  int threads = mnb_threads();
+  int threads;
   if (p->count == 0) return;
   job.rows = p->count / p->dims[p->rank - 1];
-  if ((int64_t)threads > p->count / BC_MIN_PER_THREAD) threads = (int)(p->count / BC_MIN_PER_THREAD);
-  if ((int64_t)threads > job.rows) threads = (int)job.rows;
-  mnb_parallel(threads < 1 ? 1 : threads, bc_job, &job);
+  threads = mnb_threads_for(p->count, BC_MIN_PER_THREAD);
+  mnb_parallel((int64_t)threads > job.rows ? (int)job.rows : threads, bc_job, &job);
 }
 
 static OrtStatus* bc_fail(const BcKernel* k, const char* what) {

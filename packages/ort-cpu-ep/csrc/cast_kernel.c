@@ -119,9 +119,7 @@ static OrtStatus* cast_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorMutableData(yv, &y));
   if (n > 0) {
     CastJob job = {CAST_LOOPS[from][to], (const char*)x, (char*)y, n, CAST_SIZES[from], CAST_SIZES[to]};
-    int threads = mnb_threads();
-    if ((int64_t)threads > n / CAST_MIN_PER_THREAD) threads = (int)(n / CAST_MIN_PER_THREAD);
-    mnb_parallel(threads < 1 ? 1 : threads, cast_job, &job);
+    mnb_parallel(mnb_threads_for(n, CAST_MIN_PER_THREAD), cast_job, &job);
   }
   return NULL;
 }

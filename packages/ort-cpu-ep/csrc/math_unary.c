@@ -158,7 +158,6 @@ static OrtStatus* mu_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   const void* x = NULL;
   void* y = NULL;
   MuJob job;
-  int threads;
   char msg[160];
   ORT_KERNEL_RETURN_IF_ERROR(g_api->KernelContext_GetInput(ctx, 0, &xv));
   if (xv == NULL) {
@@ -172,10 +171,7 @@ static OrtStatus* mu_compute(OrtKernelImpl* this_ptr, OrtKernelContext* ctx) {
   ORT_KERNEL_RETURN_IF_ERROR(g_api->Value_GetTensorMutableData(yv, &y));
   if (job.n == 0) return NULL;
   job.x = (const float*)x; job.y = (float*)y; job.op = k->op;
-  threads = mnb_threads();
-  if ((int64_t)threads > job.n / MU_MIN_PER_THREAD) threads = (int)(job.n / MU_MIN_PER_THREAD);
-  if (threads < 1) threads = 1;
-  mnb_parallel(threads, mu_job, &job);
+  mnb_parallel(mnb_threads_for(job.n, MU_MIN_PER_THREAD), mu_job, &job);
   return NULL;
 }
 

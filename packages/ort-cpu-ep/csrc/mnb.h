@@ -104,6 +104,12 @@ typedef void (*MnbTask)(void* ctx, int index, int count);
 void mnb_parallel(int count, MnbTask fn, void* ctx);
 /* the intra-op threads for kernels running on the calling thread (see mnb_kernel.c) */
 int mnb_threads(void);
+/* mnb_threads(), fewer where n items would give a thread fewer than `min_per_thread`; at least 1 */
+static inline int mnb_threads_for(int64_t n, int64_t min_per_thread) {
+  int threads = mnb_threads();
+  if ((int64_t)threads > n / min_per_thread) threads = (int)(n / min_per_thread);
+  return threads < 1 ? 1 : threads;
+}
 /* a run with more than one thread begins (1) or ends (0): the pool's workers stay awake meanwhile (mnb_parallel.c) */
 void mnb_pool_hold(int on);
 int mnb_pool_holds(void); /* the holds now (tests) */

@@ -28,6 +28,7 @@
 #include "cpu_kernels.h"
 #include "mnb.h"      /* mnb_parallel, mnb_threads, g_isa_cap */
 #include "vec_math.h" /* vm_exp8_upto88, vm_max8 */
+#include "vec_math_avx512.h" /* vx_use_avx512 */
 
 #if defined(__x86_64__) || defined(__SSE__)
 #include <xmmintrin.h>
@@ -207,12 +208,7 @@ SM_T512 static void sm_rows_avx512(const float* x, float* y, int64_t rows, int64
 /* 1: the AVX-512 path (the CPU has AVX-512F and ort_cpu_ep_set_isa_cap allows level 2), 0: sm_rows */
 static int sm_use_avx512(void) {
 #ifdef SM_AVX512
-  static int cpu = -1;
-  if (cpu < 0) {
-    __builtin_cpu_init();
-    cpu = !!__builtin_cpu_supports("avx512f");
-  }
-  return cpu && g_isa_cap >= 2;
+  return vx_use_avx512();
 #else
   return 0;
 #endif

@@ -173,13 +173,10 @@ def _pool_holds() -> int:
 
     from ort_cpu_ep import c_kernels
 
-    if c_kernels.c_registry() is None:
-        pytest.skip("the C kernel library is not available")
-    lib = ctypes.CDLL(str(c_kernels.library_path()))
-    return lib.ort_cpu_ep_pool_holds()
+    return ctypes.CDLL(str(c_kernels.library_path())).ort_cpu_ep_pool_holds()
 
 
-def test_a_scope_of_more_than_one_thread_holds_the_c_pool_awake_until_its_thread_closes_its_scopes():
+def test_a_scope_of_more_than_one_thread_holds_the_c_pool_awake_until_its_thread_closes_its_scopes(library):
     """Each run opens a scope; while one of more than one thread is open the C pool's workers do not go to sleep
     between two parallel kernels (mnb_pool_hold). One hold per thread however deep its scopes, released when its
     scopes close or drop to one thread; a second thread's scope holds too."""

@@ -310,11 +310,12 @@ class TracingLayout(LayoutBase):
 
     def allocate(self, step: int, name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
         nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-        for source in self.inplace.get(name, ()) if name not in self.pattern.ids else ():
-            rid = self.pattern.ids.get(source)
-            if rid is not None and self._holder.get(rid) == source and self._bytes[rid] >= nbytes:
-                self.pattern.ids[name], self._holder[rid] = rid, name  # in place: the input's block, now the output's
-                return None
+        if name not in self.pattern.ids:
+            for source in self.inplace.get(name, ()):
+                rid = self.pattern.ids.get(source)
+                if rid is not None and self._holder.get(rid) == source and self._bytes[rid] >= nbytes:
+                    self.pattern.ids[name], self._holder[rid] = rid, name  # in place: the input's block is the output's
+                    return None
         self._record(name, nbytes, self.device_of_value.get(name, "cpu"))
         return None
 

@@ -40,7 +40,7 @@ _UNSEEN = object()  # a shape key not checked yet
 
 
 class QuickRun:
-    """The replay of one session's all-C runs on its static plan (see the module docstring)."""
+    """The replay of one session's all-C runs on its static plan or a traced pattern (see the module docstring)."""
 
     def __init__(self, fast: FastSteps, layout: PlannedLayout | CachedLayout, feeds: list[tuple[str, np.dtype, int]],
                  outputs: dict[str, tuple[int, int, np.dtype, int, tuple[int, ...] | None]],
